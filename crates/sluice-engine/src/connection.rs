@@ -1,0 +1,194 @@
+//! One accepted connection as every engine drives it: socket, session, outbox, buffered input.
+//!
+//! Owns the order of work on a connection, identical on every engine: send what is queued, offer
+//! buffered input to the session, and only then ask the engine for more input. Engines differ only
+//! in how they wait (epoll edge, blocking `poll`); that waiting is theirs, not this module's.
+
+use std::io;
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use sluice_proto::{Clock, Outbox, Session};
+
+use crate::send::{flush, Flush, SendBuffers};
+use crate::SendStrategy;
+
+/// How long a closing connection keeps reading (and discarding) what the client still sends, so
+/// that the kernel does not answer unread data with a reset that destroys our last response
+/// before the client reads it (nginx's lingering close, for the same reason).
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes read and discarded while lingering.
+const LINGER_MAX_BYTES: usize = 1 << 20;
+
+/// What a connection needs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pump {
+    /// Everything queued is sent and the session waits for more bytes.
+    NeedInput,
+    /// The socket cannot take more now.
+    Blocked,
+    /// The response stream is over: close after lingering.
+    Finished,
+    /// The socket failed or the peer is gone: close now.
+    Failed,
+}
+
+/// A connection's state, whatever engine runs it.
+pub(crate) struct Connection<S> {
+    pub stream: TcpStream,
+    pub session: S,
+    pub out: Outbox,
+    input: Vec<u8>,
+    offer: bool,
+    /// Last time bytes moved either way; the send deadline counts from here.
+    pub last_progress: Instant,
+    pub peer_closed: bool,
+    /// Set once the connection is lingering: until when, and how much it has discarded.
+    pub lingering: Option<(Instant, usize)>,
+}
+
+impl<S: Session> Connection<S> {
+    pub fn new(stream: TcpStream, session: S, clock: &Clock) -> Self {
+        Connection {
+            stream,
+            session,
+            out: Outbox::new(),
+            input: Vec::new(),
+            offer: false,
+            last_progress: clock.now(),
+            peer_closed: false,
+            lingering: None,
+        }
+    }
+
+    /// Sends queued output and offers buffered input, until the connection needs something from
+    /// outside: more input, writability, or closing.
+    pub fn pump(&mut self, clock: &Clock, strategy: SendStrategy, buffers: &mut SendBuffers<'_>) -> Pump {
+        loop {
+            if !self.out.is_empty() {
+                match flush(self.stream.as_raw_fd(), &mut self.out, strategy, buffers) {
+                    Ok((n, done)) => {
+                        if n > 0 {
+                            self.last_progress = clock.now();
+                        }
+                        if done == Flush::Blocked {
+                            return Pump::Blocked;
+                        }
+                        self.session.on_drained(clock);
+                        self.offer = true;
+                    }
+                    Err(_) => return Pump::Failed,
+                }
+            }
+            if self.out.closing() {
+                return Pump::Finished;
+            }
+            if self.offer && !self.input.is_empty() {
+                self.offer = false;
+                let used = self.session.receive(&self.input, &mut self.out, clock);
+                self.input.drain(..used);
+                if !self.out.is_empty() || self.out.closing() {
+                    continue;
+                }
+            }
+            return if self.peer_closed { Pump::Failed } else { Pump::NeedInput };
+        }
+    }
+
+    /// Hands freshly read bytes to the session, keeping what it does not consume yet.
+    pub fn feed(&mut self, bytes: &[u8], clock: &Clock) {
+        self.last_progress = clock.now();
+        if self.input.is_empty() {
+            // The common case: a whole request in one read, consumed straight from the loop's
+            // buffer without copying it into the connection.
+            let used = self.session.receive(bytes, &mut self.out, clock);
+            self.input.extend_from_slice(&bytes[used..]);
+        } else {
+            self.input.extend_from_slice(bytes);
+            let used = self.session.receive(&self.input, &mut self.out, clock);
+            self.input.drain(..used);
+        }
+        if self.input.capacity() > 64 * 1024 && self.input.len() < 4 * 1024 {
+            // Idle connections should not keep the high-water mark of a burst.
+            self.input.shrink_to(4 * 1024);
+        }
+    }
+
+    /// Reads once from the socket into `buf` and feeds the session.
+    pub fn read_and_feed(&mut self, buf: &mut [u8], clock: &Clock) -> io::Result<usize> {
+        // SAFETY: reads at most buf.len() bytes into buf.
+        let n = crate::cvt_size(unsafe {
+            libc::read(self.stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+        })?;
+        if n == 0 {
+            self.peer_closed = true;
+        } else {
+            self.feed(&buf[..n], clock);
+        }
+        Ok(n)
+    }
+
+    /// Starts a lingering close: no more writes, keep reading until the peer closes or `LINGER`.
+    /// Returns false when the connection can be closed at once.
+    pub fn start_linger(&mut self, clock: &Clock) -> bool {
+        if self.peer_closed {
+            return false;
+        }
+        // SAFETY: shutdown on our own socket.
+        unsafe { libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR) };
+        self.lingering = Some((clock.now() + LINGER, 0));
+        true
+    }
+
+    /// Reads and discards while lingering; returns true while the connection should stay open.
+    pub fn linger_read(&mut self, buf: &mut [u8]) -> bool {
+        let Some((until, mut discarded)) = self.lingering else { return false };
+        loop {
+            // MSG_DONTWAIT so the same code never blocks on the threads engine's blocking sockets.
+            // SAFETY: reads at most buf.len() bytes into buf.
+            let n = unsafe {
+                libc::recv(self.stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
+            };
+            match n {
+                0 => return false,
+                n if n > 0 => {
+                    discarded += n as usize;
+                    if discarded > LINGER_MAX_BYTES {
+                        return false;
+                    }
+                    self.lingering = Some((until, discarded));
+                }
+                _ => {
+                    let err = io::Error::last_os_error();
+                    return match err.kind() {
+                        io::ErrorKind::Interrupted => continue,
+                        io::ErrorKind::WouldBlock => true,
+                        _ => false,
+                    };
+                }
+            }
+        }
+    }
+
+    /// When the engine must next look at this connection if nothing happens on its socket.
+    pub fn deadline(&self, send_timeout: Duration) -> Option<Instant> {
+        if let Some((until, _)) = self.lingering {
+            Some(until)
+        } else if !self.out.is_empty() {
+            Some(self.last_progress + send_timeout)
+        } else {
+            self.session.deadline()
+        }
+    }
+
+    /// Handles a passed deadline; returns false when the connection is to be closed at once
+    /// (a stalled send or an expired linger), true when the session queued a last word to send.
+    pub fn on_deadline(&mut self, clock: &Clock) -> bool {
+        if self.lingering.is_some() || !self.out.is_empty() {
+            return false;
+        }
+        self.session.on_deadline(&mut self.out, clock);
+        true
+    }
+}

@@ -1,0 +1,270 @@
+//! The epoll engine: one edge-triggered event loop per worker thread, thread per core.
+//!
+//! Each worker owns an epoll instance, its own `SO_REUSEPORT` listener, its connections, a read
+//! buffer and a copy buffer; nothing is shared between loops but the connection count and the
+//! shutdown signal. Sockets are registered once for input and output edges and never modified, so
+//! a keep-alive request costs a read, a write (plus `sendfile`) and its share of `epoll_wait`.
+//! Deadlines are checked by a sweep every [`SWEEP`] rather than a timer per connection: at 10,000
+//! connections a sweep is a few tens of microseconds, cheaper than a timer system call each.
+
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use slab::Slab;
+use sluice_proto::{Clock, Session};
+
+use crate::connection::{Connection, Pump};
+use crate::listener::accept;
+use crate::send::SendBuffers;
+use crate::{cvt, new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
+
+const LISTENER: u64 = u64::MAX;
+const SHUTDOWN: u64 = u64::MAX - 1;
+/// How often deadlines are checked; bounds how late a timeout fires.
+const SWEEP: Duration = Duration::from_millis(250);
+const READ_BUFFER: usize = 64 * 1024;
+const COPY_BUFFER: usize = 64 * 1024;
+const EVENTS: usize = 1024;
+
+pub(crate) fn run<S: Service>(
+    config: &EngineConfig,
+    listeners: Listeners,
+    service: Arc<S>,
+    shutdown: &Shutdown,
+) -> Result<(), EngineError> {
+    let open = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = listeners
+            .into_sockets()
+            .into_iter()
+            .enumerate()
+            .map(|(index, listener)| {
+                let (service, open) = (&*service, &open);
+                std::thread::Builder::new()
+                    .name(format!("sluice-epoll-{index}"))
+                    .spawn_scoped(scope, move || {
+                        Worker::new(config, listener, service, shutdown, open)?.run();
+                        Ok(())
+                    })
+                    .map_err(|source| EngineError::Setup { what: "spawn worker", source })
+            })
+            .collect::<Result<_, _>>()?;
+        for w in workers {
+            w.join().unwrap_or_else(|_| {
+                Err(EngineError::Config("an epoll worker panicked".into()))
+            })?;
+        }
+        Ok(())
+    })
+}
+
+struct Worker<'a, S: Service> {
+    epoll: OwnedFd,
+    listener: Option<TcpListener>,
+    service: &'a S,
+    config: &'a EngineConfig,
+    shutdown: &'a Shutdown,
+    open: &'a AtomicUsize,
+    conns: Slab<Connection<S::Session>>,
+    clock: Clock,
+    read_buf: Box<[u8]>,
+    copy_buf: Box<[u8]>,
+    draining_until: Option<Instant>,
+    /// Reused by the sweep so it allocates nothing.
+    due: Vec<usize>,
+}
+
+impl<'a, S: Service> Worker<'a, S> {
+    fn new(
+        config: &'a EngineConfig,
+        listener: TcpListener,
+        service: &'a S,
+        shutdown: &'a Shutdown,
+        open: &'a AtomicUsize,
+    ) -> Result<Self, EngineError> {
+        let setup = |what| move |source| EngineError::Setup { what, source };
+        listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
+        // SAFETY: epoll_create1 takes no pointers; the result is checked.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;
+        // SAFETY: fd is a fresh descriptor we own.
+        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let worker = Worker {
+            epoll,
+            listener: None,
+            service,
+            config,
+            shutdown,
+            open,
+            conns: Slab::with_capacity(1024),
+            clock: new_clock(),
+            read_buf: vec![0; READ_BUFFER].into_boxed_slice(),
+            copy_buf: vec![0; COPY_BUFFER].into_boxed_slice(),
+            draining_until: None,
+            due: Vec::new(),
+        };
+        worker
+            .register(listener.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER)
+            .map_err(setup("epoll_ctl listener"))?;
+        worker
+            .register(shutdown.fd(), libc::EPOLLIN, SHUTDOWN)
+            .map_err(setup("epoll_ctl shutdown"))?;
+        Ok(Worker { listener: Some(listener), ..worker })
+    }
+
+    fn register(&self, fd: RawFd, events: i32, token: u64) -> std::io::Result<()> {
+        let mut ev = libc::epoll_event { events: events as u32, u64: token };
+        // SAFETY: ev is a live epoll_event; both descriptors are open.
+        cvt(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
+    }
+
+    fn deregister(&self, fd: RawFd) {
+        // SAFETY: EPOLL_CTL_DEL ignores the event pointer on kernels since 2.6.9.
+        unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+    }
+
+    fn run(mut self) {
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+        let mut next_sweep = self.clock.now() + SWEEP;
+        loop {
+            if let Some(until) = self.draining_until {
+                if self.conns.is_empty() || self.clock.now() >= until {
+                    break;
+                }
+            }
+            let wait = next_sweep.saturating_duration_since(self.clock.now());
+            let timeout = if self.conns.is_empty() && self.draining_until.is_none() {
+                -1
+            } else {
+                wait.as_millis().min(i32::MAX as u128) as i32 + 1
+            };
+            // SAFETY: events has EVENTS initialised slots.
+            let n = unsafe {
+                libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS as i32, timeout)
+            };
+            read_clock(&mut self.clock);
+            for ev in events.iter().take(n.max(0) as usize) {
+                match ev.u64 {
+                    LISTENER => self.accept_all(),
+                    SHUTDOWN => self.begin_shutdown(),
+                    key => self.drive(key as usize),
+                }
+            }
+            if self.clock.now() >= next_sweep {
+                self.sweep();
+                next_sweep = self.clock.now() + SWEEP;
+            }
+        }
+        for conn in self.conns.drain() {
+            drop(conn);
+            self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn accept_all(&mut self) {
+        let Some(listener) = &self.listener else { return };
+        let listen_fd = listener.as_raw_fd();
+        loop {
+            match accept(listen_fd, true) {
+                Ok((stream, peer)) => {
+                    if self.open.fetch_add(1, Ordering::Relaxed) >= self.config.max_connections {
+                        self.open.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let key = self.conns.vacant_key();
+                    let events = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
+                    if self.register(stream.as_raw_fd(), events, key as u64).is_err() {
+                        self.open.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let session = self.service.session(peer, &self.clock);
+                    self.conns.insert(Connection::new(stream, session, &self.clock));
+                    // The first request often arrives with the handshake; the registration's
+                    // initial edge will deliver it on the next wait.
+                }
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EINTR | libc::ECONNABORTED | libc::EPROTO) => continue,
+                    Some(libc::EMFILE | libc::ENFILE) => {
+                        tracing::warn!("accept: {e}; connection left in the backlog");
+                        break;
+                    }
+                    _ => break,
+                },
+            }
+        }
+    }
+
+    fn begin_shutdown(&mut self) {
+        if self.draining_until.is_some() {
+            return;
+        }
+        self.deregister(self.shutdown.fd());
+        if let Some(listener) = self.listener.take() {
+            self.deregister(listener.as_raw_fd());
+        }
+        self.draining_until = Some(self.clock.now() + self.config.shutdown_grace);
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            let conn = &mut self.conns[key];
+            if conn.lingering.is_none() && conn.session.on_shutdown(&mut conn.out) {
+                self.close(key);
+            } else {
+                self.drive(key);
+            }
+        }
+    }
+
+    /// Moves one connection forward after an event or a deadline.
+    fn drive(&mut self, key: usize) {
+        let Some(conn) = self.conns.get_mut(key) else { return };
+        let keep = if conn.lingering.is_some() {
+            conn.linger_read(&mut self.read_buf)
+        } else {
+            let mut buffers = SendBuffers { copy: &mut self.copy_buf };
+            loop {
+                match conn.pump(&self.clock, self.config.send, &mut buffers) {
+                    Pump::Blocked => break true,
+                    Pump::Failed => break false,
+                    Pump::Finished => {
+                        break conn.start_linger(&self.clock) && conn.linger_read(&mut self.read_buf)
+                    }
+                    Pump::NeedInput => match conn.read_and_feed(&mut self.read_buf, &self.clock) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break false,
+                    },
+                }
+            }
+        };
+        if !keep {
+            self.close(key);
+        }
+    }
+
+    fn sweep(&mut self) {
+        let now = self.clock.now();
+        let timeout = self.config.send_timeout;
+        self.due.clear();
+        self.due.extend(
+            self.conns.iter().filter(|(_, c)| c.deadline(timeout).is_some_and(|d| d <= now)).map(|(k, _)| k),
+        );
+        for i in 0..self.due.len() {
+            let key = self.due[i];
+            if self.conns[key].on_deadline(&self.clock) {
+                self.drive(key);
+            } else {
+                self.close(key);
+            }
+        }
+    }
+
+    fn close(&mut self, key: usize) {
+        if self.conns.try_remove(key).is_some() {
+            // Closing the descriptor removes it from the epoll set.
+            self.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! sluice's I/O engines: the code that owns sockets and executes what protocol sessions ask for.
+//!
+//! An engine accepts connections, reads bytes into a [`Session`](sluice_proto::Session), writes the
+//! session's [`Outbox`](sluice_proto::Outbox) with the configured [`SendStrategy`], and enforces
+//! deadlines. Engines never parse: the same protocol code runs on each of them. The engine is chosen
+//! by the [`EngineKind`] enum and each is monomorphised over the [`Service`], so the hot path has no
+//! dynamic dispatch. This crate does not know HTTP, routes or files beyond "send this slice".
+
+#![deny(missing_docs)]
+
+mod connection;
+mod epoll;
+mod listener;
+mod send;
+mod shutdown;
+mod threads;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sluice_proto::{Clock, Session};
+
+pub use listener::Listeners;
+pub use shutdown::Shutdown;
+
+/// Which engine runs the connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EngineKind {
+    /// One edge-triggered epoll loop per worker thread, `SO_REUSEPORT` listeners.
+    Epoll,
+    /// Blocking sockets on threads: a fixed pool, or one thread per connection.
+    Threads,
+}
+
+impl EngineKind {
+    /// Every engine this build has, for tests and the lab to iterate over.
+    pub const ALL: [EngineKind; 2] = [EngineKind::Epoll, EngineKind::Threads];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Epoll => "epoll",
+            EngineKind::Threads => "threads",
+        }
+    }
+
+    /// The send strategies this engine can execute.
+    pub fn strategies(self) -> &'static [SendStrategy] {
+        &[SendStrategy::Sendfile, SendStrategy::Copy]
+    }
+}
+
+/// How file bytes get from the page cache to a socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendStrategy {
+    /// `sendfile(2)`: the kernel moves file pages to the socket, no user-space copy.
+    Sendfile,
+    /// `pread(2)` into a buffer the loop owns, then `write(2)`: two copies through user space.
+    Copy,
+}
+
+impl SendStrategy {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            SendStrategy::Sendfile => "sendfile",
+            SendStrategy::Copy => "copy",
+        }
+    }
+}
+
+/// How the threads engine assigns threads to connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadsMode {
+    /// A fixed pool of threads, each serving one connection at a time (a servlet container).
+    Pool,
+    /// A new thread for every connection.
+    PerConnection,
+}
+
+macro_rules! named_enum {
+    ($ty:ty, $what:literal, $($name:literal => $variant:expr),+ $(,)?) => {
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($name => Ok($variant),)+
+                    _ => Err(format!(concat!("unknown ", $what, " `{}` (expected one of: {})"), s, [$($name),+].join(", "))),
+                }
+            }
+        }
+    };
+}
+
+named_enum!(EngineKind, "engine", "epoll" => EngineKind::Epoll, "threads" => EngineKind::Threads);
+named_enum!(SendStrategy, "send strategy", "sendfile" => SendStrategy::Sendfile, "copy" => SendStrategy::Copy);
+named_enum!(ThreadsMode, "threads mode", "pool" => ThreadsMode::Pool, "per-connection" => ThreadsMode::PerConnection);
+
+impl ThreadsMode {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadsMode::Pool => "pool",
+            ThreadsMode::PerConnection => "per-connection",
+        }
+    }
+}
+
+/// Everything an engine needs to know besides the service it runs.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The engine.
+    pub kind: EngineKind,
+    /// How files are sent.
+    pub send: SendStrategy,
+    /// Event loops (epoll); ignored by the threads engine.
+    pub workers: usize,
+    /// Pool or per-connection (threads engine).
+    pub threads_mode: ThreadsMode,
+    /// Threads in the pool (threads engine, pool mode).
+    pub pool_size: usize,
+    /// Longest time a connection may make no progress sending before it is dropped.
+    pub send_timeout: Duration,
+    /// How long shutdown waits for in-flight responses before closing what is left.
+    pub shutdown_grace: Duration,
+    /// Most connections open at once (over all workers); beyond it new ones are closed at once.
+    pub max_connections: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            kind: EngineKind::Epoll,
+            send: SendStrategy::Sendfile,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads_mode: ThreadsMode::Pool,
+            pool_size: 150,
+            send_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+            max_connections: 100_000,
+        }
+    }
+}
+
+/// What an engine serves: a factory of sessions, shared by every worker.
+pub trait Service: Send + Sync + 'static {
+    /// One connection's protocol state.
+    type Session: Session + Send + 'static;
+
+    /// A session for a connection just accepted from `peer`.
+    fn session(&self, peer: SocketAddr, clock: &Clock) -> Self::Session;
+}
+
+/// Why an engine could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Binding or configuring the listening socket failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// A system call the engine needs at start-up failed.
+    #[error("{what}: {source}")]
+    Setup {
+        /// What was being set up.
+        what: &'static str,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// The configuration cannot work (e.g. zero workers).
+    #[error("invalid engine configuration: {0}")]
+    Config(String),
+}
+
+/// Runs `service` on the configured engine until `shutdown` is triggered and in-flight work has
+/// finished (or the grace period has passed).
+pub fn run<S: Service>(
+    config: &EngineConfig,
+    listeners: Listeners,
+    service: Arc<S>,
+    shutdown: &Shutdown,
+) -> Result<(), EngineError> {
+    if config.workers == 0 || config.pool_size == 0 {
+        return Err(EngineError::Config("workers and pool size must be at least 1".into()));
+    }
+    match config.kind {
+        EngineKind::Epoll => epoll::run(config, listeners, service, shutdown),
+        EngineKind::Threads => threads::run(config, listeners, service, shutdown),
+    }
+}
+
+/// Reads the clocks an engine passes to sessions.
+pub(crate) fn read_clock(clock: &mut Clock) {
+    let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    clock.set(Instant::now(), unix);
+}
+
+/// A fresh clock.
+pub(crate) fn new_clock() -> Clock {
+    let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    Clock::new(Instant::now(), unix)
+}
+
+/// Turns a `-1` return into the thread's `errno` as an `io::Error`.
+pub(crate) fn cvt(ret: libc::c_int) -> std::io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Same as [`cvt`] for calls returning `ssize_t`.
+pub(crate) fn cvt_size(ret: libc::ssize_t) -> std::io::Result<usize> {
+    if ret < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}

@@ -1,0 +1,270 @@
+//! The threads engine: blocking sockets, one thread per connection at a time.
+//!
+//! This is the servlet-container model the source reports compare against: an acceptor hands
+//! each connection to a thread that reads, handles and writes with blocking calls. In `pool` mode
+//! a fixed number of threads take connections from a bounded queue (when all are busy, accepted
+//! connections wait, as they would in Tomcat); in `per-connection` mode every connection gets a
+//! new thread. Waiting for input uses `poll` on the socket and the shutdown signal, so a thread
+//! parked on an idle keep-alive connection still notices shutdown and its deadlines.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use sluice_proto::Session;
+
+use crate::connection::{Connection, Pump};
+use crate::listener::accept;
+use crate::send::SendBuffers;
+use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown, ThreadsMode};
+
+const READ_BUFFER: usize = 16 * 1024;
+const COPY_BUFFER: usize = 64 * 1024;
+/// Stack for connection threads: they hold no large frames (buffers are on the heap), and a
+/// smaller reservation lets per-connection mode reach thousands of threads.
+const STACK: usize = 256 * 1024;
+
+pub(crate) fn run<S: Service>(
+    config: &EngineConfig,
+    listeners: Listeners,
+    service: Arc<S>,
+    shutdown: &Shutdown,
+) -> Result<(), EngineError> {
+    // One blocking acceptor is enough; extra SO_REUSEPORT sockets would only strand connections
+    // in backlogs nobody accepts from.
+    let Some(listener) = listeners.into_sockets().into_iter().next() else {
+        return Err(EngineError::Config("no listener".into()));
+    };
+    let open = AtomicUsize::new(0);
+    let spawn_err = |source| EngineError::Setup { what: "spawn thread", source };
+    std::thread::scope(|scope| -> Result<(), EngineError> {
+        match config.threads_mode {
+            ThreadsMode::Pool => {
+                let (tx, rx) = sync_channel::<(TcpStream, SocketAddr)>(config.pool_size);
+                let rx = Arc::new(Mutex::new(rx));
+                for i in 0..config.pool_size {
+                    let (rx, service, open) = (Arc::clone(&rx), &*service, &open);
+                    std::thread::Builder::new()
+                        .name(format!("sluice-pool-{i}"))
+                        .stack_size(STACK)
+                        .spawn_scoped(scope, move || pool_worker(&rx, config, service, shutdown, open))
+                        .map_err(spawn_err)?;
+                }
+                accept_loop(&listener, shutdown, |stream, peer| {
+                    if open.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
+                        open.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                    // Blocks while the queue is full: the backpressure a fixed pool has.
+                    if tx.send((stream, peer)).is_err() {
+                        open.fetch_sub(1, Ordering::Relaxed);
+                    }
+                });
+                drop(tx);
+            }
+            ThreadsMode::PerConnection => {
+                let (service, open) = (&*service, &open);
+                accept_loop(&listener, shutdown, |stream, peer| {
+                    if open.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
+                        open.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                    let spawned = std::thread::Builder::new()
+                        .name("sluice-conn".into())
+                        .stack_size(STACK)
+                        .spawn_scoped(scope, move || {
+                            let mut buffers = Buffers::new();
+                            serve(stream, peer, config, service, shutdown, &mut buffers);
+                            open.fetch_sub(1, Ordering::Relaxed);
+                        });
+                    if let Err(e) = spawned {
+                        open.fetch_sub(1, Ordering::Relaxed);
+                        tracing::warn!("cannot start a connection thread: {e}");
+                    }
+                });
+            }
+        }
+        Ok(())
+    })
+}
+
+fn accept_loop(listener: &TcpListener, shutdown: &Shutdown, mut hand_off: impl FnMut(TcpStream, SocketAddr)) {
+    let fd = listener.as_raw_fd();
+    loop {
+        let mut fds = [
+            libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: shutdown.fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: fds is a live array of two pollfds.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if shutdown.is_triggered() {
+            return;
+        }
+        if r <= 0 {
+            continue;
+        }
+        match accept(fd, false) {
+            Ok((stream, peer)) => hand_off(stream, peer),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                tracing::warn!("accept: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+struct Buffers {
+    read: Box<[u8]>,
+    copy: Box<[u8]>,
+}
+
+impl Buffers {
+    fn new() -> Self {
+        Buffers { read: vec![0; READ_BUFFER].into_boxed_slice(), copy: vec![0; COPY_BUFFER].into_boxed_slice() }
+    }
+}
+
+fn pool_worker<S: Service>(
+    queue: &Mutex<Receiver<(TcpStream, SocketAddr)>>,
+    config: &EngineConfig,
+    service: &S,
+    shutdown: &Shutdown,
+    open: &AtomicUsize,
+) {
+    let mut buffers = Buffers::new();
+    loop {
+        let job = match queue.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok((stream, peer)) = job else { return };
+        serve(stream, peer, config, service, shutdown, &mut buffers);
+        open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Serves one connection to its end on the calling thread.
+fn serve<S: Service>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    config: &EngineConfig,
+    service: &S,
+    shutdown: &Shutdown,
+    buffers: &mut Buffers,
+) {
+    let fd = stream.as_raw_fd();
+    // A blocked send returns EAGAIN after this long: the send-progress deadline.
+    let tv = libc::timeval {
+        tv_sec: config.send_timeout.as_secs() as libc::time_t,
+        tv_usec: config.send_timeout.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: passes a live timeval and its size.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    let mut clock = new_clock();
+    let session = service.session(peer, &clock);
+    let mut conn = Connection::new(stream, session, &clock);
+    let mut grace_until: Option<Instant> = None;
+    let mut send_buffers = SendBuffers { copy: &mut buffers.copy };
+    loop {
+        match conn.pump(&clock, config.send, &mut send_buffers) {
+            // On a blocking socket "would block" means the send timeout passed.
+            Pump::Blocked | Pump::Failed => return,
+            Pump::Finished => {
+                linger(&mut conn, &mut buffers.read, &clock);
+                return;
+            }
+            Pump::NeedInput => {}
+        }
+        read_clock(&mut clock);
+        if grace_until.is_none() && shutdown.is_triggered() {
+            grace_until = Some(clock.now() + config.shutdown_grace);
+            if conn.session.on_shutdown(&mut conn.out) {
+                return;
+            }
+            continue;
+        }
+        let deadline = match (conn.session.deadline(), grace_until) {
+            (Some(d), Some(g)) => Some(d.min(g)),
+            (d, g) => d.or(g),
+        };
+        match wait_readable(fd, deadline, grace_until.is_none().then(|| shutdown.fd()), &clock) {
+            Wait::Readable => match conn.read_and_feed(&mut buffers.read, &clock) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            },
+            Wait::Shutdown => {}
+            Wait::TimedOut => {
+                read_clock(&mut clock);
+                if grace_until.is_some_and(|g| clock.now() >= g) || !conn.on_deadline(&clock) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+enum Wait {
+    Readable,
+    Shutdown,
+    TimedOut,
+}
+
+fn wait_readable(fd: i32, deadline: Option<Instant>, shutdown_fd: Option<i32>, clock: &sluice_proto::Clock) -> Wait {
+    let timeout = deadline.map_or(-1, |d| {
+        let left = d.saturating_duration_since(clock.now());
+        // Round up so a wake-up never comes just before the deadline and spins.
+        (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
+    });
+    let mut fds = [
+        libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: shutdown_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+    ];
+    // SAFETY: fds is a live array; a negative fd is ignored by poll.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+    if r == 0 {
+        Wait::TimedOut
+    } else if r > 0 && fds[0].revents != 0 {
+        Wait::Readable
+    } else if r > 0 {
+        Wait::Shutdown
+    } else {
+        // EINTR: look again.
+        Wait::Shutdown
+    }
+}
+
+fn linger<S: sluice_proto::Session>(conn: &mut Connection<S>, buf: &mut [u8], clock: &sluice_proto::Clock) {
+    if !conn.start_linger(clock) {
+        return;
+    }
+    let fd = conn.stream.as_raw_fd();
+    let mut clock = clock.clone();
+    while let Some((until, _)) = conn.lingering {
+        read_clock(&mut clock);
+        if clock.now() >= until {
+            return;
+        }
+        match wait_readable(fd, Some(until), None, &clock) {
+            Wait::Readable => {
+                // The socket is blocking, but poll said there is something to read.
+                if !conn.linger_read(buf) {
+                    return;
+                }
+            }
+            _ => return,
+        }
+    }
+}

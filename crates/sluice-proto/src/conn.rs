@@ -1,0 +1,271 @@
+//! The contract between a protocol and an engine.
+//!
+//! A [`Session`] is one connection's protocol state. The engine hands it the bytes it has read and a
+//! [`Clock`]; the session answers by queueing [`Segment`]s (bytes, or a slice of a file to be sent
+//! with whatever send strategy the engine runs) in an [`Outbox`] and by telling the engine when it next
+//! needs attention ([`Session::deadline`]). This module owns that vocabulary; it does not own how
+//! bytes reach a socket (that is the engine's) nor what any protocol says (that is `http`'s).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::IoSlice;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The time as an engine's loop last read it, with the HTTP `Date` value for that second.
+///
+/// Engines refresh it once per loop iteration, so a burst of pipelined requests shares one clock
+/// read and one date formatting.
+#[derive(Debug, Clone)]
+pub struct Clock {
+    now: Instant,
+    unix_secs: u64,
+    date: [u8; 29],
+}
+
+impl Clock {
+    /// A clock reading: a monotonic instant and the wall-clock seconds since the Unix epoch.
+    pub fn new(now: Instant, unix_secs: u64) -> Self {
+        let mut clock = Clock { now, unix_secs: u64::MAX, date: [b' '; 29] };
+        clock.set(now, unix_secs);
+        clock
+    }
+
+    /// Moves the clock; the date string is re-formatted only when the second changes.
+    pub fn set(&mut self, now: Instant, unix_secs: u64) {
+        self.now = now;
+        if unix_secs != self.unix_secs {
+            self.unix_secs = unix_secs;
+            let formatted = httpdate::fmt_http_date(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_secs),
+            );
+            let bytes = formatted.as_bytes();
+            let n = bytes.len().min(self.date.len());
+            self.date[..n].copy_from_slice(&bytes[..n]);
+        }
+    }
+
+    /// The monotonic time of this reading.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The IMF-fixdate for this reading's second, as the `Date` header wants it.
+    pub fn http_date(&self) -> &[u8] {
+        &self.date
+    }
+}
+
+/// A byte range of an open file, to be sent without passing through the protocol.
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    /// The open file; shared because a multipart response sends several slices of one file.
+    pub file: Arc<File>,
+    /// Where the next byte to send starts.
+    pub offset: u64,
+    /// How many bytes remain to send.
+    pub len: u64,
+}
+
+/// One piece of queued output.
+#[derive(Debug)]
+pub enum Segment {
+    /// Bytes the protocol produced (response heads, generated pages).
+    Bytes(Vec<u8>),
+    /// Bytes that live for the whole program (fixed bodies).
+    Static(&'static [u8]),
+    /// Part of a file, sent by the engine's send strategy (sendfile, splice or copy).
+    File(FileSlice),
+}
+
+impl Segment {
+    /// Bytes left to send in this segment.
+    pub fn len(&self) -> u64 {
+        match self {
+            Segment::Bytes(b) => b.len() as u64,
+            Segment::Static(b) => b.len() as u64,
+            Segment::File(f) => f.len,
+        }
+    }
+
+    /// Whether nothing is left to send.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A connection's queued output, in order, plus whether to close once it is sent.
+///
+/// The outbox keeps the byte buffers of segments it has finished sending and hands them back
+/// through [`Outbox::buffer`], so a keep-alive connection formats every response head into memory
+/// it already owns.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    segments: VecDeque<Segment>,
+    /// How far into the front `Bytes`/`Static` segment the engine has written.
+    front_written: usize,
+    spare: Vec<Vec<u8>>,
+    close_after_flush: bool,
+    responses: usize,
+}
+
+impl Outbox {
+    /// An empty outbox.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty byte buffer to format into, recycled from sent segments when there is one.
+    pub fn buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Queues a segment; empty segments are dropped (their buffer recycled).
+    pub fn push(&mut self, segment: Segment) {
+        if segment.is_empty() {
+            self.recycle(segment);
+        } else {
+            self.segments.push_back(segment);
+        }
+    }
+
+    /// Counts one more complete response queued (for pipelining bounds and tests).
+    pub fn note_response(&mut self) {
+        self.responses += 1;
+    }
+
+    /// Responses queued since the outbox was last empty.
+    pub fn queued_responses(&self) -> usize {
+        self.responses
+    }
+
+    /// Asks the engine to close the connection once everything queued is sent.
+    pub fn close_after_flush(&mut self) {
+        self.close_after_flush = true;
+    }
+
+    /// Whether the connection is to be closed once the queue drains.
+    pub fn closing(&self) -> bool {
+        self.close_after_flush
+    }
+
+    /// Whether nothing is waiting to be sent.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    /// Bytes waiting to be sent, over all segments.
+    pub fn pending_bytes(&self) -> u64 {
+        self.segments.iter().map(Segment::len).sum::<u64>() - self.front_written as u64
+    }
+
+    /// The segment to send next and, for in-memory segments, the unsent part of it.
+    pub fn front(&mut self) -> Option<Pending<'_>> {
+        let written = self.front_written;
+        match self.segments.front_mut()? {
+            Segment::Bytes(b) => Some(Pending::Bytes(&b[written..])),
+            Segment::Static(b) => Some(Pending::Bytes(&b[written..])),
+            Segment::File(f) => Some(Pending::File(f)),
+        }
+    }
+
+    /// Fills `slots` with the leading in-memory slices, for one vectored write; stops at the
+    /// first file segment. Returns how many slots were filled.
+    pub fn leading_slices<'a>(&'a self, slots: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for (i, seg) in self.segments.iter().enumerate() {
+            if n == slots.len() {
+                break;
+            }
+            let skip = if i == 0 { self.front_written } else { 0 };
+            slots[n] = match seg {
+                Segment::Bytes(b) => IoSlice::new(&b[skip..]),
+                Segment::Static(b) => IoSlice::new(&b[skip..]),
+                Segment::File(_) => break,
+            };
+            n += 1;
+        }
+        n
+    }
+
+    /// The segment `n` places behind the front, if any.
+    pub fn segment_after(&self, n: usize) -> Option<&Segment> {
+        self.segments.get(n)
+    }
+
+    /// Records that the engine wrote `n` bytes from the front of the queue.
+    pub fn advance(&mut self, mut n: u64) {
+        while n > 0 {
+            let Some(front) = self.segments.front_mut() else { break };
+            let left = match front {
+                Segment::File(f) => {
+                    let step = n.min(f.len);
+                    f.offset += step;
+                    f.len -= step;
+                    n -= step;
+                    f.len
+                }
+                Segment::Bytes(_) | Segment::Static(_) => {
+                    let left = front.len() - self.front_written as u64;
+                    let step = n.min(left);
+                    self.front_written += step as usize;
+                    n -= step;
+                    left - step
+                }
+            };
+            if left == 0 {
+                self.front_written = 0;
+                let done = self.segments.pop_front().expect("front exists");
+                self.recycle(done);
+            }
+        }
+        if self.segments.is_empty() {
+            self.responses = 0;
+        }
+    }
+
+    fn recycle(&mut self, segment: Segment) {
+        // A handful of buffers covers any pipelining depth we allow; more would only hold memory
+        // on idle connections.
+        if let Segment::Bytes(mut b) = segment {
+            if self.spare.len() < 4 && b.capacity() <= 64 * 1024 {
+                b.clear();
+                self.spare.push(b);
+            }
+        }
+    }
+}
+
+/// The next thing an engine has to send.
+#[derive(Debug)]
+pub enum Pending<'a> {
+    /// In-memory bytes.
+    Bytes(&'a [u8]),
+    /// A file range; the engine advances it through [`Outbox::advance`].
+    File(&'a FileSlice),
+}
+
+/// One connection's protocol state, driven by an engine.
+pub trait Session {
+    /// Offers the bytes received and not yet consumed; returns how many the session consumed.
+    ///
+    /// The session queues its output in `out`. It may consume less than it is offered (a partial
+    /// request, or pipelined requests held back until earlier responses are sent); the engine keeps
+    /// the rest and offers it again, with more, after the next read or once `out` drains.
+    fn receive(&mut self, input: &[u8], out: &mut Outbox, clock: &Clock) -> usize;
+
+    /// When the session next needs [`Session::on_deadline`], while the engine waits for input.
+    fn deadline(&self) -> Option<Instant>;
+
+    /// Called when everything queued has been sent, so idle timers start from the last byte out
+    /// rather than from when the response was queued.
+    fn on_drained(&mut self, clock: &Clock);
+
+    /// Called when the deadline has passed with no input; the session may queue a last response
+    /// and must ask for the connection to be closed.
+    fn on_deadline(&mut self, out: &mut Outbox, clock: &Clock);
+
+    /// The server is shutting down: returns true when the connection can be closed at once (no
+    /// request in progress); otherwise the session finishes the current response and then closes.
+    fn on_shutdown(&mut self, out: &mut Outbox) -> bool;
+}

@@ -1,0 +1,88 @@
+//! HTTP/1.1 (RFC 9110, RFC 9112) as a sans-I/O state machine.
+//!
+//! [`HttpSession`] turns received bytes into [`Request`]s for a [`Handler`] and serialises the
+//! [`Response`]s it returns. The pieces it is built from are public and usable alone: request-head
+//! parsing ([`request`]), body framing ([`body`]), path normalisation ([`path`]), byte ranges
+//! ([`range`]), conditional requests ([`conditional`]) and file responses ([`file`]). What a URL
+//! means (routes, files on disk) is the handler's business, not this module's.
+
+pub mod body;
+pub mod conditional;
+pub mod file;
+pub mod path;
+pub mod range;
+pub mod request;
+pub mod response;
+mod session;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+pub use request::{Method, Request, RequestError, Version};
+pub use response::{Body, Response, Status};
+pub use session::HttpSession;
+
+/// A header value a handler attaches to a response.
+pub type HeaderValue = Cow<'static, str>;
+
+/// Bounds on what one client may make the server hold or wait for.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Longest request line (method, target, version) before 414.
+    pub max_request_line: usize,
+    /// Longest request head (request line and all header fields) before 431.
+    pub max_head: usize,
+    /// Largest request body the server reads and throws away (a body on GET) before 413.
+    pub max_discarded_body: u64,
+    /// From a request's first byte (or the connection's start) to its complete head; then 408.
+    pub header_timeout: Duration,
+    /// How long a kept-alive connection may sit idle between requests.
+    pub keepalive_timeout: Duration,
+    /// Longest pause between two reads of a request body.
+    pub body_timeout: Duration,
+    /// Most requests answered per connection before it is closed (bounds a client's hold).
+    pub max_requests_per_connection: u64,
+    /// Most responses queued ahead of the socket from pipelined requests.
+    pub max_pipelined: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_line: 8 * 1024,
+            max_head: 16 * 1024,
+            max_discarded_body: 1024 * 1024,
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(75),
+            body_timeout: Duration::from_secs(10),
+            max_requests_per_connection: 100_000,
+            max_pipelined: 16,
+        }
+    }
+}
+
+/// What answers requests: routing, files, pages. Called synchronously from [`HttpSession`].
+pub trait Handler {
+    /// The limits sessions served by this handler enforce.
+    fn limits(&self) -> &Limits;
+
+    /// Answers one request. The session adds `Date`, `Server`, `Content-Length` and `Connection`,
+    /// and leaves out the body for HEAD.
+    fn respond(&self, req: &Request<'_>) -> Response;
+
+    /// Told of each request the session refused before it reached [`Handler::respond`]
+    /// (malformed, too large, too slow), so that it can be logged.
+    fn refused(&self, _status: Status, _error: &RequestError) {}
+}
+
+impl<T: Handler + ?Sized> Handler for std::sync::Arc<T> {
+    fn limits(&self) -> &Limits {
+        (**self).limits()
+    }
+    fn respond(&self, req: &Request<'_>) -> Response {
+        (**self).respond(req)
+    }
+    fn refused(&self, status: Status, error: &RequestError) {
+        (**self).refused(status, error)
+    }
+}

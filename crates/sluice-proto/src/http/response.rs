@@ -1,0 +1,278 @@
+//! Responses: status codes, bodies, and the serialised response head.
+//!
+//! This module owns the wire form of a response head. It does not decide which status or
+//! headers a request deserves (the handler and [`super::file`] do) nor send anything.
+
+use std::borrow::Cow;
+
+use super::HeaderValue;
+use crate::conn::{Clock, FileSlice, Segment};
+
+/// An HTTP status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Status(pub u16);
+
+impl Status {
+    /// 200
+    pub const OK: Status = Status(200);
+    /// 206
+    pub const PARTIAL_CONTENT: Status = Status(206);
+    /// 301
+    pub const MOVED_PERMANENTLY: Status = Status(301);
+    /// 304
+    pub const NOT_MODIFIED: Status = Status(304);
+    /// 400
+    pub const BAD_REQUEST: Status = Status(400);
+    /// 403
+    pub const FORBIDDEN: Status = Status(403);
+    /// 404
+    pub const NOT_FOUND: Status = Status(404);
+    /// 405
+    pub const METHOD_NOT_ALLOWED: Status = Status(405);
+    /// 408
+    pub const REQUEST_TIMEOUT: Status = Status(408);
+    /// 411
+    pub const LENGTH_REQUIRED: Status = Status(411);
+    /// 412
+    pub const PRECONDITION_FAILED: Status = Status(412);
+    /// 413
+    pub const CONTENT_TOO_LARGE: Status = Status(413);
+    /// 414
+    pub const URI_TOO_LONG: Status = Status(414);
+    /// 416
+    pub const RANGE_NOT_SATISFIABLE: Status = Status(416);
+    /// 431
+    pub const HEADER_FIELDS_TOO_LARGE: Status = Status(431);
+    /// 500
+    pub const INTERNAL_SERVER_ERROR: Status = Status(500);
+    /// 501
+    pub const NOT_IMPLEMENTED: Status = Status(501);
+    /// 503
+    pub const SERVICE_UNAVAILABLE: Status = Status(503);
+    /// 505
+    pub const HTTP_VERSION_NOT_SUPPORTED: Status = Status(505);
+
+    /// The reason phrase RFC 9110 gives the code.
+    pub fn reason(self) -> &'static str {
+        match self.0 {
+            100 => "Continue",
+            200 => "OK",
+            201 => "Created",
+            204 => "No Content",
+            206 => "Partial Content",
+            301 => "Moved Permanently",
+            302 => "Found",
+            304 => "Not Modified",
+            400 => "Bad Request",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            408 => "Request Timeout",
+            409 => "Conflict",
+            411 => "Length Required",
+            412 => "Precondition Failed",
+            413 => "Content Too Large",
+            414 => "URI Too Long",
+            415 => "Unsupported Media Type",
+            416 => "Range Not Satisfiable",
+            431 => "Request Header Fields Too Large",
+            500 => "Internal Server Error",
+            501 => "Not Implemented",
+            503 => "Service Unavailable",
+            505 => "HTTP Version Not Supported",
+            _ => "Unknown",
+        }
+    }
+
+    /// Whether a response with this status never carries content (RFC 9110 §6.4.1).
+    pub fn forbids_body(self) -> bool {
+        self.0 < 200 || self.0 == 204 || self.0 == 304
+    }
+}
+
+/// A response body.
+#[derive(Debug)]
+pub enum Body {
+    /// No content.
+    Empty,
+    /// Bytes in memory.
+    Bytes(Cow<'static, [u8]>),
+    /// A slice of a file.
+    File(FileSlice),
+    /// Several pieces in order (a `multipart/byteranges` body).
+    Parts(Vec<Segment>),
+}
+
+impl Body {
+    /// The body's length in bytes, which becomes `Content-Length`.
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Empty => 0,
+            Body::Bytes(b) => b.len() as u64,
+            Body::File(f) => f.len,
+            Body::Parts(parts) => parts.iter().map(Segment::len).sum(),
+        }
+    }
+
+    /// Whether the body has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a handler answers.
+#[derive(Debug)]
+pub struct Response {
+    /// The status code.
+    pub status: Status,
+    /// Header fields beyond those the session adds (`Date`, `Server`, `Content-Length`, `Connection`).
+    pub headers: Vec<(&'static str, HeaderValue)>,
+    /// The content; for HEAD the session sends only its length.
+    pub body: Body,
+}
+
+impl Response {
+    /// A response with no extra headers and no body.
+    pub fn new(status: Status) -> Self {
+        Response { status, headers: Vec::new(), body: Body::Empty }
+    }
+
+    /// A short plain-text response, as used for errors.
+    pub fn text(status: Status, text: &'static str) -> Self {
+        Response {
+            status,
+            headers: vec![("Content-Type", Cow::Borrowed("text/plain; charset=utf-8"))],
+            body: Body::Bytes(Cow::Borrowed(text.as_bytes())),
+        }
+    }
+
+    /// The standard error page for a status: its code and reason phrase as plain text.
+    pub fn error(status: Status) -> Self {
+        let text = format!("{} {}\n", status.0, status.reason());
+        Response {
+            status,
+            headers: vec![("Content-Type", Cow::Borrowed("text/plain; charset=utf-8"))],
+            body: Body::Bytes(Cow::Owned(text.into_bytes())),
+        }
+    }
+
+    /// Adds a header field.
+    pub fn with_header(mut self, name: &'static str, value: impl Into<HeaderValue>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// The value of the first header field with this name (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_ref())
+    }
+}
+
+/// How the connection continues after a response, as the `Connection` header says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistence {
+    /// HTTP/1.1 default: no header needed.
+    KeepAlive11,
+    /// HTTP/1.0 client that asked for keep-alive: say `Connection: keep-alive`.
+    KeepAlive10,
+    /// Say `Connection: close` and close after sending.
+    Close,
+}
+
+/// Writes a response head: status line, the session's headers, the handler's headers, blank line.
+pub fn write_head(
+    buf: &mut Vec<u8>,
+    status: Status,
+    headers: &[(&'static str, HeaderValue)],
+    content_length: Option<u64>,
+    persistence: Persistence,
+    clock: &Clock,
+) {
+    buf.extend_from_slice(b"HTTP/1.1 ");
+    let mut code = itoa_buf(status.0 as u64);
+    buf.extend_from_slice(code.as_bytes());
+    buf.push(b' ');
+    buf.extend_from_slice(status.reason().as_bytes());
+    buf.extend_from_slice(b"\r\nServer: sluice\r\nDate: ");
+    buf.extend_from_slice(clock.http_date());
+    buf.extend_from_slice(b"\r\n");
+    for (name, value) in headers {
+        buf.extend_from_slice(name.as_bytes());
+        buf.extend_from_slice(b": ");
+        buf.extend_from_slice(value.as_bytes());
+        buf.extend_from_slice(b"\r\n");
+    }
+    if let Some(len) = content_length {
+        buf.extend_from_slice(b"Content-Length: ");
+        code = itoa_buf(len);
+        buf.extend_from_slice(code.as_bytes());
+        buf.extend_from_slice(b"\r\n");
+    }
+    match persistence {
+        Persistence::KeepAlive11 => {}
+        Persistence::KeepAlive10 => buf.extend_from_slice(b"Connection: keep-alive\r\n"),
+        Persistence::Close => buf.extend_from_slice(b"Connection: close\r\n"),
+    }
+    buf.extend_from_slice(b"\r\n");
+}
+
+/// Decimal digits of `n` without allocating.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
+fn itoa_buf(mut n: u64) -> Digits {
+    let mut d = Digits { buf: [0; 20], start: 20 };
+    loop {
+        d.start -= 1;
+        d.buf[d.start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    d
+}
+
+/// Formats into a `Vec` (used where allocation is fine, e.g. multipart part headers).
+pub(crate) fn write_fmt(buf: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    // Writing into a Vec cannot fail.
+    let _ = buf.write_fmt(args);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant, UNIX_EPOCH};
+
+    #[test]
+    fn head_has_status_date_length_and_connection() {
+        let clock = Clock::new(Instant::now(), 784111777);
+        let mut buf = Vec::new();
+        let headers = vec![("Content-Type", Cow::Borrowed("video/mp4"))];
+        write_head(&mut buf, Status::PARTIAL_CONTENT, &headers, Some(1234), Persistence::Close, &clock);
+        let text = String::from_utf8(buf).unwrap();
+        assert!(text.starts_with("HTTP/1.1 206 Partial Content\r\n"), "{text}");
+        assert!(text.contains("\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"), "{text}");
+        assert!(text.contains("\r\nContent-Type: video/mp4\r\n"));
+        assert!(text.contains("\r\nContent-Length: 1234\r\n"));
+        assert!(text.ends_with("\r\nConnection: close\r\n\r\n"));
+        let _ = UNIX_EPOCH + Duration::from_secs(1);
+    }
+
+    #[test]
+    fn digits() {
+        for n in [0u64, 7, 10, 99, 1234567890, u64::MAX] {
+            assert_eq!(itoa_buf(n).as_bytes(), n.to_string().as_bytes());
+        }
+    }
+}

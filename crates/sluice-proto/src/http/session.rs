@@ -1,0 +1,388 @@
+//! One HTTP/1.1 connection as a state machine: the [`Session`] that engines drive.
+//!
+//! It owns the connection's reading state (between requests, inside a head, inside a body), its
+//! deadlines, keep-alive and pipelining, and the serialisation of each [`Response`] into the
+//! [`Outbox`]. It does not own what a request means (the [`Handler`]) or the socket (the engine).
+
+use std::time::Instant;
+
+use super::body::{BodyDecoder, BodyFraming};
+use super::request::{parse_head, Framing, Method, Parsed, RequestError, Version, MAX_HEADERS};
+use super::response::{write_head, Body, Persistence, Response, Status};
+use super::Handler;
+use crate::conn::{Clock, Outbox, Segment, Session};
+
+/// Bodies up to this size are copied into the head's buffer so head and body leave in one write.
+const INLINE_BODY_MAX: usize = 4096;
+
+/// Where the connection is in its stream of requests.
+#[derive(Debug)]
+enum ReadState {
+    /// Between requests: nothing of the next one has arrived.
+    Idle,
+    /// Part of a request head has arrived.
+    Head,
+    /// Inside a request body that is being read past; then keep alive or not.
+    Body { decoder: BodyDecoder, keep_alive: bool },
+    /// No more requests will be read; the connection closes once the outbox drains.
+    Closed,
+}
+
+/// An HTTP/1.1 connection's protocol state.
+#[derive(Debug)]
+pub struct HttpSession<H> {
+    handler: H,
+    state: ReadState,
+    deadline: Option<Instant>,
+    requests: u64,
+    shutting_down: bool,
+}
+
+impl<H: Handler> HttpSession<H> {
+    /// A session for a connection accepted at `clock`'s time; the first request must arrive
+    /// within the header timeout.
+    pub fn new(handler: H, clock: &Clock) -> Self {
+        let deadline = Some(clock.now() + handler.limits().header_timeout);
+        HttpSession { handler, state: ReadState::Idle, deadline, requests: 0, shutting_down: false }
+    }
+
+    /// Requests answered so far on this connection.
+    pub fn requests(&self) -> u64 {
+        self.requests
+    }
+
+    fn refuse(&mut self, error: RequestError, out: &mut Outbox, clock: &Clock) {
+        let status = error.status();
+        self.handler.refused(status, &error);
+        let response = Response::error(status);
+        queue_response(out, Method::Get, response, Persistence::Close, clock);
+        self.close(out);
+    }
+
+    fn close(&mut self, out: &mut Outbox) {
+        out.close_after_flush();
+        self.state = ReadState::Closed;
+        self.deadline = None;
+    }
+
+    fn after_response(&mut self, keep_alive: bool, out: &mut Outbox, clock: &Clock) {
+        if keep_alive {
+            self.state = ReadState::Idle;
+            self.deadline = Some(clock.now() + self.handler.limits().keepalive_timeout);
+        } else {
+            self.close(out);
+        }
+    }
+
+    /// Handles one complete head; returns false when the connection is closing.
+    fn on_head(
+        &mut self,
+        request: &super::Request<'_>,
+        framing: Framing,
+        out: &mut Outbox,
+        clock: &Clock,
+    ) {
+        let limits = self.handler.limits();
+        let decoder = match BodyDecoder::new(framing.body, limits.max_discarded_body) {
+            Ok(d) => d,
+            Err(e) => return self.refuse(e, out, clock),
+        };
+        self.requests += 1;
+        // A client waiting for 100-continue will not send the body we would have to read past,
+        // so the connection cannot continue after a final response (RFC 9110 §10.1.1).
+        let keep_alive = framing.keep_alive
+            && !self.shutting_down
+            && !framing.expects_continue
+            && self.requests < limits.max_requests_per_connection;
+        let persistence = match (keep_alive, framing.version) {
+            (false, _) => Persistence::Close,
+            (true, Version::Http11) => Persistence::KeepAlive11,
+            (true, Version::Http10) => Persistence::KeepAlive10,
+        };
+        let response = self.handler.respond(request);
+        queue_response(out, request.method, response, persistence, clock);
+        if framing.body == BodyFraming::None || framing.expects_continue {
+            self.after_response(keep_alive, out, clock);
+        } else {
+            self.deadline = Some(clock.now() + limits.body_timeout);
+            self.state = ReadState::Body { decoder, keep_alive };
+        }
+    }
+}
+
+impl<H: Handler> Session for HttpSession<H> {
+    fn receive(&mut self, input: &[u8], out: &mut Outbox, clock: &Clock) -> usize {
+        let mut pos = 0;
+        loop {
+            match &mut self.state {
+                ReadState::Closed => return input.len(),
+                ReadState::Body { decoder, keep_alive } => {
+                    let keep_alive = *keep_alive;
+                    match decoder.decode(&input[pos..]) {
+                        Ok(d) => {
+                            pos += d.consumed;
+                            if d.consumed > 0 {
+                                self.deadline =
+                                    Some(clock.now() + self.handler.limits().body_timeout);
+                            }
+                            if !d.done {
+                                return pos;
+                            }
+                            self.after_response(keep_alive, out, clock);
+                        }
+                        Err(e) => {
+                            // The response is already queued; the body cannot be trusted to end
+                            // where the next request starts, so the connection ends here.
+                            self.handler.refused(e.status(), &e);
+                            self.close(out);
+                            return input.len();
+                        }
+                    }
+                }
+                ReadState::Idle | ReadState::Head => {
+                    if pos == input.len()
+                        || out.queued_responses() >= self.handler.limits().max_pipelined
+                    {
+                        return pos;
+                    }
+                    if matches!(self.state, ReadState::Idle) {
+                        self.state = ReadState::Head;
+                        self.deadline = Some(clock.now() + self.handler.limits().header_timeout);
+                    }
+                    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                    match parse_head(&input[pos..], &mut headers, self.handler.limits()) {
+                        Ok(Parsed::Partial) => return pos,
+                        Ok(Parsed::Complete { request, framing, head_len }) => {
+                            self.on_head(&request, framing, out, clock);
+                            pos += head_len;
+                        }
+                        Err(e) => {
+                            self.refuse(e, out, clock);
+                            return input.len();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn on_drained(&mut self, clock: &Clock) {
+        if matches!(self.state, ReadState::Idle) {
+            self.deadline = Some(clock.now() + self.handler.limits().keepalive_timeout);
+        }
+    }
+
+    fn on_deadline(&mut self, out: &mut Outbox, clock: &Clock) {
+        match self.state {
+            ReadState::Head | ReadState::Body { .. } => {
+                self.refuse(RequestError::Timeout, out, clock)
+            }
+            ReadState::Idle | ReadState::Closed => self.close(out),
+        }
+    }
+
+    fn on_shutdown(&mut self, out: &mut Outbox) -> bool {
+        self.shutting_down = true;
+        match self.state {
+            ReadState::Idle if out.is_empty() => true,
+            ReadState::Idle => {
+                self.close(out);
+                false
+            }
+            ReadState::Closed => out.is_empty(),
+            ReadState::Head | ReadState::Body { .. } => false,
+        }
+    }
+}
+
+/// Serialises a response into the outbox. HEAD and bodiless statuses send the head alone.
+fn queue_response(
+    out: &mut Outbox,
+    method: Method,
+    response: Response,
+    persistence: Persistence,
+    clock: &Clock,
+) {
+    let Response { status, headers, body } = response;
+    let mut head = out.buffer();
+    let content_length = (!status.forbids_body()).then(|| body.len());
+    write_head(&mut head, status, &headers, content_length, persistence, clock);
+    let send_body = method != Method::Head && !status.forbids_body();
+    if !send_body {
+        out.push(Segment::Bytes(head));
+    } else {
+        match body {
+            Body::Empty => out.push(Segment::Bytes(head)),
+            Body::Bytes(b) if b.len() <= INLINE_BODY_MAX => {
+                head.extend_from_slice(&b);
+                out.push(Segment::Bytes(head));
+            }
+            Body::Bytes(std::borrow::Cow::Borrowed(b)) => {
+                out.push(Segment::Bytes(head));
+                out.push(Segment::Static(b));
+            }
+            Body::Bytes(std::borrow::Cow::Owned(b)) => {
+                out.push(Segment::Bytes(head));
+                out.push(Segment::Bytes(b));
+            }
+            Body::File(f) => {
+                out.push(Segment::Bytes(head));
+                out.push(Segment::File(f));
+            }
+            Body::Parts(parts) => {
+                out.push(Segment::Bytes(head));
+                for part in parts {
+                    out.push(part);
+                }
+            }
+        }
+    }
+    out.note_response();
+    let _: Status = status;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::{Limits, Request};
+    use std::borrow::Cow;
+    use std::time::Duration;
+
+    struct Echo(Limits);
+
+    impl Handler for Echo {
+        fn limits(&self) -> &Limits {
+            &self.0
+        }
+        fn respond(&self, req: &Request<'_>) -> Response {
+            let body = format!("{} {}", req.method.as_str(), req.target);
+            Response { status: Status::OK, headers: vec![], body: Body::Bytes(Cow::Owned(body.into_bytes())) }
+        }
+    }
+
+    fn clock() -> Clock {
+        Clock::new(Instant::now(), 1_700_000_000)
+    }
+
+    /// Drains the outbox as text (it holds no files in these tests).
+    fn drain(out: &mut Outbox) -> String {
+        let mut text = Vec::new();
+        while !out.is_empty() {
+            let mut slots = [std::io::IoSlice::new(&[]); 8];
+            let n = out.leading_slices(&mut slots);
+            let len: usize = slots[..n].iter().map(|s| s.len()).sum();
+            for s in &slots[..n] {
+                text.extend_from_slice(s);
+            }
+            out.advance(len as u64);
+        }
+        String::from_utf8(text).unwrap()
+    }
+
+    fn session() -> HttpSession<Echo> {
+        HttpSession::new(Echo(Limits::default()), &clock())
+    }
+
+    #[test]
+    fn pipelined_requests_are_answered_in_order() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        let input = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nHEAD /b HTTP/1.1\r\nHost: x\r\n\r\nGET /c HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_eq!(s.receive(input, &mut out, &clock()), input.len());
+        let text = drain(&mut out);
+        let a = text.find("GET /a").unwrap();
+        let c = text.find("GET /c").unwrap();
+        assert!(a < c);
+        assert!(!text.contains("HEAD /b"), "HEAD has no body: {text}");
+        assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 3);
+        assert!(!out.closing());
+    }
+
+    #[test]
+    fn split_at_every_byte_gives_the_same_output() {
+        let input = b"GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        let mut whole = session();
+        let mut out = Outbox::new();
+        whole.receive(input, &mut out, &clock());
+        let expected = drain(&mut out);
+        for split in 0..input.len() {
+            let mut s = session();
+            let mut out = Outbox::new();
+            let used = s.receive(&input[..split], &mut out, &clock());
+            let mut rest = input[used..].to_vec();
+            let used2 = s.receive(&rest, &mut out, &clock());
+            rest.drain(..used2);
+            assert!(rest.is_empty(), "split {split}");
+            assert_eq!(drain(&mut out), expected, "split {split}");
+            assert!(out.closing());
+        }
+    }
+
+    #[test]
+    fn get_body_is_read_past_not_parsed_as_a_request() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        let input = b"GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: 27\r\n\r\nGET /evil HTTP/1.1\r\nHost: x\r\n\r\n";
+        s.receive(input, &mut out, &clock());
+        let text = drain(&mut out);
+        assert!(!text.contains("/evil"), "{text}");
+    }
+
+    #[test]
+    fn errors_close_the_connection() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        let input = b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+        assert_eq!(s.receive(input, &mut out, &clock()), input.len());
+        let text = drain(&mut out);
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+        assert!(text.contains("Connection: close\r\n"));
+        assert!(!text.contains("/b"));
+        assert!(out.closing());
+    }
+
+    #[test]
+    fn slow_head_times_out_with_408() {
+        let limits = Limits { header_timeout: Duration::from_secs(2), ..Limits::default() };
+        let start = clock();
+        let mut s = HttpSession::new(Echo(limits), &start);
+        let mut out = Outbox::new();
+        assert_eq!(s.receive(b"GET / HT", &mut out, &start), 0);
+        let deadline = s.deadline().unwrap();
+        assert_eq!(deadline, start.now() + Duration::from_secs(2));
+        s.on_deadline(&mut out, &start);
+        assert!(drain(&mut out).starts_with("HTTP/1.1 408 Request Timeout\r\n"));
+        assert!(out.closing());
+    }
+
+    #[test]
+    fn pipelining_is_bounded_until_the_outbox_drains() {
+        let limits = Limits { max_pipelined: 2, ..Limits::default() };
+        let mut s = HttpSession::new(Echo(limits), &clock());
+        let mut out = Outbox::new();
+        let one = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+        let input = one.repeat(5);
+        let used = s.receive(&input, &mut out, &clock());
+        assert_eq!(used, one.len() * 2);
+        drain(&mut out);
+        let used2 = s.receive(&input[used..], &mut out, &clock());
+        assert_eq!(used2, one.len() * 2);
+    }
+
+    #[test]
+    fn shutdown_closes_idle_and_finishes_in_flight() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        assert!(s.on_shutdown(&mut out));
+        let mut s = session();
+        s.receive(b"GET / HTTP/1.1\r\n", &mut out, &clock());
+        assert!(!s.on_shutdown(&mut out));
+        s.receive(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
+        assert!(drain(&mut out).contains("Connection: close\r\n"));
+        assert!(out.closing());
+    }
+}

@@ -1,0 +1,16 @@
+//! Sans-I/O protocol state machines for sluice.
+//!
+//! This crate owns everything a connection *means*: parsing requests, choosing responses, framing
+//! bodies, deadlines as data. It owns no sockets, reads no clocks and starts no threads: an engine
+//! (`sluice-engine`) feeds it bytes and the current time, and executes what it asks for through an
+//! [`Outbox`]. Because of that split the same protocol code runs on every engine and is tested and
+//! fuzzed without a network.
+
+#![deny(missing_docs)]
+
+pub mod conn;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod http;
+
+pub use conn::{Clock, FileSlice, Outbox, Segment, Session};

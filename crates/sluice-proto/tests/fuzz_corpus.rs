@@ -1,0 +1,32 @@
+//! Replays the committed fuzz corpus (`fuzz/corpus/<target>/`) through the same property checks
+//! the fuzz targets run, so every input that once mattered is checked by `cargo test`.
+
+use std::path::PathBuf;
+
+fn replay(target: &str, check: fn(&[u8])) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let result = std::panic::catch_unwind(|| check(&data));
+        assert!(result.is_ok(), "corpus input {} fails its property", path.display());
+        count += 1;
+    }
+    assert!(count >= 5, "expected a corpus in {}, found {count} inputs", dir.display());
+}
+
+#[test]
+fn http_session_corpus() {
+    replay("http_session", sluice_proto::fuzzing::http_session);
+}
+
+#[test]
+fn request_head_corpus() {
+    replay("request_head", sluice_proto::fuzzing::request_head);
+}
+
+#[test]
+fn range_header_corpus() {
+    replay("range_header", sluice_proto::fuzzing::range_header);
+}

@@ -1,0 +1,170 @@
+//! What sluice answers over HTTP: the routes, static files, directory pages and the access log.
+//!
+//! Owns the mapping from a request to a [`Response`]: `/` and directories get a page listing the
+//! library with a player for each video, files get [`file_response`] (ranges, validators), and
+//! everything else gets its precise error. It does not parse HTTP or touch sockets.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
+use sluice_proto::http::path::{normalize, LibraryPath, PathError};
+use sluice_proto::http::{Body, Handler, Limits, Method, Request, RequestError, Response, Status};
+
+use crate::library::{Entry, Library, OpenError};
+
+/// The application shared by every connection.
+#[derive(Debug)]
+pub struct App {
+    library: Library,
+    limits: Limits,
+    max_ranges: usize,
+    access_log: bool,
+    boundary: AtomicU64,
+}
+
+impl App {
+    /// An app serving `library`.
+    pub fn new(library: Library, limits: Limits, max_ranges: usize, access_log: bool) -> Self {
+        // Multipart boundaries only need to be absent from the parts; a time-seeded counter makes
+        // them differ between responses without a random source.
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        App { library, limits, max_ranges, access_log, boundary: AtomicU64::new(seed) }
+    }
+
+    /// The library being served.
+    pub fn library(&self) -> &Library {
+        &self.library
+    }
+
+    fn route(&self, req: &Request<'_>) -> Response {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
+        }
+        let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST) };
+        let path = match normalize(raw_path) {
+            Ok(p) => p,
+            Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND),
+            Err(PathError::Malformed) => return Response::error(Status::BAD_REQUEST),
+        };
+        match self.library.open_entry(&path) {
+            Ok(Entry::File(file, meta)) => {
+                if path.names_directory() {
+                    // "/file.mp4/" names a directory that is not there.
+                    return Response::error(Status::NOT_FOUND);
+                }
+                let file_meta = FileMeta {
+                    len: meta.len(),
+                    modified: meta.modified().ok(),
+                    content_type: content_type_for(path.relative()),
+                };
+                let boundary = self.boundary.fetch_add(1, Ordering::Relaxed);
+                file_response(req, Arc::new(file), &file_meta, self.max_ranges, boundary)
+            }
+            Ok(Entry::Directory) if !path.names_directory() => {
+                // As nginx does: a directory is addressed with its trailing slash, so that relative
+                // links on its page resolve inside it.
+                let mut location = String::from(raw_path);
+                location.push('/');
+                if let Some(q) = req.query() {
+                    location.push('?');
+                    location.push_str(q);
+                }
+                Response::error(Status::MOVED_PERMANENTLY).with_header("Location", location)
+            }
+            Ok(Entry::Directory) => self.directory(req, &path),
+            Err(OpenError::NotFound) => Response::error(Status::NOT_FOUND),
+            Err(OpenError::Forbidden) => Response::error(Status::FORBIDDEN),
+            Err(OpenError::Io(e)) => {
+                tracing::warn!(path = raw_path, "open failed: {e}");
+                Response::error(Status::INTERNAL_SERVER_ERROR)
+            }
+        }
+    }
+
+    /// A directory's `index.html` when it has one, else a page listing it.
+    fn directory(&self, req: &Request<'_>, dir: &LibraryPath) -> Response {
+        let index = if dir.relative().is_empty() {
+            "/index.html".to_string()
+        } else {
+            format!("/{}/index.html", dir.relative())
+        };
+        if let Ok(index_path) = normalize(&index) {
+            if let Ok(Entry::File(file, meta)) = self.library.open_entry(&index_path) {
+                let file_meta = FileMeta {
+                    len: meta.len(),
+                    modified: meta.modified().ok(),
+                    content_type: "text/html; charset=utf-8",
+                };
+                return file_response(req, Arc::new(file), &file_meta, 0, 0);
+            }
+        }
+        match self.library.list(dir) {
+            Ok(entries) => {
+                let page = crate::page::library_page(dir, &entries);
+                Response {
+                    status: Status::OK,
+                    headers: vec![
+                        ("Content-Type", Cow::Borrowed("text/html; charset=utf-8")),
+                        ("Cache-Control", Cow::Borrowed("no-cache")),
+                    ],
+                    body: Body::Bytes(Cow::Owned(page.into_bytes())),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(dir = dir.relative(), "listing failed: {e}");
+                Response::error(Status::INTERNAL_SERVER_ERROR)
+            }
+        }
+    }
+}
+
+/// The handler one connection uses: the shared app plus who is on the other end.
+#[derive(Debug, Clone)]
+pub struct ConnectionHandler {
+    app: Arc<App>,
+    peer: SocketAddr,
+}
+
+impl ConnectionHandler {
+    /// A handler for a connection from `peer`.
+    pub fn new(app: Arc<App>, peer: SocketAddr) -> Self {
+        ConnectionHandler { app, peer }
+    }
+}
+
+impl Handler for ConnectionHandler {
+    fn limits(&self) -> &Limits {
+        &self.app.limits
+    }
+
+    fn respond(&self, req: &Request<'_>) -> Response {
+        let response = self.app.route(req);
+        if self.app.access_log {
+            let bytes = if req.method == Method::Head { 0 } else { response.body.len() };
+            let range = req.header("range").map(String::from_utf8_lossy);
+            tracing::info!(
+                target: "sluice::access",
+                "{} \"{} {}\" {} {}{}{}",
+                self.peer,
+                req.method.as_str(),
+                req.target,
+                response.status.0,
+                bytes,
+                if range.is_some() { " range=" } else { "" },
+                range.as_deref().unwrap_or(""),
+            );
+        }
+        response
+    }
+
+    fn refused(&self, status: Status, error: &RequestError) {
+        if self.app.access_log {
+            tracing::info!(target: "sluice::access", "{} refused {}: {error}", self.peer, status.0);
+        }
+    }
+}

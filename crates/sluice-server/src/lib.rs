@@ -1,0 +1,17 @@
+//! `sluice serve` as a library: configuration, the media library, routes and pages, and the
+//! assembly of a running server over any engine.
+//!
+//! This crate wires `sluice-proto` (what HTTP means) to `sluice-engine` (how bytes move). It owns
+//! the application's decisions (which file, which page, which error) and none of the protocol
+//! parsing or socket handling.
+
+#![deny(missing_docs)]
+
+pub mod app;
+pub mod config;
+pub mod library;
+pub mod page;
+pub mod serve;
+
+pub use config::Config;
+pub use serve::{ServeError, Server};

@@ -1,0 +1,112 @@
+//! `sluice serve`: binding, the start-up line, and running the chosen engine until shutdown.
+//!
+//! Owns the assembly of a running server from a [`Config`]. It does not parse the command line or
+//! set up logging (the binary does) and holds no protocol or engine logic of its own.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sluice_engine::{EngineKind, Listeners, Service, Shutdown};
+use sluice_proto::http::HttpSession;
+use sluice_proto::Clock;
+
+use crate::app::{App, ConnectionHandler};
+use crate::config::Config;
+use crate::library::{unpack_demo, Library};
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The configuration is not usable.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The library directory cannot be opened.
+    #[error("cannot open library {path}: {source}")]
+    Library {
+        /// The directory.
+        path: PathBuf,
+        /// The reason.
+        source: std::io::Error,
+    },
+    /// The engine failed to start or run.
+    #[error(transparent)]
+    Engine(#[from] sluice_engine::EngineError),
+}
+
+/// The HTTP service: a session per connection over the shared app.
+struct HttpService {
+    app: Arc<App>,
+}
+
+impl Service for HttpService {
+    type Session = HttpSession<ConnectionHandler>;
+
+    fn session(&self, peer: SocketAddr, clock: &Clock) -> Self::Session {
+        HttpSession::new(ConnectionHandler::new(Arc::clone(&self.app), peer), clock)
+    }
+}
+
+/// A server bound to its address, ready to run.
+pub struct Server {
+    config: Config,
+    app: Arc<App>,
+    listeners: Listeners,
+    demo: bool,
+}
+
+impl Server {
+    /// Opens the library and binds the listening sockets.
+    pub fn bind(config: Config) -> Result<Server, ServeError> {
+        config.validate()?;
+        let (root, demo) = match &config.library.root {
+            Some(root) => (root.clone(), false),
+            None => (
+                unpack_demo().map_err(|source| ServeError::Library { path: std::env::temp_dir(), source })?,
+                true,
+            ),
+        };
+        let library = Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source })?;
+        let engine = config.engine_config();
+        // The threads engine accepts on one socket; event loops get one each.
+        let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
+        let listeners = Listeners::bind(config.http.listen, sockets)?;
+        let app = Arc::new(App::new(
+            library,
+            config.protocol_limits(),
+            config.library.max_ranges,
+            config.http.access_log,
+        ));
+        Ok(Server { config, app, listeners, demo })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listeners.local_addr()
+    }
+
+    /// Serves until `shutdown` is triggered and in-flight responses are done.
+    pub fn run(self, shutdown: &Shutdown) -> Result<(), ServeError> {
+        let engine = self.config.engine_config();
+        let addr = self.local_addr();
+        let workers = match engine.kind {
+            EngineKind::Epoll => format!("workers={}", engine.workers),
+            EngineKind::Threads => format!(
+                "threads_mode={} pool_size={}",
+                engine.threads_mode.name(),
+                engine.pool_size
+            ),
+        };
+        tracing::info!(
+            "listening on http://{addr} engine={} send={} {workers} library={}{}",
+            engine.kind.name(),
+            engine.send.name(),
+            self.app.library().root().display(),
+            if self.demo { " (built-in demo)" } else { "" },
+        );
+        let service = Arc::new(HttpService { app: self.app });
+        sluice_engine::run(&engine, self.listeners, service, shutdown)?;
+        tracing::info!("stopped");
+        Ok(())
+    }
+}

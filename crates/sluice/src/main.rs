@@ -1,0 +1,164 @@
+//! The `sluice` command: parses the command line, sets up logging and signals, and hands over to
+//! the library crates. No server logic lives here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use sluice_engine::{EngineKind, SendStrategy, Shutdown, ThreadsMode};
+use sluice_server::config::{parse_duration, Config, LogFormat};
+use sluice_server::Server;
+
+/// sluice: a media streaming server whose I/O path is a setting.
+#[derive(Parser, Debug)]
+#[command(name = "sluice", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve a media library over HTTP (the built-in demo library when no --root is given).
+    Serve(ServeArgs),
+}
+
+/// Every flag overrides the same setting in the configuration file.
+#[derive(Args, Debug, Default)]
+struct ServeArgs {
+    /// Configuration file (see sluice.toml in the repository for every key).
+    #[arg(long, short, env = "SLUICE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Directory to serve.
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// HTTP address, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// I/O engine: epoll or threads.
+    #[arg(long)]
+    engine: Option<EngineKind>,
+    /// Send strategy: sendfile or copy.
+    #[arg(long)]
+    send: Option<SendStrategy>,
+    /// Event loops (epoll engine); default one per core.
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Threads engine: pool or per-connection.
+    #[arg(long)]
+    threads_mode: Option<ThreadsMode>,
+    /// Threads in the pool (threads engine, pool mode).
+    #[arg(long)]
+    pool_size: Option<usize>,
+    /// Most connections open at once.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Time allowed for a request head (e.g. 10s).
+    #[arg(long, value_parser = parse_duration)]
+    header_timeout: Option<Duration>,
+    /// Idle time allowed between requests on a kept-alive connection.
+    #[arg(long, value_parser = parse_duration)]
+    keepalive_timeout: Option<Duration>,
+    /// Longest pause between reads of a request body.
+    #[arg(long, value_parser = parse_duration)]
+    body_timeout: Option<Duration>,
+    /// Longest time without send progress before a client is dropped.
+    #[arg(long, value_parser = parse_duration)]
+    send_timeout: Option<Duration>,
+    /// Time in-flight responses get to finish on SIGTERM/SIGINT.
+    #[arg(long, value_parser = parse_duration)]
+    shutdown_grace: Option<Duration>,
+    /// Most byte ranges honoured per request (0 turns ranges off).
+    #[arg(long)]
+    max_ranges: Option<usize>,
+    /// Log a line per request: true or false.
+    #[arg(long)]
+    access_log: Option<bool>,
+    /// Log format: human or json.
+    #[arg(long)]
+    log_format: Option<LogFormat>,
+    /// Log filter, e.g. info, debug, "info,sluice::access=off".
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+impl ServeArgs {
+    /// The file's settings (or the defaults) with every given flag applied on top.
+    fn into_config(self) -> anyhow::Result<Config> {
+        let mut c = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($flag:expr => $($field:tt)+) => {
+                if let Some(v) = $flag {
+                    c.$($field)+ = v;
+                }
+            };
+        }
+        if self.root.is_some() {
+            c.library.root = self.root;
+        }
+        if self.workers.is_some() {
+            c.engine.workers = self.workers;
+        }
+        set!(self.listen => http.listen);
+        set!(self.engine => engine.kind);
+        set!(self.send => engine.send);
+        set!(self.threads_mode => engine.threads_mode);
+        set!(self.pool_size => engine.pool_size);
+        set!(self.max_connections => engine.max_connections);
+        set!(self.header_timeout => limits.header_timeout);
+        set!(self.keepalive_timeout => limits.keepalive_timeout);
+        set!(self.body_timeout => limits.body_timeout);
+        set!(self.send_timeout => limits.send_timeout);
+        set!(self.shutdown_grace => limits.shutdown_grace);
+        set!(self.max_ranges => library.max_ranges);
+        set!(self.access_log => http.access_log);
+        set!(self.log_format => log.format);
+        set!(self.log_level => log.level);
+        Ok(c)
+    }
+}
+
+fn init_logging(config: &Config) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.level)
+        .with_context(|| format!("invalid log level `{}`", config.log.level))?;
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match config.log.format {
+        LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.into_config()?;
+    init_logging(&config)?;
+    let shutdown = Shutdown::new()?;
+    let signals = {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+            .context("installing signal handlers")?;
+        let shutdown = shutdown.clone();
+        std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "shutting down: finishing in-flight responses");
+                shutdown.trigger();
+            }
+        })?
+    };
+    let server = Server::bind(config)?;
+    server.run(&shutdown)?;
+    drop(signals);
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args),
+    }
+}
