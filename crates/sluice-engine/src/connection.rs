@@ -44,6 +44,10 @@ pub(crate) struct Connection<S> {
     /// Last time bytes moved either way; the send deadline counts from here.
     pub last_progress: Instant,
     pub peer_closed: bool,
+    /// Whether the socket may hold unread bytes. A read shorter than the buffer empties the
+    /// receive queue, so an edge-triggered engine can wait for the next edge instead of paying a
+    /// `read` that returns `EAGAIN` after every request.
+    pub maybe_readable: bool,
     /// Set once the connection is lingering: until when, and how much it has discarded.
     pub lingering: Option<(Instant, usize)>,
 }
@@ -58,6 +62,7 @@ impl<S: Session> Connection<S> {
             offer: false,
             last_progress: clock.now(),
             peer_closed: false,
+            maybe_readable: true,
             lingering: None,
         }
     }
@@ -121,6 +126,7 @@ impl<S: Session> Connection<S> {
         let n = crate::cvt_size(unsafe {
             libc::read(self.stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
         })?;
+        self.maybe_readable = n == buf.len();
         if n == 0 {
             self.peer_closed = true;
         } else {

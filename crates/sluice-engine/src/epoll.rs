@@ -53,9 +53,7 @@ pub(crate) fn run<S: Service>(
             })
             .collect::<Result<_, _>>()?;
         for w in workers {
-            w.join().unwrap_or_else(|_| {
-                Err(EngineError::Config("an epoll worker panicked".into()))
-            })?;
+            w.join().unwrap_or_else(|_| Err(EngineError::Config("an epoll worker panicked".into())))?;
         }
         Ok(())
     })
@@ -108,9 +106,7 @@ impl<'a, S: Service> Worker<'a, S> {
         worker
             .register(listener.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER)
             .map_err(setup("epoll_ctl listener"))?;
-        worker
-            .register(shutdown.fd(), libc::EPOLLIN, SHUTDOWN)
-            .map_err(setup("epoll_ctl shutdown"))?;
+        worker.register(shutdown.fd(), libc::EPOLLIN, SHUTDOWN).map_err(setup("epoll_ctl shutdown"))?;
         Ok(Worker { listener: Some(listener), ..worker })
     }
 
@@ -149,7 +145,13 @@ impl<'a, S: Service> Worker<'a, S> {
                 match ev.u64 {
                     LISTENER => self.accept_all(),
                     SHUTDOWN => self.begin_shutdown(),
-                    key => self.drive(key as usize),
+                    key => {
+                        if let Some(conn) = self.conns.get_mut(key as usize) {
+                            let input = libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR;
+                            conn.maybe_readable |= ev.events & input as u32 != 0;
+                        }
+                        self.drive(key as usize)
+                    }
                 }
             }
             if self.clock.now() >= next_sweep {
@@ -230,9 +232,13 @@ impl<'a, S: Service> Worker<'a, S> {
                     Pump::Finished => {
                         break conn.start_linger(&self.clock) && conn.linger_read(&mut self.read_buf)
                     }
+                    Pump::NeedInput if !conn.maybe_readable => break true,
                     Pump::NeedInput => match conn.read_and_feed(&mut self.read_buf, &self.clock) {
                         Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            conn.maybe_readable = false;
+                            break true;
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(_) => break false,
                     },

@@ -141,7 +141,6 @@ pub(crate) fn accept(
     // Responses are written whole (head and body in as few calls as possible); Nagle would only
     // delay the last segment of each.
     set_int_opt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
-    let peer = socket_addr_from(&storage)
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let peer = socket_addr_from(&storage).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     Ok((stream, peer))
 }

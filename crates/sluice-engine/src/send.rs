@@ -101,9 +101,7 @@ fn send_file(sock: RawFd, file: RawFd, offset: u64, len: u64) -> io::Result<usiz
 fn copy_file(sock: RawFd, file: RawFd, offset: u64, len: u64, buf: &mut [u8]) -> io::Result<usize> {
     let want = (len as usize).min(buf.len());
     // SAFETY: reads at most `want` bytes into `buf`, which is at least that long.
-    let got = cvt_size(unsafe {
-        libc::pread(file, buf.as_mut_ptr().cast(), want, offset as libc::off_t)
-    })?;
+    let got = cvt_size(unsafe { libc::pread(file, buf.as_mut_ptr().cast(), want, offset as libc::off_t) })?;
     if got == 0 {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than its response"));
     }

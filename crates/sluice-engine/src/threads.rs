@@ -124,7 +124,10 @@ struct Buffers {
 
 impl Buffers {
     fn new() -> Self {
-        Buffers { read: vec![0; READ_BUFFER].into_boxed_slice(), copy: vec![0; COPY_BUFFER].into_boxed_slice() }
+        Buffers {
+            read: vec![0; READ_BUFFER].into_boxed_slice(),
+            copy: vec![0; COPY_BUFFER].into_boxed_slice(),
+        }
     }
 }
 
@@ -222,7 +225,12 @@ enum Wait {
     TimedOut,
 }
 
-fn wait_readable(fd: i32, deadline: Option<Instant>, shutdown_fd: Option<i32>, clock: &sluice_proto::Clock) -> Wait {
+fn wait_readable(
+    fd: i32,
+    deadline: Option<Instant>,
+    shutdown_fd: Option<i32>,
+    clock: &sluice_proto::Clock,
+) -> Wait {
     let timeout = deadline.map_or(-1, |d| {
         let left = d.saturating_duration_since(clock.now());
         // Round up so a wake-up never comes just before the deadline and spins.

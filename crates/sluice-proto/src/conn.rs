@@ -36,9 +36,8 @@ impl Clock {
         self.now = now;
         if unix_secs != self.unix_secs {
             self.unix_secs = unix_secs;
-            let formatted = httpdate::fmt_http_date(
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_secs),
-            );
+            let formatted =
+                httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix_secs));
             let bytes = formatted.as_bytes();
             let n = bytes.len().min(self.date.len());
             self.date[..n].copy_from_slice(&bytes[..n]);

@@ -44,7 +44,8 @@ fn drain(out: &mut Outbox, into: &mut Vec<u8>) {
 /// Runs a session over `chunks` as successive reads; returns everything it wrote.
 fn run_session(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
     let clock = Clock::new(Instant::now(), 1_700_000_000);
-    let mut session = HttpSession::new(Echo(Limits { max_head: 2048, max_request_line: 512, ..Limits::default() }), &clock);
+    let mut session =
+        HttpSession::new(Echo(Limits { max_head: 2048, max_request_line: 512, ..Limits::default() }), &clock);
     let mut out = Outbox::new();
     let mut pending: Vec<u8> = Vec::new();
     let mut written = Vec::new();

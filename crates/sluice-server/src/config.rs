@@ -231,7 +231,9 @@ impl Config {
             return bad("limits.max_pipelined must be at least 1");
         }
         if self.limits.max_request_line < 64 || self.limits.max_head < self.limits.max_request_line {
-            return bad("limits.max_head must be at least limits.max_request_line, which must be at least 64");
+            return bad(
+                "limits.max_head must be at least limits.max_request_line, which must be at least 64",
+            );
         }
         if self.limits.header_timeout.is_zero() || self.limits.send_timeout.is_zero() {
             return bad("timeouts must be longer than zero");

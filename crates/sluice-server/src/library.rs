@@ -127,7 +127,8 @@ impl Library {
         if !full.starts_with(&self.root) {
             return Err(io::Error::from_raw_os_error(libc::EXDEV));
         }
-        let c = CString::new(full.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
+        let c = CString::new(full.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
         // SAFETY: valid C string; result checked.
         let fd = unsafe { libc::open(c.as_ptr(), flags) };
         if fd < 0 {
@@ -155,7 +156,9 @@ impl Library {
             };
             let Ok(lp) = sluice_proto::http::path::normalize(&format!("/{rel}")) else { continue };
             match self.open_entry(&lp) {
-                Ok(Entry::File(_, meta)) => out.push(Listed { name: name.to_string(), is_dir: false, len: meta.len() }),
+                Ok(Entry::File(_, meta)) => {
+                    out.push(Listed { name: name.to_string(), is_dir: false, len: meta.len() })
+                }
                 Ok(Entry::Directory) => out.push(Listed { name: name.to_string(), is_dir: true, len: 0 }),
                 Err(_) => {}
             }
@@ -219,7 +222,10 @@ mod tests {
         assert!(matches!(lib.open_entry(&normalize("/ok.txt").unwrap()), Ok(Entry::File(..))));
         assert!(matches!(lib.open_entry(&normalize("/inside.txt").unwrap()), Ok(Entry::File(..))));
         assert!(matches!(lib.open_entry(&normalize("/link.txt").unwrap()), Err(OpenError::NotFound)));
-        assert!(matches!(lib.open_entry(&normalize("/dirlink/secret.txt").unwrap()), Err(OpenError::NotFound)));
+        assert!(matches!(
+            lib.open_entry(&normalize("/dirlink/secret.txt").unwrap()),
+            Err(OpenError::NotFound)
+        ));
         assert!(matches!(lib.open_entry(&normalize("/").unwrap()), Ok(Entry::Directory)));
         let names: Vec<_> = lib.list(&normalize("/").unwrap()).unwrap().into_iter().map(|l| l.name).collect();
         assert_eq!(names, vec!["inside.txt", "ok.txt"]);

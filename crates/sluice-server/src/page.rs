@@ -12,8 +12,24 @@ use crate::library::Listed;
 
 /// Characters percent-encoded in links: everything that is not safe in a path segment.
 const SEGMENT: &AsciiSet = &CONTROLS
-    .add(b' ').add(b'"').add(b'#').add(b'%').add(b'<').add(b'>').add(b'?').add(b'`').add(b'{')
-    .add(b'}').add(b'/').add(b'\\').add(b'^').add(b'|').add(b'[').add(b']').add(b'\'').add(b'&');
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'/')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'|')
+    .add(b'[')
+    .add(b']')
+    .add(b'\'')
+    .add(b'&');
 
 fn is_video(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
@@ -87,7 +103,11 @@ a{{color:#0b5cad}}</style></head><body>\n<h1>{title}</h1>\n"
                 human_size(e.len)
             );
         } else {
-            let _ = writeln!(html, "<li><a href=\"{href}\">{name}</a><span class=\"size\">{}</span></li>", human_size(e.len));
+            let _ = writeln!(
+                html,
+                "<li><a href=\"{href}\">{name}</a><span class=\"size\">{}</span></li>",
+                human_size(e.len)
+            );
         }
     }
     html.push_str("</ul>\n<p><small>served by sluice</small></p>\n</body></html>\n");
@@ -107,7 +127,10 @@ mod tests {
             Listed { name: "shows".into(), is_dir: true, len: 0 },
         ];
         let html = library_page(&normalize("/").unwrap(), &entries);
-        assert!(html.contains("<video controls preload=\"metadata\" src=\"a%20%3Cb%3E.mp4\"></video>"), "{html}");
+        assert!(
+            html.contains("<video controls preload=\"metadata\" src=\"a%20%3Cb%3E.mp4\"></video>"),
+            "{html}"
+        );
         assert!(html.contains(">a &lt;b&gt;.mp4</a>"));
         assert!(html.contains("275.3 KB"));
         assert_eq!(html.matches("<video").count(), 1);

@@ -66,7 +66,8 @@ impl Server {
                 true,
             ),
         };
-        let library = Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source })?;
+        let library =
+            Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source })?;
         let engine = config.engine_config();
         // The threads engine accepts on one socket; event loops get one each.
         let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
@@ -91,11 +92,9 @@ impl Server {
         let addr = self.local_addr();
         let workers = match engine.kind {
             EngineKind::Epoll => format!("workers={}", engine.workers),
-            EngineKind::Threads => format!(
-                "threads_mode={} pool_size={}",
-                engine.threads_mode.name(),
-                engine.pool_size
-            ),
+            EngineKind::Threads => {
+                format!("threads_mode={} pool_size={}", engine.threads_mode.name(), engine.pool_size)
+            }
         };
         tracing::info!(
             "listening on http://{addr} engine={} send={} {workers} library={}{}",

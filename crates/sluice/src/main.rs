@@ -135,14 +135,30 @@ fn init_logging(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Raises the soft open-files limit to the hard one: every connection is a descriptor, and the
+/// usual soft default (1024) would cap a server at about a thousand clients.
+fn raise_nofile_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::warn!("cannot raise the open-files limit: {}", std::io::Error::last_os_error());
+            }
+        }
+    }
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = args.into_config()?;
     init_logging(&config)?;
+    raise_nofile_limit();
     let shutdown = Shutdown::new()?;
     let signals = {
         use signal_hook::consts::{SIGINT, SIGTERM};
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
-            .context("installing signal handlers")?;
+        let mut signals =
+            signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
         let shutdown = shutdown.clone();
         std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
             if let Some(sig) = signals.forever().next() {

@@ -62,9 +62,7 @@ impl BodyDecoder {
     pub fn new(framing: BodyFraming, max_payload: u64) -> Result<Self, RequestError> {
         let state = match framing {
             BodyFraming::None => State::Done,
-            BodyFraming::Length(n) if n > max_payload => {
-                return Err(RequestError::BodyTooLarge(max_payload))
-            }
+            BodyFraming::Length(n) if n > max_payload => return Err(RequestError::BodyTooLarge(max_payload)),
             BodyFraming::Length(n) => State::Length(n),
             BodyFraming::Chunked => State::Size { size: 0, digits: false },
         };
@@ -228,7 +226,10 @@ mod tests {
 
     #[test]
     fn too_large_bodies_are_refused() {
-        assert!(matches!(BodyDecoder::new(BodyFraming::Length(2 << 20), 1 << 20), Err(RequestError::BodyTooLarge(_))));
+        assert!(matches!(
+            BodyDecoder::new(BodyFraming::Length(2 << 20), 1 << 20),
+            Err(RequestError::BodyTooLarge(_))
+        ));
         let mut d = BodyDecoder::new(BodyFraming::Chunked, 4).unwrap();
         assert!(matches!(d.decode(b"5\r\nhello\r\n"), Err(RequestError::BodyTooLarge(_))));
     }

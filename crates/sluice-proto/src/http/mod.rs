@@ -3,7 +3,7 @@
 //! [`HttpSession`] turns received bytes into [`Request`]s for a [`Handler`] and serialises the
 //! [`Response`]s it returns. The pieces it is built from are public and usable alone: request-head
 //! parsing ([`request`]), body framing ([`body`]), path normalisation ([`path`]), byte ranges
-//! ([`range`]), conditional requests ([`conditional`]) and file responses ([`file`]). What a URL
+//! ([`range`]), conditional requests ([`conditional`]) and file responses (the `file` module). What a URL
 //! means (routes, files on disk) is the handler's business, not this module's.
 
 pub mod body;

@@ -69,7 +69,8 @@ pub fn normalize(raw: &str) -> Result<LibraryPath, PathError> {
             s => segments.push(s),
         }
     }
-    let is_dir = decoded.ends_with('/') || segments.is_empty() || decoded.ends_with("/.") || decoded.ends_with("/..");
+    let is_dir =
+        decoded.ends_with('/') || segments.is_empty() || decoded.ends_with("/.") || decoded.ends_with("/..");
     Ok(LibraryPath { relative: segments.join("/"), is_dir })
 }
 
@@ -109,7 +110,9 @@ mod tests {
 
     #[test]
     fn traversal_is_refused() {
-        for raw in ["/..", "/../etc/passwd", "/a/../../b", "/%2e%2e/x", "/%2E%2E/%2e%2e/x", "/a/%2e%2e/%2e%2e/x"] {
+        for raw in
+            ["/..", "/../etc/passwd", "/a/../../b", "/%2e%2e/x", "/%2E%2E/%2e%2e/x", "/a/%2e%2e/%2e%2e/x"]
+        {
             assert_eq!(normalize(raw), Err(PathError::Escapes), "{raw}");
         }
     }

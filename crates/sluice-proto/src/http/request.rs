@@ -1,7 +1,7 @@
 //! Request heads: parsing with `httparse`, framing rules of RFC 9112 §6, and the typed view a
 //! handler sees.
 //!
-//! This module turns bytes into a [`Head`] or a [`RequestError`] that already knows its status code.
+//! This module turns bytes into a [`Request`] (with its [`Framing`]) or a [`RequestError`] that already knows its status code.
 //! It does not read bodies ([`super::body`] does) and does not decide what a request means.
 
 use super::body::BodyFraming;
@@ -491,8 +491,7 @@ mod tests {
     fn absolute_form_path() {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let input = b"GET http://example.com/x/y.mp4?t=1 HTTP/1.1\r\nHost: example.com\r\n\r\n";
-        let Parsed::Complete { request, .. } =
-            parse_head(input, &mut headers, &Limits::default()).unwrap()
+        let Parsed::Complete { request, .. } = parse_head(input, &mut headers, &Limits::default()).unwrap()
         else {
             panic!("partial")
         };

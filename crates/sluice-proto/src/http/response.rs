@@ -242,13 +242,6 @@ fn itoa_buf(mut n: u64) -> Digits {
     d
 }
 
-/// Formats into a `Vec` (used where allocation is fine, e.g. multipart part headers).
-pub(crate) fn write_fmt(buf: &mut Vec<u8>, args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    // Writing into a Vec cannot fail.
-    let _ = buf.write_fmt(args);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,13 +75,7 @@ impl<H: Handler> HttpSession<H> {
     }
 
     /// Handles one complete head; returns false when the connection is closing.
-    fn on_head(
-        &mut self,
-        request: &super::Request<'_>,
-        framing: Framing,
-        out: &mut Outbox,
-        clock: &Clock,
-    ) {
+    fn on_head(&mut self, request: &super::Request<'_>, framing: Framing, out: &mut Outbox, clock: &Clock) {
         let limits = self.handler.limits();
         let decoder = match BodyDecoder::new(framing.body, limits.max_discarded_body) {
             Ok(d) => d,
@@ -122,8 +116,7 @@ impl<H: Handler> Session for HttpSession<H> {
                         Ok(d) => {
                             pos += d.consumed;
                             if d.consumed > 0 {
-                                self.deadline =
-                                    Some(clock.now() + self.handler.limits().body_timeout);
+                                self.deadline = Some(clock.now() + self.handler.limits().body_timeout);
                             }
                             if !d.done {
                                 return pos;
@@ -140,9 +133,7 @@ impl<H: Handler> Session for HttpSession<H> {
                     }
                 }
                 ReadState::Idle | ReadState::Head => {
-                    if pos == input.len()
-                        || out.queued_responses() >= self.handler.limits().max_pipelined
-                    {
+                    if pos == input.len() || out.queued_responses() >= self.handler.limits().max_pipelined {
                         return pos;
                     }
                     if matches!(self.state, ReadState::Idle) {
@@ -178,9 +169,7 @@ impl<H: Handler> Session for HttpSession<H> {
 
     fn on_deadline(&mut self, out: &mut Outbox, clock: &Clock) {
         match self.state {
-            ReadState::Head | ReadState::Body { .. } => {
-                self.refuse(RequestError::Timeout, out, clock)
-            }
+            ReadState::Head | ReadState::Body { .. } => self.refuse(RequestError::Timeout, out, clock),
             ReadState::Idle | ReadState::Closed => self.close(out),
         }
     }
@@ -326,7 +315,8 @@ mod tests {
     fn get_body_is_read_past_not_parsed_as_a_request() {
         let mut s = session();
         let mut out = Outbox::new();
-        let input = b"GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: 27\r\n\r\nGET /evil HTTP/1.1\r\nHost: x\r\n\r\n";
+        let input =
+            b"GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: 27\r\n\r\nGET /evil HTTP/1.1\r\nHost: x\r\n\r\n";
         s.receive(input, &mut out, &clock());
         let text = drain(&mut out);
         assert!(!text.contains("/evil"), "{text}");
