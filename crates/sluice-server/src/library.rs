@@ -1,6 +1,6 @@
 //! The media library: a directory opened once, and files opened beneath it only.
 //!
-//! Owns the wall between requests and the rest of the file system. [`crate::path`] rules out `..`;
+//! Owns the wall between requests and the rest of the file system. `sluice_proto::http::path` rules out `..`;
 //! what remains is symlinks, which only the kernel can judge at open time, so files are opened with
 //! `openat2(RESOLVE_BENEATH)` relative to the root's descriptor: a link that leaves the root fails
 //! to open, whatever the path says. Kernels without `openat2` (before 5.6) get the same rule by
