@@ -1,7 +1,7 @@
 //! sluice's I/O engines: the code that owns sockets and executes what protocol sessions ask for.
 //!
-//! An engine accepts connections, reads bytes into a [`Session`](sluice_proto::Session), writes the
-//! session's [`Outbox`](sluice_proto::Outbox) with the configured [`SendStrategy`], and enforces
+//! An engine accepts connections, reads bytes into a [`Session`], writes the
+//! session's `Outbox` with the configured [`SendStrategy`], and enforces
 //! deadlines. Engines never parse: the same protocol code runs on each of them. The engine is chosen
 //! by the [`EngineKind`] enum and each is monomorphised over the [`Service`], so the hot path has no
 //! dynamic dispatch. This crate does not know HTTP, routes or files beyond "send this slice".
