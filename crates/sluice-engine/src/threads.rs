@@ -7,6 +7,7 @@
 //! new thread. Waiting for input uses `poll` on the socket and the shutdown signal, so a thread
 //! parked on an idle keep-alive connection still notices shutdown and its deadlines.
 
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -63,6 +64,8 @@ pub(crate) fn run<S: Service>(
                         open.fetch_sub(1, Ordering::Relaxed);
                     }
                 });
+                // Stop accepting at once; the pool drains what it has.
+                drop(listener);
                 drop(tx);
             }
             ThreadsMode::PerConnection => {
@@ -85,6 +88,7 @@ pub(crate) fn run<S: Service>(
                         tracing::warn!("cannot start a connection thread: {e}");
                     }
                 });
+                drop(listener);
             }
         }
         Ok(())
@@ -151,6 +155,12 @@ fn pool_worker<S: Service>(
 }
 
 /// Serves one connection to its end on the calling thread.
+///
+/// The socket is non-blocking and the thread blocks in `poll` instead of in `read` or `send`:
+/// that is how a blocking socket with timeouts is built anyway (Java's socket streams do the
+/// same), and it lets one wait honour the send deadline (measured from the last byte that moved,
+/// not restarted by every partial write as `SO_SNDTIMEO` would), the idle and header deadlines,
+/// and shutdown, whichever comes first.
 fn serve<S: Service>(
     stream: TcpStream,
     peer: SocketAddr,
@@ -159,37 +169,25 @@ fn serve<S: Service>(
     shutdown: &Shutdown,
     buffers: &mut Buffers,
 ) {
+    if stream.set_nonblocking(true).is_err() {
+        return;
+    }
     let fd = stream.as_raw_fd();
-    // A blocked send returns EAGAIN after this long: the send-progress deadline.
-    let tv = libc::timeval {
-        tv_sec: config.send_timeout.as_secs() as libc::time_t,
-        tv_usec: config.send_timeout.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: passes a live timeval and its size.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_SNDTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
     let mut clock = new_clock();
     let session = service.session(peer, &clock);
     let mut conn = Connection::new(stream, session, &clock);
     let mut grace_until: Option<Instant> = None;
     let mut send_buffers = SendBuffers { copy: &mut buffers.copy };
     loop {
-        match conn.pump(&clock, config.send, &mut send_buffers) {
-            // On a blocking socket "would block" means the send timeout passed.
-            Pump::Blocked | Pump::Failed => return,
+        let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
+            Pump::Failed => return,
             Pump::Finished => {
                 linger(&mut conn, &mut buffers.read, &clock);
                 return;
             }
-            Pump::NeedInput => {}
-        }
+            Pump::Blocked => libc::POLLOUT,
+            Pump::NeedInput => libc::POLLIN,
+        };
         read_clock(&mut clock);
         if grace_until.is_none() && shutdown.is_triggered() {
             grace_until = Some(clock.now() + config.shutdown_grace);
@@ -198,20 +196,27 @@ fn serve<S: Service>(
             }
             continue;
         }
-        let deadline = match (conn.session.deadline(), grace_until) {
+        let deadline = match (conn.deadline(config.send_timeout), grace_until) {
             (Some(d), Some(g)) => Some(d.min(g)),
             (d, g) => d.or(g),
         };
-        match wait_readable(fd, deadline, grace_until.is_none().then(|| shutdown.fd()), &clock) {
-            Wait::Readable => match conn.read_and_feed(&mut buffers.read, &clock) {
+        let watch_shutdown = grace_until.is_none().then(|| shutdown.fd());
+        match wait(fd, direction, deadline, watch_shutdown, &clock) {
+            Wait::Ready if direction == libc::POLLOUT => {}
+            Wait::Ready => match conn.read_and_feed(&mut buffers.read, &clock) {
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
                 Err(_) => return,
             },
             Wait::Shutdown => {}
             Wait::TimedOut => {
                 read_clock(&mut clock);
-                if grace_until.is_some_and(|g| clock.now() >= g) || !conn.on_deadline(&clock) {
+                if grace_until.is_some_and(|g| clock.now() >= g) {
+                    return;
+                }
+                if conn.deadline(config.send_timeout).is_some_and(|d| d <= clock.now())
+                    && !conn.on_deadline(&clock)
+                {
                     return;
                 }
             }
@@ -220,13 +225,15 @@ fn serve<S: Service>(
 }
 
 enum Wait {
-    Readable,
+    Ready,
     Shutdown,
     TimedOut,
 }
 
-fn wait_readable(
+/// Blocks until `fd` is ready for `direction`, the deadline passes, or shutdown starts.
+fn wait(
     fd: i32,
+    direction: libc::c_short,
     deadline: Option<Instant>,
     shutdown_fd: Option<i32>,
     clock: &sluice_proto::Clock,
@@ -234,10 +241,10 @@ fn wait_readable(
     let timeout = deadline.map_or(-1, |d| {
         let left = d.saturating_duration_since(clock.now());
         // Round up so a wake-up never comes just before the deadline and spins.
-        (left.as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
+        left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
     });
     let mut fds = [
-        libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd, events: direction, revents: 0 },
         libc::pollfd { fd: shutdown_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
     ];
     // SAFETY: fds is a live array; a negative fd is ignored by poll.
@@ -245,11 +252,10 @@ fn wait_readable(
     if r == 0 {
         Wait::TimedOut
     } else if r > 0 && fds[0].revents != 0 {
-        Wait::Readable
-    } else if r > 0 {
-        Wait::Shutdown
+        // Errors and hang-ups count as ready: the next read or send reports them.
+        Wait::Ready
     } else {
-        // EINTR: look again.
+        // The shutdown signal, or EINTR: either way, look again.
         Wait::Shutdown
     }
 }
@@ -265,9 +271,8 @@ fn linger<S: sluice_proto::Session>(conn: &mut Connection<S>, buf: &mut [u8], cl
         if clock.now() >= until {
             return;
         }
-        match wait_readable(fd, Some(until), None, &clock) {
-            Wait::Readable => {
-                // The socket is blocking, but poll said there is something to read.
+        match wait(fd, libc::POLLIN, Some(until), None, &clock) {
+            Wait::Ready => {
                 if !conn.linger_read(buf) {
                     return;
                 }

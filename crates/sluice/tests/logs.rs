@@ -1,0 +1,79 @@
+//! Logging: one access-log line per request (and none when it is off), on every engine, and
+//! JSON logs when asked.
+
+#[macro_use]
+mod common;
+
+use common::*;
+
+engine_matrix!(access_log_has_one_line_per_request, access_log_off_prints_none, json_logs_are_json);
+
+fn access_lines(server: &Server) -> Vec<String> {
+    server.logs().into_iter().filter(|l| l.contains("sluice::access")).collect()
+}
+
+/// Five requests: three on one kept-alive connection, two on their own.
+fn five_requests(server: &Server) {
+    let mut c = Conn::open(server.addr());
+    c.send(get("/t1.html", &[]));
+    c.response().expect_status(200, "request 1");
+    c.send(get("/t1.html", &[("Range", "bytes=0-8")]));
+    c.response().expect_status(206, "request 2");
+    c.send(get("/missing.txt", &[("Connection", "close")]));
+    c.response().expect_status(404, "request 3");
+    assert!(c.wait_close(std::time::Duration::from_secs(5)).closed);
+    fetch_get(server.addr(), "/64k.bin", &[("Connection", "close")]).expect_status(200, "request 4");
+    let mut c = Conn::open(server.addr());
+    c.send(request("HEAD", "/1m.bin", &[("Connection", "close")]));
+    c.head_response().expect_status(200, "request 5");
+}
+
+fn access_log_has_one_line_per_request(engine: &[&str]) {
+    let fx = Fixture::new();
+    let mut server = Server::serve(engine, &fx, &["--access-log", "true"]);
+    five_requests(&server);
+    // After the exit every line the server wrote has been read.
+    let status = server.terminate();
+    assert!(status.success(), "sluice exited with {status}");
+    let lines = access_lines(&server);
+    assert_eq!(lines.len(), 5, "access log lines for 5 requests:\n{}", server.log_text());
+    for (line, needle) in lines.iter().zip(["/t1.html", "/t1.html", "/missing.txt", "/64k.bin", "/1m.bin"]) {
+        assert!(line.contains(needle), "access log line {line:?} should name {needle}");
+    }
+    assert!(
+        lines[1].contains("206") && lines[2].contains("404"),
+        "statuses in the access log:\n{}",
+        lines.join("\n")
+    );
+}
+
+fn access_log_off_prints_none(engine: &[&str]) {
+    let fx = Fixture::new();
+    let mut server = Server::serve(engine, &fx, &["--access-log", "false"]);
+    five_requests(&server);
+    let status = server.terminate();
+    assert!(status.success(), "sluice exited with {status}");
+    let lines = access_lines(&server);
+    assert!(lines.is_empty(), "--access-log false still logged:\n{}", lines.join("\n"));
+    // The server did log its start and stop: the empty result is not a broken pipe.
+    assert!(server.logs().iter().any(|l| l.contains("listening on")), "{}", server.log_text());
+}
+
+fn json_logs_are_json(engine: &[&str]) {
+    let fx = Fixture::new();
+    let mut server = Server::serve(engine, &fx, &["--log-format", "json"]);
+    fetch_get(server.addr(), "/t1.html", &[("Connection", "close")]).expect_status(200, "GET");
+    let status = server.terminate();
+    assert!(status.success(), "sluice exited with {status}");
+    let logs = server.logs();
+    assert!(logs.len() >= 2, "{}", logs.join("\n"));
+    for line in &logs {
+        let t = line.trim();
+        assert!(t.starts_with('{') && t.ends_with('}'), "not a JSON object: {line}");
+    }
+    assert!(
+        logs.iter().any(|l| l.contains("sluice::access")),
+        "no access log line in JSON:\n{}",
+        logs.join("\n")
+    );
+}
