@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use sluice_proto::{Clock, Outbox, Session};
 
+use crate::counters::{Event, Shard, Syscall};
 use crate::send::{flush, Flush, SendBuffers};
 use crate::SendStrategy;
 
@@ -34,9 +35,10 @@ pub(crate) enum Pump {
     Failed,
 }
 
-/// A connection's state, whatever engine runs it.
-pub(crate) struct Connection<S> {
-    pub stream: TcpStream,
+/// A connection's state, whatever engine runs it. `T` is the socket as the engine holds it (a
+/// std `TcpStream`, or tokio's, whose readiness tokio tracks).
+pub(crate) struct Connection<S, T = TcpStream> {
+    pub stream: T,
     pub session: S,
     pub out: Outbox,
     input: Vec<u8>,
@@ -52,8 +54,8 @@ pub(crate) struct Connection<S> {
     pub lingering: Option<(Instant, usize)>,
 }
 
-impl<S: Session> Connection<S> {
-    pub fn new(stream: TcpStream, session: S, clock: &Clock) -> Self {
+impl<S: Session, T: AsRawFd> Connection<S, T> {
+    pub fn new(stream: T, session: S, clock: &Clock) -> Self {
         Connection {
             stream,
             session,
@@ -83,7 +85,10 @@ impl<S: Session> Connection<S> {
                         self.session.on_drained(clock);
                         self.offer = true;
                     }
-                    Err(_) => return Pump::Failed,
+                    Err(_) => {
+                        buffers.counters.add(Event::SocketErrors, 1);
+                        return Pump::Failed;
+                    }
                 }
             }
             if self.out.closing() {
@@ -121,11 +126,13 @@ impl<S: Session> Connection<S> {
     }
 
     /// Reads once from the socket into `buf` and feeds the session.
-    pub fn read_and_feed(&mut self, buf: &mut [u8], clock: &Clock) -> io::Result<usize> {
+    pub fn read_and_feed(&mut self, buf: &mut [u8], clock: &Clock, counters: &Shard) -> io::Result<usize> {
+        counters.syscall(Syscall::Read);
         // SAFETY: reads at most buf.len() bytes into buf.
         let n = crate::cvt_size(unsafe {
             libc::read(self.stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
         })?;
+        counters.add(Event::BytesIn, n as u64);
         self.maybe_readable = n == buf.len();
         if n == 0 {
             self.peer_closed = true;
@@ -137,10 +144,11 @@ impl<S: Session> Connection<S> {
 
     /// Starts a lingering close: no more writes, keep reading until the peer closes or `LINGER`.
     /// Returns false when the connection can be closed at once.
-    pub fn start_linger(&mut self, clock: &Clock) -> bool {
+    pub fn start_linger(&mut self, clock: &Clock, counters: &Shard) -> bool {
         if self.peer_closed {
             return false;
         }
+        counters.syscall(Syscall::Shutdown);
         // SAFETY: shutdown on our own socket.
         unsafe { libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR) };
         self.lingering = Some((clock.now() + LINGER, 0));
@@ -148,9 +156,10 @@ impl<S: Session> Connection<S> {
     }
 
     /// Reads and discards while lingering; returns true while the connection should stay open.
-    pub fn linger_read(&mut self, buf: &mut [u8]) -> bool {
+    pub fn linger_read(&mut self, buf: &mut [u8], counters: &Shard) -> bool {
         let Some((until, mut discarded)) = self.lingering else { return false };
         loop {
+            counters.syscall(Syscall::Read);
             // MSG_DONTWAIT so the same code never blocks on the threads engine's blocking sockets.
             // SAFETY: reads at most buf.len() bytes into buf.
             let n = unsafe {

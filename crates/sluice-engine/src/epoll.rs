@@ -17,6 +17,7 @@ use slab::Slab;
 use sluice_proto::{Clock, Session};
 
 use crate::connection::{Connection, Pump};
+use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::send::SendBuffers;
 use crate::{cvt, new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
@@ -34,6 +35,7 @@ pub(crate) fn run<S: Service>(
     listeners: Listeners,
     service: Arc<S>,
     shutdown: &Shutdown,
+    counters: &Counters,
 ) -> Result<(), EngineError> {
     let open = AtomicUsize::new(0);
     std::thread::scope(|scope| {
@@ -46,7 +48,7 @@ pub(crate) fn run<S: Service>(
                 std::thread::Builder::new()
                     .name(format!("sluice-epoll-{index}"))
                     .spawn_scoped(scope, move || {
-                        Worker::new(config, listener, service, shutdown, open)?.run();
+                        Worker::new(config, listener, service, shutdown, open, counters.shard(index))?.run();
                         Ok(())
                     })
                     .map_err(|source| EngineError::Setup { what: "spawn worker", source })
@@ -66,6 +68,7 @@ struct Worker<'a, S: Service> {
     config: &'a EngineConfig,
     shutdown: &'a Shutdown,
     open: &'a AtomicUsize,
+    counters: &'a Shard,
     conns: Slab<Connection<S::Session>>,
     clock: Clock,
     read_buf: Box<[u8]>,
@@ -82,6 +85,7 @@ impl<'a, S: Service> Worker<'a, S> {
         service: &'a S,
         shutdown: &'a Shutdown,
         open: &'a AtomicUsize,
+        counters: &'a Shard,
     ) -> Result<Self, EngineError> {
         let setup = |what| move |source| EngineError::Setup { what, source };
         listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
@@ -96,6 +100,7 @@ impl<'a, S: Service> Worker<'a, S> {
             config,
             shutdown,
             open,
+            counters,
             conns: Slab::with_capacity(1024),
             clock: new_clock(),
             read_buf: vec![0; READ_BUFFER].into_boxed_slice(),
@@ -111,12 +116,14 @@ impl<'a, S: Service> Worker<'a, S> {
     }
 
     fn register(&self, fd: RawFd, events: i32, token: u64) -> std::io::Result<()> {
+        self.counters.syscall(Syscall::EpollCtl);
         let mut ev = libc::epoll_event { events: events as u32, u64: token };
         // SAFETY: ev is a live epoll_event; both descriptors are open.
         cvt(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
     }
 
     fn deregister(&self, fd: RawFd) {
+        self.counters.syscall(Syscall::EpollCtl);
         // SAFETY: EPOLL_CTL_DEL ignores the event pointer on kernels since 2.6.9.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
@@ -136,6 +143,7 @@ impl<'a, S: Service> Worker<'a, S> {
             } else {
                 wait.as_millis().min(i32::MAX as u128) as i32 + 1
             };
+            self.counters.syscall(Syscall::EpollWait);
             // SAFETY: events has EVENTS initialised slots.
             let n = unsafe {
                 libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS as i32, timeout)
@@ -159,9 +167,9 @@ impl<'a, S: Service> Worker<'a, S> {
                 next_sweep = self.clock.now() + SWEEP;
             }
         }
-        for conn in self.conns.drain() {
-            drop(conn);
-            self.open.fetch_sub(1, Ordering::Relaxed);
+        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
+        for key in keys {
+            self.close(key);
         }
     }
 
@@ -169,16 +177,21 @@ impl<'a, S: Service> Worker<'a, S> {
         let Some(listener) = &self.listener else { return };
         let listen_fd = listener.as_raw_fd();
         loop {
-            match accept(listen_fd, true) {
+            match accept(listen_fd, true, self.counters) {
                 Ok((stream, peer)) => {
                     if self.open.fetch_add(1, Ordering::Relaxed) >= self.config.max_connections {
                         self.open.fetch_sub(1, Ordering::Relaxed);
+                        self.counters.add(Event::ConnectionsRejected, 1);
+                        self.counters.add(Event::ConnectionsClosed, 1);
+                        self.counters.syscall(Syscall::Close);
                         continue;
                     }
                     let key = self.conns.vacant_key();
                     let events = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
                     if self.register(stream.as_raw_fd(), events, key as u64).is_err() {
                         self.open.fetch_sub(1, Ordering::Relaxed);
+                        self.counters.add(Event::ConnectionsClosed, 1);
+                        self.counters.syscall(Syscall::Close);
                         continue;
                     }
                     let session = self.service.session(peer, &self.clock);
@@ -189,6 +202,7 @@ impl<'a, S: Service> Worker<'a, S> {
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EINTR | libc::ECONNABORTED | libc::EPROTO) => continue,
                     Some(libc::EMFILE | libc::ENFILE) => {
+                        self.counters.add(Event::AcceptErrors, 1);
                         tracing::warn!("accept: {e}; connection left in the backlog");
                         break;
                     }
@@ -222,26 +236,29 @@ impl<'a, S: Service> Worker<'a, S> {
     fn drive(&mut self, key: usize) {
         let Some(conn) = self.conns.get_mut(key) else { return };
         let keep = if conn.lingering.is_some() {
-            conn.linger_read(&mut self.read_buf)
+            conn.linger_read(&mut self.read_buf, self.counters)
         } else {
-            let mut buffers = SendBuffers { copy: &mut self.copy_buf };
+            let mut buffers = SendBuffers { copy: &mut self.copy_buf, counters: self.counters };
             loop {
                 match conn.pump(&self.clock, self.config.send, &mut buffers) {
                     Pump::Blocked => break true,
                     Pump::Failed => break false,
                     Pump::Finished => {
-                        break conn.start_linger(&self.clock) && conn.linger_read(&mut self.read_buf)
+                        break conn.start_linger(&self.clock, self.counters)
+                            && conn.linger_read(&mut self.read_buf, self.counters)
                     }
                     Pump::NeedInput if !conn.maybe_readable => break true,
-                    Pump::NeedInput => match conn.read_and_feed(&mut self.read_buf, &self.clock) {
-                        Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            conn.maybe_readable = false;
-                            break true;
+                    Pump::NeedInput => {
+                        match conn.read_and_feed(&mut self.read_buf, &self.clock, self.counters) {
+                            Ok(_) => {}
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                conn.maybe_readable = false;
+                                break true;
+                            }
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(_) => break false,
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break false,
-                    },
+                    }
                 }
             }
         };
@@ -259,9 +276,14 @@ impl<'a, S: Service> Worker<'a, S> {
         );
         for i in 0..self.due.len() {
             let key = self.due[i];
-            if self.conns[key].on_deadline(&self.clock) {
+            let conn = &mut self.conns[key];
+            let stalled_send = conn.lingering.is_none() && !conn.out.is_empty();
+            if conn.on_deadline(&self.clock) {
                 self.drive(key);
             } else {
+                if stalled_send {
+                    self.counters.add(Event::SendTimeouts, 1);
+                }
                 self.close(key);
             }
         }
@@ -271,6 +293,8 @@ impl<'a, S: Service> Worker<'a, S> {
         if self.conns.try_remove(key).is_some() {
             // Closing the descriptor removes it from the epoll set.
             self.open.fetch_sub(1, Ordering::Relaxed);
+            self.counters.syscall(Syscall::Close);
+            self.counters.add(Event::ConnectionsClosed, 1);
         }
     }
 }

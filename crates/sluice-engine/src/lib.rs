@@ -9,11 +9,14 @@
 #![deny(missing_docs)]
 
 mod connection;
+pub mod counters;
 mod epoll;
 mod listener;
 mod send;
 mod shutdown;
 mod threads;
+mod tokio_engine;
+mod uring;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,33 +24,45 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sluice_proto::{Clock, Session};
 
+pub use counters::Counters;
 pub use listener::Listeners;
 pub use shutdown::Shutdown;
 
 /// Which engine runs the connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EngineKind {
+    /// One io_uring per worker thread: multishot accept and receive, completions not readiness.
+    Uring,
     /// One edge-triggered epoll loop per worker thread, `SO_REUSEPORT` listeners.
     Epoll,
     /// Blocking sockets on threads: a fixed pool, or one thread per connection.
     Threads,
+    /// One task per connection on tokio's multi-threaded, work-stealing runtime.
+    Tokio,
 }
 
 impl EngineKind {
     /// Every engine this build has, for tests and the lab to iterate over.
-    pub const ALL: [EngineKind; 2] = [EngineKind::Epoll, EngineKind::Threads];
+    pub const ALL: [EngineKind; 4] =
+        [EngineKind::Uring, EngineKind::Epoll, EngineKind::Threads, EngineKind::Tokio];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
+            EngineKind::Uring => "uring",
             EngineKind::Epoll => "epoll",
             EngineKind::Threads => "threads",
+            EngineKind::Tokio => "tokio",
         }
     }
 
-    /// The send strategies this engine can execute.
+    /// The send strategies this engine can execute. io_uring has no `sendfile` operation; its
+    /// zero-copy path is `splice`.
     pub fn strategies(self) -> &'static [SendStrategy] {
-        &[SendStrategy::Sendfile, SendStrategy::Copy]
+        match self {
+            EngineKind::Uring => &[SendStrategy::Splice, SendStrategy::Copy],
+            _ => &[SendStrategy::Sendfile, SendStrategy::Splice, SendStrategy::Copy],
+        }
     }
 }
 
@@ -56,6 +71,8 @@ impl EngineKind {
 pub enum SendStrategy {
     /// `sendfile(2)`: the kernel moves file pages to the socket, no user-space copy.
     Sendfile,
+    /// `splice(2)` file → pipe → socket: zero-copy through a pipe the worker owns.
+    Splice,
     /// `pread(2)` into a buffer the loop owns, then `write(2)`: two copies through user space.
     Copy,
 }
@@ -65,6 +82,7 @@ impl SendStrategy {
     pub fn name(self) -> &'static str {
         match self {
             SendStrategy::Sendfile => "sendfile",
+            SendStrategy::Splice => "splice",
             SendStrategy::Copy => "copy",
         }
     }
@@ -93,8 +111,10 @@ macro_rules! named_enum {
     };
 }
 
-named_enum!(EngineKind, "engine", "epoll" => EngineKind::Epoll, "threads" => EngineKind::Threads);
-named_enum!(SendStrategy, "send strategy", "sendfile" => SendStrategy::Sendfile, "copy" => SendStrategy::Copy);
+named_enum!(EngineKind, "engine", "uring" => EngineKind::Uring, "epoll" => EngineKind::Epoll,
+    "threads" => EngineKind::Threads, "tokio" => EngineKind::Tokio);
+named_enum!(SendStrategy, "send strategy", "sendfile" => SendStrategy::Sendfile,
+    "splice" => SendStrategy::Splice, "copy" => SendStrategy::Copy);
 named_enum!(ThreadsMode, "threads mode", "pool" => ThreadsMode::Pool, "per-connection" => ThreadsMode::PerConnection);
 
 impl ThreadsMode {
@@ -176,20 +196,31 @@ pub enum EngineError {
     Config(String),
 }
 
-/// Runs `service` on the configured engine until `shutdown` is triggered and in-flight work has
+/// Runs `service` on the configured engine, counting into `counters`, until `shutdown` is triggered and in-flight work has
 /// finished (or the grace period has passed).
 pub fn run<S: Service>(
     config: &EngineConfig,
     listeners: Listeners,
     service: Arc<S>,
     shutdown: &Shutdown,
+    counters: &Counters,
 ) -> Result<(), EngineError> {
     if config.workers == 0 || config.pool_size == 0 {
         return Err(EngineError::Config("workers and pool size must be at least 1".into()));
     }
+    if !config.kind.strategies().contains(&config.send) {
+        return Err(EngineError::Config(format!(
+            "the {} engine cannot send with {}; it can use: {}",
+            config.kind.name(),
+            config.send.name(),
+            config.kind.strategies().iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+        )));
+    }
     match config.kind {
-        EngineKind::Epoll => epoll::run(config, listeners, service, shutdown),
-        EngineKind::Threads => threads::run(config, listeners, service, shutdown),
+        EngineKind::Uring => uring::run(config, listeners, service, shutdown, counters),
+        EngineKind::Epoll => epoll::run(config, listeners, service, shutdown, counters),
+        EngineKind::Threads => threads::run(config, listeners, service, shutdown, counters),
+        EngineKind::Tokio => tokio_engine::run(config, listeners, service, shutdown, counters),
     }
 }
 

@@ -6,6 +6,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::FromRawFd;
 
+use crate::counters::{Event, Shard, Syscall};
 use crate::{cvt, EngineError};
 
 /// Bound listening sockets for one address, one per worker.
@@ -127,7 +128,9 @@ pub(crate) fn socket_addr_from(storage: &libc::sockaddr_storage) -> Option<Socke
 pub(crate) fn accept(
     listener_fd: i32,
     nonblocking: bool,
+    counters: &Shard,
 ) -> std::io::Result<(std::net::TcpStream, SocketAddr)> {
+    counters.syscall(Syscall::Accept);
     // SAFETY: zeroed storage is valid; accept4 writes at most `len` bytes into it.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -140,7 +143,9 @@ pub(crate) fn accept(
     let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
     // Responses are written whole (head and body in as few calls as possible); Nagle would only
     // delay the last segment of each.
+    counters.syscall(Syscall::Setsockopt);
     set_int_opt(fd, libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+    counters.add(Event::ConnectionsAccepted, 1);
     let peer = socket_addr_from(&storage).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     Ok((stream, peer))
 }

@@ -13,6 +13,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use sluice_proto::conn::Pending;
 use sluice_proto::Outbox;
 
+use crate::counters::{Event, Shard, Syscall};
 use crate::{cvt_size, SendStrategy};
 
 /// Slices gathered into one `sendmsg`.
@@ -29,10 +30,12 @@ pub(crate) enum Flush {
     Blocked,
 }
 
-/// Buffers a worker lends to every connection it serves.
+/// What a worker lends to every connection it serves: scratch memory and its counters.
 pub(crate) struct SendBuffers<'a> {
     /// Scratch for the copy strategy.
     pub copy: &'a mut [u8],
+    /// The worker's counter shard.
+    pub counters: &'a Shard,
 }
 
 /// Writes as much of `out` as the socket takes; returns the bytes written and how it ended.
@@ -46,12 +49,25 @@ pub(crate) fn flush(
     loop {
         let step = match out.front() {
             None => return Ok((total, Flush::Drained)),
-            Some(Pending::Bytes(_)) => send_bytes(fd, out),
+            Some(Pending::Bytes(_)) => {
+                buffers.counters.syscall(Syscall::Write);
+                send_bytes(fd, out)
+            }
             Some(Pending::File(slice)) => {
                 let (file_fd, offset, len) = (slice.file.as_raw_fd(), slice.offset, slice.len);
                 match strategy {
-                    SendStrategy::Sendfile => send_file(fd, file_fd, offset, len),
-                    SendStrategy::Copy => copy_file(fd, file_fd, offset, len, buffers.copy),
+                    SendStrategy::Sendfile => {
+                        buffers.counters.syscall(Syscall::Sendfile);
+                        send_file(fd, file_fd, offset, len)
+                    }
+                    SendStrategy::Splice => {
+                        Err(io::Error::new(io::ErrorKind::Unsupported, "splice is being written"))
+                    }
+                    SendStrategy::Copy => {
+                        buffers.counters.syscall(Syscall::Pread);
+                        buffers.counters.syscall(Syscall::Write);
+                        copy_file(fd, file_fd, offset, len, buffers.copy)
+                    }
                 }
             }
         };
@@ -60,6 +76,7 @@ pub(crate) fn flush(
             Ok(n) => {
                 out.advance(n as u64);
                 total += n as u64;
+                buffers.counters.add(Event::BytesOut, n as u64);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((total, Flush::Blocked)),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

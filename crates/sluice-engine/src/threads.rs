@@ -18,6 +18,7 @@ use std::time::Instant;
 use sluice_proto::Session;
 
 use crate::connection::{Connection, Pump};
+use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::send::SendBuffers;
 use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown, ThreadsMode};
@@ -33,6 +34,7 @@ pub(crate) fn run<S: Service>(
     listeners: Listeners,
     service: Arc<S>,
     shutdown: &Shutdown,
+    counters: &Counters,
 ) -> Result<(), EngineError> {
     // One blocking acceptor is enough; extra SO_REUSEPORT sockets would only strand connections
     // in backlogs nobody accepts from.
@@ -51,12 +53,15 @@ pub(crate) fn run<S: Service>(
                     std::thread::Builder::new()
                         .name(format!("sluice-pool-{i}"))
                         .stack_size(STACK)
-                        .spawn_scoped(scope, move || pool_worker(&rx, config, service, shutdown, open))
+                        .spawn_scoped(scope, move || {
+                            pool_worker(&rx, config, service, shutdown, open, counters.shard(i + 1))
+                        })
                         .map_err(spawn_err)?;
                 }
-                accept_loop(&listener, shutdown, |stream, peer| {
+                accept_loop(&listener, shutdown, counters.shard(0), |stream, peer| {
                     if open.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
                         open.fetch_sub(1, Ordering::Relaxed);
+                        reject(counters.shard(0));
                         return;
                     }
                     // Blocks while the queue is full: the backpressure a fixed pool has.
@@ -70,16 +75,20 @@ pub(crate) fn run<S: Service>(
             }
             ThreadsMode::PerConnection => {
                 let (service, open) = (&*service, &open);
-                accept_loop(&listener, shutdown, |stream, peer| {
+                let mut spawned_total = 0usize;
+                accept_loop(&listener, shutdown, counters.shard(0), |stream, peer| {
                     if open.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
                         open.fetch_sub(1, Ordering::Relaxed);
+                        reject(counters.shard(0));
                         return;
                     }
+                    spawned_total += 1;
+                    let shard = counters.shard(spawned_total);
                     let spawned = std::thread::Builder::new()
                         .name("sluice-conn".into())
                         .stack_size(STACK)
                         .spawn_scoped(scope, move || {
-                            let mut buffers = Buffers::new();
+                            let mut buffers = Buffers::new(shard);
                             serve(stream, peer, config, service, shutdown, &mut buffers);
                             open.fetch_sub(1, Ordering::Relaxed);
                         });
@@ -95,13 +104,26 @@ pub(crate) fn run<S: Service>(
     })
 }
 
-fn accept_loop(listener: &TcpListener, shutdown: &Shutdown, mut hand_off: impl FnMut(TcpStream, SocketAddr)) {
+/// Counts a connection closed at once because `max_connections` was reached.
+fn reject(counters: &Shard) {
+    counters.add(Event::ConnectionsRejected, 1);
+    counters.add(Event::ConnectionsClosed, 1);
+    counters.syscall(Syscall::Close);
+}
+
+fn accept_loop(
+    listener: &TcpListener,
+    shutdown: &Shutdown,
+    counters: &Shard,
+    mut hand_off: impl FnMut(TcpStream, SocketAddr),
+) {
     let fd = listener.as_raw_fd();
     loop {
         let mut fds = [
             libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: shutdown.fd(), events: libc::POLLIN, revents: 0 },
         ];
+        counters.syscall(Syscall::Poll);
         // SAFETY: fds is a live array of two pollfds.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
         if shutdown.is_triggered() {
@@ -110,9 +132,10 @@ fn accept_loop(listener: &TcpListener, shutdown: &Shutdown, mut hand_off: impl F
         if r <= 0 {
             continue;
         }
-        match accept(fd, false) {
+        match accept(fd, false, counters) {
             Ok((stream, peer)) => hand_off(stream, peer),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                counters.add(Event::AcceptErrors, 1);
                 tracing::warn!("accept: {e}");
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
@@ -121,16 +144,18 @@ fn accept_loop(listener: &TcpListener, shutdown: &Shutdown, mut hand_off: impl F
     }
 }
 
-struct Buffers {
+struct Buffers<'a> {
     read: Box<[u8]>,
     copy: Box<[u8]>,
+    counters: &'a Shard,
 }
 
-impl Buffers {
-    fn new() -> Self {
+impl<'a> Buffers<'a> {
+    fn new(counters: &'a Shard) -> Self {
         Buffers {
             read: vec![0; READ_BUFFER].into_boxed_slice(),
             copy: vec![0; COPY_BUFFER].into_boxed_slice(),
+            counters,
         }
     }
 }
@@ -141,8 +166,9 @@ fn pool_worker<S: Service>(
     service: &S,
     shutdown: &Shutdown,
     open: &AtomicUsize,
+    counters: &Shard,
 ) {
-    let mut buffers = Buffers::new();
+    let mut buffers = Buffers::new(counters);
     loop {
         let job = match queue.lock() {
             Ok(rx) => rx.recv(),
@@ -167,8 +193,23 @@ fn serve<S: Service>(
     config: &EngineConfig,
     service: &S,
     shutdown: &Shutdown,
-    buffers: &mut Buffers,
+    buffers: &mut Buffers<'_>,
 ) {
+    let counters = buffers.counters;
+    serve_connection(stream, peer, config, service, shutdown, buffers);
+    counters.syscall(Syscall::Close);
+    counters.add(Event::ConnectionsClosed, 1);
+}
+
+fn serve_connection<S: Service>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    config: &EngineConfig,
+    service: &S,
+    shutdown: &Shutdown,
+    buffers: &mut Buffers<'_>,
+) {
+    let counters = buffers.counters;
     if stream.set_nonblocking(true).is_err() {
         return;
     }
@@ -177,12 +218,12 @@ fn serve<S: Service>(
     let session = service.session(peer, &clock);
     let mut conn = Connection::new(stream, session, &clock);
     let mut grace_until: Option<Instant> = None;
-    let mut send_buffers = SendBuffers { copy: &mut buffers.copy };
+    let mut send_buffers = SendBuffers { copy: &mut buffers.copy, counters };
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
             Pump::Failed => return,
             Pump::Finished => {
-                linger(&mut conn, &mut buffers.read, &clock);
+                linger(&mut conn, &mut buffers.read, &clock, counters);
                 return;
             }
             Pump::Blocked => libc::POLLOUT,
@@ -201,9 +242,10 @@ fn serve<S: Service>(
             (d, g) => d.or(g),
         };
         let watch_shutdown = grace_until.is_none().then(|| shutdown.fd());
+        counters.syscall(Syscall::Poll);
         match wait(fd, direction, deadline, watch_shutdown, &clock) {
             Wait::Ready if direction == libc::POLLOUT => {}
-            Wait::Ready => match conn.read_and_feed(&mut buffers.read, &clock) {
+            Wait::Ready => match conn.read_and_feed(&mut buffers.read, &clock, counters) {
                 Ok(_) => {}
                 Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock) => {}
                 Err(_) => return,
@@ -214,9 +256,13 @@ fn serve<S: Service>(
                 if grace_until.is_some_and(|g| clock.now() >= g) {
                     return;
                 }
+                let stalled_send = !conn.out.is_empty();
                 if conn.deadline(config.send_timeout).is_some_and(|d| d <= clock.now())
                     && !conn.on_deadline(&clock)
                 {
+                    if stalled_send {
+                        counters.add(Event::SendTimeouts, 1);
+                    }
                     return;
                 }
             }
@@ -260,8 +306,13 @@ fn wait(
     }
 }
 
-fn linger<S: sluice_proto::Session>(conn: &mut Connection<S>, buf: &mut [u8], clock: &sluice_proto::Clock) {
-    if !conn.start_linger(clock) {
+fn linger<S: sluice_proto::Session>(
+    conn: &mut Connection<S>,
+    buf: &mut [u8],
+    clock: &sluice_proto::Clock,
+    counters: &Shard,
+) {
+    if !conn.start_linger(clock, counters) {
         return;
     }
     let fd = conn.stream.as_raw_fd();
@@ -271,9 +322,10 @@ fn linger<S: sluice_proto::Session>(conn: &mut Connection<S>, buf: &mut [u8], cl
         if clock.now() >= until {
             return;
         }
+        counters.syscall(Syscall::Poll);
         match wait(fd, libc::POLLIN, Some(until), None, &clock) {
             Wait::Ready => {
-                if !conn.linger_read(buf) {
+                if !conn.linger_read(buf, counters) {
                     return;
                 }
             }

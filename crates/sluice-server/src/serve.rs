@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sluice_engine::{EngineKind, Listeners, Service, Shutdown};
+use sluice_engine::{Counters, EngineKind, Listeners, Service, Shutdown};
 use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
@@ -52,6 +52,7 @@ pub struct Server {
     config: Config,
     app: Arc<App>,
     listeners: Listeners,
+    counters: Arc<Counters>,
     demo: bool,
 }
 
@@ -78,7 +79,7 @@ impl Server {
             config.library.max_ranges,
             config.http.access_log,
         ));
-        Ok(Server { config, app, listeners, demo })
+        Ok(Server { config, app, listeners, counters: Counters::new(), demo })
     }
 
     /// The address actually bound.
@@ -104,7 +105,7 @@ impl Server {
             if self.demo { " (built-in demo)" } else { "" },
         );
         let service = Arc::new(HttpService { app: self.app });
-        sluice_engine::run(&engine, self.listeners, service, shutdown)?;
+        sluice_engine::run(&engine, self.listeners, service, shutdown, &self.counters)?;
         tracing::info!("stopped");
         Ok(())
     }

@@ -1,0 +1,233 @@
+//! What an engine costs, counted by the engine itself: system calls by kind, io_uring operations,
+//! bytes, connections and errors.
+//!
+//! Every engine bumps these counters at the place it makes the call, so "system calls per request"
+//! (the epoll vs io_uring report's central figure) comes from the server on every engine rather than
+//! from strace. Counters are sharded: each event loop or thread adds to its own cache-line-padded
+//! shard with relaxed atomics (an uncontended add, no lock), and a reader sums the shards. This module
+//! does not format them (the server renders `/metrics`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// System calls engines make, by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Syscall {
+    /// `accept4`
+    Accept,
+    /// `read`/`recv` on a socket
+    Read,
+    /// `sendmsg`/`send`/`write` on a socket
+    Write,
+    /// `sendfile`
+    Sendfile,
+    /// `splice`
+    Splice,
+    /// `pread` of a file (copy strategy)
+    Pread,
+    /// `epoll_wait`
+    EpollWait,
+    /// `epoll_ctl`
+    EpollCtl,
+    /// `poll`
+    Poll,
+    /// `io_uring_enter`
+    IoUringEnter,
+    /// `close`
+    Close,
+    /// `shutdown`
+    Shutdown,
+    /// `setsockopt`
+    Setsockopt,
+}
+
+impl Syscall {
+    /// Every kind, in the order of their names in `/metrics`.
+    pub const ALL: [Syscall; 13] = [
+        Syscall::Accept,
+        Syscall::Read,
+        Syscall::Write,
+        Syscall::Sendfile,
+        Syscall::Splice,
+        Syscall::Pread,
+        Syscall::EpollWait,
+        Syscall::EpollCtl,
+        Syscall::Poll,
+        Syscall::IoUringEnter,
+        Syscall::Close,
+        Syscall::Shutdown,
+        Syscall::Setsockopt,
+    ];
+
+    /// The label value used in `/metrics`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Syscall::Accept => "accept",
+            Syscall::Read => "read",
+            Syscall::Write => "write",
+            Syscall::Sendfile => "sendfile",
+            Syscall::Splice => "splice",
+            Syscall::Pread => "pread",
+            Syscall::EpollWait => "epoll_wait",
+            Syscall::EpollCtl => "epoll_ctl",
+            Syscall::Poll => "poll",
+            Syscall::IoUringEnter => "io_uring_enter",
+            Syscall::Close => "close",
+            Syscall::Shutdown => "shutdown",
+            Syscall::Setsockopt => "setsockopt",
+        }
+    }
+}
+
+/// Events that are not system calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Event {
+    /// io_uring submission queue entries submitted.
+    UringSubmitted,
+    /// io_uring completions reaped.
+    UringCompleted,
+    /// Bytes read from sockets.
+    BytesIn,
+    /// Bytes written to sockets (file bytes included).
+    BytesOut,
+    /// Connections accepted.
+    ConnectionsAccepted,
+    /// Connections closed.
+    ConnectionsClosed,
+    /// Connections refused because `max_connections` was reached.
+    ConnectionsRejected,
+    /// Connections dropped because the client stopped reading (send deadline).
+    SendTimeouts,
+    /// Sockets that failed with an error (reset, broken pipe, …).
+    SocketErrors,
+    /// Accept calls that failed for want of descriptors (EMFILE/ENFILE).
+    AcceptErrors,
+}
+
+impl Event {
+    /// Every event, in `/metrics` order.
+    pub const ALL: [Event; 10] = [
+        Event::UringSubmitted,
+        Event::UringCompleted,
+        Event::BytesIn,
+        Event::BytesOut,
+        Event::ConnectionsAccepted,
+        Event::ConnectionsClosed,
+        Event::ConnectionsRejected,
+        Event::SendTimeouts,
+        Event::SocketErrors,
+        Event::AcceptErrors,
+    ];
+
+    /// The metric name (without the `sluice_` prefix) and its help text.
+    pub fn describe(self) -> (&'static str, &'static str) {
+        match self {
+            Event::UringSubmitted => {
+                ("io_uring_submitted_total", "io_uring submission queue entries submitted.")
+            }
+            Event::UringCompleted => ("io_uring_completed_total", "io_uring completions reaped."),
+            Event::BytesIn => ("bytes_received_total", "Bytes read from client sockets."),
+            Event::BytesOut => ("bytes_sent_total", "Bytes written to client sockets, file bytes included."),
+            Event::ConnectionsAccepted => ("connections_accepted_total", "Connections accepted."),
+            Event::ConnectionsClosed => ("connections_closed_total", "Connections closed."),
+            Event::ConnectionsRejected => (
+                "connections_rejected_total",
+                "Connections closed at once because max_connections was reached.",
+            ),
+            Event::SendTimeouts => {
+                ("send_timeouts_total", "Connections dropped because the client stopped reading.")
+            }
+            Event::SocketErrors => ("socket_errors_total", "Connections that ended with a socket error."),
+            Event::AcceptErrors => {
+                ("accept_errors_total", "accept calls that failed for want of descriptors.")
+            }
+        }
+    }
+}
+
+const SYSCALLS: usize = Syscall::ALL.len();
+const EVENTS: usize = Event::ALL.len();
+/// Enough shards that the threads engine's pool spreads thin; event loops get one each.
+const SHARDS: usize = 64;
+
+/// One thread's counters, on cache lines of their own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct Shard {
+    syscalls: [AtomicU64; SYSCALLS],
+    events: [AtomicU64; EVENTS],
+}
+
+impl Shard {
+    /// Counts one system call.
+    #[inline]
+    pub fn syscall(&self, kind: Syscall) {
+        self.syscalls[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to an event counter.
+    #[inline]
+    pub fn add(&self, event: Event, n: u64) {
+        self.events[event as usize].fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Every counter of one engine, shared between its workers and whoever reports them.
+#[derive(Debug)]
+pub struct Counters {
+    shards: Box<[Shard]>,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters { shards: (0..SHARDS).map(|_| Shard::default()).collect() }
+    }
+}
+
+impl Counters {
+    /// A fresh set, all zero.
+    pub fn new() -> Arc<Counters> {
+        Arc::new(Counters::default())
+    }
+
+    /// The shard for worker or thread number `index`.
+    pub fn shard(&self, index: usize) -> &Shard {
+        &self.shards[index % SHARDS]
+    }
+
+    /// The total of one system call kind over all shards.
+    pub fn syscalls(&self, kind: Syscall) -> u64 {
+        self.shards.iter().map(|s| s.syscalls[kind as usize].load(Ordering::Relaxed)).sum()
+    }
+
+    /// The total of one event over all shards.
+    pub fn events(&self, event: Event) -> u64 {
+        self.shards.iter().map(|s| s.events[event as usize].load(Ordering::Relaxed)).sum()
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> u64 {
+        self.events(Event::ConnectionsAccepted).saturating_sub(self.events(Event::ConnectionsClosed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_add_up() {
+        let c = Counters::new();
+        c.shard(0).syscall(Syscall::Accept);
+        c.shard(1).syscall(Syscall::Accept);
+        c.shard(SHARDS + 1).syscall(Syscall::Read);
+        c.shard(3).add(Event::BytesOut, 10);
+        c.shard(4).add(Event::BytesOut, 5);
+        assert_eq!(c.syscalls(Syscall::Accept), 2);
+        assert_eq!(c.syscalls(Syscall::Read), 1);
+        assert_eq!(c.events(Event::BytesOut), 15);
+        assert_eq!(std::mem::align_of::<Shard>(), 128);
+    }
+}
