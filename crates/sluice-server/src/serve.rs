@@ -70,7 +70,7 @@ impl Server {
         let library =
             Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source })?;
         let engine = config.engine_config();
-        // The threads engine accepts on one socket; event loops get one each.
+        // The threads engine accepts on one socket, tokio on one per worker thread like the loops.
         let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
         let listeners = Listeners::bind(config.http.listen, sockets)?;
         let app = Arc::new(App::new(
@@ -92,7 +92,9 @@ impl Server {
         let engine = self.config.engine_config();
         let addr = self.local_addr();
         let workers = match engine.kind {
-            EngineKind::Epoll => format!("workers={}", engine.workers),
+            EngineKind::Epoll | EngineKind::Uring | EngineKind::Tokio => {
+                format!("workers={}", engine.workers)
+            }
             EngineKind::Threads => {
                 format!("threads_mode={} pool_size={}", engine.threads_mode.name(), engine.pool_size)
             }
