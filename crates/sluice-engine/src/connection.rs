@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sluice_proto::{Clock, Outbox, Session};
 
 use crate::counters::{Event, Shard, Syscall};
-use crate::send::{flush, Flush, SendBuffers};
+use crate::send::{flush, Flush, Pipe, SendBuffers};
 use crate::SendStrategy;
 
 /// How long a closing connection keeps reading (and discarding) what the client still sends, so
@@ -50,6 +50,8 @@ pub(crate) struct Connection<S, T = TcpStream> {
     /// receive queue, so an edge-triggered engine can wait for the next edge instead of paying a
     /// `read` that returns `EAGAIN` after every request.
     pub maybe_readable: bool,
+    /// The pipe this connection splices through, held only while bytes are in it.
+    pipe: Option<Pipe>,
     /// Set once the connection is lingering: until when, and how much it has discarded.
     pub lingering: Option<(Instant, usize)>,
 }
@@ -65,6 +67,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             last_progress: clock.now(),
             peer_closed: false,
             maybe_readable: true,
+            pipe: None,
             lingering: None,
         }
     }
@@ -74,13 +77,16 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     pub fn pump(&mut self, clock: &Clock, strategy: SendStrategy, buffers: &mut SendBuffers<'_>) -> Pump {
         loop {
             if !self.out.is_empty() {
-                match flush(self.stream.as_raw_fd(), &mut self.out, strategy, buffers) {
+                match flush(self.stream.as_raw_fd(), &mut self.out, strategy, buffers, &mut self.pipe) {
                     Ok((n, done)) => {
                         if n > 0 {
                             self.last_progress = clock.now();
                         }
                         if done == Flush::Blocked {
                             return Pump::Blocked;
+                        }
+                        if let Some(pipe) = self.pipe.take() {
+                            buffers.pipes.put(pipe);
                         }
                         self.session.on_drained(clock);
                         self.offer = true;

@@ -19,7 +19,7 @@ use sluice_proto::{Clock, Session};
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
-use crate::send::SendBuffers;
+use crate::send::{PipePool, SendBuffers};
 use crate::{cvt, new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
@@ -73,6 +73,7 @@ struct Worker<'a, S: Service> {
     clock: Clock,
     read_buf: Box<[u8]>,
     copy_buf: Box<[u8]>,
+    pipes: PipePool,
     draining_until: Option<Instant>,
     /// Reused by the sweep so it allocates nothing.
     due: Vec<usize>,
@@ -105,6 +106,7 @@ impl<'a, S: Service> Worker<'a, S> {
             clock: new_clock(),
             read_buf: vec![0; READ_BUFFER].into_boxed_slice(),
             copy_buf: vec![0; COPY_BUFFER].into_boxed_slice(),
+            pipes: PipePool::default(),
             draining_until: None,
             due: Vec::new(),
         };
@@ -238,7 +240,8 @@ impl<'a, S: Service> Worker<'a, S> {
         let keep = if conn.lingering.is_some() {
             conn.linger_read(&mut self.read_buf, self.counters)
         } else {
-            let mut buffers = SendBuffers { copy: &mut self.copy_buf, counters: self.counters };
+            let mut buffers =
+                SendBuffers { copy: &mut self.copy_buf, pipes: &mut self.pipes, counters: self.counters };
             loop {
                 match conn.pump(&self.clock, self.config.send, &mut buffers) {
                     Pump::Blocked => break true,

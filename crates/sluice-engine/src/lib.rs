@@ -203,7 +203,7 @@ pub fn run<S: Service>(
     listeners: Listeners,
     service: Arc<S>,
     shutdown: &Shutdown,
-    counters: &Counters,
+    counters: &Arc<Counters>,
 ) -> Result<(), EngineError> {
     if config.workers == 0 || config.pool_size == 0 {
         return Err(EngineError::Config("workers and pool size must be at least 1".into()));

@@ -8,7 +8,7 @@
 //! as a stalled client). It does not wait for writability; engines do that their own way.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use sluice_proto::conn::Pending;
 use sluice_proto::Outbox;
@@ -30,12 +30,67 @@ pub(crate) enum Flush {
     Blocked,
 }
 
-/// What a worker lends to every connection it serves: scratch memory and its counters.
+/// What a worker lends to every connection it serves: scratch memory, pipes and its counters.
 pub(crate) struct SendBuffers<'a> {
     /// Scratch for the copy strategy.
     pub copy: &'a mut [u8],
+    /// Idle pipes for the splice strategy.
+    pub pipes: &'a mut PipePool,
     /// The worker's counter shard.
     pub counters: &'a Shard,
+}
+
+/// A pipe for splicing file pages to a socket, with the bytes it still holds.
+#[derive(Debug)]
+pub(crate) struct Pipe {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// Bytes spliced in from the file and not yet out to the socket. They are always the next
+    /// bytes of the connection's front file segment.
+    pending: usize,
+}
+
+/// Capacity asked for each pipe: one splice pair then moves up to this much. The kernel grants
+/// up to `/proc/sys/fs/pipe-max-size` (1 MiB by default) and keeps the default 64 KiB otherwise.
+const PIPE_SIZE: i32 = 1 << 20;
+
+impl Pipe {
+    fn new() -> io::Result<Pipe> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into `fds`.
+        crate::cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
+        // SAFETY: both descriptors are fresh and ours.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: fcntl on our own pipe; failure leaves the default size, which still works.
+        unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+        Ok(Pipe { read, write, pending: 0 })
+    }
+}
+
+/// Pipes a worker keeps between connections: a connection holds one only while bytes are in it,
+/// so a worker needs about as many pipes as connections blocked mid-splice, not one per client.
+#[derive(Debug, Default)]
+pub(crate) struct PipePool {
+    free: Vec<Pipe>,
+}
+
+/// Idle pipes kept per worker; beyond this they are closed.
+const POOL_MAX: usize = 64;
+
+impl PipePool {
+    fn take(&mut self) -> io::Result<Pipe> {
+        match self.free.pop() {
+            Some(p) => Ok(p),
+            None => Pipe::new(),
+        }
+    }
+
+    /// Returns an empty pipe for reuse; a pipe with bytes in it is closed instead.
+    pub fn put(&mut self, pipe: Pipe) {
+        if pipe.pending == 0 && self.free.len() < POOL_MAX {
+            self.free.push(pipe);
+        }
+    }
 }
 
 /// Writes as much of `out` as the socket takes; returns the bytes written and how it ended.
@@ -44,6 +99,7 @@ pub(crate) fn flush(
     out: &mut Outbox,
     strategy: SendStrategy,
     buffers: &mut SendBuffers<'_>,
+    pipe: &mut Option<Pipe>,
 ) -> io::Result<(u64, Flush)> {
     let mut total = 0u64;
     loop {
@@ -61,7 +117,8 @@ pub(crate) fn flush(
                         send_file(fd, file_fd, offset, len)
                     }
                     SendStrategy::Splice => {
-                        Err(io::Error::new(io::ErrorKind::Unsupported, "splice is being written"))
+                        let more = out_has_more_after_front(out);
+                        splice_file(fd, file_fd, offset, len, pipe, buffers, more)
                     }
                     SendStrategy::Copy => {
                         buffers.counters.syscall(Syscall::Pread);
@@ -102,6 +159,56 @@ fn send_bytes(fd: RawFd, out: &Outbox) -> io::Result<usize> {
 /// Whether a file segment comes right after the first `n` in-memory segments.
 fn out_has_file_after(out: &Outbox, n: usize) -> bool {
     out.segment_after(n).is_some_and(|s| matches!(s, sluice_proto::Segment::File(_)))
+}
+
+/// Whether anything follows the front segment (so the kernel may hold a partial packet).
+fn out_has_more_after_front(out: &Outbox) -> bool {
+    out.segment_after(1).is_some()
+}
+
+/// Moves file bytes through the connection's pipe: refill it from the file when it is empty,
+/// then drain as much as the socket takes. Returns bytes delivered to the socket.
+fn splice_file(
+    sock: RawFd,
+    file: RawFd,
+    offset: u64,
+    len: u64,
+    pipe: &mut Option<Pipe>,
+    buffers: &mut SendBuffers<'_>,
+    more: bool,
+) -> io::Result<usize> {
+    let p = match pipe {
+        Some(p) => p,
+        None => pipe.insert(buffers.pipes.take()?),
+    };
+    if p.pending == 0 {
+        let mut off = offset as libc::loff_t;
+        let count = (len as usize).min(PIPE_SIZE as usize);
+        buffers.counters.syscall(Syscall::Splice);
+        // SAFETY: off is a live loff_t; the descriptors are open; no other pointers.
+        let n = cvt_size(unsafe {
+            libc::splice(
+                file,
+                &mut off,
+                p.write.as_raw_fd(),
+                std::ptr::null_mut(),
+                count,
+                libc::SPLICE_F_MOVE,
+            )
+        })?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than its response"));
+        }
+        p.pending = n;
+    }
+    let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | if more { libc::SPLICE_F_MORE } else { 0 };
+    buffers.counters.syscall(Syscall::Splice);
+    // SAFETY: null offsets are required for pipes and sockets; the descriptors are open.
+    let n = cvt_size(unsafe {
+        libc::splice(p.read.as_raw_fd(), std::ptr::null_mut(), sock, std::ptr::null_mut(), p.pending, flags)
+    })?;
+    p.pending -= n;
+    Ok(n)
 }
 
 fn send_file(sock: RawFd, file: RawFd, offset: u64, len: u64) -> io::Result<usize> {

@@ -20,7 +20,7 @@ use sluice_proto::Session;
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
-use crate::send::SendBuffers;
+use crate::send::{PipePool, SendBuffers};
 use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown, ThreadsMode};
 
 const READ_BUFFER: usize = 16 * 1024;
@@ -147,6 +147,7 @@ fn accept_loop(
 struct Buffers<'a> {
     read: Box<[u8]>,
     copy: Box<[u8]>,
+    pipes: PipePool,
     counters: &'a Shard,
 }
 
@@ -155,6 +156,7 @@ impl<'a> Buffers<'a> {
         Buffers {
             read: vec![0; READ_BUFFER].into_boxed_slice(),
             copy: vec![0; COPY_BUFFER].into_boxed_slice(),
+            pipes: PipePool::default(),
             counters,
         }
     }
@@ -218,7 +220,7 @@ fn serve_connection<S: Service>(
     let session = service.session(peer, &clock);
     let mut conn = Connection::new(stream, session, &clock);
     let mut grace_until: Option<Instant> = None;
-    let mut send_buffers = SendBuffers { copy: &mut buffers.copy, counters };
+    let mut send_buffers = SendBuffers { copy: &mut buffers.copy, pipes: &mut buffers.pipes, counters };
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
             Pump::Failed => return,

@@ -1,16 +1,289 @@
-//! The tokio engine (being written).
+//! The tokio engine: one task per connection on tokio's multi-threaded, work-stealing runtime.
+//!
+//! This is the mainstream Rust baseline and the nearest analogue of Java's virtual threads: code
+//! that reads like a blocking loop, scheduled by a runtime over an epoll reactor. Each task drives
+//! the same [`Connection`] as the other engines; tokio only decides when. Every send and read runs
+//! inside `try_io`, so that a `WouldBlock` from our own system call clears tokio's readiness and
+//! the task sleeps until the reactor sees a new edge. The reactor's own `epoll_wait`/`epoll_ctl`
+//! calls happen inside tokio and are not in the counters; everything sluice calls itself is.
 
+use std::io::{self, ErrorKind};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-use crate::counters::Counters;
-use crate::{EngineConfig, EngineError, Listeners, Service, Shutdown};
+use sluice_proto::Session;
+use tokio::io::Interest;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+
+use crate::connection::{Connection, Pump};
+use crate::counters::{Counters, Event, Shard, Syscall};
+use crate::send::{PipePool, SendBuffers};
+use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
+
+const READ_BUFFER: usize = 16 * 1024;
+const COPY_BUFFER: usize = 64 * 1024;
+
+/// A descriptor tokio owns, seen by the shared connection code through its raw number.
+struct Borrowed(RawFd);
+
+impl AsRawFd for Borrowed {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// Counts tasks still serving a connection, and wakes shutdown when the last one ends.
+struct Open {
+    count: AtomicUsize,
+    idle: Notify,
+}
+
+impl Open {
+    fn leave(&self) {
+        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+}
 
 pub(crate) fn run<S: Service>(
-    _config: &EngineConfig,
-    _listeners: Listeners,
-    _service: Arc<S>,
-    _shutdown: &Shutdown,
-    _counters: &Counters,
+    config: &EngineConfig,
+    listeners: Listeners,
+    service: Arc<S>,
+    shutdown: &Shutdown,
+    counters: &Arc<Counters>,
 ) -> Result<(), EngineError> {
-    Err(EngineError::Config("the tokio engine is not built yet".into()))
+    let setup = |what| move |source| EngineError::Setup { what, source };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.workers)
+        .thread_name("sluice-tokio")
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(setup("tokio runtime"))?;
+    let result = runtime.block_on(async {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let open = Arc::new(Open { count: AtomicUsize::new(0), idle: Notify::new() });
+        let config: Arc<EngineConfig> = Arc::new(config.clone());
+        for listener in listeners.into_sockets() {
+            listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
+            let listener = TcpListener::from_std(listener).map_err(setup("tokio listener"))?;
+            tokio::spawn(accept_loop(
+                listener,
+                Arc::clone(&service),
+                Arc::clone(&config),
+                Arc::clone(&open),
+                Arc::clone(counters),
+                stop_rx.clone(),
+            ));
+        }
+        // The eventfd is written once and stays readable; one blocking poll is all it needs.
+        let fd = shutdown.fd();
+        let _ = tokio::task::spawn_blocking(move || {
+            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            // SAFETY: one live pollfd; retried on EINTR.
+            while unsafe { libc::poll(&mut pfd, 1, -1) } < 0 {}
+        })
+        .await;
+        let _ = stop_tx.send(true);
+        let grace = tokio::time::sleep(config.shutdown_grace);
+        tokio::pin!(grace);
+        loop {
+            let idle = open.idle.notified();
+            if open.count.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            tokio::select! {
+                _ = idle => {}
+                _ = &mut grace => break,
+            }
+        }
+        Ok::<(), EngineError>(())
+    });
+    // Tasks still running after the grace period are dropped here, closing their sockets.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    result
+}
+
+async fn accept_loop<S: Service>(
+    listener: TcpListener,
+    service: Arc<S>,
+    config: Arc<EngineConfig>,
+    open: Arc<Open>,
+    counters: Arc<Counters>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let acceptor = counters.shard(0);
+    let mut accepted = 0usize;
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => {
+                acceptor.syscall(Syscall::Accept);
+                match r {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                            acceptor.add(Event::AcceptErrors, 1);
+                            tracing::warn!("accept: {e}");
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        }
+                        continue;
+                    }
+                }
+            }
+            _ = stop.changed() => return,
+        };
+        acceptor.add(Event::ConnectionsAccepted, 1);
+        if open.count.fetch_add(1, Ordering::AcqRel) >= config.max_connections {
+            open.leave();
+            acceptor.add(Event::ConnectionsRejected, 1);
+            acceptor.add(Event::ConnectionsClosed, 1);
+            acceptor.syscall(Syscall::Close);
+            continue;
+        }
+        acceptor.syscall(Syscall::Setsockopt);
+        let _ = stream.set_nodelay(true);
+        accepted += 1;
+        let (service, config, open, stop) =
+            (Arc::clone(&service), Arc::clone(&config), Arc::clone(&open), stop.clone());
+        let counters = Arc::clone(&counters);
+        tokio::spawn(async move {
+            let shard = counters.shard(accepted);
+            serve(stream, peer, &*service, &config, shard, stop).await;
+            shard.syscall(Syscall::Close);
+            shard.add(Event::ConnectionsClosed, 1);
+            open.leave();
+        });
+    }
+}
+
+/// What a connection task is waiting for.
+enum Wake {
+    Ready,
+    Deadline,
+    Shutdown,
+}
+
+async fn serve<S: Service>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: &S,
+    config: &EngineConfig,
+    counters: &Shard,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut clock = new_clock();
+    let session = service.session(peer, &clock);
+    let mut conn = Connection::new(Borrowed(stream.as_raw_fd()), session, &clock);
+    let mut read_buf = vec![0; READ_BUFFER];
+    let mut copy_buf =
+        if config.send == crate::SendStrategy::Copy { vec![0; COPY_BUFFER] } else { Vec::new() };
+    let mut pipes = PipePool::default();
+    let mut grace_until: Option<Instant> = None;
+    if *stop.borrow() {
+        return;
+    }
+    loop {
+        read_clock(&mut clock);
+        let mut buffers = SendBuffers { copy: &mut copy_buf, pipes: &mut pipes, counters };
+        let pumped =
+            stream.try_io(Interest::WRITABLE, || match conn.pump(&clock, config.send, &mut buffers) {
+                Pump::Blocked => Err(io::Error::from(ErrorKind::WouldBlock)),
+                other => Ok(other),
+            });
+        let interest = match pumped {
+            Ok(Pump::Failed) => return,
+            Ok(Pump::Finished) => return linger(&stream, &mut conn, &mut read_buf, &clock, counters).await,
+            Ok(Pump::NeedInput) => Interest::READABLE,
+            Ok(Pump::Blocked) | Err(_) => Interest::WRITABLE,
+        };
+        let deadline = match (conn.deadline(config.send_timeout), grace_until) {
+            (Some(d), Some(g)) => Some(d.min(g)),
+            (d, g) => d.or(g),
+        };
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let stopping = async {
+            if grace_until.is_some() || stop.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let wake = tokio::select! {
+            r = stream.ready(interest) => if r.is_ok() { Wake::Ready } else { return },
+            _ = sleep => Wake::Deadline,
+            _ = stopping => Wake::Shutdown,
+        };
+        read_clock(&mut clock);
+        match wake {
+            Wake::Ready if interest == Interest::READABLE => {
+                match stream
+                    .try_io(Interest::READABLE, || conn.read_and_feed(&mut read_buf, &clock, counters))
+                {
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+                    Err(_) => return,
+                }
+            }
+            Wake::Ready => {}
+            Wake::Shutdown => {
+                grace_until = Some(clock.now() + config.shutdown_grace);
+                if conn.session.on_shutdown(&mut conn.out) {
+                    return;
+                }
+            }
+            Wake::Deadline => {
+                if grace_until.is_some_and(|g| clock.now() >= g) {
+                    return;
+                }
+                if conn.deadline(config.send_timeout).is_some_and(|d| d <= clock.now()) {
+                    let stalled_send = !conn.out.is_empty();
+                    if !conn.on_deadline(&clock) {
+                        if stalled_send {
+                            counters.add(Event::SendTimeouts, 1);
+                        }
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn linger<S: Session>(
+    stream: &TcpStream,
+    conn: &mut Connection<S, Borrowed>,
+    buf: &mut [u8],
+    clock: &sluice_proto::Clock,
+    counters: &Shard,
+) {
+    if !conn.start_linger(clock, counters) {
+        return;
+    }
+    let Some((until, _)) = conn.lingering else { return };
+    let _ = tokio::time::timeout_at(until.into(), async {
+        loop {
+            if stream.readable().await.is_err() {
+                return;
+            }
+            let keep = stream.try_io(Interest::READABLE, || {
+                if conn.linger_read(buf, counters) {
+                    Err(io::Error::from(ErrorKind::WouldBlock))
+                } else {
+                    Ok(())
+                }
+            });
+            if keep.is_ok() {
+                return;
+            }
+        }
+    })
+    .await;
 }

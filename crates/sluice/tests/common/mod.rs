@@ -26,10 +26,21 @@ macro_rules! engine_matrix {
     ($($test:ident),+ $(,)?) => {
         engine_matrix!(@module epoll_sendfile,
             ["--engine", "epoll", "--workers", "2", "--send", "sendfile"]; $($test),+);
+        engine_matrix!(@module epoll_splice,
+            ["--engine", "epoll", "--workers", "2", "--send", "splice"]; $($test),+);
         engine_matrix!(@module epoll_copy,
             ["--engine", "epoll", "--workers", "2", "--send", "copy"]; $($test),+);
+        engine_matrix!(@module tokio_sendfile,
+            ["--engine", "tokio", "--workers", "2", "--send", "sendfile"]; $($test),+);
+        engine_matrix!(@module tokio_splice,
+            ["--engine", "tokio", "--workers", "2", "--send", "splice"]; $($test),+);
+        engine_matrix!(@module tokio_copy,
+            ["--engine", "tokio", "--workers", "2", "--send", "copy"]; $($test),+);
         engine_matrix!(@module threads_pool_sendfile,
             ["--engine", "threads", "--threads-mode", "pool", "--pool-size", "16", "--send", "sendfile"];
+            $($test),+);
+        engine_matrix!(@module threads_pool_splice,
+            ["--engine", "threads", "--threads-mode", "pool", "--pool-size", "16", "--send", "splice"];
             $($test),+);
         engine_matrix!(@module threads_pool_copy,
             ["--engine", "threads", "--threads-mode", "pool", "--pool-size", "16", "--send", "copy"];
