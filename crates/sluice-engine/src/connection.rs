@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use sluice_proto::{Clock, Outbox, Session};
+use sluice_proto::{Clock, Job, JobOutput, Outbox, Session};
 
 use crate::counters::{Event, Shard, Syscall};
 use crate::send::{flush, Flush, Pipe, SendBuffers};
@@ -23,8 +23,11 @@ pub(crate) const LINGER: Duration = Duration::from_secs(2);
 const LINGER_MAX_BYTES: usize = 1 << 20;
 
 /// What a connection needs next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pump {
+    /// The session has CPU-bound work to run off the loop; give it back with `job_done`.
+    Job(Job),
+    /// The session waits for a job or its own deadline and takes no input meanwhile.
+    Waiting,
     /// Everything queued is sent and the session waits for more bytes.
     NeedInput,
     /// The socket cannot take more now.
@@ -38,6 +41,8 @@ pub(crate) enum Pump {
 /// A connection's state, whatever engine runs it. `T` is the socket as the engine holds it (a
 /// std `TcpStream`, or tokio's, whose readiness tokio tracks).
 pub(crate) struct Connection<S, T = TcpStream> {
+    /// Tells this connection from a later one in the same slab slot, for job deliveries.
+    pub id: u64,
     pub stream: T,
     pub session: S,
     pub out: Outbox,
@@ -59,6 +64,7 @@ pub(crate) struct Connection<S, T = TcpStream> {
 impl<S: Session, T: AsRawFd> Connection<S, T> {
     pub fn new(stream: T, session: S, clock: &Clock) -> Self {
         Connection {
+            id: 0,
             stream,
             session,
             out: Outbox::new(),
@@ -100,16 +106,34 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             if self.out.closing() {
                 return Pump::Finished;
             }
+            if let Some(job) = self.session.take_job() {
+                return Pump::Job(job);
+            }
+            if !self.session.wants_input() {
+                return Pump::Waiting;
+            }
             if self.offer && !self.input.is_empty() {
                 self.offer = false;
                 let used = self.session.receive(&self.input, &mut self.out, clock);
                 self.input.drain(..used);
-                if !self.out.is_empty() || self.out.closing() {
+                if !self.out.is_empty() || self.out.closing() || !self.session.wants_input() {
                     continue;
                 }
             }
             return if self.peer_closed { Pump::Failed } else { Pump::NeedInput };
         }
+    }
+
+    /// Hands a finished job's output to the session and lets the rest of its input follow.
+    pub fn job_done(&mut self, output: JobOutput, clock: &Clock) {
+        self.session.job_done(output, &mut self.out, clock);
+        self.offer = true;
+    }
+
+    /// Tells the session its job could not be queued.
+    pub fn job_refused(&mut self, clock: &Clock) {
+        self.session.job_refused(&mut self.out, clock);
+        self.offer = true;
     }
 
     /// Hands freshly read bytes to the session, keeping what it does not consume yet.

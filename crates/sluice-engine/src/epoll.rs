@@ -19,12 +19,16 @@ use sluice_proto::{Clock, Session};
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
+use crate::pool::{CpuPool, Delivery, Mailbox};
 use crate::send::{PipePool, SendBuffers};
 use crate::{cvt, new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
-/// How often deadlines are checked; bounds how late a timeout fires.
+const MAILBOX: u64 = u64::MAX - 2;
+/// Longest sleep between deadline sweeps. The loop wakes earlier for any nearer deadline (a
+/// `latency?ms=` reply is due to the millisecond), so this only bounds how stale the sweep's
+/// view of far deadlines (idle connections) can get.
 const SWEEP: Duration = Duration::from_millis(250);
 const READ_BUFFER: usize = 64 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
@@ -38,6 +42,8 @@ pub(crate) fn run<S: Service>(
     counters: &Counters,
 ) -> Result<(), EngineError> {
     let open = AtomicUsize::new(0);
+    let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
+    let pool = &pool;
     std::thread::scope(|scope| {
         let workers: Vec<_> = listeners
             .into_sockets()
@@ -48,7 +54,8 @@ pub(crate) fn run<S: Service>(
                 std::thread::Builder::new()
                     .name(format!("sluice-epoll-{index}"))
                     .spawn_scoped(scope, move || {
-                        Worker::new(config, listener, service, shutdown, open, counters.shard(index))?.run();
+                        Worker::new(config, listener, service, shutdown, open, counters.shard(index), pool)?
+                            .run();
                         Ok(())
                     })
                     .map_err(|source| EngineError::Setup { what: "spawn worker", source })
@@ -69,6 +76,12 @@ struct Worker<'a, S: Service> {
     shutdown: &'a Shutdown,
     open: &'a AtomicUsize,
     counters: &'a Shard,
+    pool: &'a CpuPool,
+    mailbox: Arc<Mailbox>,
+    deliveries: Vec<Delivery>,
+    next_id: u64,
+    /// When the loop must next sweep deadlines: the nearest deadline, at most `SWEEP` away.
+    next_wake: Instant,
     conns: Slab<Connection<S::Session>>,
     clock: Clock,
     read_buf: Box<[u8]>,
@@ -87,6 +100,7 @@ impl<'a, S: Service> Worker<'a, S> {
         shutdown: &'a Shutdown,
         open: &'a AtomicUsize,
         counters: &'a Shard,
+        pool: &'a CpuPool,
     ) -> Result<Self, EngineError> {
         let setup = |what| move |source| EngineError::Setup { what, source };
         listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
@@ -102,6 +116,11 @@ impl<'a, S: Service> Worker<'a, S> {
             shutdown,
             open,
             counters,
+            pool,
+            mailbox: Mailbox::new()?,
+            deliveries: Vec::new(),
+            next_id: 0,
+            next_wake: Instant::now() + SWEEP,
             conns: Slab::with_capacity(1024),
             clock: new_clock(),
             read_buf: vec![0; READ_BUFFER].into_boxed_slice(),
@@ -114,6 +133,7 @@ impl<'a, S: Service> Worker<'a, S> {
             .register(listener.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER)
             .map_err(setup("epoll_ctl listener"))?;
         worker.register(shutdown.fd(), libc::EPOLLIN, SHUTDOWN).map_err(setup("epoll_ctl shutdown"))?;
+        worker.register(worker.mailbox.fd(), libc::EPOLLIN, MAILBOX).map_err(setup("epoll_ctl mailbox"))?;
         Ok(Worker { listener: Some(listener), ..worker })
     }
 
@@ -132,18 +152,20 @@ impl<'a, S: Service> Worker<'a, S> {
 
     fn run(mut self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
-        let mut next_sweep = self.clock.now() + SWEEP;
         loop {
             if let Some(until) = self.draining_until {
                 if self.conns.is_empty() || self.clock.now() >= until {
                     break;
                 }
             }
-            let wait = next_sweep.saturating_duration_since(self.clock.now());
-            let timeout = if self.conns.is_empty() && self.draining_until.is_none() {
+            let wait = self.next_wake.saturating_duration_since(self.clock.now());
+            // With nothing to time out, sleep until something happens; idle pipes still need the
+            // sweep that releases them.
+            let timeout = if self.conns.is_empty() && self.draining_until.is_none() && self.pipes.is_empty() {
                 -1
             } else {
-                wait.as_millis().min(i32::MAX as u128) as i32 + 1
+                // Rounded up: waking a little late is harmless, waking early just spins.
+                wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
             };
             self.counters.syscall(Syscall::EpollWait);
             // SAFETY: events has EVENTS initialised slots.
@@ -155,6 +177,7 @@ impl<'a, S: Service> Worker<'a, S> {
                 match ev.u64 {
                     LISTENER => self.accept_all(),
                     SHUTDOWN => self.begin_shutdown(),
+                    MAILBOX => self.deliver_jobs(),
                     key => {
                         if let Some(conn) = self.conns.get_mut(key as usize) {
                             let input = libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR;
@@ -164,9 +187,8 @@ impl<'a, S: Service> Worker<'a, S> {
                     }
                 }
             }
-            if self.clock.now() >= next_sweep {
+            if self.clock.now() >= self.next_wake {
                 self.sweep();
-                next_sweep = self.clock.now() + SWEEP;
             }
         }
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
@@ -197,7 +219,10 @@ impl<'a, S: Service> Worker<'a, S> {
                         continue;
                     }
                     let session = self.service.session(peer, &self.clock);
-                    self.conns.insert(Connection::new(stream, session, &self.clock));
+                    let mut conn = Connection::new(stream, session, &self.clock);
+                    self.next_id += 1;
+                    conn.id = self.next_id;
+                    self.conns.insert(conn);
                     // The first request often arrives with the handshake; the registration's
                     // initial edge will deliver it on the next wait.
                 }
@@ -244,6 +269,12 @@ impl<'a, S: Service> Worker<'a, S> {
                 SendBuffers { copy: &mut self.copy_buf, pipes: &mut self.pipes, counters: self.counters };
             loop {
                 match conn.pump(&self.clock, self.config.send, &mut buffers) {
+                    Pump::Job(job) => {
+                        if self.pool.submit(job, key, conn.id, &self.mailbox).is_err() {
+                            conn.job_refused(&self.clock);
+                        }
+                    }
+                    Pump::Waiting => break true,
                     Pump::Blocked => break true,
                     Pump::Failed => break false,
                     Pump::Finished => {
@@ -267,16 +298,37 @@ impl<'a, S: Service> Worker<'a, S> {
         };
         if !keep {
             self.close(key);
+        } else if let Some(d) = self.conns.get(key).and_then(|c| c.deadline(self.config.send_timeout)) {
+            self.next_wake = self.next_wake.min(d);
         }
     }
 
+    /// Hands finished CPU jobs back to their connections (if those are still the same ones).
+    fn deliver_jobs(&mut self) {
+        self.mailbox.collect(&mut self.deliveries);
+        let mut deliveries = std::mem::take(&mut self.deliveries);
+        for (key, id, output) in deliveries.drain(..) {
+            if let Some(conn) = self.conns.get_mut(key).filter(|c| c.id == id) {
+                conn.job_done(output, &self.clock);
+                self.drive(key);
+            }
+        }
+        self.deliveries = deliveries;
+    }
+
     fn sweep(&mut self) {
+        self.pipes.trim();
         let now = self.clock.now();
         let timeout = self.config.send_timeout;
         self.due.clear();
-        self.due.extend(
-            self.conns.iter().filter(|(_, c)| c.deadline(timeout).is_some_and(|d| d <= now)).map(|(k, _)| k),
-        );
+        self.next_wake = now + SWEEP;
+        for (key, conn) in self.conns.iter() {
+            match conn.deadline(timeout) {
+                Some(d) if d <= now => self.due.push(key),
+                Some(d) => self.next_wake = self.next_wake.min(d),
+                None => {}
+            }
+        }
         for i in 0..self.due.len() {
             let key = self.due[i];
             let conn = &mut self.conns[key];

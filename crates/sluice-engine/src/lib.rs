@@ -12,6 +12,7 @@ mod connection;
 pub mod counters;
 mod epoll;
 mod listener;
+mod pool;
 mod send;
 mod shutdown;
 mod threads;
@@ -146,6 +147,10 @@ pub struct EngineConfig {
     pub shutdown_grace: Duration,
     /// Most connections open at once (over all workers); beyond it new ones are closed at once.
     pub max_connections: usize,
+    /// Threads that run CPU-bound work for the event-loop engines (epoll, uring, tokio).
+    pub cpu_workers: usize,
+    /// Most CPU jobs queued or running at once; beyond it a request gets 503.
+    pub cpu_queue: usize,
 }
 
 impl Default for EngineConfig {
@@ -159,6 +164,8 @@ impl Default for EngineConfig {
             send_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             max_connections: 100_000,
+            cpu_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_queue: 1024,
         }
     }
 }

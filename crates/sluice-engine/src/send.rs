@@ -72,6 +72,8 @@ impl Pipe {
 #[derive(Debug, Default)]
 pub(crate) struct PipePool {
     free: Vec<Pipe>,
+    /// Whether a pipe was taken since the last [`PipePool::trim`].
+    used: bool,
 }
 
 /// Idle pipes kept per worker; beyond this they are closed.
@@ -79,10 +81,29 @@ const POOL_MAX: usize = 64;
 
 impl PipePool {
     fn take(&mut self) -> io::Result<Pipe> {
+        self.used = true;
         match self.free.pop() {
             Some(p) => Ok(p),
             None => Pipe::new(),
         }
+    }
+
+    /// Whether no idle pipe is kept.
+    pub fn is_empty(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// Closes the idle pipes if none was taken since the last call: called from a periodic
+    /// sweep, it keeps pipes through a burst and gives their descriptors back once it is over.
+    pub fn trim(&mut self) {
+        if !std::mem::take(&mut self.used) {
+            self.free.clear();
+        }
+    }
+
+    /// Closes every idle pipe.
+    pub fn clear(&mut self) {
+        self.free.clear();
     }
 
     /// Returns an empty pipe for reuse; a pipe with bytes in it is closed instead.

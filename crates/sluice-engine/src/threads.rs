@@ -199,6 +199,8 @@ fn serve<S: Service>(
 ) {
     let counters = buffers.counters;
     serve_connection(stream, peer, config, service, shutdown, buffers);
+    // A pipe serves one connection's responses; an idle pool thread holds none.
+    buffers.pipes.clear();
     counters.syscall(Syscall::Close);
     counters.add(Event::ConnectionsClosed, 1);
 }
@@ -223,6 +225,14 @@ fn serve_connection<S: Service>(
     let mut send_buffers = SendBuffers { copy: &mut buffers.copy, pipes: &mut buffers.pipes, counters };
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
+            // Servlet-style: CPU work runs on the connection's own thread.
+            Pump::Job(job) => {
+                let output = job();
+                conn.job_done(output, &clock);
+                continue;
+            }
+            // Only the session's timer can move it on; watch the socket for hang-ups alone.
+            Pump::Waiting => 0,
             Pump::Failed => return,
             Pump::Finished => {
                 linger(&mut conn, &mut buffers.read, &clock, counters);

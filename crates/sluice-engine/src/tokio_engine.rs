@@ -17,7 +17,7 @@ use std::time::Instant;
 use sluice_proto::Session;
 use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify};
+use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
@@ -60,6 +60,7 @@ pub(crate) fn run<S: Service>(
     let setup = |what| move |source| EngineError::Setup { what, source };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.workers)
+        .max_blocking_threads(config.cpu_workers.max(1))
         .thread_name("sluice-tokio")
         .enable_io()
         .enable_time()
@@ -118,6 +119,7 @@ async fn accept_loop<S: Service>(
     mut stop: watch::Receiver<bool>,
 ) {
     let acceptor = counters.shard(0);
+    let jobs = Arc::new(Semaphore::new(config.cpu_queue.max(1)));
     let mut accepted = 0usize;
     loop {
         let (stream, peer) = tokio::select! {
@@ -151,9 +153,10 @@ async fn accept_loop<S: Service>(
         let (service, config, open, stop) =
             (Arc::clone(&service), Arc::clone(&config), Arc::clone(&open), stop.clone());
         let counters = Arc::clone(&counters);
+        let jobs = Arc::clone(&jobs);
         tokio::spawn(async move {
             let shard = counters.shard(accepted);
-            serve(stream, peer, &*service, &config, shard, stop).await;
+            serve(stream, peer, &*service, &config, shard, jobs, stop).await;
             shard.syscall(Syscall::Close);
             shard.add(Event::ConnectionsClosed, 1);
             open.leave();
@@ -174,6 +177,7 @@ async fn serve<S: Service>(
     service: &S,
     config: &EngineConfig,
     counters: &Shard,
+    jobs: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut clock = new_clock();
@@ -196,10 +200,23 @@ async fn serve<S: Service>(
                 other => Ok(other),
             });
         let interest = match pumped {
+            Ok(Pump::Job(job)) => {
+                // CPU work leaves the runtime's workers for tokio's blocking pool, bounded by
+                // the engine's permits so a flood of it cannot queue without limit.
+                match Arc::clone(&jobs).try_acquire_owned() {
+                    Ok(permit) => match tokio::task::spawn_blocking(move || (job(), permit)).await {
+                        Ok((output, _permit)) => conn.job_done(output, &clock),
+                        Err(_) => conn.job_refused(&clock),
+                    },
+                    Err(_) => conn.job_refused(&clock),
+                }
+                continue;
+            }
             Ok(Pump::Failed) => return,
             Ok(Pump::Finished) => return linger(&stream, &mut conn, &mut read_buf, &clock, counters).await,
-            Ok(Pump::NeedInput) => Interest::READABLE,
-            Ok(Pump::Blocked) | Err(_) => Interest::WRITABLE,
+            Ok(Pump::Waiting) => None,
+            Ok(Pump::NeedInput) => Some(Interest::READABLE),
+            Ok(Pump::Blocked) | Err(_) => Some(Interest::WRITABLE),
         };
         let deadline = match (conn.deadline(config.send_timeout), grace_until) {
             (Some(d), Some(g)) => Some(d.min(g)),
@@ -216,14 +233,20 @@ async fn serve<S: Service>(
                 std::future::pending::<()>().await;
             }
         };
+        let ready = async {
+            match interest {
+                Some(interest) => stream.ready(interest).await.map(|_| ()),
+                None => std::future::pending().await,
+            }
+        };
         let wake = tokio::select! {
-            r = stream.ready(interest) => if r.is_ok() { Wake::Ready } else { return },
+            r = ready => if r.is_ok() { Wake::Ready } else { return },
             _ = sleep => Wake::Deadline,
             _ = stopping => Wake::Shutdown,
         };
         read_clock(&mut clock);
         match wake {
-            Wake::Ready if interest == Interest::READABLE => {
+            Wake::Ready if interest == Some(Interest::READABLE) => {
                 match stream
                     .try_io(Interest::READABLE, || conn.read_and_feed(&mut read_buf, &clock, counters))
                 {

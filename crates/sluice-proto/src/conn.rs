@@ -244,6 +244,14 @@ pub enum Pending<'a> {
     File(&'a FileSlice),
 }
 
+/// CPU-bound work a session hands to its engine, so that no event loop ever runs it. An event-loop
+/// engine runs it on its bounded worker pool; the threads engine runs it inline, as a servlet would.
+pub type Job = Box<dyn FnOnce() -> JobOutput + Send>;
+
+/// What a [`Job`] produced, handed back to the session that asked for it (the session knows the
+/// concrete type it boxed).
+pub type JobOutput = Box<dyn std::any::Any + Send>;
+
 /// One connection's protocol state, driven by an engine.
 pub trait Session {
     /// Offers the bytes received and not yet consumed; returns how many the session consumed.
@@ -267,4 +275,22 @@ pub trait Session {
     /// The server is shutting down: returns true when the connection can be closed at once (no
     /// request in progress); otherwise the session finishes the current response and then closes.
     fn on_shutdown(&mut self, out: &mut Outbox) -> bool;
+
+    /// Whether the session can take more input now. False while a response waits on a job or a
+    /// timer: the engine then stops reading (the client's bytes wait in the kernel, bounded by
+    /// its buffers) and waits for the job or for [`Session::deadline`].
+    fn wants_input(&self) -> bool {
+        true
+    }
+
+    /// A job the session wants run off the event loop; each job is taken once.
+    fn take_job(&mut self) -> Option<Job> {
+        None
+    }
+
+    /// The output of the job last taken from this session.
+    fn job_done(&mut self, _output: JobOutput, _out: &mut Outbox, _clock: &Clock) {}
+
+    /// The engine could not run the job (its queue is full); the session answers accordingly.
+    fn job_refused(&mut self, _out: &mut Outbox, _clock: &Clock) {}
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use crate::conn::{Clock, Outbox, Session};
 use crate::http::range::{resolve_range, RangeOutcome};
 use crate::http::request::{parse_head, Parsed, MAX_HEADERS};
-use crate::http::{Body, Handler, HttpSession, Limits, Request, Response, Status};
+use crate::http::{Body, Handler, HttpSession, Limits, Reply, Request, Response, Status};
 
 /// A handler that answers every request with its method and target, so that the output shows
 /// which requests the session saw.
@@ -23,9 +23,13 @@ impl Handler for Echo {
         &self.0
     }
 
-    fn respond(&self, req: &Request<'_>) -> Response {
+    fn respond(&self, req: &Request<'_>) -> Reply {
         let body = format!("{} {}", req.method.as_str(), req.target);
-        Response { status: Status::OK, headers: Vec::new(), body: Body::Bytes(Cow::Owned(body.into_bytes())) }
+        Reply::Now(Response {
+            status: Status::OK,
+            headers: Vec::new(),
+            body: Body::Bytes(Cow::Owned(body.into_bytes())),
+        })
     }
 }
 

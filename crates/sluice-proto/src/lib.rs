@@ -13,4 +13,4 @@ pub mod conn;
 pub mod fuzzing;
 pub mod http;
 
-pub use conn::{Clock, FileSlice, Outbox, Segment, Session};
+pub use conn::{Clock, FileSlice, Job, JobOutput, Outbox, Segment, Session};

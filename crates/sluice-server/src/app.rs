@@ -9,31 +9,60 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use sluice_engine::{Counters, EngineConfig};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::{normalize, LibraryPath, PathError};
-use sluice_proto::http::{Body, Handler, Limits, Method, Request, RequestError, Response, Status};
+use sluice_proto::http::{Body, Handler, Limits, Method, Reply, Request, RequestError, Response, Status};
 
+use crate::bench;
 use crate::library::{Entry, Library, OpenError};
+use crate::metrics::{self, RequestCounts};
+
+/// How the application is set up, besides its library.
+#[derive(Debug, Clone)]
+pub struct AppSettings {
+    /// Protocol limits for every connection.
+    pub limits: Limits,
+    /// Most byte ranges honoured per request.
+    pub max_ranges: usize,
+    /// Whether to log a line per request.
+    pub access_log: bool,
+    /// Whether `/bench/` endpoints are served.
+    pub bench: bool,
+    /// The engine, as `/metrics` reports it.
+    pub engine: EngineConfig,
+}
 
 /// The application shared by every connection.
 #[derive(Debug)]
 pub struct App {
     library: Library,
-    limits: Limits,
-    max_ranges: usize,
-    access_log: bool,
+    settings: AppSettings,
+    counters: Arc<Counters>,
+    requests: RequestCounts,
     boundary: AtomicU64,
 }
 
 impl App {
-    /// An app serving `library`.
-    pub fn new(library: Library, limits: Limits, max_ranges: usize, access_log: bool) -> Self {
+    /// An app serving `library`, reporting the engine's `counters` at `/metrics`.
+    pub fn new(library: Library, settings: AppSettings, counters: Arc<Counters>) -> Self {
         // Multipart boundaries only need to be absent from the parts; a time-seeded counter makes
         // them differ between responses without a random source.
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);
-        App { library, limits, max_ranges, access_log, boundary: AtomicU64::new(seed) }
+        App {
+            library,
+            settings,
+            counters,
+            requests: RequestCounts::default(),
+            boundary: AtomicU64::new(seed),
+        }
+    }
+
+    /// Responses counted so far.
+    pub fn requests(&self) -> &RequestCounts {
+        &self.requests
     }
 
     /// The library being served.
@@ -41,11 +70,29 @@ impl App {
         &self.library
     }
 
-    fn route(&self, req: &Request<'_>) -> Response {
+    fn route(&self, req: &Request<'_>) -> Reply {
         if !matches!(req.method, Method::Get | Method::Head) {
-            return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
+            return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
-        let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST) };
+        let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
+        if raw_path == "/metrics" {
+            let text = metrics::render(&self.settings.engine, &self.counters, &self.requests);
+            return Response {
+                status: Status::OK,
+                headers: vec![("Content-Type", Cow::Borrowed("text/plain; version=0.0.4; charset=utf-8"))],
+                body: Body::Bytes(Cow::Owned(text.into_bytes())),
+            }
+            .into();
+        }
+        if self.settings.bench {
+            if let Some(reply) = bench::route(raw_path, req.query()) {
+                return reply;
+            }
+        }
+        self.file(req, raw_path).into()
+    }
+
+    fn file(&self, req: &Request<'_>, raw_path: &str) -> Response {
         let path = match normalize(raw_path) {
             Ok(p) => p,
             Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND),
@@ -63,7 +110,7 @@ impl App {
                     content_type: content_type_for(path.relative()),
                 };
                 let boundary = self.boundary.fetch_add(1, Ordering::Relaxed);
-                file_response(req, Arc::new(file), &file_meta, self.max_ranges, boundary)
+                file_response(req, Arc::new(file), &file_meta, self.settings.max_ranges, boundary)
             }
             Ok(Entry::Directory) if !path.names_directory() => {
                 // As nginx does: a directory is addressed with its trailing slash, so that relative
@@ -139,32 +186,67 @@ impl ConnectionHandler {
 
 impl Handler for ConnectionHandler {
     fn limits(&self) -> &Limits {
-        &self.app.limits
+        &self.app.settings.limits
     }
 
-    fn respond(&self, req: &Request<'_>) -> Response {
-        let response = self.app.route(req);
-        if self.app.access_log {
-            let bytes = if req.method == Method::Head { 0 } else { response.body.len() };
-            let range = req.header("range").map(String::from_utf8_lossy);
-            tracing::info!(
-                target: "sluice::access",
-                "{} \"{} {}\" {} {}{}{}",
-                self.peer,
-                req.method.as_str(),
-                req.target,
-                response.status.0,
-                bytes,
-                if range.is_some() { " range=" } else { "" },
-                range.as_deref().unwrap_or(""),
-            );
-        }
-        response
+    fn respond(&self, req: &Request<'_>) -> Reply {
+        let reply = self.app.route(req);
+        let entry = AccessEntry::new(self.peer, req, self.app.settings.access_log);
+        observe(&self.app, reply, entry)
     }
 
     fn refused(&self, status: Status, error: &RequestError) {
-        if self.app.access_log {
+        self.app.requests.refused();
+        if self.app.settings.access_log {
             tracing::info!(target: "sluice::access", "{} refused {}: {error}", self.peer, status.0);
+        }
+    }
+}
+
+/// What the access log says of a request, kept until its reply is known.
+struct AccessEntry {
+    peer: SocketAddr,
+    head: bool,
+    /// Method, target and range, formatted once; `None` when the access log is off.
+    line: Option<String>,
+}
+
+impl AccessEntry {
+    fn new(peer: SocketAddr, req: &Request<'_>, enabled: bool) -> Self {
+        let line = enabled.then(|| {
+            let mut line = format!("\"{} {}\"", req.method.as_str(), req.target);
+            if let Some(range) = req.header("range") {
+                line.push_str(" range=");
+                line.push_str(&String::from_utf8_lossy(range));
+            }
+            line
+        });
+        AccessEntry { peer, head: req.method == Method::Head, line }
+    }
+
+    fn record(&self, app: &App, response: &Response) {
+        app.requests.response(response.status.0);
+        if let Some(line) = &self.line {
+            let bytes = if self.head { 0 } else { response.body.len() };
+            tracing::info!(target: "sluice::access", "{} {line} {} {bytes}", self.peer, response.status.0);
+        }
+    }
+}
+
+/// Counts and logs a reply when its response is known: now, or when a deferred one resolves.
+fn observe(app: &Arc<App>, reply: Reply, entry: AccessEntry) -> Reply {
+    match reply {
+        Reply::Now(response) => {
+            entry.record(app, &response);
+            Reply::Now(response)
+        }
+        Reply::After(delay, response) => {
+            entry.record(app, &response);
+            Reply::After(delay, response)
+        }
+        Reply::Compute(job) => {
+            let app = Arc::clone(app);
+            Reply::Compute(Box::new(move || observe(&app, job(), entry)))
         }
     }
 }

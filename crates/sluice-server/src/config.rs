@@ -37,11 +37,13 @@ pub struct HttpSection {
     pub listen: SocketAddr,
     /// Whether to log a line per request.
     pub access_log: bool,
+    /// Whether to serve the benchmark endpoints under `/bench/`.
+    pub bench: bool,
 }
 
 impl Default for HttpSection {
     fn default() -> Self {
-        HttpSection { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), access_log: true }
+        HttpSection { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), access_log: true, bench: true }
     }
 }
 
@@ -80,6 +82,10 @@ pub struct EngineSection {
     pub pool_size: usize,
     /// Most open connections.
     pub max_connections: usize,
+    /// Threads for CPU-bound work on the event-loop engines; unset means one per core.
+    pub cpu_workers: Option<usize>,
+    /// Most CPU jobs queued or running at once; beyond it requests get 503.
+    pub cpu_queue: usize,
 }
 
 impl Default for EngineSection {
@@ -92,6 +98,8 @@ impl Default for EngineSection {
             threads_mode: e.threads_mode,
             pool_size: e.pool_size,
             max_connections: e.max_connections,
+            cpu_workers: None,
+            cpu_queue: e.cpu_queue,
         }
     }
 }
@@ -224,6 +232,9 @@ impl Config {
         if self.engine.workers == Some(0) {
             return bad("engine.workers must be at least 1");
         }
+        if self.engine.cpu_workers == Some(0) || self.engine.cpu_queue == 0 {
+            return bad("engine.cpu_workers and engine.cpu_queue must be at least 1");
+        }
         if self.engine.pool_size == 0 {
             return bad("engine.pool_size must be at least 1");
         }
@@ -268,6 +279,8 @@ impl Config {
             send_timeout: self.limits.send_timeout,
             shutdown_grace: self.limits.shutdown_grace,
             max_connections: e.max_connections,
+            cpu_workers: e.cpu_workers.unwrap_or_else(|| EngineConfig::default().cpu_workers),
+            cpu_queue: e.cpu_queue,
         }
     }
 }

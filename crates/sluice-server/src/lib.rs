@@ -8,8 +8,10 @@
 #![deny(missing_docs)]
 
 pub mod app;
+pub mod bench;
 pub mod config;
 pub mod library;
+pub mod metrics;
 pub mod page;
 pub mod serve;
 

@@ -11,7 +11,7 @@ use sluice_engine::{Counters, EngineKind, Listeners, Service, Shutdown};
 use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
-use crate::app::{App, ConnectionHandler};
+use crate::app::{App, AppSettings, ConnectionHandler};
 use crate::config::Config;
 use crate::library::{unpack_demo, Library};
 
@@ -73,13 +73,16 @@ impl Server {
         // The threads engine accepts on one socket, tokio on one per worker thread like the loops.
         let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
         let listeners = Listeners::bind(config.http.listen, sockets)?;
-        let app = Arc::new(App::new(
-            library,
-            config.protocol_limits(),
-            config.library.max_ranges,
-            config.http.access_log,
-        ));
-        Ok(Server { config, app, listeners, counters: Counters::new(), demo })
+        let counters = Counters::new();
+        let settings = AppSettings {
+            limits: config.protocol_limits(),
+            max_ranges: config.library.max_ranges,
+            access_log: config.http.access_log,
+            bench: config.http.bench,
+            engine,
+        };
+        let app = Arc::new(App::new(library, settings, Arc::clone(&counters)));
+        Ok(Server { config, app, listeners, counters, demo })
     }
 
     /// The address actually bound.

@@ -55,6 +55,15 @@ struct ServeArgs {
     /// Most connections open at once.
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Threads for CPU-bound requests on the event-loop engines.
+    #[arg(long)]
+    cpu_workers: Option<usize>,
+    /// Most CPU-bound requests queued or running at once (503 beyond).
+    #[arg(long)]
+    cpu_queue: Option<usize>,
+    /// Do not serve the benchmark endpoints under /bench/.
+    #[arg(long)]
+    no_bench: bool,
     /// Time allowed for a request head (e.g. 10s).
     #[arg(long, value_parser = parse_duration)]
     header_timeout: Option<Duration>,
@@ -104,12 +113,19 @@ impl ServeArgs {
         if self.workers.is_some() {
             c.engine.workers = self.workers;
         }
+        if self.cpu_workers.is_some() {
+            c.engine.cpu_workers = self.cpu_workers;
+        }
+        if self.no_bench {
+            c.http.bench = false;
+        }
         set!(self.listen => http.listen);
         set!(self.engine => engine.kind);
         set!(self.send => engine.send);
         set!(self.threads_mode => engine.threads_mode);
         set!(self.pool_size => engine.pool_size);
         set!(self.max_connections => engine.max_connections);
+        set!(self.cpu_queue => engine.cpu_queue);
         set!(self.header_timeout => limits.header_timeout);
         set!(self.keepalive_timeout => limits.keepalive_timeout);
         set!(self.body_timeout => limits.body_timeout);

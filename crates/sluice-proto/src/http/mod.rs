@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 pub use request::{Method, Request, RequestError, Version};
-pub use response::{Body, Response, Status};
+pub use response::{Body, Reply, Response, Status};
 pub use session::HttpSession;
 
 /// A header value a handler attaches to a response.
@@ -66,9 +66,9 @@ pub trait Handler {
     /// The limits sessions served by this handler enforce.
     fn limits(&self) -> &Limits;
 
-    /// Answers one request. The session adds `Date`, `Server`, `Content-Length` and `Connection`,
-    /// and leaves out the body for HEAD.
-    fn respond(&self, req: &Request<'_>) -> Response;
+    /// Answers one request, now or later (see [`Reply`]). The session adds `Date`, `Server`,
+    /// `Content-Length` and `Connection`, and leaves out the body for HEAD.
+    fn respond(&self, req: &Request<'_>) -> Reply;
 
     /// Told of each request the session refused before it reached [`Handler::respond`]
     /// (malformed, too large, too slow), so that it can be logged.
@@ -79,7 +79,7 @@ impl<T: Handler + ?Sized> Handler for std::sync::Arc<T> {
     fn limits(&self) -> &Limits {
         (**self).limits()
     }
-    fn respond(&self, req: &Request<'_>) -> Response {
+    fn respond(&self, req: &Request<'_>) -> Reply {
         (**self).respond(req)
     }
     fn refused(&self, status: Status, error: &RequestError) {

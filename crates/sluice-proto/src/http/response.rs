@@ -169,6 +169,33 @@ impl Response {
     }
 }
 
+/// A handler's answer: a response now, or one that must wait.
+pub enum Reply {
+    /// Send this response.
+    Now(Response),
+    /// Send this response once this much time has passed, without holding a thread: the wait is
+    /// a deadline on the connection, served by the engine's timer.
+    After(std::time::Duration, Response),
+    /// Compute the reply off the event loop (CPU-bound work); it may itself be `After`.
+    Compute(Box<dyn FnOnce() -> Reply + Send>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Now(r) => f.debug_tuple("Now").field(&r.status).finish(),
+            Reply::After(d, r) => f.debug_tuple("After").field(d).field(&r.status).finish(),
+            Reply::Compute(_) => f.write_str("Compute(..)"),
+        }
+    }
+}
+
+impl From<Response> for Reply {
+    fn from(r: Response) -> Reply {
+        Reply::Now(r)
+    }
+}
+
 /// How the connection continues after a response, as the `Connection` header says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Persistence {

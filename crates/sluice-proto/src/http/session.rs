@@ -8,12 +8,39 @@ use std::time::Instant;
 
 use super::body::{BodyDecoder, BodyFraming};
 use super::request::{parse_head, Framing, Method, Parsed, RequestError, Version, MAX_HEADERS};
-use super::response::{write_head, Body, Persistence, Response, Status};
+use super::response::{write_head, Body, Persistence, Reply, Response, Status};
 use super::Handler;
-use crate::conn::{Clock, Outbox, Segment, Session};
+use crate::conn::{Clock, Job, JobOutput, Outbox, Segment, Session};
 
 /// Bodies up to this size are copied into the head's buffer so head and body leave in one write.
 const INLINE_BODY_MAX: usize = 4096;
+
+/// What happens once a response has been queued.
+#[derive(Debug)]
+struct Then {
+    method: Method,
+    persistence: Persistence,
+    keep_alive: bool,
+    /// The request's body, still to be read past.
+    body: Option<BodyDecoder>,
+}
+
+/// A reply that is not ready yet.
+enum Wait {
+    /// Released at this time, by the engine's timer.
+    Until(Instant, Response),
+    /// Being computed off the loop; the closure until the engine takes it.
+    Job(Option<Box<dyn FnOnce() -> Reply + Send>>),
+}
+
+impl std::fmt::Debug for Wait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Wait::Until(t, r) => f.debug_tuple("Until").field(t).field(&r.status).finish(),
+            Wait::Job(j) => f.debug_tuple("Job").field(&j.is_some()).finish(),
+        }
+    }
+}
 
 /// Where the connection is in its stream of requests.
 #[derive(Debug)]
@@ -24,6 +51,8 @@ enum ReadState {
     Head,
     /// Inside a request body that is being read past; then keep alive or not.
     Body { decoder: BodyDecoder, keep_alive: bool },
+    /// A reply is deferred; pipelined requests wait behind it.
+    Waiting { wait: Wait, then: Then },
     /// No more requests will be read; the connection closes once the outbox drains.
     Closed,
 }
@@ -93,13 +122,49 @@ impl<H: Handler> HttpSession<H> {
             (true, Version::Http11) => Persistence::KeepAlive11,
             (true, Version::Http10) => Persistence::KeepAlive10,
         };
-        let response = self.handler.respond(request);
-        queue_response(out, request.method, response, persistence, clock);
-        if framing.body == BodyFraming::None || framing.expects_continue {
-            self.after_response(keep_alive, out, clock);
-        } else {
-            self.deadline = Some(clock.now() + limits.body_timeout);
-            self.state = ReadState::Body { decoder, keep_alive };
+        let reply = self.handler.respond(request);
+        let body = (framing.body != BodyFraming::None && !framing.expects_continue).then_some(decoder);
+        let then = Then { method: request.method, persistence, keep_alive, body };
+        self.deliver(reply, then, out, clock);
+    }
+
+    /// Queues a reply that is ready, or parks the connection until it is.
+    fn deliver(&mut self, reply: Reply, mut then: Then, out: &mut Outbox, clock: &Clock) {
+        match reply {
+            Reply::Now(response) => {
+                if self.shutting_down {
+                    then.keep_alive = false;
+                    then.persistence = Persistence::Close;
+                }
+                queue_response(out, then.method, response, then.persistence, clock);
+                match then.body {
+                    Some(decoder) => {
+                        self.deadline = Some(clock.now() + self.handler.limits().body_timeout);
+                        self.state = ReadState::Body { decoder, keep_alive: then.keep_alive };
+                    }
+                    None => self.after_response(then.keep_alive, out, clock),
+                }
+            }
+            Reply::After(delay, response) => {
+                let at = clock.now() + delay;
+                self.deadline = Some(at);
+                self.state = ReadState::Waiting { wait: Wait::Until(at, response), then };
+            }
+            Reply::Compute(job) => {
+                self.deadline = None;
+                self.state = ReadState::Waiting { wait: Wait::Job(Some(job)), then };
+            }
+        }
+    }
+
+    /// Takes the parked reply's continuation, leaving the state to be set by `deliver`.
+    fn take_then(&mut self) -> Option<Then> {
+        match std::mem::replace(&mut self.state, ReadState::Idle) {
+            ReadState::Waiting { then, .. } => Some(then),
+            other => {
+                self.state = other;
+                None
+            }
         }
     }
 }
@@ -110,6 +175,7 @@ impl<H: Handler> Session for HttpSession<H> {
         loop {
             match &mut self.state {
                 ReadState::Closed => return input.len(),
+                ReadState::Waiting { .. } => return pos,
                 ReadState::Body { decoder, keep_alive } => {
                     let keep_alive = *keep_alive;
                     match decoder.decode(&input[pos..]) {
@@ -168,9 +234,51 @@ impl<H: Handler> Session for HttpSession<H> {
     }
 
     fn on_deadline(&mut self, out: &mut Outbox, clock: &Clock) {
-        match self.state {
+        match &self.state {
+            ReadState::Waiting { wait: Wait::Until(at, _), .. } => {
+                if clock.now() >= *at {
+                    if let ReadState::Waiting { wait: Wait::Until(_, response), then } =
+                        std::mem::replace(&mut self.state, ReadState::Idle)
+                    {
+                        self.deliver(Reply::Now(response), then, out, clock);
+                    }
+                }
+            }
+            // A job has no deadline of its own; the engine always reports back.
+            ReadState::Waiting { wait: Wait::Job(_), .. } => {}
             ReadState::Head | ReadState::Body { .. } => self.refuse(RequestError::Timeout, out, clock),
             ReadState::Idle | ReadState::Closed => self.close(out),
+        }
+    }
+
+    fn wants_input(&self) -> bool {
+        !matches!(self.state, ReadState::Waiting { .. })
+    }
+
+    fn take_job(&mut self) -> Option<Job> {
+        match &mut self.state {
+            ReadState::Waiting { wait: Wait::Job(job), .. } => {
+                let job = job.take()?;
+                Some(Box::new(move || Box::new(job()) as JobOutput))
+            }
+            _ => None,
+        }
+    }
+
+    fn job_done(&mut self, output: JobOutput, out: &mut Outbox, clock: &Clock) {
+        let reply = match output.downcast::<Reply>() {
+            Ok(reply) => *reply,
+            Err(_) => Reply::Now(Response::error(Status::INTERNAL_SERVER_ERROR)),
+        };
+        if let Some(then) = self.take_then() {
+            self.deliver(reply, then, out, clock);
+        }
+    }
+
+    fn job_refused(&mut self, out: &mut Outbox, clock: &Clock) {
+        if let Some(then) = self.take_then() {
+            let busy = Response::error(Status::SERVICE_UNAVAILABLE).with_header("Retry-After", "1");
+            self.deliver(Reply::Now(busy), then, out, clock);
         }
     }
 
@@ -183,7 +291,7 @@ impl<H: Handler> Session for HttpSession<H> {
                 false
             }
             ReadState::Closed => out.is_empty(),
-            ReadState::Head | ReadState::Body { .. } => false,
+            ReadState::Head | ReadState::Body { .. } | ReadState::Waiting { .. } => false,
         }
     }
 }
@@ -247,9 +355,18 @@ mod tests {
         fn limits(&self) -> &Limits {
             &self.0
         }
-        fn respond(&self, req: &Request<'_>) -> Response {
+        fn respond(&self, req: &Request<'_>) -> Reply {
             let body = format!("{} {}", req.method.as_str(), req.target);
-            Response { status: Status::OK, headers: vec![], body: Body::Bytes(Cow::Owned(body.into_bytes())) }
+            let response = Response {
+                status: Status::OK,
+                headers: vec![],
+                body: Body::Bytes(Cow::Owned(body.into_bytes())),
+            };
+            match req.path() {
+                Some("/later") => Reply::After(Duration::from_millis(100), response),
+                Some("/compute") => Reply::Compute(Box::new(move || Reply::Now(response))),
+                _ => Reply::Now(response),
+            }
         }
     }
 
@@ -361,6 +478,44 @@ mod tests {
         drain(&mut out);
         let used2 = s.receive(&input[used..], &mut out, &clock());
         assert_eq!(used2, one.len() * 2);
+    }
+
+    #[test]
+    fn a_delayed_reply_waits_for_its_deadline_and_holds_the_pipeline() {
+        let start = clock();
+        let mut s = HttpSession::new(Echo(Limits::default()), &start);
+        let mut out = Outbox::new();
+        let input = b"GET /later HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+        let used = s.receive(input, &mut out, &start);
+        assert!(out.is_empty(), "nothing is sent before the delay");
+        assert!(!s.wants_input());
+        assert_eq!(s.deadline(), Some(start.now() + Duration::from_millis(100)));
+        // Early: nothing happens.
+        s.on_deadline(&mut out, &start);
+        assert!(out.is_empty());
+        let later = Clock::new(start.now() + Duration::from_millis(100), 1_700_000_000);
+        s.on_deadline(&mut out, &later);
+        assert!(drain(&mut out).contains("GET /later"));
+        assert!(s.wants_input());
+        s.receive(&input[used..], &mut out, &later);
+        assert!(drain(&mut out).contains("GET /next"));
+    }
+
+    #[test]
+    fn a_computed_reply_is_handed_to_the_engine_as_a_job() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.receive(b"GET /compute HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
+        assert!(out.is_empty());
+        let job = s.take_job().expect("a job");
+        assert!(s.take_job().is_none(), "a job is taken once");
+        s.job_done(job(), &mut out, &clock());
+        assert!(drain(&mut out).contains("GET /compute"));
+        let mut s = session();
+        s.receive(b"GET /compute HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
+        let _ = s.take_job();
+        s.job_refused(&mut out, &clock());
+        assert!(drain(&mut out).starts_with("HTTP/1.1 503 Service Unavailable\r\n"));
     }
 
     #[test]

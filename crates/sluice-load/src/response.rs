@@ -1,0 +1,462 @@
+//! The HTTP/1.1 response reader the generator runs on every connection, written sans-I/O: it is
+//! fed bytes and the end of the stream, and answers "need more", "complete" or a classified
+//! failure. It owns framing (head via `httparse`, `Content-Length`, chunked, read-until-close,
+//! bodiless responses) and the keep-alive decision. It does not own sockets, clocks or statistics;
+//! the connection loop in `client` drives it and records what it reports.
+//!
+//! Bodies are counted and discarded, never stored, so one read buffer per connection serves any
+//! response size without allocation.
+
+/// Largest response head accepted; a larger one is a malformed response, not a reason to grow
+/// buffers without bound.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// Most headers parsed in one response head.
+const MAX_HEADERS: usize = 64;
+
+/// What one call to [`ResponseReader::feed`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The response is not complete; `consumed` bytes of the input were used and must not be
+    /// given again, the rest (an incomplete head) must be given again with more bytes behind it.
+    NeedMore {
+        /// Bytes of the input used.
+        consumed: usize,
+    },
+    /// The response is complete after `consumed` bytes of the input.
+    Complete {
+        /// Bytes of the input used; any after them are not part of this response.
+        consumed: usize,
+    },
+}
+
+/// Why a response could not be read to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    /// The connection closed before the response head was complete.
+    #[error("connection closed before the response head was complete")]
+    PrematureClose,
+    /// The head arrived but the connection closed before the body promised by it.
+    #[error("connection closed before the response body was complete")]
+    ShortBody,
+    /// The bytes are not an HTTP/1.x response (or break a limit of this reader).
+    #[error("malformed response: {0}")]
+    Malformed(&'static str),
+}
+
+/// Where the reader is inside the current response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Head,
+    /// Body with a known number of bytes left.
+    Fixed { left: u64 },
+    /// Chunked body; the sub-state says which part of a chunk comes next.
+    Chunked(ChunkState),
+    /// Body delimited by the end of the connection.
+    UntilClose,
+    Done,
+}
+
+/// Position inside a chunked body, advanced byte by byte so a chunk-size line split across reads
+/// needs no buffering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    /// Reading hex digits of a chunk size; `digits` counts them to reject absurd sizes.
+    Size { size: u64, digits: u8 },
+    /// Skipping a chunk extension up to the end of the size line.
+    Extension { size: u64 },
+    /// Saw CR of the size line.
+    SizeLf { size: u64 },
+    /// Inside chunk data.
+    Data { left: u64 },
+    /// Expecting CR after chunk data.
+    DataCr,
+    /// Expecting LF after chunk data.
+    DataLf,
+    /// At the start of a trailer line (or the final empty line).
+    TrailerStart,
+    /// Inside a trailer field line.
+    TrailerLine,
+    /// Saw CR of a trailer line; `empty` when that line was the final empty one.
+    TrailerLf { empty: bool },
+}
+
+/// Reads one response after another from a connection's bytes. Reuse it across responses with
+/// [`ResponseReader::start`].
+#[derive(Debug, Clone)]
+pub struct ResponseReader {
+    state: State,
+    /// The request was `HEAD`: the response has no body whatever its headers say.
+    head_request: bool,
+    status: u16,
+    keep_alive: bool,
+    body_bytes: u64,
+}
+
+impl Default for ResponseReader {
+    fn default() -> Self {
+        ResponseReader::new()
+    }
+}
+
+impl ResponseReader {
+    /// A reader waiting for the response to a request with a body-carrying method (`GET`).
+    pub fn new() -> Self {
+        ResponseReader { state: State::Head, head_request: false, status: 0, keep_alive: true, body_bytes: 0 }
+    }
+
+    /// Prepares for the next response; `head_request` says whether the request was `HEAD`.
+    pub fn start(&mut self, head_request: bool) {
+        *self = ResponseReader { head_request, ..ResponseReader::new() };
+    }
+
+    /// The status code, once the head has been read (0 before).
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// Whether the connection may carry another request after this response.
+    pub fn keep_alive(&self) -> bool {
+        self.keep_alive && self.state != State::UntilClose
+    }
+
+    /// Whether the head has been read.
+    pub fn head_done(&self) -> bool {
+        self.state != State::Head
+    }
+
+    /// Body bytes seen so far (after transfer decoding of chunk framing).
+    pub fn body_bytes(&self) -> u64 {
+        self.body_bytes
+    }
+
+    /// Consumes response bytes. Bytes after a complete response are left unconsumed.
+    pub fn feed(&mut self, input: &[u8]) -> Result<Progress, ResponseError> {
+        let mut used = 0;
+        if self.state == State::Head {
+            match self.parse_head(input)? {
+                Some(n) => used = n,
+                None => return Ok(Progress::NeedMore { consumed: 0 }),
+            }
+        }
+        used += self.feed_body(&input[used..])?;
+        if self.state == State::Done {
+            Ok(Progress::Complete { consumed: used })
+        } else {
+            Ok(Progress::NeedMore { consumed: used })
+        }
+    }
+
+    /// The connection reached end of stream: completes a close-delimited body, or says what was
+    /// missing.
+    pub fn finish(&mut self) -> Result<(), ResponseError> {
+        match self.state {
+            State::Done => Ok(()),
+            State::UntilClose => {
+                self.state = State::Done;
+                Ok(())
+            }
+            State::Head => Err(ResponseError::PrematureClose),
+            State::Fixed { .. } | State::Chunked(_) => Err(ResponseError::ShortBody),
+        }
+    }
+
+    /// Parses the head when it is complete; returns its length.
+    fn parse_head(&mut self, input: &[u8]) -> Result<Option<usize>, ResponseError> {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut headers);
+        let len = match response.parse(input) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => {
+                return if input.len() >= MAX_HEAD_BYTES {
+                    Err(ResponseError::Malformed("response head too large"))
+                } else {
+                    Ok(None)
+                };
+            }
+            Err(httparse::Error::TooManyHeaders) => return Err(ResponseError::Malformed("too many headers")),
+            Err(_) => return Err(ResponseError::Malformed("invalid response head")),
+        };
+        let status = response.code.unwrap_or(0);
+        let version = response.version.unwrap_or(1);
+        let mut content_length: Option<u64> = None;
+        let mut chunked = false;
+        // HTTP/1.1 keeps the connection by default, HTTP/1.0 closes it unless asked.
+        let mut keep_alive = version == 1;
+        for h in response.headers.iter() {
+            if h.name.eq_ignore_ascii_case("content-length") {
+                let value = std::str::from_utf8(h.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .ok_or(ResponseError::Malformed("invalid Content-Length"))?;
+                if content_length.is_some_and(|c| c != value) {
+                    return Err(ResponseError::Malformed("conflicting Content-Length headers"));
+                }
+                content_length = Some(value);
+            } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                // Only the final coding decides the framing (RFC 9112 section 6.1).
+                let last = h.value.rsplit(|&b| b == b',').next().unwrap_or_default();
+                chunked = trim(last).eq_ignore_ascii_case(b"chunked");
+                if !chunked {
+                    return Err(ResponseError::Malformed("unsupported Transfer-Encoding"));
+                }
+            } else if h.name.eq_ignore_ascii_case("connection") {
+                for token in h.value.split(|&b| b == b',') {
+                    let token = trim(token);
+                    if token.eq_ignore_ascii_case(b"close") {
+                        keep_alive = false;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        keep_alive = true;
+                    }
+                }
+            }
+        }
+        self.status = status;
+        self.keep_alive = keep_alive;
+        let bodiless = self.head_request || (100..200).contains(&status) || status == 204 || status == 304;
+        self.state = if bodiless {
+            State::Done
+        } else if chunked {
+            State::Chunked(ChunkState::Size { size: 0, digits: 0 })
+        } else if let Some(len) = content_length {
+            if len == 0 {
+                State::Done
+            } else {
+                State::Fixed { left: len }
+            }
+        } else {
+            State::UntilClose
+        };
+        Ok(Some(len))
+    }
+
+    /// Consumes body bytes; returns how many were used.
+    fn feed_body(&mut self, input: &[u8]) -> Result<usize, ResponseError> {
+        match self.state {
+            State::Head | State::Done => Ok(0),
+            State::Fixed { left } => {
+                let take = left.min(input.len() as u64);
+                self.body_bytes += take;
+                self.state = if take == left { State::Done } else { State::Fixed { left: left - take } };
+                Ok(take as usize)
+            }
+            State::UntilClose => {
+                self.body_bytes += input.len() as u64;
+                Ok(input.len())
+            }
+            State::Chunked(chunk) => self.feed_chunked(chunk, input),
+        }
+    }
+
+    fn feed_chunked(&mut self, mut chunk: ChunkState, input: &[u8]) -> Result<usize, ResponseError> {
+        let mut i = 0;
+        while i < input.len() {
+            let b = input[i];
+            chunk = match chunk {
+                ChunkState::Size { size, digits } => match hex_value(b) {
+                    Some(v) => {
+                        // 15 hex digits is already far beyond any body this tool will meet.
+                        if digits >= 15 {
+                            return Err(ResponseError::Malformed("chunk size too large"));
+                        }
+                        ChunkState::Size { size: size * 16 + v, digits: digits + 1 }
+                    }
+                    None if digits == 0 => return Err(ResponseError::Malformed("invalid chunk size")),
+                    None if b == b'\r' => ChunkState::SizeLf { size },
+                    None if b == b';' || b == b' ' || b == b'\t' => ChunkState::Extension { size },
+                    None => return Err(ResponseError::Malformed("invalid chunk size")),
+                },
+                ChunkState::Extension { size } => {
+                    if b == b'\r' {
+                        ChunkState::SizeLf { size }
+                    } else {
+                        ChunkState::Extension { size }
+                    }
+                }
+                ChunkState::SizeLf { size } => {
+                    if b != b'\n' {
+                        return Err(ResponseError::Malformed("invalid chunk size line"));
+                    }
+                    if size == 0 {
+                        ChunkState::TrailerStart
+                    } else {
+                        ChunkState::Data { left: size }
+                    }
+                }
+                ChunkState::Data { left } => {
+                    let take = left.min((input.len() - i) as u64);
+                    self.body_bytes += take;
+                    i += take as usize;
+                    chunk = if take == left { ChunkState::DataCr } else { ChunkState::Data { left: left - take } };
+                    continue;
+                }
+                ChunkState::DataCr if b == b'\r' => ChunkState::DataLf,
+                ChunkState::DataLf if b == b'\n' => ChunkState::Size { size: 0, digits: 0 },
+                ChunkState::DataCr | ChunkState::DataLf => {
+                    return Err(ResponseError::Malformed("missing CRLF after chunk data"))
+                }
+                ChunkState::TrailerStart if b == b'\r' => ChunkState::TrailerLf { empty: true },
+                ChunkState::TrailerStart | ChunkState::TrailerLine => {
+                    if b == b'\r' {
+                        ChunkState::TrailerLf { empty: false }
+                    } else {
+                        ChunkState::TrailerLine
+                    }
+                }
+                ChunkState::TrailerLf { empty } => {
+                    if b != b'\n' {
+                        return Err(ResponseError::Malformed("invalid trailer line"));
+                    }
+                    if empty {
+                        self.state = State::Done;
+                        return Ok(i + 1);
+                    }
+                    ChunkState::TrailerStart
+                }
+            };
+            i += 1;
+        }
+        self.state = State::Chunked(chunk);
+        Ok(i)
+    }
+}
+
+fn hex_value(b: u8) -> Option<u64> {
+    match b {
+        b'0'..=b'9' => Some(u64::from(b - b'0')),
+        b'a'..=b'f' => Some(u64::from(b - b'a' + 10)),
+        b'A'..=b'F' => Some(u64::from(b - b'A' + 10)),
+        _ => None,
+    }
+}
+
+fn trim(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = s {
+        s = rest;
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `bytes` in pieces of `step` bytes the way a connection would, keeping unconsumed
+    /// bytes; returns the reader and the total consumed when complete.
+    fn feed_in_steps(bytes: &[u8], step: usize) -> (ResponseReader, Result<usize, ResponseError>) {
+        let mut r = ResponseReader::new();
+        let mut pending: Vec<u8> = Vec::new();
+        let mut total = 0;
+        for piece in bytes.chunks(step) {
+            pending.extend_from_slice(piece);
+            match r.feed(&pending) {
+                Ok(Progress::Complete { consumed }) => return (r, Ok(total + consumed)),
+                Ok(Progress::NeedMore { consumed }) => {
+                    total += consumed;
+                    pending.drain(..consumed);
+                }
+                Err(e) => return (r, Err(e)),
+            }
+        }
+        let res = r.finish().map(|()| total + pending.len());
+        (r, res)
+    }
+
+    #[test]
+    fn content_length_in_any_split() {
+        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nHello, World!";
+        for step in 1..=resp.len() {
+            let (r, res) = feed_in_steps(resp, step);
+            assert_eq!(res, Ok(resp.len()), "step {step}");
+            assert_eq!(r.status(), 200);
+            assert_eq!(r.body_bytes(), 13);
+            assert!(r.keep_alive());
+        }
+    }
+
+    #[test]
+    fn leaves_bytes_of_the_next_response_alone() {
+        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1";
+        let mut r = ResponseReader::new();
+        assert_eq!(r.feed(resp), Ok(Progress::Complete { consumed: resp.len() - 8 }));
+    }
+
+    #[test]
+    fn chunked_in_any_split_with_extensions_and_trailers() {
+        let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n";
+        for step in 1..=resp.len() {
+            let (r, res) = feed_in_steps(resp, step);
+            assert_eq!(res, Ok(resp.len()), "step {step}");
+            assert_eq!(r.body_bytes(), 15);
+        }
+    }
+
+    #[test]
+    fn bad_chunk_framing_is_malformed() {
+        let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        let (_, res) = feed_in_steps(resp, 64);
+        assert!(matches!(res, Err(ResponseError::Malformed(_))));
+        let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX";
+        let (_, res) = feed_in_steps(resp, 64);
+        assert!(matches!(res, Err(ResponseError::Malformed(_))));
+    }
+
+    #[test]
+    fn close_delimited_body_completes_at_end_of_stream() {
+        let resp = b"HTTP/1.0 200 OK\r\n\r\nsome body";
+        let (r, res) = feed_in_steps(resp, 4);
+        assert_eq!(res, Ok(resp.len()));
+        assert_eq!(r.body_bytes(), 9);
+        assert!(!r.keep_alive());
+    }
+
+    #[test]
+    fn closes_are_classified() {
+        let (_, res) = feed_in_steps(b"", 1);
+        assert_eq!(res, Err(ResponseError::PrematureClose));
+        let (_, res) = feed_in_steps(b"HTTP/1.1 200 OK\r\nContent-Le", 5);
+        assert_eq!(res, Err(ResponseError::PrematureClose));
+        let (_, res) = feed_in_steps(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", 5);
+        assert_eq!(res, Err(ResponseError::ShortBody));
+        let (_, res) = feed_in_steps(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", 5);
+        assert_eq!(res, Err(ResponseError::ShortBody));
+    }
+
+    #[test]
+    fn bodiless_responses() {
+        let mut r = ResponseReader::new();
+        r.start(true);
+        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+        assert_eq!(r.feed(resp), Ok(Progress::Complete { consumed: resp.len() }));
+        r.start(false);
+        let resp = b"HTTP/1.1 304 Not Modified\r\nContent-Length: 1000\r\n\r\n";
+        assert_eq!(r.feed(resp), Ok(Progress::Complete { consumed: resp.len() }));
+        assert_eq!(r.status(), 304);
+    }
+
+    #[test]
+    fn connection_header_decides_keep_alive() {
+        let mut r = ResponseReader::new();
+        r.feed(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n").unwrap();
+        assert!(!r.keep_alive());
+        r.start(false);
+        r.feed(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n").unwrap();
+        assert!(r.keep_alive());
+    }
+
+    #[test]
+    fn garbage_and_limits_are_malformed() {
+        let mut r = ResponseReader::new();
+        assert!(matches!(r.feed(b"NOT HTTP AT ALL\r\n\r\n"), Err(ResponseError::Malformed(_))));
+        let mut r = ResponseReader::new();
+        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n";
+        assert!(matches!(r.feed(resp), Err(ResponseError::Malformed(_))));
+        let mut r = ResponseReader::new();
+        let mut big = b"HTTP/1.1 200 OK\r\nX: ".to_vec();
+        big.resize(MAX_HEAD_BYTES + 10, b'a');
+        assert!(matches!(r.feed(&big), Err(ResponseError::Malformed(_))));
+    }
+}

@@ -1,0 +1,159 @@
+//! `GET /metrics`: the engine's counters, the server's request counts and the process's cost, in
+//! Prometheus text format (version 0.0.4).
+//!
+//! Owns the metric names and the rendering. The numbers come from `sluice_engine::Counters` (what
+//! the engine did), [`RequestCounts`] (what the application answered) and the kernel (CPU time,
+//! context switches, resident memory of this process). It does not count anything itself.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sluice_engine::counters::{Event, Syscall};
+use sluice_engine::{Counters, EngineConfig};
+
+/// Responses by status class, and requests refused before reaching a route.
+#[derive(Debug, Default)]
+pub struct RequestCounts {
+    by_class: [AtomicU64; 5],
+    refused: AtomicU64,
+}
+
+impl RequestCounts {
+    /// Counts one response with this status code.
+    pub fn response(&self, status: u16) {
+        let class = (status / 100).clamp(1, 5) as usize - 1;
+        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one request refused by the protocol (malformed, too large, too slow).
+    pub fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Every response counted so far.
+    pub fn total(&self) -> u64 {
+        self.by_class.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// Renders every metric.
+pub fn render(engine: &EngineConfig, counters: &Counters, requests: &RequestCounts) -> String {
+    let mut m = String::with_capacity(4096);
+    let _ = writeln!(
+        m,
+        "# HELP sluice_engine_info The I/O path this server runs.\n# TYPE sluice_engine_info gauge"
+    );
+    let _ = writeln!(
+        m,
+        "sluice_engine_info{{engine=\"{}\",send=\"{}\",workers=\"{}\"}} 1",
+        engine.kind.name(),
+        engine.send.name(),
+        engine.workers
+    );
+    let _ = writeln!(
+        m,
+        "# HELP sluice_syscalls_total System calls the engine made, by kind (tokio's own reactor calls are not included).\n\
+# TYPE sluice_syscalls_total counter"
+    );
+    for kind in Syscall::ALL {
+        let _ = writeln!(m, "sluice_syscalls_total{{kind=\"{}\"}} {}", kind.name(), counters.syscalls(kind));
+    }
+    for event in Event::ALL {
+        let (name, help) = event.describe();
+        let _ = writeln!(
+            m,
+            "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name} {}",
+            counters.events(event)
+        );
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_connections_open Connections open now.\n# TYPE sluice_connections_open gauge\nsluice_connections_open {}",
+        counters.open_connections()
+    );
+    let _ = writeln!(
+        m,
+        "# HELP sluice_http_requests_total HTTP requests answered.\n# TYPE sluice_http_requests_total counter\n\
+sluice_http_requests_total {}",
+        requests.total()
+    );
+    let _ = writeln!(m, "# HELP sluice_http_responses_total HTTP responses by status class.\n# TYPE sluice_http_responses_total counter");
+    for (i, c) in requests.by_class.iter().enumerate() {
+        let _ =
+            writeln!(m, "sluice_http_responses_total{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_http_requests_refused_total Requests refused before routing (malformed, too large, too slow).\n\
+# TYPE sluice_http_requests_refused_total counter\nsluice_http_requests_refused_total {}",
+        requests.refused.load(Ordering::Relaxed)
+    );
+    process(&mut m);
+    m
+}
+
+/// CPU time, context switches and resident memory of this process, from the kernel.
+fn process(m: &mut String) {
+    // SAFETY: getrusage fills a zeroed rusage we own.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
+        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        let _ = writeln!(
+            m,
+            "# HELP sluice_process_cpu_seconds_total CPU time of this process by mode.\n\
+# TYPE sluice_process_cpu_seconds_total counter\n\
+sluice_process_cpu_seconds_total{{mode=\"user\"}} {:.6}\nsluice_process_cpu_seconds_total{{mode=\"system\"}} {:.6}",
+            secs(usage.ru_utime),
+            secs(usage.ru_stime)
+        );
+        let _ = writeln!(
+            m,
+            "# HELP sluice_process_context_switches_total Context switches of this process.\n\
+# TYPE sluice_process_context_switches_total counter\n\
+sluice_process_context_switches_total{{kind=\"voluntary\"}} {}\nsluice_process_context_switches_total{{kind=\"involuntary\"}} {}",
+            usage.ru_nvcsw, usage.ru_nivcsw
+        );
+    }
+    if let Some(rss) = resident_bytes() {
+        let _ = writeln!(
+            m,
+            "# HELP sluice_process_resident_memory_bytes Resident memory of this process.\n\
+# TYPE sluice_process_resident_memory_bytes gauge\nsluice_process_resident_memory_bytes {rss}"
+        );
+    }
+}
+
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf takes no pointers.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(4096) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let counters = Counters::new();
+        counters.shard(0).syscall(Syscall::Accept);
+        counters.shard(0).add(Event::ConnectionsAccepted, 1);
+        let requests = RequestCounts::default();
+        requests.response(200);
+        requests.response(404);
+        let text = render(&EngineConfig::default(), &counters, &requests);
+        assert!(text.contains("sluice_syscalls_total{kind=\"accept\"} 1\n"), "{text}");
+        assert!(text.contains("sluice_connections_open 1\n"));
+        assert!(text.contains("sluice_http_responses_total{class=\"2xx\"} 1\n"));
+        assert!(text.contains("sluice_http_responses_total{class=\"4xx\"} 1\n"));
+        assert!(text.contains("sluice_process_cpu_seconds_total{mode=\"user\"}"));
+        assert!(text.contains("sluice_process_resident_memory_bytes "));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let (name, value) = line.rsplit_once(' ').unwrap();
+            assert!(!name.is_empty() && value.parse::<f64>().is_ok(), "bad sample line {line:?}");
+        }
+    }
+}
