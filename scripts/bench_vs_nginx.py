@@ -8,49 +8,9 @@ docs/BENCHMARKS.md with the exact commands. Needs: nginx, wrk (Debian packages),
     cargo build --release -p sluice
     python3 scripts/bench_vs_nginx.py --duration 10 --rounds 3
 """
-import argparse, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import argparse, os, shutil, statistics, subprocess, sys, tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        if proc.poll() is not None:
-            sys.exit(f"server exited early: {proc.args}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"server did not listen on {port}")
-
-
-def to_ms(value, unit):
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
-
-
-def run_wrk(cpu, url, conns, duration):
-    cmd = ["taskset", "-c", cpu, "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", url]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    tr = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", out)
-    mb = float(tr.group(1)) * {"B": 1 / 2**20, "KB": 1 / 1024, "MB": 1, "GB": 1024}[tr.group(2)]
-    p50 = re.search(r"50%\s+([\d.]+)(us|ms|s)", out)
-    p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)", out)
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    sockerr = re.search(r"Socket errors: (.*)", out)
-    return {
-        "rps": rps, "mbs": mb, "p50": to_ms(*p50.groups()), "p99": to_ms(*p99.groups()),
-        "errors": int(errors.group(1)) if errors else 0, "sockerr": sockerr.group(1) if sockerr else "",
-        "cmd": " ".join(cmd),
-    }
+from benchlib import ROOT, cpus, free_port, machine, run_wrk, start, stop
 
 
 def main():
@@ -64,8 +24,7 @@ def main():
     for tool in ("nginx", "wrk", "taskset"):
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
             sys.exit(f"{tool} is missing: apt-get install nginx-light wrk util-linux")
-    cores = os.cpu_count() or 1
-    server_cpu, load_cpu = ("1", "0") if cores >= 2 else ("0", "0")
+    server_cpu, load_cpu = cpus()
 
     work = tempfile.mkdtemp(prefix="sluice-bench-")
     os.chmod(work, 0o755)
@@ -114,9 +73,7 @@ http {{
     procs = {}
     try:
         for name, cmd in servers.items():
-            procs[name] = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                           start_new_session=True)
-            wait_port(ports[name], procs[name])
+            procs[name] = start(cmd, ports[name])
         results = {}
         for rnd in range(args.rounds):
             for size in args.sizes.split(","):
@@ -128,14 +85,11 @@ http {{
                           f"p99 {r['p99']:.2f} ms errors {r['errors']} {r['sockerr']}", file=sys.stderr)
     finally:
         for p in procs.values():
-            os.killpg(p.pid, signal.SIGTERM)
-            p.wait(timeout=10)
+            stop(p)
         shutil.rmtree(work, ignore_errors=True)
 
-    kernel = os.uname().release
-    cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     nginx_version = subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
-    print(f"\nMachine: {cores} cores ({cpu_model}), Linux {kernel}; {nginx_version}; "
+    print(f"\nMachine: {machine()}; {nginx_version}; "
           f"server on CPU {server_cpu}, wrk on CPU {load_cpu}; {args.connections} connections, "
           f"{args.duration} s per run, {args.rounds} alternating rounds, medians shown.\n")
     print("| file | server | req/s | MB/s | p50 ms | p99 ms | errors | req/s sluice/nginx | p99 sluice/nginx |")
