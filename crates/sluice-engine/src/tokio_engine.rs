@@ -247,9 +247,17 @@ async fn serve<S: Service>(
         read_clock(&mut clock);
         match wake {
             Wake::Ready if interest == Some(Interest::READABLE) => {
-                match stream
-                    .try_io(Interest::READABLE, || conn.read_and_feed(&mut read_buf, &clock, counters))
-                {
+                // A read shorter than the buffer drained the socket: saying "would block" then
+                // lets tokio clear readiness now instead of after one more read that finds
+                // nothing (tokio clears it only if no new event came in meanwhile, so no edge is
+                // lost). Measured with scripts/bench_engines.py: 3.0 -> 2.0 calls per request.
+                let read = stream.try_io(Interest::READABLE, || {
+                    match conn.read_and_feed(&mut read_buf, &clock, counters) {
+                        Ok(n) if n > 0 && !conn.maybe_readable => Err(io::Error::from(ErrorKind::WouldBlock)),
+                        other => other,
+                    }
+                });
+                match read {
                     Ok(_) => {}
                     Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
                     Err(_) => return,
