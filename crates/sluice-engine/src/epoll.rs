@@ -33,6 +33,10 @@ const SWEEP: Duration = Duration::from_millis(250);
 const READ_BUFFER: usize = 64 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
 const EVENTS: usize = 1024;
+/// Reads one connection may make per wake-up before the loop serves the others: a client that
+/// always fills the buffer (pipelined uploads over loopback) must not hold the loop. 16 reads of
+/// 64 KiB is 1 MiB per turn.
+const READS_PER_TURN: usize = 16;
 
 pub(crate) fn run<S: Service>(
     config: &EngineConfig,
@@ -90,6 +94,11 @@ struct Worker<'a, S: Service> {
     draining_until: Option<Instant>,
     /// Reused by the sweep so it allocates nothing.
     due: Vec<usize>,
+    /// Connections that used their read budget with input still waiting; driven next turn.
+    ready: Vec<usize>,
+    /// Accepting stopped on an error (EMFILE): connections may wait in the backlog with no new
+    /// edge coming, so the loop retries when a descriptor is freed and on every sweep.
+    accept_pending: bool,
 }
 
 impl<'a, S: Service> Worker<'a, S> {
@@ -128,6 +137,8 @@ impl<'a, S: Service> Worker<'a, S> {
             pipes: PipePool::default(),
             draining_until: None,
             due: Vec::new(),
+            ready: Vec::new(),
+            accept_pending: false,
         };
         worker
             .register(listener.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER)
@@ -161,7 +172,13 @@ impl<'a, S: Service> Worker<'a, S> {
             let wait = self.next_wake.saturating_duration_since(self.clock.now());
             // With nothing to time out, sleep until something happens; idle pipes still need the
             // sweep that releases them.
-            let timeout = if self.conns.is_empty() && self.draining_until.is_none() && self.pipes.is_empty() {
+            let timeout = if !self.ready.is_empty() {
+                0
+            } else if self.conns.is_empty()
+                && self.draining_until.is_none()
+                && self.pipes.is_empty()
+                && !self.accept_pending
+            {
                 -1
             } else {
                 // Rounded up: waking a little late is harmless, waking early just spins.
@@ -173,6 +190,9 @@ impl<'a, S: Service> Worker<'a, S> {
                 libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS as i32, timeout)
             };
             read_clock(&mut self.clock);
+            for key in std::mem::take(&mut self.ready) {
+                self.drive(key);
+            }
             for ev in events.iter().take(n.max(0) as usize) {
                 match ev.u64 {
                     LISTENER => self.accept_all(),
@@ -198,6 +218,7 @@ impl<'a, S: Service> Worker<'a, S> {
     }
 
     fn accept_all(&mut self) {
+        self.accept_pending = false;
         let Some(listener) = &self.listener else { return };
         let listen_fd = listener.as_raw_fd();
         loop {
@@ -229,11 +250,18 @@ impl<'a, S: Service> Worker<'a, S> {
                 Err(e) => match e.raw_os_error() {
                     Some(libc::EINTR | libc::ECONNABORTED | libc::EPROTO) => continue,
                     Some(libc::EMFILE | libc::ENFILE) => {
+                        self.accept_pending = true;
                         self.counters.add(Event::AcceptErrors, 1);
                         tracing::warn!("accept: {e}; connection left in the backlog");
                         break;
                     }
-                    _ => break,
+                    Some(libc::EAGAIN) => break,
+                    // Anything else (TCP_NODELAY failing on a connection reset in the backlog,
+                    // ENOBUFS, ...) may leave others queued: look again on the next sweep.
+                    _ => {
+                        self.accept_pending = true;
+                        break;
+                    }
                 },
             }
         }
@@ -267,6 +295,7 @@ impl<'a, S: Service> Worker<'a, S> {
         } else {
             let mut buffers =
                 SendBuffers { copy: &mut self.copy_buf, pipes: &mut self.pipes, counters: self.counters };
+            let mut reads = 0;
             loop {
                 match conn.pump(&self.clock, self.config.send, &mut buffers) {
                     Pump::Job(job) => {
@@ -282,7 +311,12 @@ impl<'a, S: Service> Worker<'a, S> {
                             && conn.linger_read(&mut self.read_buf, self.counters)
                     }
                     Pump::NeedInput if !conn.maybe_readable => break true,
+                    Pump::NeedInput if reads == READS_PER_TURN => {
+                        self.ready.push(key);
+                        break true;
+                    }
                     Pump::NeedInput => {
+                        reads += 1;
                         match conn.read_and_feed(&mut self.read_buf, &self.clock, self.counters) {
                             Ok(_) => {}
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -318,6 +352,9 @@ impl<'a, S: Service> Worker<'a, S> {
 
     fn sweep(&mut self) {
         self.pipes.trim();
+        if self.accept_pending {
+            self.accept_all();
+        }
         let now = self.clock.now();
         let timeout = self.config.send_timeout;
         self.due.clear();
@@ -350,6 +387,9 @@ impl<'a, S: Service> Worker<'a, S> {
             self.open.fetch_sub(1, Ordering::Relaxed);
             self.counters.syscall(Syscall::Close);
             self.counters.add(Event::ConnectionsClosed, 1);
+            if self.accept_pending {
+                self.accept_all();
+            }
         }
     }
 }

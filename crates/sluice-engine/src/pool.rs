@@ -7,6 +7,7 @@
 //! jobs compute.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -60,10 +61,21 @@ impl Mailbox {
 
 type Task = Box<dyn FnOnce() + Send>;
 
+/// Runs a job, turning a panic into an output no session recognises (it answers 500), so that a
+/// bug in one handler neither kills a pool thread nor leaves its connection waiting forever.
+pub(crate) fn run_job(job: Job) -> JobOutput {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|_| {
+        tracing::error!("a CPU job panicked; its request gets 500");
+        Box::new(())
+    })
+}
+
 /// A bounded pool of CPU worker threads.
 pub(crate) struct CpuPool {
     queue: Option<SyncSender<Task>>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// Set when the engine stops: jobs still queued are dropped, not run for loops that are gone.
+    closed: Arc<AtomicBool>,
 }
 
 impl CpuPool {
@@ -89,7 +101,7 @@ impl CpuPool {
                 .map_err(|source| EngineError::Setup { what: "spawn cpu worker", source })?;
             handles.push(handle);
         }
-        Ok(CpuPool { queue: Some(tx), threads: handles })
+        Ok(CpuPool { queue: Some(tx), threads: handles, closed: Arc::new(AtomicBool::new(false)) })
     }
 
     /// Queues `job` for connection (`key`, `id`); its output goes to `mailbox`. Gives the job
@@ -97,7 +109,12 @@ impl CpuPool {
     pub fn submit(&self, job: Job, key: usize, id: u64, mailbox: &Arc<Mailbox>) -> Result<(), ()> {
         let Some(queue) = &self.queue else { return Err(()) };
         let mailbox = Arc::clone(mailbox);
-        let task: Task = Box::new(move || mailbox.deliver((key, id, job())));
+        let closed = Arc::clone(&self.closed);
+        let task: Task = Box::new(move || {
+            if !closed.load(Ordering::Relaxed) {
+                mailbox.deliver((key, id, run_job(job)));
+            }
+        });
         match queue.try_send(task) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(()),
@@ -107,7 +124,9 @@ impl CpuPool {
 
 impl Drop for CpuPool {
     fn drop(&mut self) {
-        // Closing the queue lets every worker finish its current job and exit.
+        // Queued jobs are skipped; closing the queue lets every worker finish its current job
+        // and exit.
+        self.closed.store(true, Ordering::Relaxed);
         self.queue = None;
         for t in self.threads.drain(..) {
             let _ = t.join();

@@ -20,6 +20,7 @@ use sluice_proto::Session;
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
+use crate::pool::run_job;
 use crate::send::{PipePool, SendBuffers};
 use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown, ThreadsMode};
 
@@ -227,7 +228,7 @@ fn serve_connection<S: Service>(
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
             // Servlet-style: CPU work runs on the connection's own thread.
             Pump::Job(job) => {
-                let output = job();
+                let output = run_job(job);
                 conn.job_done(output, &clock);
                 continue;
             }
@@ -255,7 +256,11 @@ fn serve_connection<S: Service>(
         };
         let watch_shutdown = grace_until.is_none().then(|| shutdown.fd());
         counters.syscall(Syscall::Poll);
-        match wait(fd, direction, deadline, watch_shutdown, &clock) {
+        let woke = wait(fd, direction, deadline, watch_shutdown, &clock);
+        // The wait may have lasted a whole keep-alive period: every deadline and `Date` from
+        // here on must count from now, not from before it.
+        read_clock(&mut clock);
+        match woke {
             Wait::Ready if direction == libc::POLLOUT => {}
             Wait::Ready => match conn.read_and_feed(&mut buffers.read, &clock, counters) {
                 Ok(_) => {}
@@ -264,7 +269,6 @@ fn serve_connection<S: Service>(
             },
             Wait::Shutdown => {}
             Wait::TimedOut => {
-                read_clock(&mut clock);
                 if grace_until.is_some_and(|g| clock.now() >= g) {
                     return;
                 }

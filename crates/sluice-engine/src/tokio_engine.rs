@@ -21,6 +21,7 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
+use crate::pool::run_job;
 use crate::send::{PipePool, SendBuffers};
 use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
 
@@ -204,7 +205,7 @@ async fn serve<S: Service>(
                 // CPU work leaves the runtime's workers for tokio's blocking pool, bounded by
                 // the engine's permits so a flood of it cannot queue without limit.
                 match Arc::clone(&jobs).try_acquire_owned() {
-                    Ok(permit) => match tokio::task::spawn_blocking(move || (job(), permit)).await {
+                    Ok(permit) => match tokio::task::spawn_blocking(move || (run_job(job), permit)).await {
                         Ok((output, _permit)) => conn.job_done(output, &clock),
                         Err(_) => conn.job_refused(&clock),
                     },

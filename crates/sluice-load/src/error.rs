@@ -68,6 +68,9 @@ pub enum LoadError {
     /// A worker thread died instead of returning its results.
     #[error("a load worker thread panicked")]
     WorkerPanicked,
+    /// A JSON report that does not parse as one.
+    #[error("invalid JSON report: {0}")]
+    InvalidReport(String),
     /// Writing a result file failed.
     #[error("cannot write {path}: {source}")]
     Output {

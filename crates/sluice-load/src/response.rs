@@ -49,7 +49,9 @@ pub enum ResponseError {
 enum State {
     Head,
     /// Body with a known number of bytes left.
-    Fixed { left: u64 },
+    Fixed {
+        left: u64,
+    },
     /// Chunked body; the sub-state says which part of a chunk comes next.
     Chunked(ChunkState),
     /// Body delimited by the end of the connection.
@@ -287,7 +289,11 @@ impl ResponseReader {
                     let take = left.min((input.len() - i) as u64);
                     self.body_bytes += take;
                     i += take as usize;
-                    chunk = if take == left { ChunkState::DataCr } else { ChunkState::Data { left: left - take } };
+                    chunk = if take == left {
+                        ChunkState::DataCr
+                    } else {
+                        ChunkState::Data { left: left - take }
+                    };
                     continue;
                 }
                 ChunkState::DataCr if b == b'\r' => ChunkState::DataLf,

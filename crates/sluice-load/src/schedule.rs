@@ -93,17 +93,22 @@ impl Stage {
 
     /// Checks the numbers; `text` names the stage in the error.
     pub fn validate(&self, text: &str) -> Result<(), LoadError> {
-        let bad = |reason: &str| LoadError::InvalidStage { text: text.to_string(), reason: reason.to_string() };
-        let rate_ok = |r: f64| r.is_finite() && r >= 0.0 && r <= 10_000_000.0;
+        let bad =
+            |reason: &str| LoadError::InvalidStage { text: text.to_string(), reason: reason.to_string() };
+        let rate_ok = |r: f64| r.is_finite() && (0.0..=10_000_000.0).contains(&r);
         match *self {
             Stage::RampUsers { users, over } if users > 0 && over.is_zero() => {
                 Err(bad("a ramp needs a length (use a length like 1ms for all at once)"))
             }
-            Stage::ConstantRate { rate, .. } if !rate_ok(rate) => Err(bad("the rate must be 0 to 10,000,000 per second")),
+            Stage::ConstantRate { rate, .. } if !rate_ok(rate) => {
+                Err(bad("the rate must be 0 to 10,000,000 per second"))
+            }
             Stage::RampRate { from, to, .. } if !rate_ok(from) || !rate_ok(to) => {
                 Err(bad("rates must be 0 to 10,000,000 per second"))
             }
-            _ if self.duration() > Duration::from_secs(7 * 24 * 3600) => Err(bad("a stage may last at most a week")),
+            _ if self.duration() > Duration::from_secs(7 * 24 * 3600) => {
+                Err(bad("a stage may last at most a week"))
+            }
             _ => Ok(()),
         }
     }
@@ -121,12 +126,17 @@ impl Stage {
                 users: users.parse().map_err(|_| bad(format!("`{users}` is not a whole number")))?,
                 over: dur(over)?,
             },
-            ("rate" | "constant-rate", [rate, d]) => Stage::ConstantRate { rate: num(rate)?, duration: dur(d)? },
-            ("ramp-rate", [from, to, over]) => Stage::RampRate { from: num(from)?, to: num(to)?, over: dur(over)? },
+            ("rate" | "constant-rate", [rate, d]) => {
+                Stage::ConstantRate { rate: num(rate)?, duration: dur(d)? }
+            }
+            ("ramp-rate", [from, to, over]) => {
+                Stage::RampRate { from: num(from)?, to: num(to)?, over: dur(over)? }
+            }
             ("pause", [d]) => Stage::Pause { duration: dur(d)? },
             _ => {
                 return Err(bad(
-                    "expected ramp-users:USERS:OVER, rate:RATE:FOR, ramp-rate:FROM:TO:OVER or pause:FOR".into(),
+                    "expected ramp-users:USERS:OVER, rate:RATE:FOR, ramp-rate:FROM:TO:OVER or pause:FOR"
+                        .into(),
                 ))
             }
         };
@@ -295,7 +305,10 @@ mod tests {
         let warm = scenario(0.0, vec![Stage::ConstantRate { rate: 1.0, duration: secs(3.0) }]);
         let load = scenario(
             0.0,
-            vec![Stage::Pause { duration: secs(1.5) }, Stage::ConstantRate { rate: 2.0, duration: secs(1.0) }],
+            vec![
+                Stage::Pause { duration: secs(1.5) },
+                Stage::ConstantRate { rate: 2.0, duration: secs(1.0) },
+            ],
         );
         let all: Vec<_> = Arrivals::new(&[warm.clone(), load.clone()]).map(|a| (a.at, a.scenario)).collect();
         assert_eq!(all, vec![(secs(0.0), 0), (secs(1.0), 0), (secs(1.5), 1), (secs(2.0), 0), (secs(2.0), 1)]);
@@ -305,17 +318,18 @@ mod tests {
 
     #[test]
     fn command_line_stages_parse() {
+        assert_eq!(Stage::parse("ramp-users:5:5s").unwrap(), Stage::RampUsers { users: 5, over: secs(5.0) });
         assert_eq!(
-            Stage::parse("ramp-users:5:5s").unwrap(),
-            Stage::RampUsers { users: 5, over: secs(5.0) }
+            Stage::parse("rate:100:30s").unwrap(),
+            Stage::ConstantRate { rate: 100.0, duration: secs(30.0) }
         );
-        assert_eq!(Stage::parse("rate:100:30s").unwrap(), Stage::ConstantRate { rate: 100.0, duration: secs(30.0) });
         assert_eq!(
             Stage::parse("ramp_rate:100:200:10s").unwrap(),
             Stage::RampRate { from: 100.0, to: 200.0, over: secs(10.0) }
         );
         assert_eq!(Stage::parse("pause:15s").unwrap(), Stage::Pause { duration: secs(15.0) });
-        for bad in ["", "rate:x:1s", "rate:1", "ramp-users:5:0s", "rate:-1:1s", "pause:forever", "jump:1:1s"] {
+        for bad in ["", "rate:x:1s", "rate:1", "ramp-users:5:0s", "rate:-1:1s", "pause:forever", "jump:1:1s"]
+        {
             assert!(Stage::parse(bad).is_err(), "{bad}");
         }
     }

@@ -387,6 +387,10 @@ pub struct SecondBucket {
     pub errors: ErrorCounts,
     /// Arrivals dropped.
     pub dropped: u64,
+    /// Users that arrived: open-model arrivals, or closed-model virtual users starting.
+    pub users_arrived: u64,
+    /// Users that left: open-model requests finished or dropped, or virtual users stopping.
+    pub users_left: u64,
     /// Latency of the successful responses completed in this second.
     pub latency: DurationHistogram,
 }
@@ -401,13 +405,10 @@ impl SecondBucket {
             ok: 0,
             errors: ErrorCounts::default(),
             dropped: 0,
+            users_arrived: 0,
+            users_left: 0,
             latency: DurationHistogram::new(),
         }
-    }
-
-    /// Users that left (completed, failed or dropped) in this second.
-    pub fn finished(&self) -> u64 {
-        self.ok + self.errors.total() + self.dropped
     }
 
     /// Adds another worker's bucket for the same second.
@@ -417,6 +418,8 @@ impl SecondBucket {
         self.ok += o.ok;
         self.errors.merge(&o.errors);
         self.dropped += o.dropped;
+        self.users_arrived += o.users_arrived;
+        self.users_left += o.users_left;
         self.latency.merge(&o.latency);
     }
 

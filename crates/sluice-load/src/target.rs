@@ -21,10 +21,11 @@ impl TargetSpec {
     pub fn parse(text: &str) -> Result<TargetSpec, LoadError> {
         let (weight, url) = match text.split_once('=') {
             Some((w, url)) if !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()) => {
-                let weight = w.parse::<u32>().ok().filter(|&w| w > 0).ok_or_else(|| LoadError::InvalidTarget {
-                    url: text.to_string(),
-                    reason: "the weight must be a whole number from 1".into(),
-                })?;
+                let weight =
+                    w.parse::<u32>().ok().filter(|&w| w > 0).ok_or_else(|| LoadError::InvalidTarget {
+                        url: text.to_string(),
+                        reason: "the weight must be a whole number from 1".into(),
+                    })?;
                 (weight, url)
             }
             _ => (1, text),
@@ -137,7 +138,10 @@ impl Target {
         let bare_host = parsed.host.trim_start_matches('[').trim_end_matches(']');
         let addr = (bare_host, parsed.port)
             .to_socket_addrs()
-            .map_err(|e| LoadError::InvalidTarget { url: spec.url.clone(), reason: format!("cannot resolve: {e}") })?
+            .map_err(|e| LoadError::InvalidTarget {
+                url: spec.url.clone(),
+                reason: format!("cannot resolve: {e}"),
+            })?
             .next()
             .ok_or_else(|| LoadError::InvalidTarget {
                 url: spec.url.clone(),
@@ -186,7 +190,8 @@ pub fn parse_header(text: &str) -> Result<(String, String), LoadError> {
     let (name, value) = text.split_once(':').ok_or_else(|| bad("expected `Name: value`"))?;
     let name = name.trim();
     let value = value.trim();
-    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    {
         return Err(bad("invalid header name"));
     }
     if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
@@ -250,7 +255,15 @@ mod tests {
         assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("[::1]", 9, "/a"));
         let u = parse_url("http://h:1?q").unwrap();
         assert_eq!(u.path, "/?q");
-        for bad in ["https://x/", "http://", "http://:80/", "http://h:99999/", "http://u@h/", "http://h/a b", "ftp://x"] {
+        for bad in [
+            "https://x/",
+            "http://",
+            "http://:80/",
+            "http://h:99999/",
+            "http://u@h/",
+            "http://h/a b",
+            "ftp://x",
+        ] {
             assert!(parse_url(bad).is_err(), "{bad}");
         }
     }
@@ -266,7 +279,10 @@ mod tests {
     #[test]
     fn non_loopback_needs_permission() {
         let spec = TargetSpec::parse("http://192.0.2.1:80/").unwrap();
-        assert!(matches!(Target::resolve(&spec, Method::Get, &[], false), Err(LoadError::NonLoopbackTarget { .. })));
+        assert!(matches!(
+            Target::resolve(&spec, Method::Get, &[], false),
+            Err(LoadError::NonLoopbackTarget { .. })
+        ));
         let t = Target::resolve(&spec, Method::Get, &[], true).unwrap();
         assert_eq!(t.addr.port(), 80);
         let local = TargetSpec::parse("http://127.0.0.1:8080/x").unwrap();

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use percent_encoding::utf8_percent_encode;
 use sluice_engine::{Counters, EngineConfig};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::{normalize, LibraryPath, PathError};
@@ -114,9 +115,14 @@ impl App {
             }
             Ok(Entry::Directory) if !path.names_directory() => {
                 // As nginx does: a directory is addressed with its trailing slash, so that relative
-                // links on its page resolve inside it.
-                let mut location = String::from(raw_path);
-                location.push('/');
+                // links on its page resolve inside it. The location is rebuilt from the normalised
+                // path, never echoed: `//evil.com/../dir` must not become `//evil.com/../dir/`,
+                // which a browser reads as another host.
+                let mut location = String::from("/");
+                for segment in path.segments() {
+                    location.extend(utf8_percent_encode(segment, crate::page::SEGMENT));
+                    location.push('/');
+                }
                 if let Some(q) = req.query() {
                     location.push('?');
                     location.push_str(q);

@@ -61,7 +61,16 @@ impl Library {
         }
         // SAFETY: fd is fresh and ours.
         let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Library { root, root_fd, openat2: AtomicBool::new(true) })
+        let library = Library { root, root_fd, openat2: AtomicBool::new(true) };
+        // Probe once: a kernel before 5.6 says ENOSYS, and seccomp profiles that predate openat2
+        // say EPERM, which at request time would be indistinguishable from a forbidden file.
+        if let Err(e) = library.open_beneath(".") {
+            if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
+                tracing::warn!("openat2 refused ({e}); checking paths by canonicalising them instead");
+                library.openat2.store(false, Ordering::Relaxed);
+            }
+        }
+        Ok(library)
     }
 
     /// The canonical root directory.

@@ -11,7 +11,7 @@ use sluice_proto::http::path::LibraryPath;
 use crate::library::Listed;
 
 /// Characters percent-encoded in links: everything that is not safe in a path segment.
-const SEGMENT: &AsciiSet = &CONTROLS
+pub const SEGMENT: &AsciiSet = &CONTROLS
     .add(b' ')
     .add(b'"')
     .add(b'#')
@@ -29,7 +29,8 @@ const SEGMENT: &AsciiSet = &CONTROLS
     .add(b'[')
     .add(b']')
     .add(b'\'')
-    .add(b'&');
+    .add(b'&')
+    .add(b':');
 
 fn is_video(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
@@ -91,7 +92,9 @@ a{{color:#0b5cad}}</style></head><body>\n<h1>{title}</h1>\n"
     }
     html.push_str("<ul>\n");
     for e in entries {
-        let href: String = utf8_percent_encode(&e.name, SEGMENT).collect();
+        // Percent-encoded and prefixed with `./`, so no file name can become a scheme
+        // (`javascript:…`) or another host (`//…`) in the link.
+        let href: String = format!("./{}", utf8_percent_encode(&e.name, SEGMENT));
         let name = escape(&e.name);
         if e.is_dir {
             let _ = writeln!(html, "<li><a href=\"{href}/\">{name}/</a></li>");
@@ -128,12 +131,15 @@ mod tests {
         ];
         let html = library_page(&normalize("/").unwrap(), &entries);
         assert!(
-            html.contains("<video controls preload=\"metadata\" src=\"a%20%3Cb%3E.mp4\"></video>"),
+            html.contains("<video controls preload=\"metadata\" src=\"./a%20%3Cb%3E.mp4\"></video>"),
             "{html}"
         );
         assert!(html.contains(">a &lt;b&gt;.mp4</a>"));
         assert!(html.contains("275.3 KB"));
         assert_eq!(html.matches("<video").count(), 1);
-        assert!(html.contains("<a href=\"shows/\">shows/</a>"));
+        assert!(html.contains("<a href=\"./shows/\">shows/</a>"));
+        let evil = vec![Listed { name: "javascript:alert(1)".into(), is_dir: false, len: 1 }];
+        let html = library_page(&normalize("/").unwrap(), &evil);
+        assert!(html.contains("href=\"./javascript%3Aalert(1)\""), "{html}");
     }
 }

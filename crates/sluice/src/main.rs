@@ -11,6 +11,8 @@ use sluice_engine::{EngineKind, SendStrategy, Shutdown, ThreadsMode};
 use sluice_server::config::{parse_duration, Config, LogFormat};
 use sluice_server::Server;
 
+mod load_cmd;
+
 /// sluice: a media streaming server whose I/O path is a setting.
 #[derive(Parser, Debug)]
 #[command(name = "sluice", version, about)]
@@ -23,6 +25,8 @@ struct Cli {
 enum Command {
     /// Serve a media library over HTTP (the built-in demo library when no --root is given).
     Serve(ServeArgs),
+    /// Generate load: `sluice load http` (closed and open models, HDR latency, thresholds).
+    Load(load_cmd::LoadArgs),
 }
 
 /// Every flag overrides the same setting in the configuration file.
@@ -192,5 +196,6 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
+        Command::Load(args) => load_cmd::run(args),
     }
 }

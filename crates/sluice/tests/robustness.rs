@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::*;
 
 engine_matrix!(
+    directory_redirect_never_names_another_host,
     traversal_never_leaves_the_root,
     request_line_too_long_is_414,
     head_too_large_is_431,
@@ -625,4 +626,19 @@ fn shutdown_grace_bounds_a_stalled_client(engine: &[&str]) {
     );
     assert!(status.success(), "sluice exited with {status}");
     drop(c);
+}
+
+/// The trailing-slash redirect is built from the normalised path: `//evil.com/../sub` opens the
+/// library's `sub/`, and its `Location` must be `/sub/`, never `//evil.com/../sub/` (which a
+/// browser reads as another host).
+fn directory_redirect_never_names_another_host(engine: &[&str]) {
+    let fx = Fixture::new();
+    let server = Server::serve(engine, &fx, &[]);
+    for target in ["//evil.com/../sub", "http://host//evil.com/../sub", "/./sub", "//sub"] {
+        let r = fetch_get(server.addr(), target, &[]);
+        r.expect_status(301, target);
+        assert_eq!(r.header("location"), Some("/sub/"), "{target}: {r:?}");
+    }
+    let r = fetch_get(server.addr(), "/sub?x=1", &[]);
+    assert_eq!(r.header("location"), Some("/sub/?x=1"));
 }

@@ -29,10 +29,16 @@ pub struct Decoded {
 }
 
 /// A streaming decoder for one request body.
+///
+/// Chunked framing is read strictly: every line ends in CRLF (a bare LF or CR is an error, not a
+/// line end), chunk extensions may not hold control bytes, and sizes, extensions, trailers and the
+/// framing as a whole are bounded. Leniency here is what request smuggling feeds on: a front end
+/// that reads a bare LF differently would disagree with us about where the next request starts.
 #[derive(Debug, Clone)]
 pub struct BodyDecoder {
     state: State,
     payload_seen: u64,
+    framing_seen: u64,
     max_payload: u64,
 }
 
@@ -40,22 +46,31 @@ pub struct BodyDecoder {
 enum State {
     /// Fixed length: bytes still to come.
     Length(u64),
-    /// Reading a chunk-size line; the size so far and whether any digit was seen.
-    Size { size: u64, digits: bool },
-    /// After the size, skipping chunk extensions up to the LF.
-    Extension { size: u64 },
+    /// Reading a chunk size: the value so far and how many digits.
+    Size { size: u64, digits: u8 },
+    /// After the size, inside chunk extensions (bytes so far), until CR.
+    Extension { size: u64, len: u16 },
+    /// After the CR of a size line: only LF may follow.
+    SizeLf { size: u64 },
     /// Chunk data still to come.
     Data(u64),
-    /// Expecting CR then LF after chunk data; `lf_only` once the CR has been seen.
+    /// After chunk data: CR, then (`cr_seen`) LF.
     DataEnd { cr_seen: bool },
-    /// In the trailer section; `line_empty` while the current line has no bytes yet.
-    Trailer { line_empty: bool },
+    /// In the trailer section: bytes of the current line, and whether its CR was seen.
+    Trailer { line: u16, cr_seen: bool },
     /// The body is over.
     Done,
 }
 
-/// Longest chunk-size line tolerated, extensions included (bounds work per chunk).
-const MAX_CHUNK_LINE: u64 = 4096;
+/// Hex digits in a chunk size: 16 fill a u64; more (even leading zeros) is not a size.
+const MAX_SIZE_DIGITS: u8 = 16;
+/// Longest chunk extension kept up with; nobody sends more than a few bytes of them.
+const MAX_EXTENSION: u16 = 256;
+/// Longest trailer line.
+const MAX_TRAILER_LINE: u16 = 8 * 1024;
+/// Framing bytes allowed beyond four per payload byte: room for the size lines and trailers
+/// of any real client, no room for megabytes of framing around nothing.
+const FRAMING_ALLOWANCE: u64 = 16 * 1024;
 
 impl BodyDecoder {
     /// A decoder for a body with this framing, refusing more than `max_payload` bytes of payload.
@@ -64,9 +79,9 @@ impl BodyDecoder {
             BodyFraming::None => State::Done,
             BodyFraming::Length(n) if n > max_payload => return Err(RequestError::BodyTooLarge(max_payload)),
             BodyFraming::Length(n) => State::Length(n),
-            BodyFraming::Chunked => State::Size { size: 0, digits: false },
+            BodyFraming::Chunked => State::Size { size: 0, digits: 0 },
         };
-        Ok(BodyDecoder { state, payload_seen: 0, max_payload })
+        Ok(BodyDecoder { state, payload_seen: 0, framing_seen: 0, max_payload })
     }
 
     /// Whether the body has been read to its end.
@@ -88,88 +103,83 @@ impl BodyDecoder {
     ) -> Result<Decoded, RequestError> {
         let mut pos = 0;
         let mut payload = 0u64;
-        let mut extension_len = 0u64;
         while pos < input.len() && self.state != State::Done {
             let rest = &input[pos..];
-            match self.state {
-                State::Length(left) | State::Data(left) => {
-                    let take = (rest.len() as u64).min(left) as usize;
-                    sink(&rest[..take]);
-                    pos += take;
-                    payload += take as u64;
-                    let left = left - take as u64;
-                    self.state = match self.state {
-                        State::Length(_) if left == 0 => State::Done,
-                        State::Length(_) => State::Length(left),
-                        _ if left == 0 => State::DataEnd { cr_seen: false },
-                        _ => State::Data(left),
-                    };
-                }
-                State::Size { size, digits } => {
-                    let b = rest[0];
-                    pos += 1;
-                    self.state = match b {
-                        b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
-                            let digit = (b as char).to_digit(16).unwrap_or(0) as u64;
-                            let size = size
-                                .checked_mul(16)
-                                .and_then(|s| s.checked_add(digit))
-                                .ok_or(RequestError::BadChunk)?;
-                            State::Size { size, digits: true }
-                        }
-                        _ if !digits => return Err(RequestError::BadChunk),
-                        b';' | b' ' | b'\t' | b'\r' => State::Extension { size },
-                        b'\n' => self.after_size_line(size)?,
-                        _ => return Err(RequestError::BadChunk),
-                    };
-                }
-                State::Extension { size } => {
-                    let b = rest[0];
-                    pos += 1;
-                    extension_len += 1;
-                    if extension_len > MAX_CHUNK_LINE {
-                        return Err(RequestError::BadChunk);
-                    }
-                    if b == b'\n' {
-                        self.state = self.after_size_line(size)?;
-                    }
-                }
-                State::DataEnd { cr_seen } => {
-                    let b = rest[0];
-                    pos += 1;
-                    self.state = match (b, cr_seen) {
-                        (b'\r', false) => State::DataEnd { cr_seen: true },
-                        (b'\n', _) => State::Size { size: 0, digits: false },
-                        _ => return Err(RequestError::BadChunk),
-                    };
-                }
-                State::Trailer { line_empty } => {
-                    let b = rest[0];
-                    pos += 1;
-                    self.state = match b {
-                        b'\n' if line_empty => State::Done,
-                        b'\n' => State::Trailer { line_empty: true },
-                        b'\r' => State::Trailer { line_empty },
-                        _ => State::Trailer { line_empty: false },
-                    };
-                }
-                State::Done => {}
+            if let State::Length(left) | State::Data(left) = self.state {
+                let take = (rest.len() as u64).min(left) as usize;
+                sink(&rest[..take]);
+                pos += take;
+                payload += take as u64;
+                let left = left - take as u64;
+                self.state = match self.state {
+                    State::Length(_) if left == 0 => State::Done,
+                    State::Length(_) => State::Length(left),
+                    _ if left == 0 => State::DataEnd { cr_seen: false },
+                    _ => State::Data(left),
+                };
+                continue;
             }
+            let b = rest[0];
+            pos += 1;
+            self.framing_seen += 1;
+            self.state = self.step(b)?;
         }
         self.payload_seen += payload;
         if self.payload_seen > self.max_payload {
             return Err(RequestError::BodyTooLarge(self.max_payload));
         }
+        if self.framing_seen > FRAMING_ALLOWANCE + 4 * self.payload_seen {
+            return Err(RequestError::BadChunk);
+        }
         Ok(Decoded { consumed: pos, payload, done: self.state == State::Done })
     }
 
-    fn after_size_line(&self, size: u64) -> Result<State, RequestError> {
-        if size == 0 {
-            Ok(State::Trailer { line_empty: true })
-        } else if self.payload_seen.saturating_add(size) > self.max_payload {
-            Err(RequestError::BodyTooLarge(self.max_payload))
-        } else {
-            Ok(State::Data(size))
+    /// One framing byte of a chunked body.
+    fn step(&self, b: u8) -> Result<State, RequestError> {
+        let bad = Err(RequestError::BadChunk);
+        match self.state {
+            State::Size { size, digits } => match b {
+                b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                    if digits == MAX_SIZE_DIGITS {
+                        return bad;
+                    }
+                    let digit = (b as char).to_digit(16).unwrap_or(0) as u64;
+                    Ok(State::Size { size: size << 4 | digit, digits: digits + 1 })
+                }
+                _ if digits == 0 => bad,
+                b';' | b' ' | b'\t' => Ok(State::Extension { size, len: 1 }),
+                b'\r' => Ok(State::SizeLf { size }),
+                _ => bad,
+            },
+            State::Extension { size, len } => match b {
+                b'\r' => Ok(State::SizeLf { size }),
+                _ if len == MAX_EXTENSION => bad,
+                b'\t' | 0x20..=0x7e | 0x80..=0xff => Ok(State::Extension { size, len: len + 1 }),
+                _ => bad,
+            },
+            State::SizeLf { size } => match b {
+                b'\n' if size == 0 => Ok(State::Trailer { line: 0, cr_seen: false }),
+                b'\n' if self.payload_seen.saturating_add(size) > self.max_payload => {
+                    Err(RequestError::BodyTooLarge(self.max_payload))
+                }
+                b'\n' => Ok(State::Data(size)),
+                _ => bad,
+            },
+            State::DataEnd { cr_seen: false } if b == b'\r' => Ok(State::DataEnd { cr_seen: true }),
+            State::DataEnd { cr_seen: true } if b == b'\n' => Ok(State::Size { size: 0, digits: 0 }),
+            State::DataEnd { .. } => bad,
+            State::Trailer { line, cr_seen: true } => match b {
+                b'\n' if line == 0 => Ok(State::Done),
+                b'\n' => Ok(State::Trailer { line: 0, cr_seen: false }),
+                _ => bad,
+            },
+            State::Trailer { line, cr_seen: false } => match b {
+                b'\r' => Ok(State::Trailer { line, cr_seen: true }),
+                b'\n' => bad,
+                _ if line == MAX_TRAILER_LINE => bad,
+                _ => Ok(State::Trailer { line: line + 1, cr_seen: false }),
+            },
+            State::Length(_) | State::Data(_) | State::Done => Ok(self.state),
         }
     }
 }
@@ -219,9 +229,32 @@ mod tests {
 
     #[test]
     fn bad_chunks_are_refused() {
-        for input in [&b"zz\r\n"[..], b"\r\n", b"5\r\nhelloXX", b"fffffffffffffffffff\r\n"] {
+        for input in [
+            &b"zz\r\n"[..],
+            b"\r\n",
+            b"5\r\nhelloXX",
+            b"fffffffffffffffffff\r\n",
+            b"00000000000000000000001\r\nx\r\n",
+            b"5\nhello\r\n",
+            b"5\r\nhello\n0\r\n\r\n",
+            b"2;\nxx\r\n",
+            b"2;a\x01b\r\nxx\r\n",
+            b"2\rxx",
+            b"0\r\nTrailer: x\n\r\n",
+        ] {
             assert_eq!(decode_all(BodyFraming::Chunked, input).unwrap_err(), RequestError::BadChunk);
         }
+    }
+
+    #[test]
+    fn framing_cannot_outgrow_the_payload() {
+        let mut d = BodyDecoder::new(BodyFraming::Chunked, 1 << 20).unwrap();
+        let chunk = format!("1;{}\r\nx\r\n", "e".repeat(200));
+        let flood = chunk.repeat(200);
+        assert_eq!(d.decode(flood.as_bytes()).unwrap_err(), RequestError::BadChunk);
+        let mut d = BodyDecoder::new(BodyFraming::Chunked, 1 << 20).unwrap();
+        let long_ext = format!("1;{}\r\nx\r\n", "e".repeat(300));
+        assert_eq!(d.decode(long_ext.as_bytes()).unwrap_err(), RequestError::BadChunk);
     }
 
     #[test]

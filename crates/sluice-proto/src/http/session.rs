@@ -12,6 +12,10 @@ use super::response::{write_head, Body, Persistence, Reply, Response, Status};
 use super::Handler;
 use crate::conn::{Clock, Job, JobOutput, Outbox, Segment, Session};
 
+/// A body may take at most this many body timeouts in all: progress extends the pause allowed,
+/// never the whole (a byte every few seconds must not hold a connection for days).
+const BODY_TIMEOUTS: u32 = 6;
+
 /// Bodies up to this size are copied into the head's buffer so head and body leave in one write.
 const INLINE_BODY_MAX: usize = 4096;
 
@@ -49,8 +53,9 @@ enum ReadState {
     Idle,
     /// Part of a request head has arrived.
     Head,
-    /// Inside a request body that is being read past; then keep alive or not.
-    Body { decoder: BodyDecoder, keep_alive: bool },
+    /// Inside a request body that is being read past; then keep alive or not. `until` bounds
+    /// the whole body, however steadily it trickles in.
+    Body { decoder: BodyDecoder, keep_alive: bool, until: Instant },
     /// A reply is deferred; pipelined requests wait behind it.
     Waiting { wait: Wait, then: Then },
     /// No more requests will be read; the connection closes once the outbox drains.
@@ -95,7 +100,8 @@ impl<H: Handler> HttpSession<H> {
     }
 
     fn after_response(&mut self, keep_alive: bool, out: &mut Outbox, clock: &Clock) {
-        if keep_alive {
+        // A body that ends after shutdown began must not reopen the connection for 75 s.
+        if keep_alive && !self.shutting_down {
             self.state = ReadState::Idle;
             self.deadline = Some(clock.now() + self.handler.limits().keepalive_timeout);
         } else {
@@ -139,8 +145,10 @@ impl<H: Handler> HttpSession<H> {
                 queue_response(out, then.method, response, then.persistence, clock);
                 match then.body {
                     Some(decoder) => {
-                        self.deadline = Some(clock.now() + self.handler.limits().body_timeout);
-                        self.state = ReadState::Body { decoder, keep_alive: then.keep_alive };
+                        let timeout = self.handler.limits().body_timeout;
+                        let until = clock.now() + timeout * BODY_TIMEOUTS;
+                        self.deadline = Some(clock.now() + timeout);
+                        self.state = ReadState::Body { decoder, keep_alive: then.keep_alive, until };
                     }
                     None => self.after_response(then.keep_alive, out, clock),
                 }
@@ -176,13 +184,14 @@ impl<H: Handler> Session for HttpSession<H> {
             match &mut self.state {
                 ReadState::Closed => return input.len(),
                 ReadState::Waiting { .. } => return pos,
-                ReadState::Body { decoder, keep_alive } => {
-                    let keep_alive = *keep_alive;
+                ReadState::Body { decoder, keep_alive, until } => {
+                    let (keep_alive, until) = (*keep_alive, *until);
                     match decoder.decode(&input[pos..]) {
                         Ok(d) => {
                             pos += d.consumed;
                             if d.consumed > 0 {
-                                self.deadline = Some(clock.now() + self.handler.limits().body_timeout);
+                                let next = clock.now() + self.handler.limits().body_timeout;
+                                self.deadline = Some(next.min(until));
                             }
                             if !d.done {
                                 return pos;
@@ -246,7 +255,12 @@ impl<H: Handler> Session for HttpSession<H> {
             }
             // A job has no deadline of its own; the engine always reports back.
             ReadState::Waiting { wait: Wait::Job(_), .. } => {}
-            ReadState::Head | ReadState::Body { .. } => self.refuse(RequestError::Timeout, out, clock),
+            ReadState::Head => self.refuse(RequestError::Timeout, out, clock),
+            // The request was answered already; a second status would be noise. Just close.
+            ReadState::Body { .. } => {
+                self.handler.refused(Status::REQUEST_TIMEOUT, &RequestError::Timeout);
+                self.close(out);
+            }
             ReadState::Idle | ReadState::Closed => self.close(out),
         }
     }

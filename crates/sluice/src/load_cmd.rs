@@ -1,0 +1,278 @@
+//! `sluice load http`: the command-line face of the `sluice-load` library. Parses flags (or a
+//! TOML scenario file) into a [`LoadConfig`], runs it with the live progress line, prints the
+//! end-of-run summary, writes `--json`/`--csv`, and turns failed thresholds into exit code 99
+//! (k6's convention). The generator itself lives in the library.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand, ValueEnum};
+use sluice_load::config::OpenModel;
+use sluice_load::threshold::apply;
+use sluice_load::{
+    write_file, ConnectionMode, CsvSeries, ExpectedStatus, JsonReport, LiveProgress, LoadConfig, Method,
+    Model, ReportWriter, Scenario, Stage, TargetSpec, TextSummary, Threshold,
+};
+
+/// Exit code when the run completed but a `--threshold` failed.
+pub const THRESHOLDS_FAILED: i32 = 99;
+
+/// Load generators.
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    #[command(subcommand)]
+    protocol: LoadProtocol,
+}
+
+#[derive(Subcommand, Debug)]
+enum LoadProtocol {
+    /// HTTP/1.1 load: closed model (--vus) or open model (--rate, --stage, --scenario).
+    Http(HttpArgs),
+}
+
+/// Connection handling, as spelled on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ConnectionsFlag {
+    /// Reuse connections (closed: one per virtual user; open: a shared pool of --max-connections).
+    KeepAlive,
+    /// A new connection for every request.
+    PerRequest,
+}
+
+/// Request method.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum MethodFlag {
+    Get,
+    Head,
+}
+
+/// `sluice load http` flags.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+MODELS
+  closed  sluice load http --vus 100 --duration 30s http://127.0.0.1:8080/bench/hello
+  open    sluice load http --rate 200 --duration 30s http://127.0.0.1:8080/bench/hello
+          sluice load http --stage ramp-users:10:5s --stage rate:100:30s --stage ramp-rate:100:200:10s \\
+                           --stage pause:5s http://127.0.0.1:8080/bench/hello
+          sluice load http --scenario crates/sluice-load/scenarios/e4-hello.toml
+
+TARGETS  [WEIGHT=]URL, e.g. 3=http://127.0.0.1:8080/a 1=http://127.0.0.1:8080/b
+
+THRESHOLDS  METRIC OP VALUE with OP one of < <= > >= ==
+  p50 p90 p95 p99 p99.9 max min mean stdev (latency; prefix connect. ttfb. download. for those),
+  success, error_rate (e.g. 99.9%), errors, errors.KIND, dropped, requests, rps
+  e.g. --threshold 'p99<50ms' --threshold 'success>99.9%'; a failed threshold exits with 99.
+
+Latency runs from the scheduled send time (open) or the start of the request (closed) to the last
+byte; success rate = OK responses / requests started (dropped arrivals count as started).")]
+pub struct HttpArgs {
+    /// Target URLs, optionally weighted: [WEIGHT=]http://host:port/path.
+    #[arg(value_name = "URL")]
+    urls: Vec<String>,
+    /// Closed model: virtual users, each sending, waiting for the whole response, sending again.
+    #[arg(long, value_name = "N")]
+    vus: Option<usize>,
+    /// Closed model: how long users send; open model with --rate: length of the constant stage.
+    #[arg(long, short, value_parser = parse_duration, value_name = "DURATION")]
+    duration: Option<Duration>,
+    /// Stop after this many requests (closed) or arrivals (open) in total.
+    #[arg(long, short = 'n', value_name = "N")]
+    requests: Option<u64>,
+    /// Open model: arrivals per second for --duration.
+    #[arg(long, value_name = "PER_SECOND")]
+    rate: Option<f64>,
+    /// Open model stage, repeatable, run in order: ramp-users:USERS:OVER, rate:RATE:FOR,
+    /// ramp-rate:FROM:TO:OVER, pause:FOR.
+    #[arg(long = "stage", value_name = "STAGE")]
+    stages: Vec<String>,
+    /// Open model: delay before the command-line scenario's first stage.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    start_at: Option<Duration>,
+    /// Open model: TOML scenario file with several overlapping scenarios (see
+    /// crates/sluice-load/scenarios/e4-hello.toml).
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Base URL for scenario-file paths that start with `/` (overrides the file's base_url).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// keep-alive or per-request.
+    #[arg(long, value_enum, value_name = "MODE")]
+    connections: Option<ConnectionsFlag>,
+    /// Open model: most connections at once (the shared keep-alive pool's size) [default: 100].
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Open model: most arrivals waiting for a connection; more are dropped [default: 100000].
+    #[arg(long, value_name = "N")]
+    max_pending: Option<usize>,
+    /// Deadline of each request, from its start (closed) or scheduled time (open) [default: 60s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    timeout: Option<Duration>,
+    /// Worker threads, each with its own event loop [default: the usable cores].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Request method.
+    #[arg(long, value_enum, default_value = "get")]
+    method: MethodFlag,
+    /// Extra request header, repeatable: 'Name: value'.
+    #[arg(long = "header", short = 'H', value_name = "HEADER")]
+    headers: Vec<String>,
+    /// The status that counts as success [default: any 2xx].
+    #[arg(long, value_name = "CODE")]
+    expect_status: Option<u16>,
+    /// Pass/fail criterion, repeatable, e.g. 'p99<50ms', 'success>99.9%'.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    thresholds: Vec<String>,
+    /// Write the full report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the per-second series as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// No live progress line.
+    #[arg(long)]
+    no_progress: bool,
+    /// No end-of-run summary on stdout.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Allow targets outside loopback (never point this at a machine you do not own).
+    #[arg(long)]
+    allow_non_loopback: bool,
+}
+
+/// Runs `sluice load ...`.
+pub fn run(args: LoadArgs) -> anyhow::Result<()> {
+    match args.protocol {
+        LoadProtocol::Http(http) => run_http(http),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    sluice_load::duration_text::parse(s)
+}
+
+fn run_http(args: HttpArgs) -> anyhow::Result<()> {
+    let thresholds = args.thresholds.iter().map(|t| Threshold::parse(t)).collect::<Result<Vec<_>, _>>()?;
+    let config = build_config(&args)?;
+    raise_nofile_limit();
+    let report = if args.no_progress {
+        sluice_load::run(&config, &mut sluice_load::NoObserver)?
+    } else {
+        sluice_load::run(&config, &mut LiveProgress::new())?
+    };
+    let mut report = report;
+    apply(&thresholds, &mut report);
+    if !args.quiet {
+        let stdout = std::io::stdout();
+        TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;
+    }
+    if let Some(path) = &args.json {
+        write_file(&JsonReport, &report, path)?;
+    }
+    if let Some(path) = &args.csv {
+        write_file(&CsvSeries, &report, path)?;
+    }
+    if !report.thresholds_passed() {
+        let failed: Vec<&str> =
+            report.thresholds.iter().filter(|t| !t.passed).map(|t| t.expression.as_str()).collect();
+        eprintln!("sluice load: thresholds failed: {}", failed.join(", "));
+        std::process::exit(THRESHOLDS_FAILED);
+    }
+    Ok(())
+}
+
+fn build_config(args: &HttpArgs) -> anyhow::Result<LoadConfig> {
+    let targets = args.urls.iter().map(|u| TargetSpec::parse(u)).collect::<Result<Vec<_>, _>>()?;
+    let open_flags = args.rate.is_some() || !args.stages.is_empty() || args.start_at.is_some();
+    let mut config = if let Some(path) = &args.scenario {
+        if open_flags || !targets.is_empty() || args.vus.is_some() {
+            bail!("--scenario carries its own URLs and stages: drop the URLs, --rate, --stage, --start-at and --vus");
+        }
+        let file = sluice_load::scenario_file::load(path, args.base_url.as_deref())?;
+        let s = &file.settings;
+        let mut config = LoadConfig::open(file.scenarios, s.max_connections.unwrap_or(100));
+        if let Model::Open(o) = &mut config.model {
+            o.max_pending = s.max_pending.unwrap_or(o.max_pending);
+        }
+        config.connections = s.connections.unwrap_or(config.connections);
+        config.timeout = s.timeout.unwrap_or(config.timeout);
+        config.expected_status = s.expect_status.unwrap_or(config.expected_status);
+        config
+    } else if open_flags {
+        if args.vus.is_some() {
+            bail!("--vus is the closed model; --rate/--stage/--start-at are the open model: pick one");
+        }
+        if targets.is_empty() {
+            bail!("give at least one target URL");
+        }
+        let mut stages = Vec::new();
+        if let Some(rate) = args.rate {
+            let Some(duration) = args.duration else { bail!("--rate needs --duration") };
+            stages.push(Stage::ConstantRate { rate, duration });
+        } else if args.duration.is_some() {
+            bail!("in the open model --duration goes with --rate; give stage lengths in --stage");
+        }
+        for s in &args.stages {
+            stages.push(Stage::parse(s)?);
+        }
+        if stages.is_empty() {
+            bail!("the open model needs --rate with --duration, or --stage");
+        }
+        let scenario =
+            Scenario { name: "default".into(), targets, start_at: args.start_at.unwrap_or_default(), stages };
+        LoadConfig::open(vec![scenario], 100)
+    } else {
+        if targets.is_empty() {
+            bail!("give at least one target URL (see `sluice load http --help`)");
+        }
+        LoadConfig::closed(targets, args.vus.unwrap_or(1), args.duration, args.requests)
+    };
+    if args.base_url.is_some() && args.scenario.is_none() {
+        bail!("--base-url only applies to --scenario files");
+    }
+    match &mut config.model {
+        Model::Open(OpenModel { max_connections, max_pending, requests, .. }) => {
+            *max_connections = args.max_connections.unwrap_or(*max_connections);
+            *max_pending = args.max_pending.unwrap_or(*max_pending);
+            *requests = args.requests.or(*requests);
+        }
+        Model::Closed(_) => {
+            if args.max_connections.is_some() || args.max_pending.is_some() {
+                bail!("--max-connections and --max-pending are for the open model (the closed model has one connection per user)");
+            }
+        }
+    }
+    if let Some(c) = args.connections {
+        config.connections = match c {
+            ConnectionsFlag::KeepAlive => ConnectionMode::KeepAlive,
+            ConnectionsFlag::PerRequest => ConnectionMode::PerRequest,
+        };
+    }
+    config.timeout = args.timeout.unwrap_or(config.timeout);
+    config.threads = args.threads.unwrap_or(config.threads);
+    config.method = match args.method {
+        MethodFlag::Get => Method::Get,
+        MethodFlag::Head => Method::Head,
+    };
+    config.headers =
+        args.headers.iter().map(|h| sluice_load::target::parse_header(h)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(code) = args.expect_status {
+        config.expected_status = ExpectedStatus::Exactly(code);
+    }
+    config.allow_non_loopback = args.allow_non_loopback;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Raises the soft open-files limit to the hard one: every connection is a descriptor, and the
+/// usual soft default (1024) would cap a run at about a thousand connections.
+fn raise_nofile_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
