@@ -11,7 +11,7 @@ engine. nginx answers `return 200 "Hello, World!"`. Prints a Markdown table for 
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile
 
-from benchlib import ROOT, cpus, free_port, machine, run_wrk, scrape, start, stop, syscalls
+from benchlib import ROOT, cpus, free_port, machine, nginx_config, run_wrk, scrape, start, stop, syscalls
 
 
 def main():
@@ -36,25 +36,8 @@ def main():
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
     if os.path.exists(nginx_bin):
         port = free_port()
-        conf = os.path.join(work, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""daemon off;
-worker_processes 1;
-worker_cpu_affinity {1 << int(server_cpu):b};
-worker_rlimit_nofile 20000;
-pid {work}/nginx.pid;
-error_log {work}/nginx-error.log warn;
-events {{ worker_connections 16384; }}
-http {{
-    access_log off;
-    keepalive_requests 1000000;
-    default_type text/plain;
-    server {{
-        listen 127.0.0.1:{port} reuseport backlog=4096;
-        location = /bench/hello {{ return 200 "Hello, World!"; }}
-    }}
-}}
-""")
+        block = '        location = /bench/hello { return 200 "Hello, World!"; }'
+        conf = nginx_config(work, port, server_cpu, block, "    default_type text/plain;")
         configs["nginx"] = (port, [nginx_bin, "-p", work, "-c", conf])
     else:
         print("nginx not installed: its rows are skipped (apt-get install nginx-light)", file=sys.stderr)

@@ -10,7 +10,7 @@ docs/BENCHMARKS.md with the exact commands. Needs: nginx, wrk (Debian packages),
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile
 
-from benchlib import ROOT, cpus, free_port, machine, run_wrk, start, stop
+from benchlib import ROOT, cpus, free_port, machine, nginx_config, run_wrk, start, stop
 
 
 def main():
@@ -40,28 +40,8 @@ def main():
     os.chmod(lib, 0o755)
 
     nginx_port, sluice_port = free_port(), free_port()
-    conf = os.path.join(work, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write(f"""daemon off;
-worker_processes 1;
-worker_cpu_affinity {1 << int(server_cpu):b};
-worker_rlimit_nofile 20000;
-pid {work}/nginx.pid;
-error_log {work}/nginx-error.log warn;
-events {{ worker_connections 16384; }}
-http {{
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_requests 1000000;
-    keepalive_timeout 75s;
-    server {{
-        listen 127.0.0.1:{nginx_port} reuseport backlog=4096;
-        root {lib};
-        location / {{ }}
-    }}
-}}
-""")
+    conf = nginx_config(work, nginx_port, server_cpu, f"        root {lib};\n        location / {{ }}",
+                        "    sendfile on;\n    tcp_nopush on;")
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
     servers = {
         "nginx": [nginx_bin, "-p", work, "-c", conf],
@@ -82,7 +62,7 @@ http {{
                     r = run_wrk(load_cpu, url, args.connections, args.duration)
                     results.setdefault((size, name), []).append(r)
                     print(f"round {rnd + 1} {size} {name}: {r['rps']:.0f} req/s {r['mbs']:.0f} MB/s "
-                          f"p99 {r['p99']:.2f} ms errors {r['errors']} {r['sockerr']}", file=sys.stderr)
+                          f"p99 {r['p99']:.2f} ms errors {r['errors']}", file=sys.stderr)
     finally:
         for p in procs.values():
             stop(p)

@@ -84,3 +84,32 @@ def machine():
 def cpus():
     """(server CPU, load CPU): different cores when there are two."""
     return ("1", "0") if (os.cpu_count() or 1) >= 2 else ("0", "0")
+
+
+def nginx_config(work, port, server_cpu, server_block, http_extra=""):
+    """Writes an nginx.conf for one pinned worker serving `server_block` on `port`; returns its path.
+
+    The same settings for every peer row: one worker on the server's core, access log off, long
+    keep-alive, a backlog as deep as sluice's.
+    """
+    conf = os.path.join(work, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(f"""daemon off;
+worker_processes 1;
+worker_cpu_affinity {1 << int(server_cpu):b};
+worker_rlimit_nofile 20000;
+pid {work}/nginx.pid;
+error_log {work}/nginx-error.log warn;
+events {{ worker_connections 16384; }}
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+{http_extra}
+    server {{
+        listen 127.0.0.1:{port} reuseport backlog=4096;
+{server_block}
+    }}
+}}
+""")
+    return conf
