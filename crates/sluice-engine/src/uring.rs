@@ -793,8 +793,11 @@ impl<'a, S: Service> Worker<'a, S> {
         let mut close = false;
         if closing {
             // Nothing to do with the bytes.
-        } else if res > 0 {
-            let bytes = self.bufs.get(bid.unwrap_or(u16::MAX), res as usize);
+        } else if let (true, None) = (res > 0, bid) {
+            // Data without a buffer cannot happen with buffer select; treat it as a broken socket.
+            close = true;
+        } else if let (true, Some(bid)) = (res > 0, bid) {
+            let bytes = self.bufs.get(bid, res as usize);
             if lingering {
                 if let Some((until, discarded)) = u.conn.lingering {
                     let discarded = discarded + res as usize;
@@ -914,7 +917,7 @@ impl<'a, S: Service> Worker<'a, S> {
                     // Bytes left in the pipe by a short send go first.
                     let drain =
                         opcode::Splice::new(types::Fd(pipe_r), -1, types::Fd(sock), -1, pending as u32)
-                            .flags(out_flags as u32)
+                            .flags(out_flags)
                             .build()
                             .user_data(out_token);
                     u.chain =
@@ -924,13 +927,13 @@ impl<'a, S: Service> Worker<'a, S> {
                 } else {
                     let n = (len as usize).min(cap).min(u32::MAX as usize) as u32;
                     let fill = opcode::Splice::new(types::Fd(file), offset as i64, types::Fd(pipe_w), -1, n)
-                        .flags(libc::SPLICE_F_MOVE as u32)
+                        .flags(libc::SPLICE_F_MOVE)
                         .build()
                         .user_data(in_token);
                     // A short fill breaks the link: the drain then completes with ECANCELED and
                     // what did reach the pipe goes out in the next chain.
                     let drain = opcode::Splice::new(types::Fd(pipe_r), -1, types::Fd(sock), -1, n)
-                        .flags(out_flags as u32)
+                        .flags(out_flags)
                         .build()
                         .user_data(out_token);
                     u.chain = Some(Chain { kind: ChainKind::Splice, with_in: true, r_in: None, r_out: None });
@@ -1292,6 +1295,11 @@ impl<'a, S: Service> Worker<'a, S> {
         c.syscall(Syscall::Close);
         c.add(Event::ConnectionsClosed, 1);
         self.shared.open.fetch_sub(1, Ordering::Relaxed);
+        // A descriptor is free again: an accept stopped by EMFILE may succeed now (as epoll).
+        if self.accept_retry && self.draining_until.is_none() && !self.accept_armed {
+            self.accept_retry = false;
+            self.arm_accept();
+        }
     }
 
     /// Closes what is left and waits for the ring to let go of every buffer before they are
