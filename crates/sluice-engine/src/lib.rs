@@ -205,15 +205,9 @@ pub enum EngineError {
     Config(String),
 }
 
-/// Runs `service` on the configured engine, counting into `counters`, until `shutdown` is triggered and in-flight work has
-/// finished (or the grace period has passed).
-pub fn run<S: Service>(
-    config: &EngineConfig,
-    listeners: Listeners,
-    service: Arc<S>,
-    shutdown: &Shutdown,
-    counters: &Arc<Counters>,
-) -> Result<(), EngineError> {
+/// Checks a configuration without starting anything: a strategy the engine cannot execute is
+/// refused here, before anything is bound or announced, never silently replaced.
+pub fn check(config: &EngineConfig) -> Result<(), EngineError> {
     if config.workers == 0 || config.pool_size == 0 {
         return Err(EngineError::Config("workers and pool size must be at least 1".into()));
     }
@@ -225,6 +219,19 @@ pub fn run<S: Service>(
             config.kind.strategies().iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
         )));
     }
+    Ok(())
+}
+
+/// Runs `service` on the configured engine, counting into `counters`, until `shutdown` is triggered and in-flight work has
+/// finished (or the grace period has passed).
+pub fn run<S: Service>(
+    config: &EngineConfig,
+    listeners: Listeners,
+    service: Arc<S>,
+    shutdown: &Shutdown,
+    counters: &Arc<Counters>,
+) -> Result<(), EngineError> {
+    check(config)?;
     match config.kind {
         EngineKind::Uring => uring::run(config, listeners, service, shutdown, counters),
         EngineKind::Epoll => epoll::run(config, listeners, service, shutdown, counters),

@@ -61,6 +61,11 @@ impl App {
         }
     }
 
+    /// How the application was set up.
+    pub fn settings(&self) -> &AppSettings {
+        &self.settings
+    }
+
     /// Responses counted so far.
     pub fn requests(&self) -> &RequestCounts {
         &self.requests

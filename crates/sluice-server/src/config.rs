@@ -70,9 +70,10 @@ pub struct EngineSection {
     /// `epoll` or `threads`.
     #[serde(deserialize_with = "from_str")]
     pub kind: EngineKind,
-    /// `sendfile` or `copy`.
-    #[serde(deserialize_with = "from_str")]
-    pub send: SendStrategy,
+    /// `sendfile`, `splice` or `copy`; unset means the engine's zero-copy default (`splice` on
+    /// uring, which has no `sendfile`; `sendfile` elsewhere).
+    #[serde(deserialize_with = "some_from_str")]
+    pub send: Option<SendStrategy>,
     /// Event loops; unset means one per core.
     pub workers: Option<usize>,
     /// `pool` or `per-connection` (threads engine).
@@ -93,7 +94,7 @@ impl Default for EngineSection {
         let e = EngineConfig::default();
         EngineSection {
             kind: e.kind,
-            send: e.send,
+            send: None,
             workers: None,
             threads_mode: e.threads_mode,
             pool_size: e.pool_size,
@@ -272,7 +273,10 @@ impl Config {
         let e = &self.engine;
         EngineConfig {
             kind: e.kind,
-            send: e.send,
+            send: e.send.unwrap_or(match e.kind {
+                EngineKind::Uring => SendStrategy::Splice,
+                _ => SendStrategy::Sendfile,
+            }),
             workers: e.workers.unwrap_or_else(|| EngineConfig::default().workers),
             threads_mode: e.threads_mode,
             pool_size: e.pool_size,
@@ -293,6 +297,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
     parse_duration(&s).map_err(serde::de::Error::custom)
+}
+
+fn some_from_str<'de, D: Deserializer<'de>, T: FromStr<Err = String>>(d: D) -> Result<Option<T>, D::Error> {
+    from_str(d).map(Some)
 }
 
 fn from_str<'de, D: Deserializer<'de>, T: FromStr<Err = String>>(d: D) -> Result<T, D::Error> {

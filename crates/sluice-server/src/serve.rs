@@ -49,7 +49,6 @@ impl Service for HttpService {
 
 /// A server bound to its address, ready to run.
 pub struct Server {
-    config: Config,
     app: Arc<App>,
     listeners: Listeners,
     counters: Arc<Counters>,
@@ -57,9 +56,17 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the library and binds the listening sockets.
-    pub fn bind(config: Config) -> Result<Server, ServeError> {
+    /// Settles the engine (io_uring is probed here; `demanded` means a refusal is an error rather
+    /// than a fall back to epoll), opens the library and binds the listening sockets.
+    pub fn bind(mut config: Config, demanded: bool) -> Result<Server, ServeError> {
         config.validate()?;
+        let (kind, fallback) = sluice_engine::resolve_engine(config.engine.kind, demanded)?;
+        if let Some(reason) = fallback {
+            tracing::warn!("{reason}");
+            config.engine.kind = kind;
+            // uring's default strategy (splice) is one epoll also has; an explicit one stays.
+        }
+        sluice_engine::check(&config.engine_config())?;
         let (root, demo) = match &config.library.root {
             Some(root) => (root.clone(), false),
             None => (
@@ -82,7 +89,7 @@ impl Server {
             engine,
         };
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)));
-        Ok(Server { config, app, listeners, counters, demo })
+        Ok(Server { app, listeners, counters, demo })
     }
 
     /// The address actually bound.
@@ -92,7 +99,7 @@ impl Server {
 
     /// Serves until `shutdown` is triggered and in-flight responses are done.
     pub fn run(self, shutdown: &Shutdown) -> Result<(), ServeError> {
-        let engine = self.config.engine_config();
+        let engine = self.app.settings().engine.clone();
         let addr = self.local_addr();
         let workers = match engine.kind {
             EngineKind::Epoll | EngineKind::Uring | EngineKind::Tokio => {

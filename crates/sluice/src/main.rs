@@ -125,7 +125,9 @@ impl ServeArgs {
         }
         set!(self.listen => http.listen);
         set!(self.engine => engine.kind);
-        set!(self.send => engine.send);
+        if self.send.is_some() {
+            c.engine.send = self.send;
+        }
         set!(self.threads_mode => engine.threads_mode);
         set!(self.pool_size => engine.pool_size);
         set!(self.max_connections => engine.max_connections);
@@ -171,6 +173,7 @@ fn raise_nofile_limit() {
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let args_engine = args.engine;
     let config = args.into_config()?;
     init_logging(&config)?;
     raise_nofile_limit();
@@ -187,7 +190,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         })?
     };
-    let server = Server::bind(config)?;
+    // Asking for uring on the command line is a demand: if the kernel refuses io_uring, say why
+    // and stop. Asking in the configuration file is a preference that falls back to epoll.
+    let demanded = args_engine == Some(EngineKind::Uring);
+    let server = Server::bind(config, demanded)?;
     server.run(&shutdown)?;
     drop(signals);
     Ok(())

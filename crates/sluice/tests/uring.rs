@@ -335,7 +335,6 @@ fn demanded_uring_that_is_refused_exits_with_the_reason() {
 }
 
 #[test]
-#[ignore = "needs sluice_engine::resolve_engine wired into serve (uring from the config file is a request, not a demand)"]
 fn uring_requested_by_config_falls_back_to_epoll() {
     let fx = Fixture::new();
     let config = fx.base.join("sluice.toml");

@@ -24,6 +24,10 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// `epoll_copy::ranges_single` and says which configuration broke.
 macro_rules! engine_matrix {
     ($($test:ident),+ $(,)?) => {
+        engine_matrix!(@module uring_splice,
+            ["--engine", "uring", "--workers", "2", "--send", "splice"]; $($test),+);
+        engine_matrix!(@module uring_copy,
+            ["--engine", "uring", "--workers", "2", "--send", "copy"]; $($test),+);
         engine_matrix!(@module epoll_sendfile,
             ["--engine", "epoll", "--workers", "2", "--send", "sendfile"]; $($test),+);
         engine_matrix!(@module epoll_splice,
