@@ -112,6 +112,8 @@ def main():
         print(f"\nMemory over a {args.memory_minutes:g}-minute open-model run at {args.memory_rate} req/s "
               f"(`{' '.join(cmd)}`): RSS first sample {kib[0] / 1024:.1f} MiB, last {kib[-1] / 1024:.1f} MiB, "
               f"max {max(kib) / 1024:.1f} MiB over {len(kib)} samples every 10 s.")
+        per_minute = [f"{t // 60} min {m / 1024:.1f}" for t, m in memory if t % 60 < 10]
+        print("RSS by minute (MiB): " + ", ".join(per_minute))
 
 
 if __name__ == "__main__":
