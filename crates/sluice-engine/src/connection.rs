@@ -79,7 +79,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     }
 
     /// Sends queued output and offers buffered input, until the connection needs something from
-    /// outside: more input, writability, or closing.
+    /// outside: more input, writability, a job run, or closing.
     pub fn pump(&mut self, clock: &Clock, strategy: SendStrategy, buffers: &mut SendBuffers<'_>) -> Pump {
         loop {
             if !self.out.is_empty() {
@@ -94,8 +94,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
                         if let Some(pipe) = self.pipe.take() {
                             buffers.pipes.put(pipe);
                         }
-                        self.session.on_drained(clock);
-                        self.offer = true;
+                        self.drained(clock);
                     }
                     Err(_) => {
                         buffers.counters.add(Event::SocketErrors, 1);
@@ -103,25 +102,61 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
                     }
                 }
             }
+            if let Some(next) = self.next_step(clock) {
+                return next;
+            }
+        }
+    }
+
+    /// The outbox has drained: idle timers start now, and held-back input may follow.
+    pub fn drained(&mut self, clock: &Clock) {
+        self.session.on_drained(clock);
+        self.offer = true;
+    }
+
+    /// The session's half of [`Connection::pump`], for an outbox with nothing left to send:
+    /// what the connection needs next, or `None` when the session queued output to send first.
+    /// Engines whose sends complete asynchronously (io_uring) call it directly.
+    pub fn next_step(&mut self, clock: &Clock) -> Option<Pump> {
+        loop {
             if self.out.closing() {
-                return Pump::Finished;
+                return Some(Pump::Finished);
             }
             if let Some(job) = self.session.take_job() {
-                return Pump::Job(job);
+                return Some(Pump::Job(job));
             }
             if !self.session.wants_input() {
-                return Pump::Waiting;
+                return Some(Pump::Waiting);
             }
             if self.offer && !self.input.is_empty() {
                 self.offer = false;
                 let used = self.session.receive(&self.input, &mut self.out, clock);
                 self.input.drain(..used);
-                if !self.out.is_empty() || self.out.closing() || !self.session.wants_input() {
+                if !self.out.is_empty() {
+                    return None;
+                }
+                if self.out.closing() || !self.session.wants_input() {
                     continue;
                 }
             }
-            return if self.peer_closed { Pump::Failed } else { Pump::NeedInput };
+            return Some(if self.peer_closed { Pump::Failed } else { Pump::NeedInput });
         }
+    }
+
+    /// Keeps received bytes for later, unoffered: for engines whose receives complete while the
+    /// session is not asking for input (epoll leaves such bytes in the kernel instead).
+    pub fn stash(&mut self, bytes: &[u8]) {
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// Bytes received and not yet consumed by the session.
+    pub fn buffered(&self) -> usize {
+        self.input.len()
+    }
+
+    /// Drops unconsumed input: it dies with the response stream when the connection closes.
+    pub fn discard_input(&mut self) {
+        self.input = Vec::new();
     }
 
     /// Hands a finished job's output to the session and lets the rest of its input follow.

@@ -32,7 +32,7 @@ use slab::Slab;
 use sluice_proto::conn::Pending;
 use sluice_proto::{Clock, Job, Session};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::{set_int_opt, socket_addr_from};
 use crate::pool::{CpuPool, Delivery, Mailbox};
@@ -408,11 +408,6 @@ struct MsgSlot {
 /// [`Connection`]'s; what is here is what asynchronous sends and receives add.
 struct UConn<S> {
     conn: Connection<S>,
-    /// Received bytes the session has not consumed (mirrors `Connection`'s own input buffer,
-    /// which receives completions cannot use without its synchronous `pump`).
-    input: Vec<u8>,
-    /// Whether buffered input should be offered again (after a drain or a job).
-    offer: bool,
     /// The last pump ended wanting input, so received bytes go straight to the session.
     awaiting_input: bool,
     /// A send chain finished with the outbox empty; `on_drained` is due.
@@ -728,8 +723,6 @@ impl<'a, S: Service> Worker<'a, S> {
         conn.id = self.next_id;
         let key = self.conns.insert(UConn {
             conn,
-            input: Vec::new(),
-            offer: false,
             awaiting_input: true,
             drained: false,
             recv: Recv::Off,
@@ -751,7 +744,7 @@ impl<'a, S: Service> Worker<'a, S> {
         let u = &mut self.conns[key];
         let want = !u.closing
             && !u.conn.peer_closed
-            && (u.conn.lingering.is_some() || u.awaiting_input || u.input.len() < STASH_MAX);
+            && (u.conn.lingering.is_some() || u.awaiting_input || u.conn.buffered() < STASH_MAX);
         let id = u.conn.id;
         let fd = u.conn.stream.as_raw_fd();
         match (want, u.recv) {
@@ -805,11 +798,11 @@ impl<'a, S: Service> Worker<'a, S> {
                     close = discarded > LINGER_MAX_BYTES;
                 }
             } else if u.awaiting_input {
-                feed(u, bytes, &self.clock);
+                u.conn.feed(bytes, &self.clock);
             } else {
                 // Not asking for input: keep the bytes for when it is (epoll would leave them in
                 // the kernel; `tune_recv` stops receiving past STASH_MAX).
-                u.input.extend_from_slice(bytes);
+                u.conn.stash(bytes);
             }
         } else if res == 0 {
             u.conn.peer_closed = true;
@@ -1089,8 +1082,9 @@ impl<'a, S: Service> Worker<'a, S> {
 
     // -- driving ----------------------------------------------------------------------------
 
-    /// Mirrors `Connection::pump`: send what is queued, report a drain, offer buffered input,
-    /// and say what the connection needs next.
+    /// `Connection::pump` for asynchronous sends: start the next send chain if output is queued,
+    /// else let `Connection::next_step` (the session's half, shared with every engine) say what
+    /// the connection needs next.
     fn pump(&mut self, key: usize) -> Step {
         loop {
             let u = &mut self.conns[key];
@@ -1110,27 +1104,16 @@ impl<'a, S: Service> Worker<'a, S> {
                 };
             }
             if std::mem::take(&mut u.drained) {
-                u.conn.session.on_drained(&self.clock);
-                u.offer = true;
+                u.conn.drained(&self.clock);
             }
-            if u.conn.out.closing() {
-                return Step::Finished;
-            }
-            if let Some(job) = u.conn.session.take_job() {
-                return Step::Job(job);
-            }
-            if !u.conn.session.wants_input() {
-                return Step::Busy;
-            }
-            if u.offer && !u.input.is_empty() {
-                u.offer = false;
-                let used = u.conn.session.receive(&u.input, &mut u.conn.out, &self.clock);
-                u.input.drain(..used);
-                if !u.conn.out.is_empty() || u.conn.out.closing() || !u.conn.session.wants_input() {
-                    continue;
-                }
-            }
-            return if u.conn.peer_closed { Step::Failed } else { Step::NeedInput };
+            return match u.conn.next_step(&self.clock) {
+                None => continue,
+                Some(Pump::Job(job)) => Step::Job(job),
+                Some(Pump::Waiting | Pump::Blocked) => Step::Busy,
+                Some(Pump::NeedInput) => Step::NeedInput,
+                Some(Pump::Finished) => Step::Finished,
+                Some(Pump::Failed) => Step::Failed,
+            };
         }
     }
 
@@ -1149,14 +1132,13 @@ impl<'a, S: Service> Worker<'a, S> {
                     Step::Job(job) => {
                         if self.shared.pool.submit(job, key, u.conn.id, &self.mailbox).is_err() {
                             u.conn.job_refused(&self.clock);
-                            u.offer = true;
                         }
                     }
                     Step::Busy | Step::NeedInput => break true,
                     Step::Failed => break false,
                     Step::Finished => {
                         // Unconsumed input dies with the response stream, as on epoll.
-                        u.input = Vec::new();
+                        u.conn.discard_input();
                         break u.conn.start_linger(&self.clock, self.shared.counters);
                     }
                 }
@@ -1179,7 +1161,6 @@ impl<'a, S: Service> Worker<'a, S> {
         for (key, id, output) in deliveries.drain(..) {
             if let Some(u) = self.conns.get_mut(key).filter(|u| u.conn.id == id && !u.closing) {
                 u.conn.job_done(output, &self.clock);
-                u.offer = true;
                 self.drive(key);
             }
         }
@@ -1333,26 +1314,6 @@ impl<'a, S: Service> Worker<'a, S> {
 /// completion is stale (its caller still returns a receive buffer).
 fn current<T>(conns: &mut Slab<UConn<T>>, key: usize, generation: u64) -> Option<&mut UConn<T>> {
     conns.get_mut(key).filter(|u| u.conn.id & 0xFF_FFFF == generation)
-}
-
-/// Mirrors `Connection::feed`: hands freshly received bytes to the session, keeping what it does
-/// not consume yet.
-fn feed<S: Session>(u: &mut UConn<S>, bytes: &[u8], clock: &Clock) {
-    u.conn.last_progress = clock.now();
-    if u.input.is_empty() {
-        // The common case: a whole request in one completion, consumed straight from the
-        // provided buffer without copying it into the connection.
-        let used = u.conn.session.receive(bytes, &mut u.conn.out, clock);
-        u.input.extend_from_slice(&bytes[used..]);
-    } else {
-        u.input.extend_from_slice(bytes);
-        let used = u.conn.session.receive(&u.input, &mut u.conn.out, clock);
-        u.input.drain(..used);
-    }
-    if u.input.capacity() > 64 * 1024 && u.input.len() < 4 * 1024 {
-        // Idle connections should not keep the high-water mark of a burst.
-        u.input.shrink_to(4 * 1024);
-    }
 }
 
 /// The peer address of a connected socket.
