@@ -21,7 +21,9 @@ use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::{CpuPool, Delivery, Mailbox};
 use crate::send::{PipePool, SendBuffers};
-use crate::{cvt, new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
+use crate::{
+    cvt, new_clock, per_listener, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown,
+};
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
@@ -48,26 +50,8 @@ pub(crate) fn run<S: Service>(
     let open = AtomicUsize::new(0);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
     let pool = &pool;
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = listeners
-            .into_sockets()
-            .into_iter()
-            .enumerate()
-            .map(|(index, listener)| {
-                let (service, open) = (&*service, &open);
-                std::thread::Builder::new()
-                    .name(format!("sluice-epoll-{index}"))
-                    .spawn_scoped(scope, move || {
-                        Worker::new(config, listener, service, shutdown, open, counters.shard(index), pool)?
-                            .run();
-                        Ok(())
-                    })
-                    .map_err(|source| EngineError::Setup { what: "spawn worker", source })
-            })
-            .collect::<Result<_, _>>()?;
-        for w in workers {
-            w.join().unwrap_or_else(|_| Err(EngineError::Config("an epoll worker panicked".into())))?;
-        }
+    per_listener("epoll", listeners, |index, listener| {
+        Worker::new(config, listener, &*service, shutdown, &open, counters.shard(index), pool)?.run();
         Ok(())
     })
 }

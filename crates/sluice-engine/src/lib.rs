@@ -240,6 +240,32 @@ pub fn run<S: Service>(
     }
 }
 
+/// Runs `worker` once per listening socket, each on a thread of its own (one loop per core),
+/// and waits for all of them; the first error, or a panic, is the engine's result.
+pub(crate) fn per_listener<F>(engine: &str, listeners: Listeners, worker: F) -> Result<(), EngineError>
+where
+    F: Fn(usize, std::net::TcpListener) -> Result<(), EngineError> + Sync,
+{
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = listeners
+            .into_sockets()
+            .into_iter()
+            .enumerate()
+            .map(|(index, listener)| {
+                let worker = &worker;
+                std::thread::Builder::new()
+                    .name(format!("sluice-{engine}-{index}"))
+                    .spawn_scoped(scope, move || worker(index, listener))
+                    .map_err(|source| EngineError::Setup { what: "spawn worker", source })
+            })
+            .collect::<Result<_, _>>()?;
+        for t in threads {
+            t.join().unwrap_or_else(|_| Err(EngineError::Config(format!("an {engine} worker panicked"))))?;
+        }
+        Ok(())
+    })
+}
+
 /// Reads the clocks an engine passes to sessions.
 pub(crate) fn read_clock(clock: &mut Clock) {
     let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());

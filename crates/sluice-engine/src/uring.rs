@@ -35,6 +35,7 @@ use sluice_proto::{Clock, Job, Session};
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::{set_int_opt, socket_addr_from};
+use crate::per_listener;
 use crate::pool::{CpuPool, Delivery, Mailbox};
 use crate::uring_probe::{self, Support};
 use crate::{
@@ -109,28 +110,17 @@ pub(crate) fn run<S: Service>(
     let open = AtomicUsize::new(0);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
     let pool = &pool;
-    let sockets = listeners.into_sockets();
-    let per_worker = config.max_connections.div_ceil(sockets.len().max(1));
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = sockets
-            .into_iter()
-            .enumerate()
-            .map(|(index, listener)| {
-                let (service, open) = (&*service, &open);
-                std::thread::Builder::new()
-                    .name(format!("sluice-uring-{index}"))
-                    .spawn_scoped(scope, move || {
-                        let shared =
-                            Shared { service, config, shutdown, open, counters: counters.shard(index), pool };
-                        Worker::new(shared, support, listener, per_worker)?.run();
-                        Ok(())
-                    })
-                    .map_err(|source| EngineError::Setup { what: "spawn worker", source })
-            })
-            .collect::<Result<_, _>>()?;
-        for w in workers {
-            w.join().unwrap_or_else(|_| Err(EngineError::Config("an io_uring worker panicked".into())))?;
-        }
+    let per_worker = config.max_connections.div_ceil(config.workers.max(1));
+    per_listener("uring", listeners, |index, listener| {
+        let shared = Shared {
+            service: &*service,
+            config,
+            shutdown,
+            open: &open,
+            counters: counters.shard(index),
+            pool,
+        };
+        Worker::new(shared, support, listener, per_worker)?.run();
         Ok(())
     })
 }

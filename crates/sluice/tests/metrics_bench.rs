@@ -17,23 +17,6 @@ engine_matrix!(
     no_bench_turns_the_endpoints_off,
 );
 
-/// Reads one metric's value (the whole sample name, labels included) from `/metrics` text.
-fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
-        .parse::<f64>()
-        .unwrap_or_else(|e| panic!("{name}: {e}")) as u64
-}
-
-fn metrics(c: &mut Conn) -> String {
-    c.send(get("/metrics", &[]));
-    let r = c.response();
-    r.expect_status(200, "/metrics");
-    assert!(r.header("content-type").unwrap_or("").starts_with("text/plain; version=0.0.4"), "{r:?}");
-    r.body_text()
-}
-
 fn requests_and_accepts_are_counted(engine: &[&str]) {
     let fx = Fixture::new();
     let server = Server::serve(engine, &fx, &[]);

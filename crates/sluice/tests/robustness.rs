@@ -428,40 +428,6 @@ fn idle_keep_alive_is_closed(engine: &[&str]) {
     assert!(closed.extra.is_empty(), "an idle connection was sent {:?}", lossy_prefix(&closed.extra, 200));
 }
 
-/// Waits until the server's descriptor count is at most `baseline` (10 s at most).
-fn wait_fds(server: &Server, baseline: usize, limit: Duration) -> Result<(), usize> {
-    let mut last = 0;
-    if poll_until(limit, || {
-        last = server.fd_count();
-        last <= baseline
-    }) {
-        Ok(())
-    } else {
-        Err(last)
-    }
-}
-
-/// The descriptor count once the server is idle: after a warm-up request, when it stops changing.
-fn idle_fd_baseline(server: &Server) -> usize {
-    let mut c = Conn::open(server.addr());
-    c.send(get("/t1.html", &[("Connection", "close")]));
-    c.response().expect_status(200, "warm-up");
-    assert!(c.wait_close(Duration::from_secs(5)).closed, "warm-up connection not closed");
-    drop(c);
-    std::thread::sleep(Duration::from_millis(200));
-    // Stable over three samples 100 ms apart (bounded: 5 s).
-    let mut samples = vec![server.fd_count()];
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        samples.push(server.fd_count());
-        let n = samples.len();
-        if n >= 3 && samples[n - 1] == samples[n - 2] && samples[n - 2] == samples[n - 3] {
-            break;
-        }
-    }
-    *samples.last().unwrap()
-}
-
 fn reset_clients_leak_no_descriptors(engine: &[&str]) {
     let fx = Fixture::new();
     let server = Server::serve(engine, &fx, &[]);

@@ -10,8 +10,6 @@
 mod common;
 
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -23,99 +21,6 @@ fn both(test: fn(&[&str])) {
     for engine in [SPLICE, COPY] {
         test(engine);
     }
-}
-
-/// Reads one metric's value from `/metrics` text.
-fn metric(text: &str, name: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
-        .parse::<f64>()
-        .unwrap_or_else(|e| panic!("{name}: {e}")) as u64
-}
-
-fn metrics(c: &mut Conn) -> String {
-    c.send(get("/metrics", &[]));
-    let r = c.response();
-    r.expect_status(200, "/metrics");
-    r.body_text()
-}
-
-#[test]
-fn megabyte_file_is_byte_exact() {
-    both(|engine| {
-        let fx = Fixture::new();
-        let server = Server::serve(engine, &fx, &[]);
-        let r = fetch_get(server.addr(), "/1m.bin", &[]);
-        r.expect_status(200, "1m.bin");
-        assert_bytes_eq(&r.body, &fx.file("1m.bin"), &format!("{engine:?} 1m.bin"));
-        // An odd size that is neither a pipe nor a copy buffer multiple.
-        let odd = pseudo_random(3 * 1024 * 1024 + 12345, 7);
-        fx.write("odd.bin", &odd);
-        let r = fetch_get(server.addr(), "/odd.bin", &[]);
-        r.expect_status(200, "odd.bin");
-        assert_bytes_eq(&r.body, &odd, &format!("{engine:?} odd.bin"));
-    });
-}
-
-#[test]
-fn ranges_single_and_multipart() {
-    both(|engine| {
-        let fx = Fixture::new();
-        let server = Server::serve(engine, &fx, &[]);
-        let big = fx.file("1m.bin");
-        let mut c = Conn::open(server.addr());
-        for (range, first, last) in
-            [("bytes=0-0", 0, 0), ("bytes=1000-1999", 1000, 1999), ("bytes=-100", 1048476, 1048575)]
-        {
-            c.send(get("/1m.bin", &[("Range", range)]));
-            let r = c.response();
-            r.expect_status(206, range);
-            assert_eq!(
-                parse_content_range(r.header("content-range").unwrap()).unwrap(),
-                (first as u64, last as u64, big.len() as u64)
-            );
-            assert_bytes_eq(&r.body, &big[first..=last], range);
-        }
-        c.send(get("/1m.bin", &[("Range", "bytes=0-9,500000-500099,1048570-")]));
-        let r = c.response();
-        r.expect_status(206, "multipart");
-        let parts = parse_multipart(&r).unwrap_or_else(|e| panic!("{e}\n{r:?}"));
-        let expected = [(0usize, 9usize), (500000, 500099), (1048570, 1048575)];
-        assert_eq!(parts.len(), expected.len());
-        for (part, (a, b)) in parts.iter().zip(expected) {
-            assert_eq!(part.range, (a as u64, b as u64, big.len() as u64));
-            assert_bytes_eq(&part.data, &big[a..=b], "multipart part");
-        }
-    });
-}
-
-#[test]
-fn pipelined_requests_answered_in_order() {
-    both(|engine| {
-        let fx = Fixture::new();
-        let server = Server::serve(engine, &fx, &[]);
-        let (t1, k64, big) = (fx.file("t1.html"), fx.file("64k.bin"), fx.file("1m.bin"));
-        let reqs: Vec<(Vec<u8>, u16, Vec<u8>)> = vec![
-            (get("/t1.html", &[]), 200, t1.clone()),
-            (get("/1m.bin", &[]), 200, big.clone()),
-            (get("/64k.bin", &[("Range", "bytes=100-199")]), 206, k64[100..200].to_vec()),
-            (get("/missing", &[]), 404, Vec::new()),
-            (get("/bench/hello", &[]), 200, b"Hello, World!".to_vec()),
-            (get("/64k.bin", &[]), 200, k64.clone()),
-        ];
-        let mut c = Conn::open(server.addr());
-        c.send(reqs.iter().flat_map(|r| r.0.clone()).collect::<Vec<u8>>());
-        for (i, (_, status, body)) in reqs.iter().enumerate() {
-            let r = c.response();
-            r.expect_status(*status, &format!("pipelined #{i}"));
-            if *status != 404 {
-                assert_bytes_eq(&r.body, body, &format!("{engine:?} pipelined #{i}"));
-            }
-        }
-        let closed = c.wait_close(Duration::from_millis(300));
-        assert!(closed.extra.is_empty() && !closed.closed, "{engine:?}: {closed:?}");
-    });
 }
 
 #[test]
@@ -151,87 +56,13 @@ fn keep_alive_20_requests_cost_no_read_or_write_calls() {
 }
 
 #[test]
-fn slow_header_gets_408() {
-    both(|engine| {
-        let fx = Fixture::new();
-        let server = Server::serve(engine, &fx, &["--header-timeout", "2s"]);
-        let mut c = Conn::open(server.addr());
-        c.send(b"GET /t1.html HTTP/1.1\r\nHost: loc");
-        let start = Instant::now();
-        let closed = c.wait_close(Duration::from_secs(8));
-        let after = start.elapsed();
-        assert!(closed.closed, "{engine:?}: a half-sent head was kept open 8 s (header timeout 2 s)");
-        assert!(
-            after >= Duration::from_millis(1500) && after <= Duration::from_secs(5),
-            "{engine:?}: closed after {after:?}"
-        );
-        let r = Response::parse(&closed.extra, false, true).ok().flatten().map(|x| x.0);
-        assert_eq!(r.map(|r| r.status), Some(408), "{engine:?}: {:?}", lossy_prefix(&closed.extra, 200));
-    });
-}
-
-/// The descriptor count once the server is idle (stable over three samples 100 ms apart).
-fn idle_fds(server: &Server) -> usize {
-    let mut samples = vec![server.fd_count()];
-    for _ in 0..50 {
-        std::thread::sleep(Duration::from_millis(100));
-        samples.push(server.fd_count());
-        let n = samples.len();
-        if n >= 3 && samples[n - 1] == samples[n - 2] && samples[n - 2] == samples[n - 3] {
-            break;
-        }
-    }
-    *samples.last().unwrap()
-}
-
-#[test]
-fn reset_clients_leak_no_descriptors() {
-    both(|engine| {
-        let fx = Fixture::new();
-        let server = Server::serve(engine, &fx, &[]);
-        let addr = server.addr();
-        let warm = fetch_get(addr, "/t1.html", &[("Connection", "close")]);
-        warm.expect_status(200, "warm-up");
-        let baseline = idle_fds(&server);
-        let next = Arc::new(AtomicUsize::new(0));
-        let workers: Vec<_> = (0..8)
-            .map(|_| {
-                let next = Arc::clone(&next);
-                std::thread::spawn(move || {
-                    while next.fetch_add(1, Ordering::Relaxed) < 500 {
-                        let mut c = Conn::open(addr);
-                        c.send(get("/1m.bin", &[]));
-                        let got = c.read_exact_raw(4096).expect("the first 4 KB");
-                        assert!(got.starts_with(b"HTTP/1.1 200"), "{:?}", lossy_prefix(&got, 100));
-                        c.set_reset_on_close();
-                    }
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().unwrap();
-        }
-        let mut now = 0;
-        let settled = poll_until(Duration::from_secs(10), || {
-            now = server.fd_count();
-            now <= baseline
-        });
-        assert!(settled, "{engine:?}: {now} descriptors 10 s after 500 resets, {baseline} before");
-        fetch_get(addr, "/t1.html", &[("Connection", "close")]).expect_status(200, "after the resets");
-    });
-}
-
-#[test]
 fn client_pipelining_without_reading_is_bounded_and_dropped() {
     // A client that sends requests for a large file back to back and never reads: the server
     // must stop taking its input (not buffer it without bound) and drop it at the send deadline.
     both(|engine| {
         let fx = Fixture::new();
         let server = Server::serve(engine, &fx, &["--send-timeout", "2s"]);
-        let baseline = {
-            fetch_get(server.addr(), "/t1.html", &[("Connection", "close")]).expect_status(200, "warm-up");
-            idle_fds(&server)
-        };
+        let baseline = idle_fd_baseline(&server);
         let mut c = Conn::from_stream(connect_small_rcvbuf(server.addr(), 4096));
         c.stream.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
         let req = get("/1m.bin", &[]);
@@ -276,28 +107,6 @@ fn waiting_requests_do_not_block_the_ring() {
     }
     let took = start.elapsed();
     assert!(took < Duration::from_secs(2), "50 waits of 200 ms took {took:?} on one ring");
-}
-
-#[test]
-fn graceful_shutdown_finishes_the_download_and_exits_0() {
-    both(|engine| {
-        let fx = Fixture::new();
-        fx.write("slow.bin", &pseudo_random(8 * 1024 * 1024, 8));
-        let big = fx.file("slow.bin");
-        let mut server = Server::serve(engine, &fx, &["--shutdown-grace", "20s"]);
-        let mut c = Conn::from_stream(connect_small_rcvbuf(server.addr(), 8192));
-        c.send(get("/slow.bin", &[]));
-        let first = c.read_exact_raw(16 * 1024).expect("the start of the download");
-        let head_end = find(&first, b"\r\n\r\n").expect("a head") + 4;
-        server.signal(libc::SIGTERM);
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(server.running(), "{engine:?}: exited at once with a download in flight");
-        let rest = c.read_exact_raw(head_end + big.len() - first.len()).expect("the rest of the download");
-        let body = [&first[head_end..], &rest[..]].concat();
-        assert_bytes_eq(&body, &big, &format!("{engine:?} download across SIGTERM"));
-        let status = server.wait_exit(IO_TIMEOUT).expect("exit after the download");
-        assert!(status.success(), "{engine:?}: exit status {status}\n{}", server.log_text());
-    });
 }
 
 /// Runs `sluice serve` with `args` (and the environment `env`), expecting it to exit by itself.

@@ -1055,3 +1055,55 @@ pub fn poll_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Reads one metric's value (the whole sample name, labels included) from `/metrics` text.
+pub fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+        .parse::<f64>()
+        .unwrap_or_else(|e| panic!("{name}: {e}")) as u64
+}
+
+/// Scrapes `/metrics` over `c`, checking it is Prometheus text.
+pub fn metrics(c: &mut Conn) -> String {
+    c.send(get("/metrics", &[]));
+    let r = c.response();
+    r.expect_status(200, "/metrics");
+    assert!(r.header("content-type").unwrap_or("").starts_with("text/plain; version=0.0.4"), "{r:?}");
+    r.body_text()
+}
+
+/// Waits until the server's descriptor count is at most `baseline` (10 s at most).
+pub fn wait_fds(server: &Server, baseline: usize, limit: Duration) -> Result<(), usize> {
+    let mut last = 0;
+    if poll_until(limit, || {
+        last = server.fd_count();
+        last <= baseline
+    }) {
+        Ok(())
+    } else {
+        Err(last)
+    }
+}
+
+/// The descriptor count once the server is idle: after a warm-up request, when it stops changing.
+pub fn idle_fd_baseline(server: &Server) -> usize {
+    let mut c = Conn::open(server.addr());
+    c.send(get("/t1.html", &[("Connection", "close")]));
+    c.response().expect_status(200, "warm-up");
+    assert!(c.wait_close(Duration::from_secs(5)).closed, "warm-up connection not closed");
+    drop(c);
+    std::thread::sleep(Duration::from_millis(200));
+    // Stable over three samples 100 ms apart (bounded: 5 s).
+    let mut samples = vec![server.fd_count()];
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        samples.push(server.fd_count());
+        let n = samples.len();
+        if n >= 3 && samples[n - 1] == samples[n - 2] && samples[n - 2] == samples[n - 3] {
+            break;
+        }
+    }
+    *samples.last().unwrap()
+}
