@@ -272,3 +272,23 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
         true
     }
 }
+
+/// Sorts connections by deadline for a sweep: keys already due go into `due`, and the return
+/// value is when the next sweep is needed (the nearest future deadline, at most `horizon`).
+pub(crate) fn sort_deadlines(
+    deadlines: impl Iterator<Item = (usize, Option<Instant>)>,
+    now: Instant,
+    horizon: Instant,
+    due: &mut Vec<usize>,
+) -> Instant {
+    due.clear();
+    let mut next = horizon;
+    for (key, deadline) in deadlines {
+        match deadline {
+            Some(d) if d <= now => due.push(key),
+            Some(d) => next = next.min(d),
+            None => {}
+        }
+    }
+    next
+}

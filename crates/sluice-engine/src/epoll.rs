@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use slab::Slab;
 use sluice_proto::{Clock, Session};
 
-use crate::connection::{Connection, Pump};
+use crate::connection::{sort_deadlines, Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::{CpuPool, Delivery, Mailbox};
@@ -341,15 +341,8 @@ impl<'a, S: Service> Worker<'a, S> {
         }
         let now = self.clock.now();
         let timeout = self.config.send_timeout;
-        self.due.clear();
-        self.next_wake = now + SWEEP;
-        for (key, conn) in self.conns.iter() {
-            match conn.deadline(timeout) {
-                Some(d) if d <= now => self.due.push(key),
-                Some(d) => self.next_wake = self.next_wake.min(d),
-                None => {}
-            }
-        }
+        let deadlines = self.conns.iter().map(|(key, conn)| (key, conn.deadline(timeout)));
+        self.next_wake = sort_deadlines(deadlines, now, now + SWEEP, &mut self.due);
         for i in 0..self.due.len() {
             let key = self.due[i];
             let conn = &mut self.conns[key];

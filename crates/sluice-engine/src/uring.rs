@@ -32,7 +32,7 @@ use slab::Slab;
 use sluice_proto::conn::Pending;
 use sluice_proto::{Clock, Job, Session};
 
-use crate::connection::{Connection, Pump};
+use crate::connection::{sort_deadlines, Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::{set_int_opt, socket_addr_from};
 use crate::per_listener;
@@ -1173,18 +1173,9 @@ impl<'a, S: Service> Worker<'a, S> {
         }
         let now = self.clock.now();
         let timeout = self.shared.config.send_timeout;
-        self.due.clear();
-        self.next_wake = now + SWEEP;
-        for (key, u) in self.conns.iter() {
-            if u.closing {
-                continue;
-            }
-            match u.conn.deadline(timeout) {
-                Some(d) if d <= now => self.due.push(key),
-                Some(d) => self.next_wake = self.next_wake.min(d),
-                None => {}
-            }
-        }
+        let deadlines =
+            self.conns.iter().filter(|(_, u)| !u.closing).map(|(key, u)| (key, u.conn.deadline(timeout)));
+        self.next_wake = sort_deadlines(deadlines, now, now + SWEEP, &mut self.due);
         for i in 0..self.due.len() {
             let key = self.due[i];
             let u = &mut self.conns[key];
