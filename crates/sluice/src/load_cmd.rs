@@ -154,7 +154,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     let thresholds = args.thresholds.iter().map(|t| Threshold::parse(t)).collect::<Result<Vec<_>, _>>()?;
     let config = build_config(&args)?;
-    raise_nofile_limit();
+    crate::raise_nofile_limit();
     let report = if args.no_progress {
         sluice_load::run(&config, &mut sluice_load::NoObserver)?
     } else {
@@ -262,17 +262,4 @@ fn build_config(args: &HttpArgs) -> anyhow::Result<LoadConfig> {
     config.allow_non_loopback = args.allow_non_loopback;
     config.validate()?;
     Ok(config)
-}
-
-/// Raises the soft open-files limit to the hard one: every connection is a descriptor, and the
-/// usual soft default (1024) would cap a run at about a thousand connections.
-fn raise_nofile_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
 }

@@ -11,6 +11,7 @@ use sluice_engine::{EngineKind, SendStrategy, Shutdown, ThreadsMode};
 use sluice_server::config::{parse_duration, Config, LogFormat};
 use sluice_server::Server;
 
+mod lab_cmd;
 mod load_cmd;
 
 /// sluice: a media streaming server whose I/O path is a setting.
@@ -27,6 +28,8 @@ enum Command {
     Serve(ServeArgs),
     /// Generate load: `sluice load http` (closed and open models, HDR latency, thresholds).
     Load(load_cmd::LoadArgs),
+    /// Run the published I/O experiments against sluice and real peers, with reports.
+    Lab(lab_cmd::LabArgs),
 }
 
 /// Every flag overrides the same setting in the configuration file.
@@ -158,8 +161,9 @@ fn init_logging(config: &Config) -> anyhow::Result<()> {
 }
 
 /// Raises the soft open-files limit to the hard one: every connection is a descriptor, and the
-/// usual soft default (1024) would cap a server at about a thousand clients.
-fn raise_nofile_limit() {
+/// usual soft default (1024) would cap a server, a load run or the lab at about a thousand
+/// connections.
+pub(crate) fn raise_nofile_limit() {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
     unsafe {
@@ -203,5 +207,9 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(args),
         Command::Load(args) => load_cmd::run(args),
+        Command::Lab(args) => {
+            raise_nofile_limit();
+            lab_cmd::run(args)
+        }
     }
 }

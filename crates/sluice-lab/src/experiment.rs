@@ -1,0 +1,497 @@
+//! Experiments as data: each is a TOML file in `experiments/` (compiled in) declaring the server
+//! configurations, the load, the sweeps of parameters, and how the report shows the result
+//! (tables, charts, findings, the published numbers). This module parses those files and expands
+//! an experiment into the steps the runner executes; it runs nothing.
+//!
+//! One run of an experiment is every server × every point of every sweep, where a point is one
+//! combination of the sweep's parameter lists (chunk size, virtual users, workers, profile).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::LabError;
+
+/// The experiments sluice ships, in order.
+const BUILTIN: [&str; 4] = [
+    include_str!("../experiments/e1-zero-copy.toml"),
+    include_str!("../experiments/e2-concurrency.toml"),
+    include_str!("../experiments/e3-io-models.toml"),
+    include_str!("../experiments/e4-execution-models.toml"),
+];
+
+/// The E4 load profiles (open-model scenario files shared with `sluice load http --scenario`).
+const PROFILES: [(&str, &str); 3] = [
+    ("hello", include_str!("../../sluice-load/scenarios/e4-hello.toml")),
+    ("cpu", include_str!("../../sluice-load/scenarios/e4-cpu.toml")),
+    ("latency", include_str!("../../sluice-load/scenarios/e4-latency.toml")),
+];
+
+/// The text of a built-in load profile, with the path it has in the repository.
+pub fn profile(name: &str) -> Option<(&'static str, String)> {
+    PROFILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(n, text)| (*text, format!("crates/sluice-load/scenarios/e4-{n}.toml")))
+}
+
+/// Every built-in experiment.
+pub fn builtin() -> Vec<Experiment> {
+    BUILTIN.iter().map(|text| Experiment::parse(text).expect("built-in experiments parse")).collect()
+}
+
+/// One experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Short id from EXPERIMENTS.md (`E1`).
+    pub id: String,
+    /// Name used on the command line (`zero-copy`).
+    pub name: String,
+    /// One-line title.
+    pub title: String,
+    /// The source report.
+    pub seed: String,
+    /// The caveat the report must print.
+    pub caveat: String,
+    /// Whether the run measures the loopback limit with iperf3 as a reference line.
+    #[serde(default)]
+    pub loopback_reference: bool,
+    /// The load every row runs.
+    pub load: LoadPlan,
+    /// Parameter sweeps.
+    pub sweep: Vec<Sweep>,
+    /// Server configurations.
+    pub server: Vec<ServerSpec>,
+    /// Tables of the report.
+    #[serde(default)]
+    pub table: Vec<TableSpec>,
+    /// Charts of the report.
+    #[serde(default)]
+    pub chart: Vec<ChartSpec>,
+    /// Generated findings ("what this shows").
+    #[serde(default)]
+    pub finding: Vec<FindingSpec>,
+    /// The source report's numbers, shown for reference.
+    #[serde(default)]
+    pub published: Vec<PublishedTable>,
+}
+
+/// Closed or open model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadModel {
+    /// Virtual users in a loop (k6, wrk).
+    Closed,
+    /// Scheduled arrivals from a profile (Gatling `injectOpen`).
+    Open,
+}
+
+/// The load of an experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadPlan {
+    /// Closed or open.
+    pub model: LoadModel,
+    /// Request path (closed model); `{chunk}` is replaced by the chunk size in bytes.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Measured time per row (closed model).
+    #[serde(default, with = "opt_duration")]
+    pub duration: Option<Duration>,
+    /// Measured time per row with `--quick`.
+    #[serde(default, with = "opt_duration")]
+    pub quick_duration: Option<Duration>,
+    /// Warm-up before measuring; absent means the experiment allows none.
+    #[serde(default, with = "opt_duration")]
+    pub warmup: Option<Duration>,
+    /// Warm-up with `--quick`.
+    #[serde(default, with = "opt_duration")]
+    pub quick_warmup: Option<Duration>,
+    /// Fraction of each open-model profile's length run with `--quick`.
+    #[serde(default)]
+    pub quick_scale: Option<f64>,
+}
+
+/// One sweep: the cartesian product of its parameter lists.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// Name shown in the report.
+    pub name: String,
+    /// Which parameter is the x axis (`chunk`, `vus`, `workers`, `profile`).
+    pub x: Param,
+    /// Response body sizes in bytes.
+    #[serde(default)]
+    pub chunk: Vec<u64>,
+    /// Virtual users (closed model connections).
+    #[serde(default)]
+    pub vus: Vec<usize>,
+    /// Virtual users with `--quick` (the full list when absent).
+    #[serde(default)]
+    pub quick_vus: Vec<usize>,
+    /// Server workers; 0 stands for every core.
+    #[serde(default)]
+    pub workers: Vec<usize>,
+    /// Open-model profiles.
+    #[serde(default)]
+    pub profile: Vec<String>,
+}
+
+/// A swept parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Param {
+    /// Response body size.
+    Chunk,
+    /// Virtual users or connections.
+    Vus,
+    /// Server worker threads.
+    Workers,
+    /// Load profile.
+    Profile,
+}
+
+impl Param {
+    /// Axis label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Param::Chunk => "chunk size",
+            Param::Vus => "connections (virtual users)",
+            Param::Workers => "server worker threads",
+            Param::Profile => "profile",
+        }
+    }
+}
+
+/// What kind of server a row runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerKind {
+    /// `sluice serve` with the row's arguments.
+    #[default]
+    Sluice,
+    /// nginx with a generated configuration.
+    Nginx,
+}
+
+/// What the nginx peer serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NginxMode {
+    /// The experiment's media directory.
+    Static,
+    /// `return 200 "Hello, World!"` at `/bench/hello`.
+    Return200,
+}
+
+/// One server configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Name in tables and charts.
+    pub name: String,
+    /// sluice or a peer.
+    #[serde(default)]
+    pub kind: ServerKind,
+    /// Extra `sluice serve` arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// What nginx serves.
+    #[serde(default)]
+    pub nginx: Option<NginxMode>,
+    /// nginx `sendfile on|off`.
+    #[serde(default)]
+    pub sendfile: Option<bool>,
+}
+
+impl ServerSpec {
+    /// Whether this row is a peer rather than sluice.
+    pub fn is_peer(&self) -> bool {
+        self.kind != ServerKind::Sluice
+    }
+}
+
+/// A table of the report: servers down, the sweep's points across, each with `metrics`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    /// Caption.
+    pub caption: String,
+    /// Which sweep (the first when absent).
+    #[serde(default)]
+    pub sweep: Option<String>,
+    /// Metric names (see [`crate::results::Figures::metric`]).
+    pub metrics: Vec<String>,
+    /// Add the change from the first point to the last, in %.
+    #[serde(default)]
+    pub change: bool,
+}
+
+/// A chart of the report: one line per server, the sweep's parameter on x.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChartSpec {
+    /// Title.
+    pub title: String,
+    /// Metric on y.
+    pub metric: String,
+    /// Which sweep (the first when absent).
+    #[serde(default)]
+    pub sweep: Option<String>,
+    /// Logarithmic x axis.
+    #[serde(default)]
+    pub log_x: bool,
+}
+
+/// A generated finding.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FindingSpec {
+    /// `best`, `flat`, `ratio`, `success` or `latency_overhead` (see [`crate::findings`]).
+    pub kind: String,
+    /// The metric compared.
+    #[serde(default)]
+    pub metric: Option<String>,
+    /// First server (`ratio`).
+    #[serde(default)]
+    pub a: Option<String>,
+    /// Second server (`ratio`).
+    #[serde(default)]
+    pub b: Option<String>,
+    /// Only points with at least this many virtual users (`ratio`).
+    #[serde(default)]
+    pub min_vus: Option<usize>,
+}
+
+/// Numbers from the source report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedTable {
+    /// Caption.
+    pub caption: String,
+    /// Column headings.
+    pub columns: Vec<String>,
+    /// Cells.
+    pub rows: Vec<Vec<String>>,
+}
+
+/// One point of a sweep: the parameters of one row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// The sweep it belongs to.
+    pub sweep: String,
+    /// Which parameter varies along the sweep.
+    pub x: Param,
+    /// Response body size.
+    pub chunk: Option<u64>,
+    /// Virtual users.
+    pub vus: Option<usize>,
+    /// Server workers (resolved: never 0).
+    pub workers: usize,
+    /// Open-model profile.
+    pub profile: Option<String>,
+}
+
+impl Point {
+    /// The value on the x axis, as a number where it has one.
+    pub fn x_value(&self) -> Option<f64> {
+        match self.x {
+            Param::Chunk => self.chunk.map(|c| c as f64),
+            Param::Vus => self.vus.map(|v| v as f64),
+            Param::Workers => Some(self.workers as f64),
+            Param::Profile => None,
+        }
+    }
+
+    /// The x value as text (`64 KB`, `1000`, `latency`).
+    pub fn x_label(&self) -> String {
+        match self.x {
+            Param::Chunk => self.chunk.map(size_label).unwrap_or_default(),
+            Param::Vus => self.vus.map(|v| v.to_string()).unwrap_or_default(),
+            Param::Workers => self.workers.to_string(),
+            Param::Profile => self.profile.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// `65536` → `64 KB`, `1048576` → `1 MB`.
+pub fn size_label(bytes: u64) -> String {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MB", bytes >> 20)
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
+        format!("{} KB", bytes >> 10)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+impl Experiment {
+    /// Parses and checks one experiment declaration.
+    pub fn parse(text: &str) -> Result<Experiment, LabError> {
+        let e: Experiment = toml::from_str(text)
+            .map_err(|err| LabError::BadExperiment { name: "?".into(), message: err.to_string() })?;
+        e.check()?;
+        Ok(e)
+    }
+
+    /// Finds a built-in experiment by name or id (`zero-copy`, `E1`).
+    pub fn find(name: &str) -> Result<Experiment, LabError> {
+        builtin()
+            .into_iter()
+            .find(|e| e.name == name || e.id.eq_ignore_ascii_case(name))
+            .ok_or_else(|| LabError::UnknownExperiment(name.to_string()))
+    }
+
+    fn check(&self) -> Result<(), LabError> {
+        let bad = |m: String| Err(LabError::BadExperiment { name: self.name.clone(), message: m });
+        if self.sweep.is_empty() || self.server.is_empty() {
+            return bad("needs at least one sweep and one server".into());
+        }
+        for s in &self.sweep {
+            let needs = match self.load.model {
+                LoadModel::Closed => self.load.path.is_some() && !s.vus.is_empty(),
+                LoadModel::Open => !s.profile.is_empty(),
+            };
+            if !needs {
+                return bad(format!("sweep `{}` lacks the parameters its load model needs", s.name));
+            }
+            if s.profile.iter().any(|p| profile(p).is_none()) {
+                return bad(format!("sweep `{}` names an unknown profile", s.name));
+            }
+        }
+        if self.load.model == LoadModel::Closed && self.load.duration.is_none() {
+            return bad("a closed-model experiment needs a duration".into());
+        }
+        for s in &self.server {
+            if s.kind == ServerKind::Nginx && s.nginx.is_none() {
+                return bad(format!("server `{}` needs `nginx = \"static\"` or `\"return200\"`", s.name));
+            }
+        }
+        let metrics =
+            self.table.iter().flat_map(|t| t.metrics.iter()).chain(self.chart.iter().map(|c| &c.metric));
+        for m in metrics {
+            if !crate::results::METRICS.iter().any(|(name, _)| name == m) {
+                return bad(format!("unknown metric `{m}`"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every point of every sweep, in run order. `cores` resolves `workers = 0`.
+    pub fn points(&self, quick: bool, cores: usize) -> Vec<Point> {
+        let mut out = Vec::new();
+        for s in &self.sweep {
+            let vus = if quick && !s.quick_vus.is_empty() { &s.quick_vus } else { &s.vus };
+            let chunks: Vec<Option<u64>> = opt_list(&s.chunk);
+            let vus: Vec<Option<usize>> = opt_list(vus);
+            let profiles: Vec<Option<String>> = opt_list(&s.profile);
+            let mut workers: Vec<usize> = if s.workers.is_empty() { vec![1] } else { s.workers.clone() };
+            for w in &mut workers {
+                if *w == 0 {
+                    *w = cores.max(1);
+                }
+            }
+            workers.dedup();
+            for &chunk in &chunks {
+                for &v in &vus {
+                    for &w in &workers {
+                        for p in &profiles {
+                            out.push(Point {
+                                sweep: s.name.clone(),
+                                x: s.x,
+                                chunk,
+                                vus: v,
+                                workers: w,
+                                profile: p.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The sweep named `name`, or the first.
+    pub fn sweep_named(&self, name: Option<&str>) -> &Sweep {
+        name.and_then(|n| self.sweep.iter().find(|s| s.name == n)).unwrap_or(&self.sweep[0])
+    }
+
+    /// Chunk sizes any sweep uses (the files the media directory needs).
+    pub fn chunk_sizes(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.sweep.iter().flat_map(|s| s.chunk.iter().copied()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+fn opt_list<T: Clone>(v: &[T]) -> Vec<Option<T>> {
+    if v.is_empty() {
+        vec![None]
+    } else {
+        v.iter().cloned().map(Some).collect()
+    }
+}
+
+mod opt_duration {
+    use std::time::Duration;
+
+    pub fn serialize<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(&sluice_load::duration_text::format(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text = <Option<String> as serde::Deserialize>::deserialize(d)?;
+        text.map(|t| sluice_load::duration_text::parse(&t).map_err(serde::de::Error::custom)).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_experiments_parse_and_expand() {
+        let all = builtin();
+        assert_eq!(
+            all.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+            ["zero-copy", "concurrency", "io-models", "execution-models"]
+        );
+        let e1 = Experiment::find("E1").unwrap();
+        assert_eq!(e1.points(false, 2).len(), 3);
+        assert_eq!(e1.chunk_sizes(), [65536, 262144, 1048576]);
+        let e3 = Experiment::find("io-models").unwrap();
+        let full = e3.points(false, 4);
+        assert_eq!(full.len(), 6 + 2);
+        assert_eq!(full.last().unwrap().workers, 4);
+        assert_eq!(e3.points(true, 1).len(), 2 + 1, "workers [1, cores] collapse on one core");
+        let e4 = Experiment::find("execution-models").unwrap();
+        assert_eq!(
+            e4.points(true, 2).iter().map(|p| p.x_label()).collect::<Vec<_>>(),
+            ["hello", "cpu", "latency"]
+        );
+        assert!(Experiment::find("nope").is_err());
+    }
+
+    #[test]
+    fn bad_declarations_are_refused() {
+        let base = include_str!("../experiments/e2-concurrency.toml");
+        assert!(
+            Experiment::parse(&base.replace("\"p95_ms\", \"p99_ms\"", "\"p95_ms\", \"nonsense\"")).is_err()
+        );
+        assert!(Experiment::parse(&base.replace("duration = \"30s\"", "")).is_err());
+        assert!(Experiment::parse("id = 1").is_err());
+    }
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        assert_eq!(size_label(65536), "64 KB");
+        assert_eq!(size_label(1 << 20), "1 MB");
+        assert_eq!(size_label(1000), "1000 B");
+    }
+}

@@ -1,0 +1,223 @@
+//! "What this shows": short sentences generated from a run's rows, of the kinds an experiment
+//! declares (`[[finding]]`):
+//!
+//! - `best`: per point, the best sluice configuration on a metric against the best peer, as a ratio;
+//! - `flat`: how a metric changes from the first point of the sweep to the last, for the best sluice
+//!   configuration and for each peer (e.g. p95 at 1 MB against 64 KB);
+//! - `ratio`: one server against another on a metric, per point;
+//! - `success`: which rows fell short of 100% success;
+//! - `latency_overhead`: for `latency?ms=X` targets, p99 minus X, the server's own delay.
+//!
+//! It only reads rows; the numbers come from `results`.
+
+use std::collections::BTreeMap;
+
+use crate::experiment::FindingSpec;
+use crate::results::{higher_is_better, metric_heading, ExperimentResults, Row, RowOutcome};
+
+/// Every finding of a run, in declaration order, then the rows that did not run.
+pub fn generate(results: &ExperimentResults) -> Vec<String> {
+    let mut out = Vec::new();
+    for spec in &results.experiment.finding {
+        let metric = spec.metric.as_deref().unwrap_or("req_per_s");
+        match spec.kind.as_str() {
+            "best" => best(results, metric, &mut out),
+            "flat" => flat(results, metric, &mut out),
+            "ratio" => ratio(results, spec, metric, &mut out),
+            "success" => success(results, &mut out),
+            "latency_overhead" => latency_overhead(results, &mut out),
+            other => out.push(format!("(unknown finding kind `{other}`)")),
+        }
+    }
+    let mut not_run: BTreeMap<String, String> = BTreeMap::new();
+    for r in &results.rows {
+        if let RowOutcome::Skipped { reason } | RowOutcome::Failed { reason } = &r.outcome {
+            not_run.entry(r.server.clone()).or_insert_with(|| format!("{} ({reason})", r.status()));
+        }
+    }
+    for (server, why) in not_run {
+        out.push(format!("{server}: not measured, {why}."));
+    }
+    out
+}
+
+fn value(r: &Row, metric: &str) -> Option<f64> {
+    r.figures().and_then(|f| f.metric(metric))
+}
+
+fn fmt(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The best row of `rows` on `metric`.
+fn pick<'a>(rows: impl Iterator<Item = &'a Row>, metric: &str) -> Option<(&'a Row, f64)> {
+    let better = higher_is_better(metric);
+    rows.filter_map(|r| Some((r, value(r, metric)?))).reduce(|a, b| {
+        let b_wins = if better { b.1 > a.1 } else { b.1 < a.1 };
+        if b_wins {
+            b
+        } else {
+            a
+        }
+    })
+}
+
+/// The points of the first sweep in order, as (label, rows at it).
+fn points<'a>(results: &'a ExperimentResults, sweep: &'a str) -> Vec<(String, Vec<&'a Row>)> {
+    let mut out: Vec<(String, Vec<&Row>)> = Vec::new();
+    for r in results.rows_of(sweep) {
+        let label = r.point.x_label();
+        match out.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, v)) => v.push(r),
+            None => out.push((label, vec![r])),
+        }
+    }
+    out
+}
+
+fn first_sweep(results: &ExperimentResults) -> &str {
+    &results.experiment.sweep[0].name
+}
+
+fn best(results: &ExperimentResults, metric: &str, out: &mut Vec<String>) {
+    let heading = metric_heading(metric);
+    for (label, rows) in points(results, first_sweep(results)) {
+        let Some((s, sv)) = pick(rows.iter().copied().filter(|r| !r.peer), metric) else { continue };
+        let mut line =
+            format!("At {label}, the best sluice configuration on {heading} is {} ({})", s.server, fmt(sv));
+        if let Some((p, pv)) = pick(rows.iter().copied().filter(|r| r.peer), metric) {
+            if pv > 0.0 {
+                let word = if higher_is_better(metric) { "higher" } else { "lower is better" };
+                line.push_str(&format!(
+                    "; the best peer is {} ({}): sluice / peer = {:.2}× ({word})",
+                    p.server,
+                    fmt(pv),
+                    sv / pv
+                ));
+            }
+        }
+        line.push('.');
+        out.push(line);
+    }
+}
+
+fn flat(results: &ExperimentResults, metric: &str, out: &mut Vec<String>) {
+    let pts = points(results, first_sweep(results));
+    let (Some((first_label, first)), Some((last_label, last))) = (pts.first(), pts.last()) else { return };
+    if pts.len() < 2 {
+        return;
+    }
+    // The best sluice configuration by throughput over the whole sweep.
+    let mut totals: BTreeMap<&str, f64> = BTreeMap::new();
+    for (_, rows) in &pts {
+        for r in rows.iter().filter(|r| !r.peer) {
+            *totals.entry(&r.server).or_default() += value(r, "req_per_s").unwrap_or(0.0);
+        }
+    }
+    let best = totals.iter().max_by(|a, b| a.1.total_cmp(b.1)).map(|(s, _)| *s);
+    let peers: Vec<&str> = first.iter().filter(|r| r.peer).map(|r| r.server.as_str()).collect();
+    for server in best.into_iter().chain(peers) {
+        let at = |rows: &[&Row]| rows.iter().find(|r| r.server == server).and_then(|r| value(r, metric));
+        if let (Some(a), Some(b)) = (at(first), at(last)) {
+            let change = if a > 0.0 { (b - a) / a * 100.0 } else { 0.0 };
+            let verdict = if b <= a { "no worse" } else { "worse" };
+            out.push(format!(
+                "{server}: {} at {last_label} is {} against {} at {first_label} ({change:+.0}%, {verdict}).",
+                metric_heading(metric),
+                fmt(b),
+                fmt(a)
+            ));
+        }
+    }
+}
+
+fn ratio(results: &ExperimentResults, spec: &FindingSpec, metric: &str, out: &mut Vec<String>) {
+    let (Some(a), Some(b)) = (spec.a.as_deref(), spec.b.as_deref()) else { return };
+    let mut parts = Vec::new();
+    for (label, rows) in points(results, first_sweep(results)) {
+        if spec.min_vus.is_some_and(|m| rows.first().and_then(|r| r.point.vus).unwrap_or(0) < m) {
+            continue;
+        }
+        let get = |name: &str| rows.iter().find(|r| r.server == name).and_then(|r| value(r, metric));
+        if let (Some(x), Some(y)) = (get(a), get(b)) {
+            if y > 0.0 {
+                parts.push(format!("{label}: {:.2}×", x / y));
+            }
+        }
+    }
+    if !parts.is_empty() {
+        out.push(format!("{a} / {b}, {}: {}.", metric_heading(metric), parts.join(", ")));
+    }
+}
+
+fn success(results: &ExperimentResults, out: &mut Vec<String>) {
+    let mut short: Vec<String> = Vec::new();
+    let mut measured = 0;
+    for r in &results.rows {
+        let Some(f) = r.figures() else { continue };
+        measured += 1;
+        if f.ok < f.requests {
+            short.push(format!("{} at {} ({:.2}%)", r.server, r.point.x_label(), f.success_pct));
+        }
+    }
+    if measured == 0 {
+        return;
+    }
+    if short.is_empty() {
+        out.push(format!("Every measured row ({measured}) answered 100% of its requests with the expected status and full body."));
+    } else {
+        out.push(format!("Rows below 100% success: {}.", short.join("; ")));
+    }
+}
+
+fn latency_overhead(results: &ExperimentResults, out: &mut Vec<String>) {
+    // Worst p99 − X per server over every `latency?ms=X` target it served.
+    let mut worst: BTreeMap<&str, (f64, String)> = BTreeMap::new();
+    for r in &results.rows {
+        let Some(load) = r.load() else { continue };
+        for t in &load.targets {
+            let Some(ms) = requested_wait_ms(&t.url) else { continue };
+            if t.latency.count == 0 {
+                continue;
+            }
+            let over = t.latency.p99_us as f64 / 1000.0 - ms;
+            let e = worst.entry(&r.server).or_insert((f64::MIN, String::new()));
+            if over > e.0 {
+                *e = (over, format!("latency?ms={ms}"));
+            }
+        }
+    }
+    if worst.is_empty() {
+        return;
+    }
+    let parts: Vec<String> = worst.iter().map(|(s, (v, what))| format!("{s} {v:+.1} ms ({what})")).collect();
+    out.push(format!(
+        "p99 minus the requested wait (the server's own delay), worst target per server: {}.",
+        parts.join("; ")
+    ));
+}
+
+/// `X` of a `…latency?ms=X` URL.
+fn requested_wait_ms(url: &str) -> Option<f64> {
+    let (_, query) = url.split_once("latency?")?;
+    query.split('&').find_map(|kv| kv.strip_prefix("ms=")).and_then(|v| v.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requested_waits_come_from_the_url() {
+        assert_eq!(requested_wait_ms("http://h/bench/latency?ms=200"), Some(200.0));
+        assert_eq!(requested_wait_ms("http://h/bench/mixed"), None);
+        assert_eq!(fmt(1234.5), "1234");
+        assert_eq!(fmt(1.234), "1.23");
+    }
+}

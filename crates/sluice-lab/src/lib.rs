@@ -1,0 +1,27 @@
+//! sluice's lab as a library: the published I/O experiments (EXPERIMENTS.md E1–E4) declared as
+//! data, a runner that starts each server configuration as its own process (sluice with each
+//! engine, send strategy and execution model; nginx with a generated configuration; iperf3 for the
+//! loopback limit), drives it with `sluice-load`, reads its CPU time from `/proc` and its counters
+//! from `/metrics`, and a report writer that turns the rows into `results.json`, CSVs and one
+//! self-contained HTML page.
+//!
+//! It owns experiments, peers, the runner and reports. It does not own load generation
+//! (`sluice-load`), the server (`sluice-server`, started as a process) or the command line (the
+//! `sluice` binary).
+
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod experiment;
+pub mod findings;
+pub mod machine;
+pub mod peer;
+pub mod report;
+pub mod results;
+pub mod runner;
+pub mod svg;
+
+pub use error::LabError;
+pub use experiment::{builtin, Experiment};
+pub use results::{ExperimentResults, Row, RowOutcome};
+pub use runner::{run_experiment, RunOptions};

@@ -1,0 +1,198 @@
+//! The machine a run happens on and the process facts the runner needs from `/proc`: cores,
+//! CPU model, kernel, tool versions, CPU affinity, and the CPU time of a process group (a server
+//! and everything it forked, e.g. nginx's workers, or sluice's io_uring kernel workers, which are
+//! threads of its process). It starts and stops nothing.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+/// What a report says about the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Online CPUs.
+    pub cores: usize,
+    /// `model name` from `/proc/cpuinfo`.
+    pub cpu_model: String,
+    /// Memory in GiB.
+    pub memory_gib: f64,
+    /// `uname -r`.
+    pub kernel: String,
+    /// `PRETTY_NAME` from `/etc/os-release`.
+    pub os: String,
+    /// Tool versions (sluice, nginx, iperf3), "not installed" where missing.
+    pub versions: BTreeMap<String, String>,
+}
+
+impl Machine {
+    /// Looks at this machine. `sluice_version` is the running binary's.
+    pub fn detect(sluice_version: &str) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim()))
+            .unwrap_or("unknown")
+            .to_string();
+        let memory_gib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            })
+            .map_or(0.0, |kb| kb / (1024.0 * 1024.0));
+        let kernel =
+            std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+        let os = std::fs::read_to_string("/etc/os-release")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string()))
+            })
+            .unwrap_or_default();
+        let mut versions = BTreeMap::new();
+        versions.insert("sluice".to_string(), sluice_version.to_string());
+        versions.insert("nginx".to_string(), tool_version("nginx", &["-v"]));
+        versions.insert("iperf3".to_string(), tool_version("iperf3", &["--version"]));
+        Machine { cores: cores(), cpu_model, memory_gib, kernel, os, versions }
+    }
+
+    /// One line: `2 cores (AMD EPYC ...), 24 GiB, Linux 6.1, Debian 12`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} cores ({}), {:.0} GiB, Linux {}, {}",
+            self.cores, self.cpu_model, self.memory_gib, self.kernel, self.os
+        )
+    }
+}
+
+/// First line a tool prints about its version (nginx prints it on stderr).
+fn tool_version(tool: &str, args: &[&str]) -> String {
+    match Command::new(tool).args(args).output() {
+        Ok(out) => {
+            let text = if out.stdout.is_empty() { out.stderr } else { out.stdout };
+            String::from_utf8_lossy(&text).lines().next().unwrap_or("").trim().to_string()
+        }
+        Err(_) => "not installed".to_string(),
+    }
+}
+
+/// CPUs of the machine. Not `available_parallelism`: that follows this thread's affinity, which
+/// the runner itself narrows to the load generator's cores.
+pub fn cores() -> usize {
+    all_cpus().len()
+}
+
+/// Where the server and the load generator run: different cores when there are at least two
+/// (the generator gets CPU 0, the server the rest); nothing pinned on one core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The server's CPUs (empty: not pinned).
+    pub server: Vec<usize>,
+    /// The load generator's CPUs (empty: not pinned).
+    pub load: Vec<usize>,
+}
+
+impl Placement {
+    /// The placement for a server with `workers` threads on a machine with `cores` CPUs. A server
+    /// that asks for more workers than it would get cores runs on every core, sharing one with the
+    /// generator, rather than stacking its workers on fewer cores than it was told to use.
+    pub fn for_workers(cores: usize, workers: usize) -> Placement {
+        if cores < 2 {
+            return Placement { server: Vec::new(), load: Vec::new() };
+        }
+        let server = if workers > cores - 1 { (0..cores).collect() } else { (1..cores).collect() };
+        Placement { server, load: vec![0] }
+    }
+}
+
+/// Pins the calling thread (and the threads it starts afterwards) to `cpus`; empty is a no-op.
+pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
+    if cpus.is_empty() {
+        return Ok(());
+    }
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity only touch it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Every CPU of the machine (to undo [`pin`]).
+pub fn all_cpus() -> Vec<usize> {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    (0..n.max(1) as usize).collect()
+}
+
+/// User + system CPU seconds of every live process in process group `pgid` (threads included;
+/// children that already exited and were reaped count through their parent's `cutime`/`cstime`).
+pub fn group_cpu_seconds(pgid: u32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
+    let mut total = 0u64;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        if let Some((group, cpu)) = parse_stat(&stat) {
+            if group == pgid {
+                total += cpu;
+            }
+        }
+    }
+    total as f64 / ticks
+}
+
+/// (process group, utime + stime + cutime + cstime in ticks) from one `/proc/PID/stat` line.
+fn parse_stat(stat: &str) -> Option<(u32, u64)> {
+    // The command name is in parentheses and may contain spaces; fields count from after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14).
+    let pgrp = fields.get(2)?.parse().ok()?;
+    let cpu =
+        (11..=14).map(|i| fields.get(i).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0).max(0) as u64).sum();
+    Some((pgrp, cpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_names_parse() {
+        let line = "1234 (nginx: worker (x)) S 1 1200 1200 0 -1 4194560 100 0 0 0 250 50 3 4 20 0 1 0";
+        assert_eq!(parse_stat(line), Some((1200, 250 + 50 + 3 + 4)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn placement_separates_server_and_generator() {
+        assert_eq!(Placement::for_workers(1, 1), Placement { server: vec![], load: vec![] });
+        assert_eq!(Placement::for_workers(2, 1), Placement { server: vec![1], load: vec![0] });
+        assert_eq!(Placement::for_workers(2, 2), Placement { server: vec![0, 1], load: vec![0] });
+        assert_eq!(Placement::for_workers(8, 4), Placement { server: (1..8).collect(), load: vec![0] });
+    }
+
+    #[test]
+    fn this_process_uses_cpu() {
+        // SAFETY: getpgrp has no preconditions.
+        let pgid = unsafe { libc::getpgrp() } as u32;
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        assert!(x > 0);
+        assert!(group_cpu_seconds(pgid) > 0.0);
+    }
+}

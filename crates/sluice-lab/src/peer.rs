@@ -1,0 +1,437 @@
+//! The processes a row runs against: `sluice serve` with the row's arguments, nginx with a
+//! generated configuration, and iperf3 for the loopback limit. Each starts in its own process
+//! group, pinned to the server's CPUs, with its output in a log file of the row's work directory;
+//! it is stopped by that group id, never by name. This module also reads what a server reports
+//! about itself (sluice's `/metrics`). It generates no load (`runner`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
+use crate::machine::group_cpu_seconds;
+
+/// What every server of a run shares.
+#[derive(Debug, Clone)]
+pub struct ServerContext {
+    /// The `sluice` binary to start.
+    pub sluice_exe: PathBuf,
+    /// The directory of files the static rows serve.
+    pub media_root: PathBuf,
+    /// Where each row gets its own work directory (configs, logs).
+    pub work_dir: PathBuf,
+}
+
+/// Why a server did not come up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartError {
+    /// Its program is not installed: the row is skipped.
+    Missing(String),
+    /// It is installed but did not start or answer: the row failed.
+    Failed(String),
+}
+
+/// A server process serving on loopback.
+#[derive(Debug)]
+pub struct RunningServer {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its command line.
+    pub command_line: String,
+    kind: ServerKind,
+    log: PathBuf,
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; the server binds it right after).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
+}
+
+/// Whether `program` is on `PATH` (or is a path that exists).
+pub fn find_program(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Path::new(program).exists().then(|| PathBuf::from(program));
+    }
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(program)).find(|p| p.is_file())
+}
+
+/// Starts `program args` in its own process group on `cpus`, output to `log`.
+fn spawn(program: &Path, args: &[String], cpus: &[usize], log: &Path) -> std::io::Result<Child> {
+    let out = std::fs::File::create(log)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out).process_group(0);
+    if !cpus.is_empty() {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET only writes into it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            // SAFETY: as above.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        // SAFETY: the closure runs between fork and exec and only makes one system call on a
+        // set that was built before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd.spawn()
+}
+
+fn command_line(program: &Path, args: &[String], cpus: &[usize]) -> String {
+    let mut s = String::new();
+    if !cpus.is_empty() {
+        let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+        let _ = write!(s, "taskset -c {} ", list.join(","));
+    }
+    s.push_str(&program.display().to_string());
+    for a in args {
+        s.push(' ');
+        s.push_str(a);
+    }
+    s
+}
+
+impl RunningServer {
+    /// Starts the server of `spec` for `point` in `work` (a fresh directory of its own) and waits
+    /// until it answers.
+    pub fn start(
+        spec: &ServerSpec,
+        point: &Point,
+        ctx: &ServerContext,
+        work: &Path,
+        cpus: &[usize],
+    ) -> Result<RunningServer, StartError> {
+        let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
+        std::fs::create_dir_all(work).map_err(|e| failed("creating the work directory", e))?;
+        let port = free_port().map_err(|e| failed("finding a free port", e))?;
+        let (program, args) = match spec.kind {
+            ServerKind::Sluice => {
+                let mut args: Vec<String> = vec![
+                    "serve".into(),
+                    "--listen".into(),
+                    format!("127.0.0.1:{port}"),
+                    "--root".into(),
+                    ctx.media_root.display().to_string(),
+                    "--workers".into(),
+                    point.workers.to_string(),
+                    "--access-log".into(),
+                    "false".into(),
+                    "--log-level".into(),
+                    "warn".into(),
+                ];
+                args.extend(spec.args.iter().cloned());
+                (ctx.sluice_exe.clone(), args)
+            }
+            ServerKind::Nginx => {
+                let program = find_program("nginx").ok_or_else(|| {
+                    StartError::Missing("nginx is not installed (scripts/test installs nginx-light)".into())
+                })?;
+                let conf = work.join("nginx.conf");
+                std::fs::write(&conf, nginx_config(spec, point, &ctx.media_root, work, port))
+                    .map_err(|e| failed("writing nginx.conf", e))?;
+                let args = vec![
+                    "-p".into(),
+                    work.display().to_string(),
+                    "-c".into(),
+                    conf.display().to_string(),
+                    "-e".into(),
+                    work.join("error.log").display().to_string(),
+                ];
+                (program, args)
+            }
+        };
+        let log = work.join("server.log");
+        let child = spawn(&program, &args, cpus, &log).map_err(|e| failed("starting the server", e))?;
+        let mut server = RunningServer {
+            child,
+            port,
+            command_line: command_line(&program, &args, cpus),
+            kind: spec.kind,
+            log,
+        };
+        if let Err(reason) = server.wait_ready(Duration::from_secs(15)) {
+            let tail = server.log_tail();
+            server.stop();
+            return Err(StartError::Failed(format!("{reason}{tail}")));
+        }
+        Ok(server)
+    }
+
+    /// Waits until the server accepts on its port (and, for sluice, answers `/metrics`).
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("the server exited at start-up ({status})"));
+            }
+            let answered = match self.kind {
+                ServerKind::Sluice => self.metrics().is_some(),
+                ServerKind::Nginx => TcpStream::connect(self.addr()).is_ok(),
+            };
+            if answered {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!("the server did not answer on port {} within {limit:?}", self.port))
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().rev().take(5).collect();
+        if lines.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", lines.into_iter().rev().collect::<Vec<_>>().join(" | "))
+        }
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// CPU seconds of the server's whole process group so far.
+    pub fn cpu_seconds(&self) -> f64 {
+        group_cpu_seconds(self.child.id())
+    }
+
+    /// sluice's system-call counters by kind from `/metrics`; `None` for peers or when it does
+    /// not answer.
+    pub fn metrics(&self) -> Option<BTreeMap<String, f64>> {
+        if self.kind != ServerKind::Sluice {
+            return None;
+        }
+        let text = http_get(self.addr(), "/metrics").ok()?;
+        Some(syscall_counters(&text))
+    }
+
+    /// Stops the server's process group: SIGTERM, then SIGKILL after 5 s.
+    pub fn stop(&mut self) {
+        stop_group(&mut self.child, Duration::from_secs(5));
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Signals `child`'s process group to stop and reaps it; SIGKILL once `grace` has passed.
+fn stop_group(child: &mut Child, grace: Duration) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let pgid = child.id() as libc::pid_t;
+    // SAFETY: signalling a process group we created (process_group(0) made the child its leader).
+    unsafe { libc::kill(-pgid, libc::SIGTERM) };
+    let end = Instant::now() + grace;
+    while Instant::now() < end {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            // nginx's workers leave with their master; make sure nothing of the group lingers.
+            // SAFETY: as above.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+/// `sluice_syscalls_total{kind="read"} 12` lines as `read → 12`.
+pub fn syscall_counters(metrics: &str) -> BTreeMap<String, f64> {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("sluice_syscalls_total{kind=\""))
+        .filter_map(|l| {
+            let (kind, rest) = l.split_once("\"}")?;
+            Some((kind.to_string(), rest.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// A one-off `GET` with `Connection: close`; returns the body.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(std::io::Error::other(format!("{path}: {}", head.lines().next().unwrap_or(""))));
+    }
+    Ok(body.to_string())
+}
+
+/// nginx's configuration for a row: as many workers as sluice gets, access log off, long
+/// keep-alive, a backlog as deep as sluice's, temporary files in the row's work directory.
+fn nginx_config(spec: &ServerSpec, point: &Point, media_root: &Path, work: &Path, port: u16) -> String {
+    let work = work.display();
+    // SAFETY: geteuid has no preconditions.
+    let user = if unsafe { libc::geteuid() } == 0 { "user root;\n" } else { "" };
+    let sendfile = if spec.sendfile.unwrap_or(true) { "on" } else { "off" };
+    let content = match spec.nginx.unwrap_or(NginxMode::Static) {
+        NginxMode::Static => format!("        root {};\n", media_root.display()),
+        NginxMode::Return200 => {
+            "        location = /bench/hello {\n            default_type text/plain;\n            return 200 \"Hello, World!\";\n        }\n"
+                .to_string()
+        }
+    };
+    format!(
+        "{user}daemon off;
+worker_processes {workers};
+worker_rlimit_nofile 65536;
+pid {work}/nginx.pid;
+error_log {work}/error.log warn;
+events {{ worker_connections 65536; }}
+http {{
+    access_log off;
+    default_type application/octet-stream;
+    sendfile {sendfile};
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 75s;
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+    server {{
+        listen 127.0.0.1:{port} reuseport backlog=4096;
+{content}    }}
+}}
+",
+        workers = point.workers,
+    )
+}
+
+/// iperf3's loopback throughput in MB/s (10^6 bytes) over `duration`, server on `server_cpus`
+/// and client on `client_cpus`.
+pub fn iperf3_loopback(
+    work: &Path,
+    duration: Duration,
+    server_cpus: &[usize],
+    client_cpus: &[usize],
+) -> Result<(f64, String), StartError> {
+    let program = find_program("iperf3")
+        .ok_or_else(|| StartError::Missing("iperf3 is not installed (scripts/test installs it)".into()))?;
+    let failed = |m: String| StartError::Failed(m);
+    std::fs::create_dir_all(work).map_err(|e| failed(format!("creating {}: {e}", work.display())))?;
+    let port = free_port().map_err(|e| failed(format!("finding a free port: {e}")))?;
+    let server_args: Vec<String> =
+        vec!["-s".into(), "-B".into(), "127.0.0.1".into(), "-p".into(), port.to_string()];
+    let mut server = spawn(&program, &server_args, server_cpus, &work.join("iperf3-server.log"))
+        .map_err(|e| failed(format!("starting iperf3 -s: {e}")))?;
+    let secs = duration.as_secs().max(1);
+    let client_args: Vec<String> = vec![
+        "-c".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        port.to_string(),
+        "-t".into(),
+        secs.to_string(),
+        "-J".into(),
+    ];
+    let command = format!(
+        "{} & {}",
+        command_line(&program, &server_args, server_cpus),
+        command_line(&program, &client_args, client_cpus)
+    );
+    // The server needs a moment to listen; a probe connection would count as its test, so the
+    // client itself is retried while the port refuses.
+    let mut result = Err(failed("iperf3 did not run".into()));
+    for _ in 0..50 {
+        let log = work.join("iperf3-client.json");
+        let status = spawn(&program, &client_args, client_cpus, &log).and_then(|mut c| c.wait());
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        match status {
+            Ok(s) if s.success() => {
+                result = parse_iperf3(&text).map(|mb| (mb, command.clone())).ok_or_else(|| {
+                    failed(format!(
+                        "iperf3 printed no throughput: {}",
+                        text.chars().take(200).collect::<String>()
+                    ))
+                });
+                break;
+            }
+            _ if text.contains("refused") => std::thread::sleep(Duration::from_millis(100)),
+            other => {
+                result = Err(failed(format!(
+                    "iperf3 client: {other:?} {}",
+                    text.chars().take(200).collect::<String>()
+                )));
+                break;
+            }
+        }
+    }
+    stop_group(&mut server, Duration::from_secs(2));
+    result
+}
+
+fn parse_iperf3(json: &str) -> Option<f64> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let bps = v.pointer("/end/sum_received/bits_per_second")?.as_f64()?;
+    (bps > 0.0).then_some(bps / 8.0 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_counters_are_read_from_metrics_text() {
+        let text = "# HELP x\nsluice_syscalls_total{kind=\"read\"} 12\nsluice_syscalls_total{kind=\"io_uring_enter\"} 3\nsluice_requests_total 5\n";
+        let m = syscall_counters(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["read"], 12.0);
+        assert_eq!(m["io_uring_enter"], 3.0);
+    }
+
+    #[test]
+    fn iperf3_json_gives_megabytes_per_second() {
+        assert_eq!(parse_iperf3(r#"{"end":{"sum_received":{"bits_per_second":8e9}}}"#), Some(1000.0));
+        assert_eq!(parse_iperf3(r#"{"error":"x"}"#), None);
+    }
+
+    #[test]
+    fn nginx_config_follows_the_row() {
+        let spec = ServerSpec {
+            name: "n".into(),
+            kind: ServerKind::Nginx,
+            args: vec![],
+            nginx: Some(NginxMode::Static),
+            sendfile: Some(false),
+        };
+        let point = Point {
+            sweep: "s".into(),
+            x: crate::experiment::Param::Chunk,
+            chunk: Some(1),
+            vus: Some(1),
+            workers: 2,
+            profile: None,
+        };
+        let c = nginx_config(&spec, &point, Path::new("/m"), Path::new("/w"), 8080);
+        assert!(c.contains("sendfile off;") && c.contains("worker_processes 2;") && c.contains("root /m;"));
+        assert!(c.contains("listen 127.0.0.1:8080"));
+        assert!(find_program("definitely-not-a-program-here").is_none());
+    }
+}

@@ -1,0 +1,408 @@
+//! Runs an experiment: prepares the media files, then for every point and every server (servers
+//! alternate within a point, so a drift in the machine touches all of them alike) starts the
+//! server as its own process, warms it only where the experiment allows, drives it with
+//! `sluice-load` from this process, reads its CPU time and counters, stops it, and records a row.
+//! A missing peer becomes a skipped row with the reason; a server that fails becomes a failed row.
+//! It renders nothing (`report`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sluice_load::schedule::Stage;
+use sluice_load::{
+    ConnectionMode, ExpectedStatus, LoadConfig, Observer, Report, RunProgress, SecondSample, TargetSpec,
+};
+
+use crate::error::LabError;
+use crate::experiment::{profile, Experiment, LoadModel, Point, ServerSpec};
+use crate::machine::{all_cpus, pin, Machine, Placement};
+use crate::peer::{iperf3_loopback, RunningServer, ServerContext, StartError};
+use crate::results::{ExperimentResults, Figures, Row, RowOutcome};
+
+/// How to run an experiment.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Seconds per row instead of the report's durations.
+    pub quick: bool,
+    /// Where results, media files and work directories go.
+    pub out_dir: PathBuf,
+    /// The `sluice` binary that serves the sluice rows.
+    pub sluice_exe: PathBuf,
+    /// Its version, for the report.
+    pub sluice_version: String,
+    /// Only servers whose name contains this.
+    pub servers: Option<String>,
+    /// The command line that started the run, for the report.
+    pub command: String,
+    /// Show progress bars.
+    pub progress: bool,
+}
+
+/// Runs `experiment` to the end and returns its rows; writes nothing but media and work files.
+pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<ExperimentResults, LabError> {
+    let started = Instant::now();
+    let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let machine = Machine::detect(&options.sluice_version);
+    let media_root = options.out_dir.join("media");
+    prepare_media(&media_root, &experiment.chunk_sizes())?;
+    let ctx = ServerContext {
+        sluice_exe: options.sluice_exe.clone(),
+        media_root,
+        work_dir: options.out_dir.join("work"),
+    };
+    let points = experiment.points(options.quick, machine.cores);
+    let servers: Vec<&ServerSpec> = experiment
+        .server
+        .iter()
+        .filter(|s| options.servers.as_deref().is_none_or(|f| s.name.contains(f)))
+        .collect();
+    let reference = experiment.loopback_reference && options.servers.is_none();
+    let steps = points.len() * servers.len() + usize::from(reference);
+    let bar = progress_bar(options.progress, steps as u64, &format!("{} {}", experiment.id, experiment.name));
+    let mut rows = Vec::with_capacity(steps);
+    if reference {
+        bar.set_message("loopback limit (iperf3)".to_string());
+        rows.push(loopback_row(experiment, options, &ctx, &machine));
+        bar.inc(1);
+    }
+    for point in &points {
+        for server in &servers {
+            bar.set_message(format!("{} @ {} {}", server.name, point.sweep, point.x_label()));
+            let row = run_row(experiment, options, &ctx, server, point, rows.len(), &bar);
+            rows.push(row);
+            bar.inc(1);
+        }
+    }
+    let _ = pin(&all_cpus());
+    bar.finish_with_message("done");
+    let mut results = ExperimentResults {
+        experiment: experiment.clone(),
+        quick: options.quick,
+        started_at,
+        duration_s: started.elapsed().as_secs_f64(),
+        machine,
+        command: options.command.clone(),
+        rows,
+        findings: Vec::new(),
+    };
+    results.derive_across_rows();
+    results.findings = crate::findings::generate(&results);
+    Ok(results)
+}
+
+fn progress_bar(show: bool, len: u64, prefix: &str) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} {elapsed_precise} {wide_msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(prefix.to_string());
+    bar
+}
+
+/// Files of exactly each chunk size (`chunk-65536.bin`), readable by every user so a peer that
+/// drops privileges can serve them too.
+fn prepare_media(root: &Path, sizes: &[u64]) -> Result<(), LabError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(root).map_err(|e| LabError::io(root, e))?;
+    let _ = std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755));
+    for &size in sizes {
+        let path = root.join(format!("chunk-{size}.bin"));
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {
+            continue;
+        }
+        // Bytes that do not compress, so no layer can shortcut them.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ size;
+        let data: Vec<u8> = (0..size)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        std::fs::write(&path, data).map_err(|e| LabError::io(&path, e))?;
+        let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644));
+    }
+    Ok(())
+}
+
+fn loopback_row(
+    experiment: &Experiment,
+    options: &RunOptions,
+    ctx: &ServerContext,
+    machine: &Machine,
+) -> Row {
+    let duration = measured_duration(experiment, options.quick);
+    let placement = Placement::for_workers(machine.cores, 1);
+    let point = Point {
+        sweep: "loopback".into(),
+        x: crate::experiment::Param::Workers,
+        chunk: None,
+        vus: None,
+        workers: 1,
+        profile: None,
+    };
+    let (outcome, command) =
+        match iperf3_loopback(&ctx.work_dir.join("iperf3"), duration, &placement.server, &placement.load) {
+            Ok((mb_per_s, command)) => (RowOutcome::Reference { mb_per_s }, command),
+            Err(StartError::Missing(reason)) => (RowOutcome::Skipped { reason }, String::new()),
+            Err(StartError::Failed(reason)) => (RowOutcome::Failed { reason }, String::new()),
+        };
+    Row {
+        server: "loopback limit (iperf3)".into(),
+        peer: true,
+        point,
+        server_command: command,
+        load_command: String::new(),
+        server_cpus: placement.server,
+        load_cpus: placement.load,
+        outcome,
+    }
+}
+
+fn measured_duration(experiment: &Experiment, quick: bool) -> Duration {
+    let full = experiment.load.duration.unwrap_or(Duration::from_secs(10));
+    if quick {
+        experiment.load.quick_duration.unwrap_or(Duration::from_secs(1))
+    } else {
+        full
+    }
+}
+
+fn run_row(
+    experiment: &Experiment,
+    options: &RunOptions,
+    ctx: &ServerContext,
+    server: &ServerSpec,
+    point: &Point,
+    index: usize,
+    bar: &ProgressBar,
+) -> Row {
+    let placement = Placement::for_workers(crate::machine::cores(), point.workers);
+    let _ = pin(if placement.load.is_empty() { &[] } else { &placement.load });
+    let mut row = Row {
+        server: server.name.clone(),
+        peer: server.is_peer(),
+        point: point.clone(),
+        server_command: String::new(),
+        load_command: String::new(),
+        server_cpus: placement.server.clone(),
+        load_cpus: placement.load.clone(),
+        outcome: RowOutcome::Skipped { reason: String::new() },
+    };
+    let work = ctx.work_dir.join(format!("{index:03}"));
+    let mut running = match RunningServer::start(server, point, ctx, &work, &placement.server) {
+        Ok(s) => s,
+        Err(StartError::Missing(reason)) => {
+            row.outcome = RowOutcome::Skipped { reason };
+            return row;
+        }
+        Err(StartError::Failed(reason)) => {
+            row.outcome = RowOutcome::Failed { reason };
+            return row;
+        }
+    };
+    row.server_command = running.command_line.clone();
+    let threads = if placement.load.is_empty() { crate::machine::cores() } else { placement.load.len() };
+    let plan = match LoadPlanned::build(experiment, options.quick, point, &running.base_url(), threads) {
+        Ok(p) => p,
+        Err(e) => {
+            row.outcome = RowOutcome::Failed { reason: e.to_string() };
+            return row;
+        }
+    };
+    row.load_command = plan.command.clone();
+    if let Some(warmup) = plan.warmup.as_ref() {
+        let _ = sluice_load::run(warmup, &mut sluice_load::NoObserver);
+    }
+    let cpu_before = running.cpu_seconds();
+    let calls_before = running.metrics();
+    let mut observer = BarObserver { bar, label: format!("{} @ {}", server.name, point.x_label()) };
+    let report = sluice_load::run(&plan.config, &mut observer);
+    let cpu = running.cpu_seconds() - cpu_before;
+    let calls = match (calls_before, running.metrics()) {
+        (Some(before), Some(after)) => Some(counter_delta(&before, &after)),
+        _ => None,
+    };
+    running.stop();
+    row.outcome = match report {
+        Ok(report) => measured(report, point.chunk, cpu, calls.as_ref()),
+        Err(e) => RowOutcome::Failed { reason: format!("load: {e}") },
+    };
+    row
+}
+
+fn measured(
+    report: Report,
+    chunk: Option<u64>,
+    cpu: f64,
+    calls: Option<&BTreeMap<String, f64>>,
+) -> RowOutcome {
+    let figures = Figures::derive(&report, chunk, cpu, calls);
+    RowOutcome::Measured { figures: Box::new(figures), load: Box::new(report) }
+}
+
+fn counter_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after.iter().map(|(k, v)| (k.clone(), (v - before.get(k).copied().unwrap_or(0.0)).max(0.0))).collect()
+}
+
+struct BarObserver<'a> {
+    bar: &'a ProgressBar,
+    label: String,
+}
+
+impl Observer for BarObserver<'_> {
+    fn on_second(&mut self, _sample: &SecondSample, p: &RunProgress) {
+        let planned = p.planned.map(|d| format!("/{}s", d.as_secs())).unwrap_or_default();
+        self.bar.set_message(format!(
+            "{}: {}s{planned}, {} ok, {} failed",
+            self.label,
+            p.elapsed.as_secs(),
+            p.ok,
+            p.failed + p.dropped
+        ));
+    }
+}
+
+/// The load of one row, ready to run.
+struct LoadPlanned {
+    config: LoadConfig,
+    warmup: Option<LoadConfig>,
+    command: String,
+}
+
+impl LoadPlanned {
+    fn build(
+        experiment: &Experiment,
+        quick: bool,
+        point: &Point,
+        base_url: &str,
+        threads: usize,
+    ) -> Result<LoadPlanned, LabError> {
+        match experiment.load.model {
+            LoadModel::Closed => {
+                let path = experiment.load.path.as_deref().unwrap_or("/");
+                let path = match point.chunk {
+                    Some(c) => path.replace("{chunk}", &c.to_string()),
+                    None => path.to_string(),
+                };
+                let url = format!("{base_url}{path}");
+                let vus = point.vus.unwrap_or(1);
+                let duration = measured_duration(experiment, quick);
+                let closed = |d: Duration| -> Result<LoadConfig, LabError> {
+                    let mut c = LoadConfig::closed(vec![TargetSpec::parse(&url)?], vus, Some(d), None);
+                    c.threads = threads;
+                    c.timeout = Duration::from_secs(30);
+                    c.expected_status = ExpectedStatus::Exactly(200);
+                    c.connections = ConnectionMode::KeepAlive;
+                    c.validate()?;
+                    Ok(c)
+                };
+                let warmup = if quick { experiment.load.quick_warmup } else { experiment.load.warmup };
+                let command = format!(
+                    "sluice load http --vus {vus} -d {} --timeout 30s --expect-status 200 --threads {threads} {url}",
+                    sluice_load::duration_text::format(duration)
+                );
+                Ok(LoadPlanned {
+                    config: closed(duration)?,
+                    warmup: warmup.filter(|w| !w.is_zero()).map(closed).transpose()?,
+                    command,
+                })
+            }
+            LoadModel::Open => {
+                let name = point.profile.as_deref().unwrap_or("hello");
+                let (text, file) = profile(name).ok_or_else(|| LabError::BadExperiment {
+                    name: experiment.name.clone(),
+                    message: format!("unknown profile `{name}`"),
+                })?;
+                let parsed = sluice_load::scenario_file::parse(text, Path::new(&file), Some(base_url))?;
+                let scale = if quick { experiment.load.quick_scale.unwrap_or(1.0) } else { 1.0 };
+                let scenarios = parsed.scenarios.into_iter().map(|s| scale_scenario(s, scale)).collect();
+                let s = &parsed.settings;
+                let mut c = LoadConfig::open(scenarios, s.max_connections.unwrap_or(200));
+                if let sluice_load::Model::Open(o) = &mut c.model {
+                    o.max_pending = s.max_pending.unwrap_or(o.max_pending);
+                }
+                c.threads = threads;
+                c.connections = s.connections.unwrap_or(ConnectionMode::KeepAlive);
+                c.timeout = s.timeout.unwrap_or(c.timeout);
+                c.expected_status = s.expect_status.unwrap_or(ExpectedStatus::Exactly(200));
+                c.validate()?;
+                let scaled = if scale == 1.0 {
+                    String::new()
+                } else {
+                    format!(" (every stage at {scale}× its length)")
+                };
+                let command = format!(
+                    "sluice load http --scenario {file} --base-url {base_url} --threads {threads}{scaled}"
+                );
+                Ok(LoadPlanned { config: c, warmup: None, command })
+            }
+        }
+    }
+}
+
+/// The same profile at `scale` × its length: every stage and start offset shortened, arrival
+/// rates kept, user counts of ramps shrunk alike (so the rate of a ramp stays the same).
+fn scale_scenario(mut s: sluice_load::Scenario, scale: f64) -> sluice_load::Scenario {
+    if scale == 1.0 {
+        return s;
+    }
+    let d = |d: Duration| d.mul_f64(scale);
+    s.start_at = d(s.start_at);
+    for st in &mut s.stages {
+        *st = match *st {
+            Stage::RampUsers { users, over } => {
+                Stage::RampUsers { users: ((users as f64 * scale).round() as u64).max(1), over: d(over) }
+            }
+            Stage::ConstantRate { rate, duration } => Stage::ConstantRate { rate, duration: d(duration) },
+            Stage::RampRate { from, to, over } => Stage::RampRate { from, to, over: d(over) },
+            Stage::Pause { duration } => Stage::Pause { duration: d(duration) },
+        };
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_profiles_keep_rates_and_shrink_time() {
+        let (text, file) = profile("hello").unwrap();
+        let parsed =
+            sluice_load::scenario_file::parse(text, Path::new(&file), Some("http://127.0.0.1:1")).unwrap();
+        let full: Vec<_> = parsed.scenarios.clone();
+        let quick: Vec<_> = parsed.scenarios.into_iter().map(|s| scale_scenario(s, 0.1)).collect();
+        let end = |v: &[sluice_load::Scenario]| v.iter().map(|s| s.end()).max().unwrap();
+        assert_eq!(end(&full), Duration::from_secs(90));
+        assert_eq!(end(&quick), Duration::from_secs(9));
+        let arrivals = |v: &[sluice_load::Scenario]| v.iter().map(|s| s.arrivals()).sum::<u64>() as f64;
+        let ratio = arrivals(&quick) / arrivals(&full);
+        assert!((0.08..0.12).contains(&ratio), "{ratio}");
+    }
+
+    #[test]
+    fn media_files_have_exact_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        prepare_media(dir.path(), &[1000, 65536]).unwrap();
+        assert_eq!(std::fs::metadata(dir.path().join("chunk-65536.bin")).unwrap().len(), 65536);
+        assert_eq!(std::fs::metadata(dir.path().join("chunk-1000.bin")).unwrap().len(), 1000);
+    }
+
+    #[test]
+    fn counters_subtract_per_kind() {
+        let before = BTreeMap::from([("read".to_string(), 10.0)]);
+        let after = BTreeMap::from([("read".to_string(), 25.0), ("write".to_string(), 3.0)]);
+        let d = counter_delta(&before, &after);
+        assert_eq!(d["read"], 15.0);
+        assert_eq!(d["write"], 3.0);
+    }
+}

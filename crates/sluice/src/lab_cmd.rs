@@ -1,0 +1,101 @@
+//! `sluice lab`: lists the experiments and runs them, writing each run's `results.json`, CSVs
+//! and `report.html`. Glue only: the experiments, runner and reports live in `sluice-lab`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use sluice_lab::{report, run_experiment, Experiment, ExperimentResults, RunOptions};
+
+/// `sluice lab ...`
+#[derive(Args, Debug)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum LabCommand {
+    /// Show the experiments.
+    List,
+    /// Run one experiment (name or id, e.g. zero-copy or E1), or `all`.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Experiment name or id, or `all`.
+    experiment: String,
+    /// A few seconds per row (for checking the lab, not for conclusions).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (each experiment gets a subdirectory).
+    #[arg(long, default_value = "lab-results")]
+    out: PathBuf,
+    /// Only server configurations whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    servers: Option<String>,
+    /// No progress bars.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// Runs `sluice lab ...`.
+pub fn run(args: LabArgs) -> anyhow::Result<()> {
+    match args.command {
+        LabCommand::List => {
+            for e in sluice_lab::builtin() {
+                let rows: usize = e.points(false, sluice_lab::machine::cores()).len() * e.server.len();
+                println!("{:<4} {:<18} {} ({} rows; source: {})", e.id, e.name, e.title, rows, e.seed);
+            }
+            Ok(())
+        }
+        LabCommand::Run(r) => run_experiments(r),
+    }
+}
+
+fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
+    let experiments = if args.experiment == "all" {
+        sluice_lab::builtin()
+    } else {
+        vec![Experiment::find(&args.experiment)?]
+    };
+    let options = RunOptions {
+        quick: args.quick,
+        out_dir: args.out.clone(),
+        sluice_exe: std::env::current_exe().context("finding the sluice binary")?,
+        sluice_version: env!("CARGO_PKG_VERSION").to_string(),
+        servers: args.servers.clone(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        progress: !args.no_progress,
+    };
+    let mut runs: Vec<ExperimentResults> = Vec::new();
+    for e in &experiments {
+        let dir = args.out.join(&e.name);
+        let results = run_experiment(e, &RunOptions { out_dir: dir.clone(), ..options.clone() })?;
+        results.write(&dir)?;
+        write_report(&dir.join("report.html"), std::slice::from_ref(&results))?;
+        println!(
+            "{} {}: {} rows in {:.0} s → {}",
+            e.id,
+            e.name,
+            results.rows.len(),
+            results.duration_s,
+            dir.join("report.html").display()
+        );
+        for f in &results.findings {
+            println!("  - {f}");
+        }
+        runs.push(results);
+    }
+    if runs.len() > 1 {
+        let path = args.out.join("report.html");
+        write_report(&path, &runs)?;
+        println!("all experiments → {}", path.display());
+    }
+    Ok(())
+}
+
+fn write_report(path: &std::path::Path, runs: &[ExperimentResults]) -> anyhow::Result<()> {
+    std::fs::write(path, report::render(runs)).with_context(|| format!("writing {}", path.display()))
+}

@@ -1,0 +1,227 @@
+//! `sluice lab run NAME --quick` for every experiment, end to end: real sluice servers on every
+//! engine, nginx and iperf3 as peers (installed by scripts/test), the load generator pinned apart
+//! from the server. Asserts the shape and self-consistency of `results.json`, the CSVs and the
+//! report; never how fast anything was.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+/// The lab pins processes to cores and measures their CPU time: one experiment at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn lab(args: &[&str], out: &Path, path_env: Option<&str>) -> Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.args(["lab", "run"]).args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
+    if let Some(p) = path_env {
+        cmd.env("PATH", p);
+    }
+    let output = cmd.output().expect("running sluice lab");
+    assert!(
+        output.status.success(),
+        "sluice lab {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let name = sluice_name(args[0]);
+    let text = std::fs::read_to_string(out.join(&name).join("results.json")).expect("results.json");
+    serde_json::from_str(&text).expect("results.json parses")
+}
+
+fn sluice_name(arg: &str) -> String {
+    match arg {
+        "E1" => "zero-copy",
+        "E2" => "concurrency",
+        "E3" => "io-models",
+        "E4" => "execution-models",
+        other => other,
+    }
+    .to_string()
+}
+
+fn rows(results: &Value) -> &Vec<Value> {
+    results["rows"].as_array().expect("rows")
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+/// Every declared server × point is there, measured (peers may be skipped only with a reason),
+/// and each measured row's figures are non-zero and add up.
+fn check_rows(results: &Value, expected_rows: usize) {
+    let rows = rows(results);
+    assert_eq!(rows.len(), expected_rows, "rows: {:#}", results["rows"]);
+    let servers = results["experiment"]["server"].as_array().unwrap();
+    for s in servers {
+        let name = s["name"].as_str().unwrap();
+        assert!(rows.iter().any(|r| r["server"] == name), "no row for {name}");
+    }
+    for r in rows {
+        let status = r["status"].as_str().unwrap();
+        let label = format!("{} {}", r["server"], r["point"]);
+        match status {
+            "measured" => {}
+            "reference" => {
+                assert!(num(r, "mb_per_s") > 0.0, "{label}");
+                continue;
+            }
+            "skipped" => {
+                assert!(r["peer"].as_bool().unwrap(), "only a peer may be skipped: {label}");
+                assert!(!r["reason"].as_str().unwrap().is_empty(), "{label}");
+                continue;
+            }
+            other => panic!("{label} {other}: {}", r["reason"]),
+        }
+        let f = &r["figures"];
+        let (requests, ok, failed, dropped) =
+            (num(f, "requests"), num(f, "ok"), num(f, "failed"), num(f, "dropped"));
+        assert!(requests > 0.0 && ok > 0.0, "{label}: {f}");
+        assert_eq!(ok + failed + dropped, requests, "{label}: outcomes add up to requests started");
+        assert!((num(f, "success_pct") - ok / requests * 100.0).abs() < 1e-6, "{label}");
+        assert!(num(f, "req_per_s") > 0.0 && num(f, "mb_per_s") > 0.0, "{label}");
+        assert!(num(f, "p50_ms") <= num(f, "p95_ms") && num(f, "p95_ms") <= num(f, "p99_ms"), "{label}");
+        assert!(num(f, "p99_ms") <= num(f, "max_ms") && num(f, "max_ms") > 0.0, "{label}");
+        assert!(num(f, "cpu_s") > 0.0 && num(f, "cpu_s_per_gb") > 0.0, "{label}: server CPU is measured");
+        if let Some(chunk) = r["point"]["chunk"].as_f64() {
+            let body = num(f, "body_bytes_expected");
+            assert_eq!(body, ok * chunk, "{label}");
+            let bytes = num(f, "bytes_received");
+            // Every OK response carried its whole body, plus a head of a few hundred bytes.
+            assert!(bytes >= body && bytes <= (ok + failed) * (chunk + 1024.0), "{label}: {bytes} vs {body}");
+        }
+        if r["peer"] == false {
+            let calls = num(f, "syscalls_per_request");
+            assert!(calls > 0.0, "{label}: sluice reports its system calls");
+            let by_kind: f64 =
+                f["syscalls_by_kind"].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).sum();
+            assert!((by_kind - calls).abs() < 1e-9, "{label}");
+        }
+        let load = &r["load"];
+        assert_eq!(
+            num(load, "requests_per_s"),
+            num(f, "req_per_s"),
+            "{label}: figures come from the load report"
+        );
+    }
+}
+
+/// Each declared table and chart is in the report.
+fn check_report(dir: &Path, results: &Value) -> String {
+    let html = std::fs::read_to_string(dir.join("report.html")).expect("report.html");
+    assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
+    assert!(!html.contains("<script") && !html.contains("http-equiv"), "self-contained, no scripts");
+    let e = &results["experiment"];
+    for t in e["table"].as_array().unwrap() {
+        let caption = t["caption"].as_str().unwrap();
+        assert!(html.contains(&format!("<caption>{caption}</caption>")), "table {caption}");
+    }
+    for c in e["chart"].as_array().unwrap() {
+        let title = c["title"].as_str().unwrap();
+        assert!(html.contains(&format!("<title>{title}</title>")), "chart {title}");
+    }
+    for p in e["published"].as_array().unwrap() {
+        assert!(html.contains(p["caption"].as_str().unwrap().split(" (").next().unwrap()));
+    }
+    assert!(html.contains(e["caveat"].as_str().unwrap()), "the caveat is printed");
+    let findings = results["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "a run says what it shows");
+    let csv = std::fs::read_to_string(dir.join("rows.csv")).expect("rows.csv");
+    assert_eq!(csv.lines().count(), rows(results).len() + 1, "one CSV line per row");
+    html
+}
+
+#[test]
+fn e1_zero_copy_every_engine_and_strategy_against_nginx_with_the_loopback_limit() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let results = lab(&["E1"], out.path(), None);
+    // 11 sluice configurations + 2 nginx, 3 chunk sizes, + the iperf3 reference row.
+    check_rows(&results, 13 * 3 + 1);
+    let reference = rows(&results).iter().find(|r| r["status"] == "reference").expect("iperf3 ran");
+    assert!(reference["server_command"].as_str().unwrap().contains("iperf3"));
+    for r in rows(&results).iter().filter(|r| r["server"].as_str().unwrap().starts_with("nginx")) {
+        assert_eq!(r["status"], "measured", "nginx is installed by scripts/test: {}", r["reason"]);
+    }
+    let html = check_report(&out.path().join("zero-copy"), &results);
+    assert!(html.contains("loopback limit"));
+}
+
+#[test]
+fn e2_concurrency_sweeps_users() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let results = lab(&["concurrency"], out.path(), None);
+    check_rows(&results, 4 * 2);
+    let users: Vec<f64> = rows(&results).iter().map(|r| num(&r["point"], "vus")).collect();
+    assert!(users.contains(&100.0) && users.contains(&500.0));
+    check_report(&out.path().join("concurrency"), &results);
+}
+
+#[test]
+fn e3_io_models_sweeps_connections_and_threads_with_syscalls_per_request() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let results = lab(&["E3"], out.path(), None);
+    let cores = results["machine"]["cores"].as_u64().unwrap();
+    let worker_points = if cores > 1 { 2 } else { 1 };
+    check_rows(&results, 5 * (2 + worker_points));
+    let uring = rows(&results)
+        .iter()
+        .find(|r| r["server"] == "sluice uring" && r["status"] == "measured")
+        .expect("a uring row");
+    let kinds = uring["figures"]["syscalls_by_kind"].as_object().unwrap();
+    assert!(kinds.contains_key("io_uring_enter"), "uring's calls are io_uring_enter: {kinds:?}");
+    assert!(!kinds.contains_key("read") && !kinds.contains_key("write"), "{kinds:?}");
+    if cores > 1 {
+        let scaled =
+            rows(&results).iter().filter(|r| r["point"]["sweep"] == "threads" && r["point"]["workers"] != 1);
+        for r in scaled.filter(|r| r["status"] == "measured") {
+            assert!(num(&r["figures"], "scaling_pct") > 0.0, "{r}");
+        }
+    }
+    check_report(&out.path().join("io-models"), &results);
+}
+
+#[test]
+fn e4_execution_models_run_the_three_profiles_cold_with_per_second_series() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let results = lab(&["execution-models"], out.path(), None);
+    check_rows(&results, 5 * 3);
+    for r in rows(&results) {
+        let load = &r["load"];
+        assert_eq!(load["settings"]["model"], "open");
+        let series = load["series"].as_array().unwrap();
+        assert!(series.len() >= 3, "a per-second series: {}", series.len());
+        let ok: f64 = series.iter().map(|s| num(s, "ok")).sum();
+        assert_eq!(ok, num(&r["figures"], "ok"), "the series adds up to the totals");
+        assert!(r["load_command"].as_str().unwrap().contains("--scenario"), "no warm-up: one open run");
+    }
+    let latency = rows(&results).iter().find(|r| r["point"]["profile"] == "latency").unwrap();
+    let targets = latency["load"]["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 4, "50, 100, 200 ms and mixed");
+    let html = check_report(&out.path().join("execution-models"), &results);
+    assert!(html.contains("Per second: OK and failed responses, active users"));
+    assert!(html.contains("Latency per endpoint"));
+    let series_csv = std::fs::read_to_string(out.path().join("execution-models/series.csv")).unwrap();
+    assert!(series_csv.lines().count() > 15);
+}
+
+#[test]
+fn a_missing_peer_is_a_skipped_row_with_its_reason() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    // No nginx on this PATH; only the nginx rows are run.
+    let results = lab(&["io-models", "--servers", "nginx"], out.path(), Some("/nonexistent"));
+    let rows = rows(&results);
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert_eq!(r["status"], "skipped", "{r}");
+        assert!(r["reason"].as_str().unwrap().contains("nginx is not installed"), "{r}");
+    }
+    let html = check_report(&out.path().join("io-models"), &results);
+    assert!(html.contains("not measured, skipped (nginx is not installed"));
+}
