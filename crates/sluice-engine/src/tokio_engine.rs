@@ -61,7 +61,11 @@ pub(crate) fn run<S: Service>(
     let setup = |what| move |source| EngineError::Setup { what, source };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.workers)
-        .max_blocking_threads(config.cpu_workers.max(1))
+        // CPU jobs run on the blocking pool; one more thread than `cpu_workers` because the
+        // shutdown wait below holds one blocking thread for the whole run. Without it, a server
+        // with one CPU worker (the default on one core) never ran a job: found by the lab's E4
+        // `cpu` profile on a server pinned to one core.
+        .max_blocking_threads(config.cpu_workers.max(1) + 1)
         .thread_name("sluice-tokio")
         .enable_io()
         .enable_time()

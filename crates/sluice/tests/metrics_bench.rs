@@ -13,6 +13,7 @@ engine_matrix!(
     send_strategy_shows_in_syscalls,
     bench_endpoints_compute_the_seed_results,
     bench_values_are_validated,
+    cpu_work_runs_with_one_cpu_worker,
     latency_waits_at_least_its_time,
     no_bench_turns_the_endpoints_off,
 );
@@ -109,6 +110,22 @@ fn bench_endpoints_compute_the_seed_results(engine: &[&str]) {
     assert_eq!(c.response().body_text(), "Delayed response after 50ms");
     assert_eq!(c.response().body_text(), "Fibonacci(10) = 55");
     assert_eq!(c.response().body_text(), "Hello, World!");
+}
+
+/// One CPU worker (the default on a one-core machine) is enough to answer CPU-bound requests,
+/// one after another and on several connections.
+fn cpu_work_runs_with_one_cpu_worker(engine: &[&str]) {
+    let fx = Fixture::new();
+    let server = Server::serve(engine, &fx, &["--cpu-workers", "1"]);
+    for _ in 0..3 {
+        let mut c = Conn::open(server.addr());
+        for _ in 0..2 {
+            c.send(get("/bench/cpu?n=30", &[]));
+            let r = c.response();
+            r.expect_status(200, "cpu with one worker");
+            assert_eq!(r.body_text(), "Fibonacci(30) = 832040");
+        }
+    }
 }
 
 fn bench_values_are_validated(engine: &[&str]) {
