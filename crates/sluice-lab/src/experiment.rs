@@ -108,6 +108,9 @@ pub struct LoadPlan {
     /// Warm-up with `--quick`.
     #[serde(default, with = "opt_duration")]
     pub quick_warmup: Option<Duration>,
+    /// Each virtual user's pause between a response and its next request (closed model).
+    #[serde(default, with = "opt_duration")]
+    pub think: Option<Duration>,
     /// Fraction of each open-model profile's length run with `--quick`.
     #[serde(default)]
     pub quick_scale: Option<f64>,

@@ -296,8 +296,12 @@ impl LoadPlanned {
                 let url = format!("{base_url}{path}");
                 let vus = point.vus.unwrap_or(1);
                 let duration = measured_duration(experiment, quick);
+                let think = experiment.load.think.unwrap_or_default();
                 let closed = |d: Duration| -> Result<LoadConfig, LabError> {
                     let mut c = LoadConfig::closed(vec![TargetSpec::parse(&url)?], vus, Some(d), None);
+                    if let sluice_load::Model::Closed(m) = &mut c.model {
+                        m.think = think;
+                    }
                     c.threads = threads;
                     c.timeout = Duration::from_secs(30);
                     c.expected_status = ExpectedStatus::Exactly(200);
@@ -306,8 +310,13 @@ impl LoadPlanned {
                     Ok(c)
                 };
                 let warmup = if quick { experiment.load.quick_warmup } else { experiment.load.warmup };
+                let think_flag = if think.is_zero() {
+                    String::new()
+                } else {
+                    format!(" --think {}", sluice_load::duration_text::format(think))
+                };
                 let command = format!(
-                    "sluice load http --vus {vus} -d {} --timeout 30s --expect-status 200 --threads {threads} {url}",
+                    "sluice load http --vus {vus} -d {}{think_flag} --timeout 30s --expect-status 200 --threads {threads} {url}",
                     sluice_load::duration_text::format(duration)
                 );
                 Ok(LoadPlanned {

@@ -25,6 +25,9 @@ pub struct ClosedModel {
     pub duration: Option<Duration>,
     /// Stop after this many requests in total.
     pub requests: Option<u64>,
+    /// Pause of each user after a response before its next request (k6's `sleep`; zero for a
+    /// saturating loop).
+    pub think: Duration,
 }
 
 /// Open model: users arrive on a schedule whatever the server does.
@@ -80,7 +83,13 @@ impl LoadConfig {
         duration: Option<Duration>,
         requests: Option<u64>,
     ) -> Self {
-        LoadConfig::with_model(Model::Closed(ClosedModel { targets, vus, duration, requests }))
+        LoadConfig::with_model(Model::Closed(ClosedModel {
+            targets,
+            vus,
+            duration,
+            requests,
+            think: Duration::ZERO,
+        }))
     }
 
     /// An open-model run with default settings.
@@ -152,6 +161,9 @@ impl LoadConfig {
                     }
                     (_, Some(0)) => return bad("--requests must be at least 1"),
                     _ => {}
+                }
+                if c.think > MAX_RUN {
+                    return bad("the think time must be at most a week");
                 }
             }
             Model::Open(o) => {

@@ -96,6 +96,9 @@ impl ReportWriter for TextSummary {
     fn write_report(&self, r: &Report, out: &mut dyn Write) -> io::Result<()> {
         let st = &r.settings;
         let shape = match st.model.as_str() {
+            "closed" if st.think_ms > 0 => {
+                format!("closed model, {} virtual users, {} ms think time", st.vus.unwrap_or(0), st.think_ms)
+            }
             "closed" => format!("closed model, {} virtual users", st.vus.unwrap_or(0)),
             _ => format!(
                 "open model, {} scenario(s), up to {} connections",

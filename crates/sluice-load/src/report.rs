@@ -35,6 +35,9 @@ pub struct RunSettings {
     pub expected_status: ExpectedStatus,
     /// Scenario names (open model).
     pub scenarios: Vec<String>,
+    /// Users' pause between a response and the next request, ms (closed model).
+    #[serde(default)]
+    pub think_ms: u64,
 }
 
 /// Request counts of a run.
@@ -146,6 +149,7 @@ impl Report {
                 threads,
                 expected_status: config.expected_status,
                 scenarios: Vec::new(),
+                think_ms: c.think.as_millis() as u64,
             },
             Model::Open(o) => RunSettings {
                 model: "open".into(),
@@ -158,6 +162,7 @@ impl Report {
                 threads,
                 expected_status: config.expected_status,
                 scenarios: o.scenarios.iter().map(|s| s.name.clone()).collect(),
+                think_ms: 0,
             },
         };
         let target_reports = targets

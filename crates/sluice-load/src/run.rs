@@ -148,6 +148,7 @@ async fn run_share(config: &LoadConfig, ctx: Rc<WorkerCtx>, index: usize, worker
                 vus: share_of(c.vus, workers, index),
                 end: c.duration.map(|d| ctx.start + d),
                 quota: c.requests.map(|r| share_of(r as usize, workers, index) as u64),
+                think: c.think,
             };
             run_closed(ctx, share).await;
         }

@@ -83,6 +83,23 @@ fn closed_model_with_a_duration_counts_what_the_server_saw() {
 }
 
 #[test]
+fn closed_model_users_pause_for_their_think_time() {
+    let server = TestServer::start(Behaviour::Ok);
+    let mut config = LoadConfig::closed(target(&server.url("/")), 2, Some(ms(600)), None);
+    config.threads = 1;
+    if let sluice_load::Model::Closed(c) = &mut config.model {
+        c.think = ms(100);
+    }
+    let r = run(&config, &mut NoObserver).unwrap();
+    // Each user begins at 0, 100+, 200+, … ms: at most 6 requests in 600 ms, where a user
+    // without a pause sends hundreds.
+    assert!(r.requests.ok >= 2 && r.requests.ok <= 12, "{:?}", r.requests);
+    assert_eq!(r.requests.ok, server.requests());
+    assert_eq!(r.settings.think_ms, 100);
+    assert!(r.latency.max_us < 100_000, "the pause is not latency: {:?}", r.latency);
+}
+
+#[test]
 fn open_model_keeps_the_schedule_200_per_second_for_5_seconds() {
     let server = TestServer::start(Behaviour::Ok);
     let config = open(&server.url("/"), vec![Stage::ConstantRate { rate: 200.0, duration: ms(5000) }], 20);

@@ -79,6 +79,10 @@ pub struct HttpArgs {
     /// Stop after this many requests (closed) or arrivals (open) in total.
     #[arg(long, short = 'n', value_name = "N")]
     requests: Option<u64>,
+    /// Closed model: each user pauses this long after a response before its next request
+    /// (k6's `sleep`), e.g. 100ms.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    think: Option<Duration>,
     /// Open model: arrivals per second for --duration.
     #[arg(long, value_name = "PER_SECOND")]
     rate: Option<f64>,
@@ -232,14 +236,18 @@ fn build_config(args: &HttpArgs) -> anyhow::Result<LoadConfig> {
     }
     match &mut config.model {
         Model::Open(OpenModel { max_connections, max_pending, requests, .. }) => {
+            if args.think.is_some() {
+                bail!("--think is for the closed model (open-model arrivals follow their schedule)");
+            }
             *max_connections = args.max_connections.unwrap_or(*max_connections);
             *max_pending = args.max_pending.unwrap_or(*max_pending);
             *requests = args.requests.or(*requests);
         }
-        Model::Closed(_) => {
+        Model::Closed(c) => {
             if args.max_connections.is_some() || args.max_pending.is_some() {
                 bail!("--max-connections and --max-pending are for the open model (the closed model has one connection per user)");
             }
+            c.think = args.think.unwrap_or_default();
         }
     }
     if let Some(c) = args.connections {
