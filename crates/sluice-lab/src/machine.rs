@@ -72,7 +72,9 @@ fn tool_version(tool: &str, args: &[&str]) -> String {
     match Command::new(tool).args(args).output() {
         Ok(out) => {
             let text = if out.stdout.is_empty() { out.stderr } else { out.stdout };
-            String::from_utf8_lossy(&text).lines().next().unwrap_or("").trim().to_string()
+            let line = String::from_utf8_lossy(&text).lines().next().unwrap_or("").trim().to_string();
+            // `nginx version: nginx/1.22.1` → `nginx/1.22.1`; `iperf 3.12 (cJSON 1.7.15)` stays.
+            line.strip_prefix("nginx version: ").map_or(line.clone(), str::to_string)
         }
         Err(_) => "not installed".to_string(),
     }

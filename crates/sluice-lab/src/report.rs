@@ -98,7 +98,7 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
         }
     }
     for t in &e.table {
-        pivot_table(h, r, t);
+        h.push_str(&PivotTable::build(r, t).html());
     }
     h.push_str("<div class=\"charts\">");
     for c in &e.chart {
@@ -160,65 +160,155 @@ fn cell(v: Option<f64>) -> String {
     }
 }
 
-fn pivot_table(h: &mut String, r: &ExperimentResults, t: &TableSpec) {
-    let sweep = r.experiment.sweep_named(t.sweep.as_deref());
-    let labels = point_labels(r, &sweep.name);
-    let _ = write!(
-        h,
-        "<table class=\"lab-table\"><caption>{}</caption><tr><th rowspan=\"2\">server</th>",
-        escape(&t.caption)
-    );
-    for l in &labels {
-        let _ = write!(h, "<th colspan=\"{}\">{}</th>", t.metrics.len(), escape(l));
+/// A declared table as data: the sweep's points across (each with the table's metrics), one
+/// row per server; rendered as HTML for the report and as Markdown for BENCHMARKS.md.
+pub struct PivotTable {
+    /// Caption.
+    pub caption: String,
+    /// Column groups: the points (and the change column), each spanning every metric.
+    pub groups: Vec<String>,
+    /// Metric headings, repeated under each group.
+    pub metrics: Vec<String>,
+    /// (server, is a peer, cells).
+    pub rows: Vec<(String, bool, Vec<String>)>,
+}
+
+impl PivotTable {
+    /// Builds the table `t` declares from a run's rows.
+    pub fn build(r: &ExperimentResults, t: &TableSpec) -> PivotTable {
+        let sweep = r.experiment.sweep_named(t.sweep.as_deref());
+        let labels = point_labels(r, &sweep.name);
+        let change = t.change && labels.len() > 1;
+        let mut groups = labels.clone();
+        if change {
+            groups.push(format!("change {} → {}", labels[0], labels[labels.len() - 1]));
+        }
+        let mut rows = Vec::new();
+        for (server, peer, srows) in by_server(r, &sweep.name) {
+            let at = |label: &str, m: &str| {
+                srows
+                    .iter()
+                    .find(|row| row.point.x_label() == label)
+                    .and_then(|row| row.figures())
+                    .and_then(|f| f.metric(m))
+            };
+            let mut cells = Vec::new();
+            for l in &labels {
+                for m in &t.metrics {
+                    cells.push(
+                        match srows.iter().find(|row| row.point.x_label() == *l).map(|row| &row.outcome) {
+                            Some(RowOutcome::Skipped { .. }) => "skipped".to_string(),
+                            Some(RowOutcome::Failed { .. }) => "failed".to_string(),
+                            _ => cell(at(l, m)),
+                        },
+                    );
+                }
+            }
+            if change {
+                let last = &labels[labels.len() - 1];
+                for m in &t.metrics {
+                    cells.push(match (at(&labels[0], m), at(last, m)) {
+                        (Some(a), Some(b)) if a != 0.0 => format!("{:+.1}%", (b - a) / a * 100.0),
+                        _ => "–".into(),
+                    });
+                }
+            }
+            rows.push((server.to_string(), peer, cells));
+        }
+        PivotTable {
+            caption: t.caption.clone(),
+            groups,
+            metrics: t.metrics.iter().map(|m| metric_heading(m).to_string()).collect(),
+            rows,
+        }
     }
-    if t.change && labels.len() > 1 {
+
+    /// As an HTML table.
+    pub fn html(&self) -> String {
+        let mut h = String::new();
         let _ = write!(
             h,
-            "<th colspan=\"{}\">change {} → {}</th>",
-            t.metrics.len(),
-            escape(&labels[0]),
-            escape(labels.last().map_or("", |s| s.as_str()))
+            "<table class=\"lab-table\"><caption>{}</caption><tr><th rowspan=\"2\">server</th>",
+            escape(&self.caption)
         );
-    }
-    h.push_str("</tr><tr>");
-    let groups = labels.len() + usize::from(t.change && labels.len() > 1);
-    for _ in 0..groups {
-        for m in &t.metrics {
-            let _ = write!(h, "<th>{}</th>", escape(metric_heading(m)));
+        for g in &self.groups {
+            let _ = write!(h, "<th colspan=\"{}\">{}</th>", self.metrics.len(), escape(g));
         }
-    }
-    h.push_str("</tr>");
-    for (server, peer, rows) in by_server(r, &sweep.name) {
-        let _ = write!(h, "<tr{}><td>{}</td>", if peer { " class=\"peer\"" } else { "" }, escape(server));
-        let at = |label: &str, m: &str| {
-            rows.iter()
-                .find(|row| row.point.x_label() == label)
-                .and_then(|row| row.figures())
-                .and_then(|f| f.metric(m))
-        };
-        for l in &labels {
-            for m in &t.metrics {
-                let text = match rows.iter().find(|row| row.point.x_label() == *l).map(|row| &row.outcome) {
-                    Some(RowOutcome::Skipped { .. }) => "skipped".to_string(),
-                    Some(RowOutcome::Failed { .. }) => "failed".to_string(),
-                    _ => cell(at(l, m)),
-                };
-                let _ = write!(h, "<td>{text}</td>");
-            }
-        }
-        if t.change && labels.len() > 1 {
-            let last = labels.last().map_or("", |s| s.as_str());
-            for m in &t.metrics {
-                let text = match (at(&labels[0], m), at(last, m)) {
-                    (Some(a), Some(b)) if a != 0.0 => format!("{:+.1}%", (b - a) / a * 100.0),
-                    _ => "–".into(),
-                };
-                let _ = write!(h, "<td>{text}</td>");
+        h.push_str("</tr><tr>");
+        for _ in &self.groups {
+            for m in &self.metrics {
+                let _ = write!(h, "<th>{}</th>", escape(m));
             }
         }
         h.push_str("</tr>");
+        for (server, peer, cells) in &self.rows {
+            let _ =
+                write!(h, "<tr{}><td>{}</td>", if *peer { " class=\"peer\"" } else { "" }, escape(server));
+            for c in cells {
+                let _ = write!(h, "<td>{c}</td>");
+            }
+            h.push_str("</tr>");
+        }
+        h.push_str("</table>");
+        h
     }
-    h.push_str("</table>");
+
+    /// As a Markdown table (groups and metrics joined into one heading row).
+    pub fn markdown(&self) -> String {
+        let mut m = format!("{}\n\n| server |", self.caption);
+        let single = self.metrics.len() == 1;
+        for g in &self.groups {
+            for metric in &self.metrics {
+                let _ = if single { write!(m, " {g} |") } else { write!(m, " {g} {metric} |") };
+            }
+        }
+        m.push_str("\n|---|");
+        for _ in 0..self.groups.len() * self.metrics.len() {
+            m.push_str("---|");
+        }
+        m.push('\n');
+        for (server, peer, cells) in &self.rows {
+            let _ = write!(m, "| {}{server}{} |", if *peer { "*" } else { "" }, if *peer { "*" } else { "" });
+            for c in cells {
+                let _ = write!(m, " {c} |");
+            }
+            m.push('\n');
+        }
+        m
+    }
+}
+
+/// The run as Markdown for `docs/BENCHMARKS.md`: the command, machine, findings and every
+/// declared table, all generated from the rows.
+pub fn markdown(r: &ExperimentResults) -> String {
+    let e = &r.experiment;
+    let mut m = format!(
+        "### {} `{}`: {}\n\nRun {} ({} s, {}) on {}; {}.\n\n```sh\n{}\n```\n\n{}\n\n",
+        e.id,
+        e.name,
+        e.title,
+        r.started_at,
+        r.duration_s.round(),
+        if r.quick { "quick mode" } else { "full mode" },
+        r.machine.summary(),
+        r.machine.versions.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "),
+        r.command,
+        e.caveat
+    );
+    for row in &r.rows {
+        if let RowOutcome::Reference { mb_per_s } = row.outcome {
+            let _ = writeln!(m, "Loopback limit (iperf3, same run): {mb_per_s:.0} MB/s.\n");
+        }
+    }
+    for t in &e.table {
+        m.push_str(&PivotTable::build(r, t).markdown());
+        m.push('\n');
+    }
+    m.push_str("What this shows (generated from the rows):\n\n");
+    for f in &r.findings {
+        let _ = writeln!(m, "- {f}");
+    }
+    m
 }
 
 fn chart(r: &ExperimentResults, c: &ChartSpec) -> LineChart {

@@ -293,7 +293,8 @@ impl ExperimentResults {
         }
     }
 
-    /// Writes `results.json`, `rows.csv` and (open-model rows) `series.csv` into `dir`.
+    /// Writes `results.json`, `rows.csv`, `results.md` (the tables for BENCHMARKS.md) and
+    /// (open-model rows) `series.csv` into `dir`.
     pub fn write(&self, dir: &Path) -> Result<(), LabError> {
         std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir, e))?;
         let write = |name: &str, bytes: &[u8]| {
@@ -302,6 +303,7 @@ impl ExperimentResults {
         };
         write("results.json", &serde_json::to_vec_pretty(self)?)?;
         write("rows.csv", self.rows_csv().as_bytes())?;
+        write("results.md", crate::report::markdown(self).as_bytes())?;
         if self.rows.iter().any(|r| r.load().is_some_and(|l| l.settings.model == "open")) {
             write("series.csv", self.series_csv().as_bytes())?;
         }

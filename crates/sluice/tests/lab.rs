@@ -128,6 +128,10 @@ fn check_report(dir: &Path, results: &Value) -> String {
     assert!(html.contains(e["caveat"].as_str().unwrap()), "the caveat is printed");
     let findings = results["findings"].as_array().unwrap();
     assert!(!findings.is_empty(), "a run says what it shows");
+    let md = std::fs::read_to_string(dir.join("results.md")).expect("results.md");
+    for t in e["table"].as_array().unwrap() {
+        assert!(md.contains(t["caption"].as_str().unwrap()), "results.md has every table");
+    }
     let csv = std::fs::read_to_string(dir.join("rows.csv")).expect("rows.csv");
     assert_eq!(csv.lines().count(), rows(results).len() + 1, "one CSV line per row");
     html
