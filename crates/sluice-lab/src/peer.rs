@@ -11,6 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
@@ -61,6 +62,22 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(program)).find(|p| p.is_file())
 }
 
+/// Process groups of the servers running now. They are not in the terminal's foreground group,
+/// so a Ctrl-C reaches only the lab; [`stop_all`] is how the lab takes them down with it.
+static LIVE_GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn live_groups() -> std::sync::MutexGuard<'static, Vec<u32>> {
+    LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Kills every server process group the lab has running (for the binary's signal handler).
+pub fn stop_all() {
+    for pgid in live_groups().drain(..) {
+        // SAFETY: signalling process groups this process created and has not reaped.
+        unsafe { libc::kill(-(pgid as libc::pid_t), libc::SIGKILL) };
+    }
+}
+
 /// Starts `program args` in its own process group on `cpus`, output to `log`.
 fn spawn(program: &Path, args: &[String], cpus: &[usize], log: &Path) -> std::io::Result<Child> {
     let out = std::fs::File::create(log)?;
@@ -84,7 +101,9 @@ fn spawn(program: &Path, args: &[String], cpus: &[usize], log: &Path) -> std::io
             });
         }
     }
-    cmd.spawn()
+    let child = cmd.spawn()?;
+    live_groups().push(child.id());
+    Ok(child)
 }
 
 fn command_line(program: &Path, args: &[String], cpus: &[usize]) -> String {
@@ -235,6 +254,7 @@ impl Drop for RunningServer {
 
 /// Signals `child`'s process group to stop and reaps it; SIGKILL once `grace` has passed.
 fn stop_group(child: &mut Child, grace: Duration) {
+    live_groups().retain(|&g| g != child.id());
     if matches!(child.try_wait(), Ok(Some(_))) {
         return;
     }
@@ -361,7 +381,11 @@ pub fn iperf3_loopback(
     let mut result = Err(failed("iperf3 did not run".into()));
     for _ in 0..50 {
         let log = work.join("iperf3-client.json");
-        let status = spawn(&program, &client_args, client_cpus, &log).and_then(|mut c| c.wait());
+        let status = spawn(&program, &client_args, client_cpus, &log).and_then(|mut c| {
+            let status = c.wait();
+            live_groups().retain(|&g| g != c.id());
+            status
+        });
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         match status {
             Ok(s) if s.success() => {

@@ -54,7 +54,24 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
     }
 }
 
+/// On SIGINT/SIGTERM the lab takes its servers down with it: they run in process groups of
+/// their own, where the terminal's Ctrl-C does not reach.
+fn stop_servers_on_signal() -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
+    std::thread::Builder::new().name("sluice-lab-signals".into()).spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            sluice_lab::peer::stop_all();
+            eprintln!("sluice lab: stopped by signal {sig}; its servers are stopped too");
+            std::process::exit(128 + sig);
+        }
+    })?;
+    Ok(())
+}
+
 fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
+    stop_servers_on_signal()?;
     let experiments = if args.experiment == "all" {
         sluice_lab::builtin()
     } else {

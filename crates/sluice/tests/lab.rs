@@ -229,3 +229,51 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     let html = check_report(&out.path().join("io-models"), &results);
     assert!(html.contains("not measured, skipped (nginx is not installed"));
 }
+
+/// Pids of live processes whose command line mentions `needle` (here: a test's own temporary
+/// directory, so nothing else can match).
+fn processes_mentioning(needle: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = state.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn an_interrupted_lab_stops_its_servers() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let mut lab = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["lab", "run", "io-models", "--quick", "--no-progress", "--servers", "sluice", "--out"])
+        .arg(out.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let needle = out.path().to_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // Wait until a server of the lab is up (its command line names the media directory).
+    while processes_mentioning(&format!("{needle}/io-models/media")).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no server started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(lab.id() as i32, libc::SIGTERM) };
+    let status = lab.wait().unwrap();
+    assert!(!status.success());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let left = processes_mentioning(&needle);
+    for pid in &left {
+        // SAFETY: cleaning up what the lab should have stopped; each pid was just seen with this
+        // test's own directory in its command line.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "servers outlived the lab: {left:?}");
+}
