@@ -37,7 +37,7 @@ pub struct LineChart {
     pub series: Vec<Series>,
 }
 
-const W: f64 = 640.0;
+const W: f64 = 580.0;
 const H: f64 = 340.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 190.0;

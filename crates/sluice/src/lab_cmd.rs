@@ -20,6 +20,18 @@ enum LabCommand {
     List,
     /// Run one experiment (name or id, e.g. zero-copy or E1), or `all`.
     Run(RunArgs),
+    /// Render one report from the results.json files of earlier runs.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// results.json files (or the directories holding them), in report order.
+    #[arg(required = true)]
+    results: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(long, default_value = "report.html")]
+    out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -51,6 +63,19 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
             Ok(())
         }
         LabCommand::Run(r) => run_experiments(r),
+        LabCommand::Report(r) => {
+            let runs = r
+                .results
+                .iter()
+                .map(|p| {
+                    let file = if p.is_dir() { p.join("results.json") } else { p.clone() };
+                    ExperimentResults::read(&file).with_context(|| format!("reading {}", file.display()))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            write_report(&r.out, &runs)?;
+            println!("{} experiment(s) → {}", runs.len(), r.out.display());
+            Ok(())
+        }
     }
 }
 

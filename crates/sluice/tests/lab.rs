@@ -228,6 +228,18 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     }
     let html = check_report(&out.path().join("io-models"), &results);
     assert!(html.contains("not measured, skipped (nginx is not installed"));
+    // A report can be rendered again from results.json, alone or with other runs.
+    let again = out.path().join("again.html");
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["lab", "report", "--out"])
+        .arg(&again)
+        .arg(out.path().join("io-models"))
+        .arg(out.path().join("io-models/results.json"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let html = std::fs::read_to_string(again).unwrap();
+    assert_eq!(html.matches("<h2 id=\"E3\">").count(), 2, "both runs are in the report");
 }
 
 /// Pids of live processes whose command line mentions `needle` (here: a test's own temporary
