@@ -3,9 +3,10 @@
 //! Owns the start-up probe: the `SLUICE_FORCE_EPOLL` override, the `kernel.io_uring_disabled`
 //! sysctl, creating a ring (which is where seccomp, old kernels and `RLIMIT_MEMLOCK` say no), the
 //! opcode table (`IORING_REGISTER_PROBE`), the setup flags the kernel accepts
-//! (`SINGLE_ISSUER`+`DEFER_TASKRUN`, else `COOP_TASKRUN`), and a live test of the two features the
-//! engine cannot do without and that no opcode table reports: multishot accept and multishot
-//! receive into a provided-buffer ring. Nothing is inferred from the kernel version. The result is
+//! (`SINGLE_ISSUER`+`DEFER_TASKRUN`, else `COOP_TASKRUN`), the optional batching wait
+//! (`IORING_FEAT_MIN_TIMEOUT`), and a live test of the two features the engine cannot do without
+//! and that no opcode table reports: multishot accept and multishot receive into a provided-buffer
+//! ring. Nothing is inferred from the kernel version. The result is
 //! computed once per process. It also owns [`resolve_engine`], the rule for what to run when
 //! io_uring is refused. It does not run connections (that is `uring.rs`).
 
@@ -44,6 +45,10 @@ pub(crate) struct Support {
     pub submit_all: bool,
     /// `IORING_REGISTER_IOWQ_MAX_WORKERS` (5.15+) works.
     pub iowq_max_workers: bool,
+    /// `IORING_FEAT_MIN_TIMEOUT` (6.12+): `io_uring_enter` takes `min_wait_usec`, so a worker can
+    /// wait for a batch of completions but return with fewer once that much time has passed.
+    /// Without it the worker waits for one completion per turn.
+    pub min_wait: bool,
 }
 
 /// The kernel's answer, asked once per process.
@@ -162,8 +167,9 @@ fn probe() -> Result<Support, String> {
     }
     // Zeros only read the current limits; an error means the kernel cannot cap its workers.
     let iowq_max_workers = ring.submitter().register_iowq_max_workers(&mut [0, 0]).is_ok();
+    let min_wait = params.is_feature_min_timeout();
     live_test(&mut ring)?;
-    Ok(Support { taskrun, submit_all, iowq_max_workers })
+    Ok(Support { taskrun, submit_all, iowq_max_workers, min_wait })
 }
 
 /// Turns an `io_uring_setup` failure into the reason a user can act on.
