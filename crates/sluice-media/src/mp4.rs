@@ -376,7 +376,8 @@ fn index_track(
     if count == 0 {
         return Ok(Err("no samples".into()));
     }
-    let table = create_sample_table(track, CheckedInteger(0)).ok_or_else(|| bad("inconsistent sample tables"))?;
+    let table =
+        create_sample_table(track, CheckedInteger(0)).ok_or_else(|| bad("inconsistent sample tables"))?;
     if table.len() as u64 != count {
         return Err(bad("sample tables disagree on the sample count"));
     }
@@ -386,7 +387,10 @@ fn index_track(
         if end > file_len || end <= start {
             return Err(bad("a sample lies outside the file"));
         }
-        let size = u32::try_from(end - start).ok().filter(|n| n & SYNC_BIT == 0).ok_or_else(|| bad("sample of 2 GiB or more"))?;
+        let size = u32::try_from(end - start)
+            .ok()
+            .filter(|n| n & SYNC_BIT == 0)
+            .ok_or_else(|| bad("sample of 2 GiB or more"))?;
         let decode_time = u64::try_from(s.start_decode.0).map_err(|_| bad("negative decode time"))?;
         let composition_offset = i32::try_from(s.start_composition.0 - s.start_decode.0)
             .map_err(|_| bad("composition offset out of range"))?;
@@ -414,7 +418,8 @@ fn index_track(
 /// The track's sample count, checked for consistency and against the allocation bounds before
 /// `create_sample_table` expands anything.
 fn checked_sample_count(track: &mp4parse::Track, file_len: u64) -> Result<u64, &'static str> {
-    let (Some(stsc), Some(stco), Some(stsz), Some(stts)) = (&track.stsc, &track.stco, &track.stsz, &track.stts)
+    let (Some(stsc), Some(stco), Some(stsz), Some(stts)) =
+        (&track.stsc, &track.stco, &track.stsz, &track.stts)
     else {
         return Err("missing stsc, stco, stsz or stts");
     };
@@ -442,7 +447,9 @@ fn checked_sample_count(track: &mp4parse::Track, file_len: u64) -> Result<u64, &
     let from_stts = stts
         .samples
         .iter()
-        .try_fold(0u64, |acc, s| acc.checked_add(u64::from(s.sample_count)).filter(|&n| n <= MAX_SAMPLES_PER_TRACK))
+        .try_fold(0u64, |acc, s| {
+            acc.checked_add(u64::from(s.sample_count)).filter(|&n| n <= MAX_SAMPLES_PER_TRACK)
+        })
         .ok_or("more samples than the limit")?;
     let from_stsz = if stsz.sample_size == 0 {
         stsz.sample_sizes.len() as u64
@@ -523,8 +530,9 @@ mod tests {
     /// mono (ffprobe decodes 282: the first is encoder priming it drops), 6.0 s each.
     #[test]
     fn demo_matches_ffprobe() {
-        let file = Mp4File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4"))
-            .unwrap();
+        let file =
+            Mp4File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4"))
+                .unwrap();
         assert_eq!(file.tracks.len(), 2, "{:?}", file.skipped);
         let v = video(&file);
         assert_eq!(v.samples.len(), 180);
@@ -546,6 +554,19 @@ mod tests {
         // AAC-LC (object type 2), 48 kHz (index 3), 1 channel: 0x11 0x88.
         assert_eq!(&c.audio_specific_config[..2], &[0x11, 0x88]);
         assert!((file.duration_secs() - 6.0).abs() < 0.05);
+    }
+
+    /// The fuzz seed `tiny-h264-aac.mp4` (ffmpeg: 0.6 s of 32x32 H.264 at 5 fps, GOP 2, and
+    /// 8 kHz AAC): ffprobe counts 3 video frames and 6 AAC packets.
+    #[test]
+    fn tiny_fixture_matches_ffprobe() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/mp4_demux/tiny-h264-aac.mp4");
+        let file = Mp4File::open(path).unwrap();
+        assert_eq!(video(&file).samples.len(), 3);
+        assert_eq!(video(&file).samples.iter().filter(|s| s.is_sync()).count(), 2);
+        assert_eq!(audio(&file).samples.len(), 6);
+        let TrackKind::Aac(a) = &audio(&file).kind else { unreachable!() };
+        assert_eq!((a.sample_rate, a.channels), (8000, 1));
     }
 
     #[test]

@@ -32,7 +32,11 @@ pub struct SdpOptions {
 
 impl Default for SdpOptions {
     fn default() -> Self {
-        SdpOptions { session_name: "sluice".into(), session_id: 0, address: IpAddr::V4(Ipv4Addr::UNSPECIFIED) }
+        SdpOptions {
+            session_name: "sluice".into(),
+            session_id: 0,
+            address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        }
     }
 }
 
@@ -53,10 +57,8 @@ pub fn clock_rate(track: &Track) -> u32 {
 /// The session description of `file`: one media section per track, in track order, with
 /// `a=control:trackID=<index>`.
 pub fn session_description(file: &Mp4File, options: &SdpOptions) -> Session {
-    let mut session = Session::new(
-        Origin::with_ip_addr(options.session_id, 1, options.address),
-        &options.session_name,
-    );
+    let mut session =
+        Session::new(Origin::with_ip_addr(options.session_id, 1, options.address), &options.session_name);
     session.connection = Some(Connection::from_ip_addr(options.address));
     session.times.push(Time::new(0, 0));
     session.add_attribute(Attribute::with_value("control", "*"));
@@ -143,9 +145,11 @@ mod tests {
     #[test]
     fn demo_sdp_parses_back_with_the_file_values() {
         let file = demo();
-        let options = SdpOptions { session_name: "sluice-demo.mp4".into(), session_id: 42, ..Default::default() };
+        let options =
+            SdpOptions { session_name: "sluice-demo.mp4".into(), session_id: 42, ..Default::default() };
         let bytes = to_bytes(&session_description(&file, &options));
-        let parsed = Session::parse(&bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes)));
+        let parsed =
+            Session::parse(&bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes)));
         assert_eq!(parsed.session_name, "sluice-demo.mp4");
         assert_eq!(parsed.get_first_attribute_value("range"), Some(Some("npt=0-6.000")));
         assert_eq!(parsed.medias.len(), 2);
@@ -179,8 +183,10 @@ mod tests {
         assert_eq!(param(&fmtp, "indexdeltalength"), "3");
         let TrackKind::Aac(a) = &file.tracks[1].kind else { panic!("audio second") };
         let config = param(&fmtp, "config");
-        let decoded: Vec<u8> =
-            (0..config.len()).step_by(2).map(|i| u8::from_str_radix(&config[i..i + 2], 16).unwrap()).collect();
+        let decoded: Vec<u8> = (0..config.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&config[i..i + 2], 16).unwrap())
+            .collect();
         assert_eq!(decoded, a.audio_specific_config);
     }
 
