@@ -257,6 +257,7 @@ impl Mp4File {
     /// Indexes a file of `len` bytes read through `src`.
     pub fn read<R: Read + Seek>(mut src: R, len: u64) -> Result<Mp4File, Mp4Error> {
         let moov = read_moov(&mut src, len)?;
+        check_table_sizes(&moov, 0)?;
         let context = mp4parse::read_mp4(&mut moov.as_slice())?;
         let mut file = Mp4File { tracks: Vec::new(), skipped: Vec::new(), file_len: len };
         for track in context.tracks.iter() {
@@ -322,6 +323,49 @@ fn read_moov<R: Read + Seek>(src: &mut R, len: u64) -> Result<Vec<u8>, Mp4Error>
         offset += size;
     }
     Err(Mp4Error::NoMoov)
+}
+
+/// Checks that every sample table in `boxes` (a `moov` box or its descendants) declares no more
+/// entries than its box holds.
+///
+/// `mp4parse` reserves memory for a table's declared entry count before reading the entries
+/// (with fallible allocation, but still up to 32 GiB of address space for a 20-byte box); this
+/// walk refuses such boxes first, so every allocation is bounded by the `moov` size.
+fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
+    let bad = |what| Mp4Error::BadBox { offset: 0, what };
+    let mut rest = boxes;
+    while rest.len() >= 8 {
+        let size = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
+        // 64-bit and to-the-end sizes do not occur inside a moov; mp4parse rejects what is left.
+        if size < 8 || size > rest.len() {
+            return Ok(());
+        }
+        let body = &rest[8..size];
+        rest = &rest[size..];
+        // Full boxes: version and flags, then the counts.
+        let u32_at = |i: usize| {
+            body.get(i..i + 4).map(|b| u64::from(u32::from_be_bytes(b.try_into().expect("4 bytes"))))
+        };
+        let (count, entry, first) = match &kind {
+            b"moov" | b"trak" | b"edts" | b"mdia" | b"minf" | b"stbl" if depth < 8 => {
+                check_table_sizes(body, depth + 1)?;
+                continue;
+            }
+            b"stts" | b"ctts" | b"co64" => (u32_at(4), 8, 8),
+            b"stco" | b"stss" => (u32_at(4), 4, 8),
+            b"stsc" => (u32_at(4), 12, 8),
+            b"elst" => (u32_at(4), if body.first() == Some(&1) { 20 } else { 12 }, 8),
+            b"stsd" => (u32_at(4), 8, 8), // each description is a box of at least 8 bytes
+            b"stsz" if u32_at(4) == Some(0) => (u32_at(8), 4, 12),
+            _ => continue,
+        };
+        let count = count.ok_or_else(|| bad("sample table box is truncated"))?;
+        if count.saturating_mul(entry) > (body.len() as u64).saturating_sub(first) {
+            return Err(bad("a table declares more entries than its box holds"));
+        }
+    }
+    Ok(())
 }
 
 /// Indexes one track: `Ok(Err(reason))` for a track that is fine but not playable by sluice,
@@ -650,6 +694,13 @@ mod tests {
         assert!(matches!(Mp4File::from_bytes(b"\0\0\x01\0ftypxxxx"), Err(Mp4Error::BadBox { .. })));
         assert!(matches!(Mp4File::from_bytes(b"\0\0\0\x08free"), Err(Mp4Error::NoMoov)));
         assert!(matches!(Mp4File::from_bytes(b""), Err(Mp4Error::NoMoov)));
+        // A table that declares 2^32 - 16 entries in a 20-byte box is refused before mp4parse
+        // would reserve memory for them.
+        let mut demo = demo();
+        let stsz = demo.windows(4).position(|w| w == b"stsz").unwrap();
+        demo[stsz + 12..stsz + 16].copy_from_slice(&0xffff_fff0u32.to_be_bytes());
+        let err = Mp4File::from_bytes(&demo).unwrap_err();
+        assert!(err.to_string().contains("more entries than its box holds"), "{err}");
     }
 
     #[test]

@@ -57,8 +57,9 @@ pub fn clock_rate(track: &Track) -> u32 {
 /// The session description of `file`: one media section per track, in track order, with
 /// `a=control:trackID=<index>`.
 pub fn session_description(file: &Mp4File, options: &SdpOptions) -> Session {
-    let mut session =
-        Session::new(Origin::with_ip_addr(options.session_id, 1, options.address), &options.session_name);
+    // RFC 8866 §5.3: the session name must not be empty; "-" is the conventional filler.
+    let name = if options.session_name.trim().is_empty() { "-" } else { options.session_name.as_str() };
+    let mut session = Session::new(Origin::with_ip_addr(options.session_id, 1, options.address), name);
     session.connection = Some(Connection::from_ip_addr(options.address));
     session.times.push(Time::new(0, 0));
     session.add_attribute(Attribute::with_value("control", "*"));
@@ -198,5 +199,15 @@ mod tests {
         assert_eq!(payload_type(0), 96);
         assert_eq!(payload_type(31), 127);
         assert_eq!(payload_type(1000), 127);
+    }
+
+    #[test]
+    fn empty_session_name_still_parses() {
+        for name in ["", "\r\n"] {
+            let options = SdpOptions { session_name: name.into(), ..Default::default() };
+            let bytes = to_bytes(&session_description(&demo(), &options));
+            assert!(bytes.windows(5).any(|w| w == b"s=-\r\n"), "{}", String::from_utf8_lossy(&bytes));
+            assert_eq!(Session::parse(&bytes).unwrap().medias.len(), 2);
+        }
     }
 }

@@ -19,6 +19,13 @@ pub use response::{Reply, RtpInfoEntry};
 
 pub use rtsp_types::{Method, StatusCode};
 
+/// The 4-byte header of an interleaved frame (`$`, channel, 16-bit length) that carries a
+/// packet of `len` bytes on the RTSP connection (RFC 2326 §10.12); `None` if it is too long.
+pub fn interleaved_header(channel: u8, len: usize) -> Option<[u8; 4]> {
+    let [hi, lo] = u16::try_from(len).ok()?.to_be_bytes();
+    Some([b'$', channel, hi, lo])
+}
+
 /// Why a request is refused; each kind knows its RTSP status code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RtspError {
@@ -102,6 +109,18 @@ impl RtspError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn interleaved_header_reads_back() {
+        let mut frame = interleaved_header(3, 2).unwrap().to_vec();
+        frame.extend_from_slice(&[7, 8]);
+        assert_eq!(
+            read_message(&frame, &Limits::default()),
+            Ok(Message::Interleaved { channel: 3, payload: &[7, 8], consumed: 6 })
+        );
+        assert_eq!(interleaved_header(0, 65_535), Some([b'$', 0, 0xff, 0xff]));
+        assert_eq!(interleaved_header(0, 65_536), None);
+    }
 
     #[test]
     fn errors_map_to_status_codes() {
