@@ -199,45 +199,54 @@ impl H264Depacketizer {
         self.damaged = false;
     }
 
-    /// Abandons the access unit in progress; later packets with its timestamp are dropped.
+    /// Abandons the access unit in progress; later packets with its timestamp are dropped, and
+    /// it is counted as dropped when it ends.
     fn damage(&mut self) {
-        if self.timestamp.is_some() && !self.damaged {
-            self.dropped_access_units += 1;
-        }
         self.buf.clear();
         self.fragment = None;
         self.damaged = true;
     }
 
+    /// Ends the access unit in progress without emitting it.
+    fn drop_access_unit(&mut self) {
+        self.dropped_access_units += 1;
+        self.reset();
+    }
+
     /// Takes one packet; returns an access unit when this packet completes one. A malformed
     /// packet is an error and damages the access unit it belongs to; lost packets are counted,
-    /// not errors (UDP loses packets), and the access units they belonged to are dropped.
+    /// not errors (UDP loses packets), and the access units they may have belonged to are
+    /// dropped. Each access unit that ends without being emitted counts once in
+    /// [`H264Depacketizer::dropped_access_units`].
     pub fn push(&mut self, packet: &RtpPacket<'_>) -> Result<Option<AccessUnit<'_>>, DepacketizeError> {
         if std::mem::take(&mut self.emitted) {
             self.reset();
         }
+        let mut lost = false;
         if let Some(last) = self.last_sequence {
             let gap = packet.sequence.wrapping_sub(last).wrapping_sub(1);
             // A "gap" of more than half the space is a reordered or duplicated packet.
             if gap != 0 && gap < 0x8000 {
                 self.lost_packets += u64::from(gap);
-                self.damage();
+                lost = true;
             }
         }
         self.last_sequence = Some(packet.sequence);
         if self.timestamp.is_some_and(|ts| ts != packet.timestamp) {
-            // A new access unit started without the previous one's marker: it lost its end.
-            if !self.damaged {
-                self.dropped_access_units += 1;
-            }
-            self.reset();
+            // A new access unit started before the previous one's marker: that one lost its end.
+            self.drop_access_unit();
+        }
+        if lost {
+            // The lost packets belonged to this packet's access unit or to one before it; which,
+            // the receiver cannot know, so this one is damaged too.
+            self.damage();
         }
         self.timestamp = Some(packet.timestamp);
         if !self.damaged {
             if let Err(e) = self.take_payload(packet.payload) {
                 self.damage();
                 if packet.marker {
-                    self.reset();
+                    self.drop_access_unit();
                 }
                 return Err(e);
             }
@@ -246,10 +255,7 @@ impl H264Depacketizer {
             return Ok(None);
         }
         if self.damaged || self.fragment.is_some() || self.buf.is_empty() {
-            if !self.damaged && self.timestamp.is_some() {
-                self.dropped_access_units += 1;
-            }
-            self.reset();
+            self.drop_access_unit();
             return Ok(None);
         }
         self.emitted = true;
@@ -448,31 +454,56 @@ mod tests {
         assert_eq!(push(&mut d, &packet(4, 3000, true, &[0x41, 2])), Ok(None));
         assert_eq!((d.lost_packets(), d.dropped_access_units()), (1, 1));
         assert_eq!(push(&mut d, &packet(5, 6000, true, &[0x41, 3])).unwrap().unwrap(), [0, 0, 0, 2, 0x41, 3]);
-        // Malformed payloads.
-        assert_eq!(push(&mut d, &packet(6, 9000, true, &[])), Err(DepacketizeError::EmptyPayload));
+        // Packets lost between access units: the next one may have lost its start, so it goes.
+        assert_eq!(push(&mut d, &packet(8, 7000, true, &[0x41, 5])), Ok(None));
+        assert_eq!((d.lost_packets(), d.dropped_access_units()), (3, 2));
+        // An access unit whose marker never came is dropped when the next one starts.
+        assert_eq!(push(&mut d, &packet(9, 8000, false, &[0x41, 6])), Ok(None));
         assert_eq!(
-            push(&mut d, &packet(7, 9000, true, &[25, 0])),
+            push(&mut d, &packet(10, 8500, true, &[0x41, 7])).unwrap().unwrap(),
+            [0, 0, 0, 2, 0x41, 7]
+        );
+        assert_eq!((d.lost_packets(), d.dropped_access_units()), (3, 3));
+        let mut seq = 10;
+        let mut next = || {
+            seq += 1;
+            seq
+        };
+        // Malformed payloads.
+        assert_eq!(push(&mut d, &packet(next(), 9000, true, &[])), Err(DepacketizeError::EmptyPayload));
+        assert_eq!(
+            push(&mut d, &packet(next(), 9000, true, &[25, 0])),
             Err(DepacketizeError::UnsupportedNalType(25))
         );
-        assert_eq!(push(&mut d, &packet(8, 9000, true, &[24, 0, 5, 1])), Err(DepacketizeError::BadAggregate));
-        assert_eq!(push(&mut d, &packet(9, 9000, true, &[28, 0xc5, 1])), Err(DepacketizeError::BadFragment));
-        assert_eq!(push(&mut d, &packet(10, 9000, true, &[28, 0x05, 1])), Err(DepacketizeError::BadFragment));
-        // A fragment start inside a fragmented NAL unit.
-        assert_eq!(push(&mut d, &packet(11, 12000, false, &[28, 0x85, 1])), Ok(None));
         assert_eq!(
-            push(&mut d, &packet(12, 12000, true, &[28, 0x85, 1])),
+            push(&mut d, &packet(next(), 9000, true, &[24, 0, 5, 1])),
+            Err(DepacketizeError::BadAggregate)
+        );
+        assert_eq!(
+            push(&mut d, &packet(next(), 9000, true, &[28, 0xc5, 1])),
+            Err(DepacketizeError::BadFragment)
+        );
+        assert_eq!(
+            push(&mut d, &packet(next(), 9000, true, &[28, 0x05, 1])),
+            Err(DepacketizeError::BadFragment)
+        );
+        // A fragment start inside a fragmented NAL unit.
+        assert_eq!(push(&mut d, &packet(next(), 12000, false, &[28, 0x85, 1])), Ok(None));
+        assert_eq!(
+            push(&mut d, &packet(next(), 12000, true, &[28, 0x85, 1])),
             Err(DepacketizeError::BadFragment)
         );
         // Too large.
         let big = vec![0x41; 1001];
         assert_eq!(
-            push(&mut d, &packet(13, 15000, true, &big)),
+            push(&mut d, &packet(next(), 15000, true, &big)),
             Err(DepacketizeError::AccessUnitTooLarge(1000))
         );
         // And it recovers.
         assert_eq!(
-            push(&mut d, &packet(14, 18000, true, &[0x41, 4])).unwrap().unwrap(),
+            push(&mut d, &packet(next(), 18000, true, &[0x41, 4])).unwrap().unwrap(),
             [0, 0, 0, 2, 0x41, 4]
         );
+        assert_eq!(d.lost_packets(), 3, "malformed packets are not lost ones");
     }
 }
