@@ -13,6 +13,11 @@ use crate::conn::{Clock, Outbox, Session};
 use crate::http::range::{resolve_range, RangeOutcome};
 use crate::http::request::{parse_head, Parsed, MAX_HEADERS};
 use crate::http::{Body, Handler, HttpSession, Limits, Reply, Request, Response, Status};
+use crate::rtp::{
+    AacAccessUnits, AacPacketizer, H264Depacketizer, H264Packetizer, PacketizeError, Packets, RtpPacket,
+    StreamConfig, RTP_HEADER_LEN,
+};
+use crate::rtsp::{read_message, Limits as RtspLimits, Message as RtspMessage, RtspError};
 
 /// A handler that answers every request with its method and target, so that the output shows
 /// which requests the session saw.
@@ -138,5 +143,121 @@ pub fn range_header(data: &[u8]) {
             }
             assert!(total <= len, "ranges add up to {total}, more than {len}");
         }
+    }
+}
+
+/// The RTSP request reader gives the same sequence of messages for `data` whole as when it
+/// arrives in two reads split at any byte, and never reports a message longer than the buffer.
+pub fn rtsp_request(data: &[u8]) {
+    let whole = read_rtsp(&[data]);
+    // Splitting at every byte is quadratic; long inputs are split at a spread of points instead.
+    let step = (data.len() / 256).max(1);
+    for split in (0..=data.len()).step_by(step) {
+        let (a, b) = data.split_at(split);
+        assert_eq!(read_rtsp(&[a, b]), whole, "split at {split} changed the messages");
+    }
+}
+
+/// Feeds `chunks` as successive reads to the RTSP reader the way a connection would; returns
+/// what it saw (requests printed, frames as channel and bytes) and how it ended.
+fn read_rtsp(chunks: &[&[u8]]) -> (Vec<String>, Option<RtspError>) {
+    let limits = RtspLimits { max_head: 1024, max_body: 256 };
+    let mut pending: Vec<u8> = Vec::new();
+    let mut seen = Vec::new();
+    for chunk in chunks {
+        pending.extend_from_slice(chunk);
+        loop {
+            let consumed = match read_message(&pending, &limits) {
+                Ok(RtspMessage::NeedMore) => break,
+                Ok(RtspMessage::Complete(request, consumed)) => {
+                    let mut text = Vec::new();
+                    request.write(&mut text).expect("writing into a Vec");
+                    seen.push(String::from_utf8_lossy(&text).into_owned());
+                    consumed
+                }
+                Ok(RtspMessage::Interleaved { channel, payload, consumed }) => {
+                    seen.push(format!("${channel} {payload:?}"));
+                    consumed
+                }
+                Err(e) => return (seen, Some(e)),
+            };
+            assert!(consumed > 0 && consumed <= pending.len(), "consumed {consumed} of {}", pending.len());
+            pending.drain(..consumed);
+        }
+    }
+    (seen, None)
+}
+
+/// Arbitrary NAL units packetized as one H.264 access unit and depacketized again come back
+/// identical, whatever the payload limit and length-prefix size; the same bytes as AAC frames
+/// come back identical too.
+pub fn rtp_roundtrip(data: &[u8]) {
+    let Some((&[limit, shape, ts0, ts1], rest)) = data.split_first_chunk::<4>() else { return };
+    let max_payload = 3 + usize::from(limit) * 4; // 3..=1023
+    let length_size = [1u8, 2, 4][usize::from(shape % 3)];
+    let timestamp = u32::from(ts0) << 24 | u32::from(ts1);
+    let config =
+        StreamConfig { ssrc: 0x5105, payload_type: 96, initial_sequence: u16::from(shape) << 8 | 0xf0 };
+    // NAL units: split `rest` at bytes equal to the shape byte (a cheap, fuzzer-steerable split);
+    // H.264 NAL types 1..=23 only, as an MP4 holds (the header byte's type is forced into range).
+    let nals: Vec<Vec<u8>> = rest
+        .split(|b| *b == shape)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            let mut n = n.to_vec();
+            n[0] = n[0] & 0xe0 | (n[0] % 23 + 1);
+            n.truncate(if length_size == 4 { usize::MAX } else { (1 << (8 * length_size)) - 1 });
+            n
+        })
+        .collect();
+    let mut au = Vec::new();
+    for n in &nals {
+        au.extend_from_slice(&(n.len() as u32).to_be_bytes()[4 - usize::from(length_size)..]);
+        au.extend_from_slice(n);
+    }
+    let mut packetizer = H264Packetizer::new(config, max_payload, length_size).expect("valid settings");
+    let mut out = Packets::new();
+    match packetizer.packetize(&au, timestamp, &mut out) {
+        Ok(n) => assert_eq!(n, out.len()),
+        Err(PacketizeError::EmptyAccessUnit) => {
+            assert!(nals.is_empty());
+            return;
+        }
+        Err(e) => panic!("well-formed access unit refused: {e}"),
+    }
+    let mut depacketizer = H264Depacketizer::new(1 << 20);
+    let mut got = None;
+    for (i, packet) in out.iter().enumerate() {
+        assert!(packet.len() <= RTP_HEADER_LEN + max_payload, "packet over the limit");
+        let packet = RtpPacket::parse(packet).expect("our packet parses");
+        assert_eq!(packet.sequence, config.initial_sequence.wrapping_add(i as u16));
+        assert_eq!(packet.marker, i + 1 == out.len(), "marker only on the last packet");
+        if let Some(unit) = depacketizer.push(&packet).expect("our packet depacketizes") {
+            assert!(got.is_none(), "more than one access unit");
+            assert_eq!(unit.timestamp, timestamp);
+            got = Some(unit.nal_units().map(<[u8]>::to_vec).collect::<Vec<_>>());
+        }
+    }
+    assert_eq!(got.as_ref(), Some(&nals), "NAL units changed in the round trip");
+
+    // AAC: each NAL unit's bytes as one frame.
+    let mut aac = AacPacketizer::new(config, max_payload.max(5)).expect("valid settings");
+    for frame in &nals {
+        out.clear();
+        match aac.packetize(frame, timestamp, &mut out) {
+            Ok(()) => {
+                let packet = RtpPacket::parse(out.get(0).expect("one packet")).expect("our packet parses");
+                let frames: Vec<&[u8]> =
+                    AacAccessUnits::parse(&packet).expect("our AU headers parse").collect();
+                assert_eq!(frames, [frame.as_slice()]);
+            }
+            Err(PacketizeError::FrameTooLarge { size, max }) => assert!(size > max),
+            Err(e) => panic!("AAC frame refused: {e}"),
+        }
+    }
+    // Arbitrary bytes as received RTP never panic either depacketizer.
+    if let Ok(packet) = RtpPacket::parse(rest) {
+        let _ = depacketizer.push(&packet);
+        let _ = AacAccessUnits::parse(&packet).map(|aus| aus.count());
     }
 }

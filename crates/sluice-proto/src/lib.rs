@@ -1,4 +1,4 @@
-//! Sans-I/O protocol state machines for sluice.
+//! Sans-I/O protocol state machines for sluice: HTTP/1.1, RTSP, RTP.
 //!
 //! This crate owns everything a connection *means*: parsing requests, choosing responses, framing
 //! bodies, deadlines as data. It owns no sockets, reads no clocks and starts no threads: an engine
@@ -12,5 +12,7 @@ pub mod conn;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
+pub mod rtp;
+pub mod rtsp;
 
 pub use conn::{Clock, FileSlice, Job, JobOutput, Outbox, Segment, Session};

@@ -30,3 +30,13 @@ fn request_head_corpus() {
 fn range_header_corpus() {
     replay("range_header", sluice_proto::fuzzing::range_header);
 }
+
+#[test]
+fn rtsp_request_corpus() {
+    replay("rtsp_request", sluice_proto::fuzzing::rtsp_request);
+}
+
+#[test]
+fn rtp_roundtrip_corpus() {
+    replay("rtp_roundtrip", sluice_proto::fuzzing::rtp_roundtrip);
+}

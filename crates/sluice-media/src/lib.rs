@@ -1,0 +1,17 @@
+//! Media for sluice: what is inside a file, independent of how it is sent.
+//!
+//! This crate owns the demux of an MP4 file into per-track sample tables ([`mp4`]) and the session
+//! description of a file for RTSP `DESCRIBE` ([`sdp`]). It reads a file's index once (the `moov`
+//! box) and never the media data itself: the tables hold byte offsets, so an engine can send a
+//! sample with `pread`, `sendfile` or io_uring straight from the file. It owns no sockets, no
+//! clocks and no packetization (that is `sluice-proto::rtp`).
+
+#![deny(missing_docs)]
+
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod mp4;
+pub mod sdp;
+
+pub use mp4::{AacConfig, H264Config, Mp4Error, Mp4File, Sample, SkippedTrack, Track, TrackKind};
+pub use sdp::{session_description, SdpOptions};

@@ -1,0 +1,721 @@
+//! MP4 demux into sample tables.
+//!
+//! This module owns reading an MP4 file's index: it finds the `moov` box, hands it to `mp4parse`,
+//! and turns every H.264 and AAC track into a [`Track`] with its codec parameters and a compact
+//! table of [`Sample`]s (file offset, size, decode time, composition offset, sync flag). It does
+//! not read sample data, does not apply edit lists to timestamps (it reports the edit's start so
+//! the caller can), and does not handle fragmented MP4 (`moof`): progressive files are what the
+//! library serves.
+//!
+//! Why `mp4parse` rather than the `mp4` crate: `mp4parse` is the demuxer Firefox ships, so it is
+//! continuously fuzzed (OSS-Fuzz) against hostile files, it uses fallible allocation
+//! (`TryVec`) for every table a file declares, and it exposes
+//! `mp4parse::unstable::create_sample_table`, which already resolves `stsc`/`stco`/`stsz`/`stts`/
+//! `ctts`/`stss` into per-sample offsets, times and sync flags with checked arithmetic. The `mp4`
+//! crate reads whole boxes with infallible allocations sized by the file and its sample lookup
+//! API answers one sample at a time, which is the wrong shape for building a table once.
+//!
+//! Bounded allocation: the `moov` box is read into memory only up to [`MAX_MOOV_BYTES`], and a
+//! track's sample count is checked against [`MAX_SAMPLES_PER_TRACK`] and the file's size *before*
+//! `mp4parse` expands the compact tables, because a few bytes of `stsc` can otherwise declare
+//! billions of samples.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use mp4parse::unstable::{create_sample_table, CheckedInteger};
+use mp4parse::{AudioCodecSpecific, CodecType, SampleEntry, TrackType, VideoCodecSpecific};
+
+/// Largest `moov` box read into memory. A 3-hour 60 fps H.264 file has a `moov` of a few MB;
+/// anything beyond this is hostile or not a media file we want to index in memory.
+pub const MAX_MOOV_BYTES: u64 = 64 << 20;
+
+/// Most samples one track may have: 4 Mi samples is 19 hours of 60 fps video or 24 hours of
+/// 48 kHz AAC. At 24 bytes a sample, a full table is 96 MiB.
+pub const MAX_SAMPLES_PER_TRACK: u64 = 4 << 20;
+
+/// Most tracks indexed from one file; RTP dynamic payload types (96..=127) bound this too.
+pub const MAX_TRACKS: usize = 32;
+
+/// Most top-level boxes walked while looking for `moov` (each costs one seek).
+const MAX_TOP_LEVEL_BOXES: usize = 4096;
+
+/// Why a file could not be indexed. Every malformed input ends here, never in a panic.
+#[derive(Debug, thiserror::Error)]
+pub enum Mp4Error {
+    /// Reading the file failed.
+    #[error("reading the file: {0}")]
+    Io(#[from] std::io::Error),
+    /// The top-level box structure is broken (a box runs past the end, a size is impossible).
+    #[error("malformed box structure at byte {offset}: {what}")]
+    BadBox {
+        /// Offset of the offending box header.
+        offset: u64,
+        /// What was wrong.
+        what: &'static str,
+    },
+    /// No `moov` box: not an MP4 file, or a fragmented/truncated one.
+    #[error("no moov box in the file")]
+    NoMoov,
+    /// The `moov` box is larger than [`MAX_MOOV_BYTES`].
+    #[error("moov box of {size} bytes is larger than the limit of {limit}")]
+    MoovTooLarge {
+        /// Size the file declares.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// `mp4parse` rejected the `moov` box.
+    #[error("malformed MP4 index: {0}")]
+    Parse(#[from] mp4parse::Error),
+    /// A track's sample tables are inconsistent or exceed the limits.
+    #[error("track {track}: {what}")]
+    BadSampleTable {
+        /// The MP4 track id.
+        track: u32,
+        /// What was wrong.
+        what: &'static str,
+    },
+    /// A codec configuration record (`avcC`, AudioSpecificConfig) is malformed.
+    #[error("track {track}: malformed codec configuration: {what}")]
+    BadCodecConfig {
+        /// The MP4 track id.
+        track: u32,
+        /// What was wrong.
+        what: &'static str,
+    },
+}
+
+/// One sample (an H.264 access unit or an AAC frame), packed into 24 bytes because a long file
+/// has millions of them and the table stays in memory while the file is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    offset: u64,
+    decode_time: u64,
+    /// Size in the low 31 bits, sync flag in the top bit.
+    size_sync: u32,
+    composition_offset: i32,
+}
+
+const SYNC_BIT: u32 = 1 << 31;
+
+impl Sample {
+    /// Byte offset of the sample in the file.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Size in bytes (samples of 2 GiB or more are rejected when indexing).
+    pub fn size(&self) -> u32 {
+        self.size_sync & !SYNC_BIT
+    }
+
+    /// Decode time in the track's timescale.
+    pub fn decode_time(&self) -> u64 {
+        self.decode_time
+    }
+
+    /// Composition (presentation) time minus decode time, in the track's timescale.
+    pub fn composition_offset(&self) -> i32 {
+        self.composition_offset
+    }
+
+    /// Presentation time in the track's timescale (decode time plus composition offset, at 0 at
+    /// least: a negative composition offset on the first samples is clamped).
+    pub fn composition_time(&self) -> u64 {
+        self.decode_time.saturating_add_signed(i64::from(self.composition_offset))
+    }
+
+    /// Whether decoding can start at this sample (a keyframe; every AAC frame).
+    pub fn is_sync(&self) -> bool {
+        self.size_sync & SYNC_BIT != 0
+    }
+
+    /// The byte range of the sample in the file.
+    pub fn range(&self) -> std::ops::Range<u64> {
+        self.offset..self.offset + u64::from(self.size())
+    }
+}
+
+/// H.264 parameters from the `avcC` box, what RTP and SDP need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct H264Config {
+    /// Sequence parameter sets (NAL units with their header byte, no length prefix).
+    pub sps: Vec<Vec<u8>>,
+    /// Picture parameter sets.
+    pub pps: Vec<Vec<u8>>,
+    /// Bytes of the length prefix before each NAL unit in a sample: 1, 2 or 4.
+    pub nal_length_size: u8,
+    /// profile_idc, constraint flags and level_idc: the SDP `profile-level-id`.
+    pub profile_level_id: [u8; 3],
+    /// Coded width in pixels, from the sample entry.
+    pub width: u16,
+    /// Coded height in pixels.
+    pub height: u16,
+}
+
+/// AAC parameters from the `esds` box.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AacConfig {
+    /// The AudioSpecificConfig bytes: the SDP `config=` in hex.
+    pub audio_specific_config: Vec<u8>,
+    /// Sampling rate in Hz (also the RTP clock rate).
+    pub sample_rate: u32,
+    /// Channel count.
+    pub channels: u16,
+}
+
+/// What a track carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrackKind {
+    /// H.264 video.
+    H264(H264Config),
+    /// AAC audio.
+    Aac(AacConfig),
+}
+
+/// One playable track.
+#[derive(Debug, Clone)]
+pub struct Track {
+    /// The MP4 track id (`tkhd`).
+    pub id: u32,
+    /// Codec and its parameters.
+    pub kind: TrackKind,
+    /// Ticks per second of the sample times.
+    pub timescale: u32,
+    /// Presentation duration in ticks: the edit list's, else `mdhd`'s, else the samples' span.
+    pub duration: u64,
+    /// Media time where the edit list starts presentation, in ticks (0 without an edit list).
+    /// Presentation time of a sample is `composition_time() - edit_start`.
+    pub edit_start: u64,
+    /// Samples in decode order.
+    pub samples: Vec<Sample>,
+}
+
+impl Track {
+    /// Duration in seconds.
+    pub fn duration_secs(&self) -> f64 {
+        self.duration as f64 / f64::from(self.timescale)
+    }
+
+    /// Converts seconds to this track's ticks (saturating; negative and NaN are 0).
+    pub fn ticks(&self, secs: f64) -> u64 {
+        let t = secs * f64::from(self.timescale);
+        if t.is_nan() || t <= 0.0 {
+            0
+        } else {
+            t as u64
+        }
+    }
+
+    /// Index of the sync sample at or before decode time `ticks`: where a `PLAY` with
+    /// `Range: npt=` starts so the decoder gets a keyframe first. Before the first sync sample
+    /// this is the first sync sample; `None` only when the track has no sync sample at all.
+    pub fn sync_sample_at_or_before(&self, ticks: u64) -> Option<usize> {
+        // Samples are in decode order, so decode times are sorted: binary search, then walk back
+        // to the keyframe (a GOP is at most a few hundred samples).
+        let after = self.samples.partition_point(|s| s.decode_time <= ticks);
+        let before = self.samples[..after].iter().rposition(Sample::is_sync);
+        before.or_else(|| self.samples.iter().position(Sample::is_sync))
+    }
+}
+
+/// A track that was not indexed, and why (so `DESCRIBE` logs can say why a track is missing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedTrack {
+    /// The MP4 track id.
+    pub id: u32,
+    /// Why it was skipped.
+    pub reason: String,
+}
+
+/// An indexed MP4 file.
+#[derive(Debug, Clone)]
+pub struct Mp4File {
+    /// Playable tracks (H.264 and AAC), in file order.
+    pub tracks: Vec<Track>,
+    /// Tracks that are not H.264 or AAC, or carry no samples.
+    pub skipped: Vec<SkippedTrack>,
+    /// Size of the file in bytes; every sample lies inside it.
+    pub file_len: u64,
+}
+
+impl Mp4File {
+    /// Indexes the file at `path`, reading only its box headers and its `moov` box.
+    pub fn open(path: impl AsRef<Path>) -> Result<Mp4File, Mp4Error> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        Mp4File::read(BufReader::new(file), len)
+    }
+
+    /// Indexes an MP4 file held in memory (tests, fuzzing).
+    pub fn from_bytes(data: &[u8]) -> Result<Mp4File, Mp4Error> {
+        Mp4File::read(std::io::Cursor::new(data), data.len() as u64)
+    }
+
+    /// Indexes a file of `len` bytes read through `src`.
+    pub fn read<R: Read + Seek>(mut src: R, len: u64) -> Result<Mp4File, Mp4Error> {
+        let moov = read_moov(&mut src, len)?;
+        check_table_sizes(&moov, 0)?;
+        let context = mp4parse::read_mp4(&mut moov.as_slice())?;
+        let mut file = Mp4File { tracks: Vec::new(), skipped: Vec::new(), file_len: len };
+        for track in context.tracks.iter() {
+            let id = track.track_id.unwrap_or(0);
+            if file.tracks.len() >= MAX_TRACKS {
+                file.skipped.push(SkippedTrack { id, reason: format!("more than {MAX_TRACKS} tracks") });
+                continue;
+            }
+            match index_track(track, context.timescale.map(|t| t.0), len)? {
+                Ok(t) => file.tracks.push(t),
+                Err(reason) => file.skipped.push(SkippedTrack { id, reason }),
+            }
+        }
+        Ok(file)
+    }
+
+    /// Duration of the longest track in seconds (the SDP `a=range`).
+    pub fn duration_secs(&self) -> f64 {
+        self.tracks.iter().map(Track::duration_secs).fold(0.0, f64::max)
+    }
+}
+
+/// Walks the top-level boxes and returns the `moov` box (header included), which is what
+/// `mp4parse::read_mp4` expects. `mdat` is skipped by seeking, never read.
+fn read_moov<R: Read + Seek>(src: &mut R, len: u64) -> Result<Vec<u8>, Mp4Error> {
+    let mut offset = 0u64;
+    for _ in 0..MAX_TOP_LEVEL_BOXES {
+        if len.saturating_sub(offset) < 8 {
+            return Err(Mp4Error::NoMoov);
+        }
+        src.seek(SeekFrom::Start(offset))?;
+        let mut head = [0u8; 16];
+        src.read_exact(&mut head[..8])?;
+        let size32 = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        let kind = [head[4], head[5], head[6], head[7]];
+        let (size, header_len) = match size32 {
+            0 => (len - offset, 8), // the box runs to the end of the file
+            1 => {
+                if len - offset < 16 {
+                    return Err(Mp4Error::BadBox { offset, what: "64-bit size past the end" });
+                }
+                src.read_exact(&mut head[8..16])?;
+                let large = u64::from_be_bytes(head[8..16].try_into().expect("8 bytes"));
+                (large, 16)
+            }
+            n => (u64::from(n), 8),
+        };
+        if size < header_len {
+            return Err(Mp4Error::BadBox { offset, what: "size smaller than its header" });
+        }
+        if size > len - offset {
+            return Err(Mp4Error::BadBox { offset, what: "box runs past the end of the file" });
+        }
+        if &kind == b"moov" {
+            if size > MAX_MOOV_BYTES {
+                return Err(Mp4Error::MoovTooLarge { size, limit: MAX_MOOV_BYTES });
+            }
+            let mut moov = vec![0u8; size as usize];
+            src.seek(SeekFrom::Start(offset))?;
+            src.read_exact(&mut moov)?;
+            return Ok(moov);
+        }
+        offset += size;
+    }
+    Err(Mp4Error::NoMoov)
+}
+
+/// Checks that every sample table in `boxes` (a `moov` box or its descendants) declares no more
+/// entries than its box holds.
+///
+/// `mp4parse` reserves memory for a table's declared entry count before reading the entries
+/// (with fallible allocation, but still up to 32 GiB of address space for a 20-byte box); this
+/// walk refuses such boxes first, so every allocation is bounded by the `moov` size.
+fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
+    let bad = |what| Mp4Error::BadBox { offset: 0, what };
+    let mut rest = boxes;
+    while rest.len() >= 8 {
+        let size = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
+        // 64-bit and to-the-end sizes do not occur inside a moov; mp4parse rejects what is left.
+        if size < 8 || size > rest.len() {
+            return Ok(());
+        }
+        let body = &rest[8..size];
+        rest = &rest[size..];
+        // Full boxes: version and flags, then the counts.
+        let u32_at = |i: usize| {
+            body.get(i..i + 4).map(|b| u64::from(u32::from_be_bytes(b.try_into().expect("4 bytes"))))
+        };
+        let (count, entry, first) = match &kind {
+            b"moov" | b"trak" | b"edts" | b"mdia" | b"minf" | b"stbl" if depth < 8 => {
+                check_table_sizes(body, depth + 1)?;
+                continue;
+            }
+            b"stts" | b"ctts" | b"co64" => (u32_at(4), 8, 8),
+            b"stco" | b"stss" => (u32_at(4), 4, 8),
+            b"stsc" => (u32_at(4), 12, 8),
+            b"elst" => (u32_at(4), if body.first() == Some(&1) { 20 } else { 12 }, 8),
+            b"stsd" => (u32_at(4), 8, 8), // each description is a box of at least 8 bytes
+            b"stsz" if u32_at(4) == Some(0) => (u32_at(8), 4, 12),
+            _ => continue,
+        };
+        let count = count.ok_or_else(|| bad("sample table box is truncated"))?;
+        if count.saturating_mul(entry) > (body.len() as u64).saturating_sub(first) {
+            return Err(bad("a table declares more entries than its box holds"));
+        }
+    }
+    Ok(())
+}
+
+/// Indexes one track: `Ok(Err(reason))` for a track that is fine but not playable by sluice,
+/// `Err` for a malformed one (which fails the whole file: its index cannot be trusted).
+fn index_track(
+    track: &mp4parse::Track,
+    movie_timescale: Option<u64>,
+    file_len: u64,
+) -> Result<Result<Track, String>, Mp4Error> {
+    let id = track.track_id.unwrap_or(0);
+    let bad = |what| Mp4Error::BadSampleTable { track: id, what };
+    let entry = match track.stsd.as_ref().and_then(|d| d.descriptions.first()) {
+        Some(e) => e,
+        None => return Ok(Err("no sample description".into())),
+    };
+    if track.stsd.as_ref().is_some_and(|d| d.descriptions.len() > 1) {
+        // Switching codec parameters mid-track would need a new SDP; no muxer we serve does it.
+        return Ok(Err("more than one sample description".into()));
+    }
+    let kind = match (&track.track_type, entry) {
+        (TrackType::Video, SampleEntry::Video(v)) => match (&v.codec_type, &v.codec_specific) {
+            (CodecType::H264, VideoCodecSpecific::AVCConfig(avcc)) => {
+                TrackKind::H264(parse_avcc(id, avcc, v.width, v.height)?)
+            }
+            (c, _) => return Ok(Err(format!("video codec {c:?} is not served (only H.264)"))),
+        },
+        (TrackType::Audio, SampleEntry::Audio(a)) => match (&a.codec_type, &a.codec_specific) {
+            (CodecType::AAC, AudioCodecSpecific::ES_Descriptor(es)) => {
+                if es.decoder_specific_data.is_empty() {
+                    return Err(Mp4Error::BadCodecConfig { track: id, what: "no AudioSpecificConfig" });
+                }
+                let sample_rate = es.audio_sample_rate.unwrap_or(a.samplerate as u32);
+                let channels = es.audio_channel_count.unwrap_or(a.channelcount.min(255) as u16);
+                if sample_rate == 0 || channels == 0 {
+                    return Err(Mp4Error::BadCodecConfig { track: id, what: "no sample rate or channels" });
+                }
+                TrackKind::Aac(AacConfig {
+                    audio_specific_config: es.decoder_specific_data.to_vec(),
+                    sample_rate,
+                    channels,
+                })
+            }
+            (c, _) => return Ok(Err(format!("audio codec {c:?} is not served (only AAC)"))),
+        },
+        (t, _) => return Ok(Err(format!("{t:?} track is not served"))),
+    };
+    let timescale = match track.timescale {
+        Some(ts) if ts.0 > 0 && ts.0 <= u64::from(u32::MAX) => ts.0 as u32,
+        _ => return Err(bad("missing or invalid timescale")),
+    };
+    let count = checked_sample_count(track, file_len).map_err(bad)?;
+    if count == 0 {
+        return Ok(Err("no samples".into()));
+    }
+    let table =
+        create_sample_table(track, CheckedInteger(0)).ok_or_else(|| bad("inconsistent sample tables"))?;
+    if table.len() as u64 != count {
+        return Err(bad("sample tables disagree on the sample count"));
+    }
+    let mut samples = Vec::with_capacity(table.len());
+    for s in table.iter() {
+        let (start, end) = (s.start_offset.0, s.end_offset.0);
+        if end > file_len || end <= start {
+            return Err(bad("a sample lies outside the file"));
+        }
+        let size = u32::try_from(end - start)
+            .ok()
+            .filter(|n| n & SYNC_BIT == 0)
+            .ok_or_else(|| bad("sample of 2 GiB or more"))?;
+        let decode_time = u64::try_from(s.start_decode.0).map_err(|_| bad("negative decode time"))?;
+        let composition_offset = i32::try_from(s.start_composition.0 - s.start_decode.0)
+            .map_err(|_| bad("composition offset out of range"))?;
+        samples.push(Sample {
+            offset: start,
+            decode_time,
+            size_sync: size | if s.sync { SYNC_BIT } else { 0 },
+            composition_offset,
+        });
+    }
+    let span = samples.last().map_or(0, |s| s.decode_time);
+    // The presentation duration is the edit list's when there is one (it cuts the AAC priming
+    // frame and the B-frame delay, as players and ffprobe do), else the media header's.
+    let edited = match (track.edited_duration, movie_timescale) {
+        (Some(d), Some(movie)) if d.0 > 0 && movie > 0 => {
+            u64::try_from(u128::from(d.0) * u128::from(timescale) / u128::from(movie)).ok()
+        }
+        _ => None,
+    };
+    let duration = edited.or(track.duration.map(|d| d.0).filter(|&d| d > 0)).unwrap_or(span);
+    let edit_start = track.media_time.map_or(0, |t| t.0);
+    Ok(Ok(Track { id, kind, timescale, duration, edit_start, samples }))
+}
+
+/// The track's sample count, checked for consistency and against the allocation bounds before
+/// `create_sample_table` expands anything.
+fn checked_sample_count(track: &mp4parse::Track, file_len: u64) -> Result<u64, &'static str> {
+    let (Some(stsc), Some(stco), Some(stsz), Some(stts)) =
+        (&track.stsc, &track.stco, &track.stsz, &track.stts)
+    else {
+        return Err("missing stsc, stco, stsz or stts");
+    };
+    // stsc runs: chunks [first_chunk, next first_chunk) hold samples_per_chunk samples each.
+    // `create_sample_table` assumes strictly increasing first_chunk from 1; so do we, and reject
+    // anything else so our count and its allocation agree.
+    let chunks = stco.offsets.len() as u64;
+    let mut from_stsc = 0u64;
+    let runs = stsc.samples.as_slice();
+    for (i, run) in runs.iter().enumerate() {
+        let first = u64::from(run.first_chunk);
+        if (i == 0 && first != 1) || first > chunks {
+            return Err("stsc chunk runs out of order or past stco");
+        }
+        let end = runs.get(i + 1).map_or(chunks + 1, |next| u64::from(next.first_chunk).min(chunks + 1));
+        from_stsc = end
+            .checked_sub(first)
+            .filter(|&n| n > 0)
+            .ok_or("stsc chunk runs out of order or past stco")?
+            .checked_mul(u64::from(run.samples_per_chunk))
+            .and_then(|n| from_stsc.checked_add(n))
+            .filter(|&n| n <= MAX_SAMPLES_PER_TRACK)
+            .ok_or("more samples than the limit")?;
+    }
+    let from_stts = stts
+        .samples
+        .iter()
+        .try_fold(0u64, |acc, s| {
+            acc.checked_add(u64::from(s.sample_count)).filter(|&n| n <= MAX_SAMPLES_PER_TRACK)
+        })
+        .ok_or("more samples than the limit")?;
+    let from_stsz = if stsz.sample_size == 0 {
+        stsz.sample_sizes.len() as u64
+    } else {
+        // Constant-size samples: the count is not stored in mp4parse's stsz, so bound it by the
+        // bytes the samples would need.
+        if from_stsc.saturating_mul(u64::from(stsz.sample_size)) > file_len {
+            return Err("samples need more bytes than the file has");
+        }
+        from_stsc
+    };
+    if from_stsc != from_stsz || from_stts != from_stsz {
+        return Err("stsc, stsz and stts disagree on the sample count");
+    }
+    Ok(from_stsz)
+}
+
+/// Parses an AVCDecoderConfigurationRecord (ISO 14496-15 §5.3.3.1).
+fn parse_avcc(track: u32, avcc: &[u8], width: u16, height: u16) -> Result<H264Config, Mp4Error> {
+    let bad = |what| Mp4Error::BadCodecConfig { track, what };
+    let mut r = avcc;
+    let mut take = |n: usize| -> Result<&[u8], Mp4Error> {
+        if r.len() < n {
+            return Err(bad("avcC is truncated"));
+        }
+        let (head, rest) = r.split_at(n);
+        r = rest;
+        Ok(head)
+    };
+    let head = take(6)?;
+    if head[0] != 1 {
+        return Err(bad("avcC version is not 1"));
+    }
+    let profile_level_id = [head[1], head[2], head[3]];
+    let nal_length_size = (head[4] & 0x03) + 1;
+    if nal_length_size == 3 {
+        return Err(bad("NAL length size of 3 bytes"));
+    }
+    let sps_count = head[5] & 0x1f;
+    let mut sps = Vec::with_capacity(usize::from(sps_count));
+    for _ in 0..sps_count {
+        let len = take(2)?;
+        let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
+        sps.push(take(len)?.to_vec());
+    }
+    let pps_count = take(1)?[0];
+    let mut pps = Vec::with_capacity(usize::from(pps_count));
+    for _ in 0..pps_count {
+        let len = take(2)?;
+        let len = usize::from(u16::from_be_bytes([len[0], len[1]]));
+        pps.push(take(len)?.to_vec());
+    }
+    if sps.iter().chain(&pps).any(Vec::is_empty) || sps.is_empty() || pps.is_empty() {
+        return Err(bad("avcC lacks an SPS or a PPS"));
+    }
+    Ok(H264Config { sps, pps, nal_length_size, profile_level_id, width, height })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn demo() -> Vec<u8> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+        std::fs::read(path).expect("demo file")
+    }
+
+    fn video(file: &Mp4File) -> &Track {
+        file.tracks.iter().find(|t| matches!(t.kind, TrackKind::H264(_))).expect("video track")
+    }
+
+    fn audio(file: &Mp4File) -> &Track {
+        file.tracks.iter().find(|t| matches!(t.kind, TrackKind::Aac(_))).expect("audio track")
+    }
+
+    /// Figures from `ffprobe -count_frames -show_streams` and `ffprobe -show_packets` on the demo
+    /// file: 180 H.264 frames at 1/15360 with 3 keyframes (GOP 60), 283 AAC packets at 48 kHz
+    /// mono (ffprobe decodes 282: the first is encoder priming it drops), 6.0 s each.
+    #[test]
+    fn demo_matches_ffprobe() {
+        let file =
+            Mp4File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4"))
+                .unwrap();
+        assert_eq!(file.tracks.len(), 2, "{:?}", file.skipped);
+        let v = video(&file);
+        assert_eq!(v.samples.len(), 180);
+        assert_eq!(v.samples.iter().filter(|s| s.is_sync()).count(), 3);
+        assert_eq!(v.timescale, 15360);
+        assert!((v.duration_secs() - 6.0).abs() < 0.01, "{}", v.duration_secs());
+        let TrackKind::H264(h) = &v.kind else { unreachable!() };
+        assert_eq!((h.width, h.height), (640, 360));
+        assert_eq!(h.profile_level_id[0], 77, "Main profile");
+        assert_eq!(h.profile_level_id[2], 30, "level 3.0");
+        assert_eq!(h.nal_length_size, 4);
+        assert_eq!(h.sps[0][0] & 0x1f, 7);
+        assert_eq!(h.pps[0][0] & 0x1f, 8);
+        let a = audio(&file);
+        assert_eq!(a.samples.len(), 283);
+        assert!(a.samples.iter().all(Sample::is_sync));
+        let TrackKind::Aac(c) = &a.kind else { unreachable!() };
+        assert_eq!((c.sample_rate, c.channels), (48000, 1));
+        // AAC-LC (object type 2), 48 kHz (index 3), 1 channel: 0x11 0x88.
+        assert_eq!(&c.audio_specific_config[..2], &[0x11, 0x88]);
+        assert!((file.duration_secs() - 6.0).abs() < 0.05);
+    }
+
+    /// The fuzz seed `tiny-h264-aac.mp4` (ffmpeg: 0.6 s of 32x32 H.264 at 5 fps, GOP 2, and
+    /// 8 kHz AAC): ffprobe counts 3 video frames and 6 AAC packets.
+    #[test]
+    fn tiny_fixture_matches_ffprobe() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/mp4_demux/tiny-h264-aac.mp4");
+        let file = Mp4File::open(path).unwrap();
+        assert_eq!(video(&file).samples.len(), 3);
+        assert_eq!(video(&file).samples.iter().filter(|s| s.is_sync()).count(), 2);
+        assert_eq!(audio(&file).samples.len(), 6);
+        let TrackKind::Aac(a) = &audio(&file).kind else { unreachable!() };
+        assert_eq!((a.sample_rate, a.channels), (8000, 1));
+    }
+
+    #[test]
+    fn sample_table_is_consistent_with_the_bytes() {
+        let data = demo();
+        let file = Mp4File::from_bytes(&data).unwrap();
+        let v = video(&file);
+        let TrackKind::H264(h) = &v.kind else { unreachable!() };
+        let mut last_dts = None;
+        for s in &v.samples {
+            assert!(last_dts < Some(s.decode_time()), "decode times increase");
+            last_dts = Some(s.decode_time());
+            // Every sample is a sequence of length-prefixed NAL units filling it exactly, and a
+            // sync sample holds an IDR slice.
+            let mut au = &data[s.offset() as usize..s.range().end as usize];
+            let mut idr = false;
+            while !au.is_empty() {
+                let n = usize::from(h.nal_length_size);
+                let len = au[..n].iter().fold(0usize, |acc, b| acc << 8 | usize::from(*b));
+                idr |= au[n] & 0x1f == 5;
+                au = &au[n + len..];
+            }
+            assert_eq!(idr, s.is_sync());
+        }
+        // Decode order with B-frames: composition offsets are not all zero.
+        assert!(v.samples.iter().any(|s| s.composition_offset() != 0));
+    }
+
+    #[test]
+    fn sync_sample_lookup() {
+        let file = Mp4File::from_bytes(&demo()).unwrap();
+        let v = video(&file);
+        let keys: Vec<usize> =
+            v.samples.iter().enumerate().filter(|(_, s)| s.is_sync()).map(|(i, _)| i).collect();
+        assert_eq!(keys, [0, 60, 120]);
+        assert_eq!(v.sync_sample_at_or_before(0), Some(0));
+        assert_eq!(v.sync_sample_at_or_before(v.ticks(1.9)), Some(0));
+        assert_eq!(v.sync_sample_at_or_before(v.ticks(2.5)), Some(60));
+        assert_eq!(v.sync_sample_at_or_before(v.ticks(4.0)), Some(120));
+        assert_eq!(v.sync_sample_at_or_before(u64::MAX), Some(120));
+        assert_eq!(v.ticks(-1.0), 0);
+        assert_eq!(v.ticks(f64::NAN), 0);
+        let a = audio(&file);
+        let i = a.sync_sample_at_or_before(a.ticks(3.0)).unwrap();
+        assert!(a.samples[i].decode_time() <= 3 * 48000 && a.samples[i + 1].decode_time() > 3 * 48000);
+    }
+
+    #[test]
+    fn truncated_files_are_errors_not_panics() {
+        let data = demo();
+        // The demo has its moov at the front (faststart): cutting inside it fails to find it
+        // whole; cutting after it leaves samples past the end of the file.
+        for cut in [0, 7, 8, 40, 100, 1000, 3000, 10_000, data.len() / 2, data.len() - 1] {
+            assert!(Mp4File::from_bytes(&data[..cut]).is_err(), "cut at {cut} parsed");
+        }
+    }
+
+    #[test]
+    fn corrupted_files_never_panic() {
+        let data = demo();
+        let moov_end = 10_000.min(data.len());
+        // Flip bytes across the index one at a time (a deterministic spread, not random).
+        for i in (0..moov_end).step_by(7) {
+            let mut bad = data.clone();
+            bad[i] ^= 0xff;
+            let _ = Mp4File::from_bytes(&bad);
+        }
+    }
+
+    #[test]
+    fn hostile_sizes_are_bounded() {
+        // A moov that declares more than the limit.
+        let mut big = Vec::new();
+        big.extend_from_slice(&1u32.to_be_bytes());
+        big.extend_from_slice(b"moov");
+        big.extend_from_slice(&(MAX_MOOV_BYTES + 16).to_be_bytes());
+        big.resize(MAX_MOOV_BYTES as usize + 16, 0);
+        assert!(matches!(Mp4File::from_bytes(&big), Err(Mp4Error::MoovTooLarge { .. })));
+        // A box smaller than its header, and one past the end.
+        assert!(matches!(Mp4File::from_bytes(b"\0\0\0\x04ftypxxxx"), Err(Mp4Error::BadBox { .. })));
+        assert!(matches!(Mp4File::from_bytes(b"\0\0\x01\0ftypxxxx"), Err(Mp4Error::BadBox { .. })));
+        assert!(matches!(Mp4File::from_bytes(b"\0\0\0\x08free"), Err(Mp4Error::NoMoov)));
+        assert!(matches!(Mp4File::from_bytes(b""), Err(Mp4Error::NoMoov)));
+        // A table that declares 2^32 - 16 entries in a 20-byte box is refused before mp4parse
+        // would reserve memory for them.
+        let mut demo = demo();
+        let stsz = demo.windows(4).position(|w| w == b"stsz").unwrap();
+        demo[stsz + 12..stsz + 16].copy_from_slice(&0xffff_fff0u32.to_be_bytes());
+        let err = Mp4File::from_bytes(&demo).unwrap_err();
+        assert!(err.to_string().contains("more entries than its box holds"), "{err}");
+    }
+
+    #[test]
+    fn avcc_parsing() {
+        let avcc = [1, 0x64, 0, 0x1f, 0xff, 0xe1, 0, 2, 0x67, 0x64, 1, 0, 2, 0x68, 0xee];
+        let c = parse_avcc(1, &avcc, 0, 0).unwrap();
+        assert_eq!(c.profile_level_id, [0x64, 0, 0x1f]);
+        assert_eq!(c.nal_length_size, 4);
+        assert_eq!(c.sps, [vec![0x67, 0x64]]);
+        assert_eq!(c.pps, [vec![0x68, 0xee]]);
+        for cut in 0..avcc.len() {
+            assert!(parse_avcc(1, &avcc[..cut], 0, 0).is_err(), "cut at {cut}");
+        }
+        let mut three = avcc;
+        three[4] = 0xfe;
+        assert!(parse_avcc(1, &three, 0, 0).is_err());
+    }
+}

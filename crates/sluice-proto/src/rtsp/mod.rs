@@ -1,0 +1,144 @@
+//! RTSP/1.0 (RFC 2326) messages, sans-I/O.
+//!
+//! This module owns the bytes of an RTSP control connection: reading requests (and the
+//! interleaved `$` frames a TCP client mixes in) from whatever has arrived ([`request`]), the
+//! headers a streaming server must understand (`Transport`, `Range`; [`headers`]), and writing
+//! responses with the headers a client expects back ([`response`]). Every refusal is an
+//! [`RtspError`] that knows its status code. Parsing and writing are done by `rtsp-types`; this
+//! module adds the framing limits and the meaning. It does not keep session state (which
+//! session exists, what it may do next) and does not touch sockets: the server's RTSP session
+//! will own that, on top of these pieces.
+
+pub mod headers;
+pub mod request;
+pub mod response;
+
+pub use headers::{cseq, parse_range, parse_transport, session_id, NptStart, PlayRange, TransportSpec};
+pub use request::{read_message, Limits, Message};
+pub use response::{Reply, RtpInfoEntry};
+
+pub use rtsp_types::{Method, StatusCode};
+
+/// The 4-byte header of an interleaved frame (`$`, channel, 16-bit length) that carries a
+/// packet of `len` bytes on the RTSP connection (RFC 2326 §10.12); `None` if it is too long.
+pub fn interleaved_header(channel: u8, len: usize) -> Option<[u8; 4]> {
+    let [hi, lo] = u16::try_from(len).ok()?.to_be_bytes();
+    Some([b'$', channel, hi, lo])
+}
+
+/// Why a request is refused; each kind knows its RTSP status code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RtspError {
+    /// The bytes are not an RTSP request (bad request line, bad header syntax).
+    #[error("malformed request: {0}")]
+    Malformed(&'static str),
+    /// The message head did not end within the limit.
+    #[error("request head larger than {limit} bytes")]
+    HeadTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The body (by `Content-Length`) is larger than the limit.
+    #[error("request body larger than {limit} bytes")]
+    BodyTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The client sent a response, not a request (sluice sends no requests to answer).
+    #[error("expected a request, got a response")]
+    NotARequest,
+    /// RTSP/2.0 or another version than 1.0.
+    #[error("RTSP version not supported")]
+    UnsupportedVersion,
+    /// A header the method needs is missing.
+    #[error("missing {0} header")]
+    MissingHeader(&'static str),
+    /// A header is present but cannot be parsed.
+    #[error("invalid {0} header")]
+    BadHeader(&'static str),
+    /// The `Session` header names no session (or one of another client).
+    #[error("session not found")]
+    SessionNotFound,
+    /// The method cannot be used in the session's state (PLAY before SETUP, ...).
+    #[error("method not valid in this state")]
+    MethodNotValidInState,
+    /// The method cannot be applied to the whole presentation (SETUP of the aggregate URL).
+    #[error("aggregate operation not allowed")]
+    AggregateNotAllowed,
+    /// None of the offered transports is RTP/AVP unicast over UDP or RTP/AVP/TCP interleaved.
+    #[error("unsupported transport")]
+    UnsupportedTransport,
+    /// A `Range` that is not `npt`, or lies outside the presentation.
+    #[error("invalid range")]
+    InvalidRange,
+}
+
+impl RtspError {
+    /// The status code the response carries.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            RtspError::Malformed(_)
+            | RtspError::HeadTooLarge { .. }
+            | RtspError::NotARequest
+            | RtspError::MissingHeader(_)
+            | RtspError::BadHeader(_) => StatusCode::BadRequest,
+            RtspError::BodyTooLarge { .. } => StatusCode::RequestMessageBodyTooLarge,
+            RtspError::UnsupportedVersion => StatusCode::RTSPVersionNotSupported,
+            RtspError::SessionNotFound => StatusCode::SessionNotFound,
+            RtspError::MethodNotValidInState => StatusCode::MethodNotValidInThisState,
+            RtspError::AggregateNotAllowed => StatusCode::AggregateOperationNotAllowed,
+            RtspError::UnsupportedTransport => StatusCode::UnsupportedTransport,
+            RtspError::InvalidRange => StatusCode::InvalidRange,
+        }
+    }
+
+    /// Whether the connection must close after the response: when framing is lost, the next
+    /// request's start cannot be found.
+    pub fn closes_connection(&self) -> bool {
+        matches!(
+            self,
+            RtspError::Malformed(_)
+                | RtspError::HeadTooLarge { .. }
+                | RtspError::BodyTooLarge { .. }
+                | RtspError::NotARequest
+                | RtspError::UnsupportedVersion
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interleaved_header_reads_back() {
+        let mut frame = interleaved_header(3, 2).unwrap().to_vec();
+        frame.extend_from_slice(&[7, 8]);
+        assert_eq!(
+            read_message(&frame, &Limits::default()),
+            Ok(Message::Interleaved { channel: 3, payload: &[7, 8], consumed: 6 })
+        );
+        assert_eq!(interleaved_header(0, 65_535), Some([b'$', 0, 0xff, 0xff]));
+        assert_eq!(interleaved_header(0, 65_536), None);
+    }
+
+    #[test]
+    fn errors_map_to_status_codes() {
+        let cases = [
+            (RtspError::Malformed("x"), 400, true),
+            (RtspError::HeadTooLarge { limit: 1 }, 400, true),
+            (RtspError::BodyTooLarge { limit: 1 }, 413, true),
+            (RtspError::MissingHeader("CSeq"), 400, false),
+            (RtspError::SessionNotFound, 454, false),
+            (RtspError::MethodNotValidInState, 455, false),
+            (RtspError::InvalidRange, 457, false),
+            (RtspError::AggregateNotAllowed, 459, false),
+            (RtspError::UnsupportedTransport, 461, false),
+            (RtspError::UnsupportedVersion, 505, true),
+        ];
+        for (e, code, closes) in cases {
+            assert_eq!(u16::from(e.status()), code, "{e}");
+            assert_eq!(e.closes_connection(), closes, "{e}");
+        }
+    }
+}
