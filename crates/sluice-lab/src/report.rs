@@ -153,6 +153,8 @@ fn point_labels(r: &ExperimentResults, sweep: &str) -> Vec<String> {
 
 fn cell(v: Option<f64>) -> String {
     match v {
+        // Counts (requests, failures) read as counts.
+        Some(v) if v == v.trunc() && v.abs() < 1e15 => format!("{v:.0}"),
         Some(v) if v.abs() >= 1000.0 => format!("{v:.0}"),
         Some(v) if v.abs() >= 10.0 => format!("{v:.1}"),
         Some(v) => format!("{v:.2}"),
