@@ -54,7 +54,7 @@ pub struct Experiment {
     pub seed: String,
     /// The caveat the report must print.
     pub caveat: String,
-    /// Whether the run measures the loopback limit with iperf3 as a reference line.
+    /// Whether the run measures loopback throughput with iperf3 (one TCP stream) as a reference line.
     #[serde(default)]
     pub loopback_reference: bool,
     /// The load every row runs.

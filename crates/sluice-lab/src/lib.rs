@@ -1,7 +1,7 @@
 //! sluice's lab as a library: the published I/O experiments (EXPERIMENTS.md E1–E4) declared as
 //! data, a runner that starts each server configuration as its own process (sluice with each
 //! engine, send strategy and execution model; nginx with a generated configuration; iperf3 for the
-//! loopback limit), drives it with `sluice-load`, reads its CPU time from `/proc` and its counters
+//! loopback reference), drives it with `sluice-load`, reads its CPU time from `/proc` and its counters
 //! from `/metrics`, and a report writer that turns the rows into `results.json`, CSVs and one
 //! self-contained HTML page.
 //!

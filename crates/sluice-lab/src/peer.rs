@@ -1,5 +1,5 @@
 //! The processes a row runs against: `sluice serve` with the row's arguments, nginx with a
-//! generated configuration, and iperf3 for the loopback limit. Each starts in its own process
+//! generated configuration, and iperf3 for a loopback reference. Each starts in its own process
 //! group, pinned to the server's CPUs, with its output in a log file of the row's work directory;
 //! it is stopped by that group id, never by name. This module also reads what a server reports
 //! about itself (sluice's `/metrics`). It generates no load (`runner`).

@@ -92,7 +92,7 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
         if let RowOutcome::Reference { mb_per_s } = row.outcome {
             let _ = write!(
                 h,
-                "<p>Loopback limit measured by iperf3 in the same run: <b>{mb_per_s:.0} MB/s</b> (<code>{}</code>).</p>",
+                "<p>Loopback reference measured by iperf3 in the same run, one TCP stream: <b>{mb_per_s:.0} MB/s</b> (<code>{}</code>). Many connections together can move more than one stream.</p>",
                 escape(&row.server_command)
             );
         }
@@ -299,7 +299,7 @@ pub fn markdown(r: &ExperimentResults) -> String {
     );
     for row in &r.rows {
         if let RowOutcome::Reference { mb_per_s } = row.outcome {
-            let _ = writeln!(m, "Loopback limit (iperf3, same run): {mb_per_s:.0} MB/s.\n");
+            let _ = writeln!(m, "Loopback reference (iperf3, one TCP stream, same run): {mb_per_s:.0} MB/s; many connections together can move more.\n");
         }
     }
     for t in &e.table {
@@ -346,7 +346,7 @@ fn chart(r: &ExperimentResults, c: &ChartSpec) -> LineChart {
             let (lo, hi) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
             if lo <= hi {
                 series.push(Series {
-                    name: "loopback limit (iperf3)".into(),
+                    name: "iperf3 loopback, one stream".into(),
                     points: vec![(lo, limit), (hi, limit)],
                     dashed: true,
                 });
@@ -485,7 +485,8 @@ fn all_rows_table(h: &mut String, r: &ExperimentResults) {
                 );
             }
             RowOutcome::Reference { mb_per_s } => {
-                let _ = write!(h, "<td colspan=\"14\">loopback limit {mb_per_s:.0} MB/s</td>");
+                let _ =
+                    write!(h, "<td colspan=\"14\">iperf3 loopback, one TCP stream: {mb_per_s:.0} MB/s</td>");
             }
             RowOutcome::Skipped { reason } | RowOutcome::Failed { reason } => {
                 let _ = write!(h, "<td colspan=\"14\">{}</td>", escape(reason));

@@ -174,7 +174,7 @@ pub enum RowOutcome {
         /// The load generator's whole report (percentiles, per-target results, per-second series).
         load: Box<Report>,
     },
-    /// A reference measurement (iperf3's loopback limit).
+    /// A reference measurement (iperf3's loopback throughput, one TCP stream).
     Reference {
         /// Megabytes (10^6) per second.
         mb_per_s: f64,

@@ -63,7 +63,7 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
     let bar = progress_bar(options.progress, steps as u64, &format!("{} {}", experiment.id, experiment.name));
     let mut rows = Vec::with_capacity(steps);
     if reference {
-        bar.set_message("loopback limit (iperf3)".to_string());
+        bar.set_message("iperf3 loopback, one stream".to_string());
         rows.push(loopback_row(experiment, options, &ctx, &machine));
         bar.inc(1);
     }
@@ -156,7 +156,7 @@ fn loopback_row(
             Err(StartError::Failed(reason)) => (RowOutcome::Failed { reason }, String::new()),
         };
     Row {
-        server: "loopback limit (iperf3)".into(),
+        server: "iperf3 loopback, one stream".into(),
         peer: true,
         point,
         server_command: command,
