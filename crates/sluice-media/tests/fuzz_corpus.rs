@@ -16,3 +16,17 @@ fn mp4_demux_corpus() {
     }
     assert!(count >= 5, "expected a corpus in {}, found {count} inputs", dir.display());
 }
+
+#[test]
+fn rtsp_session_corpus() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/rtsp_session");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        let data = std::fs::read(&path).unwrap();
+        let result = std::panic::catch_unwind(|| sluice_media::fuzzing::rtsp_session(&data));
+        assert!(result.is_ok(), "corpus input {} fails its property", path.display());
+        count += 1;
+    }
+    assert!(count >= 5, "expected a corpus in {}, found {count} inputs", dir.display());
+}
