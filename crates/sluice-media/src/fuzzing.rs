@@ -68,11 +68,11 @@ fn run_rtsp(chunks: &[&[u8]], file: &std::sync::Arc<Mp4File>) -> Transcript {
         ids
     });
     let catalogue = Tiny(file.clone());
-    let mut conn = RtspConnection::new(ConnectionId(1), std::net::IpAddr::from([127, 0, 0, 1]));
+    let mut now = Instant::now();
+    let mut conn = RtspConnection::new(ConnectionId(1), std::net::IpAddr::from([127, 0, 0, 1]), now);
     let mut out = Output::default();
     let mut t = Transcript { replies: Vec::new(), answered: 0, events: Vec::new(), closed: false };
     let mut pending = Vec::new();
-    let mut now = Instant::now();
     let mut packets = sluice_proto::rtp::Packets::new();
     let mut due = Vec::new();
     for chunk in chunks {
@@ -115,7 +115,7 @@ fn run_rtsp(chunks: &[&[u8]], file: &std::sync::Arc<Mp4File>) -> Transcript {
 
 /// An RTSP connection never panics on arbitrary request sequences, answers every complete
 /// request exactly once (a framing error ends the connection after its answer), and does the
-/// same whether the bytes arrive whole or split at any byte.
+/// same whether the bytes arrive whole, a byte per read, or in two reads split anywhere.
 pub fn rtsp_session(data: &[u8]) {
     let file = std::sync::Arc::new(Mp4File::from_bytes(TINY_MP4).expect("the seed file indexes"));
     let whole = run_rtsp(&[data], &file);
@@ -151,7 +151,10 @@ pub fn rtsp_session(data: &[u8]) {
         }
     }
     assert_eq!(parsed, expected);
-    // Splitting at every byte is quadratic; long inputs are split at a spread of points instead.
+    // A byte per read: every request is split at every one of its bytes.
+    let bytes: Vec<&[u8]> = data.chunks(1).collect();
+    assert_eq!(run_rtsp(&bytes, &file), whole, "a byte per read changed the exchange");
+    // Two reads split at each point is quadratic; long inputs are split at a spread of points.
     let step = (data.len() / 128).max(1);
     for split in (0..=data.len()).step_by(step) {
         let (a, b) = data.split_at(split);

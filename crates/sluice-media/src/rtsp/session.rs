@@ -406,12 +406,21 @@ pub struct RtspConnection {
     /// Sessions set up on this connection (some may have expired from the table since).
     sessions: Vec<SessionId>,
     closed: bool,
+    /// The last time a request or an interleaved frame arrived (or the connection opened).
+    last_activity: Instant,
 }
 
 impl RtspConnection {
-    /// A connection the engine calls `id`, from client address `peer`.
-    pub fn new(id: ConnectionId, peer: IpAddr) -> RtspConnection {
-        RtspConnection { id, peer, sessions: Vec::new(), closed: false }
+    /// A connection the engine calls `id`, from client address `peer`, accepted at `now`.
+    pub fn new(id: ConnectionId, peer: IpAddr, now: Instant) -> RtspConnection {
+        RtspConnection { id, peer, sessions: Vec::new(), closed: false, last_activity: now }
+    }
+
+    /// When the engine closes the connection unless it has received something: a control
+    /// connection idle for the session timeout has nothing left to keep alive (its sessions have
+    /// timed out too), like an HTTP keep-alive timeout.
+    pub fn deadline(&self, table: &SessionTable) -> Instant {
+        self.last_activity + table.config.session_timeout
     }
 
     /// The engine's id of the connection.
@@ -439,6 +448,9 @@ impl RtspConnection {
     ) -> usize {
         let mut consumed = 0;
         let mut answered = 0;
+        if !buf.is_empty() {
+            self.last_activity = now;
+        }
         while !self.closed && answered < table.config.max_pipelined {
             let rest = &buf[consumed..];
             match read_message(rest, &table.config.limits) {
@@ -842,7 +854,7 @@ mod tests {
     impl Client {
         fn new(id: u64, ip: [u8; 4]) -> Client {
             Client {
-                conn: RtspConnection::new(ConnectionId(id), IpAddr::from(ip)),
+                conn: RtspConnection::new(ConnectionId(id), IpAddr::from(ip), Instant::now()),
                 out: Output::default(),
                 events: Vec::new(),
             }
@@ -1278,6 +1290,7 @@ mod tests {
         frame.extend_from_slice(&[0x80, 201, 0, 0]);
         assert!(c.send_raw(&frame, t3, &mut table, &cat).is_empty());
         assert_eq!(table.deadline(), Some(t3 + Duration::from_secs(60)));
+        assert_eq!(c.conn.deadline(&table), t3 + Duration::from_secs(60));
         let mut events = Vec::new();
         table.connection_closed(c.conn.id(), &mut events);
         assert!(table.is_empty());

@@ -308,7 +308,9 @@ impl Streamer {
     }
 
     /// When the streamer next has something to do: the next sample's time or the next sender
-    /// report, whichever is first; `None` while paused or when done.
+    /// report, whichever is first; `None` while paused or when done. At each wake-up call both
+    /// [`Streamer::due`] and [`Streamer::sender_reports`]: a report left unsent stays due, and
+    /// this keeps answering its (past) time.
     pub fn next_wake(&self) -> Option<Instant> {
         let Clock::Playing { since, position } = self.clock else { return None };
         let samples = self

@@ -14,6 +14,8 @@
 
 use std::collections::VecDeque;
 
+use super::Packets;
+
 /// Most streams (the `stream` tag of a packet) one queue tracks keyframe state for: RTSP sessions
 /// have a handful of tracks, each with an RTP and an RTCP stream.
 pub const MAX_STREAMS: u8 = 64;
@@ -109,6 +111,11 @@ impl ViewerQueue {
             self.entries.push_back(Entry { len: p.len(), stream });
         }
         Offer::Queued
+    }
+
+    /// [`ViewerQueue::push_frame`] for the packets a packetizer wrote for one sample.
+    pub fn push_packets(&mut self, stream: u8, keyframe: bool, packets: &Packets) -> Offer {
+        self.push_frame(stream, keyframe, (0..packets.len()).map(|i| packets.get(i).expect("index in range")))
     }
 
     /// Offers one packet that stands alone (an RTCP sender report): queued if it fits, otherwise
@@ -234,6 +241,19 @@ mod tests {
         assert_eq!(offer(&mut q, 0, false, &frame(1, 10, 0)), Offer::Queued);
         assert_eq!(q.dropped_frames(), 3);
         assert_eq!(q.dropped_packets(), 5 + 1 + 1);
+    }
+
+    #[test]
+    fn packetizer_output_is_one_frame() {
+        use crate::rtp::{AacPacketizer, StreamConfig};
+        let config = StreamConfig { ssrc: 1, payload_type: 97, initial_sequence: 0 };
+        let mut aac = AacPacketizer::new(config, 1400).unwrap();
+        let mut packets = Packets::new();
+        aac.packetize(&[1; 300], 0, &mut packets).unwrap();
+        let mut q = ViewerQueue::new(QueueLimits { max_bytes: 400, max_packets: 10 });
+        assert_eq!(q.push_packets(2, true, &packets), Offer::Queued);
+        assert_eq!(q.push_packets(2, true, &packets), Offer::Dropped);
+        assert_eq!(q.front().map(|(s, p)| (s, p.len())), Some((2, packets.total_bytes())));
     }
 
     #[test]
