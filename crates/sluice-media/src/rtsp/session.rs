@@ -398,6 +398,16 @@ fn split_url(url: &Url) -> (String, Option<Result<usize, RtspError>>) {
     }
 }
 
+/// What answering one request works with.
+struct Exchange<'a> {
+    request: &'a Request<Vec<u8>>,
+    cseq: u32,
+    now: Instant,
+    table: &'a mut SessionTable,
+    catalogue: &'a dyn Catalogue,
+    out: &'a mut Output,
+}
+
 /// One RTSP control connection.
 #[derive(Debug)]
 pub struct RtspConnection {
@@ -496,7 +506,9 @@ impl RtspConnection {
         out: &mut Output,
     ) {
         let cseq = cseq(request);
-        let reply = cseq.clone().and_then(|cseq| self.handle(request, cseq, now, table, catalogue, out));
+        let reply = cseq.clone().and_then(|cseq| {
+            self.handle(&mut Exchange { request, cseq, now, table, catalogue, out: &mut *out })
+        });
         let reply = reply.unwrap_or_else(|e| {
             if e.closes_connection() {
                 self.close(out);
@@ -507,52 +519,44 @@ impl RtspConnection {
         out.answered += 1;
     }
 
-    fn handle(
-        &mut self,
-        request: &Request<Vec<u8>>,
-        cseq: u32,
-        now: Instant,
-        table: &mut SessionTable,
-        catalogue: &dyn Catalogue,
-        out: &mut Output,
-    ) -> Result<Reply, RtspError> {
-        let ok = || Reply::new(StatusCode::Ok, Some(cseq));
-        match request.method() {
+    fn handle(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
+        let ok = || Reply::new(StatusCode::Ok, Some(x.cseq));
+        match x.request.method() {
             Method::Options => {
                 // A keep-alive some clients use: refresh the session if it names one of ours.
-                if let Ok(id) = self.session(request, table) {
-                    table.touch(id, now);
+                if let Ok(id) = self.session(x.request, x.table) {
+                    x.table.touch(id, x.now);
                 }
                 Ok(ok().public(&METHODS))
             }
-            Method::GetParameter => match session_id(request)? {
+            Method::GetParameter => match session_id(x.request)? {
                 None => Ok(ok()),
                 Some(_) => {
-                    let id = self.session(request, table)?;
-                    table.touch(id, now);
-                    Ok(ok().session(&id.to_string(), table.config.session_timeout))
+                    let id = self.session(x.request, x.table)?;
+                    x.table.touch(id, x.now);
+                    Ok(ok().session(&id.to_string(), x.table.config.session_timeout))
                 }
             },
-            Method::Describe => self.describe(request, cseq, catalogue),
-            Method::Setup => self.setup(request, cseq, now, table, catalogue, out),
-            Method::Play => self.play(request, cseq, now, table, out),
+            Method::Describe => self.describe(x),
+            Method::Setup => self.setup(x),
+            Method::Play => self.play(x),
             Method::Pause => {
-                let id = self.session(request, table)?;
-                table.touch(id, now);
-                let timeout = table.config.session_timeout;
-                let session = table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
+                let id = self.session(x.request, x.table)?;
+                x.table.touch(id, x.now);
+                let timeout = x.table.config.session_timeout;
+                let session = x.table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
                 let streamer = session.streamer.as_mut().ok_or(RtspError::MethodNotValidInState)?;
                 if streamer.is_playing() {
-                    streamer.pause(now);
-                    out.events.push(Event::Pause(id));
+                    streamer.pause(x.now);
+                    x.out.events.push(Event::Pause(id));
                 }
                 Ok(ok().session(&id.to_string(), timeout))
             }
             Method::Teardown => {
-                let id = self.session(request, table)?;
-                table.sessions.remove(&id);
+                let id = self.session(x.request, x.table)?;
+                x.table.sessions.remove(&id);
                 self.sessions.retain(|s| *s != id);
-                out.events.push(Event::Released(id, Release::Teardown));
+                x.out.events.push(Event::Released(id, Release::Teardown));
                 Ok(ok())
             }
             _ => Err(RtspError::NotImplemented),
@@ -572,18 +576,13 @@ impl RtspConnection {
         }
     }
 
-    fn describe(
-        &self,
-        request: &Request<Vec<u8>>,
-        cseq: u32,
-        catalogue: &dyn Catalogue,
-    ) -> Result<Reply, RtspError> {
-        let url = request.request_uri().ok_or(RtspError::NotFound)?;
+    fn describe(&self, x: &Exchange<'_>) -> Result<Reply, RtspError> {
+        let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
         let (path, track) = split_url(url);
         if track.is_some() {
             return Err(RtspError::NotFound);
         }
-        let file = catalogue.open(&path).map_err(|_| RtspError::NotFound)?;
+        let file = x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?;
         let options = SdpOptions { session_name: path, ..SdpOptions::default() };
         let sdp = to_bytes(&session_description(&file, &options));
         // Track URLs (`a=control:trackID=N`) resolve against Content-Base, which must end in '/'.
@@ -591,34 +590,26 @@ impl RtspConnection {
         if !base.ends_with('/') {
             base.push('/');
         }
-        Ok(Reply::new(StatusCode::Ok, Some(cseq))
+        Ok(Reply::new(StatusCode::Ok, Some(x.cseq))
             .header(headers::CONTENT_BASE, base)
             .body("application/sdp", sdp))
     }
 
-    fn setup(
-        &mut self,
-        request: &Request<Vec<u8>>,
-        cseq: u32,
-        now: Instant,
-        table: &mut SessionTable,
-        catalogue: &dyn Catalogue,
-        out: &mut Output,
-    ) -> Result<Reply, RtspError> {
-        let url = request.request_uri().ok_or(RtspError::NotFound)?.clone();
+    fn setup(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
+        let url = x.request.request_uri().ok_or(RtspError::NotFound)?.clone();
         let (path, track) = split_url(&url);
-        let spec = parse_transport(request)?;
-        if matches!(spec, TransportSpec::Udp { .. }) && table.config.udp_server_ports.is_none() {
+        let spec = parse_transport(x.request)?;
+        if matches!(spec, TransportSpec::Udp { .. }) && x.table.config.udp_server_ports.is_none() {
             return Err(RtspError::UnsupportedTransport);
         }
         // An existing session (a second track) or a new one.
-        let existing = match session_id(request)? {
-            Some(_) => Some(self.session(request, table)?),
+        let existing = match session_id(x.request)? {
+            Some(_) => Some(self.session(x.request, x.table)?),
             None => None,
         };
         let file = match existing {
             Some(id) => {
-                let s = &table.sessions[&id];
+                let s = &x.table.sessions[&id];
                 if s.path != path {
                     // One session aggregates the tracks of one presentation only.
                     return Err(RtspError::AggregateNotAllowed);
@@ -629,13 +620,13 @@ impl RtspConnection {
                 s.file.clone()
             }
             None => {
-                self.sessions.retain(|id| table.sessions.contains_key(id));
-                if self.sessions.len() >= table.config.max_sessions_per_connection
-                    || table.sessions.len() >= table.config.max_sessions
+                self.sessions.retain(|id| x.table.sessions.contains_key(id));
+                if self.sessions.len() >= x.table.config.max_sessions_per_connection
+                    || x.table.sessions.len() >= x.table.config.max_sessions
                 {
                     return Err(RtspError::Overloaded);
                 }
-                catalogue.open(&path).map_err(|_| RtspError::NotFound)?
+                x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?
             }
         };
         let index = match track {
@@ -656,14 +647,14 @@ impl RtspConnection {
                 spec,
             ),
             TransportSpec::Interleaved { channels } => {
-                let (rtp, rtcp) = self.free_channels(table, channels)?;
+                let (rtp, rtcp) = self.free_channels(x.table, channels)?;
                 (
                     Delivery::Interleaved { rtp, rtcp },
                     TransportSpec::Interleaved { channels: Some((rtp, rtcp)) },
                 )
             }
         };
-        let r = table.random();
+        let r = x.table.random();
         let stream = StreamTrack {
             index,
             config: StreamConfig {
@@ -671,13 +662,13 @@ impl RtspConnection {
                 payload_type: payload_type(index),
                 initial_sequence: (r >> 32) as u16,
             },
-            timestamp_offset: table.random() as u32,
+            timestamp_offset: x.table.random() as u32,
         };
         let id = match existing {
             Some(id) => id,
             None => {
-                let id = table.new_id();
-                table.sessions.insert(
+                let id = x.table.new_id();
+                x.table.sessions.insert(
                     id,
                     RtspSession {
                         id,
@@ -687,17 +678,17 @@ impl RtspConnection {
                         file,
                         tracks: Vec::new(),
                         streamer: None,
-                        deadline: now,
+                        deadline: x.now,
                     },
                 );
                 self.sessions.push(id);
-                out.events.push(Event::Created(id));
+                x.out.events.push(Event::Created(id));
                 id
             }
         };
-        let max_tracks = table.config.max_tracks_per_session;
-        let timeout = table.config.session_timeout;
-        let session = table.sessions.get_mut(&id).expect("inserted or found above");
+        let max_tracks = x.table.config.max_tracks_per_session;
+        let timeout = x.table.config.session_timeout;
+        let session = x.table.sessions.get_mut(&id).expect("inserted or found above");
         let new_track = SessionTrack { url, delivery, stream };
         // SETUP of a track already set up changes its transport (RFC 2326 §10.4).
         match session.tracks.iter().position(|t| t.stream.index == index) {
@@ -705,10 +696,10 @@ impl RtspConnection {
             None if session.tracks.len() >= max_tracks => return Err(RtspError::Overloaded),
             None => session.tracks.push(new_track),
         }
-        session.deadline = now + timeout;
-        Ok(Reply::new(StatusCode::Ok, Some(cseq)).session(&id.to_string(), timeout).transport(
+        session.deadline = x.now + timeout;
+        Ok(Reply::new(StatusCode::Ok, Some(x.cseq)).session(&id.to_string(), timeout).transport(
             &reply_spec,
-            table.config.udp_server_ports.filter(|_| matches!(delivery, Delivery::Udp { .. })),
+            x.table.config.udp_server_ports.filter(|_| matches!(delivery, Delivery::Udp { .. })),
             stream.config.ssrc,
         ))
     }
@@ -739,20 +730,13 @@ impl RtspConnection {
             .ok_or(RtspError::Overloaded)
     }
 
-    fn play(
-        &mut self,
-        request: &Request<Vec<u8>>,
-        cseq: u32,
-        now: Instant,
-        table: &mut SessionTable,
-        out: &mut Output,
-    ) -> Result<Reply, RtspError> {
-        let id = self.session(request, table)?;
-        let range = parse_range(request)?;
-        let max_payload = table.config.max_payload;
-        let timeout = table.config.session_timeout;
-        let session = table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
-        session.deadline = now + timeout;
+    fn play(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
+        let id = self.session(x.request, x.table)?;
+        let range = parse_range(x.request)?;
+        let max_payload = x.table.config.max_payload;
+        let timeout = x.table.config.session_timeout;
+        let session = x.table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
+        session.deadline = x.now + timeout;
         if session.tracks.is_empty() {
             return Err(RtspError::MethodNotValidInState);
         }
@@ -779,15 +763,15 @@ impl RtspConnection {
         let position = match (start, end) {
             (Some(at), end) => streamer.seek(at, end),
             (None, Some(end)) => {
-                let here = streamer.position(now);
+                let here = streamer.position(x.now);
                 streamer.seek(here, Some(end))
             }
-            (None, None) => streamer.position(now),
+            (None, None) => streamer.position(x.now),
         };
         let was_playing = streamer.is_playing();
-        streamer.play(now);
+        streamer.play(x.now);
         if !was_playing {
-            out.events.push(Event::Play(id));
+            x.out.events.push(Event::Play(id));
         }
         let infos: Vec<RtpInfoEntry> = session
             .tracks
@@ -798,7 +782,7 @@ impl RtspConnection {
                 Some(RtpInfoEntry { url: t.url.clone(), seq, rtptime })
             })
             .collect();
-        Ok(Reply::new(StatusCode::Ok, Some(cseq))
+        Ok(Reply::new(StatusCode::Ok, Some(x.cseq))
             .session(&id.to_string(), timeout)
             .range(position, end)
             .rtp_info(&infos))
@@ -838,6 +822,21 @@ mod tests {
             n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             n
         }
+    }
+
+    /// The demo catalogue, a table with reproducible ids, and a start time.
+    fn fixture() -> (Demo, SessionTable, Instant) {
+        (demo(), table(), Instant::now())
+    }
+
+    fn play(id: &str) -> String {
+        format!("PLAY {URL} RTSP/1.0\r\nCSeq: 9\r\nSession: {id}\r\n\r\n")
+    }
+
+    /// A SETUP of `url`, in `session` if given, asking for `transport`.
+    fn setup(url: &str, session: Option<&str>, transport: &str) -> String {
+        let session = session.map(|s| format!("Session: {s}\r\n")).unwrap_or_default();
+        format!("SETUP {url} RTSP/1.0\r\nCSeq: 3\r\n{session}Transport: {transport}\r\n\r\n")
     }
 
     fn table() -> SessionTable {
@@ -962,15 +961,9 @@ mod tests {
             .collect();
         assert_eq!(controls.len(), file.tracks.len());
 
-        let setup = |track: usize, cseq: u32, port: u16, session: Option<&str>| {
-            let session = session.map(|s| format!("Session: {s}\r\n")).unwrap_or_default();
-            format!(
-                "SETUP {base}{} RTSP/1.0\r\nCSeq: {cseq}\r\n{session}Transport: RTP/AVP;unicast;client_port={port}-{}\r\n\r\n",
-                controls[track],
-                port + 1
-            )
-        };
-        let r = c.send(&setup(video, 3, 5000, None), t0, &mut table, &cat);
+        let udp = |port: u16| format!("RTP/AVP;unicast;client_port={port}-{}", port + 1);
+        let track_url = |track: usize| format!("{base}{}", controls[track]);
+        let r = c.send(&setup(&track_url(video), None, &udp(5000)), t0, &mut table, &cat);
         assert_eq!(status(&r), 200, "{r:?}");
         let id = session_of(&r);
         assert_eq!(id.len(), 16);
@@ -978,7 +971,7 @@ mod tests {
         let Transport::Rtp(rtp) = &transport[0] else { panic!() };
         assert_eq!(rtp.params.server_port, Some((6970, Some(6971))));
         assert_eq!(rtp.params.client_port, Some((5000, Some(5001))));
-        let r = c.send(&setup(audio, 4, 5002, Some(&id)), t0, &mut table, &cat);
+        let r = c.send(&setup(&track_url(audio), Some(&id), &udp(5002)), t0, &mut table, &cat);
         assert_eq!(status(&r), 200, "{r:?}");
         assert_eq!(session_of(&r), id);
         assert_eq!(c.events, [Event::Created(SessionId::parse(&id).unwrap())]);
@@ -1085,80 +1078,47 @@ mod tests {
     }
 
     fn setup_udp(c: &mut Client, table: &mut SessionTable, cat: &Demo, now: Instant) -> String {
-        let r = c.send(
-            &format!("SETUP {URL}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP;unicast;client_port=5000-5001\r\n\r\n"),
-            now,
-            table,
-            cat,
-        );
+        let udp = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP;unicast;client_port=5000-5001");
+        let r = c.send(&udp, now, table, cat);
         assert_eq!(status(&r), 200, "{r:?}");
         session_of(&r)
     }
 
     #[test]
     fn error_cases() {
-        let cat = demo();
-        let mut table = table();
-        let now = Instant::now();
+        let (cat, mut table, now) = fixture();
         let mut c = Client::new(1, [10, 0, 0, 1]);
-        let play = |id: &str| format!("PLAY {URL} RTSP/1.0\r\nCSeq: 9\r\nSession: {id}\r\n\r\n");
 
         // PLAY (and PAUSE) before SETUP.
         let r = c.send(&format!("PLAY {URL} RTSP/1.0\r\nCSeq: 2\r\n\r\n"), now, &mut table, &cat);
         assert_eq!((status(&r), header(&r, &headers::CSEQ)), (455, "2"));
-        // Unknown session, and one that cannot be ours.
-        assert_eq!(status(&c.send(&play("0123456789abcdef"), now, &mut table, &cat)), 454);
-        assert_eq!(status(&c.send(&play("xyz"), now, &mut table, &cat)), 454);
-        // Unsupported transports.
-        for t in [
-            "RTP/AVP;multicast",
-            "RTP/SAVP;unicast;client_port=1-2",
-            "RTP/AVP;unicast;client_port=5000;mode=record",
-        ] {
-            let r = c.send(
-                &format!("SETUP {URL}/trackID=0 RTSP/1.0\r\nCSeq: 3\r\nTransport: {t}\r\n\r\n"),
-                now,
-                &mut table,
-                &cat,
-            );
-            assert_eq!(status(&r), 461, "{t}");
+        let track0 = format!("{URL}/trackID=0");
+        let cases = [
+            // Unknown session, and one that cannot be ours.
+            (play("0123456789abcdef"), 454),
+            (play("xyz"), 454),
+            // Unsupported transports.
+            (setup(&track0, None, "RTP/AVP;multicast"), 461),
+            (setup(&track0, None, "RTP/SAVP;unicast;client_port=1-2"), 461),
+            (setup(&track0, None, "RTP/AVP;unicast;client_port=5000;mode=record"), 461),
+            // The aggregate URL of a two-track file, missing tracks and files.
+            (setup(URL, None, "RTP/AVP/TCP;unicast"), 459),
+            (setup(&format!("{URL}/trackID=7"), None, "RTP/AVP/TCP;unicast"), 404),
+            ("DESCRIBE rtsp://127.0.0.1:8554/nope.mp4 RTSP/1.0\r\nCSeq: 5\r\n\r\n".to_string(), 404),
+            // A method sluice does not do.
+            (format!("RECORD {URL} RTSP/1.0\r\nCSeq: 6\r\n\r\n"), 501),
+        ];
+        for (request, want) in &cases {
+            assert_eq!(status(&c.send(request, now, &mut table, &cat)), *want, "{request}");
         }
+        // UDP when the server has no UDP ports.
         let mut no_udp = SessionTable::with_entropy(
             RtspConfig { udp_server_ports: None, ..RtspConfig::default() },
             counter(),
         );
-        let r = c.send(
-            &format!("SETUP {URL}/trackID=0 RTSP/1.0\r\nCSeq: 3\r\nTransport: RTP/AVP;unicast;client_port=5000-5001\r\n\r\n"),
-            now,
-            &mut no_udp,
-            &cat,
-        );
-        assert_eq!(status(&r), 461);
-        // The aggregate URL of a two-track file, missing files and tracks.
-        let r = c.send(
-            &format!("SETUP {URL} RTSP/1.0\r\nCSeq: 4\r\nTransport: RTP/AVP/TCP;unicast\r\n\r\n"),
-            now,
-            &mut table,
-            &cat,
-        );
-        assert_eq!(status(&r), 459);
-        let r = c.send(
-            &format!("SETUP {URL}/trackID=7 RTSP/1.0\r\nCSeq: 4\r\nTransport: RTP/AVP/TCP;unicast\r\n\r\n"),
-            now,
-            &mut table,
-            &cat,
-        );
-        assert_eq!(status(&r), 404);
-        let r = c.send(
-            "DESCRIBE rtsp://127.0.0.1:8554/nope.mp4 RTSP/1.0\r\nCSeq: 5\r\n\r\n",
-            now,
-            &mut table,
-            &cat,
-        );
-        assert_eq!(status(&r), 404);
-        // Methods sluice does not do; a request without CSeq.
-        let r = c.send(&format!("RECORD {URL} RTSP/1.0\r\nCSeq: 6\r\n\r\n"), now, &mut table, &cat);
-        assert_eq!(status(&r), 501);
+        let udp = setup(&track0, None, "RTP/AVP;unicast;client_port=5000-5001");
+        assert_eq!(status(&c.send(&udp, now, &mut no_udp, &cat)), 461);
+        // A request without CSeq.
         let r = c.send("OPTIONS * RTSP/1.0\r\n\r\n", now, &mut table, &cat);
         assert_eq!(status(&r), 400);
         assert!(r.header(&headers::CSEQ).is_none());
@@ -1190,13 +1150,11 @@ mod tests {
 
     #[test]
     fn sessions_are_bound_to_their_connection() {
-        let cat = demo();
-        let mut table = table();
-        let now = Instant::now();
+        let (cat, mut table, now) = fixture();
         let mut a = Client::new(1, [10, 0, 0, 1]);
-        let play = |id: &str| format!("PLAY {URL} RTSP/1.0\r\nCSeq: 9\r\nSession: {id}\r\n\r\n");
         // Interleaved: only its own connection, even from the same address.
-        let r = a.send(&format!("SETUP {URL}/trackID=0 RTSP/1.0\r\nCSeq: 1\r\nTransport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n"), now, &mut table, &cat);
+        let tcp = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP/TCP;unicast;interleaved=0-1");
+        let r = a.send(&tcp, now, &mut table, &cat);
         assert_eq!(status(&r), 200);
         let tcp_id = session_of(&r);
         let mut same_ip = Client::new(2, [10, 0, 0, 1]);
@@ -1224,18 +1182,15 @@ mod tests {
 
     #[test]
     fn interleaved_channels_pause_resume_and_seek() {
-        let cat = demo();
+        let (cat, mut table, now) = fixture();
         let file = cat.0.clone();
-        let mut table = table();
-        let now = Instant::now();
         let mut c = Client::new(1, [10, 0, 0, 1]);
-        let setup = |track: usize, session: &str| {
-            format!("SETUP {URL}/trackID={track} RTSP/1.0\r\nCSeq: 1\r\n{session}Transport: RTP/AVP/TCP;unicast;interleaved=0-1\r\n\r\n")
-        };
-        let r = c.send(&setup(0, ""), now, &mut table, &cat);
+        let tcp = "RTP/AVP/TCP;unicast;interleaved=0-1";
+        let (track0, track1) = (format!("{URL}/trackID=0"), format!("{URL}/trackID=1"));
+        let r = c.send(&setup(&track0, None, tcp), now, &mut table, &cat);
         let id = session_of(&r);
         // The second track asks for the same channels and gets the next free pair.
-        let r = c.send(&setup(1, &format!("Session: {id}\r\n")), now, &mut table, &cat);
+        let r = c.send(&setup(&track1, Some(&id), tcp), now, &mut table, &cat);
         assert_eq!(status(&r), 200);
         let transport = r.typed_header::<Transports>().unwrap().unwrap();
         let Transport::Rtp(rtp) = &transport[0] else { panic!() };
@@ -1264,7 +1219,7 @@ mod tests {
         let start: f64 = range["npt=".len()..range.len() - 1].parse().unwrap();
         assert!(start <= 2.5, "{range}");
         // SETUP while playing is refused.
-        let r = c.send(&setup(1, &format!("Session: {id}\r\n")), now, &mut table, &cat);
+        let r = c.send(&setup(&track1, Some(&id), tcp), now, &mut table, &cat);
         assert_eq!(status(&r), 455);
         // PAUSE, then PLAY without Range resumes where it was.
         let t1 = now + Duration::from_secs(1);
@@ -1321,21 +1276,11 @@ mod tests {
         assert_eq!(out.answered, 2);
 
         let id = setup_udp(&mut c, &mut table, &cat, now);
-        let r = c.send(
-            &format!("SETUP {URL}/trackID=1 RTSP/1.0\r\nCSeq: 2\r\nSession: {id}\r\nTransport: RTP/AVP/TCP;unicast\r\n\r\n"),
-            now,
-            &mut table,
-            &cat,
-        );
-        assert_eq!(status(&r), 503, "tracks per session");
+        let second_track = setup(&format!("{URL}/trackID=1"), Some(&id), "RTP/AVP/TCP;unicast");
+        assert_eq!(status(&c.send(&second_track, now, &mut table, &cat)), 503, "tracks per session");
         setup_udp(&mut c, &mut table, &cat, now);
-        let r = c.send(
-            &format!("SETUP {URL}/trackID=0 RTSP/1.0\r\nCSeq: 3\r\nTransport: RTP/AVP/TCP;unicast\r\n\r\n"),
-            now,
-            &mut table,
-            &cat,
-        );
-        assert_eq!(status(&r), 503, "sessions per connection");
+        let third_session = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP/TCP;unicast");
+        assert_eq!(status(&c.send(&third_session, now, &mut table, &cat)), 503, "sessions per connection");
     }
 
     #[test]
