@@ -1218,6 +1218,33 @@ mod tests {
         assert!(range.starts_with("npt="), "{range}");
         let start: f64 = range["npt=".len()..range.len() - 1].parse().unwrap();
         assert!(start <= 2.5, "{range}");
+        // The first packets carry the timestamps RTP-Info announced for the Range start: the
+        // video keyframe, and audio a little later at its own clock (within a tick of rounding).
+        let Some(RtpInfos::V1(infos)) = r.typed_header::<RtpInfos>().unwrap() else { panic!() };
+        let streamer = table.get_mut(sid).unwrap().streamer_mut().unwrap();
+        let mut due = Vec::new();
+        streamer.due(now + Duration::from_secs(1), &mut due);
+        let data = std::fs::read(DEMO).unwrap();
+        for (i, info) in infos.iter().enumerate() {
+            let d = due.iter().find(|d| d.track == i).unwrap();
+            let mut packets = Packets::new();
+            streamer.packetize(d, &data[d.offset as usize..][..d.size as usize], &mut packets).unwrap();
+            let p = RtpPacket::parse(packets.get(0).unwrap()).unwrap();
+            assert_eq!(p.sequence, info.seq.unwrap());
+            let track = &file.tracks[d.track];
+            let s = track.samples[d.sample];
+            let rate = i64::from(crate::sdp::clock_rate(track));
+            // Presentation time after the start, in the track's RTP clock.
+            let after = (s.composition_time() as i64 - track.edit_start as i64) * rate
+                / i64::from(track.timescale)
+                - (start * rate as f64).round() as i64;
+            let expected = info.rtptime.unwrap().wrapping_add(after as u32);
+            assert!(
+                p.timestamp.wrapping_sub(expected).wrapping_add(1) <= 2,
+                "track {i}: {} vs {expected}",
+                p.timestamp
+            );
+        }
         // SETUP while playing is refused.
         let r = c.send(&setup(&track1, Some(&id), tcp), now, &mut table, &cat);
         assert_eq!(status(&r), 455);

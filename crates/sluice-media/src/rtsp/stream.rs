@@ -56,9 +56,14 @@ pub fn ticks_to_duration(ticks: u64, timescale: u32) -> Duration {
     Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
 }
 
-/// `d` in a clock of `rate` ticks per second (truncated, saturating).
+/// `d` in a clock of `rate` ticks per second (rounded to the nearest tick, saturating).
+///
+/// Rounded, not truncated: a position that came from a sample's ticks (truncated to whole
+/// nanoseconds by [`ticks_to_duration`]) must map back to exactly those ticks, or `RTP-Info`
+/// after a seek would be a tick off the timestamps of the packets that follow (exact for clocks
+/// up to 1 GHz; MP4 timescales are far below).
 pub fn duration_to_ticks(d: Duration, rate: u32) -> u64 {
-    u64::try_from(d.as_nanos() * u128::from(rate) / 1_000_000_000).unwrap_or(u64::MAX)
+    u64::try_from((d.as_nanos() * u128::from(rate) + 500_000_000) / 1_000_000_000).unwrap_or(u64::MAX)
 }
 
 /// When sample `i` of `track` is due, relative to the presentation's start: its decode time
@@ -473,6 +478,18 @@ mod tests {
             s.packetize(d, &[0; 3], &mut out),
             Err(StreamError::WrongSize { expected: d.size, got: 3 })
         );
+    }
+
+    #[test]
+    fn tick_conversions_round_trip() {
+        // Exact up to 1 GHz: finer clocks cannot round-trip through whole nanoseconds.
+        for rate in [1, 1000, 8000, 44_100, 48_000, 90_000, 1_000_000, 1_000_000_000] {
+            for ticks in (0..2000u64).chain([1 << 32, u64::from(u32::MAX) * 3 + 7]) {
+                let d = ticks_to_duration(ticks, rate);
+                assert_eq!(duration_to_ticks(d, rate), ticks, "{ticks} at {rate} Hz");
+            }
+        }
+        assert_eq!(ticks_to_duration(u64::MAX, 1), Duration::from_nanos(u64::MAX), "saturates");
     }
 
     #[test]
