@@ -617,6 +617,11 @@ impl RtspConnection {
                 if s.streamer.is_some() {
                     return Err(RtspError::MethodNotValidInState);
                 }
+                if s.owner != self.id && matches!(spec, TransportSpec::Interleaved { .. }) {
+                    // Interleaved packets travel on the owner's connection: a UDP session used
+                    // from a second connection cannot gain a track on this one.
+                    return Err(RtspError::SessionNotFound);
+                }
                 s.file.clone()
             }
             None => {
@@ -1165,6 +1170,12 @@ mod tests {
         let udp_id = setup_udp(&mut a, &mut table, &cat, now);
         let mut other_ip = Client::new(3, [10, 0, 0, 2]);
         assert_eq!(status(&other_ip.send(&play(&udp_id), now, &mut table, &cat)), 454);
+        let tcp_track = setup(&format!("{URL}/trackID=1"), Some(&udp_id), "RTP/AVP/TCP;unicast");
+        assert_eq!(
+            status(&same_ip.send(&tcp_track, now, &mut table, &cat)),
+            454,
+            "interleaved on another connection"
+        );
         assert_eq!(status(&same_ip.send(&play(&udp_id), now, &mut table, &cat)), 200);
         // The interleaved session goes with its connection; the UDP one stays until its timeout.
         let mut events = Vec::new();
