@@ -4,13 +4,15 @@
 //! description of a file for RTSP `DESCRIBE` ([`sdp`]). It reads a file's index once (the `moov`
 //! box) and never the media data itself: the tables hold byte offsets, so an engine can send a
 //! sample with `pread`, `sendfile` or io_uring straight from the file. It owns no sockets, no
-//! clocks and no packetization (that is `sluice-proto::rtp`).
+//! clocks and no packetization (that is `sluice-proto::rtp`); its [`rtsp`] module is the sans-I/O
+//! state that serves a file over RTSP with those packetizers, time passed in by the engine.
 
 #![deny(missing_docs)]
 
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod mp4;
+pub mod rtsp;
 pub mod sdp;
 
 pub use mp4::{AacConfig, H264Config, Mp4Error, Mp4File, Sample, SkippedTrack, Track, TrackKind};

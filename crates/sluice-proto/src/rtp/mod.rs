@@ -9,16 +9,19 @@
 //!
 //! Packets are written into a caller-owned [`Packets`] buffer that is cleared and reused, so the
 //! hot path (one access unit per viewer group per frame) allocates nothing once the buffer has
-//! grown to the largest frame.
+//! grown to the largest frame. A viewer's bounded queue of those packets, which drops whole frames
+//! up to the next keyframe when the viewer falls behind, is [`queue`].
 
 pub mod aac;
 pub mod h264;
 mod packet;
+pub mod queue;
 pub mod rtcp;
 
 pub use aac::{AacAccessUnits, AacPacketizer};
 pub use h264::{AccessUnit, H264Depacketizer, H264Packetizer};
 pub use packet::{Packets, RtpPacket, RtpStream, StreamConfig, RTP_HEADER_LEN};
+pub use queue::{Offer, QueueLimits, ViewerQueue};
 pub use rtcp::{ntp_timestamp, RtcpError, SenderReport};
 
 /// Why a sample could not be packetized.

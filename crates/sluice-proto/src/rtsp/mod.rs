@@ -71,6 +71,16 @@ pub enum RtspError {
     /// A `Range` that is not `npt`, or lies outside the presentation.
     #[error("invalid range")]
     InvalidRange,
+    /// The URL names no presentation (no such file, or a track the file does not have).
+    #[error("not found")]
+    NotFound,
+    /// A method sluice does not implement (ANNOUNCE, RECORD, REDIRECT, SET_PARAMETER, ...).
+    #[error("method not implemented")]
+    NotImplemented,
+    /// A bound is reached (sessions per connection or in all, tracks per session): refused now,
+    /// the client may retry later.
+    #[error("too many sessions or tracks")]
+    Overloaded,
 }
 
 impl RtspError {
@@ -89,6 +99,9 @@ impl RtspError {
             RtspError::AggregateNotAllowed => StatusCode::AggregateOperationNotAllowed,
             RtspError::UnsupportedTransport => StatusCode::UnsupportedTransport,
             RtspError::InvalidRange => StatusCode::InvalidRange,
+            RtspError::NotFound => StatusCode::NotFound,
+            RtspError::NotImplemented => StatusCode::NotImplemented,
+            RtspError::Overloaded => StatusCode::ServiceUnavailable,
         }
     }
 
@@ -135,6 +148,9 @@ mod tests {
             (RtspError::AggregateNotAllowed, 459, false),
             (RtspError::UnsupportedTransport, 461, false),
             (RtspError::UnsupportedVersion, 505, true),
+            (RtspError::NotFound, 404, false),
+            (RtspError::NotImplemented, 501, false),
+            (RtspError::Overloaded, 503, false),
         ];
         for (e, code, closes) in cases {
             assert_eq!(u16::from(e.status()), code, "{e}");

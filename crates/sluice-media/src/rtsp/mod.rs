@@ -1,0 +1,36 @@
+//! Serving an MP4 file over RTSP/RTP, sans-I/O: the control connection and its sessions
+//! ([`session`]), and pacing a playing session's samples into RTP packets ([`stream`]).
+//!
+//! This module owns the state that joins RTSP to media; the wire formats (request framing,
+//! headers, replies, RTP packetizers, RTCP reports, the per-viewer queue) are `sluice-proto`'s,
+//! and sockets, timers and file reads are the engine's. How an engine drives it:
+//!
+//! 1. Per control connection, an [`RtspConnection`]; per worker, one [`SessionTable`]. Append what
+//!    the socket read, call [`RtspConnection::receive`] with `now` and the server's
+//!    [`Catalogue`], drop the bytes it consumed, write [`Output::replies`], act on
+//!    [`Output::events`], close after the replies when [`Output::close`]; call again with the
+//!    rest while it consumes something. When the socket closes, [`SessionTable::connection_closed`].
+//!    Stop reading while unconsumed bytes exceed the request limits: [`RtspConnection::receive`]
+//!    answers at most [`RtspConfig::max_pipelined`] requests a call, so the input stays bounded.
+//! 2. Arm a timer at [`SessionTable::deadline`]; then [`SessionTable::expire`]. An RTCP receiver
+//!    report arriving on the server's UDP port for a session is [`SessionTable::touch`] (over
+//!    TCP, interleaved reports refresh the connection's sessions by themselves). Close a
+//!    connection idle past [`RtspConnection::deadline`].
+//! 3. For each playing session, at its streamer's [`Streamer::next_wake`]: [`Streamer::due`]
+//!    lists the samples to read, [`Streamer::packetize`] turns each one's bytes into packets,
+//!    [`Streamer::sender_reports`] adds RTCP; the packets go into the viewer's
+//!    `sluice_proto::rtp::ViewerQueue` and out to the track's [`Delivery`]. When
+//!    [`Streamer::is_done`], the session has sent everything. [`Event::Play`] comes again after a
+//!    seek (`PLAY` with `Range` while playing): the streamer's positions changed under the engine.
+//!
+//! Not handled here yet: `TEARDOWN` of one track's URL releases the whole session (RFC 2326
+//! allows tearing down one stream), and `PLAY`/`PAUSE` always act on the whole session.
+
+pub mod session;
+pub mod stream;
+
+pub use session::{
+    Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Release, RtspConfig, RtspConnection,
+    RtspSession, SessionId, SessionTable, SessionTrack, METHODS,
+};
+pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};

@@ -1,0 +1,1333 @@
+//! RTSP control connections and the sessions they set up, as sans-I/O state machines.
+//!
+//! This module owns what RTSP requests *do*: an [`RtspConnection`] takes the bytes a client sent
+//! (framed by `sluice_proto::rtsp::read_message`), answers each request in order into an
+//! [`Output`], and reports [`Event`]s for the engine (a session started or stopped playing, or was
+//! released). Sessions live in a [`SessionTable`] that the engine owns next to its connections,
+//! because a session outlives a request and, over UDP, may be used from a second connection of
+//! the same client (ffmpeg and VLC send `TEARDOWN` on a new one). The table owns the session ids
+//! (at least 64 random bits from the OS, bound to the connection that set them up), the session
+//! timeout (a deadline the engine's timer checks with [`SessionTable::deadline`] and
+//! [`SessionTable::expire`]) and the bounds on sessions and tracks. Time is an argument; nothing
+//! here reads a clock, touches a socket or a file: files are found through the [`Catalogue`] the
+//! server implements, and samples are read by the engine when a session's [`Streamer`] says so.
+//!
+//! Why this lives in `sluice-media` and not in `sluice-proto`: a session is about an indexed MP4
+//! (its tracks, SDP, sample tables and keyframes), and `sluice-proto` must not depend on
+//! `sluice-media`. A trait in `sluice-proto` mirroring `Mp4File` would copy its shape, and, since
+//! `sluice-proto` only reaches `sluice-media` as a dev-dependency, its tests could not exercise
+//! the real implementation (the dev-dependency links a second copy of `sluice-proto`, whose trait
+//! is a different one). So the direction is `sluice-media` → `sluice-proto`: the wire pieces
+//! (request framing, headers, replies, packetizers, the viewer queue) stay in `sluice-proto`, and
+//! the state that ties them to media is here.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rtsp_types::headers;
+use rtsp_types::{Method, Request, Url};
+use sluice_proto::rtp::StreamConfig;
+use sluice_proto::rtsp::{
+    cseq, parse_range, parse_transport, read_message, session_id, Limits, Message, NptStart, Reply,
+    RtpInfoEntry, RtspError, StatusCode, TransportSpec,
+};
+
+use super::stream::{StreamTrack, Streamer};
+use crate::mp4::Mp4File;
+use crate::sdp::{payload_type, session_description, to_bytes, SdpOptions};
+
+/// The methods sluice answers (the `Public` header of `OPTIONS`).
+pub const METHODS: [Method; 7] = [
+    Method::Options,
+    Method::Describe,
+    Method::Setup,
+    Method::Play,
+    Method::Pause,
+    Method::Teardown,
+    Method::GetParameter,
+];
+
+/// The presentation the URL names does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no such presentation")]
+pub struct NotFound;
+
+/// Where the server's MP4 files come from.
+pub trait Catalogue {
+    /// The indexed file at the URL path `path` (as in the request, e.g. `/films/a.mp4`, still
+    /// percent-encoded). The server decodes it and confines it to the media root, as for HTTP.
+    fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound>;
+}
+
+/// Settings and bounds of the RTSP side.
+#[derive(Debug, Clone)]
+pub struct RtspConfig {
+    /// A session without a request (or RTCP report) for this long is released; the `Session`
+    /// header tells clients (RFC 2326 §12.37).
+    pub session_timeout: Duration,
+    /// Size limits of one request.
+    pub limits: Limits,
+    /// Requests answered per [`RtspConnection::receive`] call; the rest wait until the engine
+    /// has written the replies and calls again, so a pipelining client cannot queue unbounded
+    /// replies.
+    pub max_pipelined: usize,
+    /// Sessions one connection may hold.
+    pub max_sessions_per_connection: usize,
+    /// Sessions in the table in all.
+    pub max_sessions: usize,
+    /// Tracks one session may set up.
+    pub max_tracks_per_session: usize,
+    /// The server's RTP and RTCP UDP ports (the engine's shared sockets), `None` to refuse UDP
+    /// with 461 so clients fall back to TCP.
+    pub udp_server_ports: Option<(u16, u16)>,
+    /// Largest RTP payload (the path MTU minus IP, UDP and RTP headers).
+    pub max_payload: usize,
+}
+
+impl Default for RtspConfig {
+    fn default() -> Self {
+        RtspConfig {
+            session_timeout: Duration::from_secs(60),
+            limits: Limits::default(),
+            max_pipelined: 16,
+            max_sessions_per_connection: 8,
+            max_sessions: 10_000,
+            max_tracks_per_session: 8,
+            udp_server_ports: Some((6970, 6971)),
+            max_payload: 1400,
+        }
+    }
+}
+
+/// A session id: 64 random bits, written as 16 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionId(pub u64);
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl SessionId {
+    /// The id a `Session` header names, if it is one sluice could have issued.
+    pub fn parse(s: &str) -> Option<SessionId> {
+        // Exactly 16 hex digits: anything else cannot be ours, and need not be looked up.
+        if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        u64::from_str_radix(s, 16).ok().map(SessionId)
+    }
+}
+
+/// The engine's name for a control connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnectionId(pub u64);
+
+/// Where a track's packets go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// UDP datagrams from the server's RTP/RTCP ports to these client addresses.
+    Udp {
+        /// The client's RTP address.
+        rtp: SocketAddr,
+        /// The client's RTCP address.
+        rtcp: SocketAddr,
+    },
+    /// Interleaved frames on the control connection, on these channels.
+    Interleaved {
+        /// Channel of RTP packets.
+        rtp: u8,
+        /// Channel of RTCP packets.
+        rtcp: u8,
+    },
+}
+
+/// One track of a session.
+#[derive(Debug, Clone)]
+pub struct SessionTrack {
+    /// The URL the `SETUP` used (`RTP-Info` names it).
+    pub url: Url,
+    /// Where its packets go.
+    pub delivery: Delivery,
+    /// Which track of the file, and its RTP identity.
+    pub stream: StreamTrack,
+}
+
+/// One RTSP session: a file, the tracks set up, and once played, its [`Streamer`].
+#[derive(Debug)]
+pub struct RtspSession {
+    id: SessionId,
+    owner: ConnectionId,
+    peer: IpAddr,
+    path: String,
+    file: Arc<Mp4File>,
+    tracks: Vec<SessionTrack>,
+    streamer: Option<Streamer>,
+    deadline: Instant,
+}
+
+impl RtspSession {
+    /// The session's id.
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// The connection that set it up.
+    pub fn owner(&self) -> ConnectionId {
+        self.owner
+    }
+
+    /// The file it plays.
+    pub fn file(&self) -> &Arc<Mp4File> {
+        &self.file
+    }
+
+    /// Its tracks, in the order of their `SETUP`s ([`super::Due::track`] indexes this).
+    pub fn tracks(&self) -> &[SessionTrack] {
+        &self.tracks
+    }
+
+    /// Its pacing state, once it has been played.
+    pub fn streamer_mut(&mut self) -> Option<&mut Streamer> {
+        self.streamer.as_mut()
+    }
+
+    /// Whether it is sending.
+    pub fn is_playing(&self) -> bool {
+        self.streamer.as_ref().is_some_and(Streamer::is_playing)
+    }
+
+    /// When it times out unless a request or report refreshes it.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether a request on `conn` from `peer` may use it: the connection that set it up, or,
+    /// when all of its tracks go over UDP, any connection from the same client address.
+    fn usable_from(&self, conn: ConnectionId, peer: IpAddr) -> bool {
+        self.owner == conn
+            || (self.peer == peer && self.tracks.iter().all(|t| matches!(t.delivery, Delivery::Udp { .. })))
+    }
+}
+
+/// Why a session was released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// The client sent `TEARDOWN`.
+    Teardown,
+    /// No request or report within the session timeout.
+    Timeout,
+    /// Its control connection closed and its packets went over that connection.
+    ConnectionClosed,
+}
+
+/// What the engine must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A session was set up (count it; nothing to send yet).
+    Created(SessionId),
+    /// The session plays: ask its streamer what is due now and at its next wake-up.
+    Play(SessionId),
+    /// The session paused: stop waking for it.
+    Pause(SessionId),
+    /// The session is gone: drop its queue and timers.
+    Released(SessionId, Release),
+}
+
+/// What a connection produced: replies to write in order, events, and whether to close once
+/// the replies are written. The engine owns one and clears it after acting on it.
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Serialized responses, in request order.
+    pub replies: Vec<u8>,
+    /// Responses written into `replies` (one per request answered).
+    pub answered: usize,
+    /// Events, in order.
+    pub events: Vec<Event>,
+    /// Close the connection once `replies` are written.
+    pub close: bool,
+}
+
+impl Output {
+    /// Forgets what was acted on, keeping the memory.
+    pub fn clear(&mut self) {
+        self.replies.clear();
+        self.answered = 0;
+        self.events.clear();
+        self.close = false;
+    }
+}
+
+/// Random numbers for ids, SSRCs, sequence numbers and timestamp offsets.
+type Entropy = Box<dyn FnMut() -> u64 + Send>;
+
+fn os_entropy() -> u64 {
+    // getrandom fails only when the OS has no entropy source at all; a server cannot issue
+    // unguessable ids then, and must not pretend to.
+    getrandom::u64().expect("the OS random number generator is unavailable")
+}
+
+/// All sessions of one engine worker (or of the whole server), by id.
+pub struct SessionTable {
+    config: RtspConfig,
+    sessions: HashMap<SessionId, RtspSession>,
+    entropy: Entropy,
+}
+
+impl fmt::Debug for SessionTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SessionTable")
+            .field("config", &self.config)
+            .field("sessions", &self.sessions)
+            .finish()
+    }
+}
+
+impl SessionTable {
+    /// An empty table; ids and RTP identities come from the OS random number generator.
+    pub fn new(config: RtspConfig) -> SessionTable {
+        SessionTable::with_entropy(config, os_entropy)
+    }
+
+    /// An empty table whose random numbers come from `entropy`. Only tests and fuzzing want this
+    /// (reproducible ids); a server uses [`SessionTable::new`].
+    pub fn with_entropy(config: RtspConfig, entropy: impl FnMut() -> u64 + Send + 'static) -> SessionTable {
+        SessionTable { config, sessions: HashMap::new(), entropy: Box::new(entropy) }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RtspConfig {
+        &self.config
+    }
+
+    /// Sessions held.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// A session.
+    pub fn get(&self, id: SessionId) -> Option<&RtspSession> {
+        self.sessions.get(&id)
+    }
+
+    /// A session, to drive its streamer.
+    pub fn get_mut(&mut self, id: SessionId) -> Option<&mut RtspSession> {
+        self.sessions.get_mut(&id)
+    }
+
+    /// The sessions, e.g. to find those playing.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut RtspSession> {
+        self.sessions.values_mut()
+    }
+
+    /// Refreshes a session's timeout, e.g. when an RTCP receiver report arrives for it over UDP.
+    pub fn touch(&mut self, id: SessionId, now: Instant) {
+        let timeout = self.config.session_timeout;
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.deadline = now + timeout;
+        }
+    }
+
+    /// The earliest session deadline: the engine calls [`SessionTable::expire`] then.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.sessions.values().map(|s| s.deadline).min()
+    }
+
+    /// Releases the sessions whose deadline has passed at `now`.
+    pub fn expire(&mut self, now: Instant, events: &mut Vec<Event>) {
+        self.release_where(|s| s.deadline <= now, Release::Timeout, events);
+    }
+
+    /// The control connection `conn` closed: its interleaved sessions go at once (nothing can
+    /// reach the client any more); its UDP sessions stay until they time out, since the client
+    /// may come back on another connection.
+    pub fn connection_closed(&mut self, conn: ConnectionId, events: &mut Vec<Event>) {
+        self.release_where(
+            |s| {
+                s.owner == conn && s.tracks.iter().any(|t| matches!(t.delivery, Delivery::Interleaved { .. }))
+            },
+            Release::ConnectionClosed,
+            events,
+        );
+    }
+
+    fn release_where(&mut self, f: impl Fn(&RtspSession) -> bool, why: Release, events: &mut Vec<Event>) {
+        let mut gone: Vec<SessionId> = self.sessions.values().filter(|s| f(s)).map(|s| s.id).collect();
+        // Sorted so the events do not depend on the hash map's order.
+        gone.sort_by_key(|id| id.0);
+        for id in gone {
+            self.sessions.remove(&id);
+            events.push(Event::Released(id, why));
+        }
+    }
+
+    fn random(&mut self) -> u64 {
+        (self.entropy)()
+    }
+
+    /// A fresh id no session has.
+    fn new_id(&mut self) -> SessionId {
+        loop {
+            let id = SessionId(self.random());
+            if !self.sessions.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+}
+
+/// The URL path of a presentation and, for a track URL (`.../trackID=N`, the `a=control` of
+/// the SDP), the track.
+fn split_url(url: &Url) -> (String, Option<Result<usize, RtspError>>) {
+    let path = url.path().trim_end_matches('/');
+    match path.rsplit_once('/') {
+        Some((base, last)) if last.starts_with("trackID=") => {
+            let track = last["trackID=".len()..].parse::<usize>().map_err(|_| RtspError::NotFound);
+            (base.to_string(), Some(track))
+        }
+        _ => (path.to_string(), None),
+    }
+}
+
+/// What answering one request works with.
+struct Exchange<'a> {
+    request: &'a Request<Vec<u8>>,
+    cseq: u32,
+    now: Instant,
+    table: &'a mut SessionTable,
+    catalogue: &'a dyn Catalogue,
+    out: &'a mut Output,
+}
+
+/// One RTSP control connection.
+#[derive(Debug)]
+pub struct RtspConnection {
+    id: ConnectionId,
+    peer: IpAddr,
+    /// Sessions set up on this connection (some may have expired from the table since).
+    sessions: Vec<SessionId>,
+    closed: bool,
+    /// The last time a request or an interleaved frame arrived (or the connection opened).
+    last_activity: Instant,
+}
+
+impl RtspConnection {
+    /// A connection the engine calls `id`, from client address `peer`, accepted at `now`.
+    pub fn new(id: ConnectionId, peer: IpAddr, now: Instant) -> RtspConnection {
+        RtspConnection { id, peer, sessions: Vec::new(), closed: false, last_activity: now }
+    }
+
+    /// When the engine closes the connection unless it has received something: a control
+    /// connection idle for the session timeout has nothing left to keep alive (its sessions have
+    /// timed out too), like an HTTP keep-alive timeout.
+    pub fn deadline(&self, table: &SessionTable) -> Instant {
+        self.last_activity + table.config.session_timeout
+    }
+
+    /// The engine's id of the connection.
+    pub fn id(&self) -> ConnectionId {
+        self.id
+    }
+
+    /// Whether no more requests will be read (the engine closes once the replies are out).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Answers the complete requests at the start of `buf` (at most
+    /// [`RtspConfig::max_pipelined`]) into `out`; returns the bytes consumed, which the engine
+    /// drops from its buffer. Call again with the rest once the replies are written; a result of
+    /// 0 means the rest is an incomplete request (or the connection is closing). Interleaved
+    /// frames the client sends (RTCP receiver reports) are consumed and refresh its sessions.
+    pub fn receive(
+        &mut self,
+        buf: &[u8],
+        now: Instant,
+        table: &mut SessionTable,
+        catalogue: &dyn Catalogue,
+        out: &mut Output,
+    ) -> usize {
+        let mut consumed = 0;
+        let mut answered = 0;
+        if !buf.is_empty() {
+            self.last_activity = now;
+        }
+        while !self.closed && answered < table.config.max_pipelined {
+            let rest = &buf[consumed..];
+            match read_message(rest, &table.config.limits) {
+                Ok(Message::NeedMore) => break,
+                Ok(Message::Interleaved { consumed: n, .. }) => {
+                    consumed += n;
+                    self.touch_all(table, now);
+                }
+                Ok(Message::Complete(request, n)) => {
+                    consumed += n;
+                    answered += 1;
+                    self.answer(&request, now, table, catalogue, out);
+                }
+                Err(e) => {
+                    // Framing is lost: answer, then close without reading further.
+                    consumed = buf.len();
+                    Reply::error(&e, None).write(&mut out.replies);
+                    out.answered += 1;
+                    self.close(out);
+                }
+            }
+        }
+        consumed
+    }
+
+    fn close(&mut self, out: &mut Output) {
+        self.closed = true;
+        out.close = true;
+    }
+
+    fn touch_all(&self, table: &mut SessionTable, now: Instant) {
+        for id in &self.sessions {
+            table.touch(*id, now);
+        }
+    }
+
+    fn answer(
+        &mut self,
+        request: &Request<Vec<u8>>,
+        now: Instant,
+        table: &mut SessionTable,
+        catalogue: &dyn Catalogue,
+        out: &mut Output,
+    ) {
+        let cseq = cseq(request);
+        let reply = cseq.clone().and_then(|cseq| {
+            self.handle(&mut Exchange { request, cseq, now, table, catalogue, out: &mut *out })
+        });
+        let reply = reply.unwrap_or_else(|e| {
+            if e.closes_connection() {
+                self.close(out);
+            }
+            Reply::error(&e, cseq.ok())
+        });
+        reply.write(&mut out.replies);
+        out.answered += 1;
+    }
+
+    fn handle(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
+        let ok = || Reply::new(StatusCode::Ok, Some(x.cseq));
+        match x.request.method() {
+            Method::Options => {
+                // A keep-alive some clients use: refresh the session if it names one of ours.
+                if let Ok(id) = self.session(x.request, x.table) {
+                    x.table.touch(id, x.now);
+                }
+                Ok(ok().public(&METHODS))
+            }
+            Method::GetParameter => match session_id(x.request)? {
+                None => Ok(ok()),
+                Some(_) => {
+                    let id = self.session(x.request, x.table)?;
+                    x.table.touch(id, x.now);
+                    Ok(ok().session(&id.to_string(), x.table.config.session_timeout))
+                }
+            },
+            Method::Describe => self.describe(x),
+            Method::Setup => self.setup(x),
+            Method::Play => self.play(x),
+            Method::Pause => {
+                let id = self.session(x.request, x.table)?;
+                x.table.touch(id, x.now);
+                let timeout = x.table.config.session_timeout;
+                let session = x.table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
+                let streamer = session.streamer.as_mut().ok_or(RtspError::MethodNotValidInState)?;
+                if streamer.is_playing() {
+                    streamer.pause(x.now);
+                    x.out.events.push(Event::Pause(id));
+                }
+                Ok(ok().session(&id.to_string(), timeout))
+            }
+            Method::Teardown => {
+                let id = self.session(x.request, x.table)?;
+                x.table.sessions.remove(&id);
+                self.sessions.retain(|s| *s != id);
+                x.out.events.push(Event::Released(id, Release::Teardown));
+                Ok(ok())
+            }
+            _ => Err(RtspError::NotImplemented),
+        }
+    }
+
+    /// The session the request names, if this connection may use it. No `Session` header is
+    /// 455 (the client has set nothing up yet, e.g. `PLAY` before `SETUP`); a session that does
+    /// not exist, or is another client's, is 454 (the two are not told apart, so ids of other
+    /// clients cannot be probed).
+    fn session(&self, request: &Request<Vec<u8>>, table: &SessionTable) -> Result<SessionId, RtspError> {
+        let raw = session_id(request)?.ok_or(RtspError::MethodNotValidInState)?;
+        let id = SessionId::parse(raw).ok_or(RtspError::SessionNotFound)?;
+        match table.sessions.get(&id) {
+            Some(s) if s.usable_from(self.id, self.peer) => Ok(id),
+            _ => Err(RtspError::SessionNotFound),
+        }
+    }
+
+    fn describe(&self, x: &Exchange<'_>) -> Result<Reply, RtspError> {
+        let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
+        let (path, track) = split_url(url);
+        if track.is_some() {
+            return Err(RtspError::NotFound);
+        }
+        let file = x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?;
+        let options = SdpOptions { session_name: path, ..SdpOptions::default() };
+        let sdp = to_bytes(&session_description(&file, &options));
+        // Track URLs (`a=control:trackID=N`) resolve against Content-Base, which must end in '/'.
+        let mut base = url.to_string();
+        if !base.ends_with('/') {
+            base.push('/');
+        }
+        Ok(Reply::new(StatusCode::Ok, Some(x.cseq))
+            .header(headers::CONTENT_BASE, base)
+            .body("application/sdp", sdp))
+    }
+
+    fn setup(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
+        let url = x.request.request_uri().ok_or(RtspError::NotFound)?.clone();
+        let (path, track) = split_url(&url);
+        let spec = parse_transport(x.request)?;
+        if matches!(spec, TransportSpec::Udp { .. }) && x.table.config.udp_server_ports.is_none() {
+            return Err(RtspError::UnsupportedTransport);
+        }
+        // An existing session (a second track) or a new one.
+        let existing = match session_id(x.request)? {
+            Some(_) => Some(self.session(x.request, x.table)?),
+            None => None,
+        };
+        let file = match existing {
+            Some(id) => {
+                let s = &x.table.sessions[&id];
+                if s.path != path {
+                    // One session aggregates the tracks of one presentation only.
+                    return Err(RtspError::AggregateNotAllowed);
+                }
+                if s.streamer.is_some() {
+                    return Err(RtspError::MethodNotValidInState);
+                }
+                if s.owner != self.id && matches!(spec, TransportSpec::Interleaved { .. }) {
+                    // Interleaved packets travel on the owner's connection: a UDP session used
+                    // from a second connection cannot gain a track on this one.
+                    return Err(RtspError::SessionNotFound);
+                }
+                s.file.clone()
+            }
+            None => {
+                self.sessions.retain(|id| x.table.sessions.contains_key(id));
+                if self.sessions.len() >= x.table.config.max_sessions_per_connection
+                    || x.table.sessions.len() >= x.table.config.max_sessions
+                {
+                    return Err(RtspError::Overloaded);
+                }
+                x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?
+            }
+        };
+        let index = match track {
+            Some(t) => t?,
+            // The aggregate URL names a track only when there is exactly one.
+            None if file.tracks.len() == 1 => 0,
+            None => return Err(RtspError::AggregateNotAllowed),
+        };
+        if index >= file.tracks.len() {
+            return Err(RtspError::NotFound);
+        }
+        let (delivery, reply_spec) = match spec {
+            TransportSpec::Udp { client_rtp, client_rtcp } => (
+                Delivery::Udp {
+                    rtp: SocketAddr::new(self.peer, client_rtp),
+                    rtcp: SocketAddr::new(self.peer, client_rtcp),
+                },
+                spec,
+            ),
+            TransportSpec::Interleaved { channels } => {
+                let (rtp, rtcp) = self.free_channels(x.table, channels)?;
+                (
+                    Delivery::Interleaved { rtp, rtcp },
+                    TransportSpec::Interleaved { channels: Some((rtp, rtcp)) },
+                )
+            }
+        };
+        let r = x.table.random();
+        let stream = StreamTrack {
+            index,
+            config: StreamConfig {
+                ssrc: r as u32,
+                payload_type: payload_type(index),
+                initial_sequence: (r >> 32) as u16,
+            },
+            timestamp_offset: x.table.random() as u32,
+        };
+        let id = match existing {
+            Some(id) => id,
+            None => {
+                let id = x.table.new_id();
+                x.table.sessions.insert(
+                    id,
+                    RtspSession {
+                        id,
+                        owner: self.id,
+                        peer: self.peer,
+                        path,
+                        file,
+                        tracks: Vec::new(),
+                        streamer: None,
+                        deadline: x.now,
+                    },
+                );
+                self.sessions.push(id);
+                x.out.events.push(Event::Created(id));
+                id
+            }
+        };
+        let max_tracks = x.table.config.max_tracks_per_session;
+        let timeout = x.table.config.session_timeout;
+        let session = x.table.sessions.get_mut(&id).expect("inserted or found above");
+        let new_track = SessionTrack { url, delivery, stream };
+        // SETUP of a track already set up changes its transport (RFC 2326 §10.4).
+        match session.tracks.iter().position(|t| t.stream.index == index) {
+            Some(i) => session.tracks[i] = new_track,
+            None if session.tracks.len() >= max_tracks => return Err(RtspError::Overloaded),
+            None => session.tracks.push(new_track),
+        }
+        session.deadline = x.now + timeout;
+        Ok(Reply::new(StatusCode::Ok, Some(x.cseq)).session(&id.to_string(), timeout).transport(
+            &reply_spec,
+            x.table.config.udp_server_ports.filter(|_| matches!(delivery, Delivery::Udp { .. })),
+            stream.config.ssrc,
+        ))
+    }
+
+    /// Interleaved channels for a new track: the client's choice if no track on this connection
+    /// uses them, else the lowest free even pair.
+    fn free_channels(&self, table: &SessionTable, wanted: Option<(u8, u8)>) -> Result<(u8, u8), RtspError> {
+        let used: Vec<u8> = self
+            .sessions
+            .iter()
+            .filter_map(|id| table.sessions.get(id))
+            .flat_map(|s| &s.tracks)
+            .filter_map(|t| match t.delivery {
+                Delivery::Interleaved { rtp, rtcp } => Some([rtp, rtcp]),
+                Delivery::Udp { .. } => None,
+            })
+            .flatten()
+            .collect();
+        if let Some((a, b)) = wanted {
+            if a != b && !used.contains(&a) && !used.contains(&b) {
+                return Ok((a, b));
+            }
+        }
+        (0..=254u8)
+            .step_by(2)
+            .find(|c| !used.contains(c) && !used.contains(&(c + 1)))
+            .map(|c| (c, c + 1))
+            .ok_or(RtspError::Overloaded)
+    }
+
+    fn play(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
+        let id = self.session(x.request, x.table)?;
+        let range = parse_range(x.request)?;
+        let max_payload = x.table.config.max_payload;
+        let timeout = x.table.config.session_timeout;
+        let session = x.table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
+        session.deadline = x.now + timeout;
+        if session.tracks.is_empty() {
+            return Err(RtspError::MethodNotValidInState);
+        }
+        if session.streamer.is_none() {
+            let specs: Vec<StreamTrack> = session.tracks.iter().map(|t| t.stream).collect();
+            let streamer = Streamer::new(session.file.clone(), &specs, max_payload)
+                .map_err(|_| RtspError::MethodNotValidInState)?;
+            session.streamer = Some(streamer);
+        }
+        let duration = Duration::try_from_secs_f64(session.file.duration_secs()).unwrap_or(Duration::ZERO);
+        let streamer = session.streamer.as_mut().expect("created above");
+        let (start, end) = match range {
+            Some(r) => match r.start {
+                NptStart::At(at) => {
+                    if at > duration {
+                        return Err(RtspError::InvalidRange);
+                    }
+                    (Some(at), r.end)
+                }
+                NptStart::Now => (None, r.end),
+            },
+            None => (None, None),
+        };
+        let position = match (start, end) {
+            (Some(at), end) => streamer.seek(at, end),
+            (None, Some(end)) => {
+                let here = streamer.position(x.now);
+                streamer.seek(here, Some(end))
+            }
+            (None, None) => streamer.position(x.now),
+        };
+        let was_playing = streamer.is_playing();
+        streamer.play(x.now);
+        if !was_playing {
+            x.out.events.push(Event::Play(id));
+        }
+        let infos: Vec<RtpInfoEntry> = session
+            .tracks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let (seq, rtptime) = streamer.rtp_info(i, position)?;
+                Some(RtpInfoEntry { url: t.url.clone(), seq, rtptime })
+            })
+            .collect();
+        Ok(Reply::new(StatusCode::Ok, Some(x.cseq))
+            .session(&id.to_string(), timeout)
+            .range(position, end)
+            .rtp_info(&infos))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mp4::TrackKind;
+    use rtsp_types::headers::{RtpInfos, Transport, Transports};
+    use rtsp_types::Response;
+    use sluice_proto::rtp::{AacAccessUnits, H264Depacketizer, Packets, RtpPacket};
+
+    const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+    const URL: &str = "rtsp://127.0.0.1:8554/sluice-demo.mp4";
+
+    struct Demo(Arc<Mp4File>);
+
+    impl Catalogue for Demo {
+        fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound> {
+            if path == "/sluice-demo.mp4" {
+                Ok(self.0.clone())
+            } else {
+                Err(NotFound)
+            }
+        }
+    }
+
+    fn demo() -> Demo {
+        Demo(Arc::new(Mp4File::open(DEMO).unwrap()))
+    }
+
+    fn counter() -> impl FnMut() -> u64 + Send {
+        let mut n = 0x1234_5678_9abc_def0u64;
+        move || {
+            n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            n
+        }
+    }
+
+    /// The demo catalogue, a table with reproducible ids, and a start time.
+    fn fixture() -> (Demo, SessionTable, Instant) {
+        (demo(), table(), Instant::now())
+    }
+
+    fn play(id: &str) -> String {
+        format!("PLAY {URL} RTSP/1.0\r\nCSeq: 9\r\nSession: {id}\r\n\r\n")
+    }
+
+    /// A SETUP of `url`, in `session` if given, asking for `transport`.
+    fn setup(url: &str, session: Option<&str>, transport: &str) -> String {
+        let session = session.map(|s| format!("Session: {s}\r\n")).unwrap_or_default();
+        format!("SETUP {url} RTSP/1.0\r\nCSeq: 3\r\n{session}Transport: {transport}\r\n\r\n")
+    }
+
+    fn table() -> SessionTable {
+        SessionTable::with_entropy(RtspConfig::default(), counter())
+    }
+
+    /// One client connection: sends requests, returns the parsed responses.
+    struct Client {
+        conn: RtspConnection,
+        out: Output,
+        events: Vec<Event>,
+    }
+
+    impl Client {
+        fn new(id: u64, ip: [u8; 4]) -> Client {
+            Client {
+                conn: RtspConnection::new(ConnectionId(id), IpAddr::from(ip), Instant::now()),
+                out: Output::default(),
+                events: Vec::new(),
+            }
+        }
+
+        fn send_raw(
+            &mut self,
+            bytes: &[u8],
+            now: Instant,
+            table: &mut SessionTable,
+            cat: &Demo,
+        ) -> Vec<Response<Vec<u8>>> {
+            let mut pending = bytes.to_vec();
+            let mut responses = Vec::new();
+            loop {
+                self.out.clear();
+                let used = self.conn.receive(&pending, now, table, cat, &mut self.out);
+                pending.drain(..used);
+                self.events.append(&mut self.out.events);
+                responses.extend(parse_responses(&self.out.replies));
+                if used == 0 || self.out.close {
+                    break;
+                }
+            }
+            responses
+        }
+
+        fn send(
+            &mut self,
+            text: &str,
+            now: Instant,
+            table: &mut SessionTable,
+            cat: &Demo,
+        ) -> Response<Vec<u8>> {
+            let mut r = self.send_raw(text.as_bytes(), now, table, cat);
+            assert_eq!(r.len(), 1, "{text}");
+            r.pop().unwrap()
+        }
+    }
+
+    fn parse_responses(mut bytes: &[u8]) -> Vec<Response<Vec<u8>>> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            match rtsp_types::Message::<Vec<u8>>::parse(bytes).expect("our replies parse") {
+                (rtsp_types::Message::Response(r), n) => {
+                    out.push(r);
+                    bytes = &bytes[n..];
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        out
+    }
+
+    fn status(r: &Response<Vec<u8>>) -> u16 {
+        u16::from(r.status())
+    }
+
+    fn header<'a>(r: &'a Response<Vec<u8>>, name: &headers::HeaderName) -> &'a str {
+        r.header(name).map(|v| v.as_str()).unwrap_or_else(|| panic!("no {name} in {r:?}"))
+    }
+
+    fn session_of(r: &Response<Vec<u8>>) -> String {
+        let v = header(r, &headers::SESSION);
+        assert!(v.ends_with(";timeout=60"), "{v}");
+        v.split(';').next().unwrap().to_string()
+    }
+
+    fn video_audio(file: &Mp4File) -> (usize, usize) {
+        let v = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::H264(_))).unwrap();
+        let a = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::Aac(_))).unwrap();
+        (v, a)
+    }
+
+    #[test]
+    fn scripted_exchange_delivers_every_access_unit_in_order() {
+        let cat = demo();
+        let file = cat.0.clone();
+        let data = std::fs::read(DEMO).unwrap();
+        let (video, audio) = video_audio(&file);
+        let mut table = table();
+        let mut c = Client::new(1, [127, 0, 0, 1]);
+        let t0 = Instant::now();
+
+        let r = c.send("OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n", t0, &mut table, &cat);
+        assert_eq!(status(&r), 200);
+        assert_eq!(header(&r, &headers::CSEQ), "1");
+        assert!(header(&r, &headers::PUBLIC).contains("PLAY"));
+
+        let r = c.send(
+            &format!("DESCRIBE {URL} RTSP/1.0\r\nCSeq: 2\r\nAccept: application/sdp\r\n\r\n"),
+            t0,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 200);
+        assert_eq!(header(&r, &headers::CONTENT_TYPE), "application/sdp");
+        let base = header(&r, &headers::CONTENT_BASE).to_string();
+        assert_eq!(base, format!("{URL}/"));
+        let sdp = sdp_types::Session::parse(r.body()).unwrap();
+        let controls: Vec<String> = sdp
+            .medias
+            .iter()
+            .map(|m| m.get_first_attribute_value("control").unwrap().unwrap().to_string())
+            .collect();
+        assert_eq!(controls.len(), file.tracks.len());
+
+        let udp = |port: u16| format!("RTP/AVP;unicast;client_port={port}-{}", port + 1);
+        let track_url = |track: usize| format!("{base}{}", controls[track]);
+        let r = c.send(&setup(&track_url(video), None, &udp(5000)), t0, &mut table, &cat);
+        assert_eq!(status(&r), 200, "{r:?}");
+        let id = session_of(&r);
+        assert_eq!(id.len(), 16);
+        let transport = r.typed_header::<Transports>().unwrap().unwrap();
+        let Transport::Rtp(rtp) = &transport[0] else { panic!() };
+        assert_eq!(rtp.params.server_port, Some((6970, Some(6971))));
+        assert_eq!(rtp.params.client_port, Some((5000, Some(5001))));
+        let r = c.send(&setup(&track_url(audio), Some(&id), &udp(5002)), t0, &mut table, &cat);
+        assert_eq!(status(&r), 200, "{r:?}");
+        assert_eq!(session_of(&r), id);
+        assert_eq!(c.events, [Event::Created(SessionId::parse(&id).unwrap())]);
+
+        let r = c.send(
+            &format!("PLAY {URL} RTSP/1.0\r\nCSeq: 5\r\nSession: {id}\r\nRange: npt=0-\r\n\r\n"),
+            t0,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 200, "{r:?}");
+        let sid = SessionId::parse(&id).unwrap();
+        assert_eq!(c.events.last(), Some(&Event::Play(sid)));
+        let Some(RtpInfos::V1(infos)) = r.typed_header::<RtpInfos>().unwrap() else { panic!() };
+        assert_eq!(infos.len(), 2);
+        assert_eq!(infos[0].uri.as_str(), format!("{base}{}", controls[video]));
+        let (v_seq, v_rtptime) = (infos[0].seq.unwrap(), infos[0].rtptime.unwrap());
+        let (a_seq, a_rtptime) = (infos[1].seq.unwrap(), infos[1].rtptime.unwrap());
+
+        // The engine's loop: wake, read what is due, packetize, "send" (depacketize here).
+        let session = table.get_mut(sid).unwrap();
+        assert!(session.is_playing());
+        assert!(matches!(session.tracks()[0].delivery, Delivery::Udp { rtp, .. } if rtp.port() == 5000));
+        let streamer = session.streamer_mut().unwrap();
+        let mut depack = H264Depacketizer::new(1 << 22);
+        let (mut video_aus, mut audio_frames) = (0usize, 0usize);
+        let (mut next_v_seq, mut next_a_seq) = (v_seq, a_seq);
+        let mut packets = Packets::new();
+        let mut due = Vec::new();
+        let mut now = t0;
+        let mut reports = 0;
+        let vt = &file.tracks[video];
+        let at = &file.tracks[audio];
+        let rate = |t: &crate::mp4::Track, i: usize, clock: u64| {
+            let s = t.samples[i];
+            ((i128::from(s.composition_time()) - i128::from(t.edit_start)) * i128::from(clock)
+                / i128::from(t.timescale)) as u32
+        };
+        while let Some(wake) = streamer.next_wake() {
+            now = now.max(wake);
+            due.clear();
+            streamer.due(now, &mut due);
+            // RTCP every 5 s of a stream's life, one per track.
+            let mut rtcp = Vec::new();
+            streamer.sender_reports(now, Duration::from_secs(1_700_000_000), "sluice", &mut rtcp);
+            reports += rtcp.len();
+            for d in &due {
+                assert!(d.time <= now - t0, "sent early");
+                let bytes = &data[d.offset as usize..][..d.size as usize];
+                packets.clear();
+                streamer.packetize(d, bytes, &mut packets).unwrap();
+                for p in packets.iter() {
+                    let p = RtpPacket::parse(p).unwrap();
+                    if d.track == 0 {
+                        assert_eq!(p.sequence, next_v_seq);
+                        next_v_seq = next_v_seq.wrapping_add(1);
+                        if let Some(au) = depack.push(&p).unwrap() {
+                            assert_eq!(d.sample, video_aus);
+                            assert_eq!(au.data, bytes, "access unit {video_aus}");
+                            assert_eq!(au.timestamp, v_rtptime.wrapping_add(rate(vt, video_aus, 90_000)));
+                            video_aus += 1;
+                        }
+                    } else {
+                        assert_eq!(p.sequence, next_a_seq);
+                        next_a_seq = next_a_seq.wrapping_add(1);
+                        let frames: Vec<&[u8]> = AacAccessUnits::parse(&p).unwrap().collect();
+                        assert_eq!(frames, [bytes]);
+                        let clock = match &at.kind {
+                            TrackKind::Aac(a) => u64::from(a.sample_rate),
+                            TrackKind::H264(_) => unreachable!(),
+                        };
+                        assert_eq!(p.timestamp, a_rtptime.wrapping_add(rate(at, audio_frames, clock)));
+                        audio_frames += 1;
+                    }
+                }
+            }
+        }
+        assert!(streamer.is_done());
+        let secs = (now - t0).as_secs() as usize;
+        assert_eq!(reports, 2 * (secs / 5 + 1), "after {secs} s");
+        assert_eq!(video_aus, vt.samples.len());
+        assert_eq!(audio_frames, at.samples.len());
+        assert_eq!(depack.lost_packets(), 0);
+
+        // Keep-alive, then TEARDOWN releases everything.
+        let later = now + Duration::from_secs(30);
+        let r = c.send(
+            &format!("GET_PARAMETER {URL} RTSP/1.0\r\nCSeq: 6\r\nSession: {id}\r\n\r\n"),
+            later,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 200);
+        assert_eq!(table.deadline(), Some(later + Duration::from_secs(60)));
+        let r = c.send(
+            &format!("TEARDOWN {URL} RTSP/1.0\r\nCSeq: 7\r\nSession: {id}\r\n\r\n"),
+            later,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 200);
+        assert_eq!(c.events.last(), Some(&Event::Released(sid, Release::Teardown)));
+        assert!(table.is_empty());
+    }
+
+    fn setup_udp(c: &mut Client, table: &mut SessionTable, cat: &Demo, now: Instant) -> String {
+        let udp = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP;unicast;client_port=5000-5001");
+        let r = c.send(&udp, now, table, cat);
+        assert_eq!(status(&r), 200, "{r:?}");
+        session_of(&r)
+    }
+
+    #[test]
+    fn error_cases() {
+        let (cat, mut table, now) = fixture();
+        let mut c = Client::new(1, [10, 0, 0, 1]);
+
+        // PLAY (and PAUSE) before SETUP.
+        let r = c.send(&format!("PLAY {URL} RTSP/1.0\r\nCSeq: 2\r\n\r\n"), now, &mut table, &cat);
+        assert_eq!((status(&r), header(&r, &headers::CSEQ)), (455, "2"));
+        let track0 = format!("{URL}/trackID=0");
+        let cases = [
+            // Unknown session, and one that cannot be ours.
+            (play("0123456789abcdef"), 454),
+            (play("xyz"), 454),
+            // Unsupported transports.
+            (setup(&track0, None, "RTP/AVP;multicast"), 461),
+            (setup(&track0, None, "RTP/SAVP;unicast;client_port=1-2"), 461),
+            (setup(&track0, None, "RTP/AVP;unicast;client_port=5000;mode=record"), 461),
+            // The aggregate URL of a two-track file, missing tracks and files.
+            (setup(URL, None, "RTP/AVP/TCP;unicast"), 459),
+            (setup(&format!("{URL}/trackID=7"), None, "RTP/AVP/TCP;unicast"), 404),
+            ("DESCRIBE rtsp://127.0.0.1:8554/nope.mp4 RTSP/1.0\r\nCSeq: 5\r\n\r\n".to_string(), 404),
+            // A method sluice does not do.
+            (format!("RECORD {URL} RTSP/1.0\r\nCSeq: 6\r\n\r\n"), 501),
+        ];
+        for (request, want) in &cases {
+            assert_eq!(status(&c.send(request, now, &mut table, &cat)), *want, "{request}");
+        }
+        // UDP when the server has no UDP ports.
+        let mut no_udp = SessionTable::with_entropy(
+            RtspConfig { udp_server_ports: None, ..RtspConfig::default() },
+            counter(),
+        );
+        let udp = setup(&track0, None, "RTP/AVP;unicast;client_port=5000-5001");
+        assert_eq!(status(&c.send(&udp, now, &mut no_udp, &cat)), 461);
+        // A request without CSeq.
+        let r = c.send("OPTIONS * RTSP/1.0\r\n\r\n", now, &mut table, &cat);
+        assert_eq!(status(&r), 400);
+        assert!(r.header(&headers::CSEQ).is_none());
+        // PAUSE before PLAY.
+        let id = setup_udp(&mut c, &mut table, &cat, now);
+        let r = c.send(
+            &format!("PAUSE {URL} RTSP/1.0\r\nCSeq: 7\r\nSession: {id}\r\n\r\n"),
+            now,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 455);
+        // A bad Range is 457 and leaves the session ready.
+        let r = c.send(
+            &format!("PLAY {URL} RTSP/1.0\r\nCSeq: 8\r\nSession: {id}\r\nRange: npt=9999-\r\n\r\n"),
+            now,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 457);
+        // Malformed: 400, and the connection closes without reading further.
+        assert!(!c.conn.is_closed());
+        let replies =
+            c.send_raw(b"GARBAGE\r\n\r\nOPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n", now, &mut table, &cat);
+        assert_eq!(replies.len(), 1);
+        assert_eq!(status(&replies[0]), 400);
+        assert!(c.out.close && c.conn.is_closed());
+    }
+
+    #[test]
+    fn sessions_are_bound_to_their_connection() {
+        let (cat, mut table, now) = fixture();
+        let mut a = Client::new(1, [10, 0, 0, 1]);
+        // Interleaved: only its own connection, even from the same address.
+        let tcp = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP/TCP;unicast;interleaved=0-1");
+        let r = a.send(&tcp, now, &mut table, &cat);
+        assert_eq!(status(&r), 200);
+        let tcp_id = session_of(&r);
+        let mut same_ip = Client::new(2, [10, 0, 0, 1]);
+        assert_eq!(status(&same_ip.send(&play(&tcp_id), now, &mut table, &cat)), 454);
+        let teardown = format!("TEARDOWN {URL} RTSP/1.0\r\nCSeq: 9\r\nSession: {tcp_id}\r\n\r\n");
+        assert_eq!(status(&same_ip.send(&teardown, now, &mut table, &cat)), 454);
+        // UDP: another connection from the same address may use it, another address may not.
+        let udp_id = setup_udp(&mut a, &mut table, &cat, now);
+        let mut other_ip = Client::new(3, [10, 0, 0, 2]);
+        assert_eq!(status(&other_ip.send(&play(&udp_id), now, &mut table, &cat)), 454);
+        let tcp_track = setup(&format!("{URL}/trackID=1"), Some(&udp_id), "RTP/AVP/TCP;unicast");
+        assert_eq!(
+            status(&same_ip.send(&tcp_track, now, &mut table, &cat)),
+            454,
+            "interleaved on another connection"
+        );
+        assert_eq!(status(&same_ip.send(&play(&udp_id), now, &mut table, &cat)), 200);
+        // The interleaved session goes with its connection; the UDP one stays until its timeout.
+        let mut events = Vec::new();
+        table.connection_closed(a.conn.id(), &mut events);
+        assert_eq!(events, [Event::Released(SessionId::parse(&tcp_id).unwrap(), Release::ConnectionClosed)]);
+        assert_eq!(table.len(), 1);
+        events.clear();
+        table.expire(now + Duration::from_secs(59), &mut events);
+        assert!(events.is_empty());
+        table.expire(now + Duration::from_secs(60), &mut events);
+        assert_eq!(events, [Event::Released(SessionId::parse(&udp_id).unwrap(), Release::Timeout)]);
+        assert_eq!(table.deadline(), None);
+        assert_eq!(status(&same_ip.send(&play(&udp_id), now, &mut table, &cat)), 454);
+    }
+
+    #[test]
+    fn interleaved_channels_pause_resume_and_seek() {
+        let (cat, mut table, now) = fixture();
+        let file = cat.0.clone();
+        let mut c = Client::new(1, [10, 0, 0, 1]);
+        let tcp = "RTP/AVP/TCP;unicast;interleaved=0-1";
+        let (track0, track1) = (format!("{URL}/trackID=0"), format!("{URL}/trackID=1"));
+        let r = c.send(&setup(&track0, None, tcp), now, &mut table, &cat);
+        let id = session_of(&r);
+        // The second track asks for the same channels and gets the next free pair.
+        let r = c.send(&setup(&track1, Some(&id), tcp), now, &mut table, &cat);
+        assert_eq!(status(&r), 200);
+        let transport = r.typed_header::<Transports>().unwrap().unwrap();
+        let Transport::Rtp(rtp) = &transport[0] else { panic!() };
+        assert_eq!(rtp.params.interleaved, Some((2, Some(3))));
+        assert_eq!(rtp.params.server_port, None);
+        let sid = SessionId::parse(&id).unwrap();
+        let deliveries: Vec<Delivery> = table.get(sid).unwrap().tracks().iter().map(|t| t.delivery).collect();
+        assert_eq!(
+            deliveries,
+            [Delivery::Interleaved { rtp: 0, rtcp: 1 }, Delivery::Interleaved { rtp: 2, rtcp: 3 }]
+        );
+
+        // PLAY from 2.5 s starts at the keyframe at or before it, and says so in Range.
+        let r = c.send(
+            &format!("PLAY {URL} RTSP/1.0\r\nCSeq: 2\r\nSession: {id}\r\nRange: npt=2.5-\r\n\r\n"),
+            now,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 200);
+        let range = header(&r, &headers::RANGE).to_string();
+        let (video, _) = video_audio(&file);
+        let key = super::super::stream::start_sample(&file.tracks[video], Duration::from_millis(2500));
+        assert!(file.tracks[video].samples[key].is_sync());
+        assert!(range.starts_with("npt="), "{range}");
+        let start: f64 = range["npt=".len()..range.len() - 1].parse().unwrap();
+        assert!(start <= 2.5, "{range}");
+        // The first packets carry the timestamps RTP-Info announced for the Range start: the
+        // video keyframe, and audio a little later at its own clock (within a tick of rounding).
+        let Some(RtpInfos::V1(infos)) = r.typed_header::<RtpInfos>().unwrap() else { panic!() };
+        let streamer = table.get_mut(sid).unwrap().streamer_mut().unwrap();
+        let mut due = Vec::new();
+        streamer.due(now + Duration::from_secs(1), &mut due);
+        let data = std::fs::read(DEMO).unwrap();
+        for (i, info) in infos.iter().enumerate() {
+            let d = due.iter().find(|d| d.track == i).unwrap();
+            let mut packets = Packets::new();
+            streamer.packetize(d, &data[d.offset as usize..][..d.size as usize], &mut packets).unwrap();
+            let p = RtpPacket::parse(packets.get(0).unwrap()).unwrap();
+            assert_eq!(p.sequence, info.seq.unwrap());
+            let track = &file.tracks[d.track];
+            let s = track.samples[d.sample];
+            let rate = i64::from(crate::sdp::clock_rate(track));
+            // Presentation time after the start, in the track's RTP clock.
+            let after = (s.composition_time() as i64 - track.edit_start as i64) * rate
+                / i64::from(track.timescale)
+                - (start * rate as f64).round() as i64;
+            let expected = info.rtptime.unwrap().wrapping_add(after as u32);
+            assert!(
+                p.timestamp.wrapping_sub(expected).wrapping_add(1) <= 2,
+                "track {i}: {} vs {expected}",
+                p.timestamp
+            );
+        }
+        // SETUP while playing is refused.
+        let r = c.send(&setup(&track1, Some(&id), tcp), now, &mut table, &cat);
+        assert_eq!(status(&r), 455);
+        // PAUSE, then PLAY without Range resumes where it was.
+        let t1 = now + Duration::from_secs(1);
+        let r = c.send(
+            &format!("PAUSE {URL} RTSP/1.0\r\nCSeq: 3\r\nSession: {id}\r\n\r\n"),
+            t1,
+            &mut table,
+            &cat,
+        );
+        assert_eq!(status(&r), 200);
+        assert_eq!(c.events.last(), Some(&Event::Pause(sid)));
+        assert!(!table.get(sid).unwrap().is_playing());
+        let t2 = t1 + Duration::from_secs(10);
+        let r =
+            c.send(&format!("PLAY {URL} RTSP/1.0\r\nCSeq: 4\r\nSession: {id}\r\n\r\n"), t2, &mut table, &cat);
+        assert_eq!(status(&r), 200);
+        let resumed: f64 = header(&r, &headers::RANGE)["npt=".len()..].trim_end_matches('-').parse().unwrap();
+        assert!((resumed - (start + 1.0)).abs() < 1e-6, "{resumed} after {start}");
+        assert_eq!(c.events.last(), Some(&Event::Play(sid)));
+        // Interleaved RTCP from the client refreshes the session.
+        let t3 = t2 + Duration::from_secs(50);
+        let mut frame = sluice_proto::rtsp::interleaved_header(1, 4).unwrap().to_vec();
+        frame.extend_from_slice(&[0x80, 201, 0, 0]);
+        assert!(c.send_raw(&frame, t3, &mut table, &cat).is_empty());
+        assert_eq!(table.deadline(), Some(t3 + Duration::from_secs(60)));
+        assert_eq!(c.conn.deadline(&table), t3 + Duration::from_secs(60));
+        let mut events = Vec::new();
+        table.connection_closed(c.conn.id(), &mut events);
+        assert!(table.is_empty());
+    }
+
+    #[test]
+    fn bounds_on_pipelining_sessions_and_tracks() {
+        let cat = demo();
+        let config = RtspConfig {
+            max_pipelined: 3,
+            max_sessions_per_connection: 2,
+            max_tracks_per_session: 1,
+            ..RtspConfig::default()
+        };
+        let mut table = SessionTable::with_entropy(config, counter());
+        let now = Instant::now();
+        let mut c = Client::new(1, [10, 0, 0, 1]);
+        let five = "OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n".repeat(5);
+        let mut out = Output::default();
+        let used = c.conn.receive(five.as_bytes(), now, &mut table, &cat, &mut out);
+        assert_eq!(out.answered, 3);
+        assert_eq!(used, five.len() / 5 * 3);
+        out.clear();
+        assert_eq!(
+            c.conn.receive(&five.as_bytes()[used..], now, &mut table, &cat, &mut out),
+            five.len() / 5 * 2
+        );
+        assert_eq!(out.answered, 2);
+
+        let id = setup_udp(&mut c, &mut table, &cat, now);
+        let second_track = setup(&format!("{URL}/trackID=1"), Some(&id), "RTP/AVP/TCP;unicast");
+        assert_eq!(status(&c.send(&second_track, now, &mut table, &cat)), 503, "tracks per session");
+        setup_udp(&mut c, &mut table, &cat, now);
+        let third_session = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP/TCP;unicast");
+        assert_eq!(status(&c.send(&third_session, now, &mut table, &cat)), 503, "sessions per connection");
+    }
+
+    #[test]
+    fn session_ids_from_the_os_are_distinct_and_long() {
+        let mut table = SessionTable::new(RtspConfig::default());
+        let a = table.new_id();
+        let b = table.new_id();
+        assert_ne!(a, b);
+        assert_eq!(a.to_string().len(), 16);
+        assert_eq!(SessionId::parse(&a.to_string()), Some(a));
+    }
+}

@@ -1,0 +1,296 @@
+//! A viewer's bounded queue of outgoing packets, and what happens when a viewer cannot keep up.
+//!
+//! This module owns the policy, as a pure data structure: packets wait in one queue per viewer
+//! (bounded in bytes and in packets); a frame is admitted whole or not at all; when a frame does
+//! not fit, it is dropped and so is every later frame of the same stream up to the next keyframe,
+//! because a decoder cannot use frames whose reference is gone. Nothing here ever blocks or waits:
+//! the streaming loop offers a frame, the queue keeps or drops it, and the loop moves on to the
+//! next viewer. It does not own sockets or decide when to send; the engine drains [`front`] /
+//! [`pop`] as its socket accepts bytes, and reports [`dropped_frames`] in `/metrics`.
+//!
+//! [`front`]: ViewerQueue::front
+//! [`pop`]: ViewerQueue::pop
+//! [`dropped_frames`]: ViewerQueue::dropped_frames
+
+use std::collections::VecDeque;
+
+use super::Packets;
+
+/// Most streams (the `stream` tag of a packet) one queue tracks keyframe state for: RTSP sessions
+/// have a handful of tracks, each with an RTP and an RTCP stream.
+pub const MAX_STREAMS: u8 = 64;
+
+/// Bounds of one viewer's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Most bytes queued (packet bytes, framing excluded).
+    pub max_bytes: usize,
+    /// Most packets queued.
+    pub max_packets: usize,
+}
+
+impl Default for QueueLimits {
+    /// About one second of a 23 Mbps stream: enough to absorb a keyframe burst and scheduling
+    /// jitter, small enough that 300 viewers hold under 1 GiB in the worst case.
+    fn default() -> Self {
+        QueueLimits { max_bytes: 3 << 20, max_packets: 4096 }
+    }
+}
+
+/// What became of an offered frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// All its packets are queued.
+    Queued,
+    /// Dropped: it did not fit, or its stream is waiting for a keyframe after an earlier drop.
+    Dropped,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    len: usize,
+    stream: u8,
+}
+
+/// A bounded FIFO of packets for one viewer, admitting whole frames only.
+///
+/// Packet bytes live back to back in one buffer that is compacted as it drains, so a viewer in
+/// steady state allocates nothing per packet.
+#[derive(Debug, Clone)]
+pub struct ViewerQueue {
+    limits: QueueLimits,
+    data: Vec<u8>,
+    /// Bytes of `data` already popped.
+    head: usize,
+    entries: VecDeque<Entry>,
+    /// Streams that lost a frame and wait for a keyframe (bit `stream`).
+    skipping: u64,
+    dropped_frames: u64,
+    dropped_packets: u64,
+}
+
+impl ViewerQueue {
+    /// An empty queue with `limits`.
+    pub fn new(limits: QueueLimits) -> ViewerQueue {
+        ViewerQueue {
+            limits,
+            data: Vec::new(),
+            head: 0,
+            entries: VecDeque::new(),
+            skipping: 0,
+            dropped_frames: 0,
+            dropped_packets: 0,
+        }
+    }
+
+    /// Offers one frame (all packets of an access unit) of `stream` (`< MAX_STREAMS`, e.g. the
+    /// RTP channel). A frame is dropped whole when it does not fit, and so is every frame of
+    /// that stream after it until a keyframe fits; a keyframe never depends on what was lost.
+    pub fn push_frame<'a>(
+        &mut self,
+        stream: u8,
+        keyframe: bool,
+        packets: impl IntoIterator<Item = &'a [u8]> + Clone,
+    ) -> Offer {
+        let bit = 1u64 << (stream % MAX_STREAMS);
+        let (count, bytes) =
+            packets.clone().into_iter().fold((0usize, 0usize), |(n, b), p| (n + 1, b + p.len()));
+        let waiting = self.skipping & bit != 0 && !keyframe;
+        let fits = self.entries.len() + count <= self.limits.max_packets
+            && self.queued_bytes() + bytes <= self.limits.max_bytes;
+        if waiting || !fits {
+            self.skipping |= bit;
+            self.dropped_frames += 1;
+            self.dropped_packets += count as u64;
+            return Offer::Dropped;
+        }
+        self.skipping &= !bit;
+        self.compact();
+        for p in packets {
+            self.data.extend_from_slice(p);
+            self.entries.push_back(Entry { len: p.len(), stream });
+        }
+        Offer::Queued
+    }
+
+    /// [`ViewerQueue::push_frame`] for the packets a packetizer wrote for one sample.
+    pub fn push_packets(&mut self, stream: u8, keyframe: bool, packets: &Packets) -> Offer {
+        self.push_frame(stream, keyframe, (0..packets.len()).map(|i| packets.get(i).expect("index in range")))
+    }
+
+    /// Offers one packet that stands alone (an RTCP sender report): queued if it fits, otherwise
+    /// dropped without touching any stream's keyframe state (the next report replaces it).
+    pub fn push_packet(&mut self, stream: u8, packet: &[u8]) -> Offer {
+        if self.entries.len() < self.limits.max_packets
+            && self.queued_bytes() + packet.len() <= self.limits.max_bytes
+        {
+            self.compact();
+            self.data.extend_from_slice(packet);
+            self.entries.push_back(Entry { len: packet.len(), stream });
+            Offer::Queued
+        } else {
+            self.dropped_packets += 1;
+            Offer::Dropped
+        }
+    }
+
+    /// The oldest packet and its stream, if any.
+    pub fn front(&self) -> Option<(u8, &[u8])> {
+        let e = self.entries.front()?;
+        Some((e.stream, &self.data[self.head..self.head + e.len]))
+    }
+
+    /// Removes the oldest packet (after the engine has sent it).
+    pub fn pop(&mut self) {
+        if let Some(e) = self.entries.pop_front() {
+            self.head += e.len;
+            if self.entries.is_empty() {
+                self.data.clear();
+                self.head = 0;
+            }
+        }
+    }
+
+    /// Packets queued.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bytes queued.
+    pub fn queued_bytes(&self) -> usize {
+        self.data.len() - self.head
+    }
+
+    /// Frames dropped so far (those that did not fit, and those after them up to a keyframe).
+    pub fn dropped_frames(&self) -> u64 {
+        self.dropped_frames
+    }
+
+    /// Packets dropped so far, in dropped frames and dropped stand-alone packets.
+    pub fn dropped_packets(&self) -> u64 {
+        self.dropped_packets
+    }
+
+    /// Moves the live bytes to the start once the popped prefix is the larger part, so the buffer
+    /// never grows past about twice the byte limit.
+    fn compact(&mut self) {
+        if self.head > 0 && self.head >= self.data.len() / 2 {
+            self.data.drain(..self.head);
+            self.head = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(n: usize, size: usize, tag: u8) -> Vec<Vec<u8>> {
+        (0..n).map(|i| vec![tag.wrapping_add(i as u8); size]).collect()
+    }
+
+    fn offer(q: &mut ViewerQueue, stream: u8, key: bool, packets: &[Vec<u8>]) -> Offer {
+        q.push_frame(stream, key, packets.iter().map(Vec::as_slice))
+    }
+
+    fn drain(q: &mut ViewerQueue) -> Vec<(u8, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some((s, p)) = q.front() {
+            out.push((s, p.to_vec()));
+            q.pop();
+        }
+        out
+    }
+
+    #[test]
+    fn frames_queue_in_order_and_drain() {
+        let mut q = ViewerQueue::new(QueueLimits { max_bytes: 1000, max_packets: 10 });
+        assert_eq!(offer(&mut q, 0, true, &frame(2, 100, 1)), Offer::Queued);
+        assert_eq!(q.push_packet(1, &[9; 28]), Offer::Queued);
+        assert_eq!(offer(&mut q, 0, false, &frame(1, 50, 5)), Offer::Queued);
+        assert_eq!((q.len(), q.queued_bytes()), (4, 278));
+        let got = drain(&mut q);
+        assert_eq!(
+            got.iter().map(|(s, p)| (*s, p[0], p.len())).collect::<Vec<_>>(),
+            [(0, 1, 100), (0, 2, 100), (1, 9, 28), (0, 5, 50)]
+        );
+        assert!(q.is_empty());
+        assert_eq!(q.dropped_frames(), 0);
+    }
+
+    #[test]
+    fn overflow_drops_whole_frames_up_to_the_next_keyframe() {
+        let mut q = ViewerQueue::new(QueueLimits { max_bytes: 1000, max_packets: 100 });
+        assert_eq!(offer(&mut q, 0, true, &frame(6, 100, 0)), Offer::Queued);
+        // 600 + 500 > 1000: the frame is dropped whole, nothing of it is queued.
+        assert_eq!(offer(&mut q, 0, false, &frame(5, 100, 0)), Offer::Dropped);
+        assert_eq!(q.len(), 6);
+        // A small delta frame would fit but refers to the lost one: dropped too.
+        assert_eq!(offer(&mut q, 0, false, &frame(1, 10, 0)), Offer::Dropped);
+        // Another stream (audio) is unaffected.
+        assert_eq!(offer(&mut q, 2, true, &frame(1, 10, 0)), Offer::Queued);
+        // The viewer catches up; deltas are still dropped until a keyframe.
+        drain(&mut q);
+        assert_eq!(offer(&mut q, 0, false, &frame(1, 10, 0)), Offer::Dropped);
+        assert_eq!(offer(&mut q, 0, true, &frame(3, 100, 0)), Offer::Queued);
+        assert_eq!(offer(&mut q, 0, false, &frame(1, 10, 0)), Offer::Queued);
+        assert_eq!(q.dropped_frames(), 3);
+        assert_eq!(q.dropped_packets(), 5 + 1 + 1);
+    }
+
+    #[test]
+    fn packetizer_output_is_one_frame() {
+        use crate::rtp::{AacPacketizer, StreamConfig};
+        let config = StreamConfig { ssrc: 1, payload_type: 97, initial_sequence: 0 };
+        let mut aac = AacPacketizer::new(config, 1400).unwrap();
+        let mut packets = Packets::new();
+        aac.packetize(&[1; 300], 0, &mut packets).unwrap();
+        let mut q = ViewerQueue::new(QueueLimits { max_bytes: 400, max_packets: 10 });
+        assert_eq!(q.push_packets(2, true, &packets), Offer::Queued);
+        assert_eq!(q.push_packets(2, true, &packets), Offer::Dropped);
+        assert_eq!(q.front().map(|(s, p)| (s, p.len())), Some((2, packets.total_bytes())));
+    }
+
+    #[test]
+    fn a_keyframe_that_does_not_fit_keeps_the_stream_waiting() {
+        let mut q = ViewerQueue::new(QueueLimits { max_bytes: 10_000, max_packets: 4 });
+        assert_eq!(offer(&mut q, 0, true, &frame(5, 10, 0)), Offer::Dropped, "over the packet bound");
+        assert_eq!(offer(&mut q, 0, false, &frame(1, 10, 0)), Offer::Dropped);
+        assert_eq!(offer(&mut q, 0, true, &frame(4, 10, 0)), Offer::Queued);
+        assert_eq!(q.dropped_frames(), 2);
+    }
+
+    #[test]
+    fn stand_alone_packets_drop_without_touching_keyframe_state() {
+        let mut q = ViewerQueue::new(QueueLimits { max_bytes: 100, max_packets: 10 });
+        assert_eq!(offer(&mut q, 0, true, &frame(1, 90, 0)), Offer::Queued);
+        assert_eq!(q.push_packet(1, &[0; 28]), Offer::Dropped);
+        assert_eq!(offer(&mut q, 0, false, &frame(1, 10, 0)), Offer::Queued);
+        assert_eq!((q.dropped_frames(), q.dropped_packets()), (0, 1));
+    }
+
+    #[test]
+    fn buffer_stays_bounded_under_steady_partial_draining() {
+        let limits = QueueLimits { max_bytes: 1000, max_packets: 100 };
+        let mut q = ViewerQueue::new(limits);
+        for i in 0..10_000u32 {
+            let _ = offer(&mut q, 0, i % 30 == 0, &frame(3, 97, i as u8));
+            // Drain a bit less than arrives on average: the queue fills, frames drop, never grows.
+            for _ in 0..(2 + i % 2) {
+                q.pop();
+            }
+            assert!(q.queued_bytes() <= limits.max_bytes);
+            assert!(q.data.capacity() <= 4 * limits.max_bytes, "buffer grew to {}", q.data.capacity());
+        }
+        assert!(q.dropped_frames() > 0);
+        // What is queued is whole frames' packets in order: each packet's bytes are uniform.
+        for (_, p) in drain(&mut q) {
+            assert!(p.iter().all(|b| *b == p[0]));
+        }
+    }
+}
