@@ -107,6 +107,7 @@ pub struct Report {
     /// Failures by kind.
     pub errors: ErrorCounts,
     /// Responses by status code.
+    #[serde(with = "status_keys")]
     pub statuses: BTreeMap<u16, u64>,
     /// Latency of successful responses: scheduled (open) or start (closed) to last byte.
     pub latency: LatencySummary,
@@ -223,5 +224,27 @@ impl Report {
     /// Whether every threshold passed (true when there are none).
     pub fn thresholds_passed(&self) -> bool {
         self.thresholds.iter().all(|t| t.passed)
+    }
+}
+
+/// Status codes as JSON object keys. serde_json turns string keys back into numbers only when it
+/// deserializes a map directly; inside a buffered value (the lab's rows flatten a tagged enum
+/// around a report) it does not, so the keys are read as text and parsed here.
+mod status_keys {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(map: &BTreeMap<u16, u64>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(map.iter().map(|(k, v)| (k.to_string(), v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u16, u64>, D::Error> {
+        let text = BTreeMap::<String, u64>::deserialize(d)?;
+        text.into_iter()
+            .map(|(k, v)| {
+                k.parse().map(|k| (k, v)).map_err(|_| serde::de::Error::custom(format!("status `{k}`")))
+            })
+            .collect()
     }
 }

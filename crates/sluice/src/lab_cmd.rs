@@ -32,6 +32,9 @@ struct ReportArgs {
     /// The HTML file to write.
     #[arg(long, default_value = "report.html")]
     out: PathBuf,
+    /// Also write the runs' tables and findings as Markdown (for notes such as BENCHMARKS.md).
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -74,6 +77,12 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             write_report(&r.out, &runs)?;
             println!("{} experiment(s) → {}", runs.len(), r.out.display());
+            if let Some(path) = &r.markdown {
+                let text: Vec<String> = runs.iter().map(report::markdown).collect();
+                std::fs::write(path, text.join("\n"))
+                    .with_context(|| format!("writing {}", path.display()))?;
+                println!("markdown → {}", path.display());
+            }
             Ok(())
         }
     }

@@ -162,6 +162,18 @@ fn e2_concurrency_sweeps_users() {
     let users: Vec<f64> = rows(&results).iter().map(|r| num(&r["point"], "vus")).collect();
     assert!(users.contains(&100.0) && users.contains(&500.0));
     check_report(&out.path().join("concurrency"), &results);
+    // Measured rows read back from results.json into a new report.
+    let again = out.path().join("again.html");
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["lab", "report", "--out"])
+        .arg(&again)
+        .arg(out.path().join("concurrency"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(std::fs::read_to_string(again)
+        .unwrap()
+        .contains("p95, p99 and requests per second by virtual users"));
 }
 
 #[test]
@@ -233,6 +245,8 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["lab", "report", "--out"])
         .arg(&again)
+        .arg("--markdown")
+        .arg(out.path().join("again.md"))
         .arg(out.path().join("io-models"))
         .arg(out.path().join("io-models/results.json"))
         .status()
@@ -240,6 +254,8 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     assert!(status.success());
     let html = std::fs::read_to_string(again).unwrap();
     assert_eq!(html.matches("<h2 id=\"E3\">").count(), 2, "both runs are in the report");
+    let md = std::fs::read_to_string(out.path().join("again.md")).unwrap();
+    assert_eq!(md.matches("### E3 `io-models`").count(), 2, "and in the Markdown");
 }
 
 /// Pids of live processes whose command line mentions `needle` (here: a test's own temporary
