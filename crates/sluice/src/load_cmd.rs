@@ -88,6 +88,9 @@ pub struct RtspArgs {
     /// Write the full report (summary and every viewer) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// No live progress line.
+    #[arg(long)]
+    no_progress: bool,
     /// No end-of-run summary on stdout.
     #[arg(long, short)]
     quiet: bool,
@@ -237,7 +240,11 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.allow_non_loopback = args.allow_non_loopback;
     config.validate()?;
     crate::raise_nofile_limit();
-    let report = sluice_load::rtsp::run_rtsp(&config)?;
+    let report = if args.no_progress {
+        sluice_load::rtsp::run_rtsp(&config, &mut sluice_load::NoObserver)?
+    } else {
+        sluice_load::rtsp::run_rtsp(&config, &mut LiveProgress::new())?
+    };
     if !args.quiet {
         let stdout = std::io::stdout();
         report.write_summary(&mut stdout.lock()).context("writing the summary")?;

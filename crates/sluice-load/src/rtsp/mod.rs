@@ -14,7 +14,7 @@
 //! let mut config = RtspConfig::new("rtsp://127.0.0.1:8554/sluice-demo.mp4", 50);
 //! config.transport = RtspTransport::Udp;
 //! config.ramp = std::time::Duration::from_secs(5);
-//! let report = run_rtsp(&config).unwrap();
+//! let report = run_rtsp(&config, &mut sluice_load::NoObserver).unwrap();
 //! println!("{} of {} viewers got every sample", report.summary.perfect_clients, report.summary.clients);
 //! ```
 
@@ -22,6 +22,7 @@ mod report;
 mod viewer;
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -155,6 +156,80 @@ pub fn resolve_rtsp_url(text: &str, allow_non_loopback: bool) -> Result<(url::Ur
     Ok((url, addr))
 }
 
+/// Where an RTSP run is, for live displays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RtspProgress {
+    /// Time since the run's start.
+    pub elapsed: Duration,
+    /// Viewers started so far.
+    pub started: u64,
+    /// Viewers that got a PLAY response so far.
+    pub playing: u64,
+    /// Viewers that have stopped (failed ones included).
+    pub ended: u64,
+    /// Viewers that failed.
+    pub failed: u64,
+    /// Video samples received by all viewers so far.
+    pub samples: u64,
+    /// RTP packets lost by all viewers so far.
+    pub lost_packets: u64,
+}
+
+/// Watches an RTSP run second by second (called on the thread that called [`run_rtsp`]).
+pub trait RtspObserver {
+    /// Another second of the run has passed.
+    fn on_second(&mut self, _progress: &RtspProgress) {}
+    /// Every viewer has stopped.
+    fn on_finish(&mut self) {}
+}
+
+impl RtspObserver for crate::NoObserver {}
+
+impl RtspObserver for crate::LiveProgress {
+    fn on_second(&mut self, p: &RtspProgress) {
+        self.show(format!(
+            "{}s  viewers {} started, {} playing, {} ended, {} failed  samples {}  lost packets {}",
+            p.elapsed.as_secs(),
+            p.started,
+            p.playing,
+            p.ended,
+            p.failed,
+            p.samples,
+            p.lost_packets
+        ));
+    }
+
+    fn on_finish(&mut self) {
+        self.clear();
+    }
+}
+
+/// Counters the viewers bump as they go (relaxed atomics: a display, not a measurement).
+#[derive(Debug, Default)]
+pub(crate) struct Live {
+    pub started: AtomicU64,
+    pub playing: AtomicU64,
+    pub ended: AtomicU64,
+    pub failed: AtomicU64,
+    pub samples: AtomicU64,
+    pub lost_packets: AtomicU64,
+}
+
+impl Live {
+    fn snapshot(&self, elapsed: Duration) -> RtspProgress {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RtspProgress {
+            elapsed,
+            started: get(&self.started),
+            playing: get(&self.playing),
+            ended: get(&self.ended),
+            failed: get(&self.failed),
+            samples: get(&self.samples),
+            lost_packets: get(&self.lost_packets),
+        }
+    }
+}
+
 /// When viewer `index` of `clients` starts, from the run's start.
 pub fn start_offset(index: usize, clients: usize, ramp: Duration) -> Duration {
     if clients <= 1 {
@@ -163,8 +238,9 @@ pub fn start_offset(index: usize, clients: usize, ramp: Duration) -> Duration {
     ramp.mul_f64(index as f64 / clients as f64)
 }
 
-/// Runs `config.clients` viewers to the end and reports on them.
-pub fn run_rtsp(config: &RtspConfig) -> Result<RtspReport, LoadError> {
+/// Runs `config.clients` viewers to the end and reports on them, telling `observer` about every
+/// second.
+pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<RtspReport, LoadError> {
     let (url, _) = config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads)
@@ -188,18 +264,39 @@ pub fn run_rtsp(config: &RtspConfig) -> Result<RtspReport, LoadError> {
             group: group.clone(),
             run_start: start,
             deadline,
+            live: Live::default(),
         });
         let tasks: Vec<_> = (0..config.clients)
             .map(|index| {
                 let plan = plan.clone();
                 let at = start + start_offset(index, config.clients, config.ramp);
-                tokio::spawn(async move { viewer::run_viewer(index, at, &plan).await })
+                tokio::spawn(async move {
+                    let result = viewer::run_viewer(index, at, &plan).await;
+                    plan.live.ended.fetch_add(1, Ordering::Relaxed);
+                    if result.failure.is_some() {
+                        plan.live.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    result
+                })
             })
             .collect();
-        let mut results = Vec::with_capacity(tasks.len());
-        for (index, task) in tasks.into_iter().enumerate() {
-            results.push(task.await.unwrap_or_else(|_| ViewerResult::panicked(index)));
-        }
+        let all = async {
+            let mut results = Vec::with_capacity(tasks.len());
+            for (index, task) in tasks.into_iter().enumerate() {
+                results.push(task.await.unwrap_or_else(|_| ViewerResult::panicked(index)));
+            }
+            results
+        };
+        tokio::pin!(all);
+        let second = Duration::from_secs(1);
+        let mut ticks = tokio::time::interval_at(start + second, second);
+        let results = loop {
+            tokio::select! {
+                results = &mut all => break results,
+                now = ticks.tick() => observer.on_second(&plan.live.snapshot(now - start)),
+            }
+        };
+        observer.on_finish();
         // Dropped sessions send TEARDOWN in the background; give them a moment to go out so the
         // server frees them now rather than at its session timeout.
         let _ = tokio::time::timeout(Duration::from_secs(2), group.await_teardown()).await;
@@ -267,7 +364,7 @@ mod tests {
         config.threads = 1;
         config.setup_timeout = Duration::from_secs(5);
         config.duration = Some(Duration::from_secs(10));
-        let report = run_rtsp(&config).unwrap();
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
         assert_eq!(report.summary.clients, 2);
         assert_eq!(report.summary.failures.connect, 2, "{:?}", report.viewers);
         assert_eq!(report.summary.playing_clients, 0);
@@ -308,7 +405,7 @@ mod tests {
         });
         let mut config = RtspConfig::new(format!("rtsp://127.0.0.1:{not_found}/none"), 1);
         config.threads = 1;
-        let report = run_rtsp(&config).unwrap();
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
         assert_eq!(report.summary.failures.describe, 1, "{:?}", report.viewers);
         assert!(report.viewers[0].error.as_deref().unwrap_or_default().contains("DESCRIBE"));
 
@@ -319,13 +416,13 @@ mod tests {
         let mut config = RtspConfig::new(format!("rtsp://127.0.0.1:{silent}/none"), 1);
         config.threads = 1;
         config.setup_timeout = Duration::from_millis(300);
-        let report = run_rtsp(&config).unwrap();
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
         assert_eq!(report.summary.failures.timeout, 1, "{:?}", report.viewers);
 
         // The run's deadline cutting a setup short ends the viewer without counting a failure.
         config.setup_timeout = Duration::from_secs(10);
         config.duration = Some(Duration::from_millis(300));
-        let report = run_rtsp(&config).unwrap();
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
         assert_eq!((report.summary.failures.total(), report.summary.ends.deadline), (0, 1));
     }
 }

@@ -5,6 +5,7 @@
 //! and counted by [`FailureKind`]; the viewer never panics on what the server sends. Nothing is
 //! allocated per frame here (retina's depacketizer owns the frame buffers).
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +31,7 @@ pub(crate) struct Plan {
     pub group: Arc<SessionGroup>,
     pub run_start: Instant,
     pub deadline: Instant,
+    pub live: super::Live,
 }
 
 /// Why a viewer stopped.
@@ -200,6 +202,13 @@ async fn open(plan: &Plan) -> Result<(retina::client::Demuxed, usize), ViewerErr
     Ok((demuxed, video))
 }
 
+fn count_loss(result: &mut ViewerResult, plan: &Plan, loss: u16) {
+    if loss > 0 {
+        result.lost_packets += u64::from(loss);
+        plan.live.lost_packets.fetch_add(u64::from(loss), Relaxed);
+    }
+}
+
 fn ms_between(from: Instant, to: Instant) -> u64 {
     to.saturating_duration_since(from).as_millis() as u64
 }
@@ -212,6 +221,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         return result;
     }
     tokio::time::sleep_until(at).await;
+    plan.live.started.fetch_add(1, Relaxed);
     let setup_deadline = (at + plan.setup_timeout).min(plan.deadline);
     let opened = tokio::time::timeout_at(setup_deadline, open(plan)).await;
     let (mut stream, video) = match opened {
@@ -224,6 +234,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         Err(_) => return result.failed(ViewerError::Timeout(plan.setup_timeout)),
     };
     let playing_at = Instant::now();
+    plan.live.playing.fetch_add(1, Relaxed);
     result.setup_ms = Some(ms_between(at, playing_at));
     // One timer for the whole stream: it is moved only when it fires, so frames cost no timer work.
     let mut last_media = playing_at;
@@ -257,11 +268,12 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         match item {
             Some(Ok(CodecItem::VideoFrame(frame))) => {
                 last_media = Instant::now();
-                result.lost_packets += u64::from(frame.loss());
+                count_loss(&mut result, plan, frame.loss());
                 if frame.stream_id() != video {
                     continue;
                 }
                 result.samples += 1;
+                plan.live.samples.fetch_add(1, Relaxed);
                 result.bytes += frame.data().len() as u64;
                 if result.samples == 1 {
                     result.first_sample_ms = Some(ms_between(at, last_media));
@@ -270,16 +282,21 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
                     result.end = EndReason::Expected;
                     break;
                 }
+                // A stream that never pauses keeps the timer from being polled; check here too.
+                if last_media >= plan.deadline {
+                    result.end = EndReason::Deadline;
+                    break;
+                }
             }
             Some(Ok(CodecItem::AudioFrame(frame))) => {
                 last_media = Instant::now();
-                result.lost_packets += u64::from(frame.loss());
+                count_loss(&mut result, plan, frame.loss());
                 result.audio_frames += 1;
                 result.bytes += frame.data().len() as u64;
             }
             Some(Ok(CodecItem::MessageFrame(frame))) => {
                 last_media = Instant::now();
-                result.lost_packets += u64::from(frame.loss());
+                count_loss(&mut result, plan, frame.loss());
             }
             // RTCP (sender reports) goes on after the media ends, so it is not activity.
             Some(Ok(_)) => {}
