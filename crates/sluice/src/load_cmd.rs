@@ -35,6 +35,20 @@ enum LoadProtocol {
     Rtsp(RtspArgs),
 }
 
+/// Flags every protocol takes.
+#[derive(Args, Debug)]
+struct CommonFlags {
+    /// No live progress line.
+    #[arg(long)]
+    no_progress: bool,
+    /// No end-of-run summary on stdout.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Allow targets outside loopback (never point this at a machine you do not own).
+    #[arg(long)]
+    allow_non_loopback: bool,
+}
+
 /// RTP transport, as spelled on the command line.
 #[derive(ValueEnum, Clone, Copy, Debug)]
 enum TransportFlag {
@@ -88,15 +102,8 @@ pub struct RtspArgs {
     /// Write the full report (summary and every viewer) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// No live progress line.
-    #[arg(long)]
-    no_progress: bool,
-    /// No end-of-run summary on stdout.
-    #[arg(long, short)]
-    quiet: bool,
-    /// Allow targets outside loopback (never point this at a machine you do not own).
-    #[arg(long)]
-    allow_non_loopback: bool,
+    #[command(flatten)]
+    common: CommonFlags,
 }
 
 /// Connection handling, as spelled on the command line.
@@ -201,15 +208,8 @@ pub struct HttpArgs {
     /// Write the per-second series as CSV to this file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
-    /// No live progress line.
-    #[arg(long)]
-    no_progress: bool,
-    /// No end-of-run summary on stdout.
-    #[arg(long, short)]
-    quiet: bool,
-    /// Allow targets outside loopback (never point this at a machine you do not own).
-    #[arg(long)]
-    allow_non_loopback: bool,
+    #[command(flatten)]
+    common: CommonFlags,
 }
 
 /// Runs `sluice load ...`.
@@ -237,15 +237,15 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.setup_timeout = args.setup_timeout;
     config.audio = !args.video_only;
     config.threads = args.threads.unwrap_or(config.threads);
-    config.allow_non_loopback = args.allow_non_loopback;
+    config.allow_non_loopback = args.common.allow_non_loopback;
     config.validate()?;
     crate::raise_nofile_limit();
-    let report = if args.no_progress {
+    let report = if args.common.no_progress {
         sluice_load::rtsp::run_rtsp(&config, &mut sluice_load::NoObserver)?
     } else {
         sluice_load::rtsp::run_rtsp(&config, &mut LiveProgress::new())?
     };
-    if !args.quiet {
+    if !args.common.quiet {
         let stdout = std::io::stdout();
         report.write_summary(&mut stdout.lock()).context("writing the summary")?;
     }
@@ -259,14 +259,14 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     let thresholds = args.thresholds.iter().map(|t| Threshold::parse(t)).collect::<Result<Vec<_>, _>>()?;
     let config = build_config(&args)?;
     crate::raise_nofile_limit();
-    let report = if args.no_progress {
+    let report = if args.common.no_progress {
         sluice_load::run(&config, &mut sluice_load::NoObserver)?
     } else {
         sluice_load::run(&config, &mut LiveProgress::new())?
     };
     let mut report = report;
     apply(&thresholds, &mut report);
-    if !args.quiet {
+    if !args.common.quiet {
         let stdout = std::io::stdout();
         TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;
     }
@@ -367,7 +367,7 @@ fn build_config(args: &HttpArgs) -> anyhow::Result<LoadConfig> {
     if let Some(code) = args.expect_status {
         config.expected_status = ExpectedStatus::Exactly(code);
     }
-    config.allow_non_loopback = args.allow_non_loopback;
+    config.allow_non_loopback = args.common.allow_non_loopback;
     config.validate()?;
     Ok(config)
 }

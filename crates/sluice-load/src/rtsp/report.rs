@@ -92,25 +92,16 @@ pub struct FailureCounts {
 impl FailureCounts {
     /// The count of `kind`.
     pub fn get(&self, kind: FailureKind) -> u64 {
-        *self.slot(kind)
-    }
-
-    fn slot(&self, kind: FailureKind) -> &u64 {
-        match kind {
-            FailureKind::Connect => &self.connect,
-            FailureKind::Describe => &self.describe,
-            FailureKind::NoVideo => &self.no_video,
-            FailureKind::Setup => &self.setup,
-            FailureKind::Play => &self.play,
-            FailureKind::Timeout => &self.timeout,
-            FailureKind::NoMedia => &self.no_media,
-            FailureKind::Stream => &self.stream,
-            FailureKind::Panicked => &self.panicked,
-        }
+        let mut copy = *self;
+        *copy.slot(kind)
     }
 
     fn add(&mut self, kind: FailureKind) {
-        let slot = match kind {
+        *self.slot(kind) += 1;
+    }
+
+    fn slot(&mut self, kind: FailureKind) -> &mut u64 {
+        match kind {
             FailureKind::Connect => &mut self.connect,
             FailureKind::Describe => &mut self.describe,
             FailureKind::NoVideo => &mut self.no_video,
@@ -120,8 +111,7 @@ impl FailureCounts {
             FailureKind::NoMedia => &mut self.no_media,
             FailureKind::Stream => &mut self.stream,
             FailureKind::Panicked => &mut self.panicked,
-        };
-        *slot += 1;
+        }
     }
 
     /// All failures.
