@@ -260,6 +260,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
                 } else if got_first {
                     result.end = EndReason::StreamEnd;
                 } else {
+                    result.playing_ms = Some(ms_between(playing_at, now));
                     return result.failed(ViewerError::NoMedia(plan.setup_timeout));
                 }
                 break;
@@ -300,7 +301,10 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
             }
             // RTCP (sender reports) goes on after the media ends, so it is not activity.
             Some(Ok(_)) => {}
-            Some(Err(e)) => return result.failed(ViewerError::Stream(e)),
+            Some(Err(e)) => {
+                result.playing_ms = Some(ms_between(playing_at, Instant::now()));
+                return result.failed(ViewerError::Stream(e));
+            }
             None => {
                 result.end = EndReason::Closed;
                 break;
