@@ -31,6 +31,9 @@ pub struct ViewerResult {
     pub audio_frames: u64,
     /// RTP packets lost (sequence-number gaps, all streams).
     pub lost_packets: u64,
+    /// RTP packets lost on the counted video stream.
+    #[serde(default)]
+    pub video_lost_packets: u64,
     /// Media payload bytes received (video and audio).
     pub bytes: u64,
     /// Why it stopped.
@@ -52,6 +55,7 @@ impl ViewerResult {
             samples: 0,
             audio_frames: 0,
             lost_packets: 0,
+            video_lost_packets: 0,
             bytes: 0,
             end: EndReason::Failed,
             failure: None,
@@ -165,8 +169,11 @@ pub struct RtspSummary {
     pub samples_max: u64,
     /// Samples received by all viewers together.
     pub samples_total: u64,
-    /// Lost RTP packets, all viewers.
+    /// Lost RTP packets, all viewers, all streams.
     pub lost_packets: u64,
+    /// Lost RTP packets of the video stream, all viewers.
+    #[serde(default)]
+    pub video_lost_packets: u64,
     /// Viewers that lost at least one packet.
     pub clients_with_loss: usize,
     /// Audio frames received, all viewers.
@@ -231,6 +238,7 @@ impl RtspSummary {
             samples_max,
             samples_total,
             lost_packets: viewers.iter().map(|v| v.lost_packets).sum(),
+            video_lost_packets: viewers.iter().map(|v| v.video_lost_packets).sum(),
             clients_with_loss: viewers.iter().filter(|v| v.lost_packets > 0).count(),
             audio_frames: viewers.iter().map(|v| v.audio_frames).sum(),
             bytes,
@@ -361,8 +369,8 @@ impl RtspReport {
         )?;
         writeln!(
             out,
-            "  lost       {} RTP packets ({} viewers with loss)",
-            s.lost_packets, s.clients_with_loss
+            "  lost       {} RTP packets, {} of them video ({} viewers with loss)",
+            s.lost_packets, s.video_lost_packets, s.clients_with_loss
         )?;
         writeln!(
             out,

@@ -273,6 +273,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
                 if frame.stream_id() != video {
                     continue;
                 }
+                result.video_lost_packets += u64::from(frame.loss());
                 result.samples += 1;
                 plan.live.samples.fetch_add(1, Relaxed);
                 result.bytes += frame.data().len() as u64;
