@@ -2,7 +2,8 @@
 //! that send, wait for the whole response, and send again) and an open model (arrivals on a
 //! staged schedule, timed from their scheduled send time so queueing is never hidden), a minimal
 //! HTTP/1.1 client over tokio with a sans-I/O response reader, HDR histograms, errors by kind, a
-//! per-second series, thresholds, and the summary/JSON/CSV outputs.
+//! per-second series, thresholds, and the summary/JSON/CSV outputs; and RTSP viewers
+//! (`sluice load rtsp`, module [`rtsp`]) that count the video samples each of N clients receives.
 //!
 //! It owns generating load and describing the result. It does not own the command line (the
 //! `sluice` binary parses flags into a [`LoadConfig`]) nor any server.
@@ -27,6 +28,7 @@ pub mod output;
 pub mod progress;
 pub mod report;
 pub mod response;
+pub mod rtsp;
 pub mod run;
 pub mod scenario_file;
 pub mod schedule;

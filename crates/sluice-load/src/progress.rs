@@ -40,6 +40,19 @@ impl LiveProgress {
     }
 }
 
+impl LiveProgress {
+    /// Redraws the line with `message`.
+    pub(crate) fn show(&self, message: String) {
+        self.bar.set_message(message);
+        self.bar.tick();
+    }
+
+    /// Removes the line.
+    pub(crate) fn clear(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
 /// The text of the line for one second.
 pub fn progress_line(s: &SecondSample, p: &RunProgress) -> String {
     let planned = p.planned.map(|d| format!("/{:.0}s", d.as_secs_f64())).unwrap_or_default();

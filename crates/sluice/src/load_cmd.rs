@@ -1,7 +1,8 @@
-//! `sluice load http`: the command-line face of the `sluice-load` library. Parses flags (or a
-//! TOML scenario file) into a [`LoadConfig`], runs it with the live progress line, prints the
-//! end-of-run summary, writes `--json`/`--csv`, and turns failed thresholds into exit code 99
-//! (k6's convention). The generator itself lives in the library.
+//! `sluice load http` and `sluice load rtsp`: the command-line face of the `sluice-load` library.
+//! HTTP: parses flags (or a TOML scenario file) into a [`LoadConfig`], runs it with the live
+//! progress line, prints the end-of-run summary, writes `--json`/`--csv`, and turns failed
+//! thresholds into exit code 99 (k6's convention). RTSP: parses flags into an [`RtspConfig`], runs
+//! the viewers, prints the summary and writes `--json`. The generators live in the library.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use sluice_load::config::OpenModel;
+use sluice_load::rtsp::{RtspConfig, RtspTransport};
 use sluice_load::threshold::apply;
 use sluice_load::{
     write_file, ConnectionMode, CsvSeries, ExpectedStatus, JsonReport, LiveProgress, LoadConfig, Method,
@@ -28,7 +30,80 @@ pub struct LoadArgs {
 #[derive(Subcommand, Debug)]
 enum LoadProtocol {
     /// HTTP/1.1 load: closed model (--vus) or open model (--rate, --stage, --scenario).
-    Http(HttpArgs),
+    Http(Box<HttpArgs>),
+    /// RTSP viewers: N clients each counting the video samples (access units) it receives.
+    Rtsp(RtspArgs),
+}
+
+/// Flags every protocol takes.
+#[derive(Args, Debug)]
+struct CommonFlags {
+    /// No live progress line.
+    #[arg(long)]
+    no_progress: bool,
+    /// No end-of-run summary on stdout.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Allow targets outside loopback (never point this at a machine you do not own).
+    #[arg(long)]
+    allow_non_loopback: bool,
+}
+
+/// RTP transport, as spelled on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum TransportFlag {
+    /// RTP/AVP/TCP interleaved on the RTSP connection.
+    Tcp,
+    /// RTP/AVP over UDP unicast.
+    Udp,
+}
+
+/// `sluice load rtsp` flags.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+EXAMPLE
+  sluice load rtsp --clients 50 --transport udp --ramp 5s rtsp://127.0.0.1:8554/sluice-demo.mp4
+
+Each viewer does DESCRIBE, SETUP (video, plus audio when offered), PLAY, then counts complete video
+samples until the stream ends (no media for --idle-end), --expect-samples arrive, or --duration
+(from the run's start, ramp included; 1 h when not given) passes. A viewer is perfect when it
+received --expect-samples samples, or without that flag as many as the best viewer.")]
+pub struct RtspArgs {
+    /// rtsp://host:port/path of the stream.
+    #[arg(value_name = "URL")]
+    url: String,
+    /// Number of viewers.
+    #[arg(long, short = 'c', default_value_t = 1, value_name = "N")]
+    clients: usize,
+    /// RTP transport.
+    #[arg(long, value_enum, default_value = "tcp")]
+    transport: TransportFlag,
+    /// Start the viewers evenly spread over this span, e.g. 5s.
+    #[arg(long, value_parser = parse_duration, default_value = "0s", value_name = "DURATION")]
+    ramp: Duration,
+    /// Stop every viewer this long after the run's start (ramp included).
+    #[arg(long, short, value_parser = parse_duration, value_name = "DURATION")]
+    duration: Option<Duration>,
+    /// Video samples a viewer must receive to count as perfect (it stops when it has them).
+    #[arg(long, value_name = "N")]
+    expect_samples: Option<u64>,
+    /// A playing viewer that receives no media for this long has reached the stream's end.
+    #[arg(long, value_parser = parse_duration, default_value = "3s", value_name = "DURATION")]
+    idle_end: Duration,
+    /// Deadline for connect, DESCRIBE, SETUP, PLAY and the first video sample.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "DURATION")]
+    setup_timeout: Duration,
+    /// Set up only the video stream, not the audio stream.
+    #[arg(long)]
+    video_only: bool,
+    /// Runtime worker threads [default: the usable cores].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Write the full report (summary and every viewer) as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    common: CommonFlags,
 }
 
 /// Connection handling, as spelled on the command line.
@@ -133,21 +208,15 @@ pub struct HttpArgs {
     /// Write the per-second series as CSV to this file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
-    /// No live progress line.
-    #[arg(long)]
-    no_progress: bool,
-    /// No end-of-run summary on stdout.
-    #[arg(long, short)]
-    quiet: bool,
-    /// Allow targets outside loopback (never point this at a machine you do not own).
-    #[arg(long)]
-    allow_non_loopback: bool,
+    #[command(flatten)]
+    common: CommonFlags,
 }
 
 /// Runs `sluice load ...`.
 pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     match args.protocol {
-        LoadProtocol::Http(http) => run_http(http),
+        LoadProtocol::Http(http) => run_http(*http),
+        LoadProtocol::Rtsp(rtsp) => run_rtsp(rtsp),
     }
 }
 
@@ -155,18 +224,49 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     sluice_load::duration_text::parse(s)
 }
 
+fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
+    let mut config = RtspConfig::new(args.url, args.clients);
+    config.transport = match args.transport {
+        TransportFlag::Tcp => RtspTransport::Tcp,
+        TransportFlag::Udp => RtspTransport::Udp,
+    };
+    config.ramp = args.ramp;
+    config.duration = args.duration;
+    config.expect_samples = args.expect_samples;
+    config.idle_end = args.idle_end;
+    config.setup_timeout = args.setup_timeout;
+    config.audio = !args.video_only;
+    config.threads = args.threads.unwrap_or(config.threads);
+    config.allow_non_loopback = args.common.allow_non_loopback;
+    config.validate()?;
+    crate::raise_nofile_limit();
+    let report = if args.common.no_progress {
+        sluice_load::rtsp::run_rtsp(&config, &mut sluice_load::NoObserver)?
+    } else {
+        sluice_load::rtsp::run_rtsp(&config, &mut LiveProgress::new())?
+    };
+    if !args.common.quiet {
+        let stdout = std::io::stdout();
+        report.write_summary(&mut stdout.lock()).context("writing the summary")?;
+    }
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+    }
+    Ok(())
+}
+
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     let thresholds = args.thresholds.iter().map(|t| Threshold::parse(t)).collect::<Result<Vec<_>, _>>()?;
     let config = build_config(&args)?;
     crate::raise_nofile_limit();
-    let report = if args.no_progress {
+    let report = if args.common.no_progress {
         sluice_load::run(&config, &mut sluice_load::NoObserver)?
     } else {
         sluice_load::run(&config, &mut LiveProgress::new())?
     };
     let mut report = report;
     apply(&thresholds, &mut report);
-    if !args.quiet {
+    if !args.common.quiet {
         let stdout = std::io::stdout();
         TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;
     }
@@ -267,7 +367,7 @@ fn build_config(args: &HttpArgs) -> anyhow::Result<LoadConfig> {
     if let Some(code) = args.expect_status {
         config.expected_status = ExpectedStatus::Exactly(code);
     }
-    config.allow_non_loopback = args.allow_non_loopback;
+    config.allow_non_loopback = args.common.allow_non_loopback;
     config.validate()?;
     Ok(config)
 }

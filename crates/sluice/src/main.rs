@@ -26,7 +26,8 @@ struct Cli {
 enum Command {
     /// Serve a media library over HTTP (the built-in demo library when no --root is given).
     Serve(ServeArgs),
-    /// Generate load: `sluice load http` (closed and open models, HDR latency, thresholds).
+    /// Generate load: `sluice load http` (closed and open models, HDR latency, thresholds),
+    /// `sluice load rtsp` (viewers counting the video samples they receive).
     Load(load_cmd::LoadArgs),
     /// Run the published I/O experiments against sluice and real peers, with reports.
     Lab(lab_cmd::LabArgs),

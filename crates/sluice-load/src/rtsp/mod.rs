@@ -1,0 +1,428 @@
+//! RTSP viewers (`sluice load rtsp`): N clients built on the `retina` crate, each doing
+//! DESCRIBE, SETUP (RTP over UDP or TCP interleaved) and PLAY against one URL and counting the
+//! complete video access units (samples) it receives and the RTP packets it lost (sequence gaps
+//! retina reports). Viewers start spread evenly over a ramp, all run as tasks on one tokio runtime,
+//! and each stops at the stream's end (no media for `idle_end`), at the expected sample count, or
+//! at the run's deadline, whichever comes first, so every run is bounded in time. The result is an
+//! [`RtspReport`]: per-viewer counts plus the E5 summary (perfect-sending clients, mean and
+//! standard deviation of samples, lost packets, failures by kind).
+//!
+//! It owns the viewers and their accounting. It does not own the command line nor any server.
+//!
+//! ```no_run
+//! use sluice_load::rtsp::{run_rtsp, RtspConfig, RtspTransport};
+//! let mut config = RtspConfig::new("rtsp://127.0.0.1:8554/sluice-demo.mp4", 50);
+//! config.transport = RtspTransport::Udp;
+//! config.ramp = std::time::Duration::from_secs(5);
+//! let report = run_rtsp(&config, &mut sluice_load::NoObserver).unwrap();
+//! println!("{} of {} viewers got every sample", report.summary.perfect_clients, report.summary.clients);
+//! ```
+
+mod report;
+mod viewer;
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+pub use report::{
+    EndCounts, FailureCounts, ReferenceSource, RtspReport, RtspSettings, RtspSummary, ViewerResult,
+};
+pub use viewer::{EndReason, FailureKind, ViewerError};
+
+use crate::error::LoadError;
+
+/// How a viewer asks for its RTP packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtspTransport {
+    /// RTP/AVP/TCP interleaved on the RTSP connection (retina's default).
+    #[default]
+    Tcp,
+    /// RTP/AVP over UDP unicast to a pair of client ports.
+    Udp,
+}
+
+impl RtspTransport {
+    /// `tcp` or `udp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RtspTransport::Tcp => "tcp",
+            RtspTransport::Udp => "udp",
+        }
+    }
+}
+
+/// The longest a run may last when no `duration` is given (a live stream never ends by itself).
+pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(3600);
+
+/// What an RTSP viewer run does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RtspConfig {
+    /// `rtsp://host[:port]/path`.
+    pub url: String,
+    /// Number of viewers.
+    pub clients: usize,
+    /// RTP transport.
+    pub transport: RtspTransport,
+    /// Viewers start evenly spread over this span (viewer `i` at `ramp * i / clients`).
+    pub ramp: Duration,
+    /// Deadline of the whole run, from its start (ramp included); `None` means
+    /// [`DEFAULT_MAX_DURATION`], with viewers normally ending at the stream's end.
+    pub duration: Option<Duration>,
+    /// Video samples a viewer must receive to count as perfect; when `None` the most any viewer
+    /// received is the reference. A viewer that reaches it stops.
+    pub expect_samples: Option<u64>,
+    /// A playing viewer that receives nothing for this long has reached the stream's end.
+    pub idle_end: Duration,
+    /// Deadline for connecting, DESCRIBE, SETUP, PLAY and the first video sample.
+    pub setup_timeout: Duration,
+    /// Also set up the audio stream when the server offers one retina can depacketize.
+    pub audio: bool,
+    /// Worker threads of the runtime the viewers run on.
+    pub threads: usize,
+    /// Allow targets outside loopback.
+    pub allow_non_loopback: bool,
+}
+
+impl RtspConfig {
+    /// `clients` viewers of `url` over TCP, all at once, until the stream ends.
+    pub fn new(url: impl Into<String>, clients: usize) -> RtspConfig {
+        RtspConfig {
+            url: url.into(),
+            clients,
+            transport: RtspTransport::Tcp,
+            ramp: Duration::ZERO,
+            duration: None,
+            expect_samples: None,
+            idle_end: Duration::from_secs(3),
+            setup_timeout: Duration::from_secs(10),
+            audio: true,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            allow_non_loopback: false,
+        }
+    }
+
+    /// The run's hard deadline from its start.
+    pub fn deadline(&self) -> Duration {
+        self.duration.unwrap_or(DEFAULT_MAX_DURATION)
+    }
+
+    /// Checks the settings and the target; returns the parsed URL and the address it resolves to.
+    pub fn validate(&self) -> Result<(url::Url, SocketAddr), LoadError> {
+        let invalid = |m: &str| Err(LoadError::InvalidConfig(m.to_string()));
+        if self.clients == 0 {
+            return invalid("--clients must be at least 1");
+        }
+        if self.threads == 0 {
+            return invalid("--threads must be at least 1");
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return invalid("--duration must be longer than zero");
+        }
+        if self.expect_samples == Some(0) {
+            return invalid("--expect-samples must be at least 1");
+        }
+        if self.idle_end.is_zero() || self.setup_timeout.is_zero() {
+            return invalid("--idle-end and --setup-timeout must be longer than zero");
+        }
+        if self.ramp >= self.deadline() {
+            return invalid("--ramp must be shorter than --duration");
+        }
+        resolve_rtsp_url(&self.url, self.allow_non_loopback)
+    }
+}
+
+/// Parses an `rtsp://` URL and resolves its host; refuses addresses outside loopback unless
+/// `allow_non_loopback`.
+pub fn resolve_rtsp_url(text: &str, allow_non_loopback: bool) -> Result<(url::Url, SocketAddr), LoadError> {
+    let bad = |reason: String| LoadError::InvalidTarget { url: text.to_string(), reason };
+    let url = url::Url::parse(text).map_err(|e| bad(e.to_string()))?;
+    if url.scheme() != "rtsp" {
+        return Err(bad("only rtsp:// URLs are supported".into()));
+    }
+    let host = url.host_str().filter(|h| !h.is_empty()).ok_or_else(|| bad("the URL has no host".into()))?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let port = url.port().unwrap_or(554);
+    let addr = (bare, port)
+        .to_socket_addrs()
+        .map_err(|e| bad(format!("cannot resolve: {e}")))?
+        .next()
+        .ok_or_else(|| bad("the host resolves to no address".into()))?;
+    if !allow_non_loopback && !addr.ip().is_loopback() {
+        return Err(LoadError::NonLoopbackTarget { url: text.to_string(), addr });
+    }
+    Ok((url, addr))
+}
+
+/// Where an RTSP run is, for live displays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RtspProgress {
+    /// Time since the run's start.
+    pub elapsed: Duration,
+    /// Viewers started so far.
+    pub started: u64,
+    /// Viewers that got a PLAY response so far.
+    pub playing: u64,
+    /// Viewers that have stopped (failed ones included).
+    pub ended: u64,
+    /// Viewers that failed.
+    pub failed: u64,
+    /// Video samples received by all viewers so far.
+    pub samples: u64,
+    /// RTP packets lost by all viewers so far.
+    pub lost_packets: u64,
+}
+
+/// Watches an RTSP run second by second (called on the thread that called [`run_rtsp`]).
+pub trait RtspObserver {
+    /// Another second of the run has passed.
+    fn on_second(&mut self, _progress: &RtspProgress) {}
+    /// Every viewer has stopped.
+    fn on_finish(&mut self) {}
+}
+
+impl RtspObserver for crate::NoObserver {}
+
+impl RtspObserver for crate::LiveProgress {
+    fn on_second(&mut self, p: &RtspProgress) {
+        self.show(format!(
+            "{}s  viewers {} started, {} playing, {} ended, {} failed  samples {}  lost packets {}",
+            p.elapsed.as_secs(),
+            p.started,
+            p.playing,
+            p.ended,
+            p.failed,
+            p.samples,
+            p.lost_packets
+        ));
+    }
+
+    fn on_finish(&mut self) {
+        self.clear();
+    }
+}
+
+/// Counters the viewers bump as they go (relaxed atomics: a display, not a measurement).
+#[derive(Debug, Default)]
+pub(crate) struct Live {
+    pub started: AtomicU64,
+    pub playing: AtomicU64,
+    pub ended: AtomicU64,
+    pub failed: AtomicU64,
+    pub samples: AtomicU64,
+    pub lost_packets: AtomicU64,
+}
+
+impl Live {
+    fn snapshot(&self, elapsed: Duration) -> RtspProgress {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RtspProgress {
+            elapsed,
+            started: get(&self.started),
+            playing: get(&self.playing),
+            ended: get(&self.ended),
+            failed: get(&self.failed),
+            samples: get(&self.samples),
+            lost_packets: get(&self.lost_packets),
+        }
+    }
+}
+
+/// When viewer `index` of `clients` starts, from the run's start.
+pub fn start_offset(index: usize, clients: usize, ramp: Duration) -> Duration {
+    if clients <= 1 {
+        return Duration::ZERO;
+    }
+    ramp.mul_f64(index as f64 / clients as f64)
+}
+
+/// Runs `config.clients` viewers to the end and reports on them, telling `observer` about every
+/// second.
+pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<RtspReport, LoadError> {
+    let (url, _) = config.validate()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads)
+        .thread_name("sluice-load-rtsp")
+        .enable_all()
+        .build()
+        .map_err(LoadError::Runtime)?;
+    let started_at = SystemTime::now();
+    let start = Instant::now();
+    let results = runtime.block_on(async {
+        let group = Arc::new(retina::client::SessionGroup::default());
+        let start = tokio::time::Instant::from_std(start);
+        let deadline = start + config.deadline();
+        let plan = Arc::new(viewer::Plan {
+            url,
+            transport: config.transport,
+            expect_samples: config.expect_samples,
+            idle_end: config.idle_end,
+            setup_timeout: config.setup_timeout,
+            audio: config.audio,
+            group: group.clone(),
+            run_start: start,
+            deadline,
+            live: Live::default(),
+        });
+        let tasks: Vec<_> = (0..config.clients)
+            .map(|index| {
+                let plan = plan.clone();
+                let at = start + start_offset(index, config.clients, config.ramp);
+                tokio::spawn(async move {
+                    let result = viewer::run_viewer(index, at, &plan).await;
+                    plan.live.ended.fetch_add(1, Ordering::Relaxed);
+                    if result.failure.is_some() {
+                        plan.live.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    result
+                })
+            })
+            .collect();
+        let all = async {
+            let mut results = Vec::with_capacity(tasks.len());
+            for (index, task) in tasks.into_iter().enumerate() {
+                results.push(task.await.unwrap_or_else(|_| ViewerResult::panicked(index)));
+            }
+            results
+        };
+        tokio::pin!(all);
+        let second = Duration::from_secs(1);
+        let mut ticks = tokio::time::interval_at(start + second, second);
+        let results = loop {
+            tokio::select! {
+                results = &mut all => break results,
+                now = ticks.tick() => observer.on_second(&plan.live.snapshot(now - start)),
+            }
+        };
+        observer.on_finish();
+        // Dropped sessions send TEARDOWN in the background; give them a moment to go out so the
+        // server frees them now rather than at its session timeout.
+        let _ = tokio::time::timeout(Duration::from_secs(2), group.await_teardown()).await;
+        results
+    });
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    Ok(RtspReport::build(config, started_at, start.elapsed(), results))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn viewers_spread_over_the_ramp() {
+        let ramp = Duration::from_secs(5);
+        assert_eq!(start_offset(0, 10, ramp), Duration::ZERO);
+        assert_eq!(start_offset(5, 10, ramp), Duration::from_millis(2500));
+        assert_eq!(start_offset(9, 10, ramp), Duration::from_millis(4500));
+        assert_eq!(start_offset(0, 1, ramp), Duration::ZERO);
+        assert_eq!(start_offset(3, 4, Duration::ZERO), Duration::ZERO);
+    }
+
+    #[test]
+    fn urls_and_loopback() {
+        let (url, addr) = resolve_rtsp_url("rtsp://127.0.0.1:8554/a/b.mp4", false).unwrap();
+        assert_eq!((url.path(), addr.port()), ("/a/b.mp4", 8554));
+        assert_eq!(resolve_rtsp_url("rtsp://127.0.0.1/x", false).unwrap().1.port(), 554);
+        assert_eq!(resolve_rtsp_url("rtsp://[::1]:9/x", false).unwrap().1.port(), 9);
+        for bad in ["http://127.0.0.1/x", "rtsp://", "not a url", "rtsp://127.0.0.1:99999/x"] {
+            assert!(matches!(resolve_rtsp_url(bad, false), Err(LoadError::InvalidTarget { .. })), "{bad}");
+        }
+        assert!(matches!(
+            resolve_rtsp_url("rtsp://192.0.2.1:554/x", false),
+            Err(LoadError::NonLoopbackTarget { .. })
+        ));
+        assert!(resolve_rtsp_url("rtsp://192.0.2.1:554/x", true).is_ok());
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let ok = RtspConfig::new("rtsp://127.0.0.1:8554/x", 3);
+        assert!(ok.validate().is_ok());
+        let mut c = ok.clone();
+        c.clients = 0;
+        assert!(matches!(c.validate(), Err(LoadError::InvalidConfig(_))));
+        let mut c = ok.clone();
+        c.expect_samples = Some(0);
+        assert!(c.validate().is_err());
+        let mut c = ok.clone();
+        c.duration = Some(Duration::from_secs(2));
+        c.ramp = Duration::from_secs(5);
+        assert!(c.validate().is_err());
+        let mut c = ok.clone();
+        c.idle_end = Duration::ZERO;
+        assert!(c.validate().is_err());
+        assert_eq!(ok.deadline(), DEFAULT_MAX_DURATION);
+    }
+
+    #[test]
+    fn a_refused_connection_is_a_connect_failure() {
+        // A port nothing listens on: bind, read the port, close.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut config = RtspConfig::new(format!("rtsp://127.0.0.1:{port}/none"), 2);
+        config.threads = 1;
+        config.setup_timeout = Duration::from_secs(5);
+        config.duration = Some(Duration::from_secs(10));
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
+        assert_eq!(report.summary.clients, 2);
+        assert_eq!(report.summary.failures.connect, 2, "{:?}", report.viewers);
+        assert_eq!(report.summary.playing_clients, 0);
+        assert_eq!(report.summary.perfect_clients, 0);
+        assert_eq!(report.summary.reference_samples, 0);
+        assert!(report.viewers.iter().all(|v| v.end == EndReason::Failed && v.error.is_some()));
+    }
+
+    /// A listener on a free loopback port that handles each connection with `answer`.
+    fn peer(answer: fn(std::net::TcpStream)) -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().map_while(Result::ok) {
+                std::thread::spawn(move || answer(conn));
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn an_error_status_is_a_describe_failure_and_silence_a_timeout() {
+        use std::io::{BufRead, BufReader, Write};
+        let not_found = peer(|conn| {
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut cseq = String::new();
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if let Some(v) = line.strip_prefix("CSeq:") {
+                    cseq = v.trim().to_string();
+                }
+                if line == "\r\n" {
+                    let mut w = &conn;
+                    let _ = write!(w, "RTSP/1.0 404 Not Found\r\nCSeq: {cseq}\r\n\r\n");
+                }
+                line.clear();
+            }
+        });
+        let mut config = RtspConfig::new(format!("rtsp://127.0.0.1:{not_found}/none"), 1);
+        config.threads = 1;
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
+        assert_eq!(report.summary.failures.describe, 1, "{:?}", report.viewers);
+        assert!(report.viewers[0].error.as_deref().unwrap_or_default().contains("DESCRIBE"));
+
+        let silent = peer(|conn| {
+            std::thread::sleep(Duration::from_secs(3));
+            drop(conn);
+        });
+        let mut config = RtspConfig::new(format!("rtsp://127.0.0.1:{silent}/none"), 1);
+        config.threads = 1;
+        config.setup_timeout = Duration::from_millis(300);
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
+        assert_eq!(report.summary.failures.timeout, 1, "{:?}", report.viewers);
+
+        // The run's deadline cutting a setup short ends the viewer without counting a failure.
+        config.setup_timeout = Duration::from_secs(10);
+        config.duration = Some(Duration::from_millis(300));
+        let report = run_rtsp(&config, &mut crate::NoObserver).unwrap();
+        assert_eq!((report.summary.failures.total(), report.summary.ends.deadline), (0, 1));
+    }
+}

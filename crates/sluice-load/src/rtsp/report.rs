@@ -1,0 +1,478 @@
+//! The result of an RTSP viewer run as data: the settings, one [`ViewerResult`] per viewer and
+//! the E5 summary built from them (perfect-sending clients against a reference sample count,
+//! mean and standard deviation of samples received, lost packets, failures and end reasons by
+//! kind). It serializes to JSON and reads back (the lab keeps runs), and renders the readable
+//! end-of-run summary. It measures nothing.
+
+use std::io::{self, Write};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::viewer::{EndReason, FailureKind, ViewerError};
+use super::{RtspConfig, RtspTransport};
+use crate::error::LoadError;
+
+/// What one viewer received.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ViewerResult {
+    /// Viewer number, from 0.
+    pub index: usize,
+    /// Planned start, ms after the run's start.
+    pub start_ms: u64,
+    /// From its start to the PLAY response, ms (when it got that far).
+    pub setup_ms: Option<u64>,
+    /// From its start to the first video sample, ms.
+    pub first_sample_ms: Option<u64>,
+    /// How long it played, ms.
+    pub playing_ms: Option<u64>,
+    /// Complete video access units received.
+    pub samples: u64,
+    /// Audio frames received.
+    pub audio_frames: u64,
+    /// RTP packets lost (sequence-number gaps, all streams).
+    pub lost_packets: u64,
+    /// RTP packets lost on the counted video stream.
+    #[serde(default)]
+    pub video_lost_packets: u64,
+    /// Media payload bytes received (video and audio).
+    pub bytes: u64,
+    /// Why it stopped.
+    pub end: EndReason,
+    /// The failure, when it failed.
+    pub failure: Option<FailureKind>,
+    /// The failure's message.
+    pub error: Option<String>,
+}
+
+impl ViewerResult {
+    pub(crate) fn new(index: usize, start_ms: u64) -> ViewerResult {
+        ViewerResult {
+            index,
+            start_ms,
+            setup_ms: None,
+            first_sample_ms: None,
+            playing_ms: None,
+            samples: 0,
+            audio_frames: 0,
+            lost_packets: 0,
+            video_lost_packets: 0,
+            bytes: 0,
+            end: EndReason::Failed,
+            failure: None,
+            error: None,
+        }
+    }
+
+    pub(crate) fn failed(mut self, error: ViewerError) -> ViewerResult {
+        self.end = EndReason::Failed;
+        self.failure = Some(error.kind());
+        self.error = Some(error.short_message());
+        self
+    }
+
+    pub(crate) fn panicked(index: usize) -> ViewerResult {
+        let mut r = ViewerResult::new(index, 0);
+        r.failure = Some(FailureKind::Panicked);
+        r.error = Some("the viewer task panicked".into());
+        r
+    }
+}
+
+/// Viewers that failed, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[allow(missing_docs)] // one field per `FailureKind`, documented there
+pub struct FailureCounts {
+    pub connect: u64,
+    pub describe: u64,
+    pub no_video: u64,
+    pub setup: u64,
+    pub play: u64,
+    pub timeout: u64,
+    pub no_media: u64,
+    pub stream: u64,
+    pub panicked: u64,
+}
+
+impl FailureCounts {
+    /// The count of `kind`.
+    pub fn get(&self, kind: FailureKind) -> u64 {
+        let mut copy = *self;
+        *copy.slot(kind)
+    }
+
+    fn add(&mut self, kind: FailureKind) {
+        *self.slot(kind) += 1;
+    }
+
+    fn slot(&mut self, kind: FailureKind) -> &mut u64 {
+        match kind {
+            FailureKind::Connect => &mut self.connect,
+            FailureKind::Describe => &mut self.describe,
+            FailureKind::NoVideo => &mut self.no_video,
+            FailureKind::Setup => &mut self.setup,
+            FailureKind::Play => &mut self.play,
+            FailureKind::Timeout => &mut self.timeout,
+            FailureKind::NoMedia => &mut self.no_media,
+            FailureKind::Stream => &mut self.stream,
+            FailureKind::Panicked => &mut self.panicked,
+        }
+    }
+
+    /// All failures.
+    pub fn total(&self) -> u64 {
+        FailureKind::ALL.iter().map(|&k| self.get(k)).sum()
+    }
+}
+
+/// Viewers by how they stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[allow(missing_docs)] // one field per `EndReason`, documented there
+pub struct EndCounts {
+    pub stream_end: u64,
+    pub closed: u64,
+    pub expected: u64,
+    pub deadline: u64,
+    pub failed: u64,
+}
+
+/// Where the sample count a perfect viewer must reach came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReferenceSource {
+    /// Given with `--expect-samples`.
+    Expected,
+    /// The most samples any viewer received (the server's SDP range times the frame rate is not a
+    /// reliable count).
+    MaxReceived,
+}
+
+/// The run's figures (E5's).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RtspSummary {
+    /// Viewers started.
+    pub clients: usize,
+    /// Viewers that got a PLAY response.
+    pub playing_clients: usize,
+    /// Viewers that received at least the reference count of samples ("perfect sending").
+    pub perfect_clients: usize,
+    /// The sample count a perfect viewer reaches.
+    pub reference_samples: u64,
+    /// Where `reference_samples` came from.
+    pub reference: ReferenceSource,
+    /// Mean of samples received over all viewers (failed ones count with what they got).
+    pub samples_mean: f64,
+    /// Population standard deviation of samples received over all viewers.
+    pub samples_stdev: f64,
+    /// Fewest samples a viewer received.
+    pub samples_min: u64,
+    /// Most samples a viewer received.
+    pub samples_max: u64,
+    /// Samples received by all viewers together.
+    pub samples_total: u64,
+    /// Lost RTP packets, all viewers, all streams.
+    pub lost_packets: u64,
+    /// Lost RTP packets of the video stream, all viewers.
+    #[serde(default)]
+    pub video_lost_packets: u64,
+    /// Viewers that lost at least one packet.
+    pub clients_with_loss: usize,
+    /// Audio frames received, all viewers.
+    pub audio_frames: u64,
+    /// Media bytes received, all viewers.
+    pub bytes: u64,
+    /// Media bytes per second over the run.
+    pub bytes_per_s: f64,
+    /// Failed viewers by kind.
+    pub failures: FailureCounts,
+    /// Viewers by how they stopped.
+    pub ends: EndCounts,
+}
+
+impl RtspSummary {
+    /// Summarizes `viewers`; `expect` is the required sample count, if known.
+    pub fn from_viewers(viewers: &[ViewerResult], expect: Option<u64>, elapsed: Duration) -> RtspSummary {
+        let n = viewers.len();
+        let samples_max = viewers.iter().map(|v| v.samples).max().unwrap_or(0);
+        let samples_min = viewers.iter().map(|v| v.samples).min().unwrap_or(0);
+        let (reference_samples, reference) = match expect {
+            Some(e) => (e, ReferenceSource::Expected),
+            None => (samples_max, ReferenceSource::MaxReceived),
+        };
+        let samples_total: u64 = viewers.iter().map(|v| v.samples).sum();
+        let samples_mean = if n == 0 { 0.0 } else { samples_total as f64 / n as f64 };
+        let samples_stdev = if n == 0 {
+            0.0
+        } else {
+            let var =
+                viewers.iter().map(|v| (v.samples as f64 - samples_mean).powi(2)).sum::<f64>() / n as f64;
+            var.sqrt()
+        };
+        let mut failures = FailureCounts::default();
+        let mut ends = EndCounts::default();
+        for v in viewers {
+            if let Some(k) = v.failure {
+                failures.add(k);
+            }
+            match v.end {
+                EndReason::StreamEnd => ends.stream_end += 1,
+                EndReason::Closed => ends.closed += 1,
+                EndReason::Expected => ends.expected += 1,
+                EndReason::Deadline => ends.deadline += 1,
+                EndReason::Failed => ends.failed += 1,
+            }
+        }
+        let bytes: u64 = viewers.iter().map(|v| v.bytes).sum();
+        let secs = elapsed.as_secs_f64();
+        RtspSummary {
+            clients: n,
+            playing_clients: viewers.iter().filter(|v| v.setup_ms.is_some()).count(),
+            perfect_clients: viewers
+                .iter()
+                .filter(|v| reference_samples > 0 && v.samples >= reference_samples)
+                .count(),
+            reference_samples,
+            reference,
+            samples_mean,
+            samples_stdev,
+            samples_min,
+            samples_max,
+            samples_total,
+            lost_packets: viewers.iter().map(|v| v.lost_packets).sum(),
+            video_lost_packets: viewers.iter().map(|v| v.video_lost_packets).sum(),
+            clients_with_loss: viewers.iter().filter(|v| v.lost_packets > 0).count(),
+            audio_frames: viewers.iter().map(|v| v.audio_frames).sum(),
+            bytes,
+            bytes_per_s: if secs > 0.0 { bytes as f64 / secs } else { 0.0 },
+            failures,
+            ends,
+        }
+    }
+}
+
+/// The settings a run used, as recorded in its report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RtspSettings {
+    /// The URL.
+    pub url: String,
+    /// Viewers.
+    pub clients: usize,
+    /// RTP transport.
+    pub transport: RtspTransport,
+    /// Ramp over which viewers started, ms.
+    pub ramp_ms: u64,
+    /// The run's deadline, ms (the given `--duration` or the default cap).
+    pub deadline_ms: u64,
+    /// Whether the deadline was given (`--duration`) rather than the default cap.
+    pub duration_given: bool,
+    /// `--expect-samples`, when given.
+    pub expect_samples: Option<u64>,
+    /// Silence that marks the stream's end, ms.
+    pub idle_end_ms: u64,
+    /// Setup and first-sample deadline, ms.
+    pub setup_timeout_ms: u64,
+    /// Whether audio was set up too.
+    pub audio: bool,
+    /// Runtime worker threads.
+    pub threads: usize,
+}
+
+/// Everything an RTSP viewer run measured.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RtspReport {
+    /// Always `rtsp` (tells this report from the HTTP one).
+    pub kind: String,
+    /// Settings of the run.
+    pub settings: RtspSettings,
+    /// Wall-clock start, ms since the Unix epoch.
+    pub started_at_unix_ms: u64,
+    /// Length of the run, seconds.
+    pub duration_s: f64,
+    /// The figures.
+    pub summary: RtspSummary,
+    /// One entry per viewer, by index.
+    pub viewers: Vec<ViewerResult>,
+}
+
+impl RtspReport {
+    /// Builds the report of a finished run.
+    pub fn build(
+        config: &RtspConfig,
+        started_at: SystemTime,
+        elapsed: Duration,
+        viewers: Vec<ViewerResult>,
+    ) -> RtspReport {
+        let ms = |d: Duration| d.as_millis() as u64;
+        RtspReport {
+            kind: "rtsp".into(),
+            settings: RtspSettings {
+                url: config.url.clone(),
+                clients: config.clients,
+                transport: config.transport,
+                ramp_ms: ms(config.ramp),
+                deadline_ms: ms(config.deadline()),
+                duration_given: config.duration.is_some(),
+                expect_samples: config.expect_samples,
+                idle_end_ms: ms(config.idle_end),
+                setup_timeout_ms: ms(config.setup_timeout),
+                audio: config.audio,
+                threads: config.threads,
+            },
+            started_at_unix_ms: started_at.duration_since(UNIX_EPOCH).map_or(0, ms),
+            duration_s: elapsed.as_secs_f64(),
+            summary: RtspSummary::from_viewers(&viewers, config.expect_samples, elapsed),
+            viewers,
+        }
+    }
+
+    /// Reads a report written by [`RtspReport::write_json`].
+    pub fn from_json(text: &str) -> Result<RtspReport, LoadError> {
+        serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
+    }
+
+    /// Writes the report as pretty JSON to a new file at `path`.
+    pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
+        let err = |source| LoadError::Output { path: path.to_path_buf(), source };
+        let file = std::fs::File::create(path).map_err(err)?;
+        let mut out = io::BufWriter::new(file);
+        serde_json::to_writer_pretty(&mut out, self).map_err(|e| err(io::Error::other(e)))?;
+        writeln!(out).map_err(err)?;
+        out.flush().map_err(err)
+    }
+
+    /// Writes the readable end-of-run summary.
+    pub fn write_summary(&self, out: &mut dyn Write) -> io::Result<()> {
+        let st = &self.settings;
+        let s = &self.summary;
+        writeln!(
+            out,
+            "\n  sluice load rtsp: {} viewer(s) over {}, ramp {:.1}s, {} thread(s), {:.1}s",
+            st.clients,
+            st.transport.name(),
+            st.ramp_ms as f64 / 1000.0,
+            st.threads,
+            self.duration_s
+        )?;
+        writeln!(out, "    {}\n", st.url)?;
+        let reference = match s.reference {
+            ReferenceSource::Expected => "expected",
+            ReferenceSource::MaxReceived => "most received",
+        };
+        writeln!(
+            out,
+            "  perfect    {} of {} viewers received all {} samples ({reference})",
+            s.perfect_clients, s.clients, s.reference_samples
+        )?;
+        writeln!(
+            out,
+            "  samples    mean={:.1} stdev={:.1} min={} max={} total={}",
+            s.samples_mean, s.samples_stdev, s.samples_min, s.samples_max, s.samples_total
+        )?;
+        writeln!(
+            out,
+            "  lost       {} RTP packets, {} of them video ({} viewers with loss)",
+            s.lost_packets, s.video_lost_packets, s.clients_with_loss
+        )?;
+        writeln!(
+            out,
+            "  received   {:.1} MB media, {:.2} Mbit/s, {} audio frames",
+            s.bytes as f64 / 1e6,
+            s.bytes_per_s * 8.0 / 1e6,
+            s.audio_frames
+        )?;
+        let e = &s.ends;
+        writeln!(
+            out,
+            "  ended      playing={} stream_end={} closed={} expected={} deadline={} failed={}",
+            s.playing_clients, e.stream_end, e.closed, e.expected, e.deadline, e.failed
+        )?;
+        if s.failures.total() > 0 {
+            write!(out, "  failures  ")?;
+            for k in FailureKind::ALL {
+                let n = s.failures.get(k);
+                if n > 0 {
+                    write!(out, " {}={n}", k.name())?;
+                }
+            }
+            writeln!(out)?;
+            if let Some(v) = self.viewers.iter().find(|v| v.error.is_some()) {
+                writeln!(out, "  first     viewer {}: {}", v.index, v.error.as_deref().unwrap_or_default())?;
+            }
+        }
+        writeln!(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn viewer(index: usize, samples: u64, lost: u64, end: EndReason) -> ViewerResult {
+        let mut v = ViewerResult::new(index, 0);
+        v.samples = samples;
+        v.lost_packets = lost;
+        v.end = end;
+        v.setup_ms = Some(5);
+        v
+    }
+
+    #[test]
+    fn summary_against_the_most_received() {
+        let viewers = vec![
+            viewer(0, 180, 0, EndReason::StreamEnd),
+            viewer(1, 180, 0, EndReason::StreamEnd),
+            viewer(2, 170, 3, EndReason::StreamEnd),
+            ViewerResult::new(3, 0).failed(ViewerError::NoVideo),
+        ];
+        let s = RtspSummary::from_viewers(&viewers, None, Duration::from_secs(2));
+        assert_eq!((s.clients, s.playing_clients, s.perfect_clients), (4, 3, 2));
+        assert_eq!((s.reference_samples, s.reference), (180, ReferenceSource::MaxReceived));
+        assert_eq!((s.samples_min, s.samples_max, s.samples_total), (0, 180, 530));
+        assert!((s.samples_mean - 132.5).abs() < 1e-9);
+        // Population stdev of 180, 180, 170, 0.
+        let expect = ((47.5f64.powi(2) * 2.0 + 37.5f64.powi(2) + 132.5f64.powi(2)) / 4.0).sqrt();
+        assert!((s.samples_stdev - expect).abs() < 1e-9);
+        assert_eq!((s.lost_packets, s.clients_with_loss), (3, 1));
+        assert_eq!(s.failures.no_video, 1);
+        assert_eq!(s.failures.total(), 1);
+        assert_eq!((s.ends.stream_end, s.ends.failed), (3, 1));
+    }
+
+    #[test]
+    fn summary_against_an_expected_count() {
+        let viewers = vec![viewer(0, 180, 0, EndReason::Expected), viewer(1, 179, 1, EndReason::StreamEnd)];
+        let s = RtspSummary::from_viewers(&viewers, Some(181), Duration::from_secs(1));
+        assert_eq!((s.perfect_clients, s.reference), (0, ReferenceSource::Expected));
+        let s = RtspSummary::from_viewers(&viewers, Some(180), Duration::from_secs(1));
+        assert_eq!(s.perfect_clients, 1);
+        assert!((s.samples_stdev - 0.5).abs() < 1e-9);
+        let empty = RtspSummary::from_viewers(&[], None, Duration::ZERO);
+        assert_eq!((empty.perfect_clients, empty.samples_mean, empty.bytes_per_s), (0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn json_round_trips_and_summary_renders() {
+        let mut config = RtspConfig::new("rtsp://127.0.0.1:8554/x.mp4", 2);
+        config.transport = RtspTransport::Udp;
+        config.expect_samples = Some(180);
+        let viewers = vec![
+            viewer(0, 180, 0, EndReason::Expected),
+            ViewerResult::new(1, 2500).failed(ViewerError::Timeout(Duration::from_secs(10))),
+        ];
+        let report = RtspReport::build(&config, SystemTime::now(), Duration::from_secs(7), viewers);
+        let dir = std::env::temp_dir().join(format!("sluice-rtsp-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.json");
+        report.write_json(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(text.contains("\"transport\": \"udp\""), "{text}");
+        assert!(text.contains("\"failure\": \"timeout\""), "{text}");
+        assert_eq!(RtspReport::from_json(&text).unwrap(), report);
+        assert!(matches!(RtspReport::from_json("{}"), Err(LoadError::InvalidReport(_))));
+        let mut out = Vec::new();
+        report.write_summary(&mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("1 of 2 viewers received all 180 samples (expected)"), "{out}");
+        assert!(out.contains("failures   timeout=1"), "{out}");
+    }
+}

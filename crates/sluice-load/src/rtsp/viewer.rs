@@ -1,0 +1,343 @@
+//! One RTSP viewer: waits for its start time, opens a retina session (DESCRIBE, SETUP of the
+//! first video stream and optionally the audio stream, PLAY), then reads the demuxed stream and
+//! counts video access units, audio frames, bytes and lost RTP packets until the stream ends, the
+//! expected count is reached or the run's deadline passes. Failures are typed ([`ViewerError`])
+//! and counted by [`FailureKind`]; the viewer never panics on what the server sends. Nothing is
+//! allocated per frame here (retina's depacketizer owns the frame buffers).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use retina::client::{
+    InitialTimestampPolicy, PlayOptions, Session, SessionGroup, SessionOptions, SetupOptions,
+    TcpTransportOptions, Transport, UdpTransportOptions,
+};
+use retina::codec::CodecItem;
+use tokio::time::Instant;
+
+use super::report::ViewerResult;
+use super::RtspTransport;
+
+/// What every viewer of a run shares.
+pub(crate) struct Plan {
+    pub url: url::Url,
+    pub transport: RtspTransport,
+    pub expect_samples: Option<u64>,
+    pub idle_end: Duration,
+    pub setup_timeout: Duration,
+    pub audio: bool,
+    pub group: Arc<SessionGroup>,
+    pub run_start: Instant,
+    pub deadline: Instant,
+    pub live: super::Live,
+}
+
+/// Why a viewer stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndReason {
+    /// No media for the idle span after playing: the stream's end.
+    StreamEnd,
+    /// The server ended the session (the stream closed).
+    Closed,
+    /// The expected number of samples arrived.
+    Expected,
+    /// The run's deadline passed first.
+    Deadline,
+    /// The viewer failed (see its failure kind).
+    Failed,
+}
+
+/// What kind of failure stopped a viewer, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The TCP connection to the server could not be made.
+    Connect,
+    /// DESCRIBE failed (error status, bad SDP, connection lost).
+    Describe,
+    /// The presentation has no video stream.
+    NoVideo,
+    /// SETUP failed (for example 461 for an unsupported transport).
+    Setup,
+    /// PLAY failed.
+    Play,
+    /// Connecting, DESCRIBE, SETUP or PLAY took longer than the setup timeout.
+    Timeout,
+    /// Playing, but no video sample arrived within the setup timeout.
+    NoMedia,
+    /// The stream failed while playing (read error, malformed RTP, depacketization error).
+    Stream,
+    /// The viewer task panicked (a bug in the generator or retina).
+    Panicked,
+}
+
+impl FailureKind {
+    /// Every kind, in report order.
+    pub const ALL: [FailureKind; 9] = [
+        FailureKind::Connect,
+        FailureKind::Describe,
+        FailureKind::NoVideo,
+        FailureKind::Setup,
+        FailureKind::Play,
+        FailureKind::Timeout,
+        FailureKind::NoMedia,
+        FailureKind::Stream,
+        FailureKind::Panicked,
+    ];
+
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Connect => "connect",
+            FailureKind::Describe => "describe",
+            FailureKind::NoVideo => "no_video",
+            FailureKind::Setup => "setup",
+            FailureKind::Play => "play",
+            FailureKind::Timeout => "timeout",
+            FailureKind::NoMedia => "no_media",
+            FailureKind::Stream => "stream",
+            FailureKind::Panicked => "panicked",
+        }
+    }
+}
+
+/// Why a viewer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewerError {
+    /// No connection to the server.
+    #[error("cannot connect: {0}")]
+    Connect(retina::Error),
+    /// DESCRIBE failed.
+    #[error("DESCRIBE failed: {0}")]
+    Describe(retina::Error),
+    /// The SDP has no video stream.
+    #[error("the presentation has no video stream")]
+    NoVideo,
+    /// SETUP failed.
+    #[error("SETUP failed: {0}")]
+    Setup(retina::Error),
+    /// PLAY failed.
+    #[error("PLAY failed: {0}")]
+    Play(retina::Error),
+    /// Setting up took too long.
+    #[error("no PLAY response within {0:?} of starting")]
+    Timeout(Duration),
+    /// Playing but silent.
+    #[error("no video sample within {0:?} of starting")]
+    NoMedia(Duration),
+    /// The stream failed while playing.
+    #[error("stream failed: {0}")]
+    Stream(retina::Error),
+}
+
+impl ViewerError {
+    /// The kind this error is counted as.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            ViewerError::Connect(_) => FailureKind::Connect,
+            ViewerError::Describe(_) => FailureKind::Describe,
+            ViewerError::NoVideo => FailureKind::NoVideo,
+            ViewerError::Setup(_) => FailureKind::Setup,
+            ViewerError::Play(_) => FailureKind::Play,
+            ViewerError::Timeout(_) => FailureKind::Timeout,
+            ViewerError::NoMedia(_) => FailureKind::NoMedia,
+            ViewerError::Stream(_) => FailureKind::Stream,
+        }
+    }
+
+    /// The first line of the message (retina appends connection context on further lines).
+    pub fn short_message(&self) -> String {
+        let text = self.to_string();
+        text.lines().next().unwrap_or_default().to_string()
+    }
+}
+
+/// Audio encodings retina depacketizes; others are left unset so `demuxed()` accepts the session.
+fn audio_supported(encoding: &str) -> bool {
+    ["mpeg4-generic", "pcmu", "pcma", "l16", "g722", "opus"].iter().any(|e| encoding.eq_ignore_ascii_case(e))
+}
+
+fn transport(t: RtspTransport) -> Transport {
+    match t {
+        RtspTransport::Tcp => Transport::Tcp(TcpTransportOptions::default()),
+        RtspTransport::Udp => Transport::Udp(UdpTransportOptions::default()),
+    }
+}
+
+/// DESCRIBE, SETUP, PLAY; returns the demuxed stream and the index of the counted video stream.
+async fn open(plan: &Plan) -> Result<(retina::client::Demuxed, usize), ViewerError> {
+    let options = SessionOptions::default()
+        .user_agent(concat!("sluice-load/", env!("CARGO_PKG_VERSION")).to_string())
+        .session_group(plan.group.clone());
+    let mut session = Session::describe(plan.url.clone(), options).await.map_err(|e| {
+        // retina's error is opaque; its connect failure is the one that says so.
+        if e.to_string().starts_with("Unable to connect") {
+            ViewerError::Connect(e)
+        } else {
+            ViewerError::Describe(e)
+        }
+    })?;
+    let video = session.streams().iter().position(|s| s.media() == "video").ok_or(ViewerError::NoVideo)?;
+    let audio =
+        session.streams().iter().position(|s| s.media() == "audio" && audio_supported(s.encoding_name()));
+    session
+        .setup(video, SetupOptions::default().transport(transport(plan.transport)))
+        .await
+        .map_err(ViewerError::Setup)?;
+    if let Some(audio) = audio.filter(|_| plan.audio) {
+        session
+            .setup(audio, SetupOptions::default().transport(transport(plan.transport)))
+            .await
+            .map_err(ViewerError::Setup)?;
+    }
+    // Permissive: a server that omits `rtptime` in RTP-Info still gets counted.
+    let playing = session
+        .play(PlayOptions::default().initial_timestamp(InitialTimestampPolicy::Permissive))
+        .await
+        .map_err(ViewerError::Play)?;
+    let demuxed = playing.demuxed().map_err(ViewerError::Stream)?;
+    Ok((demuxed, video))
+}
+
+fn count_loss(result: &mut ViewerResult, plan: &Plan, loss: u16) {
+    if loss > 0 {
+        result.lost_packets += u64::from(loss);
+        plan.live.lost_packets.fetch_add(u64::from(loss), Relaxed);
+    }
+}
+
+fn ms_between(from: Instant, to: Instant) -> u64 {
+    to.saturating_duration_since(from).as_millis() as u64
+}
+
+/// Runs viewer `index`, starting at `at`, and returns what it received.
+pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> ViewerResult {
+    let mut result = ViewerResult::new(index, ms_between(plan.run_start, at));
+    if at >= plan.deadline {
+        result.end = EndReason::Deadline;
+        return result;
+    }
+    tokio::time::sleep_until(at).await;
+    plan.live.started.fetch_add(1, Relaxed);
+    let setup_deadline = (at + plan.setup_timeout).min(plan.deadline);
+    let opened = tokio::time::timeout_at(setup_deadline, open(plan)).await;
+    let (mut stream, video) = match opened {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return result.failed(e),
+        Err(_) if setup_deadline == plan.deadline => {
+            result.end = EndReason::Deadline;
+            return result;
+        }
+        Err(_) => return result.failed(ViewerError::Timeout(plan.setup_timeout)),
+    };
+    let playing_at = Instant::now();
+    plan.live.playing.fetch_add(1, Relaxed);
+    result.setup_ms = Some(ms_between(at, playing_at));
+    // One timer for the whole stream: it is moved only when it fires, so frames cost no timer work.
+    let mut last_media = playing_at;
+    let limit = |got_first: bool, last_media: Instant| {
+        if got_first { last_media + plan.idle_end } else { setup_deadline }.min(plan.deadline)
+    };
+    let timer = tokio::time::sleep_until(limit(false, last_media));
+    tokio::pin!(timer);
+    loop {
+        let item = tokio::select! {
+            biased;
+            item = stream.next() => item,
+            () = &mut timer => {
+                let now = Instant::now();
+                let got_first = result.samples > 0;
+                let due = limit(got_first, last_media);
+                if now < due {
+                    timer.as_mut().reset(due);
+                    continue;
+                }
+                if due >= plan.deadline {
+                    result.end = EndReason::Deadline;
+                } else if got_first {
+                    result.end = EndReason::StreamEnd;
+                } else {
+                    result.playing_ms = Some(ms_between(playing_at, now));
+                    return result.failed(ViewerError::NoMedia(plan.setup_timeout));
+                }
+                break;
+            }
+        };
+        match item {
+            Some(Ok(CodecItem::VideoFrame(frame))) => {
+                last_media = Instant::now();
+                count_loss(&mut result, plan, frame.loss());
+                if frame.stream_id() != video {
+                    continue;
+                }
+                result.video_lost_packets += u64::from(frame.loss());
+                result.samples += 1;
+                plan.live.samples.fetch_add(1, Relaxed);
+                result.bytes += frame.data().len() as u64;
+                if result.samples == 1 {
+                    result.first_sample_ms = Some(ms_between(at, last_media));
+                }
+                if plan.expect_samples.is_some_and(|n| result.samples >= n) {
+                    result.end = EndReason::Expected;
+                    break;
+                }
+                // A stream that never pauses keeps the timer from being polled; check here too.
+                if last_media >= plan.deadline {
+                    result.end = EndReason::Deadline;
+                    break;
+                }
+            }
+            Some(Ok(CodecItem::AudioFrame(frame))) => {
+                last_media = Instant::now();
+                count_loss(&mut result, plan, frame.loss());
+                result.audio_frames += 1;
+                result.bytes += frame.data().len() as u64;
+            }
+            Some(Ok(CodecItem::MessageFrame(frame))) => {
+                last_media = Instant::now();
+                count_loss(&mut result, plan, frame.loss());
+            }
+            // RTCP (sender reports) goes on after the media ends, so it is not activity.
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                result.playing_ms = Some(ms_between(playing_at, Instant::now()));
+                return result.failed(ViewerError::Stream(e));
+            }
+            None => {
+                result.end = EndReason::Closed;
+                break;
+            }
+        }
+    }
+    result.playing_ms = Some(ms_between(playing_at, Instant::now()));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_have_distinct_names() {
+        let mut names: Vec<_> = FailureKind::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), FailureKind::ALL.len());
+        assert_eq!(ViewerError::NoVideo.kind(), FailureKind::NoVideo);
+        assert_eq!(ViewerError::Timeout(Duration::from_secs(1)).kind(), FailureKind::Timeout);
+        assert_eq!(
+            ViewerError::NoMedia(Duration::from_secs(1)).short_message(),
+            "no video sample within 1s of starting"
+        );
+    }
+
+    #[test]
+    fn audio_codecs_retina_reads() {
+        assert!(audio_supported("MPEG4-GENERIC"));
+        assert!(audio_supported("opus"));
+        assert!(!audio_supported("mpa"));
+    }
+}
