@@ -80,6 +80,21 @@ fn run_session(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
     (written, out.closing())
 }
 
+/// Runs `check` on every file of a committed corpus directory (`fuzz/corpus/<target>/`), each
+/// in `catch_unwind` so the failing input is named; at least five inputs must be there, so a
+/// missing corpus cannot pass unnoticed. Shared by every crate's corpus replay test.
+pub fn replay_corpus(dir: &std::path::Path, check: fn(&[u8])) {
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap_or_else(|e| panic!("{}: {e}", dir.display())).path();
+        let data = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let result = std::panic::catch_unwind(|| check(&data));
+        assert!(result.is_ok(), "corpus input {} fails its property", path.display());
+        count += 1;
+    }
+    assert!(count >= 5, "expected a corpus in {}, found {count} inputs", dir.display());
+}
+
 /// An HTTP session gives the same output for `data` whole and split at any point, and every
 /// response it writes is a well-formed HTTP/1.1 status line.
 pub fn http_session(data: &[u8]) {

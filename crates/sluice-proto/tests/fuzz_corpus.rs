@@ -5,15 +5,7 @@ use std::path::PathBuf;
 
 fn replay(target: &str, check: fn(&[u8])) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
-    let mut count = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        let data = std::fs::read(&path).unwrap();
-        let result = std::panic::catch_unwind(|| check(&data));
-        assert!(result.is_ok(), "corpus input {} fails its property", path.display());
-        count += 1;
-    }
-    assert!(count >= 5, "expected a corpus in {}, found {count} inputs", dir.display());
+    sluice_proto::fuzzing::replay_corpus(&dir, check);
 }
 
 #[test]
