@@ -109,22 +109,40 @@ impl Placement {
     }
 }
 
+/// A set of CPUs, built once and applied where it is needed: to the runner's own thread
+/// ([`pin`]) or, between fork and exec, to a server it starts.
+#[derive(Clone, Copy)]
+pub struct CpuSet(libc::cpu_set_t);
+
+impl CpuSet {
+    /// The set of `cpus`.
+    pub fn new(cpus: &[usize]) -> CpuSet {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET only writes into it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            // SAFETY: as above.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        CpuSet(set)
+    }
+
+    /// Restricts the calling thread (and the threads and processes it starts afterwards) to the
+    /// set. One system call and no allocation, so it is safe between fork and exec.
+    pub fn apply(&self) -> std::io::Result<()> {
+        // SAFETY: sched_setaffinity reads a live cpu_set_t of the size given.
+        if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
 /// Pins the calling thread (and the threads it starts afterwards) to `cpus`; empty is a no-op.
 pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
     if cpus.is_empty() {
         return Ok(());
     }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and sched_setaffinity only touch it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
+    CpuSet::new(cpus).apply()
 }
 
 /// Every CPU of the machine (to undo [`pin`]).

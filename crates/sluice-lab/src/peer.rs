@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
-use crate::machine::group_cpu_seconds;
+use crate::machine::{group_cpu_seconds, CpuSet};
 
 /// What every server of a run shares.
 #[derive(Debug, Clone)]
@@ -84,21 +84,11 @@ fn spawn(program: &Path, args: &[String], cpus: &[usize], log: &Path) -> std::io
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out).process_group(0);
     if !cpus.is_empty() {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET only writes into it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &c in cpus {
-            // SAFETY: as above.
-            unsafe { libc::CPU_SET(c, &mut set) };
-        }
+        let set = CpuSet::new(cpus);
         // SAFETY: the closure runs between fork and exec and only makes one system call on a
         // set that was built before the fork.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || set.apply());
         }
     }
     let child = cmd.spawn()?;

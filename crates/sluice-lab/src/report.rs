@@ -449,21 +449,13 @@ fn all_rows_table(h: &mut String, r: &ExperimentResults) {
             RowOutcome::Measured { figures: f, .. } => {
                 let kinds: Vec<String> =
                     f.syscalls_by_kind.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
-                let e = f.errors;
-                let errors: Vec<String> = [
-                    ("refused", e.refused),
-                    ("reset", e.reset),
-                    ("premature close", e.premature_close),
-                    ("timeout", e.timeout),
-                    ("non-2xx", e.bad_status),
-                    ("short body", e.short_body),
-                    ("other", e.malformed + e.other),
-                    ("dropped", f.dropped),
-                ]
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
+                let errors: Vec<String> = sluice_load::ErrorKind::ALL
+                    .iter()
+                    .map(|&k| (k.name(), f.errors.get(k)))
+                    .chain([("dropped", f.dropped)])
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
                 let _ = write!(
                     h,
                     "<td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.2}</td><td>{}</td><td>{} {}</td><td>{}</td>",

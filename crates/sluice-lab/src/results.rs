@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sluice_load::stats::ErrorCounts;
+use sluice_load::stats::{ErrorCounts, ErrorKind};
 use sluice_load::Report;
 
 use crate::error::LabError;
@@ -322,7 +322,10 @@ impl ExperimentResults {
         for (name, _) in METRICS {
             let _ = write!(out, ",{name}");
         }
-        out.push_str(",errors_refused,errors_reset,errors_premature_close,errors_timeout,errors_bad_status,errors_short_body,errors_other,reference_mb_per_s,reason\n");
+        for kind in ErrorKind::ALL {
+            let _ = write!(out, ",errors_{}", kind.name());
+        }
+        out.push_str(",reference_mb_per_s,reason\n");
         for r in &self.rows {
             let p = &r.point;
             let _ = write!(
@@ -348,17 +351,10 @@ impl ExperimentResults {
                 }
                 RowOutcome::Measured { .. } => (String::new(), String::new()),
             };
-            let _ = writeln!(
-                out,
-                ",{},{},{},{},{},{},{},{mb},{reason}",
-                e.refused,
-                e.reset,
-                e.premature_close,
-                e.timeout,
-                e.bad_status,
-                e.short_body,
-                e.malformed + e.other
-            );
+            for kind in ErrorKind::ALL {
+                let _ = write!(out, ",{}", e.get(kind));
+            }
+            let _ = writeln!(out, ",{mb},{reason}");
         }
         out
     }

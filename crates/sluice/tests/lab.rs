@@ -30,6 +30,21 @@ fn lab(args: &[&str], out: &Path, path_env: Option<&str>) -> Value {
     serde_json::from_str(&text).expect("results.json parses")
 }
 
+/// `sluice lab report` over `results` into `dir/again.html` and `dir/again.md`; returns the HTML path.
+fn lab_report(dir: &Path, results: &[std::path::PathBuf]) -> std::path::PathBuf {
+    let html = dir.join("again.html");
+    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["lab", "report", "--out"])
+        .arg(&html)
+        .arg("--markdown")
+        .arg(dir.join("again.md"))
+        .args(results)
+        .status()
+        .unwrap();
+    assert!(status.success(), "sluice lab report {results:?}");
+    html
+}
+
 fn sluice_name(arg: &str) -> String {
     match arg {
         "E1" => "zero-copy",
@@ -163,14 +178,7 @@ fn e2_concurrency_sweeps_users() {
     assert!(users.contains(&100.0) && users.contains(&500.0));
     check_report(&out.path().join("concurrency"), &results);
     // Measured rows read back from results.json into a new report.
-    let again = out.path().join("again.html");
-    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["lab", "report", "--out"])
-        .arg(&again)
-        .arg(out.path().join("concurrency"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let again = lab_report(out.path(), &[out.path().join("concurrency")]);
     assert!(std::fs::read_to_string(again)
         .unwrap()
         .contains("p95, p99 and requests per second by virtual users"));
@@ -241,17 +249,8 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     let html = check_report(&out.path().join("io-models"), &results);
     assert!(html.contains("not measured, skipped (nginx is not installed"));
     // A report can be rendered again from results.json, alone or with other runs.
-    let again = out.path().join("again.html");
-    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["lab", "report", "--out"])
-        .arg(&again)
-        .arg("--markdown")
-        .arg(out.path().join("again.md"))
-        .arg(out.path().join("io-models"))
-        .arg(out.path().join("io-models/results.json"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let again =
+        lab_report(out.path(), &[out.path().join("io-models"), out.path().join("io-models/results.json")]);
     let html = std::fs::read_to_string(again).unwrap();
     assert_eq!(html.matches("<h2 id=\"E3\">").count(), 2, "both runs are in the report");
     let md = std::fs::read_to_string(out.path().join("again.md")).unwrap();
