@@ -1,6 +1,11 @@
 //! A batch of RTP and RTCP datagrams to many viewers, laid out once as `mmsghdr`s so one
 //! `sendmmsg` per port (epoll) or one `sendmsg` submission each (io_uring) sends it.
 //!
+//! With UDP GSO (Linux 4.18+, probed by the loop), consecutive datagrams to one viewer that are
+//! all one size but the last (the FU-A fragments of a frame) become one message with a
+//! `UDP_SEGMENT` control message: the kernel walks its send path once for up to 64 of them and
+//! splits them late.
+//!
 //! Owns the bytes, the destination addresses and the message headers pointing at them, and keeps
 //! them at stable addresses from [`Datagrams::prepare`] until [`Datagrams::clear`]: io_uring
 //! reads them after submission. It does not decide what goes in a batch (the core does) or make the
@@ -22,6 +27,22 @@ pub(crate) enum Port {
 pub(crate) const MAX_DATAGRAMS: usize = 256;
 /// Bytes a batch holds at most (reserved once, so the data never moves while prepared).
 const MAX_BYTES: usize = MAX_DATAGRAMS * 1500;
+/// `SOL_UDP` and `UDP_SEGMENT` (linux/udp.h; not in every libc target).
+const SOL_UDP: libc::c_int = 17;
+const UDP_SEGMENT: libc::c_int = 103;
+/// Most segments in one GSO message (the kernel's `UDP_MAX_SEGMENTS`) and its largest payload.
+const GSO_MAX_SEGMENTS: usize = 64;
+const GSO_MAX_BYTES: usize = 60_000;
+
+/// Whether this kernel splits UDP GSO messages (`UDP_SEGMENT` is a known socket option).
+pub(crate) fn gso_supported(fd: libc::c_int) -> bool {
+    crate::listener::set_int_opt(fd, SOL_UDP, UDP_SEGMENT, 0).is_ok()
+}
+
+/// A control-message buffer for one `UDP_SEGMENT`, aligned for `cmsghdr`.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Control([u8; 32]);
 
 struct Item {
     port: Port,
@@ -38,20 +59,28 @@ pub(crate) struct Datagrams {
     hdrs: [Vec<libc::mmsghdr>; 2],
     iovs: [Vec<libc::iovec>; 2],
     addrs: [Vec<libc::sockaddr_storage>; 2],
+    controls: [Vec<Control>; 2],
+    /// Datagrams in each message.
+    segments: [Vec<usize>; 2],
     sent: [usize; 2],
     prepared: bool,
+    gso: bool,
 }
 
 impl Datagrams {
-    pub(crate) fn new() -> Datagrams {
+    /// An empty batch; `gso` groups datagrams into `UDP_SEGMENT` messages.
+    pub(crate) fn new(gso: bool) -> Datagrams {
         Datagrams {
             data: Vec::with_capacity(MAX_BYTES),
             items: Vec::with_capacity(MAX_DATAGRAMS),
             hdrs: [Vec::with_capacity(MAX_DATAGRAMS), Vec::with_capacity(MAX_DATAGRAMS)],
             iovs: [Vec::with_capacity(MAX_DATAGRAMS), Vec::with_capacity(MAX_DATAGRAMS)],
             addrs: [Vec::with_capacity(MAX_DATAGRAMS), Vec::with_capacity(MAX_DATAGRAMS)],
+            controls: [Vec::with_capacity(MAX_DATAGRAMS), Vec::with_capacity(MAX_DATAGRAMS)],
+            segments: [Vec::with_capacity(MAX_DATAGRAMS), Vec::with_capacity(MAX_DATAGRAMS)],
             sent: [0, 0],
             prepared: false,
+            gso,
         }
     }
 
@@ -86,24 +115,55 @@ impl Datagrams {
             self.hdrs[p].clear();
             self.iovs[p].clear();
             self.addrs[p].clear();
+            self.controls[p].clear();
+            self.segments[p].clear();
             self.sent[p] = 0;
         }
-        for item in &self.items {
-            let p = item.port as usize;
+        // Messages as (port, start, length, segment size, datagrams, destination).
+        let mut i = 0;
+        while i < self.items.len() {
+            let first = &self.items[i];
+            let (mut len, mut count) = (first.len, 1);
+            while let Some(next) = self.items.get(i + count).filter(|_| self.gso) {
+                let joins = next.port == first.port
+                    && next.dest == first.dest
+                    && next.len <= first.len
+                    && count < GSO_MAX_SEGMENTS
+                    && len + next.len <= GSO_MAX_BYTES;
+                if !joins {
+                    break;
+                }
+                len += next.len;
+                count += 1;
+                // Only the last segment may be short.
+                if next.len < first.len {
+                    break;
+                }
+            }
+            let p = first.port as usize;
             // SAFETY: the pointer is into `data`, which has its full capacity reserved and is
-            // not pushed to while prepared, so it stays valid and unmoved.
-            let base = unsafe { self.data.as_mut_ptr().add(item.start) };
-            self.iovs[p].push(libc::iovec { iov_base: base.cast(), iov_len: item.len });
-            self.addrs[p].push(sockaddr(item.dest));
+            // not pushed to while prepared, so it stays valid and unmoved; the grouped items are
+            // contiguous in it, pushed one after the other.
+            let base = unsafe { self.data.as_mut_ptr().add(first.start) };
+            self.iovs[p].push(libc::iovec { iov_base: base.cast(), iov_len: len });
+            self.addrs[p].push(sockaddr(first.dest));
+            self.controls[p].push(segment_control(if count > 1 { Some(first.len as u16) } else { None }));
+            self.segments[p].push(count);
+            i += count;
         }
         for p in 0..2 {
-            for i in 0..self.iovs[p].len() {
+            for m in 0..self.iovs[p].len() {
                 // SAFETY: msghdr is plain data; zero is a valid "no control data" header.
                 let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-                hdr.msg_name = (&mut self.addrs[p][i] as *mut libc::sockaddr_storage).cast();
-                hdr.msg_namelen = sockaddr_len(&self.addrs[p][i]);
-                hdr.msg_iov = &mut self.iovs[p][i];
+                hdr.msg_name = (&mut self.addrs[p][m] as *mut libc::sockaddr_storage).cast();
+                hdr.msg_namelen = sockaddr_len(&self.addrs[p][m]);
+                hdr.msg_iov = &mut self.iovs[p][m];
                 hdr.msg_iovlen = 1;
+                if self.segments[p][m] > 1 {
+                    hdr.msg_control = self.controls[p][m].0.as_mut_ptr().cast();
+                    // SAFETY: CMSG_SPACE only computes a size.
+                    hdr.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+                }
                 self.hdrs[p].push(libc::mmsghdr { msg_hdr: hdr, msg_len: 0 });
             }
         }
@@ -126,18 +186,19 @@ impl Datagrams {
         self.hdrs[port as usize].len()
     }
 
-    /// Bytes of prepared message `i` of `port`.
-    pub(crate) fn len_of(&self, port: Port, i: usize) -> usize {
-        self.iovs[port as usize][i].iov_len
+    /// Datagrams and bytes of prepared message `i` of `port`.
+    pub(crate) fn size_of(&self, port: Port, i: usize) -> (usize, usize) {
+        (self.segments[port as usize][i], self.iovs[port as usize][i].iov_len)
     }
 
-    /// Marks `n` more messages of `port` as sent (or given up on); returns their bytes.
-    pub(crate) fn advance(&mut self, port: Port, n: usize) -> usize {
+    /// Marks `n` more messages of `port` as sent (or given up on); returns their datagrams and
+    /// bytes.
+    pub(crate) fn advance(&mut self, port: Port, n: usize) -> (usize, usize) {
         let p = port as usize;
         let from = self.sent[p];
         let to = (from + n).min(self.hdrs[p].len());
         self.sent[p] = to;
-        self.iovs[p][from..to].iter().map(|v| v.iov_len).sum()
+        (self.segments[p][from..to].iter().sum(), self.iovs[p][from..to].iter().map(|v| v.iov_len).sum())
     }
 
     /// Empties the batch for the next turn.
@@ -148,10 +209,29 @@ impl Datagrams {
             self.hdrs[p].clear();
             self.iovs[p].clear();
             self.addrs[p].clear();
+            self.controls[p].clear();
+            self.segments[p].clear();
             self.sent[p] = 0;
         }
         self.prepared = false;
     }
+}
+
+/// A control buffer holding `UDP_SEGMENT = size`, or nothing.
+fn segment_control(size: Option<u16>) -> Control {
+    let mut c = Control([0; 32]);
+    if let Some(size) = size {
+        // SAFETY: the buffer is aligned for cmsghdr and larger than CMSG_SPACE(2) (24 bytes on
+        // 64-bit Linux); the header and data pointers stay inside it.
+        unsafe {
+            let cmsg = c.0.as_mut_ptr().cast::<libc::cmsghdr>();
+            (*cmsg).cmsg_level = SOL_UDP;
+            (*cmsg).cmsg_type = UDP_SEGMENT;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(2) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
+        }
+    }
+    c
 }
 
 /// `addr` as a `sockaddr_storage`.
@@ -199,7 +279,7 @@ mod tests {
 
     #[test]
     fn lays_out_messages_per_port_and_counts_bytes() {
-        let mut d = Datagrams::new();
+        let mut d = Datagrams::new(false);
         let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let b: SocketAddr = "[::1]:5002".parse().unwrap();
         assert!(d.push(Port::Rtp, a, &[1; 100]));
@@ -208,21 +288,81 @@ mod tests {
         d.prepare();
         assert!(!d.fits(1), "no push while prepared");
         assert_eq!((d.count(Port::Rtp), d.count(Port::Rtcp)), (2, 1));
-        assert_eq!(d.len_of(Port::Rtp, 1), 1400);
+        assert_eq!(d.size_of(Port::Rtp, 1), (1, 1400));
         let hdr = d.unsent(Port::Rtp)[1].msg_hdr;
         assert_eq!(hdr.msg_namelen as usize, std::mem::size_of::<libc::sockaddr_in6>());
         // SAFETY: the header points at the batch's live iovec.
         assert_eq!(unsafe { *(*hdr.msg_iov).iov_base.cast::<u8>() }, 3);
-        assert_eq!(d.advance(Port::Rtp, 1), 100);
-        assert_eq!(d.advance(Port::Rtp, 5), 1400, "clamped to what is there");
-        assert_eq!(d.advance(Port::Rtcp, 1), 40);
+        assert_eq!(d.advance(Port::Rtp, 1), (1, 100));
+        assert_eq!(d.advance(Port::Rtp, 5), (1, 1400), "clamped to what is there");
+        assert_eq!(d.advance(Port::Rtcp, 1), (1, 40));
         d.clear();
         assert!(d.is_empty() && d.fits(1500));
     }
 
     #[test]
+    fn groups_a_viewers_equal_datagrams_for_gso() {
+        let mut d = Datagrams::new(true);
+        let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:6000".parse().unwrap();
+        for _ in 0..3 {
+            d.push(Port::Rtp, a, &[1; 1400]);
+        }
+        d.push(Port::Rtp, a, &[2; 700]); // the short last fragment ends the group
+        d.push(Port::Rtp, a, &[3; 1400]); // a new frame: a new message
+        d.push(Port::Rtcp, a, &[4; 40]);
+        d.push(Port::Rtp, b, &[5; 1400]);
+        d.prepare();
+        assert_eq!(d.count(Port::Rtp), 3);
+        assert_eq!(d.size_of(Port::Rtp, 0), (4, 3 * 1400 + 700));
+        assert_eq!(d.size_of(Port::Rtp, 1), (1, 1400));
+        assert_eq!(d.size_of(Port::Rtp, 2), (1, 1400));
+        let hdr = d.unsent(Port::Rtp)[0].msg_hdr;
+        assert!(hdr.msg_controllen > 0);
+        // SAFETY: the header's control buffer is the batch's, holding one cmsghdr.
+        let (level, kind, size) = unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&hdr);
+            (
+                (*cmsg).cmsg_level,
+                (*cmsg).cmsg_type,
+                std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>()),
+            )
+        };
+        assert_eq!((level, kind, size), (SOL_UDP, UDP_SEGMENT, 1400));
+        assert_eq!(d.unsent(Port::Rtp)[1].msg_hdr.msg_controllen, 0, "a single datagram has no cmsg");
+        assert_eq!(d.advance(Port::Rtp, 3), (6, 3 * 1400 + 700 + 2 * 1400));
+    }
+
+    #[test]
+    fn gso_datagrams_arrive_split() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        use std::os::fd::AsRawFd;
+        if !gso_supported(tx.as_raw_fd()) {
+            return; // the kernel predates UDP GSO; the loop sends single datagrams there
+        }
+        let mut d = Datagrams::new(true);
+        let to = rx.local_addr().unwrap();
+        d.push(Port::Rtp, to, &[7; 1000]);
+        d.push(Port::Rtp, to, &[8; 1000]);
+        d.push(Port::Rtp, to, &[9; 10]);
+        d.prepare();
+        let counters = crate::Counters::new();
+        assert_eq!(
+            super::super::sendmmsg(tx.as_raw_fd(), d.unsent(Port::Rtp), counters.shard(0)).unwrap(),
+            1
+        );
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 2000];
+        for (len, byte) in [(1000, 7), (1000, 8), (10, 9)] {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!((n, buf[0]), (len, byte));
+        }
+    }
+
+    #[test]
     fn refuses_what_does_not_fit() {
-        let mut d = Datagrams::new();
+        let mut d = Datagrams::new(false);
         let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         for _ in 0..MAX_DATAGRAMS {
             assert!(d.push(Port::Rtp, a, &[0; 10]));

@@ -26,6 +26,7 @@ pub(crate) fn run<M: MediaLibrary>(
     mut core: Core<'_, M, Socket>,
     sockets: RtspSockets,
     shutdown: &Shutdown,
+    gso: bool,
 ) -> Result<(), EngineError> {
     let setup = |what| move |source| EngineError::Setup { what, source };
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
@@ -49,7 +50,7 @@ pub(crate) fn run<M: MediaLibrary>(
         .map_err(setup("epoll_ctl"))?;
 
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
-    let mut batch = Datagrams::new();
+    let mut batch = Datagrams::new(gso);
     let mut udp_blocked = false;
     let mut dirty = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
@@ -113,7 +114,7 @@ pub(crate) fn run<M: MediaLibrary>(
             drive(&mut core, key, &mut buf, now);
         }
         if !udp_blocked {
-            udp_blocked = send_datagrams(&mut core, &mut batch, [&rtp, &rtcp]);
+            udp_blocked = send_datagrams(&mut core, &mut batch, [&rtp, &rtcp], now);
         }
     }
 }
@@ -192,10 +193,12 @@ fn send_datagrams<M: MediaLibrary>(
     core: &mut Core<'_, M, Socket>,
     batch: &mut Datagrams,
     sockets: [&UdpSocket; 2],
+    now: Instant,
 ) -> bool {
     loop {
+        let mut more = true;
         if batch.is_empty() {
-            core.fill_datagrams(batch);
+            more = core.fill_datagrams(batch, now);
             if batch.is_empty() {
                 return false;
             }
@@ -205,8 +208,8 @@ fn send_datagrams<M: MediaLibrary>(
             while !batch.unsent(port).is_empty() {
                 match sendmmsg(sockets[port as usize].as_raw_fd(), batch.unsent(port), core.counters) {
                     Ok(n) => {
-                        let bytes = batch.advance(port, n);
-                        core.sent_datagrams(n, bytes);
+                        let (datagrams, bytes) = batch.advance(port, n);
+                        core.sent_datagrams(datagrams, bytes);
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -219,7 +222,7 @@ fn send_datagrams<M: MediaLibrary>(
             }
         }
         batch.clear();
-        if !core.has_datagrams() {
+        if !more {
             return false;
         }
     }

@@ -47,6 +47,10 @@ pub struct RtspSockets {
     rtcp: UdpSocket,
 }
 
+/// Set (to anything) to send every RTP datagram on its own instead of with UDP GSO, for
+/// comparing the two.
+pub const NO_GSO_ENV: &str = "SLUICE_NO_GSO";
+
 /// Send buffer asked for on the shared RTP socket: a burst of keyframes for hundreds of viewers
 /// leaves in one turn. The kernel caps it at `net.core.wmem_max` unless we may force it.
 const UDP_SEND_BUFFER: i32 = 8 << 20;
@@ -117,11 +121,12 @@ pub fn run<M: MediaLibrary>(
     counters: &Counters,
 ) -> Result<(), EngineError> {
     config.udp_server_ports = Some(sockets.udp_ports());
+    let gso = std::env::var_os(NO_GSO_ENV).is_none() && datagrams::gso_supported(sockets.rtp.as_raw_fd());
     // A shard of its own, past the event loops' (they use 0..workers).
     let shard = counters.shard(usize::MAX);
     match engine {
-        EngineKind::Uring => uring::run(core::Core::new(config, &*media, shard), sockets, shutdown),
-        _ => epoll::run(core::Core::new(config, &*media, shard), sockets, shutdown),
+        EngineKind::Uring => uring::run(core::Core::new(config, &*media, shard), sockets, shutdown, gso),
+        _ => epoll::run(core::Core::new(config, &*media, shard), sockets, shutdown, gso),
     }
 }
 

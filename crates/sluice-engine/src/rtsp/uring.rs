@@ -66,6 +66,7 @@ pub(crate) fn run<M: MediaLibrary>(
     mut core: Core<'_, M, Socket>,
     sockets: RtspSockets,
     shutdown: &Shutdown,
+    gso: bool,
 ) -> Result<(), EngineError> {
     let ring = IoUring::builder()
         .setup_cqsize(16 * 1024)
@@ -77,7 +78,7 @@ pub(crate) fn run<M: MediaLibrary>(
     let mut l = Loop {
         ring,
         core: &mut core,
-        batch: Datagrams::new(),
+        batch: Datagrams::new(gso),
         in_flight: 0,
         batch_sent: (0, 0),
         rtcp_recv,
@@ -99,7 +100,7 @@ pub(crate) fn run<M: MediaLibrary>(
             l.drive(key, now);
         }
         if l.in_flight == 0 {
-            l.send_batch([&rtp, &rtcp]);
+            l.send_batch([&rtp, &rtcp], now);
         }
         let timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
         l.enter(timeout);
@@ -174,9 +175,9 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
     }
 
     /// Fills a batch from the viewers' queues and submits a `sendmsg` for each datagram.
-    fn send_batch(&mut self, sockets: [&UdpSocket; 2]) {
+    fn send_batch(&mut self, sockets: [&UdpSocket; 2], now: Instant) {
         self.batch.clear();
-        self.core.fill_datagrams(&mut self.batch);
+        self.core.fill_datagrams(&mut self.batch, now);
         if self.batch.is_empty() {
             return;
         }
@@ -294,8 +295,9 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
                     let i = key & 0xffff_ffff;
                     self.in_flight -= 1;
                     if res >= 0 {
-                        self.batch_sent.0 += 1;
-                        self.batch_sent.1 += self.batch.len_of(port, i);
+                        let (datagrams, bytes) = self.batch.size_of(port, i);
+                        self.batch_sent.0 += datagrams;
+                        self.batch_sent.1 += bytes;
                     } else {
                         self.core.counters.add(Event::SocketErrors, 1);
                     }
