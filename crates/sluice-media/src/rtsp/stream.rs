@@ -73,8 +73,15 @@ pub fn sample_time(track: &Track, i: usize) -> Duration {
     ticks_to_duration(ticks, track.timescale)
 }
 
-/// Where a track starts for a `PLAY` at `position`: the sync sample at or before it (so the
-/// decoder gets a keyframe first); the end of the track when it has none.
+/// When sample `i` of `track` is shown, relative to the presentation's start: its composition
+/// time minus the edit's start.
+pub fn presentation_time(track: &Track, i: usize) -> Duration {
+    let ticks = track.samples[i].composition_time().saturating_sub(track.edit_start);
+    ticks_to_duration(ticks, track.timescale)
+}
+
+/// Where a track starts for a `PLAY` at `position`: the sync sample shown at or before it (so
+/// the decoder gets a keyframe first); the end of the track when it has none.
 pub fn start_sample(track: &Track, position: Duration) -> usize {
     if position.is_zero() {
         // From the start: every sample, including those before the edit's start (AAC priming
@@ -82,7 +89,16 @@ pub fn start_sample(track: &Track, position: Duration) -> usize {
         return track.samples.iter().position(|s| s.is_sync()).unwrap_or(track.samples.len());
     }
     let ticks = duration_to_ticks(position, track.timescale).saturating_add(track.edit_start);
-    track.sync_sample_at_or_before(ticks).unwrap_or(track.samples.len())
+    let Some(mut i) = track.sync_sample_at_or_before(ticks) else { return track.samples.len() };
+    // Decode order runs ahead of presentation with B-frames: a keyframe decoded before
+    // `position` may be shown after it. Step back to one shown at or before it, if there is one.
+    while presentation_time(track, i) > position {
+        match track.samples[..i].iter().rposition(|s| s.is_sync()) {
+            Some(earlier) => i = earlier,
+            None => break,
+        }
+    }
+    i
 }
 
 /// One past the last sample, from `from` on, whose time is at or before `reached`: samples
@@ -193,14 +209,35 @@ impl Streamer {
         Ok(streamer)
     }
 
-    /// Moves every track to the sync sample at or before `position` and stops sending after
-    /// `end`; pauses. Returns where the presentation now stands: the earliest start of the tracks
-    /// (the video keyframe's time, usually a little before `position`).
+    /// Moves every track to where a `PLAY` at `position` starts and stops sending after `end`;
+    /// pauses. Video starts at its keyframe shown at or before `position`, other tracks at their
+    /// sample at or before that keyframe's presentation time. Returns where the presentation now
+    /// stands, the time `Range` and `RTP-Info` state: that keyframe's presentation time (from the
+    /// start: zero).
     pub fn seek(&mut self, position: Duration, end: Option<Duration>) -> Duration {
+        let file = Arc::clone(&self.file);
+        // Where the presentation resumes: the earliest video keyframe's presentation time, so the
+        // first picture shown is the first one sent. Other tracks (audio) start at their sample at
+        // or before that time, not at `position`, or the stretch between would be silent.
+        let anchor = (!position.is_zero()).then(|| {
+            self.tracks
+                .iter()
+                .map(|t| &file.tracks[t.spec.index])
+                .filter(|track| matches!(track.kind, TrackKind::H264(_)))
+                .filter_map(|track| {
+                    let i = start_sample(track, position);
+                    (i < track.samples.len()).then(|| presentation_time(track, i))
+                })
+                .min()
+                .unwrap_or(position)
+        });
         let mut start = None::<Duration>;
         for t in &mut self.tracks {
-            let track = &self.file.tracks[t.spec.index];
-            t.next = start_sample(track, position);
+            let track = &file.tracks[t.spec.index];
+            t.next = match anchor {
+                Some(anchor) if !matches!(track.kind, TrackKind::H264(_)) => start_sample(track, anchor),
+                _ => start_sample(track, position),
+            };
             t.end = match end {
                 // Samples strictly before the end: `npt=a-b` excludes what starts at b.
                 Some(end) => track.samples.partition_point(|s| {
@@ -213,7 +250,7 @@ impl Streamer {
                 start = Some(start.map_or(at, |s| s.min(at)));
             }
         }
-        let position = start.unwrap_or(position);
+        let position = anchor.or(start).unwrap_or(position);
         self.clock = Clock::Paused { position };
         position
     }
@@ -470,6 +507,45 @@ mod tests {
             assert_eq!(bye[4..8], report.ssrc.to_be_bytes());
         }
         assert!(!s.goodbyes(now, Duration::from_secs(1_700_000_000), "sluice", &mut byes), "only once");
+    }
+
+    #[test]
+    fn seek_starts_where_the_keyframe_is_shown_and_audio_with_it() {
+        let file = demo();
+        let video = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::H264(_))).unwrap();
+        let audio = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::Aac(_))).unwrap();
+        let mut s = Streamer::new(file.clone(), &specs(&file), 1400).unwrap();
+        let target = Duration::from_millis(2500);
+        let start = s.seek(target, None);
+        let keyframe = start_sample(&file.tracks[video], target);
+        assert!(file.tracks[video].samples[keyframe].is_sync());
+        assert_eq!(
+            start,
+            presentation_time(&file.tracks[video], keyframe),
+            "Range names the picture shown first"
+        );
+        assert!(start <= target);
+        let t0 = Instant::now();
+        s.play(t0);
+        let mut due = Vec::new();
+        s.due(t0, &mut due);
+        let first = |track: usize| *due.iter().find(|d| d.track == track).unwrap();
+        let (v, a) = (first(video), first(audio));
+        assert_eq!(v.sample, keyframe);
+        // Audio starts at the keyframe's time, not at the requested one.
+        let audio_at = presentation_time(&file.tracks[audio], a.sample);
+        assert!(audio_at <= start && start - audio_at < Duration::from_millis(30), "audio from {audio_at:?}");
+        // RTP-Info's rtptime is the first video packet's timestamp.
+        let (_, rtptime) = s.rtp_info(video, start).unwrap();
+        let t = &file.tracks[video];
+        let data = std::fs::read(DEMO).unwrap();
+        let mut packets = Packets::new();
+        s.packetize(&v, &data[v.offset as usize..][..v.size as usize], &mut packets).unwrap();
+        assert_eq!(RtpPacket::parse(packets.get(0).unwrap()).unwrap().timestamp, rtptime);
+        assert!(
+            t.samples[keyframe].composition_time() > t.samples[keyframe].decode_time(),
+            "the demo has B-frames"
+        );
     }
 
     #[test]
