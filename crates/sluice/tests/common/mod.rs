@@ -1107,3 +1107,4 @@ pub fn idle_fd_baseline(server: &Server) -> usize {
     }
     *samples.last().unwrap()
 }
+pub mod rtsp;
