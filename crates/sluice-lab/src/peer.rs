@@ -137,6 +137,9 @@ impl RunningServer {
                     "false".into(),
                     "--log-level".into(),
                     "warn".into(),
+                    // E1–E4 measure HTTP; an RTSP listener on its default port would also
+                    // collide between servers started side by side.
+                    "--no-rtsp".into(),
                 ];
                 args.extend(spec.args.iter().cloned());
                 (ctx.sluice_exe.clone(), args)
