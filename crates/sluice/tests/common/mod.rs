@@ -1126,3 +1126,4 @@ pub fn idle_fd_baseline(server: &Server) -> usize {
     }
     *samples.last().unwrap()
 }
+pub mod rtsp;

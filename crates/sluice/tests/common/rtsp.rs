@@ -1,0 +1,634 @@
+//! A raw RTSP/1.0 client for the integration tests: requests written by hand, responses read with
+//! their headers and body, and the interleaved `$` frames (RTP/RTCP over the control connection,
+//! RFC 2326 §10.12) that arrive between them, each with its arrival time. Also the small pieces
+//! of RTP, RTCP and H.264 payload parsing the tests assert on, and UDP sinks for RTP over UDP.
+//!
+//! Like the HTTP client in `mod.rs` it talks to loopback only and every wait is bounded.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{find, lossy_prefix, IO_TIMEOUT};
+
+/// The address in a `listening on rtsp://ADDR/ ...` line, human or JSON.
+pub fn parse_rtsp_listen_line(line: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find("listening on rtsp://")? + "listening on rtsp://".len()..];
+    let end = rest.find(|c: char| c.is_whitespace() || c == '"' || c == '/').unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+// ---------------------------------------------------------------------------------------------
+
+/// A parsed RTSP response.
+#[derive(Clone)]
+pub struct RtspResponse {
+    pub status: u16,
+    pub reason: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The head exactly as received (status line to blank line).
+    pub raw_head: Vec<u8>,
+}
+
+impl RtspResponse {
+    /// First value of a header, name compared case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a header.
+    pub fn headers_named(&self, name: &str) -> Vec<&str> {
+        self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// The `CSeq` echoed, if any.
+    pub fn cseq(&self) -> Option<u32> {
+        self.header("cseq").and_then(|v| v.trim().parse().ok())
+    }
+
+    /// The session id of the `Session` header (without `;timeout=`).
+    pub fn session_id(&self) -> Option<String> {
+        self.header("session").map(|v| v.split(';').next().unwrap_or("").trim().to_string())
+    }
+
+    /// The `timeout=` of the `Session` header, seconds.
+    pub fn session_timeout(&self) -> Option<u64> {
+        param(self.header("session")?, "timeout").and_then(|v| v.parse().ok())
+    }
+
+    /// Whether the response says the connection closes.
+    pub fn says_close(&self) -> bool {
+        self.headers_named("connection")
+            .iter()
+            .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
+    }
+
+    pub fn head_text(&self) -> String {
+        String::from_utf8_lossy(&self.raw_head).into_owned()
+    }
+
+    pub fn body_text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Panics with the whole response when the status is not `status`.
+    #[track_caller]
+    pub fn expect(&self, status: u16, what: &str) -> &Self {
+        assert_eq!(self.status, status, "{what}: expected RTSP {status}, got:\n{self:?}");
+        self
+    }
+
+    /// Parses a response from the start of `buf`; `Ok(None)` means more bytes are needed.
+    pub fn parse(buf: &[u8]) -> Result<Option<(RtspResponse, usize)>, String> {
+        let Some(head_end) = find(buf, b"\r\n\r\n") else {
+            if buf.len() > 64 * 1024 {
+                return Err(format!("response head over 64 KB: {:?}", lossy_prefix(buf, 300)));
+            }
+            return Ok(None);
+        };
+        let head = &buf[..head_end + 4];
+        let text = std::str::from_utf8(&head[..head_end])
+            .map_err(|_| format!("response head is not UTF-8: {:?}", lossy_prefix(head, 300)))?;
+        let mut lines = text.split("\r\n");
+        let status_line = lines.next().unwrap_or("");
+        let mut parts = status_line.splitn(3, ' ');
+        if parts.next() != Some("RTSP/1.0") {
+            return Err(format!("not an RTSP/1.0 status line: {:?}", lossy_prefix(buf, 300)));
+        }
+        let status: u16 = parts
+            .next()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+        let reason = parts.next().unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        for line in lines {
+            let (name, value) = line.split_once(':').ok_or_else(|| format!("bad header line {line:?}"))?;
+            if name.is_empty() || name.ends_with(' ') {
+                return Err(format!("bad header name in {line:?}"));
+            }
+            headers.push((name.to_string(), value.trim().to_string()));
+        }
+        let mut resp = RtspResponse { status, reason, headers, body: Vec::new(), raw_head: head.to_vec() };
+        let start = head.len();
+        let lens = resp.headers_named("content-length");
+        if lens.len() > 1 {
+            return Err(format!("several Content-Length fields:\n{}", resp.head_text()));
+        }
+        let len: usize = match lens.first() {
+            Some(l) => l.trim().parse().map_err(|_| format!("bad Content-Length:\n{}", resp.head_text()))?,
+            None => 0,
+        };
+        if buf.len() - start < len {
+            return Ok(None);
+        }
+        resp.body = buf[start..start + len].to_vec();
+        Ok(Some((resp, start + len)))
+    }
+}
+
+impl std::fmt::Debug for RtspResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}[body: {} bytes: {:?}]",
+            self.head_text(),
+            self.body.len(),
+            lossy_prefix(&self.body, 600)
+        )
+    }
+}
+
+/// The value of `name=` among the `;`-separated parameters of a header value.
+pub fn param(value: &str, name: &str) -> Option<String> {
+    value.split(';').find_map(|p| {
+        let (k, v) = p.split_once('=')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
+}
+
+/// Whether the `;`-separated parameters of a header value include the bare flag `name`.
+pub fn has_flag(value: &str, name: &str) -> bool {
+    value.split(';').any(|p| p.trim().eq_ignore_ascii_case(name))
+}
+
+/// `a-b` → (a, b).
+pub fn pair(v: &str) -> Option<(u16, u16)> {
+    let (a, b) = v.split_once('-')?;
+    Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+}
+
+/// The start (and end, if any) of a `Range: npt=START-[END]` value, seconds.
+pub fn npt_range(v: &str) -> Result<(f64, Option<f64>), String> {
+    let rest = v.trim().strip_prefix("npt=").ok_or_else(|| format!("Range {v:?} is not npt"))?;
+    let (a, b) = rest.split_once('-').ok_or_else(|| format!("Range {v:?} has no '-'"))?;
+    let start = a.trim().parse::<f64>().map_err(|_| format!("Range {v:?}: bad start"))?;
+    let end = match b.trim() {
+        "" => None,
+        e => Some(e.parse::<f64>().map_err(|_| format!("Range {v:?}: bad end"))?),
+    };
+    Ok((start, end))
+}
+
+/// One entry of `RTP-Info`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RtpInfo {
+    pub url: String,
+    pub seq: Option<u16>,
+    pub rtptime: Option<u32>,
+}
+
+/// Parses `RTP-Info: url=...;seq=...;rtptime=...,url=...`.
+pub fn rtp_info(v: &str) -> Result<Vec<RtpInfo>, String> {
+    let mut out = Vec::new();
+    // Entries are separated by commas; a new entry starts with `url=`.
+    let mut entries: Vec<String> = Vec::new();
+    for piece in v.split(',') {
+        if piece.trim_start().starts_with("url=") || entries.is_empty() {
+            entries.push(piece.to_string());
+        } else {
+            let last = entries.last_mut().unwrap();
+            last.push(',');
+            last.push_str(piece);
+        }
+    }
+    for e in entries {
+        let url = param(&e, "url").ok_or_else(|| format!("RTP-Info entry without url: {e:?}"))?;
+        let seq = match param(&e, "seq") {
+            Some(s) => Some(s.parse().map_err(|_| format!("RTP-Info: bad seq in {e:?}"))?),
+            None => None,
+        };
+        let rtptime = match param(&e, "rtptime") {
+            Some(s) => Some(s.parse().map_err(|_| format!("RTP-Info: bad rtptime in {e:?}"))?),
+            None => None,
+        };
+        out.push(RtpInfo { url, seq, rtptime });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The connection
+// ---------------------------------------------------------------------------------------------
+
+/// An interleaved binary frame: channel, data, and when it was read.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub channel: u8,
+    pub payload: Vec<u8>,
+    pub at: Instant,
+}
+
+/// What the server sent next.
+#[derive(Debug)]
+pub enum Item {
+    Response(RtspResponse),
+    Frame(Frame),
+}
+
+/// A raw RTSP control connection with a timeout on every operation.
+pub struct RtspConn {
+    pub stream: TcpStream,
+    addr: SocketAddr,
+    buf: Vec<u8>,
+    eof: bool,
+    next_cseq: u32,
+    /// Interleaved frames that arrived while a response was awaited, oldest first.
+    pub pending: VecDeque<Frame>,
+}
+
+impl RtspConn {
+    /// Connects (at most 10 s); panics on failure.
+    #[track_caller]
+    pub fn open(addr: SocketAddr) -> RtspConn {
+        assert!(addr.ip().is_loopback(), "tests only talk to loopback, not {addr}");
+        let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
+            .unwrap_or_else(|e| panic!("connect to rtsp://{addr}: {e}"));
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        let _ = stream.set_nodelay(true);
+        RtspConn { stream, addr, buf: Vec::new(), eof: false, next_cseq: 1, pending: VecDeque::new() }
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `rtsp://ADDR/PATH` (`path` without its leading slash, already percent-encoded).
+    pub fn url(&self, path: &str) -> String {
+        format!("rtsp://{}/{}", self.addr, path.trim_start_matches('/'))
+    }
+
+    /// Writes all of `bytes`; panics on failure.
+    #[track_caller]
+    pub fn send_raw(&mut self, bytes: impl AsRef<[u8]>) {
+        let bytes = bytes.as_ref();
+        self.stream.write_all(bytes).unwrap_or_else(|e| {
+            panic!("writing {} bytes ({:?}...): {e}", bytes.len(), lossy_prefix(bytes, 80))
+        });
+    }
+
+    pub fn try_send_raw(&mut self, bytes: impl AsRef<[u8]>) -> io::Result<()> {
+        self.stream.write_all(bytes.as_ref())
+    }
+
+    /// Sends `METHOD URL RTSP/1.0` with the next CSeq and `headers`; returns the CSeq used.
+    #[track_caller]
+    pub fn send_request(&mut self, method: &str, url: &str, headers: &[(&str, &str)]) -> u32 {
+        let cseq = self.next_cseq;
+        self.next_cseq += 1;
+        let mut r = format!("{method} {url} RTSP/1.0\r\nCSeq: {cseq}\r\nUser-Agent: sluice-tests\r\n");
+        for (n, v) in headers {
+            r.push_str(&format!("{n}: {v}\r\n"));
+        }
+        r.push_str("\r\n");
+        self.send_raw(r.as_bytes());
+        cseq
+    }
+
+    /// Sends a request and reads its response (interleaved frames meanwhile go to
+    /// [`RtspConn::pending`]); checks the response echoes the CSeq.
+    #[track_caller]
+    pub fn request(&mut self, method: &str, url: &str, headers: &[(&str, &str)]) -> RtspResponse {
+        let cseq = self.send_request(method, url, headers);
+        let r = self.response().unwrap_or_else(|e| panic!("{method} {url}: no response: {e}"));
+        assert_eq!(r.cseq(), Some(cseq), "{method} {url}: the response must echo CSeq {cseq}:\n{r:?}");
+        r
+    }
+
+    /// Reads once into the buffer; Ok(0) at EOF.
+    fn fill(&mut self, deadline: Instant) -> io::Result<usize> {
+        let now = Instant::now();
+        let wait = deadline.saturating_duration_since(now).clamp(Duration::from_millis(1), IO_TIMEOUT);
+        self.stream.set_read_timeout(Some(wait))?;
+        let mut tmp = [0u8; 64 * 1024];
+        loop {
+            match self.stream.read(&mut tmp) {
+                Ok(n) => {
+                    if n == 0 {
+                        self.eof = true;
+                    }
+                    self.buf.extend_from_slice(&tmp[..n]);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The next complete item in the buffer, if there is one.
+    fn parse_item(&mut self) -> Result<Option<Item>, String> {
+        if self.buf.first() == Some(&b'$') {
+            if self.buf.len() < 4 {
+                return Ok(None);
+            }
+            let len = usize::from(u16::from_be_bytes([self.buf[2], self.buf[3]]));
+            if self.buf.len() < 4 + len {
+                return Ok(None);
+            }
+            let channel = self.buf[1];
+            let payload = self.buf[4..4 + len].to_vec();
+            self.buf.drain(..4 + len);
+            return Ok(Some(Item::Frame(Frame { channel, payload, at: Instant::now() })));
+        }
+        if !self.buf.is_empty() && !b"RTSP/1.0".starts_with(&self.buf[..self.buf.len().min(8)]) {
+            return Err(format!(
+                "the server sent neither a response nor an interleaved frame: {:?}",
+                lossy_prefix(&self.buf, 200)
+            ));
+        }
+        match RtspResponse::parse(&self.buf)? {
+            Some((r, used)) => {
+                self.buf.drain(..used);
+                Ok(Some(Item::Response(r)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The next item, waiting until `deadline`; `Ok(None)` when the deadline passed first. EOF,
+    /// a reset or garbage are errors.
+    pub fn next_item(&mut self, deadline: Instant) -> Result<Option<Item>, String> {
+        loop {
+            if let Some(item) = self.parse_item()? {
+                return Ok(Some(item));
+            }
+            if self.eof {
+                return Err(format!(
+                    "the server closed the connection ({} bytes of an incomplete message: {:?})",
+                    self.buf.len(),
+                    lossy_prefix(&self.buf, 200)
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            match self.fill(deadline) {
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e) => return Err(format!("{e} while reading from rtsp://{}", self.addr)),
+            }
+        }
+    }
+
+    /// Reads the next response (at most 10 s), queueing interleaved frames that come first.
+    pub fn response(&mut self) -> Result<RtspResponse, String> {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            match self.next_item(deadline)? {
+                Some(Item::Response(r)) => return Ok(r),
+                Some(Item::Frame(f)) => self.pending.push_back(f),
+                None => {
+                    return Err(format!(
+                        "no response within {IO_TIMEOUT:?}; have {} bytes: {:?}",
+                        self.buf.len(),
+                        lossy_prefix(&self.buf, 200)
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The next interleaved frame (queued ones first), or `Ok(None)` at `deadline`. A response
+    /// here is an error: nothing was asked.
+    pub fn next_frame(&mut self, deadline: Instant) -> Result<Option<Frame>, String> {
+        if let Some(f) = self.pending.pop_front() {
+            return Ok(Some(f));
+        }
+        match self.next_item(deadline)? {
+            Some(Item::Frame(f)) => Ok(Some(f)),
+            Some(Item::Response(r)) => Err(format!("an unsolicited response while reading frames:\n{r:?}")),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads (and discards) until the server closes the connection or `within` passes; returns
+    /// whether it closed and every byte that arrived meanwhile.
+    pub fn wait_close(&mut self, within: Duration) -> (bool, Vec<u8>) {
+        let deadline = Instant::now() + within;
+        let mut extra = std::mem::take(&mut self.buf);
+        loop {
+            if self.eof {
+                return (true, extra);
+            }
+            if Instant::now() >= deadline {
+                return (false, extra);
+            }
+            match self.fill(deadline) {
+                Ok(_) => extra.append(&mut self.buf),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return (true, extra),
+                Err(e) => panic!("unexpected error while waiting for close: {e}"),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RTP, RTCP and H.264 payloads
+// ---------------------------------------------------------------------------------------------
+
+/// An RTP packet's header fields and payload.
+#[derive(Debug, Clone)]
+pub struct Rtp {
+    pub marker: bool,
+    pub payload_type: u8,
+    pub seq: u16,
+    pub timestamp: u32,
+    pub ssrc: u32,
+    pub payload: Vec<u8>,
+}
+
+/// Parses an RTP packet (RFC 3550 §5.1): version 2, CSRCs, extension and padding handled.
+pub fn parse_rtp(p: &[u8]) -> Result<Rtp, String> {
+    if p.len() < 12 {
+        return Err(format!("RTP packet of {} bytes", p.len()));
+    }
+    if p[0] >> 6 != 2 {
+        return Err(format!("RTP version {} (first byte {:#04x})", p[0] >> 6, p[0]));
+    }
+    let padding = p[0] & 0x20 != 0;
+    let extension = p[0] & 0x10 != 0;
+    let csrcs = usize::from(p[0] & 0x0f);
+    let mut start = 12 + 4 * csrcs;
+    if extension {
+        let words = p
+            .get(start + 2..start + 4)
+            .map(|w| usize::from(u16::from_be_bytes([w[0], w[1]])))
+            .ok_or("truncated RTP header extension")?;
+        start += 4 + 4 * words;
+    }
+    let mut end = p.len();
+    if padding {
+        let pad = usize::from(*p.last().unwrap());
+        end = end.checked_sub(pad).ok_or("RTP padding longer than the packet")?;
+    }
+    if start > end {
+        return Err(format!("RTP header of {start} bytes in a packet of {}", p.len()));
+    }
+    Ok(Rtp {
+        marker: p[1] & 0x80 != 0,
+        payload_type: p[1] & 0x7f,
+        seq: u16::from_be_bytes([p[2], p[3]]),
+        timestamp: u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
+        ssrc: u32::from_be_bytes([p[8], p[9], p[10], p[11]]),
+        payload: p[start..end].to_vec(),
+    })
+}
+
+/// The packet types (200 SR, 201 RR, 202 SDES, 203 BYE, ...) of a compound RTCP packet, and the
+/// SSRC of each.
+pub fn rtcp_packets(p: &[u8]) -> Result<Vec<(u8, u32)>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < p.len() {
+        let h = p.get(pos..pos + 8).ok_or_else(|| format!("truncated RTCP packet at {pos}: {p:02x?}"))?;
+        if h[0] >> 6 != 2 {
+            return Err(format!("RTCP version {} at {pos}: {p:02x?}", h[0] >> 6));
+        }
+        let words = usize::from(u16::from_be_bytes([h[2], h[3]]));
+        out.push((h[1], u32::from_be_bytes([h[4], h[5], h[6], h[7]])));
+        pos += 4 * (words + 1);
+    }
+    if pos != p.len() {
+        return Err(format!("RTCP lengths do not add up to the packet's {} bytes", p.len()));
+    }
+    Ok(out)
+}
+
+/// The H.264 NAL unit types that start in an RTP payload (RFC 6184): a single NAL unit's type,
+/// the aggregated units of a STAP-A, the fragmented unit of a starting FU-A (none for a
+/// continuing fragment).
+pub fn h264_nal_types(payload: &[u8]) -> Result<Vec<u8>, String> {
+    let first = *payload.first().ok_or("empty H.264 payload")?;
+    match first & 0x1f {
+        1..=23 => Ok(vec![first & 0x1f]),
+        24 => {
+            let mut types = Vec::new();
+            let mut pos = 1;
+            while pos < payload.len() {
+                let size = payload
+                    .get(pos..pos + 2)
+                    .map(|s| usize::from(u16::from_be_bytes([s[0], s[1]])))
+                    .ok_or("truncated STAP-A size")?;
+                let nal = payload.get(pos + 2..pos + 2 + size).ok_or("truncated STAP-A unit")?;
+                types.push(*nal.first().ok_or("empty STAP-A unit")? & 0x1f);
+                pos += 2 + size;
+            }
+            Ok(types)
+        }
+        28 => {
+            let fu = *payload.get(1).ok_or("truncated FU-A")?;
+            Ok(if fu & 0x80 != 0 { vec![fu & 0x1f] } else { Vec::new() })
+        }
+        t => Err(format!("unexpected H.264 payload type {t} (sluice uses packetization mode 1)")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RTP over UDP
+// ---------------------------------------------------------------------------------------------
+
+/// Two UDP sockets on 127.0.0.1 with consecutive ports, the first even (RTP, then RTCP).
+pub fn udp_port_pair() -> (UdpSocket, UdpSocket) {
+    for _ in 0..200 {
+        let rtp = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket on 127.0.0.1");
+        let port = rtp.local_addr().unwrap().port();
+        if !port.is_multiple_of(2) || port == u16::MAX {
+            continue;
+        }
+        if let Ok(rtcp) = UdpSocket::bind(("127.0.0.1", port + 1)) {
+            return (rtp, rtcp);
+        }
+    }
+    panic!("no free pair of consecutive UDP ports on 127.0.0.1 after 200 tries");
+}
+
+/// A datagram a [`UdpSink`] received.
+#[derive(Debug, Clone)]
+pub struct Datagram {
+    pub from: SocketAddr,
+    pub data: Vec<u8>,
+    pub at: Instant,
+}
+
+/// Drains a UDP socket on a thread, keeping what arrived, until stopped (or dropped).
+pub struct UdpSink {
+    pub local: SocketAddr,
+    received: Arc<Mutex<Vec<Datagram>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl UdpSink {
+    pub fn start(socket: UdpSocket) -> UdpSink {
+        let local = socket.local_addr().unwrap();
+        socket.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (received, stop) = (Arc::clone(&received), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name(format!("udp-sink-{}", local.port()))
+                .spawn(move || {
+                    let mut buf = vec![0u8; 65_536];
+                    while !stop.load(Ordering::Relaxed) {
+                        match socket.recv_from(&mut buf) {
+                            Ok((n, from)) => received.lock().unwrap().push(Datagram {
+                                from,
+                                data: buf[..n].to_vec(),
+                                at: Instant::now(),
+                            }),
+                            Err(e)
+                                if matches!(
+                                    e.kind(),
+                                    io::ErrorKind::WouldBlock
+                                        | io::ErrorKind::TimedOut
+                                        | io::ErrorKind::Interrupted
+                                        | io::ErrorKind::ConnectionRefused
+                                ) => {}
+                            Err(e) => panic!("UDP sink on {local}: {e}"),
+                        }
+                    }
+                })
+                .expect("spawn UDP sink")
+        };
+        UdpSink { local, received, stop, thread: Some(thread) }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.local.port()
+    }
+
+    /// Datagrams so far.
+    pub fn count(&self) -> usize {
+        self.received.lock().unwrap().len()
+    }
+
+    /// A copy of what arrived so far.
+    pub fn datagrams(&self) -> Vec<Datagram> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// When the last datagram arrived.
+    pub fn last_at(&self) -> Option<Instant> {
+        self.received.lock().unwrap().last().map(|d| d.at)
+    }
+}
+
+impl Drop for UdpSink {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
