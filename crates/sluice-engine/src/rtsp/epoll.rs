@@ -63,6 +63,9 @@ pub(crate) fn run<M: MediaLibrary>(
                 at.saturating_duration_since(now).as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
             }
         };
+        // A full UDP socket is retried within a millisecond even if its writable edge never
+        // comes: the edge is the kernel's promise, this is the loop's guarantee of progress.
+        let timeout = if udp_blocked { timeout.clamp(0, 1) } else { timeout };
         counters.syscall(Syscall::EpollWait);
         // SAFETY: events has EVENTS initialised slots.
         let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), EVENTS as i32, timeout) };
@@ -94,7 +97,7 @@ pub(crate) fn run<M: MediaLibrary>(
                         }
                     }
                 },
-                RTP => udp_blocked = false,
+                RTP => {} // writable again: the send below finds out
                 RTCP => drain_rtcp(&rtcp, &mut core, &mut buf, now),
                 key => {
                     let key = key as usize;
@@ -113,9 +116,7 @@ pub(crate) fn run<M: MediaLibrary>(
         for &key in &dirty {
             drive(&mut core, key, &mut buf, now);
         }
-        if !udp_blocked {
-            udp_blocked = send_datagrams(&mut core, &mut batch, [&rtp, &rtcp], now);
-        }
+        udp_blocked = send_datagrams(&mut core, &mut batch, [&rtp, &rtcp], now);
     }
 }
 
