@@ -365,6 +365,12 @@ mod tests {
         assert_eq!(config.http.listen, Config::default().http.listen);
         assert_eq!(config.limits.header_timeout, Duration::from_secs(10));
         assert_eq!(config.engine.kind, EngineKind::Epoll);
+        let d = RtspSection::default();
+        assert_eq!((config.rtsp.enabled, config.rtsp.listen), (d.enabled, d.listen));
+        assert_eq!(
+            (config.rtsp.session_timeout, config.rtsp.max_payload),
+            (d.session_timeout, d.max_payload)
+        );
     }
 
     #[test]
@@ -374,5 +380,9 @@ mod tests {
         assert!(toml::from_str::<Config>("[limits]\nheader_timeout = \"soon\"").is_err());
         let c: Config = toml::from_str("[engine]\nworkers = 0").unwrap();
         assert!(c.validate().is_err());
+        for bad in ["session_timeout = \"0s\"", "max_payload = 100", "max_payload = 70000"] {
+            let c: Config = toml::from_str(&format!("[rtsp]\n{bad}")).unwrap();
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 }
