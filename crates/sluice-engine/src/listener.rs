@@ -74,7 +74,8 @@ pub(crate) fn set_int_opt(fd: i32, level: i32, name: i32, value: i32) -> std::io
     .map(|_| ())
 }
 
-fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+/// `addr` as a `sockaddr_storage` and the length of the address in it.
+pub(crate) fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: all-zero is a valid sockaddr_storage.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {

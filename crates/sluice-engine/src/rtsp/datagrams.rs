@@ -13,6 +13,8 @@
 
 use std::net::SocketAddr;
 
+use crate::listener::sockaddr_of;
+
 /// Which of the server's two UDP sockets a datagram leaves from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Port {
@@ -58,7 +60,7 @@ pub(crate) struct Datagrams {
     /// Per port: headers, their iovecs and addresses, and how many have been sent.
     hdrs: [Vec<libc::mmsghdr>; 2],
     iovs: [Vec<libc::iovec>; 2],
-    addrs: [Vec<libc::sockaddr_storage>; 2],
+    addrs: [Vec<(libc::sockaddr_storage, libc::socklen_t)>; 2],
     controls: [Vec<Control>; 2],
     /// Datagrams in each message.
     segments: [Vec<usize>; 2],
@@ -110,15 +112,8 @@ impl Datagrams {
         if self.prepared {
             return;
         }
+        self.forget_messages();
         self.prepared = true;
-        for p in 0..2 {
-            self.hdrs[p].clear();
-            self.iovs[p].clear();
-            self.addrs[p].clear();
-            self.controls[p].clear();
-            self.segments[p].clear();
-            self.sent[p] = 0;
-        }
         // Messages as (port, start, length, segment size, datagrams, destination).
         let mut i = 0;
         while i < self.items.len() {
@@ -146,7 +141,7 @@ impl Datagrams {
             // contiguous in it, pushed one after the other.
             let base = unsafe { self.data.as_mut_ptr().add(first.start) };
             self.iovs[p].push(libc::iovec { iov_base: base.cast(), iov_len: len });
-            self.addrs[p].push(sockaddr(first.dest));
+            self.addrs[p].push(sockaddr_of(first.dest));
             self.controls[p].push(segment_control(if count > 1 { Some(first.len as u16) } else { None }));
             self.segments[p].push(count);
             i += count;
@@ -155,8 +150,9 @@ impl Datagrams {
             for m in 0..self.iovs[p].len() {
                 // SAFETY: msghdr is plain data; zero is a valid "no control data" header.
                 let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-                hdr.msg_name = (&mut self.addrs[p][m] as *mut libc::sockaddr_storage).cast();
-                hdr.msg_namelen = sockaddr_len(&self.addrs[p][m]);
+                let (addr, len) = &mut self.addrs[p][m];
+                hdr.msg_name = (addr as *mut libc::sockaddr_storage).cast();
+                hdr.msg_namelen = *len;
                 hdr.msg_iov = &mut self.iovs[p][m];
                 hdr.msg_iovlen = 1;
                 if self.segments[p][m] > 1 {
@@ -205,6 +201,10 @@ impl Datagrams {
     pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.items.clear();
+        self.forget_messages();
+    }
+
+    fn forget_messages(&mut self) {
         for p in 0..2 {
             self.hdrs[p].clear();
             self.iovs[p].clear();
@@ -232,45 +232,6 @@ fn segment_control(size: Option<u16>) -> Control {
         }
     }
     c
-}
-
-/// `addr` as a `sockaddr_storage`.
-pub(crate) fn sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
-    // SAFETY: sockaddr_storage is plain data; all zero is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_in fits in sockaddr_storage, which is aligned for it.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above, for sockaddr_in6.
-            unsafe { std::ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-        }
-    }
-    storage
-}
-
-/// The length of the address in `storage`.
-pub(crate) fn sockaddr_len(storage: &libc::sockaddr_storage) -> libc::socklen_t {
-    if storage.ss_family == libc::AF_INET6 as libc::sa_family_t {
-        std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
-    } else {
-        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
-    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::core::Core;
-use super::datagrams::{sockaddr_len, Datagrams, Port};
+use super::datagrams::{Datagrams, Port};
 use super::{MediaLibrary, RtspSockets};
 use crate::counters::{Event, Syscall};
 use crate::listener::socket_addr_from;
@@ -278,11 +278,7 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
                 }
                 RTCP => {
                     if res >= 0 {
-                        let r = &self.rtcp_recv;
-                        let from = (r.hdr.msg_namelen == sockaddr_len(&r.addr))
-                            .then(|| socket_addr_from(&r.addr))
-                            .flatten();
-                        if let Some(from) = from {
+                        if let Some(from) = socket_addr_from(&self.rtcp_recv.addr) {
                             self.core.rtcp_from(from, now);
                         }
                     }
