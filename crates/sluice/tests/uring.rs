@@ -167,7 +167,7 @@ fn uring_requested_by_config_falls_back_to_epoll() {
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut log = String::new();
     let deadline = Instant::now() + IO_TIMEOUT;
-    while Instant::now() < deadline && !log.contains("listening on") {
+    while Instant::now() < deadline && !log.contains("listening on http://") {
         let mut line = String::new();
         if std::io::BufRead::read_line(&mut stderr, &mut line).unwrap_or(0) == 0 {
             break;
