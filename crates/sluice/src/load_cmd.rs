@@ -96,6 +96,9 @@ pub struct RtspArgs {
     /// Set up only the video stream, not the audio stream.
     #[arg(long)]
     video_only: bool,
+    /// Receive buffer of each viewer's UDP sockets in bytes (0: the kernel's default).
+    #[arg(long, default_value_t = sluice_load::rtsp::DEFAULT_UDP_RECEIVE_BUFFER, value_name = "BYTES")]
+    udp_rcvbuf: usize,
     /// Runtime worker threads [default: the usable cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -235,6 +238,7 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.expect_samples = args.expect_samples;
     config.idle_end = args.idle_end;
     config.setup_timeout = args.setup_timeout;
+    config.udp_receive_buffer = args.udp_rcvbuf;
     config.audio = !args.video_only;
     config.threads = args.threads.unwrap_or(config.threads);
     config.allow_non_loopback = args.common.allow_non_loopback;

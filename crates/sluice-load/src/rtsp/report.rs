@@ -272,6 +272,9 @@ pub struct RtspSettings {
     pub setup_timeout_ms: u64,
     /// Whether audio was set up too.
     pub audio: bool,
+    /// Receive buffer asked for on the viewers' UDP sockets, bytes (0: the kernel's default).
+    #[serde(default)]
+    pub udp_receive_buffer: usize,
     /// Runtime worker threads.
     pub threads: usize,
 }
@@ -315,6 +318,7 @@ impl RtspReport {
                 idle_end_ms: ms(config.idle_end),
                 setup_timeout_ms: ms(config.setup_timeout),
                 audio: config.audio,
+                udp_receive_buffer: config.udp_receive_buffer,
                 threads: config.threads,
             },
             started_at_unix_ms: started_at.duration_since(UNIX_EPOCH).map_or(0, ms),

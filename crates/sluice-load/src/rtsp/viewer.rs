@@ -34,6 +34,7 @@ pub(crate) struct Plan {
     pub idle_end: Duration,
     pub setup_timeout: Duration,
     pub audio: bool,
+    pub udp_receive_buffer: usize,
     pub group: Arc<SessionGroup>,
     pub run_start: Instant,
     pub deadline: Instant,
@@ -209,6 +210,47 @@ fn audio_frames(payload: &[u8], aac: bool) -> u64 {
 
 type Playing = std::pin::Pin<Box<Session<retina::client::Playing>>>;
 
+/// Gives every UDP socket of this process at least `bytes` of receive buffer. retina opens the
+/// RTP/RTCP sockets inside `SETUP` and offers no option for their size, so the viewer finds them
+/// among the process's descriptors (every UDP socket here is a viewer's) right after its
+/// `SETUP`s. Sockets already that large are left alone; `SO_RCVBUFFORCE` (root) passes
+/// `net.core.rmem_max`, `SO_RCVBUF` is the fallback.
+fn enlarge_udp_receive_buffers(bytes: usize) {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+    let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
+    for fd in dir.flatten().filter_map(|e| e.file_name().to_str()?.parse::<libc::c_int>().ok()) {
+        let get = |opt: libc::c_int| {
+            let mut v: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: getsockopt writes at most `len` bytes into a live c_int; a descriptor that
+            // is not a socket (or closed meanwhile) just fails.
+            let ok = unsafe {
+                libc::getsockopt(fd, libc::SOL_SOCKET, opt, (&mut v as *mut libc::c_int).cast(), &mut len)
+            };
+            (ok == 0).then_some(v)
+        };
+        // The kernel reports double what was set (its bookkeeping share).
+        if get(libc::SO_TYPE) != Some(libc::SOCK_DGRAM) || get(libc::SO_RCVBUF).is_some_and(|v| v >= want) {
+            continue;
+        }
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+            // SAFETY: passes a live c_int and its size.
+            let set = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&want as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if set == 0 {
+                break;
+            }
+        }
+    }
+}
+
 /// DESCRIBE, SETUP, PLAY; returns the playing session and which streams it set up.
 async fn open(plan: &Plan) -> Result<(Playing, Streams), ViewerError> {
     let options = SessionOptions::default()
@@ -235,6 +277,9 @@ async fn open(plan: &Plan) -> Result<(Playing, Streams), ViewerError> {
             .setup(audio, SetupOptions::default().transport(transport(plan.transport)))
             .await
             .map_err(ViewerError::Setup)?;
+    }
+    if plan.transport == RtspTransport::Udp && plan.udp_receive_buffer > 0 {
+        enlarge_udp_receive_buffers(plan.udp_receive_buffer);
     }
     let aac = |i: usize| session.streams()[i].encoding_name().eq_ignore_ascii_case("mpeg4-generic");
     let streams = Streams { video, audio: audio.map(|a| (a, aac(a))) };
@@ -384,6 +429,32 @@ mod tests {
         assert_eq!(audio_frames(&[0x00, 0x30, 0, 0, 0, 0, 0, 0], true), 3);
         assert_eq!(audio_frames(&[0x00], true), 1);
         assert_eq!(audio_frames(&[0xff, 0xff], false), 1);
+    }
+
+    #[test]
+    fn udp_receive_buffers_are_enlarged() {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let size = |fd| {
+            let mut v: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: as in enlarge_udp_receive_buffers.
+            unsafe {
+                libc::getsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUF,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            v
+        };
+        use std::os::fd::AsRawFd;
+        let tcp_before = size(tcp.as_raw_fd());
+        enlarge_udp_receive_buffers(1 << 20);
+        assert!(size(socket.as_raw_fd()) >= 1 << 20, "{}", size(socket.as_raw_fd()));
+        assert_eq!(size(tcp.as_raw_fd()), tcp_before, "only UDP sockets");
     }
 
     #[test]
