@@ -6,7 +6,10 @@
 //!   configuration and for each peer (e.g. p95 at 1 MB against 64 KB);
 //! - `ratio`: one server against another on a metric, per point;
 //! - `success`: which rows fell short of 100% success;
-//! - `latency_overhead`: for `latency?ms=X` targets, p99 minus X, the server's own delay.
+//! - `latency_overhead`: for `latency?ms=X` targets, p99 minus X, the server's own delay;
+//! - `perfect` (RTSP): per transport, the highest client count each server sent every sample to
+//!   every client, and its first loss with what the server and the generator were doing then;
+//! - `concurrent` (RTSP): whether every row's clients connected within the source report's 5 s.
 //!
 //! It only reads rows; the numbers come from `results`.
 
@@ -26,6 +29,8 @@ pub fn generate(results: &ExperimentResults) -> Vec<String> {
             "ratio" => ratio(results, spec, metric, &mut out),
             "success" => success(results, &mut out),
             "latency_overhead" => latency_overhead(results, &mut out),
+            "perfect" => perfect(results, &mut out),
+            "concurrent" => concurrent(results, &mut out),
             other => out.push(format!("(unknown finding kind `{other}`)")),
         }
     }
@@ -42,7 +47,7 @@ pub fn generate(results: &ExperimentResults) -> Vec<String> {
 }
 
 fn value(r: &Row, metric: &str) -> Option<f64> {
-    r.figures().and_then(|f| f.metric(metric))
+    r.metric(metric)
 }
 
 fn fmt(v: f64) -> String {
@@ -201,6 +206,110 @@ fn latency_overhead(results: &ExperimentResults, out: &mut Vec<String>) {
         "p99 minus the requested wait (the server's own delay), worst target per server: {}.",
         parts.join("; ")
     ));
+}
+
+/// Per RTSP sweep: one line with every server's highest client count with perfect sending, then
+/// one line per server about its first loss (or that it had none).
+fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
+    for sweep in &results.experiment.sweep {
+        let mut servers: Vec<&str> = Vec::new();
+        for r in results.rows_of(&sweep.name) {
+            if !servers.contains(&r.server.as_str()) {
+                servers.push(&r.server);
+            }
+        }
+        let mut summary = Vec::new();
+        let mut details = Vec::new();
+        for server in servers {
+            let mut measured: Vec<(usize, &crate::results::RtspFigures)> = results
+                .rows_of(&sweep.name)
+                .filter(|r| r.server == server)
+                .filter_map(|r| Some((r.point.clients?, r.rtsp()?)))
+                .collect();
+            if measured.is_empty() {
+                continue;
+            }
+            measured.sort_by_key(|(c, _)| *c);
+            let highest = measured.iter().filter(|(_, f)| f.all_perfect()).map(|(c, _)| *c).max();
+            let top = measured.last().map_or(0, |(c, _)| *c);
+            let first_loss = measured.iter().find(|(_, f)| !f.all_perfect());
+            summary
+                .push(format!("{server} {}", highest.map_or_else(|| "none".to_string(), |h| h.to_string())));
+            match first_loss {
+                None => details.push(format!(
+                    "{}: {server} sent every sample to every client at every point run, up to {top} clients (no loss seen).",
+                    sweep.name
+                )),
+                Some((n, f)) => {
+                    let dropped = f
+                        .server
+                        .and_then(|c| c.frames_dropped)
+                        .map(|d| format!(", {d} frames dropped by the server"))
+                        .unwrap_or_default();
+                    let ceiling = 100.0 * f.generator_cpus.max(1) as f64;
+                    let saturated = if f.generator_cpu_pct >= 0.9 * ceiling {
+                        " The generator's core was saturated there: the loss may be the generator's, not the server's."
+                    } else {
+                        ""
+                    };
+                    details.push(format!(
+                        "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost, {} clients failed{dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
+                        sweep.name,
+                        f.perfect_clients,
+                        f.samples_mean,
+                        f.expected_samples,
+                        f.samples_stdev,
+                        f.video_lost_packets,
+                        f.failed_clients,
+                        f.server_cpu_pct,
+                        f.generator_cpu_pct,
+                    ));
+                }
+            }
+        }
+        if !summary.is_empty() {
+            out.push(format!(
+                "{}, highest client count with perfect sending: {}.",
+                sweep.name,
+                summary.join(", ")
+            ));
+            out.append(&mut details);
+        }
+    }
+}
+
+/// Whether the clients of every RTSP row connected within the source report's 5 s.
+fn concurrent(results: &ExperimentResults, out: &mut Vec<String>) {
+    let measured: Vec<&Row> = results.rows.iter().filter(|r| r.rtsp().is_some()).collect();
+    let late: Vec<String> = measured
+        .iter()
+        .filter_map(|r| {
+            let f = r.rtsp()?;
+            (f.connect_spread_s >= 5.0).then(|| {
+                format!(
+                    "{} at {} {} ({:.1} s)",
+                    r.server,
+                    r.point.sweep,
+                    r.point.x_label(),
+                    f.connect_spread_s
+                )
+            })
+        })
+        .collect();
+    let widest = measured.iter().filter_map(|r| r.rtsp()).map(|f| f.connect_spread_s).fold(0.0, f64::max);
+    if measured.is_empty() {
+        return;
+    }
+    if late.is_empty() {
+        out.push(format!(
+            "In every measured row the first and the last client to start playing did so within {widest:.1} s: concurrent by the source report's definition (under 5 s)."
+        ));
+    } else {
+        out.push(format!(
+            "Rows whose clients took 5 s or more from the first to the last PLAY (not concurrent by the source report's definition): {}.",
+            late.join("; ")
+        ));
+    }
 }
 
 /// `X` of a `…latency?ms=X` URL.

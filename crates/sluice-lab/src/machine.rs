@@ -172,6 +172,18 @@ pub fn group_cpu_seconds(pgid: u32) -> f64 {
     total as f64 / ticks
 }
 
+/// User + system CPU seconds of this process so far (every thread; not its children). The lab's
+/// load generator runs in this process, so this is its CPU time.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let cpu: u64 = (11..=12).filter_map(|i| fields.get(i)?.parse::<u64>().ok()).sum();
+    cpu as f64 / ticks
+}
+
 /// (process group, utime + stime + cutime + cstime in ticks) from one `/proc/PID/stat` line.
 fn parse_stat(stat: &str) -> Option<(u32, u64)> {
     // The command name is in parentheses and may contain spaces; fields count from after it.
@@ -214,5 +226,6 @@ mod tests {
         }
         assert!(x > 0);
         assert!(group_cpu_seconds(pgid) > 0.0);
+        assert!(process_cpu_seconds() > 0.0);
     }
 }
