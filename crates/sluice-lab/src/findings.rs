@@ -246,6 +246,12 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                         .and_then(|c| c.frames_dropped)
                         .map(|d| format!(", {d} frames dropped by the server"))
                         .unwrap_or_default();
+                    let udp = match (f.transport, f.udp_rcvbuf_drops) {
+                        (sluice_load::rtsp::RtspTransport::Udp, Some(d)) => {
+                            format!(", {d} UDP datagrams dropped at full receive buffers")
+                        }
+                        _ => String::new(),
+                    };
                     let ceiling = 100.0 * f.generator_cpus.max(1) as f64;
                     let saturated = if f.generator_cpu_pct >= 0.9 * ceiling {
                         " The generator's core was saturated there: the loss may be the generator's, not the server's."
@@ -253,7 +259,7 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                         ""
                     };
                     details.push(format!(
-                        "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost, {} clients failed{dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
+                        "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost{udp}, {} clients failed{dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
                         sweep.name,
                         f.perfect_clients,
                         f.samples_mean,

@@ -184,6 +184,19 @@ pub fn process_cpu_seconds() -> f64 {
     cpu as f64 / ticks
 }
 
+/// UDP datagrams this network namespace dropped because a socket's receive buffer was full
+/// (`RcvbufErrors` of `/proc/net/snmp`); `None` when the kernel does not say.
+pub fn udp_rcvbuf_errors() -> Option<u64> {
+    parse_udp_rcvbuf_errors(&std::fs::read_to_string("/proc/net/snmp").ok()?)
+}
+
+fn parse_udp_rcvbuf_errors(snmp: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let i = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
 /// (process group, utime + stime + cutime + cstime in ticks) from one `/proc/PID/stat` line.
 fn parse_stat(stat: &str) -> Option<(u32, u64)> {
     // The command name is in parentheses and may contain spaces; fields count from after it.
@@ -227,5 +240,12 @@ mod tests {
         assert!(x > 0);
         assert!(group_cpu_seconds(pgid) > 0.0);
         assert!(process_cpu_seconds() > 0.0);
+    }
+
+    #[test]
+    fn udp_receive_buffer_drops_come_from_snmp() {
+        let snmp = "Tcp: RtoAlgorithm\nTcp: 1\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 10 1 7 12 5 0\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        assert_eq!(parse_udp_rcvbuf_errors(snmp), Some(5));
+        assert_eq!(parse_udp_rcvbuf_errors("Tcp: x\n"), None);
     }
 }

@@ -38,7 +38,7 @@ pub const METRICS: [(&str, &str); 17] = [
 ];
 
 /// Metrics of an RTSP experiment's rows (see [`RtspFigures::metric`]): name and heading.
-pub const RTSP_METRICS: [(&str, &str); 17] = [
+pub const RTSP_METRICS: [(&str, &str); 18] = [
     ("clients", "clients"),
     ("perfect_clients", "perfect clients"),
     ("perfect_pct", "perfect %"),
@@ -55,6 +55,7 @@ pub const RTSP_METRICS: [(&str, &str); 17] = [
     ("server_cpu_pct", "server CPU %"),
     ("generator_cpu_pct", "generator CPU %"),
     ("frames_dropped", "server frames dropped"),
+    ("udp_rcvbuf_drops", "UDP receive-buffer drops"),
     ("connect_spread_s", "connect spread s"),
 ];
 
@@ -263,6 +264,8 @@ pub struct RtspMeasures {
     pub generator_cpus: usize,
     /// The server's counters over the row (sluice only).
     pub server: Option<RtspServerCounters>,
+    /// UDP datagrams the machine dropped at full receive buffers over the row.
+    pub udp_rcvbuf_drops: Option<u64>,
 }
 
 /// Everything measured for one RTSP row (E5's figures).
@@ -317,6 +320,11 @@ pub struct RtspFigures {
     pub generator_cpus: usize,
     /// The server's own counters (sluice only).
     pub server: Option<RtspServerCounters>,
+    /// UDP datagrams dropped because a socket's receive buffer was full, over the row, on the
+    /// whole machine (`RcvbufErrors`): on loopback, where UDP loss happens (mostly the viewers'
+    /// RTP sockets; the server receives only RTCP).
+    #[serde(default)]
+    pub udp_rcvbuf_drops: Option<u64>,
 }
 
 impl RtspFigures {
@@ -359,6 +367,7 @@ impl RtspFigures {
             generator_cpu_pct: m.generator_cpu_s / secs * 100.0,
             generator_cpus: m.generator_cpus,
             server: m.server,
+            udp_rcvbuf_drops: m.udp_rcvbuf_drops,
         }
     }
 
@@ -386,6 +395,7 @@ impl RtspFigures {
             "server_cpu_pct" => self.server_cpu_pct,
             "generator_cpu_pct" => self.generator_cpu_pct,
             "frames_dropped" => return self.server.and_then(|c| c.frames_dropped).map(|v| v as f64),
+            "udp_rcvbuf_drops" => return self.udp_rcvbuf_drops.map(|v| v as f64),
             "connect_spread_s" => self.connect_spread_s,
             _ => return None,
         })
@@ -807,7 +817,13 @@ mod tests {
         );
         let figures = RtspFigures::derive(
             &report,
-            &RtspMeasures { server_cpu_s: 1.0, generator_cpu_s: 0.5, generator_cpus: 1, server: None },
+            &RtspMeasures {
+                server_cpu_s: 1.0,
+                generator_cpu_s: 0.5,
+                generator_cpus: 1,
+                server: None,
+                udp_rcvbuf_drops: Some(0),
+            },
         );
         assert!((figures.server_cpu_pct - 50.0).abs() < 1e-9);
         assert!(!figures.all_perfect(), "no clients is not perfect sending");

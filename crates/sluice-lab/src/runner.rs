@@ -22,7 +22,7 @@ use sluice_load::{
 use crate::content::Content;
 use crate::error::LabError;
 use crate::experiment::{profile, Experiment, LoadModel, Point, ServerSpec};
-use crate::machine::{all_cpus, pin, process_cpu_seconds, Machine, Placement};
+use crate::machine::{all_cpus, pin, process_cpu_seconds, udp_rcvbuf_errors, Machine, Placement};
 use crate::peer::{gstreamer_python, iperf3_loopback, RunningServer, ServerContext, StartError};
 use crate::results::{
     ExperimentResults, Figures, Measurement, Row, RowOutcome, RtspFigures, RtspMeasures, RtspServerCounters,
@@ -372,10 +372,15 @@ fn rtsp_row(
     let cpu_before = running.cpu_seconds();
     let counters_before = running.rtsp_counters();
     let generator_before = process_cpu_seconds();
+    let drops_before = udp_rcvbuf_errors();
     let mut observer =
         RtspBarObserver { bar, label: format!("{} @ {} {}", row.server, point.sweep, point.x_label()) };
     let report = sluice_load::rtsp::run_rtsp(&config, &mut observer);
     let generator_cpu_s = process_cpu_seconds() - generator_before;
+    let udp_rcvbuf_drops = match (drops_before, udp_rcvbuf_errors()) {
+        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
     let server_cpu_s = running.cpu_seconds() - cpu_before;
     let server = match (counters_before, running.rtsp_counters()) {
         (Some(before), Some(after)) => Some(RtspServerCounters::delta(&before, &after)),
@@ -383,7 +388,13 @@ fn rtsp_row(
     };
     match report {
         Ok(report) => {
-            let measures = RtspMeasures { server_cpu_s, generator_cpu_s, generator_cpus: threads, server };
+            let measures = RtspMeasures {
+                server_cpu_s,
+                generator_cpu_s,
+                generator_cpus: threads,
+                server,
+                udp_rcvbuf_drops,
+            };
             let rtsp = RtspFigures::derive(&report, &measures);
             RowOutcome::Measured {
                 measurement: Measurement::Rtsp { rtsp: Box::new(rtsp), load: Box::new(report) },
