@@ -40,11 +40,13 @@ pub enum Syscall {
     Shutdown,
     /// `setsockopt`
     Setsockopt,
+    /// `sendmmsg` (RTP and RTCP datagrams, a batch a call)
+    Sendmmsg,
 }
 
 impl Syscall {
     /// Every kind, in the order of their names in `/metrics`.
-    pub const ALL: [Syscall; 13] = [
+    pub const ALL: [Syscall; 14] = [
         Syscall::Accept,
         Syscall::Read,
         Syscall::Write,
@@ -58,6 +60,7 @@ impl Syscall {
         Syscall::Close,
         Syscall::Shutdown,
         Syscall::Setsockopt,
+        Syscall::Sendmmsg,
     ];
 
     /// The label value used in `/metrics`.
@@ -76,6 +79,7 @@ impl Syscall {
             Syscall::Close => "close",
             Syscall::Shutdown => "shutdown",
             Syscall::Setsockopt => "setsockopt",
+            Syscall::Sendmmsg => "sendmmsg",
         }
     }
 }
@@ -104,11 +108,31 @@ pub enum Event {
     SocketErrors,
     /// Accept calls that failed for want of descriptors (EMFILE/ENFILE).
     AcceptErrors,
+    /// RTSP control connections accepted.
+    RtspConnections,
+    /// RTSP requests answered.
+    RtspRequests,
+    /// RTSP sessions set up.
+    RtspSessionsCreated,
+    /// RTSP sessions released by `TEARDOWN`.
+    RtspReleasedTeardown,
+    /// RTSP sessions released by the session timeout.
+    RtspReleasedTimeout,
+    /// RTSP sessions released because their interleaved connection closed.
+    RtspReleasedConnectionClosed,
+    /// RTP and RTCP packets sent (datagrams or interleaved frames).
+    RtpPacketsSent,
+    /// Bytes of those packets (RTP headers included, interleaved framing not).
+    RtpBytesSent,
+    /// Frames a viewer's queue dropped because the viewer could not keep up.
+    RtpFramesDropped,
+    /// Packets of those frames.
+    RtpPacketsDropped,
 }
 
 impl Event {
     /// Every event, in `/metrics` order.
-    pub const ALL: [Event; 10] = [
+    pub const ALL: [Event; 20] = [
         Event::UringSubmitted,
         Event::UringCompleted,
         Event::BytesIn,
@@ -119,6 +143,16 @@ impl Event {
         Event::SendTimeouts,
         Event::SocketErrors,
         Event::AcceptErrors,
+        Event::RtspConnections,
+        Event::RtspRequests,
+        Event::RtspSessionsCreated,
+        Event::RtspReleasedTeardown,
+        Event::RtspReleasedTimeout,
+        Event::RtspReleasedConnectionClosed,
+        Event::RtpPacketsSent,
+        Event::RtpBytesSent,
+        Event::RtpFramesDropped,
+        Event::RtpPacketsDropped,
     ];
 
     /// The metric name (without the `sluice_` prefix) and its help text.
@@ -143,6 +177,30 @@ impl Event {
             Event::AcceptErrors => {
                 ("accept_errors_total", "accept calls that failed for want of descriptors.")
             }
+            Event::RtspConnections => ("rtsp_connections_total", "RTSP control connections accepted."),
+            Event::RtspRequests => ("rtsp_requests_total", "RTSP requests answered."),
+            Event::RtspSessionsCreated => ("rtsp_sessions_created_total", "RTSP sessions set up."),
+            Event::RtspReleasedTeardown
+            | Event::RtspReleasedTimeout
+            | Event::RtspReleasedConnectionClosed => {
+                ("rtsp_sessions_released_total", "RTSP sessions released, by reason.")
+            }
+            Event::RtpPacketsSent => ("rtp_packets_sent_total", "RTP and RTCP packets sent to viewers."),
+            Event::RtpBytesSent => ("rtp_bytes_sent_total", "Bytes of RTP and RTCP packets sent to viewers."),
+            Event::RtpFramesDropped => {
+                ("rtp_frames_dropped_total", "Frames dropped from queues of viewers that could not keep up.")
+            }
+            Event::RtpPacketsDropped => ("rtp_packets_dropped_total", "Packets of the frames dropped."),
+        }
+    }
+
+    /// The label that sets this event apart from others of the same metric name.
+    pub fn label(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Event::RtspReleasedTeardown => Some(("reason", "teardown")),
+            Event::RtspReleasedTimeout => Some(("reason", "timeout")),
+            Event::RtspReleasedConnectionClosed => Some(("reason", "connection_closed")),
+            _ => None,
         }
     }
 }
@@ -205,6 +263,13 @@ impl Counters {
     /// The total of one event over all shards.
     pub fn events(&self, event: Event) -> u64 {
         self.shards.iter().map(|s| s.events[event as usize].load(Ordering::Relaxed)).sum()
+    }
+
+    /// RTSP sessions alive now.
+    pub fn rtsp_sessions(&self) -> u64 {
+        let released =
+            [Event::RtspReleasedTeardown, Event::RtspReleasedTimeout, Event::RtspReleasedConnectionClosed];
+        self.events(Event::RtspSessionsCreated).saturating_sub(released.iter().map(|&e| self.events(e)).sum())
     }
 
     /// Connections open now.

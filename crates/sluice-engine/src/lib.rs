@@ -13,6 +13,7 @@ pub mod counters;
 mod epoll;
 mod listener;
 mod pool;
+pub mod rtsp;
 mod send;
 mod shutdown;
 mod threads;

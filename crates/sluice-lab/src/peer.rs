@@ -157,6 +157,9 @@ impl RunningServer {
                     "false".into(),
                     "--log-level".into(),
                     "warn".into(),
+                    // E1–E4 measure HTTP; an RTSP listener on its default port would also
+                    // collide between servers started side by side.
+                    "--no-rtsp".into(),
                 ];
                 if let Some(rtsp) = rtsp_port {
                     args.extend(["--rtsp-listen".into(), format!("127.0.0.1:{rtsp}")]);

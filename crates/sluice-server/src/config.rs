@@ -19,6 +19,8 @@ use sluice_proto::http::Limits;
 pub struct Config {
     /// `[http]`: where and how HTTP is served.
     pub http: HttpSection,
+    /// `[rtsp]`: where and how RTSP/RTP is served.
+    pub rtsp: RtspSection,
     /// `[library]`: what is served.
     pub library: LibrarySection,
     /// `[engine]`: the I/O path.
@@ -44,6 +46,34 @@ pub struct HttpSection {
 impl Default for HttpSection {
     fn default() -> Self {
         HttpSection { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), access_log: true, bench: true }
+    }
+}
+
+/// `[rtsp]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RtspSection {
+    /// Whether to serve RTSP at all.
+    pub enabled: bool,
+    /// Address and port of the RTSP control listener; the RTP/RTCP UDP ports are a free even/odd
+    /// pair on the same address.
+    pub listen: SocketAddr,
+    /// A session with no request or RTCP report for this long is released.
+    #[serde(deserialize_with = "duration")]
+    pub session_timeout: Duration,
+    /// Largest RTP payload in bytes (a path MTU of 1500 leaves 1472 after IP and UDP, 1460 after
+    /// the RTP header; 1400 leaves room for tunnels).
+    pub max_payload: usize,
+}
+
+impl Default for RtspSection {
+    fn default() -> Self {
+        RtspSection {
+            enabled: true,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8554)),
+            session_timeout: Duration::from_secs(60),
+            max_payload: 1400,
+        }
     }
 }
 
@@ -250,7 +280,22 @@ impl Config {
         if self.limits.header_timeout.is_zero() || self.limits.send_timeout.is_zero() {
             return bad("timeouts must be longer than zero");
         }
+        if self.rtsp.session_timeout.is_zero() {
+            return bad("rtsp.session_timeout must be longer than zero");
+        }
+        if !(200..=65_000).contains(&self.rtsp.max_payload) {
+            return bad("rtsp.max_payload must be between 200 and 65000 bytes");
+        }
         Ok(())
+    }
+
+    /// The RTSP side's settings (the UDP ports are filled in once bound).
+    pub fn rtsp_config(&self) -> sluice_media::rtsp::RtspConfig {
+        sluice_media::rtsp::RtspConfig {
+            session_timeout: self.rtsp.session_timeout,
+            max_payload: self.rtsp.max_payload,
+            ..sluice_media::rtsp::RtspConfig::default()
+        }
     }
 
     /// The protocol limits these settings describe.

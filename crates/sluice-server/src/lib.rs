@@ -11,6 +11,7 @@ pub mod app;
 pub mod bench;
 pub mod config;
 pub mod library;
+pub mod media;
 pub mod metrics;
 pub mod page;
 pub mod serve;

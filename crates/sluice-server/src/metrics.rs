@@ -58,14 +58,22 @@ pub fn render(engine: &EngineConfig, counters: &Counters, requests: &RequestCoun
     for kind in Syscall::ALL {
         let _ = writeln!(m, "sluice_syscalls_total{{kind=\"{}\"}} {}", kind.name(), counters.syscalls(kind));
     }
+    let mut previous = "";
     for event in Event::ALL {
         let (name, help) = event.describe();
-        let _ = writeln!(
-            m,
-            "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name} {}",
-            counters.events(event)
-        );
+        // Labelled events of one metric are adjacent in `Event::ALL`: one HELP and TYPE for all.
+        if name != previous {
+            let _ = writeln!(m, "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter");
+            previous = name;
+        }
+        let label = event.label().map(|(k, v)| format!("{{{k}=\"{v}\"}}")).unwrap_or_default();
+        let _ = writeln!(m, "sluice_{name}{label} {}", counters.events(event));
     }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_sessions RTSP sessions alive now.\n# TYPE sluice_rtsp_sessions gauge\nsluice_rtsp_sessions {}",
+        counters.rtsp_sessions()
+    );
     let _ = writeln!(
         m,
         "# HELP sluice_connections_open Connections open now.\n# TYPE sluice_connections_open gauge\nsluice_connections_open {}",
@@ -147,6 +155,13 @@ mod tests {
         let text = render(&EngineConfig::default(), &counters, &requests);
         assert!(text.contains("sluice_syscalls_total{kind=\"accept\"} 1\n"), "{text}");
         assert!(text.contains("sluice_connections_open 1\n"));
+        counters.shard(0).add(Event::RtspSessionsCreated, 2);
+        counters.shard(1).add(Event::RtspReleasedTimeout, 1);
+        let text = render(&EngineConfig::default(), &counters, &requests);
+        assert!(text.contains("sluice_rtsp_sessions 1\n"), "{text}");
+        assert!(text.contains("sluice_rtsp_sessions_released_total{reason=\"timeout\"} 1\n"));
+        assert!(text.contains("sluice_rtsp_sessions_released_total{reason=\"teardown\"} 0\n"));
+        assert_eq!(text.matches("# TYPE sluice_rtsp_sessions_released_total counter").count(), 1);
         assert!(text.contains("sluice_http_responses_total{class=\"2xx\"} 1\n"));
         assert!(text.contains("sluice_http_responses_total{class=\"4xx\"} 1\n"));
         assert!(text.contains("sluice_process_cpu_seconds_total{mode=\"user\"}"));

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use sluice_engine::rtsp::RtspSockets;
 use sluice_engine::{Counters, EngineKind, Listeners, Service, Shutdown};
 use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
@@ -14,6 +15,7 @@ use sluice_proto::Clock;
 use crate::app::{App, AppSettings, ConnectionHandler};
 use crate::config::Config;
 use crate::library::{unpack_demo, Library};
+use crate::media::MediaCatalogue;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -47,10 +49,18 @@ impl Service for HttpService {
     }
 }
 
+/// The RTSP side, bound.
+struct Rtsp {
+    sockets: RtspSockets,
+    config: sluice_media::rtsp::RtspConfig,
+    media: Arc<MediaCatalogue>,
+}
+
 /// A server bound to its address, ready to run.
 pub struct Server {
     app: Arc<App>,
     listeners: Listeners,
+    rtsp: Option<Rtsp>,
     counters: Arc<Counters>,
     demo: bool,
 }
@@ -74,8 +84,17 @@ impl Server {
                 true,
             ),
         };
-        let library =
-            Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source })?;
+        let open =
+            || Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source });
+        let library = open()?;
+        let rtsp = match config.rtsp.enabled {
+            true => Some(Rtsp {
+                sockets: RtspSockets::bind(config.rtsp.listen)?,
+                config: config.rtsp_config(),
+                media: Arc::new(MediaCatalogue::new(open()?)),
+            }),
+            false => None,
+        };
         let engine = config.engine_config();
         // The threads engine accepts on one socket, tokio on one per worker thread like the loops.
         let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
@@ -89,12 +108,17 @@ impl Server {
             engine,
         };
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)));
-        Ok(Server { app, listeners, counters, demo })
+        Ok(Server { app, listeners, rtsp, counters, demo })
     }
 
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
         self.listeners.local_addr()
+    }
+
+    /// The RTSP control address actually bound, if RTSP is on.
+    pub fn rtsp_addr(&self) -> Option<SocketAddr> {
+        self.rtsp.as_ref().map(|r| r.sockets.local_addr())
     }
 
     /// Serves until `shutdown` is triggered and in-flight responses are done.
@@ -109,15 +133,55 @@ impl Server {
                 format!("threads_mode={} pool_size={}", engine.threads_mode.name(), engine.pool_size)
             }
         };
-        tracing::info!(
-            "listening on http://{addr} engine={} send={} {workers} library={}{}",
-            engine.kind.name(),
-            engine.send.name(),
-            self.app.library().root().display(),
-            if self.demo { " (built-in demo)" } else { "" },
-        );
+        let root = self.app.library().root().display().to_string();
         let service = Arc::new(HttpService { app: self.app });
-        sluice_engine::run(&engine, self.listeners, service, shutdown, &self.counters)?;
+        let counters = &self.counters;
+        std::thread::scope(|scope| {
+            let rtsp = match self.rtsp {
+                Some(Rtsp { sockets, config, media }) => {
+                    // Announced before HTTP's line, which tells scripts the server is up.
+                    let (rtp, rtcp) = sockets.udp_ports();
+                    tracing::info!(
+                        "listening on rtsp://{}/ loop={} rtp_ports={rtp}-{rtcp} session_timeout={}",
+                        sockets.local_addr(),
+                        if engine.kind == EngineKind::Uring { "uring" } else { "epoll" },
+                        humantime::format_duration(config.session_timeout),
+                    );
+                    let kind = engine.kind;
+                    let shutdown = shutdown.clone();
+                    let thread = std::thread::Builder::new()
+                        .name("sluice-rtsp".into())
+                        .spawn_scoped(scope, move || {
+                            sluice_engine::rtsp::run(kind, config, sockets, media, &shutdown, counters)
+                        })
+                        .map_err(|source| sluice_engine::EngineError::Setup {
+                            what: "spawn rtsp loop",
+                            source,
+                        })?;
+                    Some(thread)
+                }
+                None => None,
+            };
+            tracing::info!(
+                "listening on http://{addr} engine={} send={} {workers} library={}{}",
+                engine.kind.name(),
+                engine.send.name(),
+                root,
+                if self.demo { " (built-in demo)" } else { "" },
+            );
+            let http = sluice_engine::run(&engine, self.listeners, service, shutdown, counters);
+            if http.is_err() {
+                // The RTSP loop stops on the same signal; an HTTP side that failed takes it down.
+                shutdown.trigger();
+            }
+            let rtsp = match rtsp {
+                Some(t) => t.join().unwrap_or_else(|_| {
+                    Err(sluice_engine::EngineError::Config("the rtsp loop panicked".into()))
+                }),
+                None => Ok(()),
+            };
+            http.and(rtsp)
+        })?;
         tracing::info!("stopped");
         Ok(())
     }

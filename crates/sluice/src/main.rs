@@ -24,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Serve a media library over HTTP (the built-in demo library when no --root is given).
+    /// Serve a media library over HTTP and RTSP (the built-in demo library when no --root is given).
     Serve(ServeArgs),
     /// Generate load: `sluice load http` (closed and open models, HDR latency, thresholds),
     /// `sluice load rtsp` (viewers counting the video samples they receive).
@@ -45,7 +45,17 @@ struct ServeArgs {
     /// HTTP address, e.g. 127.0.0.1:8080 (port 0 picks a free port).
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// I/O engine: epoll or threads.
+    /// RTSP address, e.g. 127.0.0.1:8554 (port 0 picks a free port); every MP4 of the library is
+    /// at rtsp://ADDR/<path>.
+    #[arg(long, conflicts_with = "no_rtsp")]
+    rtsp_listen: Option<SocketAddr>,
+    /// Do not serve RTSP.
+    #[arg(long)]
+    no_rtsp: bool,
+    /// An RTSP session with no request or RTCP report for this long is released (default 60s).
+    #[arg(long, value_parser = parse_duration)]
+    rtsp_session_timeout: Option<Duration>,
+    /// I/O engine: uring, epoll, threads or tokio (RTSP runs on io_uring with uring, else epoll).
     #[arg(long)]
     engine: Option<EngineKind>,
     /// Send strategy: sendfile or copy.
@@ -128,6 +138,14 @@ impl ServeArgs {
             c.http.bench = false;
         }
         set!(self.listen => http.listen);
+        if self.rtsp_listen.is_some() {
+            c.rtsp.enabled = true;
+        }
+        if self.no_rtsp {
+            c.rtsp.enabled = false;
+        }
+        set!(self.rtsp_listen => rtsp.listen);
+        set!(self.rtsp_session_timeout => rtsp.session_timeout);
         set!(self.engine => engine.kind);
         if self.send.is_some() {
             c.engine.send = self.send;

@@ -18,7 +18,16 @@ struct Serve {
 impl Serve {
     fn start() -> Serve {
         let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--workers", "1", "--access-log", "false"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--access-log",
+                "false",
+                "--no-rtsp",
+            ])
             .args(["--log-level", "info"])
             .env_remove("SLUICE_CONFIG")
             .env_remove("RUST_LOG")

@@ -114,7 +114,9 @@ fn serve_exits(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus
     let fx = Fixture::new();
     let root = fx.root_arg();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--root", &root]).args(args).env_remove("SLUICE_CONFIG");
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--rtsp-listen", "127.0.0.1:0", "--root", &root])
+        .args(args)
+        .env_remove("SLUICE_CONFIG");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -155,7 +157,7 @@ fn uring_requested_by_config_falls_back_to_epoll() {
     // only by going through Command directly.
     let root = fx.root_arg();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--root", &root])
+        .args(["serve", "--listen", "127.0.0.1:0", "--rtsp-listen", "127.0.0.1:0", "--root", &root])
         .args(&cmd_args)
         .env("SLUICE_FORCE_EPOLL", "1")
         .stderr(std::process::Stdio::piped())

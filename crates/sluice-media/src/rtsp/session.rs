@@ -181,6 +181,11 @@ impl RtspSession {
         self.owner
     }
 
+    /// The URL path of the presentation, as the [`Catalogue`] was asked for it.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     /// The file it plays.
     pub fn file(&self) -> &Arc<Mp4File> {
         &self.file

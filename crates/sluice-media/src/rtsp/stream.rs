@@ -343,6 +343,36 @@ impl Streamer {
             Some(at) if at <= now && self.is_playing() => {}
             _ => return,
         }
+        self.write_reports(now, wall_clock, cname, false, out);
+        self.next_report = Some(now + SENDER_REPORT_INTERVAL);
+    }
+
+    /// Appends, once every track has sent its last sample, each track's final report with an RTCP
+    /// BYE (RFC 3550 §6.6): how receivers learn the presentation ended. Sends no more reports
+    /// after it; returns whether it wrote them (once per play to the end).
+    pub fn goodbyes(
+        &mut self,
+        now: Instant,
+        wall_clock: Duration,
+        cname: &str,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) -> bool {
+        if !self.is_playing() || !self.is_done() || self.next_report.is_none() {
+            return false;
+        }
+        self.write_reports(now, wall_clock, cname, true, out);
+        self.next_report = None;
+        true
+    }
+
+    fn write_reports(
+        &self,
+        now: Instant,
+        wall_clock: Duration,
+        cname: &str,
+        bye: bool,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
         let position = self.position(now);
         let ntp = sluice_proto::rtp::ntp_timestamp(wall_clock);
         for (i, t) in self.tracks.iter().enumerate() {
@@ -352,10 +382,13 @@ impl Streamer {
             };
             let report = stream.sender_report(ntp, rtp_time(t, duration_to_ticks(position, t.clock_rate)));
             let mut bytes = Vec::with_capacity(64);
-            report.write_compound(cname, &mut bytes);
+            if bye {
+                report.write_goodbye(cname, &mut bytes);
+            } else {
+                report.write_compound(cname, &mut bytes);
+            }
             out.push((i, bytes));
         }
-        self.next_report = Some(now + SENDER_REPORT_INTERVAL);
     }
 }
 
@@ -425,6 +458,18 @@ mod tests {
         // Real time: the last sample went out about when its time came, not at once.
         let last = file.tracks.iter().map(|t| sample_time(t, t.samples.len() - 1)).max().unwrap();
         assert!(now - t0 >= last && now - t0 < last + Duration::from_millis(1));
+        // The end: one report with a BYE per track, once.
+        let mut byes = Vec::new();
+        assert!(s.goodbyes(now, Duration::from_secs(1_700_000_000), "sluice", &mut byes));
+        assert_eq!(byes.len(), file.tracks.len());
+        for (track, bytes) in &byes {
+            let report = SenderReport::parse(bytes).unwrap();
+            assert_eq!(report.ssrc, 100 + *track as u32);
+            let bye = &bytes[bytes.len() - 8..];
+            assert_eq!((bye[0], bye[1]), (0x81, 203), "ends with a BYE");
+            assert_eq!(bye[4..8], report.ssrc.to_be_bytes());
+        }
+        assert!(!s.goodbyes(now, Duration::from_secs(1_700_000_000), "sluice", &mut byes), "only once");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub const SENDER_REPORT_LEN: usize = 28;
 
 const PT_SR: u8 = 200;
 const PT_SDES: u8 = 202;
+const PT_BYE: u8 = 203;
 
 /// Seconds from the NTP epoch (1900) to the Unix epoch (1970).
 const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
@@ -78,6 +79,16 @@ impl SenderReport {
         out.push(cname.len() as u8);
         out.extend_from_slice(cname);
         out.resize(start + chunk_len, 0);
+    }
+
+    /// Appends the compound packet that ends a stream: the report, SDES with `cname`, and a BYE
+    /// for the report's SSRC (RFC 3550 §6.6). Receivers such as ffmpeg take it as end of stream.
+    pub fn write_goodbye(&self, cname: &str, out: &mut Vec<u8>) {
+        self.write_compound(cname, out);
+        out.push(0x81); // V=2, SC=1
+        out.push(PT_BYE);
+        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&self.ssrc.to_be_bytes());
     }
 
     /// Parses a sender report (the first packet of a compound packet).

@@ -88,6 +88,11 @@ impl Server {
     /// arguments, and waits (at most 10 s) for its start-up line.
     pub fn start(engine: &[&str], extra: &[&str]) -> Server {
         let mut args: Vec<&str> = vec!["serve", "--listen", "127.0.0.1:0"];
+        // Tests run side by side: RTSP gets a free port too, unless the test decides.
+        let rtsp_flags = ["--rtsp-listen", "--no-rtsp"];
+        if !engine.iter().chain(extra).any(|a| rtsp_flags.contains(a)) {
+            args.extend(["--rtsp-listen", "127.0.0.1:0"]);
+        }
         if !engine.contains(&"--log-level") && !extra.contains(&"--log-level") {
             args.extend(["--log-level", "info"]);
         }
@@ -169,6 +174,14 @@ impl Server {
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The RTSP control address (its start-up line); panics when RTSP is off.
+    pub fn rtsp_addr(&self) -> SocketAddr {
+        self.logs()
+            .iter()
+            .find_map(|l| parse_scheme_line(l, "rtsp"))
+            .unwrap_or_else(|| panic!("sluice announced no rtsp listener; its log:\n{}", self.log_text()))
     }
 
     /// The server's process id.
@@ -282,7 +295,13 @@ impl Drop for Server {
 
 /// The address in a `listening on http://ADDR ...` line, human or JSON.
 pub fn parse_listen_line(line: &str) -> Option<SocketAddr> {
-    let rest = &line[line.find("listening on http://")? + "listening on http://".len()..];
+    parse_scheme_line(line, "http")
+}
+
+/// The address in a `listening on SCHEME://ADDR` line.
+pub fn parse_scheme_line(line: &str, scheme: &str) -> Option<SocketAddr> {
+    let marker = format!("listening on {scheme}://");
+    let rest = &line[line.find(&marker)? + marker.len()..];
     let end = rest.find(|c: char| c.is_whitespace() || c == '"' || c == '/').unwrap_or(rest.len());
     rest[..end].parse().ok()
 }

@@ -1,0 +1,508 @@
+//! The RTSP loop's state, the same on every loop: control connections, the session table, one
+//! bounded queue per viewer, pacing, and what to write where.
+//!
+//! A loop hands the core what it read ([`Core::received`]), calls [`Core::tick`] when
+//! [`Core::next_wake`] comes, and asks what to write: a control connection's [`OutBuf`] (replies,
+//! and interleaved packets moved from its viewers' queues while the buffer is short) and a
+//! [`Datagrams`] batch filled from UDP viewers' queues ([`Core::fill_datagrams`]). Each viewer's
+//! packets enter its own `ViewerQueue`, so a viewer whose connection is full loses whole frames up
+//! to the next keyframe (counted) instead of holding the loop or the others. Sample bytes are read
+//! here, with `pread` from the page cache, once per viewer and sample.
+//!
+//! The core makes no socket calls and holds no readiness state; `T` is the loop's own
+//! per-connection state (its socket, buffers, operations in flight), kept in the same slot so both
+//! share one key.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use slab::Slab;
+use sluice_media::rtsp::{
+    ConnectionId, Delivery, Due, Event as RtspEvent, Output, Release, RtspConfig, RtspConnection, SessionId,
+    SessionTable,
+};
+use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
+
+use super::datagrams::{Datagrams, Port};
+use super::MediaLibrary;
+use crate::counters::{Event, Shard, Syscall};
+
+/// Bytes a control connection may have waiting to be written before its viewers' packets stay in
+/// their queues. Small enough that a stalled TCP viewer overflows its queue (and loses frames)
+/// rather than growing this buffer; large enough for a keyframe of a 23 Mbps stream at once.
+const OUTPUT_HIGH: usize = 512 * 1024;
+/// The CNAME of the server's sender reports.
+const CNAME: &str = "sluice";
+
+/// What a control connection has to write, in two buffers so bytes handed to the kernel stay put
+/// while more are appended (io_uring reads them after submission).
+#[derive(Debug, Default)]
+pub(crate) struct OutBuf {
+    queued: Vec<u8>,
+    sending: Vec<u8>,
+    sent: usize,
+}
+
+impl OutBuf {
+    fn push(&mut self, bytes: &[u8]) {
+        self.queued.extend_from_slice(bytes);
+    }
+
+    /// Bytes not yet written.
+    pub(crate) fn len(&self) -> usize {
+        self.queued.len() + self.sending.len() - self.sent
+    }
+
+    /// Whether everything has been written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes to write next (stable until [`OutBuf::advance`]), or `None` when done.
+    pub(crate) fn next(&mut self) -> Option<&[u8]> {
+        if self.sent == self.sending.len() {
+            self.sending.clear();
+            self.sent = 0;
+            std::mem::swap(&mut self.queued, &mut self.sending);
+        }
+        (!self.sending.is_empty()).then(|| &self.sending[self.sent..])
+    }
+
+    /// `n` bytes of what [`OutBuf::next`] gave were written.
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.sent = (self.sent + n).min(self.sending.len());
+    }
+}
+
+/// One control connection.
+pub(crate) struct Control<T> {
+    /// The loop's state for it.
+    pub(crate) io: T,
+    pub(crate) out: OutBuf,
+    rtsp: RtspConnection,
+    input: Vec<u8>,
+    /// Interleaved viewers whose packets go out on this connection.
+    viewers: Vec<SessionId>,
+    /// Closed by the core (timed out, or done after a `Connection: close`): the loop closes it
+    /// once `out` is written, or at once when `drop_output`.
+    closing: bool,
+    drop_output: bool,
+    /// Gone from the core's point of view (its sessions were released); the slot waits for the
+    /// loop to [`Core::remove`] it.
+    disconnected: bool,
+}
+
+impl<T> Control<T> {
+    /// Whether the loop should close the connection now.
+    pub(crate) fn should_close(&self) -> bool {
+        self.closing && (self.drop_output || self.out.is_empty())
+    }
+}
+
+/// One session's sending side.
+struct Viewer {
+    /// The control connection (slab key) its interleaved packets go out on, if any.
+    control: Option<usize>,
+    file: Option<File>,
+    deliveries: Vec<Delivery>,
+    queue: ViewerQueue,
+    next_wake: Option<Instant>,
+    /// Listed in `udp_ready`.
+    ready: bool,
+}
+
+/// See the module docs.
+pub(crate) struct Core<'a, M: MediaLibrary, T> {
+    media: &'a M,
+    pub(crate) counters: &'a Shard,
+    table: SessionTable,
+    controls: Slab<Control<T>>,
+    generation: u32,
+    viewers: HashMap<SessionId, Viewer>,
+    queue_limits: QueueLimits,
+    /// UDP viewers with packets queued.
+    udp_ready: Vec<SessionId>,
+    /// Control connections with something new to write or to close.
+    dirty: Vec<usize>,
+    output: Output,
+    due: Vec<Due>,
+    packets: Packets,
+    sample: Vec<u8>,
+    reports: Vec<(usize, Vec<u8>)>,
+    scratch_ids: Vec<SessionId>,
+}
+
+impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
+    pub(crate) fn new(config: RtspConfig, media: &'a M, counters: &'a Shard) -> Self {
+        Core {
+            media,
+            counters,
+            table: SessionTable::new(config),
+            controls: Slab::with_capacity(256),
+            generation: 0,
+            viewers: HashMap::new(),
+            queue_limits: QueueLimits::default(),
+            udp_ready: Vec::new(),
+            dirty: Vec::new(),
+            output: Output::default(),
+            due: Vec::new(),
+            packets: Packets::new(),
+            sample: Vec::new(),
+            reports: Vec::new(),
+            scratch_ids: Vec::new(),
+        }
+    }
+
+    /// A connection accepted from `peer`; returns its key.
+    pub(crate) fn accept(&mut self, io: T, peer: SocketAddr, now: Instant) -> usize {
+        self.generation = self.generation.wrapping_add(1);
+        let key = self.controls.vacant_key();
+        // The id carries the slot and a generation, so a session of a closed connection can never
+        // be taken for one of the connection that reuses its slot.
+        let id = ConnectionId((u64::from(self.generation) << 32) | key as u64);
+        self.counters.add(Event::RtspConnections, 1);
+        self.controls.insert(Control {
+            io,
+            out: OutBuf::default(),
+            rtsp: RtspConnection::new(id, peer.ip(), now),
+            input: Vec::new(),
+            viewers: Vec::new(),
+            closing: false,
+            drop_output: false,
+            disconnected: false,
+        })
+    }
+
+    pub(crate) fn control(&mut self, key: usize) -> Option<&mut Control<T>> {
+        self.controls.get_mut(key)
+    }
+
+    /// Keys of every connection (for shutdown).
+    pub(crate) fn keys(&self) -> Vec<usize> {
+        self.controls.iter().map(|(k, _)| k).collect()
+    }
+
+    /// Connections whose output or state changed since the last call.
+    pub(crate) fn take_dirty(&mut self, into: &mut Vec<usize>) {
+        into.clear();
+        into.append(&mut self.dirty);
+        into.sort_unstable();
+        into.dedup();
+    }
+
+    fn mark(&mut self, key: usize) {
+        self.dirty.push(key);
+    }
+
+    /// Bytes the client sent on `key`.
+    pub(crate) fn received(&mut self, key: usize, bytes: &[u8], now: Instant) {
+        let Some(c) = self.controls.get_mut(key) else { return };
+        if c.closing || c.disconnected {
+            return;
+        }
+        self.counters.add(Event::BytesIn, bytes.len() as u64);
+        c.input.extend_from_slice(bytes);
+        self.answer(key, now);
+    }
+
+    /// Answers what `key` has buffered, as far as its output allows.
+    fn answer(&mut self, key: usize, now: Instant) {
+        loop {
+            let Some(c) = self.controls.get_mut(key) else { return };
+            // A client pipelining faster than it reads its replies waits here, with its input
+            // bounded by the request limits (reading stops while input waits unanswered).
+            if c.closing || c.rtsp.is_closed() || c.out.len() > OUTPUT_HIGH || c.input.is_empty() {
+                break;
+            }
+            self.output.clear();
+            let consumed = c.rtsp.receive(&c.input, now, &mut self.table, self.media, &mut self.output);
+            c.input.drain(..consumed);
+            c.out.push(&self.output.replies);
+            if self.output.close {
+                c.closing = true;
+            }
+            self.counters.add(Event::RtspRequests, self.output.answered as u64);
+            self.mark(key);
+            let events = std::mem::take(&mut self.output.events);
+            self.apply(&events, now);
+            self.output.events = events;
+            if consumed == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Whether `key` will take more input now (its requests are all answered).
+    pub(crate) fn wants_input(&self, key: usize) -> bool {
+        self.controls.get(key).is_some_and(|c| {
+            !c.closing && !c.disconnected && c.out.len() <= OUTPUT_HIGH && c.input.len() <= 64 * 1024
+        })
+    }
+
+    /// `key` wrote some output: refill it from its viewers and answer what waited on it.
+    pub(crate) fn wrote(&mut self, key: usize, now: Instant) {
+        self.feed_interleaved(key);
+        self.answer(key, now);
+    }
+
+    /// The connection `key` is gone (closed by the client, failed, or closed by the loop): its
+    /// interleaved sessions are released. The loop calls [`Core::remove`] when its operations
+    /// have finished.
+    pub(crate) fn disconnect(&mut self, key: usize, now: Instant) {
+        let Some(c) = self.controls.get_mut(key) else { return };
+        if c.disconnected {
+            return;
+        }
+        c.disconnected = true;
+        c.closing = true;
+        c.drop_output = true;
+        let id = c.rtsp.id();
+        let mut events = Vec::new();
+        self.table.connection_closed(id, &mut events);
+        self.apply(&events, now);
+    }
+
+    /// Frees `key`'s slot, returning the loop's state for it.
+    pub(crate) fn remove(&mut self, key: usize, now: Instant) -> Option<T> {
+        self.disconnect(key, now);
+        self.controls.try_remove(key).map(|c| c.io)
+    }
+
+    /// An RTCP packet arrived from `from` on the server's RTCP port: it keeps that viewer's
+    /// session alive.
+    pub(crate) fn rtcp_from(&mut self, from: SocketAddr, now: Instant) {
+        let found = self.viewers.iter().find_map(|(id, v)| {
+            v.deliveries
+                .iter()
+                .any(|d| matches!(d, Delivery::Udp { rtcp, .. } if *rtcp == from))
+                .then_some(*id)
+        });
+        if let Some(id) = found {
+            self.table.touch(id, now);
+        }
+    }
+
+    fn apply(&mut self, events: &[RtspEvent], now: Instant) {
+        for event in events {
+            match *event {
+                RtspEvent::Created(id) => {
+                    self.counters.add(Event::RtspSessionsCreated, 1);
+                    self.viewers.insert(
+                        id,
+                        Viewer {
+                            control: None,
+                            file: None,
+                            deliveries: Vec::new(),
+                            queue: ViewerQueue::new(self.queue_limits),
+                            next_wake: None,
+                            ready: false,
+                        },
+                    );
+                }
+                RtspEvent::Play(id) => self.play(id, now),
+                RtspEvent::Pause(id) => {
+                    if let Some(v) = self.viewers.get_mut(&id) {
+                        v.next_wake = None;
+                    }
+                }
+                RtspEvent::Released(id, why) => {
+                    self.counters.add(
+                        match why {
+                            Release::Teardown => Event::RtspReleasedTeardown,
+                            Release::Timeout => Event::RtspReleasedTimeout,
+                            Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
+                        },
+                        1,
+                    );
+                    if let Some(v) = self.viewers.remove(&id) {
+                        if let Some(c) = v.control.and_then(|k| self.controls.get_mut(k)) {
+                            c.viewers.retain(|s| *s != id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The session plays (again): where its packets go may have changed with more `SETUP`s.
+    fn play(&mut self, id: SessionId, now: Instant) {
+        let Some(session) = self.table.get_mut(id) else { return };
+        let Some(v) = self.viewers.get_mut(&id) else { return };
+        v.deliveries = session.tracks().iter().map(|t| t.delivery).collect();
+        if v.file.is_none() {
+            match self.media.open_bytes(session.path()) {
+                Ok(f) => v.file = Some(f),
+                Err(e) => tracing::warn!("rtsp: cannot open {} to stream it: {e}", session.path()),
+            }
+        }
+        let interleaved = v.deliveries.iter().any(|d| matches!(d, Delivery::Interleaved { .. }));
+        if interleaved && v.control.is_none() {
+            let owner = session.owner().0 as u32 as usize;
+            if let Some(c) = self.controls.get_mut(owner).filter(|c| c.rtsp.id() == session.owner()) {
+                c.viewers.push(id);
+                v.control = Some(owner);
+            }
+        }
+        // A seek while playing moved the streamer: what is queued belongs to the old position.
+        v.queue = ViewerQueue::new(self.queue_limits);
+        v.next_wake = session.streamer_mut().and_then(|s| s.next_wake());
+        let _ = now;
+    }
+
+    /// When the loop must call [`Core::tick`] next, if ever.
+    pub(crate) fn next_wake(&self) -> Option<Instant> {
+        let viewers = self.viewers.values().filter_map(|v| v.next_wake).min();
+        let controls =
+            self.controls.iter().filter(|(_, c)| !c.closing).map(|(_, c)| c.rtsp.deadline(&self.table)).min();
+        [viewers, controls, self.table.deadline()].into_iter().flatten().min()
+    }
+
+    /// Sends what is due at `now`, expires sessions and idle connections.
+    pub(crate) fn tick(&mut self, now: Instant) {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        if self.table.deadline().is_some_and(|d| d <= now) {
+            let mut events = Vec::new();
+            self.table.expire(now, &mut events);
+            self.apply(&events, now);
+        }
+        let idle: Vec<usize> = self
+            .controls
+            .iter()
+            .filter(|(_, c)| !c.closing && c.rtsp.deadline(&self.table) <= now)
+            .map(|(k, _)| k)
+            .collect();
+        for key in idle {
+            if let Some(c) = self.controls.get_mut(key) {
+                c.closing = true;
+                c.drop_output = true;
+            }
+            self.mark(key);
+        }
+        let mut due_ids = std::mem::take(&mut self.scratch_ids);
+        due_ids.clear();
+        due_ids.extend(
+            self.viewers.iter().filter(|(_, v)| v.next_wake.is_some_and(|w| w <= now)).map(|(id, _)| *id),
+        );
+        for &id in &due_ids {
+            self.stream(id, now, wall);
+        }
+        self.scratch_ids = due_ids;
+    }
+
+    /// Queues what `id` has due at `now` and hands it towards its delivery.
+    fn stream(&mut self, id: SessionId, now: Instant, wall: Duration) {
+        let Some(session) = self.table.get_mut(id) else { return };
+        let Some(v) = self.viewers.get_mut(&id) else { return };
+        let Some(streamer) = session.streamer_mut() else { return };
+        self.due.clear();
+        streamer.due(now, &mut self.due);
+        for d in &self.due {
+            self.sample.resize(d.size as usize, 0);
+            let read = match &v.file {
+                Some(f) => {
+                    self.counters.syscall(Syscall::Pread);
+                    f.read_exact_at(&mut self.sample, d.offset)
+                }
+                None => Err(std::io::ErrorKind::NotFound.into()),
+            };
+            self.packets.clear();
+            if read.is_err() || streamer.packetize(d, &self.sample, &mut self.packets).is_err() {
+                // The file changed under its index, or the sample is malformed: the viewer
+                // misses it, as it would a lost frame; the stream goes on.
+                continue;
+            }
+            if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &self.packets) == Offer::Dropped {
+                self.counters.add(Event::RtpFramesDropped, 1);
+                self.counters.add(Event::RtpPacketsDropped, self.packets.len() as u64);
+            }
+        }
+        self.reports.clear();
+        streamer.sender_reports(now, wall, CNAME, &mut self.reports);
+        streamer.goodbyes(now, wall, CNAME, &mut self.reports);
+        for (track, report) in &self.reports {
+            let _ = v.queue.push_packet((track * 2 + 1) as u8, report);
+        }
+        v.next_wake = streamer.next_wake();
+        if v.queue.is_empty() {
+            return;
+        }
+        match v.control {
+            Some(key) => self.feed_interleaved(key),
+            None => {
+                if !v.ready {
+                    v.ready = true;
+                    self.udp_ready.push(id);
+                }
+            }
+        }
+    }
+
+    /// Moves queued packets of `key`'s viewers into its output while it is short.
+    fn feed_interleaved(&mut self, key: usize) {
+        let Some(c) = self.controls.get_mut(key) else { return };
+        if c.closing {
+            return;
+        }
+        let mut moved = false;
+        for id in &c.viewers {
+            let Some(v) = self.viewers.get_mut(id) else { continue };
+            while c.out.len() < OUTPUT_HIGH {
+                let Some((stream, packet)) = v.queue.front() else { break };
+                let channel = match v.deliveries.get(usize::from(stream / 2)) {
+                    Some(Delivery::Interleaved { rtp, rtcp }) => {
+                        Some(if stream % 2 == 0 { *rtp } else { *rtcp })
+                    }
+                    _ => None,
+                };
+                if let Some(channel) = channel {
+                    let len = packet.len() as u16;
+                    c.out.push(&[b'$', channel, (len >> 8) as u8, len as u8]);
+                    c.out.push(packet);
+                    self.counters.add(Event::RtpPacketsSent, 1);
+                    self.counters.add(Event::RtpBytesSent, packet.len() as u64);
+                    moved = true;
+                }
+                v.queue.pop();
+            }
+        }
+        if moved {
+            self.mark(key);
+        }
+    }
+
+    /// Moves queued packets of UDP viewers into `batch`, viewer by viewer, while they fit.
+    pub(crate) fn fill_datagrams(&mut self, batch: &mut Datagrams) {
+        while let Some(&id) = self.udp_ready.last() {
+            let Some(v) = self.viewers.get_mut(&id) else {
+                self.udp_ready.pop();
+                continue;
+            };
+            while let Some((stream, packet)) = v.queue.front() {
+                if !batch.fits(packet.len()) {
+                    return;
+                }
+                if let Some(Delivery::Udp { rtp, rtcp }) = v.deliveries.get(usize::from(stream / 2)) {
+                    let (port, dest) = if stream % 2 == 0 { (Port::Rtp, *rtp) } else { (Port::Rtcp, *rtcp) };
+                    batch.push(port, dest, packet);
+                }
+                v.queue.pop();
+            }
+            v.ready = false;
+            self.udp_ready.pop();
+        }
+    }
+
+    /// Counts datagrams that left.
+    pub(crate) fn sent_datagrams(&self, count: usize, bytes: usize) {
+        self.counters.add(Event::RtpPacketsSent, count as u64);
+        self.counters.add(Event::RtpBytesSent, bytes as u64);
+    }
+
+    /// Whether UDP viewers have packets waiting.
+    pub(crate) fn has_datagrams(&self) -> bool {
+        !self.udp_ready.is_empty()
+    }
+}

@@ -1,0 +1,243 @@
+//! The RTSP loop on epoll: edge-triggered readiness, `read`/`write` on control connections and one
+//! `sendmmsg` per UDP port for a batch of datagrams to many viewers.
+//!
+//! Owns the descriptors' registration and the system calls; everything else is [`Core`]'s. The
+//! loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
+//! as exact as `epoll_wait`'s millisecond timeout, rounded up: a packet is never early.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use super::core::Core;
+use super::datagrams::{Datagrams, Port};
+use super::{sendmmsg, MediaLibrary, RtspSockets};
+use crate::counters::{Event, Syscall};
+use crate::{cvt, EngineError, Shutdown};
+
+const LISTENER: u64 = u64::MAX;
+const SHUTDOWN: u64 = u64::MAX - 1;
+const RTP: u64 = u64::MAX - 2;
+const RTCP: u64 = u64::MAX - 3;
+const EVENTS: usize = 256;
+
+pub(crate) fn run<M: MediaLibrary>(
+    mut core: Core<'_, M, Socket>,
+    sockets: RtspSockets,
+    shutdown: &Shutdown,
+) -> Result<(), EngineError> {
+    let setup = |what| move |source| EngineError::Setup { what, source };
+    // SAFETY: epoll_create1 takes no pointers; the result is checked.
+    let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;
+    // SAFETY: a fresh descriptor we own.
+    let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+    let ep = epoll.as_raw_fd();
+    let counters = core.counters;
+    let register = |fd: RawFd, events: i32, token: u64| -> io::Result<()> {
+        counters.syscall(Syscall::EpollCtl);
+        let mut ev = libc::epoll_event { events: events as u32, u64: token };
+        // SAFETY: ev is live; both descriptors are open.
+        cvt(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
+    };
+    let RtspSockets { control, rtp, rtcp } = sockets;
+    register(control.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER).map_err(setup("epoll_ctl"))?;
+    register(shutdown.fd(), libc::EPOLLIN, SHUTDOWN).map_err(setup("epoll_ctl"))?;
+    register(rtp.as_raw_fd(), libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET, RTP)
+        .map_err(setup("epoll_ctl"))?;
+    register(rtcp.as_raw_fd(), libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET, RTCP)
+        .map_err(setup("epoll_ctl"))?;
+
+    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
+    let mut batch = Datagrams::new();
+    let mut udp_blocked = false;
+    let mut dirty = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let now = Instant::now();
+        let timeout = match core.next_wake() {
+            None => -1,
+            // Rounded up: a packet is never sent before its time.
+            Some(at) => {
+                at.saturating_duration_since(now).as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+            }
+        };
+        counters.syscall(Syscall::EpollWait);
+        // SAFETY: events has EVENTS initialised slots.
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), EVENTS as i32, timeout) };
+        let now = Instant::now();
+        for ev in events.iter().take(n.max(0) as usize) {
+            match ev.u64 {
+                SHUTDOWN => return Ok(()),
+                LISTENER => loop {
+                    counters.syscall(Syscall::Accept);
+                    match control.accept() {
+                        Ok((stream, peer)) => {
+                            if stream.set_nonblocking(true).is_err() {
+                                continue;
+                            }
+                            let _ = stream.set_nodelay(true);
+                            let fd = stream.as_raw_fd();
+                            let key = core.accept(Socket { stream, unread: false }, peer, now);
+                            let flags = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
+                            if register(fd, flags, key as u64).is_err() {
+                                core.remove(key, now);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            counters.add(Event::AcceptErrors, 1);
+                            tracing::warn!("rtsp accept: {e}");
+                            break;
+                        }
+                    }
+                },
+                RTP => udp_blocked = false,
+                RTCP => drain_rtcp(&rtcp, &mut core, &mut buf, now),
+                key => {
+                    let key = key as usize;
+                    let input = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
+                    if ev.events & input != 0 && read_control(&mut core, key, &mut buf, now).is_err() {
+                        core.remove(key, now);
+                        continue;
+                    }
+                    drive(&mut core, key, &mut buf, now);
+                }
+            }
+        }
+        core.tick(now);
+        // Interleaved output first: control replies should not wait behind datagrams.
+        core.take_dirty(&mut dirty);
+        for &key in &dirty {
+            drive(&mut core, key, &mut buf, now);
+        }
+        if !udp_blocked {
+            udp_blocked = send_datagrams(&mut core, &mut batch, [&rtp, &rtcp]);
+        }
+    }
+}
+
+/// A control connection as this loop holds it.
+pub(crate) struct Socket {
+    stream: TcpStream,
+    /// Input may be waiting that was not read because the core wanted none (an edge was spent).
+    unread: bool,
+}
+
+/// Reads what `key` has, while it wants input; `Err` when the connection ended.
+fn read_control<M: MediaLibrary>(
+    core: &mut Core<'_, M, Socket>,
+    key: usize,
+    buf: &mut [u8],
+    now: Instant,
+) -> io::Result<()> {
+    let counters = core.counters;
+    loop {
+        let wants = core.wants_input(key);
+        let Some(c) = core.control(key) else { return Ok(()) };
+        c.io.unread = !wants;
+        if !wants {
+            return Ok(());
+        }
+        counters.syscall(Syscall::Read);
+        match c.io.stream.read(buf) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => core.received(key, &buf[..n], now),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                core.counters.add(Event::SocketErrors, 1);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Writes `key`'s output until done or the socket is full, reading input the core now wants;
+/// closes the connection when the core says so.
+fn drive<M: MediaLibrary>(core: &mut Core<'_, M, Socket>, key: usize, buf: &mut [u8], now: Instant) {
+    let counters = core.counters;
+    loop {
+        if core.control(key).is_some_and(|c| c.io.unread) && read_control(core, key, buf, now).is_err() {
+            core.remove(key, now);
+            return;
+        }
+        let Some(c) = core.control(key) else { return };
+        if c.should_close() {
+            core.remove(key, now);
+            return;
+        }
+        let Some(bytes) = c.out.next() else { return };
+        counters.syscall(Syscall::Write);
+        match c.io.stream.write(bytes) {
+            Ok(n) => {
+                counters.add(Event::BytesOut, n as u64);
+                c.out.advance(n);
+                core.wrote(key, now);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                counters.add(Event::SocketErrors, 1);
+                core.remove(key, now);
+                return;
+            }
+        }
+    }
+}
+
+/// Sends batches until the viewers' queues are empty or a socket is full; returns whether one is.
+fn send_datagrams<M: MediaLibrary>(
+    core: &mut Core<'_, M, Socket>,
+    batch: &mut Datagrams,
+    sockets: [&UdpSocket; 2],
+) -> bool {
+    loop {
+        if batch.is_empty() {
+            core.fill_datagrams(batch);
+            if batch.is_empty() {
+                return false;
+            }
+            batch.prepare();
+        }
+        for port in [Port::Rtp, Port::Rtcp] {
+            while !batch.unsent(port).is_empty() {
+                match sendmmsg(sockets[port as usize].as_raw_fd(), batch.unsent(port), core.counters) {
+                    Ok(n) => {
+                        let bytes = batch.advance(port, n);
+                        core.sent_datagrams(n, bytes);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        // The first datagram failed for itself (no route, refused): skip it.
+                        core.counters.add(Event::SocketErrors, 1);
+                        batch.advance(port, 1);
+                    }
+                }
+            }
+        }
+        batch.clear();
+        if !core.has_datagrams() {
+            return false;
+        }
+    }
+}
+
+/// Takes every RTCP packet waiting on the server's RTCP port; each keeps its sender's session.
+fn drain_rtcp<M: MediaLibrary>(
+    rtcp: &UdpSocket,
+    core: &mut Core<'_, M, Socket>,
+    buf: &mut [u8],
+    now: Instant,
+) {
+    loop {
+        core.counters.syscall(Syscall::Read);
+        match rtcp.recv_from(buf) {
+            Ok((_, from)) => core.rtcp_from(from, now),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}

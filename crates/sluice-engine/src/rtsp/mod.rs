@@ -1,0 +1,138 @@
+//! RTSP/RTP serving: the sockets, the loop that drives `sluice_media::rtsp`'s sans-I/O sessions,
+//! and the fan-out of paced RTP packets to every viewer from that one loop.
+//!
+//! Owns the RTSP side's descriptors (a TCP control listener, and the RTP and RTCP UDP sockets every
+//! UDP viewer shares), and the choice of loop: io_uring on the `uring` engine, epoll on every
+//! other. Both loops run the same [`core::Core`], which holds control connections, the session
+//! table, each viewer's bounded queue and the pacing, and tells the loop what to write; the loops
+//! only differ in how bytes reach and leave the kernel (readiness and `write`/`sendmmsg` for epoll,
+//! submitted `send`/`sendmsg` operations for io_uring). A viewer is a queue and a timer entry, not
+//! a thread or a task: 300 viewers are 300 entries in one loop.
+//!
+//! Not here: what requests mean, SDP, packetization (`sluice-media`, `sluice-proto`), or which
+//! files exist (the server's [`MediaLibrary`]). One loop serves all RTSP clients: sessions may be
+//! used from a second connection of the same client and RTCP arrives on one shared port, so the
+//! table lives in one place; spreading viewers over several loops is left for a machine with more
+//! cores than this project's 2.
+
+mod core;
+mod datagrams;
+mod epoll;
+mod uring;
+
+use std::fs::File;
+use std::io;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use sluice_media::rtsp::{Catalogue, RtspConfig};
+
+use crate::counters::{Counters, Syscall};
+use crate::listener::set_int_opt;
+use crate::{EngineError, EngineKind, Shutdown};
+
+/// What the RTSP loop serves: the indexed MP4 files of [`Catalogue`], and their bytes.
+pub trait MediaLibrary: Catalogue + Send + Sync + 'static {
+    /// A handle to read the samples of the presentation at URL path `path` (the same path the
+    /// [`Catalogue`] indexed), confined to the library as the catalogue is.
+    fn open_bytes(&self, path: &str) -> io::Result<File>;
+}
+
+/// The RTSP side's sockets, bound before the server announces itself.
+#[derive(Debug)]
+pub struct RtspSockets {
+    control: TcpListener,
+    rtp: UdpSocket,
+    rtcp: UdpSocket,
+}
+
+/// Send buffer asked for on the shared RTP socket: a burst of keyframes for hundreds of viewers
+/// leaves in one turn. The kernel caps it at `net.core.wmem_max` unless we may force it.
+const UDP_SEND_BUFFER: i32 = 8 << 20;
+
+impl RtspSockets {
+    /// Binds the control listener at `addr` and an RTP/RTCP pair of UDP ports (even, and the next
+    /// odd one, RFC 3550 §11) on the same address.
+    pub fn bind(addr: SocketAddr) -> Result<RtspSockets, EngineError> {
+        let control = TcpListener::bind(addr).map_err(|source| EngineError::Listen { addr, source })?;
+        let (rtp, rtcp) = bind_udp_pair(addr).map_err(|source| EngineError::Listen { addr, source })?;
+        for s in [&rtp, &rtcp] {
+            s.set_nonblocking(true)
+                .map_err(|source| EngineError::Setup { what: "UDP O_NONBLOCK", source })?;
+        }
+        control
+            .set_nonblocking(true)
+            .map_err(|source| EngineError::Setup { what: "RTSP listener O_NONBLOCK", source })?;
+        // Best effort: a smaller buffer only means more, smaller sendmmsg batches.
+        if set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, UDP_SEND_BUFFER).is_err() {
+            let _ = set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, UDP_SEND_BUFFER);
+        }
+        Ok(RtspSockets { control, rtp, rtcp })
+    }
+
+    /// The control address actually bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.control.local_addr().expect("a bound listener has an address")
+    }
+
+    /// The server's RTP and RTCP ports.
+    pub fn udp_ports(&self) -> (u16, u16) {
+        let port = |s: &UdpSocket| s.local_addr().map_or(0, |a| a.port());
+        (port(&self.rtp), port(&self.rtcp))
+    }
+}
+
+/// An even port and the odd one after it, both free. The kernel picks a port for the first
+/// socket; if it is odd, or its neighbour is taken, try again, a bounded number of times.
+fn bind_udp_pair(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSocket)> {
+    let at = |port: u16| {
+        let mut a = addr;
+        a.set_port(port);
+        a
+    };
+    let mut last = io::Error::new(io::ErrorKind::AddrInUse, "no free even/odd UDP port pair");
+    for _ in 0..64 {
+        let rtp = UdpSocket::bind(at(0))?;
+        let port = rtp.local_addr()?.port();
+        if port % 2 != 0 || port == u16::MAX {
+            continue;
+        }
+        match UdpSocket::bind(at(port + 1)) {
+            Ok(rtcp) => return Ok((rtp, rtcp)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Runs the RTSP loop for `engine` (io_uring for `uring`, epoll for the others) until `shutdown`;
+/// counts into `counters`. `config.udp_server_ports` is set from `sockets` here.
+pub fn run<M: MediaLibrary>(
+    engine: EngineKind,
+    mut config: RtspConfig,
+    sockets: RtspSockets,
+    media: Arc<M>,
+    shutdown: &Shutdown,
+    counters: &Counters,
+) -> Result<(), EngineError> {
+    config.udp_server_ports = Some(sockets.udp_ports());
+    // A shard of its own, past the event loops' (they use 0..workers).
+    let shard = counters.shard(usize::MAX);
+    match engine {
+        EngineKind::Uring => uring::run(core::Core::new(config, &*media, shard), sockets, shutdown),
+        _ => epoll::run(core::Core::new(config, &*media, shard), sockets, shutdown),
+    }
+}
+
+/// Counts a `sendmmsg` and makes it: `hdrs` are complete messages for `fd`.
+pub(crate) fn sendmmsg(
+    fd: i32,
+    hdrs: &mut [libc::mmsghdr],
+    counters: &crate::counters::Shard,
+) -> io::Result<usize> {
+    counters.syscall(Syscall::Sendmmsg);
+    // SAFETY: every header points at live iovecs, buffers and addresses (see `Datagrams`).
+    let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), hdrs.len() as u32, libc::MSG_DONTWAIT) };
+    crate::cvt(n).map(|n| n as usize)
+}

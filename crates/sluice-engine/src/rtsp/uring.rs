@@ -1,0 +1,350 @@
+//! The RTSP loop on io_uring: accepts, receives and sends of control connections, and one
+//! `sendmsg` submission per datagram of a batch, all submitted and reaped by one
+//! `io_uring_enter` per turn whose timeout is the next packet's time.
+//!
+//! Owns the ring and the lifetime of memory the kernel reads: a connection's receive buffer and
+//! the output slice being sent stay in its slot until their completions arrive (a closing
+//! connection is shut down so they do, then freed), and a datagram batch is refilled only when
+//! every `sendmsg` of it has completed. Everything else is [`Core`]'s.
+
+use std::net::{TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::time::{Duration, Instant};
+
+use io_uring::{opcode, squeue, types, IoUring};
+
+use super::core::Core;
+use super::datagrams::{sockaddr_len, Datagrams, Port};
+use super::{MediaLibrary, RtspSockets};
+use crate::counters::{Event, Syscall};
+use crate::listener::socket_addr_from;
+use crate::{EngineError, Shutdown};
+
+const ACCEPT: u64 = 1;
+const SHUTDOWN: u64 = 2;
+const RTCP: u64 = 3;
+const RECV: u64 = 4;
+const SEND: u64 = 5;
+const DATAGRAM: u64 = 6;
+const RECV_BUFFER: usize = 16 * 1024;
+
+fn token(kind: u64, key: usize) -> u64 {
+    kind << 56 | key as u64
+}
+
+/// A control connection as this loop holds it.
+pub(crate) struct Socket {
+    stream: TcpStream,
+    buf: Box<[u8]>,
+    recv_armed: bool,
+    send_armed: bool,
+    closing: bool,
+}
+
+/// The RTCP port's receive, at a stable address while armed.
+struct RtcpRecv {
+    hdr: libc::msghdr,
+    iov: libc::iovec,
+    addr: libc::sockaddr_storage,
+    buf: [u8; 1500],
+}
+
+struct Loop<'c, 'a, M: MediaLibrary> {
+    // Declared first so it is dropped first: the kernel must be done with the memory below.
+    ring: IoUring,
+    core: &'c mut Core<'a, M, Socket>,
+    batch: Datagrams,
+    /// `sendmsg`s of the batch not yet completed, and what the completed ones carried.
+    in_flight: usize,
+    batch_sent: (usize, usize),
+    rtcp_recv: Box<RtcpRecv>,
+    dirty: Vec<usize>,
+    stop: bool,
+}
+
+pub(crate) fn run<M: MediaLibrary>(
+    mut core: Core<'_, M, Socket>,
+    sockets: RtspSockets,
+    shutdown: &Shutdown,
+) -> Result<(), EngineError> {
+    let ring = IoUring::builder()
+        .setup_cqsize(16 * 1024)
+        .build(1024)
+        .map_err(|source| EngineError::Setup { what: "io_uring_setup (rtsp)", source })?;
+    let RtspSockets { control, rtp, rtcp } = sockets;
+    // SAFETY: a zeroed RtcpRecv is valid plain data; its pointers are set before use.
+    let rtcp_recv: Box<RtcpRecv> = Box::new(unsafe { std::mem::zeroed() });
+    let mut l = Loop {
+        ring,
+        core: &mut core,
+        batch: Datagrams::new(),
+        in_flight: 0,
+        batch_sent: (0, 0),
+        rtcp_recv,
+        dirty: Vec::new(),
+        stop: false,
+    };
+    l.push(
+        opcode::PollAdd::new(types::Fd(shutdown.fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(token(SHUTDOWN, 0)),
+    );
+    l.arm_accept(&control);
+    l.arm_rtcp(&rtcp);
+    let mut now = Instant::now();
+    while !l.stop {
+        l.core.tick(now);
+        l.core.take_dirty(&mut l.dirty);
+        for key in std::mem::take(&mut l.dirty) {
+            l.drive(key, now);
+        }
+        if l.in_flight == 0 {
+            l.send_batch([&rtp, &rtcp]);
+        }
+        let timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
+        l.enter(timeout);
+        now = Instant::now();
+        l.reap(&control, &rtcp, now);
+    }
+    // Stop what is in flight before the memory goes: shut the sockets down, wait briefly.
+    for key in l.core.keys() {
+        if let Some(c) = l.core.control(key) {
+            // SAFETY: shutdown(2) on a descriptor the slot owns.
+            unsafe { libc::shutdown(c.io.stream.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+    }
+    Ok(())
+}
+
+impl<M: MediaLibrary> Loop<'_, '_, M> {
+    fn push(&mut self, entry: squeue::Entry) {
+        loop {
+            // SAFETY: every entry points at memory that outlives its operation: a connection's
+            // slot (freed only after its completions), the batch (cleared only when all its
+            // sends completed) or the loop's RTCP receive.
+            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+                return;
+            }
+            self.enter(Some(Duration::ZERO));
+        }
+    }
+
+    /// Submits what is queued and waits for one completion or `timeout` (none: for ever).
+    fn enter(&mut self, timeout: Option<Duration>) {
+        let counters = self.core.counters;
+        counters.syscall(Syscall::IoUringEnter);
+        let before = self.ring.submission().len();
+        let result = match timeout {
+            Some(t) if t.is_zero() => self.ring.submit(),
+            Some(t) => {
+                let ts = types::Timespec::from(t);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            None => self.ring.submit_and_wait(1),
+        };
+        let after = self.ring.submission().len();
+        counters.add(Event::UringSubmitted, before.saturating_sub(after) as u64);
+        if let Err(e) = result {
+            if !matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) {
+                tracing::warn!("rtsp io_uring_enter: {e}");
+            }
+        }
+    }
+
+    fn arm_accept(&mut self, listener: &std::net::TcpListener) {
+        let accept =
+            opcode::Accept::new(types::Fd(listener.as_raw_fd()), std::ptr::null_mut(), std::ptr::null_mut())
+                .flags(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+                .build()
+                .user_data(token(ACCEPT, 0));
+        self.push(accept);
+    }
+
+    fn arm_rtcp(&mut self, rtcp: &UdpSocket) {
+        let r = &mut *self.rtcp_recv;
+        r.iov = libc::iovec { iov_base: r.buf.as_mut_ptr().cast(), iov_len: r.buf.len() };
+        r.hdr.msg_name = (&mut r.addr as *mut libc::sockaddr_storage).cast();
+        r.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        r.hdr.msg_iov = &mut r.iov;
+        r.hdr.msg_iovlen = 1;
+        let entry =
+            opcode::RecvMsg::new(types::Fd(rtcp.as_raw_fd()), &mut r.hdr).build().user_data(token(RTCP, 0));
+        self.push(entry);
+    }
+
+    /// Fills a batch from the viewers' queues and submits a `sendmsg` for each datagram.
+    fn send_batch(&mut self, sockets: [&UdpSocket; 2]) {
+        self.batch.clear();
+        self.core.fill_datagrams(&mut self.batch);
+        if self.batch.is_empty() {
+            return;
+        }
+        self.batch.prepare();
+        self.batch_sent = (0, 0);
+        for port in [Port::Rtp, Port::Rtcp] {
+            let fd = sockets[port as usize].as_raw_fd();
+            for i in 0..self.batch.count(port) {
+                let data = token(DATAGRAM, (port as usize) << 32 | i);
+                self.push(
+                    opcode::SendMsg::new(types::Fd(fd), self.batch.header(port, i)).build().user_data(data),
+                );
+                self.in_flight += 1;
+            }
+        }
+    }
+
+    /// Starts what `key` needs: a send of its output, a receive if the core wants input, or its
+    /// close.
+    fn drive(&mut self, key: usize, now: Instant) {
+        let wants_input = self.core.wants_input(key);
+        let Some(c) = self.core.control(key) else { return };
+        if c.should_close() || c.io.closing {
+            self.close(key, now);
+            return;
+        }
+        let fd = types::Fd(c.io.stream.as_raw_fd());
+        let mut entries = [None, None];
+        if !c.io.send_armed {
+            if let Some(bytes) = c.out.next() {
+                c.io.send_armed = true;
+                entries[0] = Some(
+                    opcode::Send::new(fd, bytes.as_ptr(), bytes.len() as u32)
+                        .build()
+                        .user_data(token(SEND, key)),
+                );
+            }
+        }
+        if !c.io.recv_armed && wants_input {
+            c.io.recv_armed = true;
+            let buf = &mut c.io.buf;
+            entries[1] = Some(
+                opcode::Recv::new(fd, buf.as_mut_ptr(), buf.len() as u32).build().user_data(token(RECV, key)),
+            );
+        }
+        for entry in entries.into_iter().flatten() {
+            self.push(entry);
+        }
+    }
+
+    /// Closes `key`: at once when nothing of it is in flight, else after its completions (a
+    /// shutdown makes them come).
+    fn close(&mut self, key: usize, now: Instant) {
+        self.core.disconnect(key, now);
+        let counters = self.core.counters;
+        let Some(c) = self.core.control(key) else { return };
+        if !c.io.recv_armed && !c.io.send_armed {
+            self.core.remove(key, now);
+            self.core.counters.syscall(Syscall::Close);
+        } else if !c.io.closing {
+            c.io.closing = true;
+            counters.syscall(Syscall::Shutdown);
+            // SAFETY: shutdown(2) on a descriptor the slot owns.
+            unsafe { libc::shutdown(c.io.stream.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+    }
+
+    fn reap(&mut self, listener: &std::net::TcpListener, rtcp: &UdpSocket, now: Instant) {
+        let cqes: Vec<(u64, i32)> = self.ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        self.core.counters.add(Event::UringCompleted, cqes.len() as u64);
+        for (data, res) in cqes {
+            let key = (data & ((1 << 56) - 1)) as usize;
+            match data >> 56 {
+                SHUTDOWN => self.stop = true,
+                ACCEPT => {
+                    if res >= 0 {
+                        // SAFETY: a fresh descriptor the kernel gave us.
+                        let stream = unsafe { TcpStream::from_raw_fd(res) };
+                        let _ = stream.set_nodelay(true);
+                        match stream.peer_addr() {
+                            Ok(peer) => {
+                                let socket = Socket {
+                                    stream,
+                                    buf: vec![0; RECV_BUFFER].into_boxed_slice(),
+                                    recv_armed: false,
+                                    send_armed: false,
+                                    closing: false,
+                                };
+                                let key = self.core.accept(socket, peer, now);
+                                self.drive(key, now);
+                            }
+                            Err(_) => self.core.counters.add(Event::SocketErrors, 1),
+                        }
+                    } else if -res != libc::ECONNABORTED && -res != libc::EINTR {
+                        self.core.counters.add(Event::AcceptErrors, 1);
+                    }
+                    self.arm_accept(listener);
+                }
+                RTCP => {
+                    if res >= 0 {
+                        let r = &self.rtcp_recv;
+                        let from = (r.hdr.msg_namelen == sockaddr_len(&r.addr))
+                            .then(|| socket_addr_from(&r.addr))
+                            .flatten();
+                        if let Some(from) = from {
+                            self.core.rtcp_from(from, now);
+                        }
+                    }
+                    self.arm_rtcp(rtcp);
+                }
+                RECV => self.on_recv(key, res, now),
+                SEND => self.on_send(key, res, now),
+                DATAGRAM => {
+                    let port = if key >> 32 == 0 { Port::Rtp } else { Port::Rtcp };
+                    let i = key & 0xffff_ffff;
+                    self.in_flight -= 1;
+                    if res >= 0 {
+                        self.batch_sent.0 += 1;
+                        self.batch_sent.1 += self.batch.len_of(port, i);
+                    } else {
+                        self.core.counters.add(Event::SocketErrors, 1);
+                    }
+                    if self.in_flight == 0 {
+                        self.core.sent_datagrams(self.batch_sent.0, self.batch_sent.1);
+                        self.batch.clear();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn on_recv(&mut self, key: usize, res: i32, now: Instant) {
+        let Some(c) = self.core.control(key) else { return };
+        c.io.recv_armed = false;
+        if c.io.closing {
+            self.close(key, now);
+            return;
+        }
+        if res <= 0 {
+            if res < 0 && -res != libc::ECONNRESET {
+                self.core.counters.add(Event::SocketErrors, 1);
+            }
+            self.close(key, now);
+            return;
+        }
+        let buf = std::mem::take(&mut c.io.buf);
+        self.core.received(key, &buf[..res as usize], now);
+        if let Some(c) = self.core.control(key) {
+            c.io.buf = buf;
+        }
+        self.drive(key, now);
+    }
+
+    fn on_send(&mut self, key: usize, res: i32, now: Instant) {
+        let counters = self.core.counters;
+        let Some(c) = self.core.control(key) else { return };
+        c.io.send_armed = false;
+        if c.io.closing || res < 0 {
+            if res < 0 {
+                counters.add(Event::SocketErrors, 1);
+            }
+            self.close(key, now);
+            return;
+        }
+        counters.add(Event::BytesOut, res as u64);
+        c.out.advance(res as usize);
+        self.core.wrote(key, now);
+        self.drive(key, now);
+    }
+}
