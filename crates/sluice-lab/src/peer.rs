@@ -157,12 +157,13 @@ impl RunningServer {
                     "false".into(),
                     "--log-level".into(),
                     "warn".into(),
-                    // E1–E4 measure HTTP; an RTSP listener on its default port would also
-                    // collide between servers started side by side.
-                    "--no-rtsp".into(),
                 ];
-                if let Some(rtsp) = rtsp_port {
-                    args.extend(["--rtsp-listen".into(), format!("127.0.0.1:{rtsp}")]);
+                // Never the default RTSP port, which would collide between servers started side
+                // by side: a free port of the row's own when it streams (E5), else no RTSP at all
+                // (E1–E4 measure HTTP).
+                match rtsp_port {
+                    Some(rtsp) => args.extend(["--rtsp-listen".into(), format!("127.0.0.1:{rtsp}")]),
+                    None => args.push("--no-rtsp".into()),
                 }
                 args.extend(spec.args.iter().cloned());
                 (ctx.sluice_exe.clone(), args)
