@@ -259,7 +259,7 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                         ""
                     };
                     details.push(format!(
-                        "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost{udp}, {} clients failed{dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
+                        "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost{udp}, {} clients failed, {} stalled (no media from more than 5 s before the end){dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
                         sweep.name,
                         f.perfect_clients,
                         f.samples_mean,
@@ -267,6 +267,7 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                         f.samples_stdev,
                         f.video_lost_packets,
                         f.failed_clients,
+                        f.stalled_clients,
                         f.server_cpu_pct,
                         f.generator_cpu_pct,
                     ));

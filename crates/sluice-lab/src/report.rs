@@ -463,7 +463,7 @@ fn per_endpoint_table(h: &mut String, r: &ExperimentResults) {
 }
 
 fn rtsp_rows_table(h: &mut String, r: &ExperimentResults) {
-    h.push_str("<details><summary>Every row: all figures, failures by kind, the server's counters, commands</summary><table class=\"lab-table\"><caption>Every row</caption><tr><th>server</th><th>transport</th><th>clients</th><th>status</th><th>perfect</th><th>playing</th><th>expected samples</th><th>mean</th><th>stdev</th><th>min</th><th>max</th><th>lost packets (video)</th><th>clients with loss</th><th>UDP receive-buffer drops</th><th>Mbit/s</th><th>connect spread s</th><th>server CPU s (%)</th><th>generator CPU %</th><th>server counters</th><th>failures</th><th>commands</th></tr>");
+    h.push_str("<details><summary>Every row: all figures, failures by kind, the server's counters, commands</summary><table class=\"lab-table\"><caption>Every row</caption><tr><th>server</th><th>transport</th><th>clients</th><th>status</th><th>perfect</th><th>playing</th><th>expected samples</th><th>mean</th><th>stdev</th><th>min</th><th>max</th><th>lost packets (video)</th><th>clients with loss</th><th>stalled clients</th><th>UDP receive-buffer drops</th><th>Mbit/s</th><th>connect spread s</th><th>server CPU s (%)</th><th>generator CPU %</th><th>server counters</th><th>failures</th><th>commands</th></tr>");
     for row in &r.rows {
         let _ = write!(
             h,
@@ -496,7 +496,7 @@ fn rtsp_rows_table(h: &mut String, r: &ExperimentResults) {
                 };
                 let _ = write!(
                     h,
-                    "<td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1} ({:.0}%)</td><td>{:.0}% of {} core(s)</td><td>{}</td><td>{}</td>",
+                    "<td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.1} ({:.0}%)</td><td>{:.0}% of {} core(s)</td><td>{}</td><td>{}</td>",
                     f.perfect_clients,
                     f.playing_clients,
                     f.expected_samples,
@@ -507,6 +507,7 @@ fn rtsp_rows_table(h: &mut String, r: &ExperimentResults) {
                     f.lost_packets,
                     f.video_lost_packets,
                     f.clients_with_loss,
+                    f.stalled_clients,
                     f.udp_rcvbuf_drops.map_or_else(|| "–".to_string(), |d| d.to_string()),
                     f.mbit_per_s,
                     f.connect_spread_s,
@@ -519,9 +520,9 @@ fn rtsp_rows_table(h: &mut String, r: &ExperimentResults) {
                 );
             }
             (RowOutcome::Skipped { reason } | RowOutcome::Failed { reason }, None) => {
-                let _ = write!(h, "<td colspan=\"16\">{}</td>", escape(reason));
+                let _ = write!(h, "<td colspan=\"17\">{}</td>", escape(reason));
             }
-            _ => h.push_str("<td colspan=\"16\"></td>"),
+            _ => h.push_str("<td colspan=\"17\"></td>"),
         }
         let _ = write!(
             h,

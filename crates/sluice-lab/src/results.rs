@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sluice_load::rtsp::{FailureCounts, FailureKind, RtspReport, RtspTransport};
+use sluice_load::rtsp::{EndReason, FailureCounts, FailureKind, RtspReport, RtspTransport};
 use sluice_load::stats::{ErrorCounts, ErrorKind};
 use sluice_load::Report;
 
@@ -38,12 +38,13 @@ pub const METRICS: [(&str, &str); 17] = [
 ];
 
 /// Metrics of an RTSP experiment's rows (see [`RtspFigures::metric`]): name and heading.
-pub const RTSP_METRICS: [(&str, &str); 18] = [
+pub const RTSP_METRICS: [(&str, &str); 19] = [
     ("clients", "clients"),
     ("perfect_clients", "perfect clients"),
     ("perfect_pct", "perfect %"),
     ("playing_clients", "playing clients"),
     ("failed_clients", "failed clients"),
+    ("stalled_clients", "stalled clients"),
     ("expected_samples", "expected samples"),
     ("samples_mean", "mean samples"),
     ("samples_stdev", "stdev samples"),
@@ -266,6 +267,8 @@ pub struct RtspMeasures {
     pub server: Option<RtspServerCounters>,
     /// UDP datagrams the machine dropped at full receive buffers over the row.
     pub udp_rcvbuf_drops: Option<u64>,
+    /// The streamed file's length, seconds.
+    pub content_s: f64,
 }
 
 /// Everything measured for one RTSP row (E5's figures).
@@ -285,6 +288,11 @@ pub struct RtspFigures {
     pub failed_clients: u64,
     /// Failed viewers by kind.
     pub failures: FailureCounts,
+    /// Playing viewers, short of samples, that the stream stopped reaching: their last media
+    /// came more than 5 s before the file's end, then silence until they gave up (starved rather
+    /// than lossy).
+    #[serde(default)]
+    pub stalled_clients: usize,
     /// The file's video samples: what a perfect viewer receives.
     pub expected_samples: u64,
     /// Mean of video samples received per viewer.
@@ -338,7 +346,15 @@ impl RtspFigures {
             (Some(a), Some(b)) => (b - a) as f64 / 1000.0,
             _ => 0.0,
         };
+        let idle_ms = report.settings.idle_end_ms as f64;
+        let stalled = report
+            .viewers
+            .iter()
+            .filter(|v| v.end == EndReason::StreamEnd && v.samples < s.reference_samples)
+            .filter(|v| v.playing_ms.is_some_and(|p| p as f64 - idle_ms < m.content_s * 1000.0 - 5000.0))
+            .count();
         RtspFigures {
+            stalled_clients: stalled,
             transport: report.settings.transport,
             clients: s.clients,
             playing_clients: s.playing_clients,
@@ -384,6 +400,7 @@ impl RtspFigures {
             "perfect_pct" => self.perfect_pct,
             "playing_clients" => self.playing_clients as f64,
             "failed_clients" => self.failed_clients as f64,
+            "stalled_clients" => self.stalled_clients as f64,
             "expected_samples" => self.expected_samples as f64,
             "samples_mean" => self.samples_mean,
             "samples_stdev" => self.samples_stdev,
@@ -806,6 +823,40 @@ mod tests {
     }
 
     #[test]
+    fn stalled_clients_went_silent_well_before_the_end() {
+        use sluice_load::rtsp::{RtspConfig, RtspReport, ViewerResult};
+        let viewer = |index: usize, samples: u64, playing_ms: u64, end: &str| -> ViewerResult {
+            serde_json::from_value(serde_json::json!({
+                "index": index, "start_ms": 0, "setup_ms": 5, "first_sample_ms": 10,
+                "playing_ms": playing_ms, "samples": samples, "audio_frames": 0, "lost_packets": 0,
+                "video_lost_packets": 0, "bytes": 0, "end": end, "failure": null, "error": null
+            }))
+            .unwrap()
+        };
+        let mut config = RtspConfig::new("rtsp://127.0.0.1:1/x.mp4", 4);
+        config.expect_samples = Some(900);
+        config.idle_end = std::time::Duration::from_secs(5);
+        let viewers = vec![
+            viewer(0, 900, 30_000, "expected"),
+            // Silent from 4 s on, given up at 9 s: stalled.
+            viewer(1, 120, 9_000, "stream_end"),
+            // Its last frames came at 29 s: lossy, not stalled.
+            viewer(2, 880, 34_000, "stream_end"),
+            viewer(3, 700, 45_000, "deadline"),
+        ];
+        let report = RtspReport::build(
+            &config,
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(40),
+            viewers,
+        );
+        let m = RtspMeasures { content_s: 30.0, generator_cpus: 1, ..RtspMeasures::default() };
+        let f = RtspFigures::derive(&report, &m);
+        assert_eq!((f.perfect_clients, f.stalled_clients), (1, 1));
+        assert_eq!(f.metric("stalled_clients"), Some(1.0));
+    }
+
+    #[test]
     fn rtsp_rows_round_trip_as_measured() {
         use sluice_load::rtsp::{RtspConfig, RtspReport};
         let config = RtspConfig::new("rtsp://127.0.0.1:1/x.mp4", 0);
@@ -823,6 +874,7 @@ mod tests {
                 generator_cpus: 1,
                 server: None,
                 udp_rcvbuf_drops: Some(0),
+                content_s: 30.0,
             },
         );
         assert!((figures.server_cpu_pct - 50.0).abs() < 1e-9);

@@ -394,6 +394,7 @@ fn rtsp_row(
                 generator_cpus: threads,
                 server,
                 udp_rcvbuf_drops,
+                content_s: f64::from(content.spec.seconds),
             };
             let rtsp = RtspFigures::derive(&report, &measures);
             RowOutcome::Measured {
