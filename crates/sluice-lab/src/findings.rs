@@ -14,6 +14,7 @@
 //! It only reads rows; the numbers come from `results`.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use crate::experiment::FindingSpec;
 use crate::results::{higher_is_better, metric_heading, ExperimentResults, Row, RowOutcome};
@@ -237,8 +238,9 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                 .push(format!("{server} {}", highest.map_or_else(|| "none".to_string(), |h| h.to_string())));
             match first_loss {
                 None => details.push(format!(
-                    "{}: {server} sent every sample to every client at every point run, up to {top} clients (no loss seen).",
-                    sweep.name
+                    "{}: {server} sent every sample to every client at every point run, up to {top} clients ({}no loss seen).",
+                    sweep.name,
+                    if sweep.max_clients.is_some_and(|m| top >= m) { "the sweep's upper bound; " } else { "" }
                 )),
                 Some((n, f)) => {
                     let dropped = f
@@ -253,11 +255,36 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                         _ => String::new(),
                     };
                     let ceiling = 100.0 * f.generator_cpus.max(1) as f64;
-                    let saturated = if f.generator_cpu_pct >= 0.9 * ceiling {
-                        " The generator's core was saturated there: the loss may be the generator's, not the server's."
-                    } else {
-                        ""
-                    };
+                    let mut notes = String::new();
+                    if f.generator_cpu_pct >= 0.9 * ceiling {
+                        notes.push_str(
+                            " The generator's core was saturated there: the loss may be the generator's, not the server's.",
+                        );
+                    }
+                    let server_dropped = f.server.and_then(|c| c.frames_dropped);
+                    if f.transport == sluice_load::rtsp::RtspTransport::Udp
+                        && f.stalled_clients == 0
+                        && f.failed_clients == 0
+                        && server_dropped.unwrap_or(0) == 0
+                        && f.udp_rcvbuf_drops.is_some_and(|d| d >= f.video_lost_packets)
+                    {
+                        let server_side = if server_dropped.is_some() {
+                            "and the server dropped no frames"
+                        } else {
+                            "(the server's own drops are not known)"
+                        };
+                        let _ = write!(
+                            notes,
+                            " No more video packets were lost than datagrams were dropped at full receive buffers (mostly the viewers' sockets, at the kernel's default size) {server_side}: a receiving-side limit."
+                        );
+                    }
+                    if let Some(h) = highest.filter(|h| *h > *n) {
+                        let _ = write!(
+                            notes,
+                            " It sent perfectly at higher counts, up to {h}: this loss did not recur (noise on a shared machine, or a transient)."
+                        );
+                    }
+                    let saturated = notes;
                     details.push(format!(
                         "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost{udp}, {} clients failed, {} stalled (no media from more than 5 s before the end){dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
                         sweep.name,
@@ -328,6 +355,105 @@ fn requested_wait_ms(url: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::Experiment;
+    use crate::results::{Measurement, RtspFigures, RtspServerCounters};
+    use sluice_load::rtsp::{RtspConfig, RtspReport, RtspTransport};
+
+    fn rtsp_row(server: &str, transport: RtspTransport, clients: usize, perfect: usize) -> Row {
+        let e = Experiment::find("rtsp-fanout").unwrap();
+        let sweep = e.sweep.iter().find(|s| s.transport == Some(transport)).unwrap();
+        let point = e.points(false, 2).into_iter().find(|p| p.sweep == sweep.name).unwrap();
+        let figures = RtspFigures {
+            transport,
+            clients,
+            playing_clients: clients,
+            perfect_clients: perfect,
+            perfect_pct: perfect as f64 / clients as f64 * 100.0,
+            failed_clients: 0,
+            failures: Default::default(),
+            stalled_clients: 0,
+            expected_samples: 900,
+            samples_mean: if perfect == clients { 900.0 } else { 890.0 },
+            samples_stdev: 0.0,
+            samples_min: 880,
+            samples_max: 900,
+            lost_packets: 10,
+            video_lost_packets: 10,
+            clients_with_loss: clients - perfect,
+            mbit_per_s: 1000.0,
+            duration_s: 34.0,
+            connect_spread_s: 4.0,
+            cpu_s: 10.0,
+            server_cpu_pct: 30.0,
+            generator_cpu_s: 10.0,
+            generator_cpu_pct: 30.0,
+            generator_cpus: 1,
+            server: Some(RtspServerCounters { frames_dropped: Some(0), ..Default::default() }),
+            udp_rcvbuf_drops: Some(20),
+        };
+        let report = RtspReport::build(
+            &RtspConfig::new("rtsp://127.0.0.1:1/x.mp4", clients),
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(34),
+            vec![],
+        );
+        Row {
+            server: server.into(),
+            peer: server.starts_with("GStreamer"),
+            point: crate::experiment::Point { clients: Some(clients), ..point },
+            server_command: String::new(),
+            load_command: String::new(),
+            server_cpus: vec![1],
+            load_cpus: vec![0],
+            outcome: RowOutcome::Measured {
+                measurement: Measurement::Rtsp { rtsp: Box::new(figures), load: Box::new(report) },
+            },
+        }
+    }
+
+    #[test]
+    fn perfect_sending_per_transport_with_the_first_loss() {
+        use RtspTransport::{Tcp, Udp};
+        let rows = vec![
+            rtsp_row("sluice uring", Udp, 50, 40),
+            rtsp_row("GStreamer rtsp-server", Udp, 50, 0),
+            rtsp_row("sluice uring", Tcp, 50, 50),
+            rtsp_row("sluice uring", Tcp, 100, 99),
+            rtsp_row("sluice uring", Tcp, 150, 150),
+            rtsp_row("GStreamer rtsp-server", Tcp, 50, 50),
+        ];
+        let results = ExperimentResults {
+            experiment: Experiment::find("E5").unwrap(),
+            quick: false,
+            started_at: String::new(),
+            duration_s: 1.0,
+            machine: crate::machine::Machine::detect("test"),
+            command: String::new(),
+            rows,
+            findings: Vec::new(),
+            content: None,
+        };
+        let f = generate(&results);
+        assert_eq!(f[0], "RTP over UDP, highest client count with perfect sending: sluice uring none, GStreamer rtsp-server none.");
+        assert!(
+            f[1].starts_with("RTP over UDP: sluice uring's first loss at 50 clients: 40 of 50 perfect"),
+            "{}",
+            f[1]
+        );
+        assert!(
+            f[1].contains("a receiving-side limit") && f[1].contains("and the server dropped no frames"),
+            "{}",
+            f[1]
+        );
+        assert_eq!(f[3], "RTP over TCP, highest client count with perfect sending: sluice uring 150, GStreamer rtsp-server 50.");
+        assert!(
+            f[4].contains("first loss at 100 clients") && f[4].contains("up to 150: this loss did not recur"),
+            "{}",
+            f[4]
+        );
+        assert!(f[5].contains("GStreamer rtsp-server sent every sample to every client at every point run, up to 50 clients (no loss seen)"), "{}", f[5]);
+        assert!(f[6].contains("within 4.0 s"), "{}", f[6]);
+    }
 
     #[test]
     fn requested_waits_come_from_the_url() {
