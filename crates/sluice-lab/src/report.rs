@@ -16,7 +16,7 @@ table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:13px}th,td{border:1
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.peer td:first-child{font-style:italic}
 .caveat{background:#fff6e0;border-left:4px solid #e0a800;padding:.6em 1em}.muted{color:#666;font-size:13px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}svg.chart{border:1px solid #eee;background:#fff}
-code{background:#f5f5f5;padding:1px 4px}details{margin:.8em 0}";
+code{background:#f5f5f5;padding:1px 4px}details{margin:.8em 0}.scroll{overflow-x:auto;max-width:100%}";
 
 /// The whole page for `runs`.
 pub fn render(runs: &[ExperimentResults]) -> String {
@@ -240,7 +240,7 @@ impl PivotTable {
         let mut h = String::new();
         let _ = write!(
             h,
-            "<table class=\"lab-table\"><caption>{}</caption><tr><th rowspan=\"2\">server</th>",
+            "<div class=\"scroll\"><table class=\"lab-table\"><caption>{}</caption><tr><th rowspan=\"2\">server</th>",
             escape(&self.caption)
         );
         for g in &self.groups {
@@ -261,7 +261,7 @@ impl PivotTable {
             }
             h.push_str("</tr>");
         }
-        h.push_str("</table>");
+        h.push_str("</table></div>");
         h
     }
 
@@ -463,7 +463,7 @@ fn per_endpoint_table(h: &mut String, r: &ExperimentResults) {
 }
 
 fn rtsp_rows_table(h: &mut String, r: &ExperimentResults) {
-    h.push_str("<details><summary>Every row: all figures, failures by kind, the server's counters, commands</summary><table class=\"lab-table\"><caption>Every row</caption><tr><th>server</th><th>transport</th><th>clients</th><th>status</th><th>perfect</th><th>playing</th><th>expected samples</th><th>mean</th><th>stdev</th><th>min</th><th>max</th><th>lost packets (video)</th><th>clients with loss</th><th>stalled clients</th><th>UDP receive-buffer drops</th><th>Mbit/s</th><th>connect spread s</th><th>server CPU s (%)</th><th>generator CPU %</th><th>server counters</th><th>failures</th><th>commands</th></tr>");
+    h.push_str("<details><summary>Every row: all figures, failures by kind, the server's counters, commands</summary><div class=\"scroll\"><table class=\"lab-table\"><caption>Every row</caption><tr><th>server</th><th>transport</th><th>clients</th><th>status</th><th>perfect</th><th>playing</th><th>expected samples</th><th>mean</th><th>stdev</th><th>min</th><th>max</th><th>lost packets (video)</th><th>clients with loss</th><th>stalled clients</th><th>UDP receive-buffer drops</th><th>Mbit/s</th><th>connect spread s</th><th>server CPU s (%)</th><th>generator CPU %</th><th>server counters</th><th>failures</th><th>commands</th></tr>");
     for row in &r.rows {
         let _ = write!(
             h,
@@ -531,7 +531,7 @@ fn rtsp_rows_table(h: &mut String, r: &ExperimentResults) {
             escape(&row.load_command)
         );
     }
-    h.push_str("</table></details>");
+    h.push_str("</table></div></details>");
 }
 
 fn all_rows_table(h: &mut String, r: &ExperimentResults) {
