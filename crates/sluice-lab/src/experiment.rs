@@ -4,20 +4,25 @@
 //! an experiment into the steps the runner executes; it runs nothing.
 //!
 //! One run of an experiment is every server × every point of every sweep, where a point is one
-//! combination of the sweep's parameter lists (chunk size, virtual users, workers, profile).
+//! combination of the sweep's parameter lists (chunk size, virtual users, workers, profile, RTSP
+//! clients and transport). An RTSP sweep may go on past its declared points while a server still
+//! sends perfectly (`extend_step`, `max_clients`); the runner decides that, row by row.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sluice_load::rtsp::RtspTransport;
 
+use crate::content::ContentSpec;
 use crate::error::LabError;
 
 /// The experiments sluice ships, in order.
-const BUILTIN: [&str; 4] = [
+const BUILTIN: [&str; 5] = [
     include_str!("../experiments/e1-zero-copy.toml"),
     include_str!("../experiments/e2-concurrency.toml"),
     include_str!("../experiments/e3-io-models.toml"),
     include_str!("../experiments/e4-execution-models.toml"),
+    include_str!("../experiments/e5-rtsp-fanout.toml"),
 ];
 
 /// The E4 load profiles (open-model scenario files shared with `sluice load http --scenario`).
@@ -85,6 +90,8 @@ pub enum LoadModel {
     Closed,
     /// Scheduled arrivals from a profile (Gatling `injectOpen`).
     Open,
+    /// RTSP viewers of one generated file, each counting the video samples it receives.
+    Rtsp,
 }
 
 /// The load of an experiment.
@@ -114,6 +121,44 @@ pub struct LoadPlan {
     /// Fraction of each open-model profile's length run with `--quick`.
     #[serde(default)]
     pub quick_scale: Option<f64>,
+    /// The file every RTSP viewer plays, generated with ffmpeg (RTSP).
+    #[serde(default)]
+    pub content: Option<ContentSpec>,
+    /// The file with `--quick`.
+    #[serde(default)]
+    pub quick_content: Option<ContentSpec>,
+    /// RTSP viewers start evenly spread over this span.
+    #[serde(default, with = "opt_duration")]
+    pub ramp: Option<Duration>,
+    /// The ramp with `--quick`.
+    #[serde(default, with = "opt_duration")]
+    pub quick_ramp: Option<Duration>,
+    /// A playing viewer that receives nothing for this long has reached the stream's end (RTSP).
+    #[serde(default, with = "opt_duration")]
+    pub idle_end: Option<Duration>,
+    /// Deadline for a viewer's setup and first sample (RTSP).
+    #[serde(default, with = "opt_duration")]
+    pub setup_timeout: Option<Duration>,
+    /// Wall time of the whole run after which no point past the declared ones starts (RTSP).
+    #[serde(default, with = "opt_duration")]
+    pub budget: Option<Duration>,
+}
+
+impl LoadPlan {
+    /// The content of a run (the quick one with `--quick`, when declared).
+    pub fn content_for(&self, quick: bool) -> Option<&ContentSpec> {
+        if quick {
+            self.quick_content.as_ref().or(self.content.as_ref())
+        } else {
+            self.content.as_ref()
+        }
+    }
+
+    /// The ramp of a run.
+    pub fn ramp_for(&self, quick: bool) -> Duration {
+        let ramp = if quick { self.quick_ramp.or(self.ramp) } else { self.ramp };
+        ramp.unwrap_or_default()
+    }
 }
 
 /// One sweep: the cartesian product of its parameter lists.
@@ -139,6 +184,35 @@ pub struct Sweep {
     /// Open-model profiles.
     #[serde(default)]
     pub profile: Vec<String>,
+    /// RTSP clients.
+    #[serde(default)]
+    pub clients: Vec<usize>,
+    /// RTSP clients with `--quick` (the full list when absent).
+    #[serde(default)]
+    pub quick_clients: Vec<usize>,
+    /// RTP transport of every point (RTSP).
+    #[serde(default)]
+    pub transport: Option<RtspTransport>,
+    /// Past the last declared point, a server that sent perfectly gets another point with this
+    /// many more clients, until some client is not perfect (RTSP).
+    #[serde(default)]
+    pub extend_step: Option<usize>,
+    /// The most clients an extended point may have.
+    #[serde(default)]
+    pub max_clients: Option<usize>,
+    /// The same with `--quick`; absent, a quick run does not go past its declared points.
+    #[serde(default)]
+    pub quick_max_clients: Option<usize>,
+}
+
+impl Sweep {
+    /// The client count of the point after one with `clients`, when the sweep extends that far.
+    pub fn next_clients(&self, clients: usize, quick: bool) -> Option<usize> {
+        let step = self.extend_step.filter(|s| *s > 0)?;
+        let max = if quick { self.quick_max_clients } else { self.max_clients };
+        let next = clients + step;
+        (next <= max.unwrap_or(0)).then_some(next)
+    }
 }
 
 /// A swept parameter.
@@ -153,6 +227,8 @@ pub enum Param {
     Workers,
     /// Load profile.
     Profile,
+    /// RTSP clients.
+    Clients,
 }
 
 impl Param {
@@ -163,6 +239,7 @@ impl Param {
             Param::Vus => "connections (virtual users)",
             Param::Workers => "server worker threads",
             Param::Profile => "profile",
+            Param::Clients => "RTSP clients",
         }
     }
 }
@@ -176,6 +253,8 @@ pub enum ServerKind {
     Sluice,
     /// nginx with a generated configuration.
     Nginx,
+    /// GStreamer's RTSP server (scripts/gst-rtsp-server.py, run by a python3 with PyGObject).
+    Gstreamer,
 }
 
 /// What the nginx peer serves.
@@ -294,6 +373,12 @@ pub struct Point {
     pub workers: usize,
     /// Open-model profile.
     pub profile: Option<String>,
+    /// RTSP clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<usize>,
+    /// RTP transport.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<RtspTransport>,
 }
 
 impl Point {
@@ -304,6 +389,7 @@ impl Point {
             Param::Vus => self.vus.map(|v| v as f64),
             Param::Workers => Some(self.workers as f64),
             Param::Profile => None,
+            Param::Clients => self.clients.map(|c| c as f64),
         }
     }
 
@@ -314,6 +400,7 @@ impl Point {
             Param::Vus => self.vus.map(|v| v.to_string()).unwrap_or_default(),
             Param::Workers => self.workers.to_string(),
             Param::Profile => self.profile.clone().unwrap_or_default(),
+            Param::Clients => self.clients.map(|c| c.to_string()).unwrap_or_default(),
         }
     }
 }
@@ -355,6 +442,7 @@ impl Experiment {
             let needs = match self.load.model {
                 LoadModel::Closed => self.load.path.is_some() && !s.vus.is_empty(),
                 LoadModel::Open => !s.profile.is_empty(),
+                LoadModel::Rtsp => !s.clients.is_empty() && s.transport.is_some() && s.x == Param::Clients,
             };
             if !needs {
                 return bad(format!("sweep `{}` lacks the parameters its load model needs", s.name));
@@ -366,16 +454,43 @@ impl Experiment {
         if self.load.model == LoadModel::Closed && self.load.duration.is_none() {
             return bad("a closed-model experiment needs a duration".into());
         }
+        if self.load.model == LoadModel::Rtsp {
+            let Some(content) = &self.load.content else {
+                return bad("an RTSP experiment needs `[load.content]`".into());
+            };
+            for c in std::iter::once(content).chain(self.load.quick_content.as_ref()) {
+                c.check().or_else(&bad)?;
+            }
+        }
         for s in &self.server {
             if s.kind == ServerKind::Nginx && s.nginx.is_none() {
                 return bad(format!("server `{}` needs `nginx = \"static\"` or `\"return200\"`", s.name));
             }
+            let rtsp_only = s.kind == ServerKind::Gstreamer;
+            if rtsp_only != (self.load.model == LoadModel::Rtsp) && s.kind != ServerKind::Sluice {
+                return bad(format!("server `{}` does not serve this experiment's protocol", s.name));
+            }
         }
+        let known = if self.load.model == LoadModel::Rtsp {
+            &crate::results::RTSP_METRICS[..]
+        } else {
+            &crate::results::METRICS[..]
+        };
         let metrics =
             self.table.iter().flat_map(|t| t.metrics.iter()).chain(self.chart.iter().map(|c| &c.metric));
         for m in metrics {
-            if !crate::results::METRICS.iter().any(|(name, _)| name == m) {
+            if !known.iter().any(|(name, _)| name == m) {
                 return bad(format!("unknown metric `{m}`"));
+            }
+        }
+        for t in self
+            .table
+            .iter()
+            .filter_map(|t| t.sweep.as_ref())
+            .chain(self.chart.iter().filter_map(|c| c.sweep.as_ref()))
+        {
+            if !self.sweep.iter().any(|s| s.name == *t) {
+                return bad(format!("no sweep named `{t}`"));
             }
         }
         Ok(())
@@ -386,6 +501,8 @@ impl Experiment {
         let mut out = Vec::new();
         for s in &self.sweep {
             let vus = if quick && !s.quick_vus.is_empty() { &s.quick_vus } else { &s.vus };
+            let clients = if quick && !s.quick_clients.is_empty() { &s.quick_clients } else { &s.clients };
+            let clients: Vec<Option<usize>> = opt_list(clients);
             let chunks: Vec<Option<u64>> = opt_list(&s.chunk);
             let vus: Vec<Option<usize>> = opt_list(vus);
             let profiles: Vec<Option<String>> = opt_list(&s.profile);
@@ -400,14 +517,18 @@ impl Experiment {
                 for &v in &vus {
                     for &w in &workers {
                         for p in &profiles {
-                            out.push(Point {
-                                sweep: s.name.clone(),
-                                x: s.x,
-                                chunk,
-                                vus: v,
-                                workers: w,
-                                profile: p.clone(),
-                            });
+                            for &c in &clients {
+                                out.push(Point {
+                                    sweep: s.name.clone(),
+                                    x: s.x,
+                                    chunk,
+                                    vus: v,
+                                    workers: w,
+                                    profile: p.clone(),
+                                    clients: c,
+                                    transport: s.transport,
+                                });
+                            }
                         }
                     }
                 }
@@ -463,7 +584,7 @@ mod tests {
         let all = builtin();
         assert_eq!(
             all.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
-            ["zero-copy", "concurrency", "io-models", "execution-models"]
+            ["zero-copy", "concurrency", "io-models", "execution-models", "rtsp-fanout"]
         );
         let e1 = Experiment::find("E1").unwrap();
         assert_eq!(e1.points(false, 2).len(), 3);
@@ -482,6 +603,31 @@ mod tests {
     }
 
     #[test]
+    fn e5_sweeps_clients_per_transport_and_extends_until_the_cap() {
+        let e5 = Experiment::find("E5").unwrap();
+        assert_eq!(e5.load.model, LoadModel::Rtsp);
+        let full = e5.points(false, 2);
+        let udp: Vec<usize> = full
+            .iter()
+            .filter(|p| p.transport == Some(RtspTransport::Udp))
+            .filter_map(|p| p.clients)
+            .collect();
+        assert_eq!(udp, [50, 100, 150, 200, 250, 300]);
+        assert_eq!(full.len(), 12, "udp and tcp");
+        assert!(full.iter().all(|p| p.workers == 1 && p.x_label() == p.clients.unwrap().to_string()));
+        let quick = e5.points(true, 2);
+        assert!(quick.iter().all(|p| p.clients.unwrap() <= 4), "{quick:?}");
+        let sweep = &e5.sweep[0];
+        assert_eq!(sweep.next_clients(300, false), Some(350));
+        assert_eq!(sweep.next_clients(600, false), None, "the hard upper bound");
+        assert_eq!(sweep.next_clients(4, true), None, "--quick stops at its declared points");
+        let content = e5.load.content_for(false).unwrap();
+        assert_eq!((content.bitrate_kbps, content.fps, content.gop, content.seconds), (23_000, 30, 60, 30));
+        assert_eq!(content.video_samples(), 900);
+        assert!(e5.load.content_for(true).unwrap().seconds < 10);
+    }
+
+    #[test]
     fn bad_declarations_are_refused() {
         let base = include_str!("../experiments/e2-concurrency.toml");
         assert!(
@@ -489,6 +635,17 @@ mod tests {
         );
         assert!(Experiment::parse(&base.replace("duration = \"30s\"", "")).is_err());
         assert!(Experiment::parse("id = 1").is_err());
+        let e5 = include_str!("../experiments/e5-rtsp-fanout.toml");
+        assert!(
+            Experiment::parse(&e5.replace("\"perfect_clients\"]", "\"p95_ms\"]")).is_err(),
+            "HTTP metric"
+        );
+        assert!(Experiment::parse(&e5.replace("transport = \"udp\"", "")).is_err());
+        // A GStreamer peer in an HTTP experiment.
+        let e2 = include_str!("../experiments/e2-concurrency.toml");
+        assert!(
+            Experiment::parse(&format!("{e2}\n[[server]]\nname = \"g\"\nkind = \"gstreamer\"\n")).is_err()
+        );
     }
 
     #[test]

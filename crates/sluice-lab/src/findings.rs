@@ -6,11 +6,15 @@
 //!   configuration and for each peer (e.g. p95 at 1 MB against 64 KB);
 //! - `ratio`: one server against another on a metric, per point;
 //! - `success`: which rows fell short of 100% success;
-//! - `latency_overhead`: for `latency?ms=X` targets, p99 minus X, the server's own delay.
+//! - `latency_overhead`: for `latency?ms=X` targets, p99 minus X, the server's own delay;
+//! - `perfect` (RTSP): per transport, the highest client count each server sent every sample to
+//!   every client, and its first loss with what the server and the generator were doing then;
+//! - `concurrent` (RTSP): whether every row's clients connected within the source report's 5 s.
 //!
 //! It only reads rows; the numbers come from `results`.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use crate::experiment::FindingSpec;
 use crate::results::{higher_is_better, metric_heading, ExperimentResults, Row, RowOutcome};
@@ -26,6 +30,8 @@ pub fn generate(results: &ExperimentResults) -> Vec<String> {
             "ratio" => ratio(results, spec, metric, &mut out),
             "success" => success(results, &mut out),
             "latency_overhead" => latency_overhead(results, &mut out),
+            "perfect" => perfect(results, &mut out),
+            "concurrent" => concurrent(results, &mut out),
             other => out.push(format!("(unknown finding kind `{other}`)")),
         }
     }
@@ -42,7 +48,7 @@ pub fn generate(results: &ExperimentResults) -> Vec<String> {
 }
 
 fn value(r: &Row, metric: &str) -> Option<f64> {
-    r.figures().and_then(|f| f.metric(metric))
+    r.metric(metric)
 }
 
 fn fmt(v: f64) -> String {
@@ -203,6 +209,143 @@ fn latency_overhead(results: &ExperimentResults, out: &mut Vec<String>) {
     ));
 }
 
+/// Per RTSP sweep: one line with every server's highest client count with perfect sending, then
+/// one line per server about its first loss (or that it had none).
+fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
+    for sweep in &results.experiment.sweep {
+        let mut servers: Vec<&str> = Vec::new();
+        for r in results.rows_of(&sweep.name) {
+            if !servers.contains(&r.server.as_str()) {
+                servers.push(&r.server);
+            }
+        }
+        let mut summary = Vec::new();
+        let mut details = Vec::new();
+        for server in servers {
+            let mut measured: Vec<(usize, &crate::results::RtspFigures)> = results
+                .rows_of(&sweep.name)
+                .filter(|r| r.server == server)
+                .filter_map(|r| Some((r.point.clients?, r.rtsp()?)))
+                .collect();
+            if measured.is_empty() {
+                continue;
+            }
+            measured.sort_by_key(|(c, _)| *c);
+            let highest = measured.iter().filter(|(_, f)| f.all_perfect()).map(|(c, _)| *c).max();
+            let top = measured.last().map_or(0, |(c, _)| *c);
+            let first_loss = measured.iter().find(|(_, f)| !f.all_perfect());
+            summary
+                .push(format!("{server} {}", highest.map_or_else(|| "none".to_string(), |h| h.to_string())));
+            match first_loss {
+                None => details.push(format!(
+                    "{}: {server} sent every sample to every client at every point run, up to {top} clients ({}no loss seen).",
+                    sweep.name,
+                    if sweep.max_clients.is_some_and(|m| top >= m) { "the sweep's upper bound; " } else { "" }
+                )),
+                Some((n, f)) => {
+                    let dropped = f
+                        .server
+                        .and_then(|c| c.frames_dropped)
+                        .map(|d| format!(", {d} frames dropped by the server"))
+                        .unwrap_or_default();
+                    let udp = match (f.transport, f.udp_rcvbuf_drops) {
+                        (sluice_load::rtsp::RtspTransport::Udp, Some(d)) => {
+                            format!(", {d} UDP datagrams dropped at full receive buffers")
+                        }
+                        _ => String::new(),
+                    };
+                    let ceiling = 100.0 * f.generator_cpus.max(1) as f64;
+                    let mut notes = String::new();
+                    if f.generator_cpu_pct >= 0.9 * ceiling {
+                        notes.push_str(
+                            " The generator's core was saturated there: the loss may be the generator's, not the server's.",
+                        );
+                    }
+                    let server_dropped = f.server.and_then(|c| c.frames_dropped);
+                    if f.transport == sluice_load::rtsp::RtspTransport::Udp
+                        && f.stalled_clients == 0
+                        && f.failed_clients == 0
+                        && server_dropped.unwrap_or(0) == 0
+                        && f.udp_rcvbuf_drops.is_some_and(|d| d >= f.video_lost_packets)
+                    {
+                        let server_side = if server_dropped.is_some() {
+                            "and the server dropped no frames"
+                        } else {
+                            "(the server's own drops are not known)"
+                        };
+                        let _ = write!(
+                            notes,
+                            " No more video packets were lost than datagrams were dropped at full receive buffers (mostly the viewers' sockets, at the kernel's default size) {server_side}: a receiving-side limit."
+                        );
+                    }
+                    if let Some(h) = highest.filter(|h| *h > *n) {
+                        let _ = write!(
+                            notes,
+                            " It sent perfectly at higher counts, up to {h}: this loss did not recur (noise on a shared machine, or a transient)."
+                        );
+                    }
+                    let saturated = notes;
+                    details.push(format!(
+                        "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost{udp}, {} clients failed, {} stalled (no media from more than 5 s before the end){dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
+                        sweep.name,
+                        f.perfect_clients,
+                        f.samples_mean,
+                        f.expected_samples,
+                        f.samples_stdev,
+                        f.video_lost_packets,
+                        f.failed_clients,
+                        f.stalled_clients,
+                        f.server_cpu_pct,
+                        f.generator_cpu_pct,
+                    ));
+                }
+            }
+        }
+        if !summary.is_empty() {
+            out.push(format!(
+                "{}, highest client count with perfect sending: {}.",
+                sweep.name,
+                summary.join(", ")
+            ));
+            out.append(&mut details);
+        }
+    }
+}
+
+/// Whether the clients of every RTSP row connected within the source report's 5 s.
+fn concurrent(results: &ExperimentResults, out: &mut Vec<String>) {
+    let measured: Vec<&Row> = results.rows.iter().filter(|r| r.rtsp().is_some()).collect();
+    let late: Vec<String> = measured
+        .iter()
+        .filter_map(|r| {
+            let f = r.rtsp()?;
+            (f.connect_spread_s >= 5.0).then(|| {
+                format!(
+                    "{} at {} {} ({:.1} s)",
+                    r.server,
+                    r.point.sweep,
+                    r.point.x_label(),
+                    f.connect_spread_s
+                )
+            })
+        })
+        .collect();
+    let widest = measured.iter().filter_map(|r| r.rtsp()).map(|f| f.connect_spread_s).fold(0.0, f64::max);
+    if measured.is_empty() {
+        return;
+    }
+    if late.is_empty() {
+        out.push(format!(
+            "In every measured row the first and the last client to start playing did so within {widest:.1} s: concurrent by the source report's definition (under 5 s)."
+        ));
+    } else {
+        out.push(format!(
+            "Rows whose clients took 5 s or more from the first to the last PLAY (not concurrent by the source report's definition): {}.",
+            late.join("; ")
+        ));
+    }
+}
+
 /// `X` of a `…latency?ms=X` URL.
 fn requested_wait_ms(url: &str) -> Option<f64> {
     let (_, query) = url.split_once("latency?")?;
@@ -212,6 +355,105 @@ fn requested_wait_ms(url: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::experiment::Experiment;
+    use crate::results::{Measurement, RtspFigures, RtspServerCounters};
+    use sluice_load::rtsp::{RtspConfig, RtspReport, RtspTransport};
+
+    fn rtsp_row(server: &str, transport: RtspTransport, clients: usize, perfect: usize) -> Row {
+        let e = Experiment::find("rtsp-fanout").unwrap();
+        let sweep = e.sweep.iter().find(|s| s.transport == Some(transport)).unwrap();
+        let point = e.points(false, 2).into_iter().find(|p| p.sweep == sweep.name).unwrap();
+        let figures = RtspFigures {
+            transport,
+            clients,
+            playing_clients: clients,
+            perfect_clients: perfect,
+            perfect_pct: perfect as f64 / clients as f64 * 100.0,
+            failed_clients: 0,
+            failures: Default::default(),
+            stalled_clients: 0,
+            expected_samples: 900,
+            samples_mean: if perfect == clients { 900.0 } else { 890.0 },
+            samples_stdev: 0.0,
+            samples_min: 880,
+            samples_max: 900,
+            lost_packets: 10,
+            video_lost_packets: 10,
+            clients_with_loss: clients - perfect,
+            mbit_per_s: 1000.0,
+            duration_s: 34.0,
+            connect_spread_s: 4.0,
+            cpu_s: 10.0,
+            server_cpu_pct: 30.0,
+            generator_cpu_s: 10.0,
+            generator_cpu_pct: 30.0,
+            generator_cpus: 1,
+            server: Some(RtspServerCounters { frames_dropped: Some(0), ..Default::default() }),
+            udp_rcvbuf_drops: Some(20),
+        };
+        let report = RtspReport::build(
+            &RtspConfig::new("rtsp://127.0.0.1:1/x.mp4", clients),
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(34),
+            vec![],
+        );
+        Row {
+            server: server.into(),
+            peer: server.starts_with("GStreamer"),
+            point: crate::experiment::Point { clients: Some(clients), ..point },
+            server_command: String::new(),
+            load_command: String::new(),
+            server_cpus: vec![1],
+            load_cpus: vec![0],
+            outcome: RowOutcome::Measured {
+                measurement: Measurement::Rtsp { rtsp: Box::new(figures), load: Box::new(report) },
+            },
+        }
+    }
+
+    #[test]
+    fn perfect_sending_per_transport_with_the_first_loss() {
+        use RtspTransport::{Tcp, Udp};
+        let rows = vec![
+            rtsp_row("sluice uring", Udp, 50, 40),
+            rtsp_row("GStreamer rtsp-server", Udp, 50, 0),
+            rtsp_row("sluice uring", Tcp, 50, 50),
+            rtsp_row("sluice uring", Tcp, 100, 99),
+            rtsp_row("sluice uring", Tcp, 150, 150),
+            rtsp_row("GStreamer rtsp-server", Tcp, 50, 50),
+        ];
+        let results = ExperimentResults {
+            experiment: Experiment::find("E5").unwrap(),
+            quick: false,
+            started_at: String::new(),
+            duration_s: 1.0,
+            machine: crate::machine::Machine::detect("test"),
+            command: String::new(),
+            rows,
+            findings: Vec::new(),
+            content: None,
+        };
+        let f = generate(&results);
+        assert_eq!(f[0], "RTP over UDP, highest client count with perfect sending: sluice uring none, GStreamer rtsp-server none.");
+        assert!(
+            f[1].starts_with("RTP over UDP: sluice uring's first loss at 50 clients: 40 of 50 perfect"),
+            "{}",
+            f[1]
+        );
+        assert!(
+            f[1].contains("a receiving-side limit") && f[1].contains("and the server dropped no frames"),
+            "{}",
+            f[1]
+        );
+        assert_eq!(f[3], "RTP over TCP, highest client count with perfect sending: sluice uring 150, GStreamer rtsp-server 50.");
+        assert!(
+            f[4].contains("first loss at 100 clients") && f[4].contains("up to 150: this loss did not recur"),
+            "{}",
+            f[4]
+        );
+        assert!(f[5].contains("GStreamer rtsp-server sent every sample to every client at every point run, up to 50 clients (no loss seen)"), "{}", f[5]);
+        assert!(f[6].contains("within 4.0 s"), "{}", f[6]);
+    }
 
     #[test]
     fn requested_waits_come_from_the_url() {

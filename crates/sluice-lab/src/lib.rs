@@ -1,9 +1,10 @@
-//! sluice's lab as a library: the published I/O experiments (EXPERIMENTS.md E1–E4) declared as
+//! sluice's lab as a library: the published I/O experiments (EXPERIMENTS.md E1–E5) declared as
 //! data, a runner that starts each server configuration as its own process (sluice with each
-//! engine, send strategy and execution model; nginx with a generated configuration; iperf3 for the
-//! loopback reference), drives it with `sluice-load`, reads its CPU time from `/proc` and its counters
-//! from `/metrics`, and a report writer that turns the rows into `results.json`, CSVs and one
-//! self-contained HTML page.
+//! engine, send strategy and execution model; nginx with a generated configuration; GStreamer's
+//! RTSP server; iperf3 for the loopback reference), drives it with `sluice-load` (HTTP users or
+//! RTSP viewers of a file it generates with ffmpeg), reads its CPU time from `/proc` and its
+//! counters from `/metrics`, and a report writer that turns the rows into `results.json`, CSVs and
+//! one self-contained HTML page.
 //!
 //! It owns experiments, peers, the runner and reports. It does not own load generation
 //! (`sluice-load`), the server (`sluice-server`, started as a process) or the command line (the
@@ -11,6 +12,7 @@
 
 #![deny(missing_docs)]
 
+pub mod content;
 pub mod error;
 pub mod experiment;
 pub mod findings;
@@ -23,5 +25,5 @@ pub mod svg;
 
 pub use error::LabError;
 pub use experiment::{builtin, Experiment};
-pub use results::{ExperimentResults, Row, RowOutcome};
+pub use results::{ExperimentResults, Measurement, Row, RowOutcome};
 pub use runner::{run_experiment, RunOptions};

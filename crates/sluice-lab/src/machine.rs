@@ -172,6 +172,31 @@ pub fn group_cpu_seconds(pgid: u32) -> f64 {
     total as f64 / ticks
 }
 
+/// User + system CPU seconds of this process so far (every thread; not its children). The lab's
+/// load generator runs in this process, so this is its CPU time.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let cpu: u64 = (11..=12).filter_map(|i| fields.get(i)?.parse::<u64>().ok()).sum();
+    cpu as f64 / ticks
+}
+
+/// UDP datagrams this network namespace dropped because a socket's receive buffer was full
+/// (`RcvbufErrors` of `/proc/net/snmp`); `None` when the kernel does not say.
+pub fn udp_rcvbuf_errors() -> Option<u64> {
+    parse_udp_rcvbuf_errors(&std::fs::read_to_string("/proc/net/snmp").ok()?)
+}
+
+fn parse_udp_rcvbuf_errors(snmp: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next()?, udp.next()?);
+    let i = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
 /// (process group, utime + stime + cutime + cstime in ticks) from one `/proc/PID/stat` line.
 fn parse_stat(stat: &str) -> Option<(u32, u64)> {
     // The command name is in parentheses and may contain spaces; fields count from after it.
@@ -214,5 +239,13 @@ mod tests {
         }
         assert!(x > 0);
         assert!(group_cpu_seconds(pgid) > 0.0);
+        assert!(process_cpu_seconds() > 0.0);
+    }
+
+    #[test]
+    fn udp_receive_buffer_drops_come_from_snmp() {
+        let snmp = "Tcp: RtoAlgorithm\nTcp: 1\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 10 1 7 12 5 0\nUdpLite: InDatagrams\nUdpLite: 0\n";
+        assert_eq!(parse_udp_rcvbuf_errors(snmp), Some(5));
+        assert_eq!(parse_udp_rcvbuf_errors("Tcp: x\n"), None);
     }
 }

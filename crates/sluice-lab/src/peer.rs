@@ -1,8 +1,11 @@
-//! The processes a row runs against: `sluice serve` with the row's arguments, nginx with a
-//! generated configuration, and iperf3 for a loopback reference. Each starts in its own process
+//! The processes a row runs against: `sluice serve` with the row's arguments (and an RTSP port
+//! when the row streams), nginx with a generated configuration, GStreamer's RTSP server
+//! (scripts/gst-rtsp-server.py, compiled into the binary and run by a python3 that has
+//! GStreamer's bindings), and iperf3 for a loopback reference. Each starts in its own process
 //! group, pinned to the server's CPUs, with its output in a log file of the row's work directory;
-//! it is stopped by that group id, never by name. This module also reads what a server reports
-//! about itself (sluice's `/metrics`). It generates no load (`runner`).
+//! it is stopped by that group id, never by name. Every port is picked free on 127.0.0.1 for the
+//! row, so no server ever takes a default one. This module also reads what a server reports about
+//! itself (sluice's `/metrics`). It generates no load (`runner`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -11,11 +14,19 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
 use crate::machine::{group_cpu_seconds, CpuSet};
+use crate::results::RtspServerCounters;
+
+/// GStreamer's RTSP launcher (the same file the `sluice load rtsp` tests run).
+const GST_RTSP_SERVER: &str = include_str!("../../../scripts/gst-rtsp-server.py");
+
+/// The environment variable naming the python3 to run GStreamer's RTSP server with (default: the
+/// system's `/usr/bin/python3`, then `python3` on `PATH`).
+pub const PYTHON_ENV: &str = "SLUICE_LAB_PYTHON";
 
 /// What every server of a run shares.
 #[derive(Debug, Clone)]
@@ -26,6 +37,8 @@ pub struct ServerContext {
     pub media_root: PathBuf,
     /// Where each row gets its own work directory (configs, logs).
     pub work_dir: PathBuf,
+    /// The file RTSP rows stream (a file of `media_root`); `None` for HTTP experiments.
+    pub rtsp_file: Option<PathBuf>,
 }
 
 /// Why a server did not come up.
@@ -41,8 +54,10 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct RunningServer {
     child: Child,
-    /// Its port on 127.0.0.1.
+    /// Its port on 127.0.0.1 (HTTP; the RTSP port for GStreamer).
     pub port: u16,
+    /// Its RTSP port on 127.0.0.1, when the row streams.
+    pub rtsp_port: Option<u16>,
     /// Its command line.
     pub command_line: String,
     kind: ServerKind,
@@ -123,6 +138,11 @@ impl RunningServer {
         let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
         std::fs::create_dir_all(work).map_err(|e| failed("creating the work directory", e))?;
         let port = free_port().map_err(|e| failed("finding a free port", e))?;
+        let rtsp_port = match (&ctx.rtsp_file, spec.kind) {
+            (None, _) => None,
+            (Some(_), ServerKind::Gstreamer) => Some(port),
+            (Some(_), _) => Some(free_port().map_err(|e| failed("finding a free RTSP port", e))?),
+        };
         let (program, args) = match spec.kind {
             ServerKind::Sluice => {
                 let mut args: Vec<String> = vec![
@@ -137,12 +157,32 @@ impl RunningServer {
                     "false".into(),
                     "--log-level".into(),
                     "warn".into(),
-                    // E1–E4 measure HTTP; an RTSP listener on its default port would also
-                    // collide between servers started side by side.
-                    "--no-rtsp".into(),
                 ];
+                // Never the default RTSP port, which would collide between servers started side
+                // by side: a free port of the row's own when it streams (E5), else no RTSP at all
+                // (E1–E4 measure HTTP).
+                match rtsp_port {
+                    Some(rtsp) => args.extend(["--rtsp-listen".into(), format!("127.0.0.1:{rtsp}")]),
+                    None => args.push("--no-rtsp".into()),
+                }
                 args.extend(spec.args.iter().cloned());
                 (ctx.sluice_exe.clone(), args)
+            }
+            ServerKind::Gstreamer => {
+                let python =
+                    gstreamer_python().as_ref().map_err(|e| StartError::Missing(e.clone()))?.0.clone();
+                let file = ctx.rtsp_file.as_ref().ok_or_else(|| {
+                    StartError::Failed("GStreamer's RTSP server needs a file to stream".into())
+                })?;
+                let script = work.join("gst-rtsp-server.py");
+                std::fs::write(&script, GST_RTSP_SERVER).map_err(|e| failed("writing the launcher", e))?;
+                let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let mut args = vec![script.display().to_string(), file.display().to_string()];
+                // Unshared media: every viewer's PLAY starts its own pipeline at the first frame
+                // (shared media seeks the one pipeline back for every retina PLAY; see the script).
+                args.extend(["--port".into(), port.to_string(), "--name".into(), name, "--no-shared".into()]);
+                args.extend(spec.args.iter().cloned());
+                (python, args)
             }
             ServerKind::Nginx => {
                 let program = find_program("nginx").ok_or_else(|| {
@@ -167,6 +207,7 @@ impl RunningServer {
         let mut server = RunningServer {
             child,
             port,
+            rtsp_port,
             command_line: command_line(&program, &args, cpus),
             kind: spec.kind,
             log,
@@ -186,9 +227,11 @@ impl RunningServer {
             if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!("the server exited at start-up ({status})"));
             }
+            let rtsp_up =
+                || self.rtsp_port.is_none_or(|p| TcpStream::connect((Ipv4Addr::LOCALHOST, p)).is_ok());
             let answered = match self.kind {
-                ServerKind::Sluice => self.metrics().is_some(),
-                ServerKind::Nginx => TcpStream::connect(self.addr()).is_ok(),
+                ServerKind::Sluice => self.metrics().is_some() && rtsp_up(),
+                ServerKind::Nginx | ServerKind::Gstreamer => TcpStream::connect(self.addr()).is_ok(),
             };
             if answered {
                 return Ok(());
@@ -216,6 +259,20 @@ impl RunningServer {
     /// The server's base URL.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of `file_name` on its RTSP port.
+    pub fn rtsp_url(&self, file_name: &str) -> Option<String> {
+        self.rtsp_port.map(|p| format!("rtsp://127.0.0.1:{p}/{file_name}"))
+    }
+
+    /// sluice's RTSP counters from `/metrics`; `None` for peers or when it does not answer.
+    pub fn rtsp_counters(&self) -> Option<RtspServerCounters> {
+        if self.kind != ServerKind::Sluice {
+            return None;
+        }
+        let text = http_get(self.addr(), "/metrics").ok()?;
+        Some(RtspServerCounters::parse(&text))
     }
 
     /// CPU seconds of the server's whole process group so far.
@@ -279,6 +336,37 @@ pub fn syscall_counters(metrics: &str) -> BTreeMap<String, f64> {
             Some((kind.to_string(), rest.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// The python3 that can run GStreamer's RTSP server, and GStreamer's version; or why there is
+/// none (the row is then skipped). Looked up once per process.
+pub fn gstreamer_python() -> &'static Result<(PathBuf, String), String> {
+    static FOUND: OnceLock<Result<(PathBuf, String), String>> = OnceLock::new();
+    FOUND.get_or_init(|| {
+        let candidates: Vec<PathBuf> = match std::env::var_os(PYTHON_ENV) {
+            Some(p) => vec![PathBuf::from(p)],
+            None => ["/usr/bin/python3", "python3"].iter().filter_map(|p| find_program(p)).collect(),
+        };
+        const CHECK: &str = "import gi\ngi.require_version('Gst', '1.0')\ngi.require_version('GstPbutils', '1.0')\ngi.require_version('GstRtspServer', '1.0')\nfrom gi.repository import Gst, GstPbutils, GstRtspServer\nGst.init(None)\nmissing = [e for e in ('qtdemux', 'h264parse', 'rtph264pay', 'aacparse', 'rtpmp4gpay') if Gst.ElementFactory.find(e) is None]\nif missing: raise SystemExit('missing GStreamer elements: ' + ', '.join(missing))\nprint(Gst.version_string())\n";
+        let mut why = Vec::new();
+        for python in candidates {
+            match Command::new(&python).args(["-c", CHECK]).stdin(Stdio::null()).output() {
+                Ok(out) if out.status.success() => {
+                    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                    return Ok((python, version));
+                }
+                Ok(out) => {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    why.push(format!("{}: {}", python.display(), err.trim().lines().last().unwrap_or("failed")));
+                }
+                Err(e) => why.push(format!("{}: {e}", python.display())),
+            }
+        }
+        let why = if why.is_empty() { "no python3 found".to_string() } else { why.join("; ") };
+        Err(format!(
+            "GStreamer's Python bindings are missing ({why}); scripts/test installs python3-gi, gir1.2-gst-rtsp-server-1.0 and gstreamer1.0-plugins-base/-good/-bad"
+        ))
+    })
 }
 
 /// A one-off `GET` with `Connection: close`; returns the body.
@@ -445,6 +533,8 @@ mod tests {
             vus: Some(1),
             workers: 2,
             profile: None,
+            clients: None,
+            transport: None,
         };
         let c = nginx_config(&spec, &point, Path::new("/m"), Path::new("/w"), 8080);
         assert!(c.contains("sendfile off;") && c.contains("worker_processes 2;") && c.contains("root /m;"));

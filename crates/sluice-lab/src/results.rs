@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use sluice_load::rtsp::{EndReason, FailureCounts, FailureKind, RtspReport, RtspTransport};
 use sluice_load::stats::{ErrorCounts, ErrorKind};
 use sluice_load::Report;
 
@@ -36,14 +37,50 @@ pub const METRICS: [(&str, &str); 17] = [
     ("bytes_received", "bytes"),
 ];
 
+/// Metrics of an RTSP experiment's rows (see [`RtspFigures::metric`]): name and heading.
+pub const RTSP_METRICS: [(&str, &str); 19] = [
+    ("clients", "clients"),
+    ("perfect_clients", "perfect clients"),
+    ("perfect_pct", "perfect %"),
+    ("playing_clients", "playing clients"),
+    ("failed_clients", "failed clients"),
+    ("stalled_clients", "stalled clients"),
+    ("expected_samples", "expected samples"),
+    ("samples_mean", "mean samples"),
+    ("samples_stdev", "stdev samples"),
+    ("samples_min", "min samples"),
+    ("lost_packets", "lost packets"),
+    ("video_lost_packets", "video packets lost"),
+    ("mbit_per_s", "Mbit/s received"),
+    ("cpu_s", "server CPU s"),
+    ("server_cpu_pct", "server CPU %"),
+    ("generator_cpu_pct", "generator CPU %"),
+    ("frames_dropped", "server frames dropped"),
+    ("udp_rcvbuf_drops", "UDP receive-buffer drops"),
+    ("connect_spread_s", "connect spread s"),
+];
+
 /// The heading of a metric.
 pub fn metric_heading(name: &str) -> &str {
-    METRICS.iter().find(|(n, _)| *n == name).map_or(name, |(_, h)| h)
+    METRICS.iter().chain(RTSP_METRICS.iter()).find(|(n, _)| *n == name).map_or(name, |(_, h)| h)
 }
 
 /// Whether a bigger value of `metric` is better.
 pub fn higher_is_better(metric: &str) -> bool {
-    matches!(metric, "req_per_s" | "mb_per_s" | "success_pct" | "ok" | "scaling_pct")
+    matches!(
+        metric,
+        "req_per_s"
+            | "mb_per_s"
+            | "success_pct"
+            | "ok"
+            | "scaling_pct"
+            | "perfect_clients"
+            | "perfect_pct"
+            | "playing_clients"
+            | "samples_mean"
+            | "samples_min"
+            | "mbit_per_s"
+    )
 }
 
 /// Everything measured for one row.
@@ -163,16 +200,254 @@ impl Figures {
     }
 }
 
+/// What an RTSP server said about itself over a row (sluice's `/metrics`, as differences from
+/// the row's start to its end).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RtspServerCounters {
+    /// Whole frames dropped from viewers' queues (`sluice_rtp_frames_dropped_total`).
+    pub frames_dropped: Option<u64>,
+    /// RTP packets those drops took (`sluice_rtp_packets_dropped_total`).
+    pub packets_dropped: Option<u64>,
+    /// RTP packets sent (`sluice_rtp_packets_sent_total`).
+    pub packets_sent: Option<u64>,
+    /// RTP bytes sent (`sluice_rtp_bytes_sent_total`).
+    pub bytes_sent: Option<u64>,
+    /// Sessions created (`sluice_rtsp_sessions_created_total`).
+    pub sessions_created: Option<u64>,
+}
+
+impl RtspServerCounters {
+    /// The counters named above from the text of `/metrics` (summed over their labels); `None`
+    /// for a counter the server does not have.
+    pub fn parse(metrics: &str) -> RtspServerCounters {
+        let get = |name: &str| -> Option<u64> {
+            let mut found = None;
+            for line in metrics.lines().filter(|l| !l.starts_with('#')) {
+                let Some((key, value)) = line.rsplit_once(' ') else { continue };
+                let metric = key.split('{').next().unwrap_or(key).trim();
+                if metric == name {
+                    let Ok(v) = value.trim().parse::<f64>() else { continue };
+                    *found.get_or_insert(0) += v.max(0.0) as u64;
+                }
+            }
+            found
+        };
+        RtspServerCounters {
+            frames_dropped: get("sluice_rtp_frames_dropped_total"),
+            packets_dropped: get("sluice_rtp_packets_dropped_total"),
+            packets_sent: get("sluice_rtp_packets_sent_total"),
+            bytes_sent: get("sluice_rtp_bytes_sent_total"),
+            sessions_created: get("sluice_rtsp_sessions_created_total"),
+        }
+    }
+
+    /// `after − before`, counter by counter (absent when either is).
+    pub fn delta(before: &RtspServerCounters, after: &RtspServerCounters) -> RtspServerCounters {
+        let d = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
+        RtspServerCounters {
+            frames_dropped: d(before.frames_dropped, after.frames_dropped),
+            packets_dropped: d(before.packets_dropped, after.packets_dropped),
+            packets_sent: d(before.packets_sent, after.packets_sent),
+            bytes_sent: d(before.bytes_sent, after.bytes_sent),
+            sessions_created: d(before.sessions_created, after.sessions_created),
+        }
+    }
+}
+
+/// What the runner measured around an RTSP row besides the viewers' report.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RtspMeasures {
+    /// Server CPU seconds over the row.
+    pub server_cpu_s: f64,
+    /// The load generator's (this process's) CPU seconds over the row.
+    pub generator_cpu_s: f64,
+    /// CPUs the generator had.
+    pub generator_cpus: usize,
+    /// The server's counters over the row (sluice only).
+    pub server: Option<RtspServerCounters>,
+    /// UDP datagrams the machine dropped at full receive buffers over the row.
+    pub udp_rcvbuf_drops: Option<u64>,
+    /// The streamed file's length, seconds.
+    pub content_s: f64,
+}
+
+/// Everything measured for one RTSP row (E5's figures).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RtspFigures {
+    /// RTP transport.
+    pub transport: RtspTransport,
+    /// Viewers started.
+    pub clients: usize,
+    /// Viewers that got a PLAY response.
+    pub playing_clients: usize,
+    /// Viewers that received every video sample of the file ("perfect sending").
+    pub perfect_clients: usize,
+    /// perfect / clients, in %.
+    pub perfect_pct: f64,
+    /// Viewers that failed (by kind in `failures`).
+    pub failed_clients: u64,
+    /// Failed viewers by kind.
+    pub failures: FailureCounts,
+    /// Playing viewers, short of samples, that the stream stopped reaching: their last media
+    /// came more than 5 s before the file's end, then silence until they gave up (starved rather
+    /// than lossy).
+    #[serde(default)]
+    pub stalled_clients: usize,
+    /// The file's video samples: what a perfect viewer receives.
+    pub expected_samples: u64,
+    /// Mean of video samples received per viewer.
+    pub samples_mean: f64,
+    /// Population standard deviation of video samples received per viewer.
+    pub samples_stdev: f64,
+    /// Fewest samples a viewer received.
+    pub samples_min: u64,
+    /// Most samples a viewer received.
+    pub samples_max: u64,
+    /// RTP packets lost, all viewers, all streams (sequence gaps).
+    pub lost_packets: u64,
+    /// RTP packets lost on video, all viewers.
+    pub video_lost_packets: u64,
+    /// Viewers that lost at least one packet.
+    pub clients_with_loss: usize,
+    /// Media received by all viewers together, Mbit/s over the row.
+    pub mbit_per_s: f64,
+    /// The row's length (first viewer's start to the last one's end), seconds.
+    pub duration_s: f64,
+    /// From the first viewer's PLAY response to the last one's, seconds (the source report
+    /// counts clients as concurrent when this is under 5 s).
+    pub connect_spread_s: f64,
+    /// Server CPU seconds (user + system, its whole process group) during the row.
+    pub cpu_s: f64,
+    /// The same as % of one core over the row.
+    pub server_cpu_pct: f64,
+    /// The load generator's CPU seconds during the row.
+    pub generator_cpu_s: f64,
+    /// The same as % of one core over the row.
+    pub generator_cpu_pct: f64,
+    /// CPUs the generator had (100 × this is its ceiling in %).
+    pub generator_cpus: usize,
+    /// The server's own counters (sluice only).
+    pub server: Option<RtspServerCounters>,
+    /// UDP datagrams dropped because a socket's receive buffer was full, over the row, on the
+    /// whole machine (`RcvbufErrors`): on loopback, where UDP loss happens (mostly the viewers'
+    /// RTP sockets; the server receives only RTCP).
+    #[serde(default)]
+    pub udp_rcvbuf_drops: Option<u64>,
+}
+
+impl RtspFigures {
+    /// The figures of an RTSP row.
+    pub fn derive(report: &RtspReport, m: &RtspMeasures) -> RtspFigures {
+        let s = &report.summary;
+        let secs = report.duration_s.max(1e-9);
+        let connected: Vec<u64> =
+            report.viewers.iter().filter_map(|v| v.setup_ms.map(|ms| v.start_ms + ms)).collect();
+        let spread = match (connected.iter().min(), connected.iter().max()) {
+            (Some(a), Some(b)) => (b - a) as f64 / 1000.0,
+            _ => 0.0,
+        };
+        let idle_ms = report.settings.idle_end_ms as f64;
+        let stalled = report
+            .viewers
+            .iter()
+            .filter(|v| v.end == EndReason::StreamEnd && v.samples < s.reference_samples)
+            .filter(|v| v.playing_ms.is_some_and(|p| p as f64 - idle_ms < m.content_s * 1000.0 - 5000.0))
+            .count();
+        RtspFigures {
+            stalled_clients: stalled,
+            transport: report.settings.transport,
+            clients: s.clients,
+            playing_clients: s.playing_clients,
+            perfect_clients: s.perfect_clients,
+            perfect_pct: if s.clients == 0 {
+                0.0
+            } else {
+                s.perfect_clients as f64 / s.clients as f64 * 100.0
+            },
+            failed_clients: s.failures.total(),
+            failures: s.failures,
+            expected_samples: s.reference_samples,
+            samples_mean: s.samples_mean,
+            samples_stdev: s.samples_stdev,
+            samples_min: s.samples_min,
+            samples_max: s.samples_max,
+            lost_packets: s.lost_packets,
+            video_lost_packets: s.video_lost_packets,
+            clients_with_loss: s.clients_with_loss,
+            mbit_per_s: s.bytes as f64 * 8.0 / 1e6 / secs,
+            duration_s: report.duration_s,
+            connect_spread_s: spread,
+            cpu_s: m.server_cpu_s,
+            server_cpu_pct: m.server_cpu_s / secs * 100.0,
+            generator_cpu_s: m.generator_cpu_s,
+            generator_cpu_pct: m.generator_cpu_s / secs * 100.0,
+            generator_cpus: m.generator_cpus,
+            server: m.server,
+            udp_rcvbuf_drops: m.udp_rcvbuf_drops,
+        }
+    }
+
+    /// Whether every client received every sample.
+    pub fn all_perfect(&self) -> bool {
+        self.clients > 0 && self.perfect_clients == self.clients
+    }
+
+    /// A metric by name (see [`RTSP_METRICS`]); `None` when the row has no such figure.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        Some(match name {
+            "clients" => self.clients as f64,
+            "perfect_clients" => self.perfect_clients as f64,
+            "perfect_pct" => self.perfect_pct,
+            "playing_clients" => self.playing_clients as f64,
+            "failed_clients" => self.failed_clients as f64,
+            "stalled_clients" => self.stalled_clients as f64,
+            "expected_samples" => self.expected_samples as f64,
+            "samples_mean" => self.samples_mean,
+            "samples_stdev" => self.samples_stdev,
+            "samples_min" => self.samples_min as f64,
+            "lost_packets" => self.lost_packets as f64,
+            "video_lost_packets" => self.video_lost_packets as f64,
+            "mbit_per_s" => self.mbit_per_s,
+            "cpu_s" => self.cpu_s,
+            "server_cpu_pct" => self.server_cpu_pct,
+            "generator_cpu_pct" => self.generator_cpu_pct,
+            "frames_dropped" => return self.server.and_then(|c| c.frames_dropped).map(|v| v as f64),
+            "udp_rcvbuf_drops" => return self.udp_rcvbuf_drops.map(|v| v as f64),
+            "connect_spread_s" => self.connect_spread_s,
+            _ => return None,
+        })
+    }
+}
+
+/// What a measured row holds: an HTTP run's figures and report, or an RTSP run's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Measurement {
+    /// An HTTP load run.
+    Http {
+        /// The figures.
+        figures: Box<Figures>,
+        /// The load generator's whole report (percentiles, per-target results, per-second series).
+        load: Box<Report>,
+    },
+    /// RTSP viewers.
+    Rtsp {
+        /// The figures.
+        rtsp: Box<RtspFigures>,
+        /// The viewers' whole report (one entry per viewer).
+        load: Box<RtspReport>,
+    },
+}
+
 /// How a row ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum RowOutcome {
     /// Measured.
     Measured {
-        /// The figures.
-        figures: Box<Figures>,
-        /// The load generator's whole report (percentiles, per-target results, per-second series).
-        load: Box<Report>,
+        /// What was measured.
+        #[serde(flatten)]
+        measurement: Measurement,
     },
     /// A reference measurement (iperf3's loopback throughput, one TCP stream).
     Reference {
@@ -214,18 +489,43 @@ pub struct Row {
 }
 
 impl Row {
-    /// The figures of a measured row.
+    /// The figures of a measured HTTP row.
     pub fn figures(&self) -> Option<&Figures> {
         match &self.outcome {
-            RowOutcome::Measured { figures, .. } => Some(figures),
+            RowOutcome::Measured { measurement: Measurement::Http { figures, .. } } => Some(figures),
             _ => None,
         }
     }
 
-    /// The load report of a measured row.
+    /// The load report of a measured HTTP row.
     pub fn load(&self) -> Option<&Report> {
         match &self.outcome {
-            RowOutcome::Measured { load, .. } => Some(load),
+            RowOutcome::Measured { measurement: Measurement::Http { load, .. } } => Some(load),
+            _ => None,
+        }
+    }
+
+    /// The figures of a measured RTSP row.
+    pub fn rtsp(&self) -> Option<&RtspFigures> {
+        match &self.outcome {
+            RowOutcome::Measured { measurement: Measurement::Rtsp { rtsp, .. } } => Some(rtsp),
+            _ => None,
+        }
+    }
+
+    /// The viewers' report of a measured RTSP row.
+    pub fn rtsp_load(&self) -> Option<&RtspReport> {
+        match &self.outcome {
+            RowOutcome::Measured { measurement: Measurement::Rtsp { load, .. } } => Some(load),
+            _ => None,
+        }
+    }
+
+    /// A metric of a measured row, HTTP or RTSP (see [`METRICS`], [`RTSP_METRICS`]).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        match &self.outcome {
+            RowOutcome::Measured { measurement: Measurement::Http { figures, .. } } => figures.metric(name),
+            RowOutcome::Measured { measurement: Measurement::Rtsp { rtsp, .. } } => rtsp.metric(name),
             _ => None,
         }
     }
@@ -260,6 +560,22 @@ pub struct ExperimentResults {
     pub rows: Vec<Row>,
     /// Generated findings.
     pub findings: Vec<String>,
+    /// The file an RTSP experiment streamed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<ContentInfo>,
+}
+
+/// The file an RTSP run streamed, as the report states it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContentInfo {
+    /// Its parameters in words.
+    pub summary: String,
+    /// Its name (the RTSP path).
+    pub file_name: String,
+    /// Its video samples, from ffprobe.
+    pub video_samples: u64,
+    /// The ffmpeg command that makes it.
+    pub command: String,
 }
 
 impl ExperimentResults {
@@ -285,7 +601,9 @@ impl ExperimentResults {
             }
             let key = (r.server.clone(), r.point.sweep.clone(), r.point.vus);
             let workers = r.point.workers as f64;
-            if let (Some(one), RowOutcome::Measured { figures, .. }) = (base.get(&key), &mut r.outcome) {
+            if let (Some(one), RowOutcome::Measured { measurement: Measurement::Http { figures, .. } }) =
+                (base.get(&key), &mut r.outcome)
+            {
                 if *one > 0.0 {
                     figures.scaling_pct = Some(figures.req_per_s / (one * workers) * 100.0);
                 }
@@ -318,6 +636,9 @@ impl ExperimentResults {
 
     /// One line per row with every figure.
     pub fn rows_csv(&self) -> String {
+        if self.experiment.load.model == crate::experiment::LoadModel::Rtsp {
+            return self.rtsp_rows_csv();
+        }
         let mut out = String::from("server,sweep,chunk,vus,workers,profile,status");
         for (name, _) in METRICS {
             let _ = write!(out, ",{name}");
@@ -355,6 +676,61 @@ impl ExperimentResults {
                 let _ = write!(out, ",{}", e.get(kind));
             }
             let _ = writeln!(out, ",{mb},{reason}");
+        }
+        out
+    }
+
+    /// One line per RTSP row with every figure.
+    pub fn rtsp_rows_csv(&self) -> String {
+        let mut out = String::from("server,sweep,transport,clients,workers,status");
+        // `clients` is the point's own column.
+        let metrics = || RTSP_METRICS.iter().map(|(n, _)| *n).filter(|n| *n != "clients");
+        for name in metrics() {
+            let _ = write!(out, ",{name}");
+        }
+        out.push_str(",samples_max,clients_with_loss,generator_cpus");
+        for kind in FailureKind::ALL {
+            let _ = write!(out, ",failed_{}", kind.name());
+        }
+        out.push_str(",server_packets_dropped,server_packets_sent,server_bytes_sent,reason\n");
+        for r in &self.rows {
+            let p = &r.point;
+            let _ = write!(
+                out,
+                "{},{},{},{},{},{}",
+                csv_text(&r.server),
+                csv_text(&p.sweep),
+                p.transport.map(|t| t.name()).unwrap_or(""),
+                opt(p.clients),
+                p.workers,
+                r.status()
+            );
+            for name in metrics() {
+                let _ = write!(out, ",{}", r.metric(name).map(|v| format!("{v:.4}")).unwrap_or_default());
+            }
+            let f = r.rtsp();
+            let _ = write!(
+                out,
+                ",{},{},{}",
+                opt(f.map(|f| f.samples_max)),
+                opt(f.map(|f| f.clients_with_loss)),
+                opt(f.map(|f| f.generator_cpus))
+            );
+            for kind in FailureKind::ALL {
+                let _ = write!(out, ",{}", opt(f.map(|f| f.failures.get(kind))));
+            }
+            let counters = f.and_then(|f| f.server).unwrap_or_default();
+            let reason = match &r.outcome {
+                RowOutcome::Skipped { reason } | RowOutcome::Failed { reason } => csv_text(reason),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                ",{},{},{},{reason}",
+                opt(counters.packets_dropped),
+                opt(counters.packets_sent),
+                opt(counters.bytes_sent)
+            );
         }
         out
     }
@@ -432,5 +808,82 @@ mod tests {
             assert_eq!(f.metric(name).is_none(), absent, "{name}");
         }
         assert_eq!(csv_text("a,b"), "\"a,b\"");
+    }
+
+    #[test]
+    fn rtsp_counters_sum_their_labels_and_subtract() {
+        let text = "# HELP sluice_rtp_frames_dropped_total x\nsluice_rtp_frames_dropped_total 7\nsluice_rtsp_sessions_released_total{reason=\"teardown\"} 3\nsluice_rtp_packets_sent_total{transport=\"udp\"} 100\nsluice_rtp_packets_sent_total{transport=\"tcp\"} 50\n";
+        let c = RtspServerCounters::parse(text);
+        assert_eq!(c.frames_dropped, Some(7));
+        assert_eq!(c.packets_sent, Some(150));
+        assert_eq!(c.bytes_sent, None, "a counter the server lacks");
+        let before = RtspServerCounters { frames_dropped: Some(2), packets_sent: Some(50), ..c };
+        let d = RtspServerCounters::delta(&before, &c);
+        assert_eq!((d.frames_dropped, d.packets_sent, d.bytes_sent), (Some(5), Some(100), None));
+    }
+
+    #[test]
+    fn stalled_clients_went_silent_well_before_the_end() {
+        use sluice_load::rtsp::{RtspConfig, RtspReport, ViewerResult};
+        let viewer = |index: usize, samples: u64, playing_ms: u64, end: &str| -> ViewerResult {
+            serde_json::from_value(serde_json::json!({
+                "index": index, "start_ms": 0, "setup_ms": 5, "first_sample_ms": 10,
+                "playing_ms": playing_ms, "samples": samples, "audio_frames": 0, "lost_packets": 0,
+                "video_lost_packets": 0, "bytes": 0, "end": end, "failure": null, "error": null
+            }))
+            .unwrap()
+        };
+        let mut config = RtspConfig::new("rtsp://127.0.0.1:1/x.mp4", 4);
+        config.expect_samples = Some(900);
+        config.idle_end = std::time::Duration::from_secs(5);
+        let viewers = vec![
+            viewer(0, 900, 30_000, "expected"),
+            // Silent from 4 s on, given up at 9 s: stalled.
+            viewer(1, 120, 9_000, "stream_end"),
+            // Its last frames came at 29 s: lossy, not stalled.
+            viewer(2, 880, 34_000, "stream_end"),
+            viewer(3, 700, 45_000, "deadline"),
+        ];
+        let report = RtspReport::build(
+            &config,
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(40),
+            viewers,
+        );
+        let m = RtspMeasures { content_s: 30.0, generator_cpus: 1, ..RtspMeasures::default() };
+        let f = RtspFigures::derive(&report, &m);
+        assert_eq!((f.perfect_clients, f.stalled_clients), (1, 1));
+        assert_eq!(f.metric("stalled_clients"), Some(1.0));
+    }
+
+    #[test]
+    fn rtsp_rows_round_trip_as_measured() {
+        use sluice_load::rtsp::{RtspConfig, RtspReport};
+        let config = RtspConfig::new("rtsp://127.0.0.1:1/x.mp4", 0);
+        let report = RtspReport::build(
+            &config,
+            std::time::SystemTime::now(),
+            std::time::Duration::from_secs(2),
+            vec![],
+        );
+        let figures = RtspFigures::derive(
+            &report,
+            &RtspMeasures {
+                server_cpu_s: 1.0,
+                generator_cpu_s: 0.5,
+                generator_cpus: 1,
+                server: None,
+                udp_rcvbuf_drops: Some(0),
+                content_s: 30.0,
+            },
+        );
+        assert!((figures.server_cpu_pct - 50.0).abs() < 1e-9);
+        assert!(!figures.all_perfect(), "no clients is not perfect sending");
+        let outcome = RowOutcome::Measured {
+            measurement: Measurement::Rtsp { rtsp: Box::new(figures), load: Box::new(report) },
+        };
+        let text = serde_json::to_string(&outcome).unwrap();
+        assert!(text.starts_with("{\"status\":\"measured\""), "{text}");
+        assert_eq!(serde_json::from_str::<RowOutcome>(&text).unwrap(), outcome);
     }
 }

@@ -3,6 +3,9 @@
 //! server as its own process, warms it only where the experiment allows, drives it with
 //! `sluice-load` from this process, reads its CPU time and counters, stops it, and records a row.
 //! A missing peer becomes a skipped row with the reason; a server that fails becomes a failed row.
+//! An RTSP experiment first generates (or reuses) its file, then runs RTSP viewers against each
+//! server and, past the declared points, goes on adding clients for each server that still sent
+//! every sample to every client, until its first loss, the sweep's cap or the run's time budget.
 //! It renders nothing (`report`).
 
 use std::collections::BTreeMap;
@@ -10,16 +13,20 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use indicatif::{ProgressBar, ProgressStyle};
+use sluice_load::rtsp::{RtspConfig, RtspObserver, RtspProgress};
 use sluice_load::schedule::Stage;
 use sluice_load::{
     ConnectionMode, ExpectedStatus, LoadConfig, Observer, Report, RunProgress, SecondSample, TargetSpec,
 };
 
+use crate::content::Content;
 use crate::error::LabError;
 use crate::experiment::{profile, Experiment, LoadModel, Point, ServerSpec};
-use crate::machine::{all_cpus, pin, Machine, Placement};
-use crate::peer::{iperf3_loopback, RunningServer, ServerContext, StartError};
-use crate::results::{ExperimentResults, Figures, Row, RowOutcome};
+use crate::machine::{all_cpus, pin, process_cpu_seconds, udp_rcvbuf_errors, Machine, Placement};
+use crate::peer::{gstreamer_python, iperf3_loopback, RunningServer, ServerContext, StartError};
+use crate::results::{
+    ExperimentResults, Figures, Measurement, Row, RowOutcome, RtspFigures, RtspMeasures, RtspServerCounters,
+};
 
 /// How to run an experiment.
 #[derive(Debug, Clone)]
@@ -44,11 +51,21 @@ pub struct RunOptions {
 pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<ExperimentResults, LabError> {
     let started = Instant::now();
     let started_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    let machine = Machine::detect(&options.sluice_version);
+    let mut machine = Machine::detect(&options.sluice_version);
     let media_root = options.out_dir.join("media");
     prepare_media(&media_root, &experiment.chunk_sizes())?;
+    let content = experiment.load.content_for(options.quick).map(|spec| spec.ensure(&media_root));
+    if let Some(spec) = experiment.load.content_for(options.quick) {
+        let gst = match gstreamer_python() {
+            Ok((_, version)) => version.clone(),
+            Err(_) => "not installed".into(),
+        };
+        machine.versions.insert("gstreamer".into(), gst);
+        machine.versions.insert("content".into(), spec.summary());
+    }
     let ctx = ServerContext {
         sluice_exe: options.sluice_exe.clone(),
+        rtsp_file: content.as_ref().and_then(|c| c.as_ref().ok()).map(|c| c.path.clone()),
         media_root,
         work_dir: options.out_dir.join("work"),
     };
@@ -67,12 +84,14 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
         rows.push(loopback_row(experiment, options, &ctx, &machine));
         bar.inc(1);
     }
-    for point in &points {
-        for server in &servers {
-            bar.set_message(format!("{} @ {} {}", server.name, point.sweep, point.x_label()));
-            let row = run_row(experiment, options, &ctx, server, point, rows.len(), &bar);
-            rows.push(row);
-            bar.inc(1);
+    let run = Run { experiment, options, ctx: &ctx, content: content.as_ref(), bar: &bar, started };
+    if experiment.load.model == LoadModel::Rtsp {
+        run.rtsp_sweeps(&points, &servers, &mut rows);
+    } else {
+        for point in &points {
+            for server in &servers {
+                rows.push(run.row(server, point, rows.len()));
+            }
         }
     }
     let _ = pin(&all_cpus());
@@ -86,10 +105,104 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
         command: options.command.clone(),
         rows,
         findings: Vec::new(),
+        content: content.as_ref().and_then(|c| c.as_ref().ok()).map(|c| crate::results::ContentInfo {
+            summary: c.spec.summary(),
+            file_name: c.file_name.clone(),
+            video_samples: c.video_samples,
+            command: c.command.clone(),
+        }),
     };
     results.derive_across_rows();
     results.findings = crate::findings::generate(&results);
     Ok(results)
+}
+
+/// What every row of one run shares.
+struct Run<'a> {
+    experiment: &'a Experiment,
+    options: &'a RunOptions,
+    ctx: &'a ServerContext,
+    /// The RTSP experiment's file, or why there is none.
+    content: Option<&'a Result<Content, String>>,
+    bar: &'a ProgressBar,
+    started: Instant,
+}
+
+impl Run<'_> {
+    /// One row, with the progress bar told.
+    fn row(&self, server: &ServerSpec, point: &Point, index: usize) -> Row {
+        self.bar.set_message(format!("{} @ {} {}", server.name, point.sweep, point.x_label()));
+        let row = run_row(self, server, point, index);
+        self.bar.inc(1);
+        row
+    }
+
+    /// Every RTSP sweep: its declared points for every server (alternating within a point),
+    /// then one more step of clients at a time for each server that sent every sample to every
+    /// client at the last point, until its first loss, the sweep's cap or the time budget.
+    fn rtsp_sweeps(&self, points: &[Point], servers: &[&ServerSpec], rows: &mut Vec<Row>) {
+        for sweep in &self.experiment.sweep {
+            let declared: Vec<&Point> = points.iter().filter(|p| p.sweep == sweep.name).collect();
+            for point in &declared {
+                for server in servers {
+                    rows.push(self.row(server, point, rows.len()));
+                }
+            }
+            let Some(&last) = declared.last() else { continue };
+            let perfect_at = |rows: &[Row], server: &ServerSpec, clients: Option<usize>| {
+                rows.iter().any(|r| {
+                    r.server == server.name
+                        && r.point.sweep == sweep.name
+                        && r.point.clients == clients
+                        && r.rtsp().is_some_and(|f| f.all_perfect())
+                })
+            };
+            let mut going: Vec<&ServerSpec> =
+                servers.iter().copied().filter(|s| perfect_at(rows, s, last.clients)).collect();
+            let mut clients = last.clients.unwrap_or(0);
+            while let Some(next) = sweep.next_clients(clients, self.options.quick) {
+                if going.is_empty() {
+                    break;
+                }
+                let point = Point { clients: Some(next), ..last.clone() };
+                self.bar.inc_length(going.len() as u64);
+                if let Some(budget) = self.experiment.load.budget.filter(|b| self.started.elapsed() >= *b) {
+                    for server in going.drain(..) {
+                        let mut row = empty_row(server, &point, &Placement { server: vec![], load: vec![] });
+                        row.outcome = RowOutcome::Skipped {
+                            reason: format!(
+                                "the run's time budget ({}) was used up before this point past the declared ones",
+                                sluice_load::duration_text::format(budget)
+                            ),
+                        };
+                        rows.push(row);
+                        self.bar.inc(1);
+                    }
+                    break;
+                }
+                for server in std::mem::take(&mut going) {
+                    rows.push(self.row(server, &point, rows.len()));
+                    if perfect_at(rows, server, Some(next)) {
+                        going.push(server);
+                    }
+                }
+                clients = next;
+            }
+        }
+    }
+}
+
+fn empty_row(server: &ServerSpec, point: &Point, placement: &Placement) -> Row {
+    Row {
+        server: server.name.clone(),
+        peer: server.is_peer(),
+        point: point.clone(),
+        server_command: String::new(),
+        load_command: String::new(),
+        server_cpus: placement.server.clone(),
+        load_cpus: placement.load.clone(),
+        outcome: RowOutcome::Skipped { reason: String::new() },
+    }
 }
 
 fn progress_bar(show: bool, len: u64, prefix: &str) -> ProgressBar {
@@ -148,6 +261,8 @@ fn loopback_row(
         vus: None,
         workers: 1,
         profile: None,
+        clients: None,
+        transport: None,
     };
     let (outcome, command) =
         match iperf3_loopback(&ctx.work_dir.join("iperf3"), duration, &placement.server, &placement.load) {
@@ -176,27 +291,15 @@ fn measured_duration(experiment: &Experiment, quick: bool) -> Duration {
     }
 }
 
-fn run_row(
-    experiment: &Experiment,
-    options: &RunOptions,
-    ctx: &ServerContext,
-    server: &ServerSpec,
-    point: &Point,
-    index: usize,
-    bar: &ProgressBar,
-) -> Row {
+fn run_row(run: &Run, server: &ServerSpec, point: &Point, index: usize) -> Row {
+    let (experiment, options, ctx, bar) = (run.experiment, run.options, run.ctx, run.bar);
     let placement = Placement::for_workers(crate::machine::cores(), point.workers);
     let _ = pin(if placement.load.is_empty() { &[] } else { &placement.load });
-    let mut row = Row {
-        server: server.name.clone(),
-        peer: server.is_peer(),
-        point: point.clone(),
-        server_command: String::new(),
-        load_command: String::new(),
-        server_cpus: placement.server.clone(),
-        load_cpus: placement.load.clone(),
-        outcome: RowOutcome::Skipped { reason: String::new() },
-    };
+    let mut row = empty_row(server, point, &placement);
+    if let Some(Err(reason)) = run.content {
+        row.outcome = RowOutcome::Failed { reason: format!("no content to stream: {reason}") };
+        return row;
+    }
     let work = ctx.work_dir.join(format!("{index:03}"));
     let mut running = match RunningServer::start(server, point, ctx, &work, &placement.server) {
         Ok(s) => s,
@@ -211,6 +314,11 @@ fn run_row(
     };
     row.server_command = running.command_line.clone();
     let threads = if placement.load.is_empty() { crate::machine::cores() } else { placement.load.len() };
+    if let Some(Ok(content)) = run.content {
+        row.outcome = rtsp_row(experiment, options.quick, point, content, &running, threads, bar, &mut row);
+        running.stop();
+        return row;
+    }
     let plan = match LoadPlanned::build(experiment, options.quick, point, &running.base_url(), threads) {
         Ok(p) => p,
         Err(e) => {
@@ -239,6 +347,128 @@ fn run_row(
     row
 }
 
+/// The viewers of one RTSP row against `running`: every one must receive all of the file's
+/// video samples; the row records them with the server's and the generator's CPU time and
+/// (sluice) the server's own counters.
+#[allow(clippy::too_many_arguments)]
+fn rtsp_row(
+    experiment: &Experiment,
+    quick: bool,
+    point: &Point,
+    content: &Content,
+    running: &RunningServer,
+    threads: usize,
+    bar: &ProgressBar,
+    row: &mut Row,
+) -> RowOutcome {
+    let Some(url) = running.rtsp_url(&content.file_name) else {
+        return RowOutcome::Failed { reason: "the server has no RTSP port".into() };
+    };
+    let config = rtsp_config(experiment, quick, point, content, &url, threads);
+    row.load_command = rtsp_command(&config);
+    if let Err(e) = config.validate() {
+        return RowOutcome::Failed { reason: format!("load: {e}") };
+    }
+    let cpu_before = running.cpu_seconds();
+    let counters_before = running.rtsp_counters();
+    let generator_before = process_cpu_seconds();
+    let drops_before = udp_rcvbuf_errors();
+    let mut observer =
+        RtspBarObserver { bar, label: format!("{} @ {} {}", row.server, point.sweep, point.x_label()) };
+    let report = sluice_load::rtsp::run_rtsp(&config, &mut observer);
+    let generator_cpu_s = process_cpu_seconds() - generator_before;
+    let udp_rcvbuf_drops = match (drops_before, udp_rcvbuf_errors()) {
+        (Some(before), Some(after)) => Some(after.saturating_sub(before)),
+        _ => None,
+    };
+    let server_cpu_s = running.cpu_seconds() - cpu_before;
+    let server = match (counters_before, running.rtsp_counters()) {
+        (Some(before), Some(after)) => Some(RtspServerCounters::delta(&before, &after)),
+        _ => None,
+    };
+    match report {
+        Ok(report) => {
+            let measures = RtspMeasures {
+                server_cpu_s,
+                generator_cpu_s,
+                generator_cpus: threads,
+                server,
+                udp_rcvbuf_drops,
+                content_s: f64::from(content.spec.seconds),
+            };
+            let rtsp = RtspFigures::derive(&report, &measures);
+            RowOutcome::Measured {
+                measurement: Measurement::Rtsp { rtsp: Box::new(rtsp), load: Box::new(report) },
+            }
+        }
+        Err(e) => RowOutcome::Failed { reason: format!("load: {e}") },
+    }
+}
+
+/// The viewers of a row: `clients` over the point's transport, started over the ramp, each
+/// stopping at the file's sample count; the row ends at the latest by ramp + the file's length +
+/// the setup timeout + 5 s, so an overloaded server can delay a viewer but not the run.
+fn rtsp_config(
+    experiment: &Experiment,
+    quick: bool,
+    point: &Point,
+    content: &Content,
+    url: &str,
+    threads: usize,
+) -> RtspConfig {
+    let load = &experiment.load;
+    let mut c = RtspConfig::new(url, point.clients.unwrap_or(1));
+    c.transport = point.transport.unwrap_or_default();
+    c.ramp = load.ramp_for(quick);
+    c.expect_samples = Some(content.video_samples);
+    c.idle_end = load.idle_end.unwrap_or(c.idle_end);
+    c.setup_timeout = load.setup_timeout.unwrap_or(c.setup_timeout);
+    c.audio = content.spec.audio;
+    c.threads = threads.max(1);
+    let length = Duration::from_secs(u64::from(content.spec.seconds));
+    c.duration = Some(c.ramp + length + c.setup_timeout + Duration::from_secs(5));
+    c
+}
+
+/// `sluice load rtsp …` doing what `config` does.
+fn rtsp_command(c: &RtspConfig) -> String {
+    let d = sluice_load::duration_text::format;
+    format!(
+        "sluice load rtsp {} --clients {} --transport {} --ramp {} --duration {} --expect-samples {} --idle-end {} --setup-timeout {} --threads {}{}",
+        c.url,
+        c.clients,
+        c.transport.name(),
+        d(c.ramp),
+        d(c.deadline()),
+        c.expect_samples.unwrap_or(0),
+        d(c.idle_end),
+        d(c.setup_timeout),
+        c.threads,
+        if c.audio { "" } else { " --video-only" }
+    )
+}
+
+struct RtspBarObserver<'a> {
+    bar: &'a ProgressBar,
+    label: String,
+}
+
+impl RtspObserver for RtspBarObserver<'_> {
+    fn on_second(&mut self, p: &RtspProgress) {
+        self.bar.set_message(format!(
+            "{}: {}s, {} started, {} playing, {} ended, {} failed, {} samples, {} lost packets",
+            self.label,
+            p.elapsed.as_secs(),
+            p.started,
+            p.playing,
+            p.ended,
+            p.failed,
+            p.samples,
+            p.lost_packets
+        ));
+    }
+}
+
 fn measured(
     report: Report,
     chunk: Option<u64>,
@@ -246,7 +476,9 @@ fn measured(
     calls: Option<&BTreeMap<String, f64>>,
 ) -> RowOutcome {
     let figures = Figures::derive(&report, chunk, cpu, calls);
-    RowOutcome::Measured { figures: Box::new(figures), load: Box::new(report) }
+    RowOutcome::Measured {
+        measurement: Measurement::Http { figures: Box::new(figures), load: Box::new(report) },
+    }
 }
 
 fn counter_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
@@ -354,6 +586,10 @@ impl LoadPlanned {
                 );
                 Ok(LoadPlanned { config: c, warmup: None, command })
             }
+            LoadModel::Rtsp => Err(LabError::BadExperiment {
+                name: experiment.name.clone(),
+                message: "an RTSP experiment runs viewers, not HTTP load".into(),
+            }),
         }
     }
 }

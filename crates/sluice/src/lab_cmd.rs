@@ -106,6 +106,8 @@ fn stop_servers_on_signal() -> anyhow::Result<()> {
 
 fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
     stop_servers_on_signal()?;
+    // E5's hundreds of RTSP viewers each hold a connection and, over UDP, four sockets.
+    crate::raise_nofile_limit();
     let experiments = if args.experiment == "all" {
         sluice_lab::builtin()
     } else {

@@ -1,7 +1,7 @@
 //! `sluice lab run NAME --quick` for every experiment, end to end: real sluice servers on every
-//! engine, nginx and iperf3 as peers (installed by scripts/test), the load generator pinned apart
-//! from the server. Asserts the shape and self-consistency of `results.json`, the CSVs and the
-//! report; never how fast anything was.
+//! engine, nginx, iperf3 and GStreamer's RTSP server as peers (installed by scripts/test), the load
+//! generator pinned apart from the server. Asserts the shape and self-consistency of
+//! `results.json`, the CSVs and the report; never how fast anything was.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,12 +12,10 @@ use serde_json::Value;
 /// The lab pins processes to cores and measures their CPU time: one experiment at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-fn lab(args: &[&str], out: &Path, path_env: Option<&str>) -> Value {
+fn lab(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Value {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
     cmd.args(["lab", "run"]).args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
-    if let Some(p) = path_env {
-        cmd.env("PATH", p);
-    }
+    cmd.envs(env.iter().copied());
     let output = cmd.output().expect("running sluice lab");
     assert!(
         output.status.success(),
@@ -51,6 +49,7 @@ fn sluice_name(arg: &str) -> String {
         "E2" => "concurrency",
         "E3" => "io-models",
         "E4" => "execution-models",
+        "E5" => "rtsp-fanout",
         other => other,
     }
     .to_string()
@@ -156,7 +155,7 @@ fn check_report(dir: &Path, results: &Value) -> String {
 fn e1_zero_copy_every_engine_and_strategy_against_nginx_with_the_loopback_limit() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
-    let results = lab(&["E1"], out.path(), None);
+    let results = lab(&["E1"], out.path(), &[]);
     // 11 sluice configurations + 2 nginx, 3 chunk sizes, + the iperf3 reference row.
     check_rows(&results, 13 * 3 + 1);
     let reference = rows(&results).iter().find(|r| r["status"] == "reference").expect("iperf3 ran");
@@ -172,7 +171,7 @@ fn e1_zero_copy_every_engine_and_strategy_against_nginx_with_the_loopback_limit(
 fn e2_concurrency_sweeps_users() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
-    let results = lab(&["concurrency"], out.path(), None);
+    let results = lab(&["concurrency"], out.path(), &[]);
     check_rows(&results, 4 * 2);
     let users: Vec<f64> = rows(&results).iter().map(|r| num(&r["point"], "vus")).collect();
     assert!(users.contains(&100.0) && users.contains(&500.0));
@@ -188,7 +187,7 @@ fn e2_concurrency_sweeps_users() {
 fn e3_io_models_sweeps_connections_and_threads_with_syscalls_per_request() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
-    let results = lab(&["E3"], out.path(), None);
+    let results = lab(&["E3"], out.path(), &[]);
     let cores = results["machine"]["cores"].as_u64().unwrap();
     let worker_points = if cores > 1 { 2 } else { 1 };
     check_rows(&results, 5 * (2 + worker_points));
@@ -213,7 +212,7 @@ fn e3_io_models_sweeps_connections_and_threads_with_syscalls_per_request() {
 fn e4_execution_models_run_the_three_profiles_cold_with_per_second_series() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
-    let results = lab(&["execution-models"], out.path(), None);
+    let results = lab(&["execution-models"], out.path(), &[]);
     check_rows(&results, 5 * 3);
     for r in rows(&results) {
         let load = &r["load"];
@@ -239,7 +238,7 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     // No nginx on this PATH; only the nginx rows are run.
-    let results = lab(&["io-models", "--servers", "nginx"], out.path(), Some("/nonexistent"));
+    let results = lab(&["io-models", "--servers", "nginx"], out.path(), &[("PATH", "/nonexistent")]);
     let rows = rows(&results);
     assert!(!rows.is_empty());
     for r in rows {
@@ -255,6 +254,120 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     assert_eq!(html.matches("<h2 id=\"E3\">").count(), 2, "both runs are in the report");
     let md = std::fs::read_to_string(out.path().join("again.md")).unwrap();
     assert_eq!(md.matches("### E3 `io-models`").count(), 2, "and in the Markdown");
+}
+
+#[test]
+fn e5_rtsp_fanout_counts_every_clients_samples_over_udp_and_tcp() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let results = lab(&["E5"], out.path(), &[]);
+    let e = &results["experiment"];
+    let rows = rows(&results);
+    let expected = num(&results["content"], "video_samples");
+    assert!(expected >= 60.0, "the quick file has its seconds × fps samples: {}", results["content"]);
+    let servers: Vec<&str> =
+        e["server"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let sweeps = e["sweep"].as_array().unwrap();
+    let mut declared = 0;
+    for sweep in sweeps {
+        let name = sweep["name"].as_str().unwrap();
+        for clients in sweep["quick_clients"].as_array().unwrap() {
+            for server in &servers {
+                declared += 1;
+                let here: Vec<&Value> = rows
+                    .iter()
+                    .filter(|r| {
+                        r["server"] == *server
+                            && r["point"]["sweep"] == name
+                            && r["point"]["clients"] == *clients
+                    })
+                    .collect();
+                assert_eq!(here.len(), 1, "{server} at {name} {clients}: {here:?}");
+                assert_eq!(here[0]["point"]["transport"], sweep["transport"]);
+            }
+        }
+    }
+    assert_eq!(rows.len(), declared, "--quick does not go past the declared points");
+    for r in rows {
+        let label = format!("{} {}", r["server"], r["point"]);
+        match r["status"].as_str().unwrap() {
+            "measured" => {}
+            "skipped" => {
+                assert!(r["peer"].as_bool().unwrap(), "only a peer may be skipped: {label}");
+                assert!(!r["reason"].as_str().unwrap().is_empty(), "{label}");
+                continue;
+            }
+            other => panic!("{label} {other}: {}", r["reason"]),
+        }
+        let f = &r["rtsp"];
+        let clients = num(&r["point"], "clients");
+        assert_eq!(num(f, "clients"), clients, "{label}");
+        assert_eq!(f["transport"], r["point"]["transport"], "{label}");
+        let (perfect, playing, failed) =
+            (num(f, "perfect_clients"), num(f, "playing_clients"), num(f, "failed_clients"));
+        assert!(perfect <= playing && playing <= clients && failed <= clients, "{label}: {f}");
+        assert_eq!(num(f, "expected_samples"), expected, "{label}: perfect means every sample of the file");
+        let (mean, stdev) = (num(f, "samples_mean"), num(f, "samples_stdev"));
+        assert!(num(f, "samples_min") <= mean && mean <= num(f, "samples_max"), "{label}: {f}");
+        assert!(num(f, "samples_max") <= expected && mean <= expected && stdev >= 0.0, "{label}: {f}");
+        assert!((num(f, "perfect_pct") - perfect / clients * 100.0).abs() < 1e-9, "{label}");
+        assert!(num(f, "stalled_clients") <= playing, "{label}: {f}");
+        // A few light viewers on loopback: every server sends every sample to every client.
+        assert_eq!(perfect, clients, "{label}: {f}");
+        assert_eq!(num(f, "stalled_clients"), 0.0, "{label}: {f}");
+        assert!(num(f, "mbit_per_s") > 0.0 && num(f, "cpu_s") > 0.0, "{label}: {f}");
+        assert!(num(f, "generator_cpu_pct") >= 0.0 && num(f, "generator_cpus") >= 1.0, "{label}");
+        assert!(num(f, "connect_spread_s") < 5.0, "{label}: concurrent by the seed's definition");
+        let load = &r["load"];
+        assert_eq!(load["kind"], "rtsp");
+        assert_eq!(load["viewers"].as_array().unwrap().len() as f64, clients, "{label}");
+        assert_eq!(
+            num(&load["summary"], "perfect_clients"),
+            perfect,
+            "{label}: figures come from the viewers' report"
+        );
+        let command = r["load_command"].as_str().unwrap();
+        assert!(command.starts_with("sluice load rtsp rtsp://127.0.0.1:"), "{label}: {command}");
+        assert!(command.contains(&format!("--expect-samples {expected}")), "{label}: {command}");
+        assert!(!r["server_command"].as_str().unwrap().contains(":8554"), "{label}: a port of its own");
+        if r["peer"] == false {
+            assert!(r["server_command"].as_str().unwrap().contains("--rtsp-listen 127.0.0.1:"), "{label}");
+            let counters = &f["server"];
+            assert!(num(counters, "packets_sent") > 0.0, "{label}: sluice counts what it sent: {counters}");
+            assert!(
+                num(counters, "frames_dropped") >= 0.0,
+                "{label}: the server's dropped frames: {counters}"
+            );
+        }
+    }
+    for r in rows.iter().filter(|r| r["server"].as_str().unwrap().starts_with("GStreamer")) {
+        assert_eq!(r["status"], "measured", "scripts/test installs GStreamer: {}", r["reason"]);
+    }
+    let html = check_report(&out.path().join("rtsp-fanout"), &results);
+    assert!(html.contains("video samples per client, counted by ffprobe"));
+    let findings = results["findings"].as_array().unwrap();
+    for sweep in sweeps {
+        let line = format!("{}, highest client count with perfect sending:", sweep["name"].as_str().unwrap());
+        assert!(findings.iter().any(|f| f.as_str().unwrap().starts_with(&line)), "{line} in {findings:?}");
+    }
+    // A second run reuses the generated file.
+    let media = out.path().join("rtsp-fanout/media");
+    let file = std::fs::read_dir(&media)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".mp4"))
+        .unwrap();
+    let made = file.metadata().unwrap().modified().unwrap();
+    let again =
+        lab(&["E5", "--servers", "GStreamer"], out.path(), &[("SLUICE_LAB_PYTHON", "/nonexistent/python3")]);
+    assert_eq!(file.metadata().unwrap().modified().unwrap(), made, "the file is generated once");
+    // Without GStreamer's Python bindings its rows are skipped, with the reason.
+    let again_rows = again["rows"].as_array().unwrap();
+    assert_eq!(again_rows.len(), declared / servers.len(), "one GStreamer row per declared point");
+    for r in again_rows {
+        assert_eq!(r["status"], "skipped", "{r}");
+        assert!(r["reason"].as_str().unwrap().contains("GStreamer's Python bindings are missing"), "{r}");
+    }
 }
 
 /// Pids of live processes whose command line mentions `needle` (here: a test's own temporary
