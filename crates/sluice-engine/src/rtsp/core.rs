@@ -13,7 +13,7 @@
 //! per-connection state (its socket, buffers, operations in flight), kept in the same slot so both
 //! share one key.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
@@ -170,8 +170,9 @@ pub(crate) struct Core<'a, M: MediaLibrary, T> {
     generation: u32,
     viewers: HashMap<SessionId, Viewer>,
     queue_limits: QueueLimits,
-    /// UDP viewers with packets queued.
-    udp_ready: Vec<SessionId>,
+    /// UDP viewers with packets queued, served round robin: one that sent its share goes to the
+    /// back, one the batch had no room for stays in front.
+    udp_ready: VecDeque<SessionId>,
     /// When the first UDP viewer held back by its pacer may send again.
     pace_wake: Option<Instant>,
     /// Control connections with something new to write or to close.
@@ -194,7 +195,7 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
             generation: 0,
             viewers: HashMap::new(),
             queue_limits: QueueLimits::default(),
-            udp_ready: Vec::new(),
+            udp_ready: VecDeque::new(),
             pace_wake: None,
             dirty: Vec::new(),
             output: Output::default(),
@@ -488,7 +489,7 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
             None => {
                 if !v.ready {
                     v.ready = true;
-                    self.udp_ready.push(id);
+                    self.udp_ready.push_back(id);
                 }
             }
         }
@@ -530,20 +531,17 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
     /// Moves queued packets of UDP viewers into `batch`, viewer by viewer, as far as each one's
     /// pacer allows; returns whether the batch filled up (more may be sendable at once).
     pub(crate) fn fill_datagrams(&mut self, batch: &mut Datagrams, now: Instant) -> bool {
-        let mut full = false;
-        let mut waiting = std::mem::take(&mut self.scratch_ids);
-        waiting.clear();
         self.pace_wake = None;
-        while let Some(id) = self.udp_ready.pop() {
+        // Each ready viewer once per call: those still holding packets (held by their pacer)
+        // go round again at the next call.
+        for _ in 0..self.udp_ready.len() {
+            let Some(id) = self.udp_ready.pop_front() else { break };
             let Some(v) = self.viewers.get_mut(&id) else { continue };
-            if full {
-                waiting.push(id);
-                continue;
-            }
             while let Some((stream, packet)) = v.queue.front() {
                 if !batch.fits(packet.len()) {
-                    full = true;
-                    break;
+                    // Full: this viewer and the ones behind it go first next time.
+                    self.udp_ready.push_front(id);
+                    return true;
                 }
                 if !v.pacer.take(packet.len(), now) {
                     let at = v.pacer.ready_at(packet.len());
@@ -559,14 +557,10 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
             if v.queue.is_empty() {
                 v.ready = false;
             } else {
-                waiting.push(id);
+                self.udp_ready.push_back(id);
             }
         }
-        // Those not reached this time go first next time.
-        waiting.reverse();
-        std::mem::swap(&mut self.udp_ready, &mut waiting);
-        self.scratch_ids = waiting;
-        full
+        false
     }
 
     /// Counts datagrams that left.
