@@ -275,7 +275,7 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                         };
                         let _ = write!(
                             notes,
-                            " No more video packets were lost than datagrams were dropped at full receive buffers (mostly the viewers' sockets, at the kernel's default size) {server_side}: a receiving-side limit."
+                            " No more video packets were lost than datagrams were dropped at full receive buffers (mostly the viewers' sockets) {server_side}: a receiving-side limit."
                         );
                     }
                     if let Some(h) = highest.filter(|h| *h > *n) {

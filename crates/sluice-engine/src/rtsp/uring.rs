@@ -102,7 +102,13 @@ pub(crate) fn run<M: MediaLibrary>(
         if l.in_flight == 0 {
             l.send_batch([&rtp, &rtcp], now);
         }
-        let timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
+        let mut timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
+        if l.in_flight > 0 {
+            // A batch is on the ring: nothing more can be sent until its completions come, and
+            // they end the wait; a pacer's wake-up that has passed must not make every turn a
+            // non-blocking enter meanwhile.
+            timeout = timeout.map(|t| t.max(Duration::from_millis(1)));
+        }
         l.enter(timeout);
         now = Instant::now();
         l.reap(&control, &rtcp, now);
