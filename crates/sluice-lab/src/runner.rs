@@ -455,17 +455,7 @@ struct RtspBarObserver<'a> {
 
 impl RtspObserver for RtspBarObserver<'_> {
     fn on_second(&mut self, p: &RtspProgress) {
-        self.bar.set_message(format!(
-            "{}: {}s, {} started, {} playing, {} ended, {} failed, {} samples, {} lost packets",
-            self.label,
-            p.elapsed.as_secs(),
-            p.started,
-            p.playing,
-            p.ended,
-            p.failed,
-            p.samples,
-            p.lost_packets
-        ));
+        self.bar.set_message(format!("{}: {p}", self.label));
     }
 }
 

@@ -184,6 +184,23 @@ pub struct RtspProgress {
     pub lost_packets: u64,
 }
 
+impl std::fmt::Display for RtspProgress {
+    /// One line for live displays (the CLI's status line, the lab's progress bar).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}s  viewers {} started, {} playing, {} ended, {} failed  samples {}  lost packets {}",
+            self.elapsed.as_secs(),
+            self.started,
+            self.playing,
+            self.ended,
+            self.failed,
+            self.samples,
+            self.lost_packets
+        )
+    }
+}
+
 /// Watches an RTSP run second by second (called on the thread that called [`run_rtsp`]).
 pub trait RtspObserver {
     /// Another second of the run has passed.
@@ -196,16 +213,7 @@ impl RtspObserver for crate::NoObserver {}
 
 impl RtspObserver for crate::LiveProgress {
     fn on_second(&mut self, p: &RtspProgress) {
-        self.show(format!(
-            "{}s  viewers {} started, {} playing, {} ended, {} failed  samples {}  lost packets {}",
-            p.elapsed.as_secs(),
-            p.started,
-            p.playing,
-            p.ended,
-            p.failed,
-            p.samples,
-            p.lost_packets
-        ));
+        self.show(p.to_string());
     }
 
     fn on_finish(&mut self) {
