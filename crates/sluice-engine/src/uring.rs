@@ -1293,9 +1293,9 @@ impl<'a, S: Service> Worker<'a, S> {
     /// Frees a connection nothing on the ring refers to any more, and closes its socket.
     fn release(&mut self, key: usize) {
         let mut u = self.conns.remove(key);
-        if let Some(p) = u.pipe.take() {
-            self.pipes.put(p);
-        }
+        // A pipe still held here belonged to a response cut short; what a fill put in it was
+        // never accounted for, so it is closed, never pooled.
+        drop(u.pipe.take());
         if let Some(b) = u.copy.take() {
             self.copies.put(b);
         }
