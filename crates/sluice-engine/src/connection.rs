@@ -59,6 +59,8 @@ pub(crate) struct Connection<S, T = TcpStream> {
     pipe: Option<Pipe>,
     /// Set once the connection is lingering: until when, and how much it has discarded.
     pub lingering: Option<(Instant, usize)>,
+    /// The end of the shutdown grace, for engines that watch shutdown per connection.
+    grace_until: Option<Instant>,
 }
 
 impl<S: Session, T: AsRawFd> Connection<S, T> {
@@ -75,6 +77,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             maybe_readable: true,
             pipe: None,
             lingering: None,
+            grace_until: None,
         }
     }
 
@@ -222,7 +225,9 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
 
     /// Reads and discards while lingering; returns true while the connection should stay open.
     pub fn linger_read(&mut self, buf: &mut [u8], counters: &Shard) -> bool {
-        let Some((until, mut discarded)) = self.lingering else { return false };
+        if self.lingering.is_none() {
+            return false;
+        }
         loop {
             counters.syscall(Syscall::Read);
             // MSG_DONTWAIT so the same code never blocks on the threads engine's blocking sockets.
@@ -233,11 +238,9 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             match n {
                 0 => return false,
                 n if n > 0 => {
-                    discarded += n as usize;
-                    if discarded > LINGER_MAX_BYTES {
+                    if !self.discard_lingering(n as usize) {
                         return false;
                     }
-                    self.lingering = Some((until, discarded));
                 }
                 _ => {
                     let err = io::Error::last_os_error();
@@ -249,6 +252,16 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
                 }
             }
         }
+    }
+
+    /// Counts `n` bytes read and thrown away while lingering; returns false once the client has
+    /// sent more than a lingering close is worth waiting through (the connection then closes).
+    /// Engines that receive on their own (io_uring) call it for each completion.
+    pub fn discard_lingering(&mut self, n: usize) -> bool {
+        let Some((until, discarded)) = self.lingering else { return false };
+        let discarded = discarded.saturating_add(n);
+        self.lingering = Some((until, discarded));
+        discarded <= LINGER_MAX_BYTES
     }
 
     /// When the engine must next look at this connection if nothing happens on its socket.
@@ -263,32 +276,51 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     }
 
     /// Handles a passed deadline; returns false when the connection is to be closed at once
-    /// (a stalled send or an expired linger), true when the session queued a last word to send.
-    pub fn on_deadline(&mut self, clock: &Clock) -> bool {
-        if self.lingering.is_some() || !self.out.is_empty() {
+    /// (a stalled send, counted as a send timeout, or an expired linger), true when the session
+    /// queued a last word to send (a 408, say) or simply moved on.
+    pub fn expire(&mut self, clock: &Clock, counters: &Shard) -> bool {
+        if self.lingering.is_some() {
+            return false;
+        }
+        if !self.out.is_empty() {
+            counters.add(Event::SendTimeouts, 1);
             return false;
         }
         self.session.on_deadline(&mut self.out, clock);
         true
     }
-}
 
-/// Sorts connections by deadline for a sweep: keys already due go into `due`, and the return
-/// value is when the next sweep is needed (the nearest future deadline, at most `horizon`).
-pub(crate) fn sort_deadlines(
-    deadlines: impl Iterator<Item = (usize, Option<Instant>)>,
-    now: Instant,
-    horizon: Instant,
-    due: &mut Vec<usize>,
-) -> Instant {
-    due.clear();
-    let mut next = horizon;
-    for (key, deadline) in deadlines {
-        match deadline {
-            Some(d) if d <= now => due.push(key),
-            Some(d) => next = next.min(d),
-            None => {}
+    /// Shutdown has begun and this connection's own engine watches it (threads, tokio): the grace
+    /// period starts now. Returns false when the session closes at once (nothing in flight).
+    pub fn begin_grace(&mut self, clock: &Clock, grace: Duration) -> bool {
+        self.grace_until = Some(clock.now() + grace);
+        !(self.lingering.is_none() && self.session.on_shutdown(&mut self.out))
+    }
+
+    /// Whether shutdown has begun for this connection.
+    pub fn in_grace(&self) -> bool {
+        self.grace_until.is_some()
+    }
+
+    /// How long a blocking wait on this connection may last: its own deadline or the end of the
+    /// shutdown grace, whichever is first.
+    pub fn wait_deadline(&self, send_timeout: Duration) -> Option<Instant> {
+        match (self.deadline(send_timeout), self.grace_until) {
+            (Some(d), Some(g)) => Some(d.min(g)),
+            (d, g) => d.or(g),
         }
     }
-    next
+
+    /// A blocking wait ended at [`Connection::wait_deadline`]: returns false when the connection
+    /// is to be closed (the grace is over, or [`Connection::expire`] says so).
+    pub fn wait_timed_out(&mut self, clock: &Clock, send_timeout: Duration, counters: &Shard) -> bool {
+        let now = clock.now();
+        if self.grace_until.is_some_and(|g| now >= g) {
+            return false;
+        }
+        match self.deadline(send_timeout) {
+            Some(d) if d <= now => self.expire(clock, counters),
+            _ => true,
+        }
+    }
 }

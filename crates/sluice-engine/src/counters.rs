@@ -102,6 +102,9 @@ pub enum Event {
     ConnectionsClosed,
     /// Connections refused because `max_connections` was reached.
     ConnectionsRejected,
+    /// Connections answered 503 and closed because every thread was busy and the queue of
+    /// accepted connections was full (threads engine, pool mode).
+    ConnectionsShed,
     /// Connections dropped because the client stopped reading (send deadline).
     SendTimeouts,
     /// Sockets that failed with an error (reset, broken pipe, …).
@@ -132,7 +135,7 @@ pub enum Event {
 
 impl Event {
     /// Every event, in `/metrics` order.
-    pub const ALL: [Event; 20] = [
+    pub const ALL: [Event; 21] = [
         Event::UringSubmitted,
         Event::UringCompleted,
         Event::BytesIn,
@@ -140,6 +143,7 @@ impl Event {
         Event::ConnectionsAccepted,
         Event::ConnectionsClosed,
         Event::ConnectionsRejected,
+        Event::ConnectionsShed,
         Event::SendTimeouts,
         Event::SocketErrors,
         Event::AcceptErrors,
@@ -169,6 +173,10 @@ impl Event {
             Event::ConnectionsRejected => (
                 "connections_rejected_total",
                 "Connections closed at once because max_connections was reached.",
+            ),
+            Event::ConnectionsShed => (
+                "connections_shed_total",
+                "Connections answered 503 and closed because every thread was busy and the queue was full.",
             ),
             Event::SendTimeouts => {
                 ("send_timeouts_total", "Connections dropped because the client stopped reading.")

@@ -4,34 +4,28 @@
 //! buffer and a copy buffer; nothing is shared between loops but the connection count and the
 //! shutdown signal. Sockets are registered once for input and output edges and never modified, so
 //! a keep-alive request costs a read, a write (plus `sendfile`) and its share of `epoll_wait`.
-//! Deadlines are checked by a sweep every [`SWEEP`] rather than a timer per connection: at 10,000
-//! connections a sweep is a few tens of microseconds, cheaper than a timer system call each.
+//! Deadlines are checked by a sweep (`worker::sweep`, shared with io_uring) rather than a timer per
+//! connection: at 10,000 connections a sweep is a few tens of microseconds, cheaper than a timer
+//! system call each. Admission, the drain on shutdown and CPU-job delivery are `worker`'s too.
 
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use slab::Slab;
-use sluice_proto::{Clock, Session};
 
-use crate::connection::{sort_deadlines, Connection, Pump};
-use crate::counters::{Counters, Event, Shard, Syscall};
+use crate::connection::{Connection, Pump};
+use crate::counters::{Counters, Shard, Syscall};
 use crate::listener::accept;
-use crate::pool::{CpuPool, Delivery, Mailbox};
+use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
-use crate::{
-    cvt, new_clock, per_listener, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown,
-};
+use crate::worker::{self, ConnectionLimit, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
+use crate::{cvt, per_listener, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
 const MAILBOX: u64 = u64::MAX - 2;
-/// Longest sleep between deadline sweeps. The loop wakes earlier for any nearer deadline (a
-/// `latency?ms=` reply is due to the millisecond), so this only bounds how stale the sweep's
-/// view of far deadlines (idle connections) can get.
-const SWEEP: Duration = Duration::from_millis(250);
 const READ_BUFFER: usize = 64 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
 const EVENTS: usize = 1024;
@@ -47,11 +41,12 @@ pub(crate) fn run<S: Service>(
     shutdown: &Shutdown,
     counters: &Counters,
 ) -> Result<(), EngineError> {
-    let open = AtomicUsize::new(0);
+    let limit = ConnectionLimit::new(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
-    let pool = &pool;
+    let (limit, pool) = (&limit, &pool);
     per_listener("epoll", listeners, |index, listener| {
-        Worker::new(config, listener, &*service, shutdown, &open, counters.shard(index), pool)?.run();
+        let core = LoopCore::new(config, counters.shard(index), limit, pool)?;
+        Worker::new(core, listener, &*service, shutdown)?.run();
         Ok(())
     })
 }
@@ -60,24 +55,12 @@ struct Worker<'a, S: Service> {
     epoll: OwnedFd,
     listener: Option<TcpListener>,
     service: &'a S,
-    config: &'a EngineConfig,
     shutdown: &'a Shutdown,
-    open: &'a AtomicUsize,
-    counters: &'a Shard,
-    pool: &'a CpuPool,
-    mailbox: Arc<Mailbox>,
-    deliveries: Vec<Delivery>,
-    next_id: u64,
-    /// When the loop must next sweep deadlines: the nearest deadline, at most `SWEEP` away.
-    next_wake: Instant,
+    core: LoopCore<'a>,
     conns: Slab<Connection<S::Session>>,
-    clock: Clock,
     read_buf: Box<[u8]>,
     copy_buf: Box<[u8]>,
     pipes: PipePool,
-    draining_until: Option<Instant>,
-    /// Reused by the sweep so it allocates nothing.
-    due: Vec<usize>,
     /// Connections that used their read budget with input still waiting; driven next turn.
     ready: Vec<usize>,
     /// Accepting stopped on an error (EMFILE): connections may wait in the backlog with no new
@@ -85,15 +68,39 @@ struct Worker<'a, S: Service> {
     accept_pending: bool,
 }
 
+impl<'a, S: Service> EventLoop<'a> for Worker<'a, S> {
+    type Session = S::Session;
+    type Stream = std::net::TcpStream;
+
+    fn core(&mut self) -> &mut LoopCore<'a> {
+        &mut self.core
+    }
+
+    fn parts(&mut self, key: usize) -> Option<Parts<'_, 'a, S::Session, Self::Stream>> {
+        Some((self.conns.get_mut(key)?, &mut self.core))
+    }
+
+    fn each_deadline(&self, send_timeout: Duration, mut each: impl FnMut(usize, Option<Instant>)) {
+        for (key, conn) in &self.conns {
+            each(key, conn.deadline(send_timeout));
+        }
+    }
+
+    fn drive(&mut self, key: usize) {
+        Worker::drive(self, key);
+    }
+
+    fn close(&mut self, key: usize) {
+        Worker::close(self, key);
+    }
+}
+
 impl<'a, S: Service> Worker<'a, S> {
     fn new(
-        config: &'a EngineConfig,
+        core: LoopCore<'a>,
         listener: TcpListener,
         service: &'a S,
         shutdown: &'a Shutdown,
-        open: &'a AtomicUsize,
-        counters: &'a Shard,
-        pool: &'a CpuPool,
     ) -> Result<Self, EngineError> {
         let setup = |what| move |source| EngineError::Setup { what, source };
         listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
@@ -105,22 +112,12 @@ impl<'a, S: Service> Worker<'a, S> {
             epoll,
             listener: None,
             service,
-            config,
             shutdown,
-            open,
-            counters,
-            pool,
-            mailbox: Mailbox::new()?,
-            deliveries: Vec::new(),
-            next_id: 0,
-            next_wake: Instant::now() + SWEEP,
+            core,
             conns: Slab::with_capacity(1024),
-            clock: new_clock(),
             read_buf: vec![0; READ_BUFFER].into_boxed_slice(),
             copy_buf: vec![0; COPY_BUFFER].into_boxed_slice(),
             pipes: PipePool::default(),
-            draining_until: None,
-            due: Vec::new(),
             ready: Vec::new(),
             accept_pending: false,
         };
@@ -128,19 +125,25 @@ impl<'a, S: Service> Worker<'a, S> {
             .register(listener.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER)
             .map_err(setup("epoll_ctl listener"))?;
         worker.register(shutdown.fd(), libc::EPOLLIN, SHUTDOWN).map_err(setup("epoll_ctl shutdown"))?;
-        worker.register(worker.mailbox.fd(), libc::EPOLLIN, MAILBOX).map_err(setup("epoll_ctl mailbox"))?;
+        worker
+            .register(worker.core.mailbox_fd(), libc::EPOLLIN, MAILBOX)
+            .map_err(setup("epoll_ctl mailbox"))?;
         Ok(Worker { listener: Some(listener), ..worker })
     }
 
+    fn counters(&self) -> &'a Shard {
+        self.core.counters
+    }
+
     fn register(&self, fd: RawFd, events: i32, token: u64) -> std::io::Result<()> {
-        self.counters.syscall(Syscall::EpollCtl);
+        self.counters().syscall(Syscall::EpollCtl);
         let mut ev = libc::epoll_event { events: events as u32, u64: token };
         // SAFETY: ev is a live epoll_event; both descriptors are open.
         cvt(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
     }
 
     fn deregister(&self, fd: RawFd) {
-        self.counters.syscall(Syscall::EpollCtl);
+        self.counters().syscall(Syscall::EpollCtl);
         // SAFETY: EPOLL_CTL_DEL ignores the event pointer on kernels since 2.6.9.
         unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
     }
@@ -148,32 +151,28 @@ impl<'a, S: Service> Worker<'a, S> {
     fn run(mut self) {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS];
         loop {
-            if let Some(until) = self.draining_until {
-                if self.conns.is_empty() || self.clock.now() >= until {
-                    break;
-                }
+            if self.core.finished(self.conns.len()) {
+                break;
             }
-            let wait = self.next_wake.saturating_duration_since(self.clock.now());
             // With nothing to time out, sleep until something happens; idle pipes still need the
             // sweep that releases them.
             let timeout = if !self.ready.is_empty() {
                 0
             } else if self.conns.is_empty()
-                && self.draining_until.is_none()
+                && self.core.draining_until.is_none()
                 && self.pipes.is_empty()
                 && !self.accept_pending
             {
                 -1
             } else {
-                // Rounded up: waking a little late is harmless, waking early just spins.
-                wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+                self.core.sleep().as_millis().min(i32::MAX as u128) as i32
             };
-            self.counters.syscall(Syscall::EpollWait);
+            self.counters().syscall(Syscall::EpollWait);
             // SAFETY: events has EVENTS initialised slots.
             let n = unsafe {
                 libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS as i32, timeout)
             };
-            read_clock(&mut self.clock);
+            read_clock(&mut self.core.clock);
             for key in std::mem::take(&mut self.ready) {
                 self.drive(key);
             }
@@ -181,7 +180,7 @@ impl<'a, S: Service> Worker<'a, S> {
                 match ev.u64 {
                     LISTENER => self.accept_all(),
                     SHUTDOWN => self.begin_shutdown(),
-                    MAILBOX => self.deliver_jobs(),
+                    MAILBOX => worker::deliver_jobs(&mut self),
                     key => {
                         if let Some(conn) = self.conns.get_mut(key as usize) {
                             let input = libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR;
@@ -191,8 +190,12 @@ impl<'a, S: Service> Worker<'a, S> {
                     }
                 }
             }
-            if self.clock.now() >= self.next_wake {
-                self.sweep();
+            if self.core.sweep_due() {
+                self.pipes.trim();
+                if self.accept_pending {
+                    self.accept_all();
+                }
+                worker::sweep(&mut self);
             }
         }
         let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
@@ -206,27 +209,18 @@ impl<'a, S: Service> Worker<'a, S> {
         let Some(listener) = &self.listener else { return };
         let listen_fd = listener.as_raw_fd();
         loop {
-            match accept(listen_fd, true, self.counters) {
+            match accept(listen_fd, true, self.core.counters) {
                 Ok((stream, peer)) => {
-                    if self.open.fetch_add(1, Ordering::Relaxed) >= self.config.max_connections {
-                        self.open.fetch_sub(1, Ordering::Relaxed);
-                        self.counters.add(Event::ConnectionsRejected, 1);
-                        self.counters.add(Event::ConnectionsClosed, 1);
-                        self.counters.syscall(Syscall::Close);
-                        continue;
-                    }
+                    let Some(id) = self.core.admit() else { continue };
                     let key = self.conns.vacant_key();
                     let events = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
                     if self.register(stream.as_raw_fd(), events, key as u64).is_err() {
-                        self.open.fetch_sub(1, Ordering::Relaxed);
-                        self.counters.add(Event::ConnectionsClosed, 1);
-                        self.counters.syscall(Syscall::Close);
+                        self.core.closed();
                         continue;
                     }
-                    let session = self.service.session(peer, &self.clock);
-                    let mut conn = Connection::new(stream, session, &self.clock);
-                    self.next_id += 1;
-                    conn.id = self.next_id;
+                    let session = self.service.session(peer, &self.core.clock);
+                    let mut conn = Connection::new(stream, session, &self.core.clock);
+                    conn.id = id;
                     self.conns.insert(conn);
                     // The first request often arrives with the handshake; the registration's
                     // initial edge will deliver it on the next wait.
@@ -235,8 +229,7 @@ impl<'a, S: Service> Worker<'a, S> {
                     Some(libc::EINTR | libc::ECONNABORTED | libc::EPROTO) => continue,
                     Some(libc::EMFILE | libc::ENFILE) => {
                         self.accept_pending = true;
-                        self.counters.add(Event::AcceptErrors, 1);
-                        tracing::warn!("accept: {e}; connection left in the backlog");
+                        ACCEPT_WARNINGS.warn("http", &e, self.core.counters);
                         break;
                     }
                     Some(libc::EAGAIN) => break,
@@ -252,47 +245,35 @@ impl<'a, S: Service> Worker<'a, S> {
     }
 
     fn begin_shutdown(&mut self) {
-        if self.draining_until.is_some() {
+        if self.core.draining_until.is_some() {
             return;
         }
         self.deregister(self.shutdown.fd());
         if let Some(listener) = self.listener.take() {
             self.deregister(listener.as_raw_fd());
         }
-        self.draining_until = Some(self.clock.now() + self.config.shutdown_grace);
-        let keys: Vec<usize> = self.conns.iter().map(|(k, _)| k).collect();
-        for key in keys {
-            let conn = &mut self.conns[key];
-            if conn.lingering.is_none() && conn.session.on_shutdown(&mut conn.out) {
-                self.close(key);
-            } else {
-                self.drive(key);
-            }
-        }
+        worker::begin_drain(self);
     }
 
     /// Moves one connection forward after an event or a deadline.
     fn drive(&mut self, key: usize) {
         let Some(conn) = self.conns.get_mut(key) else { return };
+        let core = &self.core;
         let keep = if conn.lingering.is_some() {
-            conn.linger_read(&mut self.read_buf, self.counters)
+            conn.linger_read(&mut self.read_buf, core.counters)
         } else {
             let mut buffers =
-                SendBuffers { copy: &mut self.copy_buf, pipes: &mut self.pipes, counters: self.counters };
+                SendBuffers { copy: &mut self.copy_buf, pipes: &mut self.pipes, counters: core.counters };
             let mut reads = 0;
             loop {
-                match conn.pump(&self.clock, self.config.send, &mut buffers) {
-                    Pump::Job(job) => {
-                        if self.pool.submit(job, key, conn.id, &self.mailbox).is_err() {
-                            conn.job_refused(&self.clock);
-                        }
-                    }
+                match conn.pump(&core.clock, core.config.send, &mut buffers) {
+                    Pump::Job(job) => core.run_job(key, conn, job),
                     Pump::Waiting => break true,
                     Pump::Blocked => break true,
                     Pump::Failed => break false,
                     Pump::Finished => {
-                        break conn.start_linger(&self.clock, self.counters)
-                            && conn.linger_read(&mut self.read_buf, self.counters)
+                        break conn.start_linger(&core.clock, core.counters)
+                            && conn.linger_read(&mut self.read_buf, core.counters)
                     }
                     Pump::NeedInput if !conn.maybe_readable => break true,
                     Pump::NeedInput if reads == READS_PER_TURN => {
@@ -301,7 +282,7 @@ impl<'a, S: Service> Worker<'a, S> {
                     }
                     Pump::NeedInput => {
                         reads += 1;
-                        match conn.read_and_feed(&mut self.read_buf, &self.clock, self.counters) {
+                        match conn.read_and_feed(&mut self.read_buf, &core.clock, core.counters) {
                             Ok(_) => {}
                             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                                 conn.maybe_readable = false;
@@ -316,54 +297,16 @@ impl<'a, S: Service> Worker<'a, S> {
         };
         if !keep {
             self.close(key);
-        } else if let Some(d) = self.conns.get(key).and_then(|c| c.deadline(self.config.send_timeout)) {
-            self.next_wake = self.next_wake.min(d);
-        }
-    }
-
-    /// Hands finished CPU jobs back to their connections (if those are still the same ones).
-    fn deliver_jobs(&mut self) {
-        self.mailbox.collect(&mut self.deliveries);
-        let mut deliveries = std::mem::take(&mut self.deliveries);
-        for (key, id, output) in deliveries.drain(..) {
-            if let Some(conn) = self.conns.get_mut(key).filter(|c| c.id == id) {
-                conn.job_done(output, &self.clock);
-                self.drive(key);
-            }
-        }
-        self.deliveries = deliveries;
-    }
-
-    fn sweep(&mut self) {
-        self.pipes.trim();
-        if self.accept_pending {
-            self.accept_all();
-        }
-        let now = self.clock.now();
-        let timeout = self.config.send_timeout;
-        let deadlines = self.conns.iter().map(|(key, conn)| (key, conn.deadline(timeout)));
-        self.next_wake = sort_deadlines(deadlines, now, now + SWEEP, &mut self.due);
-        for i in 0..self.due.len() {
-            let key = self.due[i];
-            let conn = &mut self.conns[key];
-            let stalled_send = conn.lingering.is_none() && !conn.out.is_empty();
-            if conn.on_deadline(&self.clock) {
-                self.drive(key);
-            } else {
-                if stalled_send {
-                    self.counters.add(Event::SendTimeouts, 1);
-                }
-                self.close(key);
-            }
+        } else if let Some(conn) = self.conns.get(key) {
+            let deadline = conn.deadline(self.core.config.send_timeout);
+            self.core.wake_by(deadline);
         }
     }
 
     fn close(&mut self, key: usize) {
         if self.conns.try_remove(key).is_some() {
             // Closing the descriptor removes it from the epoll set.
-            self.open.fetch_sub(1, Ordering::Relaxed);
-            self.counters.syscall(Syscall::Close);
-            self.counters.add(Event::ConnectionsClosed, 1);
+            self.core.closed();
             if self.accept_pending {
                 self.accept_all();
             }

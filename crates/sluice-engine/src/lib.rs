@@ -19,7 +19,7 @@ mod shutdown;
 mod threads;
 mod tokio_engine;
 mod uring;
-mod uring_probe;
+mod worker;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use sluice_proto::{Clock, Session};
 pub use counters::Counters;
 pub use listener::Listeners;
 pub use shutdown::Shutdown;
-pub use uring_probe::resolve_engine;
+pub use uring::probe::resolve_engine;
 
 /// Which engine runs the connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

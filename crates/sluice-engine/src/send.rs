@@ -17,7 +17,7 @@ use crate::counters::{Event, Shard, Syscall};
 use crate::{cvt_size, SendStrategy};
 
 /// Slices gathered into one `sendmsg`.
-const MAX_IOVECS: usize = 16;
+pub(crate) const MAX_IOVECS: usize = 16;
 /// Largest single `sendfile`; bounds how long one connection holds its loop.
 const MAX_SENDFILE: usize = 1 << 20;
 
@@ -40,14 +40,18 @@ pub(crate) struct SendBuffers<'a> {
     pub counters: &'a Shard,
 }
 
-/// A pipe for splicing file pages to a socket, with the bytes it still holds.
+/// A pipe for splicing file pages to a socket, with the bytes it still holds. Both kinds of
+/// driver use it: the readiness engines splice through it in [`flush`], io_uring queues the same
+/// two splices as a linked pair.
 #[derive(Debug)]
 pub(crate) struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
+    /// What the kernel granted (`F_SETPIPE_SZ`): one fill moves at most this much.
+    capacity: usize,
     /// Bytes spliced in from the file and not yet out to the socket. They are always the next
     /// bytes of the connection's front file segment.
-    pending: usize,
+    pub pending: usize,
 }
 
 /// Capacity asked for each pipe: one splice pair then moves up to this much. The kernel grants
@@ -57,18 +61,51 @@ const PIPE_SIZE: i32 = 1 << 20;
 impl Pipe {
     fn new() -> io::Result<Pipe> {
         let mut fds = [0; 2];
+        // Non-blocking both ends: a splice (in io_uring's case, in a kernel worker thread) must
+        // never sleep on a pipe; ours are empty before a fill and sized for it, but a bug should
+        // not hang a thread.
         // SAFETY: pipe2 writes two descriptors into `fds`.
         crate::cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
         // SAFETY: both descriptors are fresh and ours.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: fcntl on our own pipe; failure leaves the default size, which still works.
-        unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
-        Ok(Pipe { read, write, pending: 0 })
+        // SAFETY: fcntl on our own pipe; on failure the pipe keeps its default size.
+        let granted = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
+        let capacity = if granted > 0 {
+            granted as usize
+        } else {
+            // SAFETY: as above.
+            let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
+            if size > 0 {
+                size as usize
+            } else {
+                64 * 1024
+            }
+        };
+        Ok(Pipe { read, write, capacity, pending: 0 })
+    }
+
+    /// The end the socket side splices from.
+    pub fn read_fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    /// The end the file side splices into.
+    pub fn write_fd(&self) -> RawFd {
+        self.write.as_raw_fd()
+    }
+
+    /// Most bytes one fill may move.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 }
 
 /// Pipes a worker keeps between connections: a connection holds one only while bytes are in it,
 /// so a worker needs about as many pipes as connections blocked mid-splice, not one per client.
+///
+/// A pipe whose content is not known exactly must never come back here: a connection closed
+/// while a fill was in flight drops its pipe instead (the pooled pipe would hand the next
+/// response the dead one's bytes).
 #[derive(Debug, Default)]
 pub(crate) struct PipePool {
     free: Vec<Pipe>,
@@ -80,7 +117,8 @@ pub(crate) struct PipePool {
 const POOL_MAX: usize = 64;
 
 impl PipePool {
-    fn take(&mut self) -> io::Result<Pipe> {
+    /// An empty pipe: an idle one, or a new one.
+    pub fn take(&mut self) -> io::Result<Pipe> {
         self.used = true;
         match self.free.pop() {
             Some(p) => Ok(p),
@@ -114,6 +152,30 @@ impl PipePool {
     }
 }
 
+/// The flags of a `send`/`sendmsg`: `MSG_MORE` when the caller knows more bytes follow at once
+/// (file bytes after a response head, [`file_after`]; anything after a copied file segment,
+/// [`more_after_front`]), so the kernel fills a TCP segment instead of sending a short one.
+pub(crate) fn send_flags(more_follows: bool) -> libc::c_int {
+    libc::MSG_NOSIGNAL | if more_follows { libc::MSG_MORE } else { 0 }
+}
+
+/// The flags of the pipe → socket splice. `SPLICE_F_NONBLOCK` on the socket side: a full socket
+/// answers `EAGAIN` and the engine waits for room its own way, instead of a thread (io_uring's
+/// kernel worker) sleeping on a slow client. `SPLICE_F_MORE` as `MSG_MORE` above.
+pub(crate) fn splice_out_flags(more_follows: bool) -> libc::c_uint {
+    libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | if more_follows { libc::SPLICE_F_MORE } else { 0 }
+}
+
+/// Whether a file segment comes right after the first `n` in-memory segments.
+pub(crate) fn file_after(out: &Outbox, n: usize) -> bool {
+    out.segment_after(n).is_some_and(|s| matches!(s, sluice_proto::Segment::File(_)))
+}
+
+/// Whether anything follows the front segment (so the kernel may hold a partial packet).
+pub(crate) fn more_after_front(out: &Outbox) -> bool {
+    out.segment_after(1).is_some()
+}
+
 /// Writes as much of `out` as the socket takes; returns the bytes written and how it ended.
 pub(crate) fn flush(
     fd: RawFd,
@@ -138,13 +200,13 @@ pub(crate) fn flush(
                         send_file(fd, file_fd, offset, len)
                     }
                     SendStrategy::Splice => {
-                        let more = out_has_more_after_front(out);
+                        let more = more_after_front(out);
                         splice_file(fd, file_fd, offset, len, pipe, buffers, more)
                     }
                     SendStrategy::Copy => {
                         buffers.counters.syscall(Syscall::Pread);
                         buffers.counters.syscall(Syscall::Write);
-                        copy_file(fd, file_fd, offset, len, buffers.copy)
+                        copy_file(fd, file_fd, offset, len, buffers.copy, more_after_front(out))
                     }
                 }
             }
@@ -166,25 +228,14 @@ pub(crate) fn flush(
 fn send_bytes(fd: RawFd, out: &Outbox) -> io::Result<usize> {
     let mut slots = [IoSlice::new(&[]); MAX_IOVECS];
     let n = out.leading_slices(&mut slots);
-    let more_follows = out_has_file_after(out, n);
+    let flags = send_flags(file_after(out, n));
     // SAFETY: zeroed msghdr is valid. IoSlice is ABI-compatible with iovec on Unix, and `slots`
     // outlives the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = slots.as_mut_ptr().cast::<libc::iovec>();
     msg.msg_iovlen = n;
-    let flags = libc::MSG_NOSIGNAL | if more_follows { libc::MSG_MORE } else { 0 };
     // SAFETY: msg describes live buffers; fd is a socket.
     cvt_size(unsafe { libc::sendmsg(fd, &msg, flags) })
-}
-
-/// Whether a file segment comes right after the first `n` in-memory segments.
-fn out_has_file_after(out: &Outbox, n: usize) -> bool {
-    out.segment_after(n).is_some_and(|s| matches!(s, sluice_proto::Segment::File(_)))
-}
-
-/// Whether anything follows the front segment (so the kernel may hold a partial packet).
-fn out_has_more_after_front(out: &Outbox) -> bool {
-    out.segment_after(1).is_some()
 }
 
 /// Moves file bytes through the connection's pipe: refill it from the file when it is empty,
@@ -204,7 +255,7 @@ fn splice_file(
     };
     if p.pending == 0 {
         let mut off = offset as libc::loff_t;
-        let count = (len as usize).min(PIPE_SIZE as usize);
+        let count = (len as usize).min(p.capacity);
         buffers.counters.syscall(Syscall::Splice);
         // SAFETY: off is a live loff_t; the descriptors are open; no other pointers.
         let n = cvt_size(unsafe {
@@ -222,7 +273,7 @@ fn splice_file(
         }
         p.pending = n;
     }
-    let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK | if more { libc::SPLICE_F_MORE } else { 0 };
+    let flags = splice_out_flags(more);
     buffers.counters.syscall(Syscall::Splice);
     // SAFETY: null offsets are required for pipes and sockets; the descriptors are open.
     let n = cvt_size(unsafe {
@@ -243,7 +294,14 @@ fn send_file(sock: RawFd, file: RawFd, offset: u64, len: u64) -> io::Result<usiz
     Ok(n)
 }
 
-fn copy_file(sock: RawFd, file: RawFd, offset: u64, len: u64, buf: &mut [u8]) -> io::Result<usize> {
+fn copy_file(
+    sock: RawFd,
+    file: RawFd,
+    offset: u64,
+    len: u64,
+    buf: &mut [u8],
+    more: bool,
+) -> io::Result<usize> {
     let want = (len as usize).min(buf.len());
     // SAFETY: reads at most `want` bytes into `buf`, which is at least that long.
     let got = cvt_size(unsafe { libc::pread(file, buf.as_mut_ptr().cast(), want, offset as libc::off_t) })?;
@@ -253,5 +311,5 @@ fn copy_file(sock: RawFd, file: RawFd, offset: u64, len: u64, buf: &mut [u8]) ->
     // What the socket does not take is read again next time rather than kept per connection:
     // the page cache makes the re-read cheap and idle connections then hold no buffer at all.
     // SAFETY: sends `got` initialised bytes from `buf`.
-    cvt_size(unsafe { libc::send(sock, buf.as_ptr().cast(), got, libc::MSG_NOSIGNAL) })
+    cvt_size(unsafe { libc::send(sock, buf.as_ptr().cast(), got, send_flags(more)) })
 }

@@ -6,23 +6,31 @@
 //! connections wait, as they would in Tomcat); in `per-connection` mode every connection gets a
 //! new thread. Waiting for input uses `poll` on the socket and the shutdown signal, so a thread
 //! parked on an idle keep-alive connection still notices shutdown and its deadlines.
+//!
+//! A connection's session starts when it is accepted, not when a thread takes it, so its header
+//! deadline runs while it waits in the queue; the acceptor answers those that expire there (408)
+//! and, when the queue is full, refuses newcomers at once (503) instead of blocking. CPU-bound
+//! work runs on the connection's own thread, as a servlet's would, but at most `cpu_workers` jobs
+//! at once with `cpu_queue` waiting (`JobGate`); beyond that the request gets 503.
 
+use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
-use sluice_proto::Session;
+use sluice_proto::{Clock, Session};
 
 use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::accept;
-use crate::pool::run_job;
-use crate::send::{PipePool, SendBuffers};
-use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown, ThreadsMode};
+use crate::pool::JobGate;
+use crate::send::{flush, PipePool, SendBuffers};
+use crate::worker::{count_closed, ConnectionLimit, ACCEPT_WARNINGS, SWEEP};
+use crate::{
+    new_clock, read_clock, EngineConfig, EngineError, Listeners, SendStrategy, Service, Shutdown, ThreadsMode,
+};
 
 const READ_BUFFER: usize = 16 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
@@ -42,62 +50,87 @@ pub(crate) fn run<S: Service>(
     let Some(listener) = listeners.into_sockets().into_iter().next() else {
         return Err(EngineError::Config("no listener".into()));
     };
-    let open = AtomicUsize::new(0);
+    let limit = ConnectionLimit::new(config.max_connections);
+    let jobs = JobGate::new(config.cpu_workers, config.cpu_queue);
+    let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs };
+    let acceptor = counters.shard(0);
     let spawn_err = |source| EngineError::Setup { what: "spawn thread", source };
+    let backlog = Backlog::new(config.pool_size);
     std::thread::scope(|scope| -> Result<(), EngineError> {
         match config.threads_mode {
             ThreadsMode::Pool => {
-                let (tx, rx) = sync_channel::<(TcpStream, SocketAddr)>(config.pool_size);
-                let rx = Arc::new(Mutex::new(rx));
                 for i in 0..config.pool_size {
-                    let (rx, service, open) = (Arc::clone(&rx), &*service, &open);
+                    let (backlog, engine) = (&backlog, &engine);
                     std::thread::Builder::new()
                         .name(format!("sluice-pool-{i}"))
                         .stack_size(STACK)
-                        .spawn_scoped(scope, move || {
-                            pool_worker(&rx, config, service, shutdown, open, counters.shard(i + 1))
-                        })
+                        .spawn_scoped(scope, move || pool_worker::<S>(backlog, engine, counters.shard(i + 1)))
                         .map_err(spawn_err)?;
                 }
-                accept_loop(&listener, shutdown, counters.shard(0), |stream, peer| {
-                    if open.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
-                        open.fetch_sub(1, Ordering::Relaxed);
-                        reject(counters.shard(0));
-                        return;
-                    }
-                    // Blocks while the queue is full: the backpressure a fixed pool has.
-                    if tx.send((stream, peer)).is_err() {
-                        open.fetch_sub(1, Ordering::Relaxed);
-                    }
-                });
+                let mut expired = Vec::new();
+                accept_loop(
+                    &listener,
+                    shutdown,
+                    acceptor,
+                    || backlog.oldest_deadline(),
+                    |stream, peer, clock| {
+                        let Some(conn) = engine.open(stream, peer, &*service, clock, acceptor) else {
+                            return;
+                        };
+                        if let Err(mut conn) = backlog.push(Box::new(conn)) {
+                            // Every thread is busy and the queue is full: say so now rather than
+                            // leave the client waiting behind connections that hold threads.
+                            acceptor.add(Event::ConnectionsShed, 1);
+                            conn.session.on_overload(&mut conn.out, clock);
+                            engine.last_word(*conn, acceptor);
+                        }
+                    },
+                    |clock| {
+                        // Connections whose header deadline passed while they queued: answered
+                        // here (408), so a flood of slow clients is cut on time, not when a
+                        // thread gets to them.
+                        backlog.take_expired(clock.now(), &mut expired);
+                        for mut conn in expired.drain(..) {
+                            if conn.expire(clock, acceptor) {
+                                engine.last_word(*conn, acceptor);
+                            } else {
+                                engine.closed(acceptor);
+                            }
+                        }
+                    },
+                );
                 // Stop accepting at once; the pool drains what it has.
                 drop(listener);
-                drop(tx);
+                backlog.close();
             }
             ThreadsMode::PerConnection => {
-                let (service, open) = (&*service, &open);
                 let mut spawned_total = 0usize;
-                accept_loop(&listener, shutdown, counters.shard(0), |stream, peer| {
-                    if open.fetch_add(1, Ordering::Relaxed) >= config.max_connections {
-                        open.fetch_sub(1, Ordering::Relaxed);
-                        reject(counters.shard(0));
-                        return;
-                    }
-                    spawned_total += 1;
-                    let shard = counters.shard(spawned_total);
-                    let spawned = std::thread::Builder::new()
-                        .name("sluice-conn".into())
-                        .stack_size(STACK)
-                        .spawn_scoped(scope, move || {
-                            let mut buffers = Buffers::new(shard);
-                            serve(stream, peer, config, service, shutdown, &mut buffers);
-                            open.fetch_sub(1, Ordering::Relaxed);
-                        });
-                    if let Err(e) = spawned {
-                        open.fetch_sub(1, Ordering::Relaxed);
-                        tracing::warn!("cannot start a connection thread: {e}");
-                    }
-                });
+                accept_loop(
+                    &listener,
+                    shutdown,
+                    acceptor,
+                    || None,
+                    |stream, peer, clock| {
+                        let Some(conn) = engine.open(stream, peer, &*service, clock, acceptor) else {
+                            return;
+                        };
+                        spawned_total += 1;
+                        let shard = counters.shard(spawned_total);
+                        let engine = &engine;
+                        let spawned = std::thread::Builder::new()
+                            .name("sluice-conn".into())
+                            .stack_size(STACK)
+                            .spawn_scoped(scope, move || {
+                                let mut buffers = Buffers::new(shard);
+                                engine.serve(conn, &mut buffers);
+                            });
+                        if let Err(e) = spawned {
+                            engine.limit.leave();
+                            tracing::warn!("cannot start a connection thread: {e}");
+                        }
+                    },
+                    |_| {},
+                );
                 drop(listener);
             }
         }
@@ -105,40 +138,168 @@ pub(crate) fn run<S: Service>(
     })
 }
 
-/// Counts a connection closed at once because `max_connections` was reached.
-fn reject(counters: &Shard) {
-    counters.add(Event::ConnectionsRejected, 1);
-    counters.add(Event::ConnectionsClosed, 1);
-    counters.syscall(Syscall::Close);
+/// What every thread of the engine shares.
+struct Engine<'a> {
+    config: &'a EngineConfig,
+    shutdown: &'a Shutdown,
+    limit: &'a ConnectionLimit,
+    jobs: &'a JobGate,
 }
 
+impl Engine<'_> {
+    /// Admits an accepted connection and starts its session: its deadlines run from now.
+    fn open<S: Service>(
+        &self,
+        stream: TcpStream,
+        peer: SocketAddr,
+        service: &S,
+        clock: &Clock,
+        counters: &Shard,
+    ) -> Option<Connection<S::Session>> {
+        if !self.limit.admit(counters) {
+            return None;
+        }
+        // Blocking waits happen in `poll`; the socket itself never blocks (see `serve`).
+        if stream.set_nonblocking(true).is_err() {
+            self.closed(counters);
+            return None;
+        }
+        let session = service.session(peer, clock);
+        Some(Connection::new(stream, session, clock))
+    }
+
+    /// Sends what a connection that will not be served has queued (a 503 or a 408), as far as the
+    /// socket takes it without waiting, and closes it.
+    fn last_word<S: Session>(&self, mut conn: Connection<S>, counters: &Shard) {
+        let mut pipes = PipePool::default();
+        let mut buffers = SendBuffers { copy: &mut [], pipes: &mut pipes, counters };
+        let mut pipe = None;
+        let _ = flush(conn.stream.as_raw_fd(), &mut conn.out, SendStrategy::Copy, &mut buffers, &mut pipe);
+        drop(conn);
+        self.closed(counters);
+    }
+
+    /// A connection admitted by [`Engine::open`] has closed.
+    fn closed(&self, counters: &Shard) {
+        self.limit.leave();
+        count_closed(counters);
+    }
+
+    /// Serves one connection to its end on the calling thread.
+    fn serve<S: Session>(&self, conn: Connection<S>, buffers: &mut Buffers<'_>) {
+        let counters = buffers.counters;
+        serve_connection(conn, self, buffers);
+        // A pipe serves one connection's responses; an idle pool thread holds none.
+        buffers.pipes.clear();
+        self.closed(counters);
+    }
+}
+
+/// Accepted connections waiting for a pool thread, oldest first, at most `capacity` of them.
+/// Each connection is boxed: it moves twice (into the queue, out to a thread), and a full queue
+/// hands it straight back.
+struct Backlog<C> {
+    queue: Mutex<(VecDeque<Box<C>>, bool)>,
+    ready: Condvar,
+    capacity: usize,
+}
+
+impl<S: Session> Backlog<Connection<S>> {
+    fn new(capacity: usize) -> Self {
+        Backlog {
+            queue: Mutex::new((VecDeque::new(), false)),
+            ready: Condvar::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Queues a connection for the next free thread; gives it back when the queue is full.
+    fn push(&self, conn: Box<Connection<S>>) -> Result<(), Box<Connection<S>>> {
+        let Ok(mut q) = self.queue.lock() else { return Err(conn) };
+        if q.0.len() >= self.capacity {
+            return Err(conn);
+        }
+        q.0.push_back(conn);
+        drop(q);
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// The next connection to serve, waiting for one; `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<Box<Connection<S>>> {
+        let mut q = self.queue.lock().ok()?;
+        loop {
+            if let Some(conn) = q.0.pop_front() {
+                return Some(conn);
+            }
+            if q.1 {
+                return None;
+            }
+            q = self.ready.wait(q).ok()?;
+        }
+    }
+
+    /// The deadline of the oldest queued connection: the acceptor must look again by then.
+    fn oldest_deadline(&self) -> Option<Instant> {
+        let q = self.queue.lock().ok()?;
+        q.0.front().and_then(|c| c.session.deadline())
+    }
+
+    /// Moves the queued connections whose deadline has passed into `into`. Connections queue in
+    /// the order they were accepted, with the same header timeout, so they expire in order.
+    fn take_expired(&self, now: Instant, into: &mut Vec<Box<Connection<S>>>) {
+        let Ok(mut q) = self.queue.lock() else { return };
+        while q.0.front().is_some_and(|c| c.session.deadline().is_some_and(|d| d <= now)) {
+            into.extend(q.0.pop_front());
+        }
+    }
+
+    /// No more connections will come: threads finish the queue and exit.
+    fn close(&self) {
+        if let Ok(mut q) = self.queue.lock() {
+            q.1 = true;
+        }
+        self.ready.notify_all();
+    }
+}
+
+/// Waits for connections (and shutdown) and hands each to `hand_off` with the time it was
+/// accepted; `idle` runs whenever the wait ends, and the wait ends by `next_deadline` (or within a sweep) when it names one.
 fn accept_loop(
     listener: &TcpListener,
     shutdown: &Shutdown,
     counters: &Shard,
-    mut hand_off: impl FnMut(TcpStream, SocketAddr),
+    next_deadline: impl Fn() -> Option<Instant>,
+    mut hand_off: impl FnMut(TcpStream, SocketAddr, &Clock),
+    mut idle: impl FnMut(&Clock),
 ) {
     let fd = listener.as_raw_fd();
+    let mut clock = new_clock();
     loop {
         let mut fds = [
             libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: shutdown.fd(), events: libc::POLLIN, revents: 0 },
         ];
+        let timeout = next_deadline().map_or(-1, |d| {
+            let left = d.saturating_duration_since(Instant::now()).min(SWEEP);
+            left.as_micros().div_ceil(1000) as i32
+        });
         counters.syscall(Syscall::Poll);
         // SAFETY: fds is a live array of two pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
         if shutdown.is_triggered() {
             return;
         }
-        if r <= 0 {
+        read_clock(&mut clock);
+        idle(&clock);
+        if r <= 0 || fds[0].revents == 0 {
             continue;
         }
         match accept(fd, false, counters) {
-            Ok((stream, peer)) => hand_off(stream, peer),
+            Ok((stream, peer)) => hand_off(stream, peer, &clock),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                counters.add(Event::AcceptErrors, 1);
-                tracing::warn!("accept: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(10));
+                ACCEPT_WARNINGS.warn("http", &e, counters);
+                std::thread::sleep(Duration::from_millis(10));
             }
             Err(_) => {}
         }
@@ -163,73 +324,34 @@ impl<'a> Buffers<'a> {
     }
 }
 
-fn pool_worker<S: Service>(
-    queue: &Mutex<Receiver<(TcpStream, SocketAddr)>>,
-    config: &EngineConfig,
-    service: &S,
-    shutdown: &Shutdown,
-    open: &AtomicUsize,
-    counters: &Shard,
-) {
+fn pool_worker<S: Service>(backlog: &Backlog<Connection<S::Session>>, engine: &Engine<'_>, counters: &Shard) {
     let mut buffers = Buffers::new(counters);
-    loop {
-        let job = match queue.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
-        };
-        let Ok((stream, peer)) = job else { return };
-        serve(stream, peer, config, service, shutdown, &mut buffers);
-        open.fetch_sub(1, Ordering::Relaxed);
+    while let Some(conn) = backlog.pop() {
+        engine.serve(*conn, &mut buffers);
     }
 }
 
-/// Serves one connection to its end on the calling thread.
+/// Serves one connection on the calling thread.
 ///
 /// The socket is non-blocking and the thread blocks in `poll` instead of in `read` or `send`:
 /// that is how a blocking socket with timeouts is built anyway (Java's socket streams do the
 /// same), and it lets one wait honour the send deadline (measured from the last byte that moved,
 /// not restarted by every partial write as `SO_SNDTIMEO` would), the idle and header deadlines,
 /// and shutdown, whichever comes first.
-fn serve<S: Service>(
-    stream: TcpStream,
-    peer: SocketAddr,
-    config: &EngineConfig,
-    service: &S,
-    shutdown: &Shutdown,
-    buffers: &mut Buffers<'_>,
-) {
+fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, buffers: &mut Buffers<'_>) {
+    let (config, shutdown) = (engine.config, engine.shutdown);
     let counters = buffers.counters;
-    serve_connection(stream, peer, config, service, shutdown, buffers);
-    // A pipe serves one connection's responses; an idle pool thread holds none.
-    buffers.pipes.clear();
-    counters.syscall(Syscall::Close);
-    counters.add(Event::ConnectionsClosed, 1);
-}
-
-fn serve_connection<S: Service>(
-    stream: TcpStream,
-    peer: SocketAddr,
-    config: &EngineConfig,
-    service: &S,
-    shutdown: &Shutdown,
-    buffers: &mut Buffers<'_>,
-) {
-    let counters = buffers.counters;
-    if stream.set_nonblocking(true).is_err() {
-        return;
-    }
-    let fd = stream.as_raw_fd();
+    let fd = conn.stream.as_raw_fd();
     let mut clock = new_clock();
-    let session = service.session(peer, &clock);
-    let mut conn = Connection::new(stream, session, &clock);
-    let mut grace_until: Option<Instant> = None;
     let mut send_buffers = SendBuffers { copy: &mut buffers.copy, pipes: &mut buffers.pipes, counters };
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
-            // Servlet-style: CPU work runs on the connection's own thread.
+            // Servlet-style: CPU work runs on the connection's own thread, within the gate.
             Pump::Job(job) => {
-                let output = run_job(job);
-                conn.job_done(output, &clock);
+                match engine.jobs.run(job) {
+                    Some(output) => conn.job_done(output, &clock),
+                    None => conn.job_refused(&clock),
+                }
                 continue;
             }
             // Only the session's timer can move it on; watch the socket for hang-ups alone.
@@ -243,18 +365,14 @@ fn serve_connection<S: Service>(
             Pump::NeedInput => libc::POLLIN,
         };
         read_clock(&mut clock);
-        if grace_until.is_none() && shutdown.is_triggered() {
-            grace_until = Some(clock.now() + config.shutdown_grace);
-            if conn.session.on_shutdown(&mut conn.out) {
+        if !conn.in_grace() && shutdown.is_triggered() {
+            if !conn.begin_grace(&clock, config.shutdown_grace) {
                 return;
             }
             continue;
         }
-        let deadline = match (conn.deadline(config.send_timeout), grace_until) {
-            (Some(d), Some(g)) => Some(d.min(g)),
-            (d, g) => d.or(g),
-        };
-        let watch_shutdown = grace_until.is_none().then(|| shutdown.fd());
+        let deadline = conn.wait_deadline(config.send_timeout);
+        let watch_shutdown = (!conn.in_grace()).then(|| shutdown.fd());
         counters.syscall(Syscall::Poll);
         let woke = wait(fd, direction, deadline, watch_shutdown, &clock);
         // The wait may have lasted a whole keep-alive period: every deadline and `Date` from
@@ -269,16 +387,7 @@ fn serve_connection<S: Service>(
             },
             Wait::Shutdown => {}
             Wait::TimedOut => {
-                if grace_until.is_some_and(|g| clock.now() >= g) {
-                    return;
-                }
-                let stalled_send = !conn.out.is_empty();
-                if conn.deadline(config.send_timeout).is_some_and(|d| d <= clock.now())
-                    && !conn.on_deadline(&clock)
-                {
-                    if stalled_send {
-                        counters.add(Event::SendTimeouts, 1);
-                    }
+                if !conn.wait_timed_out(&clock, config.send_timeout, counters) {
                     return;
                 }
             }
@@ -322,7 +431,7 @@ fn wait(
     }
 }
 
-fn linger<S: sluice_proto::Session>(
+fn linger<S: Session>(
     conn: &mut Connection<S>,
     buf: &mut [u8],
     clock: &sluice_proto::Clock,

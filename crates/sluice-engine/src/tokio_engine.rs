@@ -10,9 +10,7 @@
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use sluice_proto::Session;
 use tokio::io::Interest;
@@ -23,6 +21,7 @@ use crate::connection::{Connection, Pump};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::pool::run_job;
 use crate::send::{PipePool, SendBuffers};
+use crate::worker::{count_closed, ConnectionLimit, ACCEPT_WARNINGS};
 use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
 
 const READ_BUFFER: usize = 16 * 1024;
@@ -39,13 +38,13 @@ impl AsRawFd for Borrowed {
 
 /// Counts tasks still serving a connection, and wakes shutdown when the last one ends.
 struct Open {
-    count: AtomicUsize,
+    limit: ConnectionLimit,
     idle: Notify,
 }
 
 impl Open {
     fn leave(&self) {
-        if self.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.limit.leave() == 0 {
             self.idle.notify_waiters();
         }
     }
@@ -73,7 +72,8 @@ pub(crate) fn run<S: Service>(
         .map_err(setup("tokio runtime"))?;
     let result = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let open = Arc::new(Open { count: AtomicUsize::new(0), idle: Notify::new() });
+        let open =
+            Arc::new(Open { limit: ConnectionLimit::new(config.max_connections), idle: Notify::new() });
         let config: Arc<EngineConfig> = Arc::new(config.clone());
         for listener in listeners.into_sockets() {
             listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
@@ -100,7 +100,7 @@ pub(crate) fn run<S: Service>(
         tokio::pin!(grace);
         loop {
             let idle = open.idle.notified();
-            if open.count.load(Ordering::Acquire) == 0 {
+            if open.limit.open() == 0 {
                 break;
             }
             tokio::select! {
@@ -134,8 +134,7 @@ async fn accept_loop<S: Service>(
                     Ok(pair) => pair,
                     Err(e) => {
                         if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
-                            acceptor.add(Event::AcceptErrors, 1);
-                            tracing::warn!("accept: {e}");
+                            ACCEPT_WARNINGS.warn("http", &e, acceptor);
                             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                         }
                         continue;
@@ -145,11 +144,7 @@ async fn accept_loop<S: Service>(
             _ = stop.changed() => return,
         };
         acceptor.add(Event::ConnectionsAccepted, 1);
-        if open.count.fetch_add(1, Ordering::AcqRel) >= config.max_connections {
-            open.leave();
-            acceptor.add(Event::ConnectionsRejected, 1);
-            acceptor.add(Event::ConnectionsClosed, 1);
-            acceptor.syscall(Syscall::Close);
+        if !open.limit.admit(acceptor) {
             continue;
         }
         acceptor.syscall(Syscall::Setsockopt);
@@ -162,8 +157,7 @@ async fn accept_loop<S: Service>(
         tokio::spawn(async move {
             let shard = counters.shard(accepted);
             serve(stream, peer, &*service, &config, shard, jobs, stop).await;
-            shard.syscall(Syscall::Close);
-            shard.add(Event::ConnectionsClosed, 1);
+            count_closed(shard);
             open.leave();
         });
     }
@@ -192,7 +186,6 @@ async fn serve<S: Service>(
     let mut copy_buf =
         if config.send == crate::SendStrategy::Copy { vec![0; COPY_BUFFER] } else { Vec::new() };
     let mut pipes = PipePool::default();
-    let mut grace_until: Option<Instant> = None;
     if *stop.borrow() {
         return;
     }
@@ -223,10 +216,8 @@ async fn serve<S: Service>(
             Ok(Pump::NeedInput) => Some(Interest::READABLE),
             Ok(Pump::Blocked) | Err(_) => Some(Interest::WRITABLE),
         };
-        let deadline = match (conn.deadline(config.send_timeout), grace_until) {
-            (Some(d), Some(g)) => Some(d.min(g)),
-            (d, g) => d.or(g),
-        };
+        let deadline = conn.wait_deadline(config.send_timeout);
+        let in_grace = conn.in_grace();
         let sleep = async {
             match deadline {
                 Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -234,7 +225,7 @@ async fn serve<S: Service>(
             }
         };
         let stopping = async {
-            if grace_until.is_some() || stop.changed().await.is_err() {
+            if in_grace || stop.changed().await.is_err() {
                 std::future::pending::<()>().await;
             }
         };
@@ -270,23 +261,13 @@ async fn serve<S: Service>(
             }
             Wake::Ready => {}
             Wake::Shutdown => {
-                grace_until = Some(clock.now() + config.shutdown_grace);
-                if conn.session.on_shutdown(&mut conn.out) {
+                if !conn.begin_grace(&clock, config.shutdown_grace) {
                     return;
                 }
             }
             Wake::Deadline => {
-                if grace_until.is_some_and(|g| clock.now() >= g) {
+                if !conn.wait_timed_out(&clock, config.send_timeout, counters) {
                     return;
-                }
-                if conn.deadline(config.send_timeout).is_some_and(|d| d <= clock.now()) {
-                    let stalled_send = !conn.out.is_empty();
-                    if !conn.on_deadline(&clock) {
-                        if stalled_send {
-                            counters.add(Event::SendTimeouts, 1);
-                        }
-                        return;
-                    }
                 }
             }
         }

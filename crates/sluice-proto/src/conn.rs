@@ -276,6 +276,13 @@ pub trait Session {
     /// request in progress); otherwise the session finishes the current response and then closes.
     fn on_shutdown(&mut self, out: &mut Outbox) -> bool;
 
+    /// The engine cannot serve this connection now (every thread busy and the queue of waiting
+    /// connections full): queue a last word saying so, and close. HTTP answers 503 with
+    /// `Retry-After`; the default closes without a word.
+    fn on_overload(&mut self, out: &mut Outbox, _clock: &Clock) {
+        out.close_after_flush();
+    }
+
     /// Whether the session can take more input now. False while a response waits on a job or a
     /// timer: the engine then stops reading (the client's bytes wait in the kernel, bounded by
     /// its buffers) and waits for the job or for [`Session::deadline`].

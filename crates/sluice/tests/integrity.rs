@@ -19,7 +19,7 @@ const FOLLOW_UPS: usize = 50;
 const ABORTS_PER_ROUND: usize = 3;
 /// Larger than one pipe (1 MiB) and than loopback's socket buffers, so the aborted responses are
 /// mid-send (a splice or copy chain in flight) when their clients reset.
-const FILE_LEN: usize = 8 * 1024 * 1024;
+const FILE_LEN: usize = 4 * 1024 * 1024;
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()

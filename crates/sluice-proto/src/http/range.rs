@@ -67,10 +67,11 @@ const MAX_OFFSET: u64 = i64::MAX as u64;
 /// - more satisfiable ranges than `max_ranges`, or ranges adding up to more than `len` (many
 ///   overlapping ranges would multiply the response), give `Full`.
 ///
-/// One deliberate difference: for an empty representation nginx sends the whole (empty) body
-/// for a range starting at 0 and 416 otherwise; here every `bytes=` range of an empty
-/// representation is `Unsatisfiable`, as RFC 9110 §14.1.1 has it (no range of zero bytes is
-/// satisfiable).
+/// An empty representation: RFC 9110 §14.1.1 calls a suffix range with a non-zero length
+/// satisfiable whatever the length (§14.1.3: "the entire representation is used"), so a header
+/// with one is answered with the whole, empty representation (`Full`, 200), as nginx does; any
+/// other range of nothing is `Unsatisfiable`. (nginx also sends the whole for `0-`; RFC 9110 has
+/// no satisfiable first-byte position in zero bytes, so that stays 416 here.)
 pub fn resolve_range(header: &[u8], len: u64, max_ranges: usize) -> RangeOutcome {
     if max_ranges == 0 {
         return RangeOutcome::Full;
@@ -80,13 +81,34 @@ pub fn resolve_range(header: &[u8], len: u64, max_ranges: usize) -> RangeOutcome
         return RangeOutcome::Full;
     }
     if len == 0 {
-        return RangeOutcome::Unsatisfiable;
+        return resolve_for_empty(&header[6..]);
     }
     let mut cursor = Cursor { bytes: &header[6..], pos: 0 };
     match parse_ranges(&mut cursor, len, max_ranges) {
         Ok(outcome) => outcome,
         Err(Refusal::Ignore) => RangeOutcome::Full,
         Err(Refusal::Unsatisfiable) => RangeOutcome::Unsatisfiable,
+    }
+}
+
+/// [`resolve_range`] for an empty representation: `Full` when the header is well formed and holds
+/// a suffix range of non-zero length.
+fn resolve_for_empty(ranges: &[u8]) -> RangeOutcome {
+    // Syntax first, against a length that every well-formed range fits.
+    let mut cursor = Cursor { bytes: ranges, pos: 0 };
+    match parse_ranges(&mut cursor, i64::MAX as u64, usize::MAX) {
+        Err(Refusal::Unsatisfiable) => return RangeOutcome::Unsatisfiable,
+        Err(Refusal::Ignore) => return RangeOutcome::Full,
+        Ok(_) => {}
+    }
+    let nonzero_suffix = ranges.split(|&b| b == b',').any(|element| {
+        let element = element.trim_ascii();
+        element.first() == Some(&b'-') && element[1..].iter().any(|&d| (b'1'..=b'9').contains(&d))
+    });
+    if nonzero_suffix {
+        RangeOutcome::Full
+    } else {
+        RangeOutcome::Unsatisfiable
     }
 }
 
@@ -367,9 +389,14 @@ mod tests {
     }
 
     #[test]
-    fn empty_representation_has_no_satisfiable_range() {
-        for header in ["bytes=0-", "bytes=0-0", "bytes=-5", "bytes=5-10", "bytes=-0", "bytes=junk"] {
+    fn empty_representation_answers_a_nonzero_suffix_whole_and_refuses_the_rest() {
+        for header in
+            ["bytes=0-", "bytes=0-0", "bytes=5-10", "bytes=-0", "bytes=-00", "bytes=junk", "bytes=-1,x"]
+        {
             assert_eq!(resolve_range(header.as_bytes(), 0, 16), RangeOutcome::Unsatisfiable, "{header}");
+        }
+        for header in ["bytes=-1", "bytes=-5", "bytes= -10", "bytes=0-0, -1", "bytes=-010"] {
+            assert_eq!(resolve_range(header.as_bytes(), 0, 16), RangeOutcome::Full, "{header}");
         }
         assert_eq!(resolve_range(b"items=0-", 0, 16), RangeOutcome::Full);
     }

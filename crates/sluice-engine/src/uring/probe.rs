@@ -8,7 +8,7 @@
 //! and that no opcode table reports: multishot accept and multishot receive into a provided-buffer
 //! ring. Nothing is inferred from the kernel version. The result is
 //! computed once per process. It also owns [`resolve_engine`], the rule for what to run when
-//! io_uring is refused. It does not run connections (that is `uring.rs`).
+//! io_uring is refused. It does not run connections (that is the worker loop in `uring/mod.rs`).
 
 use std::io;
 use std::net::{TcpListener, TcpStream};
@@ -206,7 +206,7 @@ fn live_test(ring: &mut IoUring) -> Result<(), String> {
     const CANCEL: u64 = 3;
     const BGID: u16 = 0;
     // A two-entry buffer ring: 16-byte descriptors, page aligned, with one 64-byte buffer each.
-    let mut bufs = super::uring::BufRing::new(2, 64).map_err(|e| format!("provided-buffer ring: {e}"))?;
+    let mut bufs = super::buf_ring::BufRing::new(2, 64).map_err(|e| format!("provided-buffer ring: {e}"))?;
     bufs.register(ring, BGID).map_err(|e| {
         format!("the kernel cannot register a provided-buffer ring (IORING_REGISTER_PBUF_RING): {e}")
     })?;

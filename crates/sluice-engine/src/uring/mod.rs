@@ -20,32 +20,35 @@
 //! operations by descriptor and keeps its slab slot, outbox, pipe and copy buffer until the last of
 //! its completions has arrived; only then are they released and the socket closed.
 //!
-//! Whether io_uring can run at all is `uring_probe`'s business, not this module's.
+//! Whether io_uring can run at all is [`probe`]'s business; the provided-buffer ring is
+//! [`buf_ring`]'s and the send chains are [`chain`]'s. This module is the worker loop: accepting,
+//! receiving, driving connections, deadlines, shutdown and closing.
+
+mod buf_ring;
+mod chain;
+pub(crate) mod probe;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use slab::Slab;
-use sluice_proto::conn::Pending;
-use sluice_proto::{Clock, Job, Session};
+use sluice_proto::Job;
 
-use crate::connection::{sort_deadlines, Connection, Pump};
-use crate::counters::{Counters, Event, Shard, Syscall};
+use self::buf_ring::BufRing;
+use self::chain::{Chain, CopyBuf, CopyPool, MsgSlot};
+use self::probe::Support;
+use crate::connection::{Connection, Pump};
+use crate::counters::{Counters, Event, Syscall};
 use crate::listener::{set_int_opt, socket_addr_from};
-use crate::per_listener;
-use crate::pool::{CpuPool, Delivery, Mailbox};
-use crate::uring_probe::{self, Support};
-use crate::{
-    cvt, new_clock, read_clock, EngineConfig, EngineError, Listeners, SendStrategy, Service, Shutdown,
-};
+use crate::pool::CpuPool;
+use crate::send::{Pipe, PipePool};
+use crate::worker::{self, ConnectionLimit, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
+use crate::{per_listener, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
 
-/// Longest sleep between deadline sweeps (as epoll's): nearer deadlines wake the loop earlier.
-const SWEEP: Duration = Duration::from_millis(250);
 /// Completions a worker with connections waits for in one `io_uring_enter` when the kernel has
 /// `IORING_FEAT_MIN_TIMEOUT` (see `Wait::Batch`). A keep-alive request is two completions (its
 /// receive and its send), so 32 is about 16 requests a call. Measured on `/bench/hello`, 1 worker,
@@ -72,19 +75,11 @@ const SQ_ENTRIES: u32 = 1024;
 const COPY_BUFFER: usize = 128 * 1024;
 /// Idle copy buffers kept per worker.
 const COPY_POOL_MAX: usize = 64;
-/// Pipe capacity asked for (the kernel grants up to `fs.pipe-max-size`, 1 MiB by default).
-const PIPE_SIZE: i32 = 1 << 20;
-/// Idle pipes kept per worker.
-const PIPE_POOL_MAX: usize = 64;
 /// Most bytes a connection buffers while it is not asking for input (a response in flight, a job
 /// running). Beyond it the worker stops receiving on that connection, so a client that pipelines
 /// without reading waits in its kernel buffers, not in ours: epoll gets the same bound by not
 /// reading at all until the session wants input.
 const STASH_MAX: usize = 64 * 1024;
-/// Most bytes read and discarded while lingering (as `connection.rs`).
-const LINGER_MAX_BYTES: usize = 1 << 20;
-/// Slices gathered into one `sendmsg` (as `send.rs`).
-const MAX_IOVECS: usize = 16;
 /// Caps on the kernel's worker threads for this ring: bounded (regular-file reads and splices
 /// that miss the page cache) and unbounded (splices into sockets). Without a cap io-wq may start
 /// a thread per blocked request.
@@ -122,278 +117,16 @@ pub(crate) fn run<S: Service>(
     shutdown: &Shutdown,
     counters: &Counters,
 ) -> Result<(), EngineError> {
-    let support = uring_probe::support().map_err(|reason| uring_probe::refusal(&reason))?;
-    let open = AtomicUsize::new(0);
+    let support = probe::support().map_err(|reason| probe::refusal(&reason))?;
+    let limit = ConnectionLimit::new(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
-    let pool = &pool;
+    let (limit, pool) = (&limit, &pool);
     let per_worker = config.max_connections.div_ceil(config.workers.max(1));
     per_listener("uring", listeners, |index, listener| {
-        let shared = Shared {
-            service: &*service,
-            config,
-            shutdown,
-            open: &open,
-            counters: counters.shard(index),
-            pool,
-        };
-        Worker::new(shared, support, listener, per_worker)?.run();
+        let core = LoopCore::new(config, counters.shard(index), limit, pool)?;
+        Worker::new(core, &*service, shutdown, support, listener, per_worker)?.run();
         Ok(())
     })
-}
-
-/// What every worker borrows from `run`.
-struct Shared<'a, S: Service> {
-    service: &'a S,
-    config: &'a EngineConfig,
-    shutdown: &'a Shutdown,
-    open: &'a AtomicUsize,
-    counters: &'a Shard,
-    pool: &'a CpuPool,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Provided-buffer ring
-// ---------------------------------------------------------------------------------------------
-
-/// A ring of provided buffers (`IORING_REGISTER_PBUF_RING`): the kernel picks a buffer for each
-/// multishot-receive completion and names it in the completion's flags; the worker hands it back
-/// once it has used the bytes.
-pub(crate) struct BufRing {
-    /// The descriptor ring shared with the kernel: page-aligned, from `mmap`.
-    ring: *mut types::BufRingEntry,
-    ring_bytes: usize,
-    entries: u16,
-    buffer_size: usize,
-    /// The buffers themselves, one allocation.
-    memory: Box<[u8]>,
-    /// Our copy of the tail; published to the kernel with a release store.
-    tail: u16,
-}
-
-impl BufRing {
-    /// Allocates `entries` (a power of two) buffers of `buffer_size` bytes, not yet registered.
-    pub(crate) fn new(entries: u16, buffer_size: usize) -> io::Result<BufRing> {
-        assert!(entries.is_power_of_two());
-        let ring_bytes = (entries as usize * std::mem::size_of::<types::BufRingEntry>()).max(4096);
-        // SAFETY: an anonymous private mapping; no pointers are passed in. The result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(BufRing {
-            ring: ptr.cast(),
-            ring_bytes,
-            entries,
-            buffer_size,
-            memory: vec![0u8; entries as usize * buffer_size].into_boxed_slice(),
-            tail: 0,
-        })
-    }
-
-    /// Registers the ring as buffer group `bgid` of `ring` and hands the kernel every buffer.
-    pub(crate) fn register(&mut self, ring: &IoUring, bgid: u16) -> io::Result<()> {
-        // SAFETY: the descriptor ring is a live mapping of `entries` entries; it stays mapped
-        // until this BufRing is dropped, which its owners do only after unregistering it or
-        // dropping the io_uring (see Drop of Worker and the probe).
-        unsafe { ring.submitter().register_buf_ring_with_flags(self.ring as u64, self.entries, bgid, 0)? };
-        for bid in 0..self.entries {
-            self.push(bid);
-        }
-        self.publish();
-        Ok(())
-    }
-
-    /// The first `len` bytes of buffer `bid`.
-    fn get(&self, bid: u16, len: usize) -> &[u8] {
-        let start = bid as usize * self.buffer_size;
-        &self.memory[start..start + len.min(self.buffer_size)]
-    }
-
-    /// Gives buffer `bid` back to the kernel.
-    fn recycle(&mut self, bid: u16) {
-        if bid < self.entries {
-            self.push(bid);
-            self.publish();
-        }
-    }
-
-    fn push(&mut self, bid: u16) {
-        let index = (self.tail & (self.entries - 1)) as usize;
-        let addr = self.memory.as_ptr() as u64 + (bid as usize * self.buffer_size) as u64;
-        // SAFETY: index < entries, so the entry is inside the mapping. The kernel reads entries
-        // only between its head and our published tail; this slot is past the tail, so it is ours.
-        let entry = unsafe { &mut *self.ring.add(index) };
-        entry.set_addr(addr);
-        entry.set_len(self.buffer_size as u32);
-        entry.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-    }
-
-    fn publish(&self) {
-        // SAFETY: the tail field overlays the first entry's `resv` (as the kernel's
-        // io_uring_buf_ring lays it out); it is a naturally aligned u16 that the kernel only
-        // reads, so an atomic store through it is sound. Release orders the entry writes before.
-        unsafe {
-            let tail = types::BufRingEntry::tail(self.ring) as *const AtomicU16;
-            (*tail).store(self.tail, Ordering::Release);
-        }
-    }
-}
-
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`.
-        unsafe { libc::munmap(self.ring.cast(), self.ring_bytes) };
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Pipes and copy buffers
-// ---------------------------------------------------------------------------------------------
-
-/// A pipe for splicing file pages to a socket, and the bytes it holds for the connection's front
-/// file segment.
-struct Pipe {
-    read: OwnedFd,
-    write: OwnedFd,
-    capacity: usize,
-    pending: usize,
-}
-
-impl Pipe {
-    fn new() -> io::Result<Pipe> {
-        let mut fds = [0; 2];
-        // Non-blocking both ends: a splice in the kernel's worker thread must never sleep on a
-        // pipe (ours are always empty before a fill and sized for it, but a bug should not hang
-        // a kernel thread).
-        // SAFETY: pipe2 writes two descriptors into `fds`.
-        cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
-        // SAFETY: both descriptors are fresh and ours.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: fcntl on our own pipe; on failure the pipe keeps its default size.
-        let granted = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
-        let capacity = if granted > 0 {
-            granted as usize
-        } else {
-            // SAFETY: as above.
-            let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
-            if size > 0 {
-                size as usize
-            } else {
-                64 * 1024
-            }
-        };
-        Ok(Pipe { read, write, capacity, pending: 0 })
-    }
-}
-
-/// Pipes a worker keeps between connections: a connection holds one only while a splice chain
-/// needs it, so a worker needs about as many pipes as connections mid-send, not one per client.
-/// The same policy as `send.rs`'s pool: idle pipes are closed when a sweep finds none was taken
-/// since the previous sweep.
-#[derive(Default)]
-struct Pipes {
-    free: Vec<Pipe>,
-    used: bool,
-}
-
-impl Pipes {
-    fn take(&mut self) -> io::Result<Pipe> {
-        self.used = true;
-        match self.free.pop() {
-            Some(p) => Ok(p),
-            None => Pipe::new(),
-        }
-    }
-
-    fn put(&mut self, pipe: Pipe) {
-        // A pipe still holding bytes belongs to a dead response: close it.
-        if pipe.pending == 0 && self.free.len() < PIPE_POOL_MAX {
-            self.free.push(pipe);
-        }
-    }
-
-    fn trim(&mut self) {
-        if !std::mem::take(&mut self.used) {
-            self.free.clear();
-        }
-    }
-}
-
-/// A copy buffer lent to a connection, with the read bytes not yet sent (`start..end`); they are
-/// the next bytes of the connection's front file segment.
-struct CopyBuf {
-    buf: Box<[u8]>,
-    start: usize,
-    end: usize,
-}
-
-#[derive(Default)]
-struct CopyPool {
-    free: Vec<Box<[u8]>>,
-    used: bool,
-}
-
-impl CopyPool {
-    fn take(&mut self) -> CopyBuf {
-        self.used = true;
-        let buf = self.free.pop().unwrap_or_else(|| vec![0u8; COPY_BUFFER].into_boxed_slice());
-        CopyBuf { buf, start: 0, end: 0 }
-    }
-
-    fn put(&mut self, b: CopyBuf) {
-        if self.free.len() < COPY_POOL_MAX {
-            self.free.push(b.buf);
-        }
-    }
-
-    fn trim(&mut self) {
-        if !std::mem::take(&mut self.used) {
-            self.free.clear();
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Connections
-// ---------------------------------------------------------------------------------------------
-
-/// What is on the ring for a connection's output.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ChainKind {
-    /// One send or sendmsg of in-memory segments.
-    Bytes,
-    /// splice file → pipe (optional) linked to splice pipe → socket.
-    Splice,
-    /// read file → buffer (optional) linked to send buffer → socket.
-    Copy,
-    /// A poll for writability after the socket was found full.
-    PollOut,
-}
-
-/// The send chain in flight: its results arrive one completion at a time and are applied together
-/// once all are in, so the order they are reaped in does not matter.
-struct Chain {
-    kind: ChainKind,
-    /// Whether the chain starts with a FILE_IN operation.
-    with_in: bool,
-    r_in: Option<i32>,
-    r_out: Option<i32>,
-}
-
-impl Chain {
-    fn complete(&self) -> bool {
-        (!self.with_in || self.r_in.is_some()) && self.r_out.is_some()
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -402,12 +135,6 @@ enum Recv {
     Armed,
     /// Cancel submitted; the final completion has not arrived.
     Cancelling,
-}
-
-/// A `msghdr` and its iovecs at a stable address for an in-flight `sendmsg`.
-struct MsgSlot {
-    hdr: libc::msghdr,
-    iov: [libc::iovec; MAX_IOVECS],
 }
 
 /// One connection on the ring. The session, outbox, deadlines and lingering are
@@ -446,26 +173,49 @@ struct Worker<'a, S: Service> {
     // Declared first so it is dropped first: the ring must be gone before the memory it may use.
     ring: IoUring,
     bufs: BufRing,
-    shared: Shared<'a, S>,
+    service: &'a S,
+    shutdown: &'a Shutdown,
+    core: LoopCore<'a>,
     listener: Option<TcpListener>,
     accept_armed: bool,
     /// A failed accept (EMFILE) waits for the next sweep rather than spinning.
     accept_retry: bool,
-    mailbox: Arc<Mailbox>,
-    deliveries: Vec<Delivery>,
-    next_id: u64,
-    next_wake: Instant,
     conns: Slab<UConn<S::Session>>,
     /// Connections not closing.
     live: usize,
-    clock: Clock,
-    pipes: Pipes,
+    pipes: PipePool,
     copies: CopyPool,
-    draining_until: Option<Instant>,
     cqes: Vec<(u64, i32, u32)>,
-    due: Vec<usize>,
     /// The kernel takes `min_wait_usec` (`Support::min_wait`), so `run` waits for batches.
     batch_wait: bool,
+}
+
+impl<'a, S: Service> EventLoop<'a> for Worker<'a, S> {
+    type Session = S::Session;
+    type Stream = TcpStream;
+
+    fn core(&mut self) -> &mut LoopCore<'a> {
+        &mut self.core
+    }
+
+    fn parts(&mut self, key: usize) -> Option<Parts<'_, 'a, S::Session, Self::Stream>> {
+        let u = self.conns.get_mut(key).filter(|u| !u.closing)?;
+        Some((&mut u.conn, &mut self.core))
+    }
+
+    fn each_deadline(&self, send_timeout: Duration, mut each: impl FnMut(usize, Option<Instant>)) {
+        for (key, u) in self.conns.iter().filter(|(_, u)| !u.closing) {
+            each(key, u.conn.deadline(send_timeout));
+        }
+    }
+
+    fn drive(&mut self, key: usize) {
+        Worker::drive(self, key);
+    }
+
+    fn close(&mut self, key: usize) {
+        Worker::close(self, key);
+    }
 }
 
 /// What an `io_uring_enter` waits for after submitting.
@@ -482,7 +232,9 @@ enum Wait {
 
 impl<'a, S: Service> Worker<'a, S> {
     fn new(
-        shared: Shared<'a, S>,
+        core: LoopCore<'a>,
+        service: &'a S,
+        shutdown: &'a Shutdown,
         support: &Support,
         listener: TcpListener,
         max_connections: usize,
@@ -490,7 +242,7 @@ impl<'a, S: Service> Worker<'a, S> {
         let setup = |what| move |source| EngineError::Setup { what, source };
         // Accepted sockets inherit TCP_NODELAY from the listener on Linux, which saves a
         // setsockopt per connection (responses are written whole; Nagle only delays their tail).
-        shared.counters.syscall(Syscall::Setsockopt);
+        core.counters.syscall(Syscall::Setsockopt);
         set_int_opt(listener.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)
             .map_err(setup("listener TCP_NODELAY"))?;
         // Completions that can be outstanding at once: per connection a final receive, a send
@@ -500,7 +252,7 @@ impl<'a, S: Service> Worker<'a, S> {
         let cq = (max_connections.saturating_mul(4) + RECV_BUFFERS as usize + 4096)
             .next_power_of_two()
             .clamp(4096, 1 << 17) as u32;
-        let ring = uring_probe::build_ring(support.taskrun, support.submit_all, SQ_ENTRIES, cq)
+        let ring = probe::build_ring(support.taskrun, support.submit_all, SQ_ENTRIES, cq)
             .map_err(setup("io_uring_setup"))?;
         if support.iowq_max_workers {
             let mut caps = IOWQ_MAX_WORKERS;
@@ -521,26 +273,21 @@ impl<'a, S: Service> Worker<'a, S> {
         let mut worker = Worker {
             ring,
             bufs,
+            service,
+            shutdown,
+            core,
             listener: Some(listener),
             accept_armed: false,
             accept_retry: false,
-            mailbox: Mailbox::new()?,
-            deliveries: Vec::new(),
-            next_id: 0,
-            next_wake: Instant::now() + SWEEP,
             conns: Slab::with_capacity(1024),
             live: 0,
-            clock: new_clock(),
-            pipes: Pipes::default(),
+            pipes: PipePool::default(),
             copies: CopyPool::default(),
-            draining_until: None,
             cqes: Vec::with_capacity(1024),
-            due: Vec::new(),
             batch_wait: support.min_wait,
-            shared,
         };
         worker.arm_accept();
-        let poll = opcode::PollAdd::new(types::Fd(worker.shared.shutdown.fd()), libc::POLLIN as u32)
+        let poll = opcode::PollAdd::new(types::Fd(worker.shutdown.fd()), libc::POLLIN as u32)
             .build()
             .user_data(token(SHUTDOWN, 0, 0));
         worker.push(poll);
@@ -576,7 +323,7 @@ impl<'a, S: Service> Worker<'a, S> {
     /// One `io_uring_enter`: submits what is queued and waits as `wait` says. Errors that only
     /// mean "nothing to reap yet" are swallowed.
     fn enter(&mut self, wait: Wait) {
-        let c = self.shared.counters;
+        let c = self.core.counters;
         c.syscall(Syscall::IoUringEnter);
         let before = self.ring.submission().len();
         let (want, timeout, min_wait_usec) = match wait {
@@ -609,24 +356,20 @@ impl<'a, S: Service> Worker<'a, S> {
 
     fn run(mut self) {
         loop {
-            if let Some(until) = self.draining_until {
-                if self.live == 0 || self.clock.now() >= until {
-                    break;
-                }
+            if self.core.finished(self.live) {
+                break;
             }
             let idle = self.conns.is_empty()
-                && self.draining_until.is_none()
-                && self.pipes.free.is_empty()
-                && self.copies.free.is_empty()
+                && self.core.draining_until.is_none()
+                && self.pipes.is_empty()
+                && self.copies.is_empty()
                 && !self.accept_retry;
             let wait = if idle {
                 // Nothing to batch; and a min-wait without a timeout would end every
                 // BATCH_WAIT_USEC whether or not anything came.
                 Wait::One(None)
             } else {
-                // Rounded up to the millisecond, as epoll's: waking early just spins.
-                let sleep = self.next_wake.saturating_duration_since(self.clock.now());
-                let timeout = Duration::from_millis(sleep.as_micros().div_ceil(1000) as u64);
+                let timeout = self.core.sleep();
                 if self.batch_wait {
                     Wait::Batch(timeout)
                 } else {
@@ -634,9 +377,9 @@ impl<'a, S: Service> Worker<'a, S> {
                 }
             };
             self.enter(wait);
-            read_clock(&mut self.clock);
+            read_clock(&mut self.core.clock);
             self.reap();
-            if self.clock.now() >= self.next_wake {
+            if self.core.sweep_due() {
                 self.sweep();
             }
         }
@@ -652,7 +395,7 @@ impl<'a, S: Service> Worker<'a, S> {
             if cqes.is_empty() {
                 break;
             }
-            self.shared.counters.add(Event::UringCompleted, cqes.len() as u64);
+            self.core.counters.add(Event::UringCompleted, cqes.len() as u64);
             for &(data, res, flags) in &cqes {
                 self.complete(data, res, flags);
             }
@@ -669,7 +412,7 @@ impl<'a, S: Service> Worker<'a, S> {
                 if !cqueue::more(flags) {
                     self.arm_mailbox();
                 }
-                self.deliver_jobs();
+                worker::deliver_jobs(self);
             }
             CANCEL => {}
             RECV => self.on_recv(key, generation, res, flags),
@@ -705,7 +448,7 @@ impl<'a, S: Service> Worker<'a, S> {
     fn on_accept(&mut self, res: i32, flags: u32) {
         if !cqueue::more(flags) {
             self.accept_armed = false;
-            if self.draining_until.is_some() {
+            if self.core.draining_until.is_some() {
                 // The cancel has landed: nothing refers to the listener any more, so closing it
                 // now really stops listening (new connections are refused).
                 self.listener = None;
@@ -718,11 +461,7 @@ impl<'a, S: Service> Worker<'a, S> {
         } else {
             match -res {
                 libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
-                    self.shared.counters.add(Event::AcceptErrors, 1);
-                    tracing::warn!(
-                        "accept: {}; connections wait in the backlog",
-                        io::Error::from_raw_os_error(-res)
-                    );
+                    ACCEPT_WARNINGS.warn("http", &io::Error::from_raw_os_error(-res), self.core.counters);
                     self.accept_retry = true;
                     return;
                 }
@@ -730,34 +469,23 @@ impl<'a, S: Service> Worker<'a, S> {
                 _ => {}
             }
         }
-        if !self.accept_armed && self.draining_until.is_none() && !self.accept_retry {
+        if !self.accept_armed && self.core.draining_until.is_none() && !self.accept_retry {
             self.arm_accept();
         }
     }
 
     fn admit(&mut self, stream: TcpStream) {
-        let (c, open) = (self.shared.counters, self.shared.open);
+        let c = self.core.counters;
         c.add(Event::ConnectionsAccepted, 1);
-        let reject = self.draining_until.is_some()
-            || open.fetch_add(1, Ordering::Relaxed) >= self.shared.config.max_connections;
-        if reject {
-            if self.draining_until.is_none() {
-                open.fetch_sub(1, Ordering::Relaxed);
-                c.add(Event::ConnectionsRejected, 1);
-            }
-            c.add(Event::ConnectionsClosed, 1);
-            c.syscall(Syscall::Close);
-            return;
-        }
+        let Some(id) = self.core.admit() else { return };
         // Multishot accept cannot return peer addresses (one buffer would serve every
         // completion), so the peer is asked for. It is the only system call of an accept on this
         // engine and is counted as one.
         c.syscall(Syscall::Accept);
         let peer = peer_of(stream.as_raw_fd()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-        let session = self.shared.service.session(peer, &self.clock);
-        let mut conn = Connection::new(stream, session, &self.clock);
-        self.next_id += 1;
-        conn.id = self.next_id;
+        let session = self.service.session(peer, &self.core.clock);
+        let mut conn = Connection::new(stream, session, &self.core.clock);
+        conn.id = id;
         let key = self.conns.insert(UConn {
             conn,
             awaiting_input: true,
@@ -816,7 +544,7 @@ impl<'a, S: Service> Worker<'a, S> {
             u.recv = Recv::Off;
         }
         if res > 0 {
-            self.shared.counters.add(Event::BytesIn, res as u64);
+            self.core.counters.add(Event::BytesIn, res as u64);
         }
         let closing = u.closing;
         let lingering = u.conn.lingering.is_some();
@@ -829,13 +557,9 @@ impl<'a, S: Service> Worker<'a, S> {
         } else if let (true, Some(bid)) = (res > 0, bid) {
             let bytes = self.bufs.get(bid, res as usize);
             if lingering {
-                if let Some((until, discarded)) = u.conn.lingering {
-                    let discarded = discarded + res as usize;
-                    u.conn.lingering = Some((until, discarded));
-                    close = discarded > LINGER_MAX_BYTES;
-                }
+                close = !u.conn.discard_lingering(res as usize);
             } else if u.awaiting_input {
-                u.conn.feed(bytes, &self.clock);
+                u.conn.feed(bytes, &self.core.clock);
             } else {
                 // Not asking for input: keep the bytes for when it is (epoll would leave them in
                 // the kernel; `tune_recv` stops receiving past STASH_MAX).
@@ -872,251 +596,6 @@ impl<'a, S: Service> Worker<'a, S> {
         }
     }
 
-    // -- sending ----------------------------------------------------------------------------
-
-    /// Puts the next piece of the outbox on the ring. Returns false when it cannot (a pipe
-    /// could not be made, or a file segment with no bytes to send was found).
-    fn start_send(&mut self, key: usize) -> bool {
-        let strategy = self.shared.config.send;
-        let u = &mut self.conns[key];
-        let id = u.conn.id;
-        let sock = u.conn.stream.as_raw_fd();
-        let out_token = token(SOCK_OUT, key, id);
-        let in_token = token(FILE_IN, key, id);
-        let more_after_front = u.conn.out.segment_after(1).is_some();
-        let (file, offset, len) = match u.conn.out.front() {
-            None => return true,
-            Some(Pending::Bytes(_)) => {
-                let mut slots = [io::IoSlice::new(&[]); MAX_IOVECS];
-                let n = u.conn.out.leading_slices(&mut slots);
-                let file_follows =
-                    u.conn.out.segment_after(n).is_some_and(|s| matches!(s, sluice_proto::Segment::File(_)));
-                let flags = libc::MSG_NOSIGNAL | if file_follows { libc::MSG_MORE } else { 0 };
-                let entry = if n == 1 {
-                    opcode::Send::new(types::Fd(sock), slots[0].as_ptr(), slots[0].len() as u32)
-                        .flags(flags)
-                        .build()
-                } else {
-                    let slot = u.msg.get_or_insert_with(|| {
-                        Box::new(MsgSlot {
-                            // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
-                            hdr: unsafe { std::mem::zeroed() },
-                            iov: [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOVECS],
-                        })
-                    });
-                    for (iov, s) in slot.iov.iter_mut().zip(&slots[..n]) {
-                        *iov = libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() };
-                    }
-                    slot.hdr.msg_iov = slot.iov.as_mut_ptr();
-                    slot.hdr.msg_iovlen = n;
-                    opcode::SendMsg::new(types::Fd(sock), &slot.hdr).flags(flags as u32).build()
-                };
-                u.chain = Some(Chain { kind: ChainKind::Bytes, with_in: false, r_in: None, r_out: None });
-                u.inflight += 1;
-                self.push(entry.user_data(out_token));
-                return true;
-            }
-            Some(Pending::File(slice)) => (slice.file.as_raw_fd(), slice.offset, slice.len),
-        };
-        if len == 0 {
-            return false;
-        }
-        match strategy {
-            SendStrategy::Splice => {
-                let pipe = match u.pipe.take() {
-                    Some(p) => p,
-                    None => match self.pipes.take() {
-                        Ok(p) => p,
-                        Err(e) => {
-                            tracing::warn!("pipe2: {e}");
-                            return false;
-                        }
-                    },
-                };
-                let u = &mut self.conns[key];
-                let (pipe_r, pipe_w, pending, cap) =
-                    (pipe.read.as_raw_fd(), pipe.write.as_raw_fd(), pipe.pending, pipe.capacity);
-                u.pipe = Some(pipe);
-                // SPLICE_F_NONBLOCK on the socket side (the socket is O_NONBLOCK too): a full
-                // socket answers EAGAIN and the worker polls for room, instead of a kernel worker
-                // thread sleeping on a slow client.
-                let out_flags = libc::SPLICE_F_MOVE
-                    | libc::SPLICE_F_NONBLOCK
-                    | if more_after_front { libc::SPLICE_F_MORE } else { 0 };
-                if pending > 0 {
-                    // Bytes left in the pipe by a short send go first.
-                    let drain =
-                        opcode::Splice::new(types::Fd(pipe_r), -1, types::Fd(sock), -1, pending as u32)
-                            .flags(out_flags)
-                            .build()
-                            .user_data(out_token);
-                    u.chain =
-                        Some(Chain { kind: ChainKind::Splice, with_in: false, r_in: None, r_out: None });
-                    u.inflight += 1;
-                    self.push(drain);
-                } else {
-                    let n = (len as usize).min(cap).min(u32::MAX as usize) as u32;
-                    let fill = opcode::Splice::new(types::Fd(file), offset as i64, types::Fd(pipe_w), -1, n)
-                        .flags(libc::SPLICE_F_MOVE)
-                        .build()
-                        .user_data(in_token);
-                    // A short fill breaks the link: the drain then completes with ECANCELED and
-                    // what did reach the pipe goes out in the next chain.
-                    let drain = opcode::Splice::new(types::Fd(pipe_r), -1, types::Fd(sock), -1, n)
-                        .flags(out_flags)
-                        .build()
-                        .user_data(out_token);
-                    u.chain = Some(Chain { kind: ChainKind::Splice, with_in: true, r_in: None, r_out: None });
-                    u.inflight += 2;
-                    self.push_linked(fill, drain);
-                }
-            }
-            SendStrategy::Copy | SendStrategy::Sendfile => {
-                // (Sendfile never gets here: `run` refuses it for this engine.)
-                if u.copy.is_none() {
-                    u.copy = Some(self.copies.take());
-                }
-                let u = &mut self.conns[key];
-                let copy = u.copy.as_mut().expect("just set");
-                let flags = libc::MSG_NOSIGNAL | if more_after_front { libc::MSG_MORE } else { 0 };
-                if copy.start < copy.end {
-                    let send = opcode::Send::new(
-                        types::Fd(sock),
-                        copy.buf[copy.start..].as_ptr(),
-                        (copy.end - copy.start) as u32,
-                    )
-                    .flags(flags)
-                    .build()
-                    .user_data(out_token);
-                    u.chain = Some(Chain { kind: ChainKind::Copy, with_in: false, r_in: None, r_out: None });
-                    u.inflight += 1;
-                    self.push(send);
-                } else {
-                    let n = (len as usize).min(copy.buf.len()) as u32;
-                    copy.start = 0;
-                    copy.end = 0;
-                    let read = opcode::Read::new(types::Fd(file), copy.buf.as_mut_ptr(), n)
-                        .offset(offset)
-                        .build()
-                        .user_data(in_token);
-                    // A short read breaks the link (the send completes with ECANCELED) and the
-                    // bytes read go out in the next chain.
-                    let send = opcode::Send::new(types::Fd(sock), copy.buf.as_ptr(), n)
-                        .flags(flags)
-                        .build()
-                        .user_data(out_token);
-                    u.chain = Some(Chain { kind: ChainKind::Copy, with_in: true, r_in: None, r_out: None });
-                    u.inflight += 2;
-                    self.push_linked(read, send);
-                }
-            }
-        }
-        true
-    }
-
-    fn on_send(&mut self, kind: u8, key: usize, generation: u64, res: i32) {
-        let Some(u) = current(&mut self.conns, key, generation) else { return };
-        if let Some(chain) = u.chain.as_mut() {
-            if kind == FILE_IN {
-                chain.r_in = Some(res);
-            } else {
-                chain.r_out = Some(res);
-            }
-        }
-        if self.retire(key) {
-            return;
-        }
-        let u = &mut self.conns[key];
-        if u.closing || !u.chain.as_ref().is_some_and(Chain::complete) {
-            return;
-        }
-        let chain = u.chain.take().expect("complete chain");
-        match self.apply(key, &chain) {
-            Ok(()) => {
-                let u = &mut self.conns[key];
-                if u.conn.out.is_empty() {
-                    u.drained = true;
-                    if let Some(p) = u.pipe.take() {
-                        self.pipes.put(p);
-                    }
-                    if let Some(b) = u.copy.take() {
-                        self.copies.put(b);
-                    }
-                }
-                self.drive(key);
-            }
-            Err(()) => {
-                self.shared.counters.add(Event::SocketErrors, 1);
-                self.close(key);
-            }
-        }
-    }
-
-    /// Applies a finished chain's results to the outbox. An error means the socket or the file
-    /// failed and the connection is to be closed.
-    fn apply(&mut self, key: usize, chain: &Chain) -> Result<(), ()> {
-        let c = self.shared.counters;
-        let now = self.clock.now();
-        let u = &mut self.conns[key];
-        let r_out = chain.r_out.unwrap_or(-libc::ECANCELED);
-        match chain.kind {
-            ChainKind::PollOut => return if r_out < 0 && r_out != -libc::EINTR { Err(()) } else { Ok(()) },
-            ChainKind::Bytes => {}
-            ChainKind::Splice => {
-                if let (Some(r_in), Some(pipe)) = (chain.r_in, u.pipe.as_mut()) {
-                    if r_in <= 0 {
-                        // 0: the file is shorter than its response.
-                        return Err(());
-                    }
-                    pipe.pending += r_in as usize;
-                }
-                if r_out > 0 {
-                    if let Some(pipe) = u.pipe.as_mut() {
-                        pipe.pending -= (r_out as usize).min(pipe.pending);
-                    }
-                }
-            }
-            ChainKind::Copy => {
-                if let (Some(r_in), Some(copy)) = (chain.r_in, u.copy.as_mut()) {
-                    if r_in <= 0 {
-                        return Err(());
-                    }
-                    copy.start = 0;
-                    copy.end = r_in as usize;
-                }
-                if r_out > 0 {
-                    if let Some(copy) = u.copy.as_mut() {
-                        copy.start = (copy.start + r_out as usize).min(copy.end);
-                    }
-                }
-            }
-        }
-        match r_out {
-            n if n > 0 => {
-                u.conn.out.advance(n as u64);
-                u.conn.last_progress = now;
-                c.add(Event::BytesOut, n as u64);
-                Ok(())
-            }
-            0 => Err(()),
-            // The link broke before the socket operation (a short fill): nothing was sent.
-            e if e == -libc::ECANCELED && chain.with_in => Ok(()),
-            e if e == -libc::EAGAIN => {
-                // The socket is full: wait until it has room. Counts as the chain in flight.
-                let id = u.conn.id;
-                let poll = opcode::PollAdd::new(types::Fd(u.conn.stream.as_raw_fd()), libc::POLLOUT as u32)
-                    .build()
-                    .user_data(token(POLL_OUT, key, id));
-                u.chain = Some(Chain { kind: ChainKind::PollOut, with_in: false, r_in: None, r_out: None });
-                u.inflight += 1;
-                self.push(poll);
-                Ok(())
-            }
-            e if e == -libc::EINTR => Ok(()),
-            _ => Err(()),
-        }
-    }
-
     // -- driving ----------------------------------------------------------------------------
 
     /// `Connection::pump` for asynchronous sends: start the next send chain if output is queued,
@@ -1136,14 +615,14 @@ impl<'a, S: Service> Worker<'a, S> {
                         continue;
                     }
                 } else {
-                    self.shared.counters.add(Event::SocketErrors, 1);
+                    self.core.counters.add(Event::SocketErrors, 1);
                     Step::Failed
                 };
             }
             if std::mem::take(&mut u.drained) {
-                u.conn.drained(&self.clock);
+                u.conn.drained(&self.core.clock);
             }
-            return match u.conn.next_step(&self.clock) {
+            return match u.conn.next_step(&self.core.clock) {
                 None => continue,
                 Some(Pump::Job(job)) => Step::Job(job),
                 Some(Pump::Waiting | Pump::Blocked) => Step::Busy,
@@ -1166,17 +645,13 @@ impl<'a, S: Service> Worker<'a, S> {
                 let u = &mut self.conns[key];
                 u.awaiting_input = matches!(step, Step::NeedInput);
                 match step {
-                    Step::Job(job) => {
-                        if self.shared.pool.submit(job, key, u.conn.id, &self.mailbox).is_err() {
-                            u.conn.job_refused(&self.clock);
-                        }
-                    }
+                    Step::Job(job) => self.core.run_job(key, &mut u.conn, job),
                     Step::Busy | Step::NeedInput => break true,
                     Step::Failed => break false,
                     Step::Finished => {
                         // Unconsumed input dies with the response stream, as on epoll.
                         u.conn.discard_input();
-                        break u.conn.start_linger(&self.clock, self.shared.counters);
+                        break u.conn.start_linger(&self.core.clock, self.core.counters);
                     }
                 }
             };
@@ -1186,26 +661,12 @@ impl<'a, S: Service> Worker<'a, S> {
             }
         }
         self.tune_recv(key);
-        if let Some(d) = self.conns[key].conn.deadline(self.shared.config.send_timeout) {
-            self.next_wake = self.next_wake.min(d);
-        }
-    }
-
-    /// Hands finished CPU jobs back to their connections (if those are still the same ones).
-    fn deliver_jobs(&mut self) {
-        self.mailbox.collect(&mut self.deliveries);
-        let mut deliveries = std::mem::take(&mut self.deliveries);
-        for (key, id, output) in deliveries.drain(..) {
-            if let Some(u) = self.conns.get_mut(key).filter(|u| u.conn.id == id && !u.closing) {
-                u.conn.job_done(output, &self.clock);
-                self.drive(key);
-            }
-        }
-        self.deliveries = deliveries;
+        let deadline = self.conns[key].conn.deadline(self.core.config.send_timeout);
+        self.core.wake_by(deadline);
     }
 
     fn arm_mailbox(&mut self) {
-        let entry = opcode::PollAdd::new(types::Fd(self.mailbox.fd()), libc::POLLIN as u32)
+        let entry = opcode::PollAdd::new(types::Fd(self.core.mailbox_fd()), libc::POLLIN as u32)
             .multi(true)
             .build()
             .user_data(token(MAILBOX, 0, 0));
@@ -1215,37 +676,17 @@ impl<'a, S: Service> Worker<'a, S> {
     fn sweep(&mut self) {
         self.pipes.trim();
         self.copies.trim();
-        if std::mem::take(&mut self.accept_retry) && self.draining_until.is_none() && !self.accept_armed {
+        if std::mem::take(&mut self.accept_retry) && self.core.draining_until.is_none() && !self.accept_armed
+        {
             self.arm_accept();
         }
-        let now = self.clock.now();
-        let timeout = self.shared.config.send_timeout;
-        let deadlines =
-            self.conns.iter().filter(|(_, u)| !u.closing).map(|(key, u)| (key, u.conn.deadline(timeout)));
-        self.next_wake = sort_deadlines(deadlines, now, now + SWEEP, &mut self.due);
-        for i in 0..self.due.len() {
-            let key = self.due[i];
-            let u = &mut self.conns[key];
-            if u.closing {
-                continue;
-            }
-            let stalled_send = u.conn.lingering.is_none() && !u.conn.out.is_empty();
-            if u.conn.on_deadline(&self.clock) {
-                self.drive(key);
-            } else {
-                if stalled_send {
-                    self.shared.counters.add(Event::SendTimeouts, 1);
-                }
-                self.close(key);
-            }
-        }
+        worker::sweep(self);
     }
 
     fn begin_shutdown(&mut self) {
-        if self.draining_until.is_some() {
+        if self.core.draining_until.is_some() {
             return;
         }
-        self.draining_until = Some(self.clock.now() + self.shared.config.shutdown_grace);
         if self.accept_armed {
             // The listener is closed when the accept's last completion arrives; closing it
             // while the accept holds it would keep it listening.
@@ -1254,15 +695,7 @@ impl<'a, S: Service> Worker<'a, S> {
         } else {
             self.listener = None;
         }
-        let keys: Vec<usize> = self.conns.iter().filter(|(_, u)| !u.closing).map(|(k, _)| k).collect();
-        for key in keys {
-            let u = &mut self.conns[key];
-            if u.conn.lingering.is_none() && u.conn.session.on_shutdown(&mut u.conn.out) {
-                self.close(key);
-            } else {
-                self.drive(key);
-            }
-        }
+        worker::begin_drain(self);
     }
 
     // -- closing ----------------------------------------------------------------------------
@@ -1300,12 +733,9 @@ impl<'a, S: Service> Worker<'a, S> {
             self.copies.put(b);
         }
         drop(u);
-        let c = self.shared.counters;
-        c.syscall(Syscall::Close);
-        c.add(Event::ConnectionsClosed, 1);
-        self.shared.open.fetch_sub(1, Ordering::Relaxed);
+        self.core.closed();
         // A descriptor is free again: an accept stopped by EMFILE may succeed now (as epoll).
-        if self.accept_retry && self.draining_until.is_none() && !self.accept_armed {
+        if self.accept_retry && self.core.draining_until.is_none() && !self.accept_armed {
             self.accept_retry = false;
             self.arm_accept();
         }
@@ -1321,7 +751,7 @@ impl<'a, S: Service> Worker<'a, S> {
         let until = Instant::now() + FINAL_DRAIN;
         while !self.conns.is_empty() && Instant::now() < until {
             self.enter(Wait::One(Some(Duration::from_millis(100))));
-            read_clock(&mut self.clock);
+            read_clock(&mut self.core.clock);
             self.reap();
         }
         if !self.conns.is_empty() {
