@@ -55,6 +55,10 @@ pub(crate) struct Connection<S, T = TcpStream> {
     /// receive queue, so an edge-triggered engine can wait for the next edge instead of paying a
     /// `read` that returns `EAGAIN` after every request.
     pub maybe_readable: bool,
+    /// The peer's end of stream (or a hang-up) has been signalled and not yet read. A short read
+    /// then does not mean the receive queue is empty: the end of stream is still to be read,
+    /// and no further edge will announce it.
+    pub hangup_pending: bool,
     /// The pipe this connection splices through, held only while bytes are in it.
     pipe: Option<Pipe>,
     /// Set once the connection is lingering: until when, and how much it has discarded.
@@ -75,6 +79,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             last_progress: clock.now(),
             peer_closed: false,
             maybe_readable: true,
+            hangup_pending: false,
             pipe: None,
             lingering: None,
             grace_until: None,
@@ -201,7 +206,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             libc::read(self.stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
         })?;
         counters.add(Event::BytesIn, n as u64);
-        self.maybe_readable = n == buf.len();
+        self.maybe_readable = n == buf.len() || (n > 0 && self.hangup_pending);
         if n == 0 {
             self.peer_closed = true;
         } else {

@@ -184,7 +184,11 @@ impl<'a, S: Service> Worker<'a, S> {
                     key => {
                         if let Some(conn) = self.conns.get_mut(key as usize) {
                             let input = libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR;
+                            let hangup = libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR;
                             conn.maybe_readable |= ev.events & input as u32 != 0;
+                            // A request and the client's FIN often arrive as one edge: the read
+                            // that takes the request is short, yet the end of stream still waits.
+                            conn.hangup_pending |= ev.events & hangup as u32 != 0;
                         }
                         self.drive(key as usize)
                     }

@@ -16,8 +16,11 @@ pub(crate) struct BufRing {
     ring_bytes: usize,
     entries: u16,
     buffer_size: usize,
-    /// The buffers themselves, one allocation.
-    memory: Box<[u8]>,
+    /// The buffers themselves: one page-aligned anonymous mapping, so that a buffer of a page's
+    /// size is exactly one page (a heap allocation starts 16 bytes into its first page, and every
+    /// buffer would then straddle two).
+    memory: *mut u8,
+    memory_bytes: usize,
     /// Our copy of the tail; published to the kernel with a release store.
     tail: u16,
 }
@@ -27,28 +30,17 @@ impl BufRing {
     pub(crate) fn new(entries: u16, buffer_size: usize) -> io::Result<BufRing> {
         assert!(entries.is_power_of_two());
         let ring_bytes = (entries as usize * std::mem::size_of::<types::BufRingEntry>()).max(4096);
-        // SAFETY: an anonymous private mapping; no pointers are passed in. The result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
+        let memory_bytes = entries as usize * buffer_size;
+        let ring = map_anonymous(ring_bytes)?;
+        let memory = match map_anonymous(memory_bytes) {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: unmaps exactly the mapping made just above.
+                unsafe { libc::munmap(ring.cast(), ring_bytes) };
+                return Err(e);
+            }
         };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(BufRing {
-            ring: ptr.cast(),
-            ring_bytes,
-            entries,
-            buffer_size,
-            memory: vec![0u8; entries as usize * buffer_size].into_boxed_slice(),
-            tail: 0,
-        })
+        Ok(BufRing { ring: ring.cast(), ring_bytes, entries, buffer_size, memory, memory_bytes, tail: 0 })
     }
 
     /// Registers the ring as buffer group `bgid` of `ring` and hands the kernel every buffer.
@@ -66,8 +58,11 @@ impl BufRing {
 
     /// The first `len` bytes of buffer `bid`.
     pub(crate) fn get(&self, bid: u16, len: usize) -> &[u8] {
-        let start = bid as usize * self.buffer_size;
-        &self.memory[start..start + len.min(self.buffer_size)]
+        let start = (bid as usize).min(self.entries as usize - 1) * self.buffer_size;
+        // SAFETY: `start + len.min(buffer_size)` is inside the mapping, which lives as long as
+        // self; the kernel wrote these bytes before posting the completion that named `bid`, and
+        // it writes the buffer again only after `recycle` hands it back.
+        unsafe { std::slice::from_raw_parts(self.memory.add(start), len.min(self.buffer_size)) }
     }
 
     /// Gives buffer `bid` back to the kernel.
@@ -80,7 +75,7 @@ impl BufRing {
 
     fn push(&mut self, bid: u16) {
         let index = (self.tail & (self.entries - 1)) as usize;
-        let addr = self.memory.as_ptr() as u64 + (bid as usize * self.buffer_size) as u64;
+        let addr = self.memory as u64 + (bid as usize * self.buffer_size) as u64;
         // SAFETY: index < entries, so the entry is inside the mapping. The kernel reads entries
         // only between its head and our published tail; this slot is past the tail, so it is ours.
         let entry = unsafe { &mut *self.ring.add(index) };
@@ -103,7 +98,30 @@ impl BufRing {
 
 impl Drop for BufRing {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`.
-        unsafe { libc::munmap(self.ring.cast(), self.ring_bytes) };
+        // SAFETY: unmaps exactly the mappings made in `new`.
+        unsafe {
+            libc::munmap(self.ring.cast(), self.ring_bytes);
+            libc::munmap(self.memory.cast(), self.memory_bytes);
+        }
     }
+}
+
+/// A private anonymous mapping of `bytes`: page-aligned, and resident only as far as it is
+/// touched.
+fn map_anonymous(bytes: usize) -> io::Result<*mut u8> {
+    // SAFETY: an anonymous private mapping; no pointers are passed in. The result is checked.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ptr.cast())
 }

@@ -64,11 +64,18 @@ const BATCH: usize = 32;
 /// per request at 100).
 const BATCH_WAIT_USEC: u32 = 20;
 /// Provided receive buffers per worker, and their size. Buffers go back to the ring as soon as
-/// their completion is handled, so this bounds bytes received per loop turn, not per connection;
-/// 512 × 16 KiB is 8 MiB of address space, touched only as far as traffic reaches.
+/// their completion is handled, so this bounds bytes received per loop turn, not per connection.
+/// The kernel takes them in turn, so every buffer is soon used and its pages resident: with
+/// 16 KiB buffers (8 MiB a worker) the resident size crept for as long as ever larger requests
+/// kept reaching pages not touched before (+11% over five rounds of 1,500 malformed connections
+/// after a warm-up, `tests/overload.rs`; 12 → 19 MB in the robustness issue). One page each
+/// (2 MiB a worker) is all resident after the first few hundred requests, and a request larger
+/// than a page simply arrives in more than one completion.
 const RECV_BUFFERS: u16 = 512;
-const RECV_BUFFER_SIZE: usize = 16 * 1024;
+const RECV_BUFFER_SIZE: usize = 4096;
 const BUFFER_GROUP: u16 = 0;
+/// Most completion queue entries per ring (16 bytes each); see `Worker::new`.
+const CQ_MAX: usize = 1 << 14;
 /// Submission queue entries; when full the worker submits early, so this only sets batch size.
 const SQ_ENTRIES: u32 = 1024;
 /// Copy-strategy buffer size (one read and one send move at most this much).
@@ -248,10 +255,15 @@ impl<'a, S: Service> Worker<'a, S> {
         // Completions that can be outstanding at once: per connection a final receive, a send
         // chain of two and a poll; the receive buffers; a backlog's worth of accepts. Sized so a
         // burst fits; beyond it the kernel keeps the overflow (IORING_FEAT_NODROP, required by
-        // the probe) rather than dropping it, at some cost.
+        // the probe) rather than dropping it, at some cost. Capped at CQ_MAX: the ring's pages
+        // become resident as the queue's head first passes over them, so a 2 MiB ring (the old
+        // cap of 131,072 entries, reached with the default connection limit) made the resident
+        // size creep by 2 MiB per worker long after start-up (+11% over five rounds of 1,500
+        // malformed connections, `tests/overload.rs`); 16,384 entries still hold a turn's
+        // completions for 4,000 connections per worker.
         let cq = (max_connections.saturating_mul(4) + RECV_BUFFERS as usize + 4096)
             .next_power_of_two()
-            .clamp(4096, 1 << 17) as u32;
+            .clamp(4096, CQ_MAX) as u32;
         let ring = probe::build_ring(support.taskrun, support.submit_all, SQ_ENTRIES, cq)
             .map_err(setup("io_uring_setup"))?;
         if support.iowq_max_workers {

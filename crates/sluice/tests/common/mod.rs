@@ -87,6 +87,11 @@ impl Server {
     /// Starts `sluice serve --listen 127.0.0.1:0 --log-level info` plus `engine` and `extra`
     /// arguments, and waits (at most 10 s) for its start-up line.
     pub fn start(engine: &[&str], extra: &[&str]) -> Server {
+        Server::start_with(engine, extra, |_| {})
+    }
+
+    /// [`Server::start`], letting `configure` adjust the command first (resource limits, say).
+    pub fn start_with(engine: &[&str], extra: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
         let mut args: Vec<&str> = vec!["serve", "--listen", "127.0.0.1:0"];
         // Tests run side by side: RTSP gets a free port too, unless the test decides.
         let rtsp_flags = ["--rtsp-listen", "--no-rtsp"];
@@ -98,15 +103,17 @@ impl Server {
         }
         args.extend_from_slice(engine);
         args.extend_from_slice(extra);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command
             .args(&args)
             .env_remove("SLUICE_CONFIG")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", env!("CARGO_BIN_EXE_sluice")));
+            .stderr(Stdio::piped());
+        configure(&mut command);
+        let mut child =
+            command.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", env!("CARGO_BIN_EXE_sluice")));
         let pid = child.id() as i32;
         let logs = Arc::new(Mutex::new(Vec::new()));
         let stderr = child.stderr.take().expect("stderr is piped");
