@@ -195,7 +195,18 @@ pub(crate) fn raise_nofile_limit() {
     }
 }
 
+/// Makes glibc return large blocks to the kernel when they are freed. By default its mmap
+/// threshold rises to the size of the largest block freed (up to 32 MiB), after which such blocks
+/// come from per-thread arenas and stay resident: after ten 10 MB `cpu-heavy` sieves on the
+/// threads engine, two at a time, the peak resident size had grown by 79 MB, one sieve's worth per
+/// thread that had run one. A fixed 1 MiB threshold keeps that at what runs at once.
+fn return_large_blocks() {
+    // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
+}
+
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    return_large_blocks();
     let args_engine = args.engine;
     let config = args.into_config()?;
     init_logging(&config)?;

@@ -17,6 +17,7 @@ engine_matrix!(
     slow_readers_are_dropped_while_a_keep_alive_client_is_served,
     a_malformed_storm_does_not_grow_memory,
     descriptor_shortage_is_logged_at_most_once_a_second,
+    a_cpu_bound_flood_keeps_memory_bounded,
 );
 
 /// Slow clients in the flood (the issue asks for at least 1,000).
@@ -326,4 +327,48 @@ fn descriptor_shortage_is_logged_at_most_once_a_second(engine: &[&str]) {
         c.read_response(false).is_ok_and(|r| r.status == 200)
     });
     assert!(served, "no request served within 5 s of descriptors coming back");
+}
+
+/// Peak resident memory of a process (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/PID/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+/// Concurrent CPU-bound requests (each a 5 MB sieve) must not each get their own run at once:
+/// at most `--cpu-workers` run, the rest wait in a bounded line (503 beyond it), on every engine.
+/// Before, 600 of them took 626 MB on the threads pool and 3,991 MB with a thread per connection.
+fn a_cpu_bound_flood_keeps_memory_bounded(engine: &[&str]) {
+    const REQUESTS: usize = 8;
+    let fx = Fixture::new();
+    let server =
+        Server::serve(engine, &fx, &["--cpu-workers", "2", "--log-level", "info,sluice::access=warn"]);
+    let before = peak_rss_kib(server.pid());
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..REQUESTS)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut c = Conn::open(server.addr());
+                    c.send(get("/bench/cpu-heavy?limit=5000000", &[("Connection", "close")]));
+                    c.read_response(false).map_or(0, |r| r.status)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let peak = peak_rss_kib(server.pid());
+    let answered = statuses.iter().filter(|&&s| s == 200 || s == 503).count();
+    assert_eq!(answered, REQUESTS, "every CPU-bound request gets 200 or 503: {statuses:?}");
+    assert!(statuses.contains(&200), "no CPU-bound request succeeded: {statuses:?}");
+    // Two 5 MB sieves at a time: 25 MB more leaves room for the allocator, and is well below
+    // eight sieves at once (40 MB), as a thread per request or a pool of 16 ran them.
+    assert!(
+        peak <= before + 25 * 1024,
+        "peak resident memory went from {before} KiB to {peak} KiB for {REQUESTS} concurrent 5 MB sieves \
+         with --cpu-workers 2"
+    );
 }

@@ -257,10 +257,9 @@ impl<'a, S: Service> Worker<'a, S> {
         // burst fits; beyond it the kernel keeps the overflow (IORING_FEAT_NODROP, required by
         // the probe) rather than dropping it, at some cost. Capped at CQ_MAX: the ring's pages
         // become resident as the queue's head first passes over them, so a 2 MiB ring (the old
-        // cap of 131,072 entries, reached with the default connection limit) made the resident
-        // size creep by 2 MiB per worker long after start-up (+11% over five rounds of 1,500
-        // malformed connections, `tests/overload.rs`); 16,384 entries still hold a turn's
-        // completions for 4,000 connections per worker.
+        // cap of 131,072 entries, reached with the default connection limit) kept the resident
+        // size creeping by up to 2 MiB per worker long after start-up; 16,384 entries (256 KiB)
+        // still hold a turn's completions for 4,000 connections per worker.
         let cq = (max_connections.saturating_mul(4) + RECV_BUFFERS as usize + 4096)
             .next_power_of_two()
             .clamp(4096, CQ_MAX) as u32;
