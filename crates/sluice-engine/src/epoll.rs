@@ -10,18 +10,17 @@
 
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use slab::Slab;
 
 use crate::connection::{Connection, Pump};
-use crate::counters::{Counters, Shard, Syscall};
+use crate::counters::{Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
 use crate::worker::{self, ConnectionLimit, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
-use crate::{cvt, per_listener, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
+use crate::{cvt, per_listener, read_clock, EngineError, Launch, Service, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
@@ -34,13 +33,8 @@ const EVENTS: usize = 1024;
 /// 64 KiB is 1 MiB per turn.
 const READS_PER_TURN: usize = 16;
 
-pub(crate) fn run<S: Service>(
-    config: &EngineConfig,
-    listeners: Listeners,
-    service: Arc<S>,
-    shutdown: &Shutdown,
-    counters: &Counters,
-) -> Result<(), EngineError> {
+pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> {
+    let Launch { config, listeners, service, shutdown, counters } = launch;
     let limit = ConnectionLimit::new(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
     let (limit, pool) = (&limit, &pool);

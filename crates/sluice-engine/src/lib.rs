@@ -233,12 +233,22 @@ pub fn run<S: Service>(
     counters: &Arc<Counters>,
 ) -> Result<(), EngineError> {
     check(config)?;
+    let launch = Launch { config, listeners, service, shutdown, counters };
     match config.kind {
-        EngineKind::Uring => uring::run(config, listeners, service, shutdown, counters),
-        EngineKind::Epoll => epoll::run(config, listeners, service, shutdown, counters),
-        EngineKind::Threads => threads::run(config, listeners, service, shutdown, counters),
-        EngineKind::Tokio => tokio_engine::run(config, listeners, service, shutdown, counters),
+        EngineKind::Uring => uring::run(launch),
+        EngineKind::Epoll => epoll::run(launch),
+        EngineKind::Threads => threads::run(launch),
+        EngineKind::Tokio => tokio_engine::run(launch),
     }
+}
+
+/// What [`run`] hands the engine it chose.
+pub(crate) struct Launch<'a, S> {
+    pub config: &'a EngineConfig,
+    pub listeners: Listeners,
+    pub service: Arc<S>,
+    pub shutdown: &'a Shutdown,
+    pub counters: &'a Arc<Counters>,
 }
 
 /// Runs `worker` once per listening socket, each on a thread of its own (one loop per core),

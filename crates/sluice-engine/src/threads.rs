@@ -17,19 +17,19 @@ use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_proto::{Clock, Session};
 
 use crate::connection::{Connection, Pump};
-use crate::counters::{Counters, Event, Shard, Syscall};
+use crate::counters::{Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::JobGate;
 use crate::send::{flush, PipePool, SendBuffers};
 use crate::worker::{count_closed, ConnectionLimit, ACCEPT_WARNINGS, SWEEP};
 use crate::{
-    new_clock, read_clock, EngineConfig, EngineError, Listeners, SendStrategy, Service, Shutdown, ThreadsMode,
+    new_clock, read_clock, EngineConfig, EngineError, Launch, SendStrategy, Service, Shutdown, ThreadsMode,
 };
 
 const READ_BUFFER: usize = 16 * 1024;
@@ -38,13 +38,8 @@ const COPY_BUFFER: usize = 64 * 1024;
 /// smaller reservation lets per-connection mode reach thousands of threads.
 const STACK: usize = 256 * 1024;
 
-pub(crate) fn run<S: Service>(
-    config: &EngineConfig,
-    listeners: Listeners,
-    service: Arc<S>,
-    shutdown: &Shutdown,
-    counters: &Counters,
-) -> Result<(), EngineError> {
+pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> {
+    let Launch { config, listeners, service, shutdown, counters } = launch;
     // One blocking acceptor is enough; extra SO_REUSEPORT sockets would only strand connections
     // in backlogs nobody accepts from.
     let Some(listener) = listeners.into_sockets().into_iter().next() else {

@@ -22,7 +22,7 @@ use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::pool::run_job;
 use crate::send::{PipePool, SendBuffers};
 use crate::worker::{count_closed, ConnectionLimit, ACCEPT_WARNINGS};
-use crate::{new_clock, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
+use crate::{new_clock, read_clock, EngineConfig, EngineError, Launch, Service};
 
 const READ_BUFFER: usize = 16 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
@@ -50,13 +50,8 @@ impl Open {
     }
 }
 
-pub(crate) fn run<S: Service>(
-    config: &EngineConfig,
-    listeners: Listeners,
-    service: Arc<S>,
-    shutdown: &Shutdown,
-    counters: &Arc<Counters>,
-) -> Result<(), EngineError> {
+pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> {
+    let Launch { config, listeners, service, shutdown, counters } = launch;
     let setup = |what| move |source| EngineError::Setup { what, source };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.workers)

@@ -31,7 +31,6 @@ pub(crate) mod probe;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -42,12 +41,12 @@ use self::buf_ring::BufRing;
 use self::chain::{Chain, CopyBuf, CopyPool, MsgSlot};
 use self::probe::Support;
 use crate::connection::{Connection, Pump};
-use crate::counters::{Counters, Event, Syscall};
+use crate::counters::{Event, Syscall};
 use crate::listener::{set_int_opt, socket_addr_from};
 use crate::pool::CpuPool;
 use crate::send::{Pipe, PipePool};
 use crate::worker::{self, ConnectionLimit, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
-use crate::{per_listener, read_clock, EngineConfig, EngineError, Listeners, Service, Shutdown};
+use crate::{per_listener, read_clock, EngineError, Launch, Service, Shutdown};
 
 /// Completions a worker with connections waits for in one `io_uring_enter` when the kernel has
 /// `IORING_FEAT_MIN_TIMEOUT` (see `Wait::Batch`). A keep-alive request is two completions (its
@@ -117,13 +116,8 @@ fn untoken(data: u64) -> (u8, usize, u64) {
     ((data >> 56) as u8, (data & 0xFFFF_FFFF) as usize, (data >> 32) & 0xFF_FFFF)
 }
 
-pub(crate) fn run<S: Service>(
-    config: &EngineConfig,
-    listeners: Listeners,
-    service: Arc<S>,
-    shutdown: &Shutdown,
-    counters: &Counters,
-) -> Result<(), EngineError> {
+pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> {
+    let Launch { config, listeners, service, shutdown, counters } = launch;
     let support = probe::support().map_err(|reason| probe::refusal(&reason))?;
     let limit = ConnectionLimit::new(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
