@@ -76,6 +76,11 @@ fn aborted_downloads_never_corrupt_the_next_ones(engine: &[&str]) {
             Err(e) => bad.push(format!("round {round}: {}", lossy_prefix(e.as_bytes(), 200))),
         }
     }
+    record_figure(
+        "aborted downloads, then a SHA-256-checked download",
+        engine,
+        format!("{} of {FOLLOW_UPS} rounds with a corrupted or cut response", bad.len()),
+    );
     assert!(
         bad.is_empty(),
         "{} failures in {FOLLOW_UPS} rounds of aborted downloads and a follow-up (sha256 {expected}):\n{}",

@@ -122,6 +122,18 @@ fn slowloris_is_cut_on_time_while_a_keep_alive_client_is_served(engine: &[&str])
     }
     let still_open: Vec<usize> =
         slow.iter().enumerate().filter_map(|(i, s)| (!closed_by_server(s)).then_some(i)).collect();
+    record_figure(
+        "1,000 slow heads (header timeout 3 s)",
+        engine,
+        format!(
+            "{} of {} cut within {:.1} s; keep-alive GETs {} of {} ok",
+            slow.len() - still_open.len(),
+            slow.len(),
+            (cut_by - started).as_secs_f64(),
+            client.ok,
+            client.ok + client.failures.len()
+        ),
+    );
     assert!(
         still_open.is_empty(),
         "{} of {} slow heads were still open {:?} after the flood began (header timeout \
@@ -181,6 +193,17 @@ fn slow_readers_are_dropped_while_a_keep_alive_client_is_served(engine: &[&str])
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    record_figure(
+        "40 slow readers (send timeout 2 s)",
+        engine,
+        format!(
+            "all dropped after {:.1} s: {}; keep-alive GETs {} of {} ok",
+            started.elapsed().as_secs_f64(),
+            open <= baseline + 4,
+            client.ok,
+            client.ok + client.failures.len()
+        ),
+    );
     assert!(
         open <= baseline + 4,
         "{READERS} slow readers (send timeout 2 s) were not all dropped within {limit:?}: {open} \
@@ -263,6 +286,14 @@ fn a_malformed_storm_does_not_grow_memory(engine: &[&str]) {
         after.push(rss_kib(server.pid()));
     }
     let last = *after.last().unwrap();
+    record_figure(
+        "malformed storm, 6 rounds of 1,500 connections",
+        engine,
+        format!(
+            "RSS {warm} → {last} KiB after the warm-up round ({:+.1}%)",
+            (last as f64 / warm as f64 - 1.0) * 100.0
+        ),
+    );
     assert!(
         last * 10 <= warm * 11,
         "resident memory grew from {warm} KiB after the warm-up round to {last} KiB after five more \
@@ -306,6 +337,11 @@ fn descriptor_shortage_is_logged_at_most_once_a_second(engine: &[&str]) {
     let elapsed = started.elapsed();
     let warnings: Vec<String> =
         server.logs().into_iter().filter(|l| l.contains("accept:") && l.contains("WARN")).collect();
+    record_figure(
+        "descriptors used up (EMFILE) for 3 s",
+        engine,
+        format!("{} accept warning lines in {:.1} s", warnings.len(), elapsed.as_secs_f64()),
+    );
     assert!(
         !warnings.is_empty(),
         "no accept warning with the descriptors used up ({} open of {nofile}, {} connections \
@@ -361,6 +397,16 @@ fn a_cpu_bound_flood_keeps_memory_bounded(engine: &[&str]) {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let peak = peak_rss_kib(server.pid());
+    record_figure(
+        "8 concurrent 5 MB cpu-heavy sieves (--cpu-workers 2)",
+        engine,
+        format!(
+            "peak RSS +{:.1} MiB; {} × 200, {} × 503",
+            (peak.saturating_sub(before)) as f64 / 1024.0,
+            statuses.iter().filter(|&&s| s == 200).count(),
+            statuses.iter().filter(|&&s| s == 503).count()
+        ),
+    );
     let answered = statuses.iter().filter(|&&s| s == 200 || s == 503).count();
     assert_eq!(answered, REQUESTS, "every CPU-bound request gets 200 or 503: {statuses:?}");
     assert!(statuses.contains(&200), "no CPU-bound request succeeded: {statuses:?}");

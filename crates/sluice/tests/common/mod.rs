@@ -1134,3 +1134,10 @@ pub fn idle_fd_baseline(server: &Server) -> usize {
     *samples.last().unwrap()
 }
 pub mod rtsp;
+
+/// Prints a measured figure of a robustness test as one tab-separated line that
+/// `scripts/robustness_table.py` collects into docs/ROBUSTNESS.md (visible with `--nocapture`).
+pub fn record_figure(test: &str, engine: &[&str], figure: impl std::fmt::Display) {
+    let engine: Vec<&str> = engine.iter().copied().filter(|a| !a.starts_with("--")).collect();
+    println!("ROBUSTNESS\t{test}\t{}\t{figure}", engine.join(" "));
+}
