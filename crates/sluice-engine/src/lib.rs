@@ -60,6 +60,15 @@ impl EngineKind {
         }
     }
 
+    /// The zero-copy strategy this engine sends with unless told otherwise: `sendfile`, or
+    /// `splice` on io_uring, which has no `sendfile` operation.
+    pub fn default_send(self) -> SendStrategy {
+        match self {
+            EngineKind::Uring => SendStrategy::Splice,
+            _ => SendStrategy::Sendfile,
+        }
+    }
+
     /// The send strategies this engine can execute. io_uring has no `sendfile` operation; its
     /// zero-copy path is `splice`.
     pub fn strategies(self) -> &'static [SendStrategy] {

@@ -318,10 +318,7 @@ impl Config {
         let e = &self.engine;
         EngineConfig {
             kind: e.kind,
-            send: e.send.unwrap_or(match e.kind {
-                EngineKind::Uring => SendStrategy::Splice,
-                _ => SendStrategy::Sendfile,
-            }),
+            send: e.send.unwrap_or(e.kind.default_send()),
             workers: e.workers.unwrap_or_else(|| EngineConfig::default().workers),
             threads_mode: e.threads_mode,
             pool_size: e.pool_size,
