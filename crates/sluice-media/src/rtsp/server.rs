@@ -1,39 +1,43 @@
-//! The RTSP loop's state, the same on every loop: control connections, the session table, one
-//! bounded queue per viewer, pacing, and what to write where.
+//! The RTSP server core, sans-I/O: every control connection, the session table, one bounded queue
+//! per viewer, pacing, and what to write where, for a loop that owns only sockets and timers.
 //!
-//! A loop hands the core what it read ([`Core::received`]), calls [`Core::tick`] when
-//! [`Core::next_wake`] comes, and asks what to write: a control connection's [`OutBuf`] (replies,
-//! and interleaved packets moved from its viewers' queues while the buffer is short) and a
-//! [`Datagrams`] batch filled from UDP viewers' queues ([`Core::fill_datagrams`]). Each viewer's
-//! packets enter its own `ViewerQueue`, so a viewer whose connection is full loses whole frames up
-//! to the next keyframe (counted) instead of holding the loop or the others. Sample bytes are read
-//! here, with `pread` from the page cache, once per viewer and sample.
+//! A loop hands the core what it read ([`RtspServer::received`], [`RtspServer::input_ended`] for a
+//! half-close, [`RtspServer::rtcp_from`] for a datagram on the RTCP port) with the time, calls
+//! [`RtspServer::tick`] when [`RtspServer::next_wake`] comes, and asks what to write: a control
+//! connection's [`OutBuf`] (replies, and interleaved `$` frames moved from its viewers' queues while
+//! the buffer is short) and datagrams for UDP viewers, put into the loop's [`DatagramSink`] with
+//! their destination ([`RtspServer::fill_datagrams`]). Each viewer's packets enter its own
+//! `ViewerQueue`, so a viewer whose connection is full loses whole frames up to the next keyframe
+//! (counted) instead of holding the loop or the others. Everything the core counts, and every
+//! request answered, session created or released, reaches the loop through one hook, the
+//! [`Observer`].
 //!
-//! The core makes no socket calls and holds no readiness state; `T` is the loop's own
-//! per-connection state (its socket, buffers, operations in flight), kept in the same slot so both
-//! share one key.
+//! The core makes no system calls: sample bytes come through the server's [`MediaLibrary`] (a
+//! `pread` from the page cache there, once per viewer and sample), the monotonic and wall-clock
+//! times are arguments. It does not own sockets, readiness, batching (`sendmmsg`, UDP GSO) or
+//! timers: those are the engine's. `T` is the loop's own per-connection state (its socket,
+//! buffers, operations in flight), kept in the same slot so both share one key.
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
+use std::io;
 use std::net::SocketAddr;
-use std::os::unix::fs::FileExt;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use slab::Slab;
-use sluice_media::rtsp::{
-    ConnectionId, Delivery, Due, Event as RtspEvent, Output, Release, RtspConfig, RtspConnection, SessionId,
+use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
+use sluice_proto::rtsp::interleaved_header;
+
+use super::session::{
+    Catalogue, ConnectionId, Delivery, Event, Output, Release, RtspConfig, RtspConnection, SessionId,
     SessionTable,
 };
-use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
-
-use super::datagrams::{Datagrams, Port};
-use super::MediaLibrary;
-use crate::counters::{Event, Shard, Syscall};
+use super::stream::Due;
 
 /// Bytes a control connection may have waiting to be written before its viewers' packets stay in
 /// their queues. Small enough that a stalled TCP viewer overflows its queue (and loses frames)
 /// rather than growing this buffer; large enough for a keyframe of a 23 Mbps stream at once.
 const OUTPUT_HIGH: usize = 512 * 1024;
+/// Unanswered input a connection may hold before the loop stops reading it.
+const INPUT_HIGH: usize = 64 * 1024;
 /// The CNAME of the server's sender reports.
 const CNAME: &str = "sluice";
 /// A UDP viewer's packets leave at up to this multiple of its presentation's mean bit rate, in
@@ -45,18 +49,99 @@ const CNAME: &str = "sluice";
 const PACE_RATE_FACTOR: f64 = 4.0;
 /// Bytes a UDP viewer may be sent back to back.
 const PACE_BURST: f64 = 32.0 * 1024.0;
-/// The loop wakes for pacing at most this often: a 23 Mbps viewer at 4× earns a packet's worth
-/// every 120 µs, and waking for each (io_uring's timeouts are exact, epoll's are whole
-/// milliseconds) made the io_uring loop use 72% of a core for 50 UDP viewers against epoll's
-/// 22% (E5, 2026-11-22). A millisecond adds 12 KB to a bucket of 32 KB.
-const PACE_TICK: Duration = Duration::from_millis(1);
+/// The loop is asked to wake for pacing at most this often: a 23 Mbps viewer at 4× earns a
+/// packet's worth every 120 µs, and waking for each (io_uring's timeouts are exact, epoll's are
+/// whole milliseconds) made the io_uring loop use 72% of a core for 50 UDP viewers against
+/// epoll's 22% (E5, 2026-11-22). A millisecond adds 12 KB to a bucket of 32 KB.
+pub const PACE_TICK: Duration = Duration::from_millis(1);
 /// The pacing rate for a presentation whose size and duration are unknown (8 MB/s).
 const PACE_FALLBACK_RATE: f64 = 8.0e6;
+
+/// What the core serves: the indexed MP4 files of [`Catalogue`], and their bytes. The server
+/// implements it; reading is its business (the core only asks).
+pub trait MediaLibrary: Catalogue {
+    /// An open presentation's bytes (a file handle, or the bytes themselves).
+    type Bytes;
+
+    /// A handle to read the samples of the presentation at URL path `path` (the same path the
+    /// [`Catalogue`] indexed), confined to the library as the catalogue is.
+    fn open_bytes(&self, path: &str) -> io::Result<Self::Bytes>;
+
+    /// Fills `into` with the bytes at `offset` of `bytes`.
+    fn read_at(&self, bytes: &Self::Bytes, offset: u64, into: &mut [u8]) -> io::Result<()>;
+}
+
+/// Which of the server's two UDP sockets a datagram leaves from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// The RTP port (media).
+    Rtp = 0,
+    /// The RTCP port (sender reports).
+    Rtcp = 1,
+}
+
+/// Where [`RtspServer::fill_datagrams`] puts datagrams: the loop's batch.
+pub trait DatagramSink {
+    /// Whether a datagram of `len` bytes fits now.
+    fn fits(&self, len: usize) -> bool;
+    /// Adds a datagram from `port` to `dest`; called only after [`DatagramSink::fits`] said yes.
+    fn push(&mut self, port: Port, dest: SocketAddr, bytes: &[u8]);
+}
+
+/// Something the core did, for the loop's counters and logs.
+#[derive(Debug, Clone, Copy)]
+pub enum Note<'a> {
+    /// A control connection was accepted.
+    Connected,
+    /// Bytes arrived on a control connection.
+    BytesIn(usize),
+    /// Requests were answered on `connection` (their replies are in its output).
+    Answered {
+        /// The connection.
+        connection: ConnectionId,
+        /// How many.
+        requests: usize,
+    },
+    /// A session was set up.
+    SessionCreated(SessionId),
+    /// A session is gone, and why.
+    SessionReleased(SessionId, Release),
+    /// A sample's bytes were read through [`MediaLibrary::read_at`].
+    SampleRead,
+    /// A playing session's presentation could not be opened for reading: its viewer gets
+    /// nothing and times out.
+    Unreadable {
+        /// The URL path.
+        path: &'a str,
+        /// Why.
+        error: &'a io::Error,
+    },
+    /// A viewer's queue refused a frame of `packets` packets (its connection or the network is
+    /// slower than the stream).
+    FrameDropped {
+        /// Packets of the frame.
+        packets: usize,
+    },
+    /// Packets left for a viewer (moved into an interleaved connection's output, or sent as
+    /// datagrams by the loop).
+    PacketsSent {
+        /// Packets.
+        packets: usize,
+        /// Their bytes (without interleaved framing).
+        bytes: usize,
+    },
+}
+
+/// The one hook through which the core reports what it did (counters, access logs).
+pub trait Observer {
+    /// Records `note`.
+    fn note(&self, note: Note<'_>);
+}
 
 /// What a control connection has to write, in two buffers so bytes handed to the kernel stay put
 /// while more are appended (io_uring reads them after submission).
 #[derive(Debug, Default)]
-pub(crate) struct OutBuf {
+pub struct OutBuf {
     queued: Vec<u8>,
     sending: Vec<u8>,
     sent: usize,
@@ -68,17 +153,17 @@ impl OutBuf {
     }
 
     /// Bytes not yet written.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.queued.len() + self.sending.len() - self.sent
     }
 
     /// Whether everything has been written.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The bytes to write next (stable until [`OutBuf::advance`]), or `None` when done.
-    pub(crate) fn next(&mut self) -> Option<&[u8]> {
+    pub fn pending(&mut self) -> Option<&[u8]> {
         if self.sent == self.sending.len() {
             self.sending.clear();
             self.sent = 0;
@@ -87,38 +172,44 @@ impl OutBuf {
         (!self.sending.is_empty()).then(|| &self.sending[self.sent..])
     }
 
-    /// `n` bytes of what [`OutBuf::next`] gave were written.
-    pub(crate) fn advance(&mut self, n: usize) {
+    /// `n` bytes of what [`OutBuf::pending`] gave were written.
+    pub fn advance(&mut self, n: usize) {
         self.sent = (self.sent + n).min(self.sending.len());
     }
 }
 
 /// One control connection.
-pub(crate) struct Control<T> {
+#[derive(Debug)]
+pub struct Control<T> {
     /// The loop's state for it.
-    pub(crate) io: T,
-    pub(crate) out: OutBuf,
+    pub io: T,
+    /// What to write to it.
+    pub out: OutBuf,
     rtsp: RtspConnection,
     input: Vec<u8>,
+    /// The client will send nothing more (it half-closed): what it sent is answered, then the
+    /// connection closes once the replies are written.
+    input_ended: bool,
     /// Interleaved viewers whose packets go out on this connection.
     viewers: Vec<SessionId>,
-    /// Closed by the core (timed out, or done after a `Connection: close`): the loop closes it
-    /// once `out` is written, or at once when `drop_output`.
+    /// Closed by the core (timed out, or done after a `Connection: close` or a half-close): the
+    /// loop closes it once `out` is written, or at once when `drop_output`.
     closing: bool,
     drop_output: bool,
     /// Gone from the core's point of view (its sessions were released); the slot waits for the
-    /// loop to [`Core::remove`] it.
+    /// loop to [`RtspServer::remove`] it.
     disconnected: bool,
 }
 
 impl<T> Control<T> {
     /// Whether the loop should close the connection now.
-    pub(crate) fn should_close(&self) -> bool {
+    pub fn should_close(&self) -> bool {
         self.closing && (self.drop_output || self.out.is_empty())
     }
 }
 
 /// A token bucket: how many bytes a viewer may be sent now.
+#[derive(Debug)]
 struct Pacer {
     /// Bytes per second.
     rate: f64,
@@ -154,10 +245,10 @@ impl Pacer {
 }
 
 /// One session's sending side.
-struct Viewer {
-    /// The control connection (slab key) its interleaved packets go out on, if any.
+struct Viewer<B> {
+    /// The control connection (slot key) its interleaved packets go out on, if any.
     control: Option<usize>,
-    file: Option<File>,
+    bytes: Option<B>,
     deliveries: Vec<Delivery>,
     queue: ViewerQueue,
     next_wake: Option<Instant>,
@@ -167,13 +258,14 @@ struct Viewer {
 }
 
 /// See the module docs.
-pub(crate) struct Core<'a, M: MediaLibrary, T> {
+pub struct RtspServer<'a, M: MediaLibrary, O: Observer, T> {
     media: &'a M,
-    pub(crate) counters: &'a Shard,
+    observer: &'a O,
     table: SessionTable,
-    controls: Slab<Control<T>>,
+    controls: Vec<Option<Control<T>>>,
+    free: Vec<usize>,
     generation: u32,
-    viewers: HashMap<SessionId, Viewer>,
+    viewers: HashMap<SessionId, Viewer<M::Bytes>>,
     queue_limits: QueueLimits,
     /// UDP viewers with packets queued, served round robin: one that sent its share goes to the
     /// back, one the batch had no room for stays in front.
@@ -190,13 +282,15 @@ pub(crate) struct Core<'a, M: MediaLibrary, T> {
     scratch_ids: Vec<SessionId>,
 }
 
-impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
-    pub(crate) fn new(config: RtspConfig, media: &'a M, counters: &'a Shard) -> Self {
-        Core {
+impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
+    /// A core serving `media` with the sessions of `table`, reporting to `observer`.
+    pub fn new(table: SessionTable, media: &'a M, observer: &'a O) -> Self {
+        RtspServer {
             media,
-            counters,
-            table: SessionTable::new(config),
-            controls: Slab::with_capacity(256),
+            observer,
+            table,
+            controls: Vec::with_capacity(256),
+            free: Vec::new(),
             generation: 0,
             viewers: HashMap::new(),
             queue_limits: QueueLimits::default(),
@@ -212,37 +306,57 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
         }
     }
 
+    /// The settings.
+    pub fn config(&self) -> &RtspConfig {
+        self.table.config()
+    }
+
     /// A connection accepted from `peer`; returns its key.
-    pub(crate) fn accept(&mut self, io: T, peer: SocketAddr, now: Instant) -> usize {
+    pub fn accept(&mut self, io: T, peer: SocketAddr, now: Instant) -> usize {
         self.generation = self.generation.wrapping_add(1);
-        let key = self.controls.vacant_key();
+        let key = self.free.pop().unwrap_or(self.controls.len());
         // The id carries the slot and a generation, so a session of a closed connection can never
         // be taken for one of the connection that reuses its slot.
         let id = ConnectionId((u64::from(self.generation) << 32) | key as u64);
-        self.counters.add(Event::RtspConnections, 1);
-        self.controls.insert(Control {
+        self.observer.note(Note::Connected);
+        let control = Control {
             io,
             out: OutBuf::default(),
             rtsp: RtspConnection::new(id, peer.ip(), now),
             input: Vec::new(),
+            input_ended: false,
             viewers: Vec::new(),
             closing: false,
             drop_output: false,
             disconnected: false,
-        })
+        };
+        match self.controls.get_mut(key) {
+            Some(slot) => *slot = Some(control),
+            None => self.controls.push(Some(control)),
+        }
+        key
     }
 
-    pub(crate) fn control(&mut self, key: usize) -> Option<&mut Control<T>> {
-        self.controls.get_mut(key)
+    /// The connection at `key`.
+    pub fn control(&mut self, key: usize) -> Option<&mut Control<T>> {
+        self.controls.get_mut(key).and_then(Option::as_mut)
+    }
+
+    fn control_ref(&self, key: usize) -> Option<&Control<T>> {
+        self.controls.get(key).and_then(Option::as_ref)
+    }
+
+    fn connections(&self) -> impl Iterator<Item = (usize, &Control<T>)> {
+        self.controls.iter().enumerate().filter_map(|(k, c)| c.as_ref().map(|c| (k, c)))
     }
 
     /// Keys of every connection (for shutdown).
-    pub(crate) fn keys(&self) -> Vec<usize> {
-        self.controls.iter().map(|(k, _)| k).collect()
+    pub fn keys(&self) -> Vec<usize> {
+        self.connections().map(|(k, _)| k).collect()
     }
 
     /// Connections whose output or state changed since the last call.
-    pub(crate) fn take_dirty(&mut self, into: &mut Vec<usize>) {
+    pub fn take_dirty(&mut self, into: &mut Vec<usize>) {
         into.clear();
         into.append(&mut self.dirty);
         into.sort_unstable();
@@ -254,20 +368,31 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
     }
 
     /// Bytes the client sent on `key`.
-    pub(crate) fn received(&mut self, key: usize, bytes: &[u8], now: Instant) {
-        let Some(c) = self.controls.get_mut(key) else { return };
-        if c.closing || c.disconnected {
+    pub fn received(&mut self, key: usize, bytes: &[u8], now: Instant) {
+        let observer = self.observer;
+        let Some(c) = self.control(key) else { return };
+        if c.closing || c.disconnected || c.input_ended {
             return;
         }
-        self.counters.add(Event::BytesIn, bytes.len() as u64);
+        observer.note(Note::BytesIn(bytes.len()));
         c.input.extend_from_slice(bytes);
         self.answer(key, now);
     }
 
-    /// Answers what `key` has buffered, as far as its output allows.
+    /// The client on `key` half-closed (the loop read end of file): it sends nothing more, but
+    /// every complete request it sent is answered and the replies are written before the
+    /// connection closes. Its sessions go when it closes.
+    pub fn input_ended(&mut self, key: usize, now: Instant) {
+        let Some(c) = self.control(key) else { return };
+        c.input_ended = true;
+        self.answer(key, now);
+    }
+
+    /// Answers what `key` has buffered, as far as its output allows; closes a half-closed
+    /// connection once nothing it sent is left to answer.
     fn answer(&mut self, key: usize, now: Instant) {
         loop {
-            let Some(c) = self.controls.get_mut(key) else { return };
+            let Some(c) = self.controls.get_mut(key).and_then(Option::as_mut) else { return };
             // A client pipelining faster than it reads its replies waits here, with its input
             // bounded by the request limits (reading stops while input waits unanswered).
             if c.closing || c.rtsp.is_closed() || c.out.len() > OUTPUT_HIGH || c.input.is_empty() {
@@ -280,7 +405,10 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
             if self.output.close {
                 c.closing = true;
             }
-            self.counters.add(Event::RtspRequests, self.output.answered as u64);
+            if self.output.answered > 0 {
+                let connection = c.rtsp.id();
+                self.observer.note(Note::Answered { connection, requests: self.output.answered });
+            }
             self.mark(key);
             let events = std::mem::take(&mut self.output.events);
             self.apply(&events, now);
@@ -289,26 +417,38 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
                 break;
             }
         }
+        let Some(c) = self.control(key) else { return };
+        // Waiting on output (more requests to answer once it drains) keeps it open; an
+        // incomplete request at the end will never be completed.
+        let answered_all = c.input.is_empty() || c.out.len() <= OUTPUT_HIGH;
+        if c.input_ended && !c.closing && answered_all {
+            c.closing = true;
+            self.mark(key);
+        }
     }
 
     /// Whether `key` will take more input now (its requests are all answered).
-    pub(crate) fn wants_input(&self, key: usize) -> bool {
-        self.controls.get(key).is_some_and(|c| {
-            !c.closing && !c.disconnected && c.out.len() <= OUTPUT_HIGH && c.input.len() <= 64 * 1024
+    pub fn wants_input(&self, key: usize) -> bool {
+        self.control_ref(key).is_some_and(|c| {
+            !c.closing
+                && !c.disconnected
+                && !c.input_ended
+                && c.out.len() <= OUTPUT_HIGH
+                && c.input.len() <= INPUT_HIGH
         })
     }
 
     /// `key` wrote some output: refill it from its viewers and answer what waited on it.
-    pub(crate) fn wrote(&mut self, key: usize, now: Instant) {
+    pub fn wrote(&mut self, key: usize, now: Instant) {
         self.feed_interleaved(key);
         self.answer(key, now);
     }
 
     /// The connection `key` is gone (closed by the client, failed, or closed by the loop): its
-    /// interleaved sessions are released. The loop calls [`Core::remove`] when its operations
-    /// have finished.
-    pub(crate) fn disconnect(&mut self, key: usize, now: Instant) {
-        let Some(c) = self.controls.get_mut(key) else { return };
+    /// interleaved sessions are released. The loop calls [`RtspServer::remove`] when its
+    /// operations have finished.
+    pub fn disconnect(&mut self, key: usize, now: Instant) {
+        let Some(c) = self.control(key) else { return };
         if c.disconnected {
             return;
         }
@@ -322,14 +462,16 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
     }
 
     /// Frees `key`'s slot, returning the loop's state for it.
-    pub(crate) fn remove(&mut self, key: usize, now: Instant) -> Option<T> {
+    pub fn remove(&mut self, key: usize, now: Instant) -> Option<T> {
         self.disconnect(key, now);
-        self.controls.try_remove(key).map(|c| c.io)
+        let c = self.controls.get_mut(key).and_then(Option::take)?;
+        self.free.push(key);
+        Some(c.io)
     }
 
-    /// An RTCP packet arrived from `from` on the server's RTCP port: it keeps that viewer's
-    /// session alive.
-    pub(crate) fn rtcp_from(&mut self, from: SocketAddr, now: Instant) {
+    /// A datagram arrived from `from` on the server's RTCP port: a receiver report keeps that
+    /// viewer's session alive.
+    pub fn rtcp_from(&mut self, from: SocketAddr, now: Instant) {
         let found = self.viewers.iter().find_map(|(id, v)| {
             v.deliveries
                 .iter()
@@ -341,16 +483,16 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
         }
     }
 
-    fn apply(&mut self, events: &[RtspEvent], now: Instant) {
+    fn apply(&mut self, events: &[Event], now: Instant) {
         for event in events {
             match *event {
-                RtspEvent::Created(id) => {
-                    self.counters.add(Event::RtspSessionsCreated, 1);
+                Event::Created(id) => {
+                    self.observer.note(Note::SessionCreated(id));
                     self.viewers.insert(
                         id,
                         Viewer {
                             control: None,
-                            file: None,
+                            bytes: None,
                             deliveries: Vec::new(),
                             queue: ViewerQueue::new(self.queue_limits),
                             next_wake: None,
@@ -359,23 +501,16 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
                         },
                     );
                 }
-                RtspEvent::Play(id) => self.play(id, now),
-                RtspEvent::Pause(id) => {
+                Event::Play(id) => self.play(id, now),
+                Event::Pause(id) => {
                     if let Some(v) = self.viewers.get_mut(&id) {
                         v.next_wake = None;
                     }
                 }
-                RtspEvent::Released(id, why) => {
-                    self.counters.add(
-                        match why {
-                            Release::Teardown => Event::RtspReleasedTeardown,
-                            Release::Timeout => Event::RtspReleasedTimeout,
-                            Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
-                        },
-                        1,
-                    );
+                Event::Released(id, why) => {
+                    self.observer.note(Note::SessionReleased(id, why));
                     if let Some(v) = self.viewers.remove(&id) {
-                        if let Some(c) = v.control.and_then(|k| self.controls.get_mut(k)) {
+                        if let Some(c) = v.control.and_then(|k| self.controls.get_mut(k)?.as_mut()) {
                             c.viewers.retain(|s| *s != id);
                         }
                     }
@@ -389,16 +524,18 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
         let Some(session) = self.table.get_mut(id) else { return };
         let Some(v) = self.viewers.get_mut(&id) else { return };
         v.deliveries = session.tracks().iter().map(|t| t.delivery).collect();
-        if v.file.is_none() {
+        if v.bytes.is_none() {
             match self.media.open_bytes(session.path()) {
-                Ok(f) => v.file = Some(f),
-                Err(e) => tracing::warn!("rtsp: cannot open {} to stream it: {e}", session.path()),
+                Ok(b) => v.bytes = Some(b),
+                // The viewer gets no packets and times out; the index said the file was there.
+                Err(error) => self.observer.note(Note::Unreadable { path: session.path(), error: &error }),
             }
         }
         let interleaved = v.deliveries.iter().any(|d| matches!(d, Delivery::Interleaved { .. }));
         if interleaved && v.control.is_none() {
             let owner = session.owner().0 as u32 as usize;
-            if let Some(c) = self.controls.get_mut(owner).filter(|c| c.rtsp.id() == session.owner()) {
+            let control = self.controls.get_mut(owner).and_then(Option::as_mut);
+            if let Some(c) = control.filter(|c| c.rtsp.id() == session.owner()) {
                 c.viewers.push(id);
                 v.control = Some(owner);
             }
@@ -412,30 +549,33 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
         v.next_wake = session.streamer_mut().and_then(|s| s.next_wake());
     }
 
-    /// When the loop must call [`Core::tick`] next, if ever.
-    pub(crate) fn next_wake(&self) -> Option<Instant> {
+    /// When the loop must call [`RtspServer::tick`] next, if ever.
+    pub fn next_wake(&self) -> Option<Instant> {
         let viewers = self.viewers.values().filter_map(|v| v.next_wake).min();
-        let controls =
-            self.controls.iter().filter(|(_, c)| !c.closing).map(|(_, c)| c.rtsp.deadline(&self.table)).min();
+        let controls = self
+            .connections()
+            .filter(|(_, c)| !c.drop_output)
+            .map(|(_, c)| c.rtsp.deadline(&self.table))
+            .min();
         [viewers, controls, self.table.deadline(), self.pace_wake].into_iter().flatten().min()
     }
 
-    /// Sends what is due at `now`, expires sessions and idle connections.
-    pub(crate) fn tick(&mut self, now: Instant) {
-        let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    /// Queues what is due at `now` (`wall`: the wall-clock time since the Unix epoch, for sender
+    /// reports), expires sessions and idle connections.
+    pub fn tick(&mut self, now: Instant, wall: Duration) {
         if self.table.deadline().is_some_and(|d| d <= now) {
             let mut events = Vec::new();
             self.table.expire(now, &mut events);
             self.apply(&events, now);
         }
         let idle: Vec<usize> = self
-            .controls
-            .iter()
-            .filter(|(_, c)| !c.closing && c.rtsp.deadline(&self.table) <= now)
+            .connections()
+            // A closing connection whose client reads nothing is dropped at the same deadline.
+            .filter(|(_, c)| !c.drop_output && c.rtsp.deadline(&self.table) <= now)
             .map(|(k, _)| k)
             .collect();
         for key in idle {
-            if let Some(c) = self.controls.get_mut(key) {
+            if let Some(c) = self.control(key) {
                 c.closing = true;
                 c.drop_output = true;
             }
@@ -461,12 +601,12 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
         streamer.due(now, &mut self.due);
         for d in &self.due {
             self.sample.resize(d.size as usize, 0);
-            let read = match &v.file {
-                Some(f) => {
-                    self.counters.syscall(Syscall::Pread);
-                    f.read_exact_at(&mut self.sample, d.offset)
+            let read = match &v.bytes {
+                Some(b) => {
+                    self.observer.note(Note::SampleRead);
+                    self.media.read_at(b, d.offset, &mut self.sample)
                 }
-                None => Err(std::io::ErrorKind::NotFound.into()),
+                None => Err(io::ErrorKind::NotFound.into()),
             };
             self.packets.clear();
             if read.is_err() || streamer.packetize(d, &self.sample, &mut self.packets).is_err() {
@@ -475,8 +615,7 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
                 continue;
             }
             if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &self.packets) == Offer::Dropped {
-                self.counters.add(Event::RtpFramesDropped, 1);
-                self.counters.add(Event::RtpPacketsDropped, self.packets.len() as u64);
+                self.observer.note(Note::FrameDropped { packets: self.packets.len() });
             }
         }
         self.reports.clear();
@@ -500,13 +639,14 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
         }
     }
 
-    /// Moves queued packets of `key`'s viewers into its output while it is short.
+    /// Moves queued packets of `key`'s viewers into its output, as interleaved frames, while it
+    /// is short.
     fn feed_interleaved(&mut self, key: usize) {
-        let Some(c) = self.controls.get_mut(key) else { return };
+        let Some(c) = self.controls.get_mut(key).and_then(Option::as_mut) else { return };
         if c.closing {
             return;
         }
-        let mut moved = false;
+        let (mut packets, mut bytes) = (0, 0);
         for id in &c.viewers {
             let Some(v) = self.viewers.get_mut(id) else { continue };
             while c.out.len() < OUTPUT_HIGH {
@@ -517,25 +657,32 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
                     }
                     _ => None,
                 };
-                if let Some(channel) = channel {
-                    let len = packet.len() as u16;
-                    c.out.push(&[b'$', channel, (len >> 8) as u8, len as u8]);
-                    c.out.push(packet);
-                    self.counters.add(Event::RtpPacketsSent, 1);
-                    self.counters.add(Event::RtpBytesSent, packet.len() as u64);
-                    moved = true;
+                // A packet longer than a frame's 16-bit length cannot be framed (packetizers
+                // keep to the MTU, so none is): it is dropped rather than cut.
+                let header = channel.and_then(|ch| interleaved_header(ch, packet.len()));
+                match header {
+                    Some(header) => {
+                        c.out.push(&header);
+                        c.out.push(packet);
+                        packets += 1;
+                        bytes += packet.len();
+                    }
+                    None if channel.is_some() => self.observer.note(Note::FrameDropped { packets: 1 }),
+                    None => {}
                 }
                 v.queue.pop();
             }
         }
-        if moved {
+        if packets > 0 {
+            self.observer.note(Note::PacketsSent { packets, bytes });
             self.mark(key);
         }
     }
 
     /// Moves queued packets of UDP viewers into `batch`, viewer by viewer, as far as each one's
-    /// pacer allows; returns whether the batch filled up (more may be sendable at once).
-    pub(crate) fn fill_datagrams(&mut self, batch: &mut Datagrams, now: Instant) -> bool {
+    /// pacer allows; returns whether the batch filled up (more may be sendable at once). The loop
+    /// reports what actually left with [`RtspServer::sent_datagrams`].
+    pub fn fill_datagrams(&mut self, batch: &mut impl DatagramSink, now: Instant) -> bool {
         self.pace_wake = None;
         // Each ready viewer once per call: those still holding packets (held by their pacer)
         // go round again at the next call.
@@ -568,9 +715,8 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
         false
     }
 
-    /// Counts datagrams that left.
-    pub(crate) fn sent_datagrams(&self, count: usize, bytes: usize) {
-        self.counters.add(Event::RtpPacketsSent, count as u64);
-        self.counters.add(Event::RtpBytesSent, bytes as u64);
+    /// `packets` datagrams of `bytes` bytes left (counted as sent).
+    pub fn sent_datagrams(&self, packets: usize, bytes: usize) {
+        self.observer.note(Note::PacketsSent { packets, bytes });
     }
 }
