@@ -720,3 +720,267 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         self.observer.note(Note::PacketsSent { packets, bytes });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::sync::Arc;
+
+    use sluice_proto::rtp::RtpPacket;
+    use sluice_proto::rtsp::{read_message, Limits, Message};
+
+    use super::*;
+    use crate::mp4::Mp4File;
+    use crate::rtsp::NotFound;
+
+    const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+    const URL: &str = "rtsp://127.0.0.1:8554/sluice-demo.mp4";
+    const PEER: &str = "10.0.0.1:40000";
+
+    /// The demo file, indexed and in memory.
+    struct Demo {
+        file: Arc<Mp4File>,
+        bytes: Vec<u8>,
+    }
+
+    impl Catalogue for Demo {
+        fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound> {
+            (path == "/sluice-demo.mp4").then(|| self.file.clone()).ok_or(NotFound)
+        }
+    }
+
+    impl MediaLibrary for Demo {
+        type Bytes = ();
+
+        fn open_bytes(&self, path: &str) -> io::Result<()> {
+            self.open(path).map(|_| ()).map_err(|_| io::ErrorKind::NotFound.into())
+        }
+
+        fn read_at(&self, _: &(), offset: u64, into: &mut [u8]) -> io::Result<()> {
+            let from = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+            let bytes = self.bytes.get(from..from + into.len()).ok_or(io::ErrorKind::UnexpectedEof)?;
+            into.copy_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    fn demo() -> Demo {
+        let bytes = std::fs::read(DEMO).unwrap();
+        Demo { file: Arc::new(Mp4File::from_bytes(&bytes).unwrap()), bytes }
+    }
+
+    /// What the core reported.
+    #[derive(Default)]
+    struct Tally {
+        answered: Cell<usize>,
+        packets_sent: Cell<usize>,
+        reads: Cell<usize>,
+        released: RefCell<Vec<Release>>,
+    }
+
+    impl Observer for Tally {
+        fn note(&self, note: Note<'_>) {
+            match note {
+                Note::Answered { requests, .. } => self.answered.set(self.answered.get() + requests),
+                Note::PacketsSent { packets, .. } => self.packets_sent.set(self.packets_sent.get() + packets),
+                Note::SampleRead => self.reads.set(self.reads.get() + 1),
+                Note::SessionReleased(_, why) => self.released.borrow_mut().push(why),
+                _ => {}
+            }
+        }
+    }
+
+    fn table() -> SessionTable {
+        let mut n = 1u64;
+        SessionTable::with_entropy(RtspConfig::default(), move || {
+            n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            n
+        })
+    }
+
+    type Server<'a> = RtspServer<'a, Demo, Tally, ()>;
+
+    /// Everything `key` has to write, as the loop would write it.
+    fn drain(server: &mut Server<'_>, key: usize, now: Instant) -> Vec<u8> {
+        let mut written = Vec::new();
+        loop {
+            let Some(c) = server.control(key) else { return written };
+            let Some(bytes) = c.out.pending() else { return written };
+            let n = bytes.len();
+            written.extend_from_slice(bytes);
+            c.out.advance(n);
+            server.wrote(key, now);
+        }
+    }
+
+    /// The replies in `bytes` (interleaved frames skipped), as text.
+    fn replies(bytes: &[u8]) -> Vec<String> {
+        frames(bytes).into_iter().filter_map(|f| f.err()).collect()
+    }
+
+    /// Interleaved frames (`Ok((channel, payload))`) and replies (`Err(text)`), in order.
+    fn frames(mut bytes: &[u8]) -> Vec<Result<(u8, Vec<u8>), String>> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            if bytes[0] == b'$' {
+                let Ok(Message::Interleaved { channel, payload, consumed }) =
+                    read_message(bytes, &Limits::default())
+                else {
+                    panic!("a cut frame")
+                };
+                out.push(Ok((channel, payload.to_vec())));
+                bytes = &bytes[consumed..];
+            } else {
+                let (_, n) = rtsp_types::Message::<Vec<u8>>::parse(bytes).expect("our replies parse");
+                out.push(Err(String::from_utf8_lossy(&bytes[..n]).into_owned()));
+                bytes = &bytes[n..];
+            }
+        }
+        out
+    }
+
+    fn session_of(reply: &str) -> String {
+        let line = reply.lines().find(|l| l.starts_with("Session: ")).expect("a Session header");
+        line["Session: ".len()..].split(';').next().unwrap().to_string()
+    }
+
+    /// Sends `request` on `key` and returns the one reply.
+    fn ask(server: &mut Server<'_>, key: usize, request: &str, now: Instant) -> String {
+        server.received(key, request.as_bytes(), now);
+        let mut r = replies(&drain(server, key, now));
+        assert_eq!(r.len(), 1, "{request}: {r:?}");
+        r.pop().unwrap()
+    }
+
+    fn setup(track: usize, session: Option<&str>, transport: &str) -> String {
+        let session = session.map(|s| format!("Session: {s}\r\n")).unwrap_or_default();
+        format!("SETUP {URL}/trackID={track} RTSP/1.0\r\nCSeq: 2\r\n{session}Transport: {transport}\r\n\r\n")
+    }
+
+    fn play(session: &str) -> String {
+        format!("PLAY {URL} RTSP/1.0\r\nCSeq: 3\r\nSession: {session}\r\n\r\n")
+    }
+
+    #[test]
+    fn a_half_closed_request_is_answered_then_the_connection_closes() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let now = Instant::now();
+        let key = server.accept((), PEER.parse().unwrap(), now);
+        // The request and the end of file arrive in one turn, as they do when a client writes and
+        // shuts down at once.
+        server.received(key, b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n", now);
+        server.input_ended(key, now);
+        assert!(!server.wants_input(key));
+        let c = server.control(key).unwrap();
+        assert!(!c.should_close(), "the reply is still to be written");
+        let bytes = c.out.pending().unwrap().to_vec();
+        assert!(bytes.starts_with(b"RTSP/1.0 200 OK\r\n"), "{}", String::from_utf8_lossy(&bytes));
+        c.out.advance(bytes.len());
+        assert!(server.control(key).unwrap().should_close());
+        assert_eq!(tally.answered.get(), 1);
+
+        // An end of file after half a request: nothing to answer, close now.
+        let key = server.accept((), PEER.parse().unwrap(), now);
+        server.received(key, b"OPTIONS * RTSP/1.0\r\nCSe", now);
+        server.input_ended(key, now);
+        assert!(server.control(key).unwrap().should_close());
+        assert_eq!(tally.answered.get(), 1);
+    }
+
+    #[test]
+    fn an_interleaved_viewer_gets_framed_packets_on_its_channels() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let key = server.accept((), PEER.parse().unwrap(), t0);
+        let r = ask(&mut server, key, &setup(0, None, "RTP/AVP/TCP;unicast;interleaved=0-1"), t0);
+        let id = session_of(&r);
+        let r = ask(&mut server, key, &setup(1, Some(&id), "RTP/AVP/TCP;unicast;interleaved=2-3"), t0);
+        assert!(r.starts_with("RTSP/1.0 200"), "{r}");
+        server.received(key, play(&id).as_bytes(), t0);
+        // Past the end of the presentation, a wake-up at a time, as a loop would.
+        let mut written = drain(&mut server, key, t0);
+        let end = t0 + Duration::from_secs_f64(media.file.duration_secs() + 1.0);
+        while let Some(at) = server.next_wake().filter(|at| *at <= end) {
+            server.tick(at, Duration::from_secs(1_800_000_000));
+            written.extend(drain(&mut server, key, at));
+        }
+        let all = frames(&written);
+        assert!(all[0].as_ref().is_err_and(|r| r.starts_with("RTSP/1.0 200")), "the PLAY reply comes first");
+        let mut per_channel = [0usize; 4];
+        for (channel, payload) in all.iter().filter_map(|f| f.as_ref().ok()) {
+            per_channel[usize::from(*channel)] += 1;
+            if channel % 2 == 0 {
+                RtpPacket::parse(payload).expect("an RTP packet");
+            } else {
+                assert_eq!(payload[1], 200, "a sender report first in each RTCP packet");
+            }
+        }
+        assert!(per_channel.iter().all(|n| *n > 0), "{per_channel:?}");
+        assert_eq!(per_channel.iter().sum::<usize>(), tally.packets_sent.get());
+        let samples: usize = media.file.tracks.iter().map(|t| t.samples.len()).sum();
+        assert_eq!(tally.reads.get(), samples, "every sample read once");
+        // The connection goes, and its interleaved session with it.
+        server.remove(key, end);
+        assert_eq!(*tally.released.borrow(), [Release::ConnectionClosed]);
+    }
+
+    /// Datagrams a batch took: (port, destination, length).
+    #[derive(Default)]
+    struct Batch {
+        room: usize,
+        datagrams: Vec<(Port, SocketAddr, usize)>,
+    }
+
+    impl DatagramSink for Batch {
+        fn fits(&self, _: usize) -> bool {
+            self.datagrams.len() < self.room
+        }
+
+        fn push(&mut self, port: Port, dest: SocketAddr, bytes: &[u8]) {
+            self.datagrams.push((port, dest, bytes.len()));
+        }
+    }
+
+    #[test]
+    fn a_udp_viewer_gets_paced_datagrams_at_its_ports_and_rtcp_keeps_it() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let key = server.accept((), PEER.parse().unwrap(), t0);
+        let r = ask(&mut server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), t0);
+        let id = session_of(&r);
+        ask(&mut server, key, &play(&id), t0);
+        // Two seconds' worth is due at once; the pacer lets a burst through, then asks to wake.
+        let t1 = t0 + Duration::from_secs(2);
+        server.tick(t1, Duration::from_secs(1_800_000_000));
+        let mut batch = Batch { room: 10_000, ..Batch::default() };
+        assert!(!server.fill_datagrams(&mut batch, t1), "the batch had room");
+        let rtp: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let rtcp: SocketAddr = "10.0.0.1:5001".parse().unwrap();
+        assert!(!batch.datagrams.is_empty());
+        assert!(batch
+            .datagrams
+            .iter()
+            .all(|(p, d, _)| (*p, *d) == (Port::Rtp, rtp) || (*p, *d) == (Port::Rtcp, rtcp)));
+        let burst: usize = batch.datagrams.iter().map(|d| d.2).sum();
+        assert!(burst <= PACE_BURST as usize + 1500, "a burst of {burst} bytes");
+        let wake = server.next_wake().unwrap();
+        assert!(wake >= t1 + PACE_TICK, "paced: wakes again no sooner than a tick");
+        // A full batch stops the round, and says so.
+        let mut small = Batch { room: 1, ..Batch::default() };
+        assert!(server.fill_datagrams(&mut small, wake + Duration::from_millis(50)));
+        assert_eq!(small.datagrams.len(), 1);
+
+        // Receiver reports from the viewer's RTCP port keep the session past its timeout; one
+        // from elsewhere does not.
+        let timeout = server.config().session_timeout;
+        server.rtcp_from("10.0.0.9:5001".parse().unwrap(), t0 + timeout / 2);
+        server.rtcp_from(rtcp, t0 + timeout / 2);
+        server.tick(t0 + timeout + Duration::from_secs(1), Duration::ZERO);
+        assert!(tally.released.borrow().is_empty(), "{:?}", tally.released.borrow());
+        server.tick(t0 + timeout * 3 / 2 + Duration::from_secs(1), Duration::ZERO);
+        assert_eq!(*tally.released.borrow(), [Release::Timeout]);
+    }
+}
