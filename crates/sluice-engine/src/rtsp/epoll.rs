@@ -13,7 +13,7 @@ use std::time::Instant;
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{sendmmsg, wall_clock, MediaLibrary, RtspSockets};
+use super::{sendmmsg, wall_clock, MediaLibrary, Parts, RtspSockets};
 use crate::counters::{Event, Shard, Syscall};
 use crate::{cvt, EngineError, Shutdown};
 
@@ -27,12 +27,10 @@ const EVENTS: usize = 256;
 pub(crate) type Core<'a, M> = RtspServer<'a, M, Shard, Socket>;
 
 pub(crate) fn run<M: MediaLibrary>(
-    mut core: Core<'_, M>,
-    counters: &Shard,
-    sockets: RtspSockets,
+    parts: Parts<'_, M, Socket>,
     shutdown: &Shutdown,
-    gso: bool,
 ) -> Result<(), EngineError> {
+    let Parts { mut core, counters, sockets, gso } = parts;
     let setup = |what| move |source| EngineError::Setup { what, source };
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
     let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;

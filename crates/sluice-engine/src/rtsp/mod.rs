@@ -120,12 +120,25 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     let gso = std::env::var_os(NO_GSO_ENV).is_none() && datagrams::gso_supported(sockets.rtp.as_raw_fd());
     // A shard of its own, past the event loops' (they use 0..workers).
     let shard = counters.shard(usize::MAX);
-    let table = SessionTable::new(config);
     match engine {
-        EngineKind::Uring => {
-            uring::run(RtspServer::new(table, &*media, shard), shard, sockets, shutdown, gso)
-        }
-        _ => epoll::run(RtspServer::new(table, &*media, shard), shard, sockets, shutdown, gso),
+        EngineKind::Uring => uring::run(Parts::new(config, &*media, shard, sockets, gso), shutdown),
+        _ => epoll::run(Parts::new(config, &*media, shard, sockets, gso), shutdown),
+    }
+}
+
+/// What a loop starts with: the core (holding the loop's per-connection state `T`), the counters
+/// it reports to, the sockets, and whether UDP GSO may be used.
+pub(crate) struct Parts<'a, M: MediaLibrary, T> {
+    core: RtspServer<'a, M, Shard, T>,
+    counters: &'a Shard,
+    sockets: RtspSockets,
+    gso: bool,
+}
+
+impl<'a, M: MediaLibrary, T> Parts<'a, M, T> {
+    fn new(config: RtspConfig, media: &'a M, counters: &'a Shard, sockets: RtspSockets, gso: bool) -> Self {
+        let core = RtspServer::new(SessionTable::new(config), media, counters);
+        Parts { core, counters, sockets, gso }
     }
 }
 

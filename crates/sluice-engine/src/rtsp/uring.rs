@@ -15,7 +15,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{wall_clock, MediaLibrary, RtspSockets};
+use super::{wall_clock, MediaLibrary, Parts, RtspSockets};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
 use crate::{EngineError, Shutdown};
@@ -67,12 +67,10 @@ struct Loop<'c, 'a, M: MediaLibrary> {
 }
 
 pub(crate) fn run<M: MediaLibrary>(
-    mut core: Core<'_, M>,
-    counters: &Shard,
-    sockets: RtspSockets,
+    parts: Parts<'_, M, Socket>,
     shutdown: &Shutdown,
-    gso: bool,
 ) -> Result<(), EngineError> {
+    let Parts { mut core, counters, sockets, gso } = parts;
     let ring = IoUring::builder()
         .setup_cqsize(16 * 1024)
         .build(1024)
