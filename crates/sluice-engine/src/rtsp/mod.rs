@@ -155,6 +155,7 @@ impl Observer for Shard {
             Note::Connected => self.add(Event::RtspConnections, 1),
             Note::BytesIn(n) => self.add(Event::BytesIn, n as u64),
             Note::Answered { requests, .. } => self.add(Event::RtspRequests, requests as u64),
+            Note::Refused(error) => tracing::debug!("rtsp: refused: {error}"),
             Note::SessionCreated(_) => self.add(Event::RtspSessionsCreated, 1),
             Note::SessionReleased(_, why) => self.add(
                 match why {

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
-use sluice_proto::rtsp::interleaved_header;
+use sluice_proto::rtsp::{interleaved_header, RtspError};
 
 use super::session::{
     Catalogue, ConnectionId, Delivery, Event, Output, Release, RtspConfig, RtspConnection, SessionId,
@@ -102,6 +102,8 @@ pub enum Note<'a> {
         /// How many.
         requests: usize,
     },
+    /// A request was refused with this error, in context (its byte position and connection).
+    Refused(&'a RtspError),
     /// A session was set up.
     SessionCreated(SessionId),
     /// A session is gone, and why.
@@ -322,7 +324,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let control = Control {
             io,
             out: OutBuf::default(),
-            rtsp: RtspConnection::new(id, peer.ip(), now),
+            rtsp: RtspConnection::new(id, peer, now),
             input: Vec::new(),
             input_ended: false,
             viewers: Vec::new(),
@@ -408,6 +410,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             if self.output.answered > 0 {
                 let connection = c.rtsp.id();
                 self.observer.note(Note::Answered { connection, requests: self.output.answered });
+            }
+            for error in &self.output.refused {
+                self.observer.note(Note::Refused(error));
             }
             self.mark(key);
             let events = std::mem::take(&mut self.output.events);
