@@ -137,9 +137,16 @@ pub(crate) struct Parts<'a, M: MediaLibrary, T> {
 
 impl<'a, M: MediaLibrary, T> Parts<'a, M, T> {
     fn new(config: RtspConfig, media: &'a M, counters: &'a Shard, sockets: RtspSockets, gso: bool) -> Self {
-        let core = RtspServer::new(SessionTable::new(config), media, counters);
+        let core = RtspServer::new(SessionTable::with_entropy(config, os_entropy), media, counters);
         Parts { core, counters, sockets, gso }
     }
+}
+
+/// Random numbers for the core's session ids and RTP identities, from the OS.
+fn os_entropy() -> u64 {
+    // getrandom fails only when the OS has no entropy source at all; a server cannot issue
+    // unguessable ids then, and must not pretend to.
+    getrandom::u64().expect("the OS random number generator is unavailable")
 }
 
 /// The wall-clock time for the core's sender reports.
@@ -191,4 +198,13 @@ pub(crate) fn sendmmsg(
     // SAFETY: every header points at live iovecs, buffers and addresses (see `Datagrams`).
     let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), hdrs.len() as u32, libc::MSG_DONTWAIT) };
     crate::cvt(n).map(|n| n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn os_entropy_differs_call_to_call() {
+        let draws: std::collections::HashSet<u64> = (0..64).map(|_| super::os_entropy()).collect();
+        assert_eq!(draws.len(), 64);
+    }
 }

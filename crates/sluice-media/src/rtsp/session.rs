@@ -273,12 +273,6 @@ impl Output {
 /// Random numbers for ids, SSRCs, sequence numbers and timestamp offsets.
 type Entropy = Box<dyn FnMut() -> u64 + Send>;
 
-fn os_entropy() -> u64 {
-    // getrandom fails only when the OS has no entropy source at all; a server cannot issue
-    // unguessable ids then, and must not pretend to.
-    getrandom::u64().expect("the OS random number generator is unavailable")
-}
-
 /// All sessions of one engine worker (or of the whole server), by id.
 pub struct SessionTable {
     config: RtspConfig,
@@ -296,13 +290,10 @@ impl fmt::Debug for SessionTable {
 }
 
 impl SessionTable {
-    /// An empty table; ids and RTP identities come from the OS random number generator.
-    pub fn new(config: RtspConfig) -> SessionTable {
-        SessionTable::with_entropy(config, os_entropy)
-    }
-
-    /// An empty table whose random numbers come from `entropy`. Only tests and fuzzing want this
-    /// (reproducible ids); a server uses [`SessionTable::new`].
+    /// An empty table whose random numbers (session ids, SSRCs, initial sequence numbers and
+    /// timestamps) come from `entropy`: a server passes the OS random number generator (ids must
+    /// be unguessable; reading it is a system call, so the engine does it), tests and fuzzing a
+    /// reproducible sequence.
     pub fn with_entropy(config: RtspConfig, entropy: impl FnMut() -> u64 + Send + 'static) -> SessionTable {
         SessionTable { config, sessions: HashMap::new(), entropy: Box::new(entropy) }
     }
@@ -1371,8 +1362,8 @@ mod tests {
     }
 
     #[test]
-    fn session_ids_from_the_os_are_distinct_and_long() {
-        let mut table = SessionTable::new(RtspConfig::default());
+    fn session_ids_are_distinct_and_long() {
+        let mut table = table();
         let a = table.new_id();
         let b = table.new_id();
         assert_ne!(a, b);
