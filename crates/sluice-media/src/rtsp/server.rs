@@ -862,6 +862,13 @@ mod tests {
         format!("SETUP {URL}/trackID={track} RTSP/1.0\r\nCSeq: 2\r\n{session}Transport: {transport}\r\n\r\n")
     }
 
+    /// A connection from [`PEER`] with a session whose first track goes over `transport`.
+    fn open_session(server: &mut Server<'_>, transport: &str, now: Instant) -> (usize, String) {
+        let key = server.accept((), PEER.parse().unwrap(), now);
+        let reply = ask(server, key, &setup(0, None, transport), now);
+        (key, session_of(&reply))
+    }
+
     fn play(session: &str) -> String {
         format!("PLAY {URL} RTSP/1.0\r\nCSeq: 3\r\nSession: {session}\r\n\r\n")
     }
@@ -898,9 +905,7 @@ mod tests {
         let (media, tally) = (demo(), Tally::default());
         let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
         let t0 = Instant::now();
-        let key = server.accept((), PEER.parse().unwrap(), t0);
-        let r = ask(&mut server, key, &setup(0, None, "RTP/AVP/TCP;unicast;interleaved=0-1"), t0);
-        let id = session_of(&r);
+        let (key, id) = open_session(&mut server, "RTP/AVP/TCP;unicast;interleaved=0-1", t0);
         let r = ask(&mut server, key, &setup(1, Some(&id), "RTP/AVP/TCP;unicast;interleaved=2-3"), t0);
         assert!(r.starts_with("RTSP/1.0 200"), "{r}");
         server.received(key, play(&id).as_bytes(), t0);
@@ -953,9 +958,7 @@ mod tests {
         let (media, tally) = (demo(), Tally::default());
         let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
         let t0 = Instant::now();
-        let key = server.accept((), PEER.parse().unwrap(), t0);
-        let r = ask(&mut server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), t0);
-        let id = session_of(&r);
+        let (key, id) = open_session(&mut server, "RTP/AVP;unicast;client_port=5000-5001", t0);
         ask(&mut server, key, &play(&id), t0);
         // Two seconds' worth is due at once; the pacer lets a burst through, then asks to wake.
         let t1 = t0 + Duration::from_secs(2);
