@@ -69,7 +69,8 @@ fn run_rtsp(chunks: &[&[u8]], file: &std::sync::Arc<Mp4File>) -> Transcript {
     });
     let catalogue = Tiny(file.clone());
     let mut now = Instant::now();
-    let mut conn = RtspConnection::new(ConnectionId(1), std::net::IpAddr::from([127, 0, 0, 1]), now);
+    let mut conn =
+        RtspConnection::new(ConnectionId(1), std::net::SocketAddr::from(([127, 0, 0, 1], 40000)), now);
     let mut out = Output::default();
     let mut t = Transcript { replies: Vec::new(), answered: 0, events: Vec::new(), closed: false };
     let mut pending = Vec::new();

@@ -20,9 +20,7 @@
 //! `mp4parse` expands the compact tables, because a few bytes of `stsc` can otherwise declare
 //! billions of samples.
 
-use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
-use std::path::Path;
+use std::io::{Read, Seek, SeekFrom};
 
 use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{AudioCodecSpecific, CodecType, SampleEntry, TrackType, VideoCodecSpecific};
@@ -242,11 +240,13 @@ pub struct Mp4File {
 }
 
 impl Mp4File {
-    /// Indexes the file at `path`, reading only its box headers and its `moov` box.
-    pub fn open(path: impl AsRef<Path>) -> Result<Mp4File, Mp4Error> {
-        let file = File::open(path)?;
+    /// Indexes the file at `path`, reading only its box headers and its `moov` box. Tests only:
+    /// this crate makes no system calls, the server opens files and calls [`Mp4File::read`].
+    #[cfg(test)]
+    pub(crate) fn open(path: impl AsRef<std::path::Path>) -> Result<Mp4File, Mp4Error> {
+        let file = std::fs::File::open(path)?;
         let len = file.metadata()?.len();
-        Mp4File::read(BufReader::new(file), len)
+        Mp4File::read(std::io::BufReader::new(file), len)
     }
 
     /// Indexes an MP4 file held in memory (tests, fuzzing).

@@ -1,18 +1,19 @@
 //! The library as the RTSP side sees it: MP4 files found by URL path behind the same wall as
 //! HTTP's, indexed once and reused while the file is unchanged.
 //!
-//! Owns the index cache. It does not answer requests (`sluice-media::rtsp` does) or read samples
-//! (the RTSP loop does, through [`MediaLibrary::open_bytes`]).
+//! Owns the index cache and the reading of samples (a `pread` each, from the page cache, when the
+//! RTSP core asks through [`MediaLibrary::read_at`]). It does not answer requests or decide what
+//! to read when (`sluice-media::rtsp` does).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader};
+use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use sluice_engine::rtsp::MediaLibrary;
 use sluice_media::mp4::Mp4File;
-use sluice_media::rtsp::{Catalogue, NotFound};
+use sluice_media::rtsp::{Catalogue, MediaLibrary, NotFound};
 use sluice_proto::http::path::normalize;
 
 use crate::library::{Entry, Library};
@@ -77,8 +78,14 @@ impl Catalogue for MediaCatalogue {
 }
 
 impl MediaLibrary for MediaCatalogue {
+    type Bytes = File;
+
     fn open_bytes(&self, path: &str) -> io::Result<File> {
         self.open_file(path).map(|(_, file, _)| file)
+    }
+
+    fn read_at(&self, file: &File, offset: u64, into: &mut [u8]) -> io::Result<()> {
+        file.read_exact_at(into, offset)
     }
 }
 

@@ -8,21 +8,14 @@
 //!
 //! Owns the bytes, the destination addresses and the message headers pointing at them, and keeps
 //! them at stable addresses from [`Datagrams::prepare`] until [`Datagrams::clear`]: io_uring
-//! reads them after submission. It does not decide what goes in a batch (the core does) or make the
-//! call (the loops do).
+//! reads them after submission. It does not decide what goes in a batch (the RTSP core does,
+//! through [`DatagramSink`]) or make the call (the loops do).
 
 use std::net::SocketAddr;
 
-use crate::listener::sockaddr_of;
+use sluice_media::rtsp::{DatagramSink, Port};
 
-/// Which of the server's two UDP sockets a datagram leaves from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Port {
-    /// The RTP port (media).
-    Rtp = 0,
-    /// The RTCP port (sender reports).
-    Rtcp = 1,
-}
+use crate::listener::sockaddr_of;
 
 /// Datagrams a batch holds at most: `sendmmsg` takes up to `UIO_MAXIOV` (1024) a call. 256
 /// datagrams of 1.4 KB is about 360 KB a batch, a turn's worth for 300 viewers at 23 Mbps.
@@ -214,6 +207,16 @@ impl Datagrams {
             self.sent[p] = 0;
         }
         self.prepared = false;
+    }
+}
+
+impl DatagramSink for Datagrams {
+    fn fits(&self, len: usize) -> bool {
+        Datagrams::fits(self, len)
+    }
+
+    fn push(&mut self, port: Port, dest: SocketAddr, bytes: &[u8]) {
+        Datagrams::push(self, port, dest, bytes);
     }
 }
 

@@ -1,8 +1,8 @@
 //! The RTSP loop on epoll: edge-triggered readiness, `read`/`write` on control connections and one
 //! `sendmmsg` per UDP port for a batch of datagrams to many viewers.
 //!
-//! Owns the descriptors' registration and the system calls; everything else is [`Core`]'s. The
-//! loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
+//! Owns the descriptors' registration and the system calls; everything else is the
+//! [`RtspServer`]'s. The loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
 //! as exact as `epoll_wait`'s millisecond timeout, rounded up: a packet is never early.
 
 use std::io::{self, Read, Write};
@@ -10,10 +10,11 @@ use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-use super::core::Core;
-use super::datagrams::{Datagrams, Port};
-use super::{sendmmsg, MediaLibrary, RtspSockets};
-use crate::counters::{Event, Syscall};
+use sluice_media::rtsp::{Port, RtspServer};
+
+use super::datagrams::Datagrams;
+use super::{sendmmsg, wall_clock, MediaLibrary, Parts, RtspSockets};
+use crate::counters::{Event, Shard, Syscall};
 use crate::{cvt, EngineError, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
@@ -22,19 +23,20 @@ const RTP: u64 = u64::MAX - 2;
 const RTCP: u64 = u64::MAX - 3;
 const EVENTS: usize = 256;
 
+/// The core as this loop holds it.
+pub(crate) type Core<'a, M> = RtspServer<'a, M, Shard, Socket>;
+
 pub(crate) fn run<M: MediaLibrary>(
-    mut core: Core<'_, M, Socket>,
-    sockets: RtspSockets,
+    parts: Parts<'_, M, Socket>,
     shutdown: &Shutdown,
-    gso: bool,
 ) -> Result<(), EngineError> {
+    let Parts { mut core, counters, sockets, gso } = parts;
     let setup = |what| move |source| EngineError::Setup { what, source };
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
     let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;
     // SAFETY: a fresh descriptor we own.
     let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
     let ep = epoll.as_raw_fd();
-    let counters = core.counters;
     let register = |fd: RawFd, events: i32, token: u64| -> io::Result<()> {
         counters.syscall(Syscall::EpollCtl);
         let mut ev = libc::epoll_event { events: events as u32, u64: token };
@@ -98,25 +100,27 @@ pub(crate) fn run<M: MediaLibrary>(
                     }
                 },
                 RTP => {} // writable again: the send below finds out
-                RTCP => drain_rtcp(&rtcp, &mut core, &mut buf, now),
+                RTCP => drain_rtcp(&rtcp, &mut core, counters, &mut buf, now),
                 key => {
                     let key = key as usize;
                     let input = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
-                    if ev.events & input != 0 && read_control(&mut core, key, &mut buf, now).is_err() {
+                    if ev.events & input != 0
+                        && read_control(&mut core, counters, key, &mut buf, now).is_err()
+                    {
                         core.remove(key, now);
                         continue;
                     }
-                    drive(&mut core, key, &mut buf, now);
+                    drive(&mut core, counters, key, &mut buf, now);
                 }
             }
         }
-        core.tick(now);
+        core.tick(now, wall_clock());
         // Interleaved output first: control replies should not wait behind datagrams.
         core.take_dirty(&mut dirty);
         for &key in &dirty {
-            drive(&mut core, key, &mut buf, now);
+            drive(&mut core, counters, key, &mut buf, now);
         }
-        udp_blocked = send_datagrams(&mut core, &mut batch, [&rtp, &rtcp], now);
+        udp_blocked = send_datagrams(&mut core, counters, &mut batch, [&rtp, &rtcp], now);
     }
 }
 
@@ -127,14 +131,15 @@ pub(crate) struct Socket {
     unread: bool,
 }
 
-/// Reads what `key` has, while it wants input; `Err` when the connection ended.
+/// Reads what `key` has, while it wants input; `Err` when the connection failed. End of file is
+/// a half-close: the core answers what arrived before it, and closes once the replies are out.
 fn read_control<M: MediaLibrary>(
-    core: &mut Core<'_, M, Socket>,
+    core: &mut Core<'_, M>,
+    counters: &Shard,
     key: usize,
     buf: &mut [u8],
     now: Instant,
 ) -> io::Result<()> {
-    let counters = core.counters;
     loop {
         let wants = core.wants_input(key);
         let Some(c) = core.control(key) else { return Ok(()) };
@@ -144,12 +149,15 @@ fn read_control<M: MediaLibrary>(
         }
         counters.syscall(Syscall::Read);
         match c.io.stream.read(buf) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(0) => {
+                core.input_ended(key, now);
+                return Ok(());
+            }
             Ok(n) => core.received(key, &buf[..n], now),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
-                core.counters.add(Event::SocketErrors, 1);
+                counters.add(Event::SocketErrors, 1);
                 return Err(e);
             }
         }
@@ -158,10 +166,17 @@ fn read_control<M: MediaLibrary>(
 
 /// Writes `key`'s output until done or the socket is full, reading input the core now wants;
 /// closes the connection when the core says so.
-fn drive<M: MediaLibrary>(core: &mut Core<'_, M, Socket>, key: usize, buf: &mut [u8], now: Instant) {
-    let counters = core.counters;
+fn drive<M: MediaLibrary>(
+    core: &mut Core<'_, M>,
+    counters: &Shard,
+    key: usize,
+    buf: &mut [u8],
+    now: Instant,
+) {
     loop {
-        if core.control(key).is_some_and(|c| c.io.unread) && read_control(core, key, buf, now).is_err() {
+        if core.control(key).is_some_and(|c| c.io.unread)
+            && read_control(core, counters, key, buf, now).is_err()
+        {
             core.remove(key, now);
             return;
         }
@@ -170,7 +185,7 @@ fn drive<M: MediaLibrary>(core: &mut Core<'_, M, Socket>, key: usize, buf: &mut 
             core.remove(key, now);
             return;
         }
-        let Some(bytes) = c.out.next() else { return };
+        let Some(bytes) = c.out.pending() else { return };
         counters.syscall(Syscall::Write);
         match c.io.stream.write(bytes) {
             Ok(n) => {
@@ -191,7 +206,8 @@ fn drive<M: MediaLibrary>(core: &mut Core<'_, M, Socket>, key: usize, buf: &mut 
 
 /// Sends batches until the viewers' queues are empty or a socket is full; returns whether one is.
 fn send_datagrams<M: MediaLibrary>(
-    core: &mut Core<'_, M, Socket>,
+    core: &mut Core<'_, M>,
+    counters: &Shard,
     batch: &mut Datagrams,
     sockets: [&UdpSocket; 2],
     now: Instant,
@@ -207,7 +223,7 @@ fn send_datagrams<M: MediaLibrary>(
         }
         for port in [Port::Rtp, Port::Rtcp] {
             while !batch.unsent(port).is_empty() {
-                match sendmmsg(sockets[port as usize].as_raw_fd(), batch.unsent(port), core.counters) {
+                match sendmmsg(sockets[port as usize].as_raw_fd(), batch.unsent(port), counters) {
                     Ok(n) => {
                         let (datagrams, bytes) = batch.advance(port, n);
                         core.sent_datagrams(datagrams, bytes);
@@ -216,7 +232,7 @@ fn send_datagrams<M: MediaLibrary>(
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(_) => {
                         // The first datagram failed for itself (no route, refused): skip it.
-                        core.counters.add(Event::SocketErrors, 1);
+                        counters.add(Event::SocketErrors, 1);
                         batch.advance(port, 1);
                     }
                 }
@@ -232,12 +248,13 @@ fn send_datagrams<M: MediaLibrary>(
 /// Takes every RTCP packet waiting on the server's RTCP port; each keeps its sender's session.
 fn drain_rtcp<M: MediaLibrary>(
     rtcp: &UdpSocket,
-    core: &mut Core<'_, M, Socket>,
+    core: &mut Core<'_, M>,
+    counters: &Shard,
     buf: &mut [u8],
     now: Instant,
 ) {
     loop {
-        core.counters.syscall(Syscall::Read);
+        counters.syscall(Syscall::Read);
         match rtcp.recv_from(buf) {
             Ok((_, from)) => core.rtcp_from(from, now),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -1,43 +1,39 @@
-//! RTSP/RTP serving: the sockets, the loop that drives `sluice_media::rtsp`'s sans-I/O sessions,
-//! and the fan-out of paced RTP packets to every viewer from that one loop.
+//! RTSP/RTP serving: the sockets, and the loop that drives `sluice_media::rtsp::RtspServer` and
+//! fans its paced RTP packets out to every viewer from that one loop.
 //!
 //! Owns the RTSP side's descriptors (a TCP control listener, and the RTP and RTCP UDP sockets every
-//! UDP viewer shares), and the choice of loop: io_uring on the `uring` engine, epoll on every
-//! other. Both loops run the same [`core::Core`], which holds control connections, the session
-//! table, each viewer's bounded queue and the pacing, and tells the loop what to write; the loops
-//! only differ in how bytes reach and leave the kernel (readiness and `write`/`sendmmsg` for epoll,
+//! UDP viewer shares), the choice of loop (io_uring on the `uring` engine; epoll on every other,
+//! the `threads` and `tokio` engines included, which the start-up line and `--help` say), the
+//! batching of datagrams (`sendmmsg`, UDP GSO; [`datagrams`]) and the timers. Both loops run the
+//! same sans-I/O [`RtspServer`], which holds control connections, the session table, each
+//! viewer's bounded queue and the pacing, and tells the loop what to write where; the loops only
+//! differ in how bytes reach and leave the kernel (readiness and `write`/`sendmmsg` for epoll,
 //! submitted `send`/`sendmsg` operations for io_uring). A viewer is a queue and a timer entry, not
 //! a thread or a task: 300 viewers are 300 entries in one loop.
 //!
-//! Not here: what requests mean, SDP, packetization (`sluice-media`, `sluice-proto`), or which
-//! files exist (the server's [`MediaLibrary`]). One loop serves all RTSP clients: sessions may be
-//! used from a second connection of the same client and RTCP arrives on one shared port, so the
-//! table lives in one place; spreading viewers over several loops is left for a machine with more
-//! cores than this project's 2.
+//! Not here: what requests mean, SDP, packetization, interleaved framing, pacing
+//! (`sluice-media`, `sluice-proto`), or which files exist (the server's [`MediaLibrary`]). One
+//! loop serves all RTSP clients: sessions may be used from a second connection of the same client
+//! and RTCP arrives on one shared port, so the table lives in one place; spreading viewers over
+//! several loops is left for a machine with more cores than this project's 2.
 
-mod core;
 mod datagrams;
 mod epoll;
 mod uring;
 
-use std::fs::File;
 use std::io;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use sluice_media::rtsp::{Catalogue, RtspConfig};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::counters::{Counters, Syscall};
+pub use sluice_media::rtsp::MediaLibrary;
+use sluice_media::rtsp::{Note, Observer, Release, RtspConfig, RtspServer, SessionTable};
+
+use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::set_int_opt;
 use crate::{EngineError, EngineKind, Shutdown};
-
-/// What the RTSP loop serves: the indexed MP4 files of [`Catalogue`], and their bytes.
-pub trait MediaLibrary: Catalogue + Send + Sync + 'static {
-    /// A handle to read the samples of the presentation at URL path `path` (the same path the
-    /// [`Catalogue`] indexed), confined to the library as the catalogue is.
-    fn open_bytes(&self, path: &str) -> io::Result<File>;
-}
 
 /// The RTSP side's sockets, bound before the server announces itself.
 #[derive(Debug)]
@@ -112,7 +108,7 @@ fn bind_udp_pair(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSocket)> {
 
 /// Runs the RTSP loop for `engine` (io_uring for `uring`, epoll for the others) until `shutdown`;
 /// counts into `counters`. `config.udp_server_ports` is set from `sockets` here.
-pub fn run<M: MediaLibrary>(
+pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     engine: EngineKind,
     mut config: RtspConfig,
     sockets: RtspSockets,
@@ -125,8 +121,70 @@ pub fn run<M: MediaLibrary>(
     // A shard of its own, past the event loops' (they use 0..workers).
     let shard = counters.shard(usize::MAX);
     match engine {
-        EngineKind::Uring => uring::run(core::Core::new(config, &*media, shard), sockets, shutdown, gso),
-        _ => epoll::run(core::Core::new(config, &*media, shard), sockets, shutdown, gso),
+        EngineKind::Uring => uring::run(Parts::new(config, &*media, shard, sockets, gso), shutdown),
+        _ => epoll::run(Parts::new(config, &*media, shard, sockets, gso), shutdown),
+    }
+}
+
+/// What a loop starts with: the core (holding the loop's per-connection state `T`), the counters
+/// it reports to, the sockets, and whether UDP GSO may be used.
+pub(crate) struct Parts<'a, M: MediaLibrary, T> {
+    core: RtspServer<'a, M, Shard, T>,
+    counters: &'a Shard,
+    sockets: RtspSockets,
+    gso: bool,
+}
+
+impl<'a, M: MediaLibrary, T> Parts<'a, M, T> {
+    fn new(config: RtspConfig, media: &'a M, counters: &'a Shard, sockets: RtspSockets, gso: bool) -> Self {
+        let core = RtspServer::new(SessionTable::with_entropy(config, os_entropy), media, counters);
+        Parts { core, counters, sockets, gso }
+    }
+}
+
+/// Random numbers for the core's session ids and RTP identities, from the OS.
+fn os_entropy() -> u64 {
+    // getrandom fails only when the OS has no entropy source at all; a server cannot issue
+    // unguessable ids then, and must not pretend to.
+    getrandom::u64().expect("the OS random number generator is unavailable")
+}
+
+/// The wall-clock time for the core's sender reports.
+pub(crate) fn wall_clock() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO)
+}
+
+/// The RTSP core's reports become the engine's counters (and a warning for a file that cannot
+/// be read). Access logging of RTSP requests would hook in here too.
+impl Observer for Shard {
+    fn note(&self, note: Note<'_>) {
+        match note {
+            Note::Connected => self.add(Event::RtspConnections, 1),
+            Note::BytesIn(n) => self.add(Event::BytesIn, n as u64),
+            Note::Answered { requests, .. } => self.add(Event::RtspRequests, requests as u64),
+            Note::Refused(error) => tracing::debug!("rtsp: refused: {error}"),
+            Note::SessionCreated(_) => self.add(Event::RtspSessionsCreated, 1),
+            Note::SessionReleased(_, why) => self.add(
+                match why {
+                    Release::Teardown => Event::RtspReleasedTeardown,
+                    Release::Timeout => Event::RtspReleasedTimeout,
+                    Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
+                },
+                1,
+            ),
+            Note::SampleRead => self.syscall(Syscall::Pread),
+            Note::Unreadable { path, error } => {
+                tracing::warn!("rtsp: cannot open {path} to stream it: {error}")
+            }
+            Note::FrameDropped { packets } => {
+                self.add(Event::RtpFramesDropped, 1);
+                self.add(Event::RtpPacketsDropped, packets as u64);
+            }
+            Note::PacketsSent { packets, bytes } => {
+                self.add(Event::RtpPacketsSent, packets as u64);
+                self.add(Event::RtpBytesSent, bytes as u64);
+            }
+        }
     }
 }
 
@@ -140,4 +198,13 @@ pub(crate) fn sendmmsg(
     // SAFETY: every header points at live iovecs, buffers and addresses (see `Datagrams`).
     let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), hdrs.len() as u32, libc::MSG_DONTWAIT) };
     crate::cvt(n).map(|n| n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn os_entropy_differs_call_to_call() {
+        let draws: std::collections::HashSet<u64> = (0..64).map(|_| super::os_entropy()).collect();
+        assert_eq!(draws.len(), 64);
+    }
 }

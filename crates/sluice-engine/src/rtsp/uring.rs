@@ -5,18 +5,18 @@
 //! Owns the ring and the lifetime of memory the kernel reads: a connection's receive buffer and
 //! the output slice being sent stay in its slot until their completions arrive (a closing
 //! connection is shut down so they do, then freed), and a datagram batch is refilled only when
-//! every `sendmsg` of it has completed. Everything else is [`Core`]'s.
+//! every `sendmsg` of it has completed. Everything else is the [`RtspServer`]'s.
 
 use std::net::{TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
+use sluice_media::rtsp::{Port, RtspServer};
 
-use super::core::Core;
-use super::datagrams::{Datagrams, Port};
-use super::{MediaLibrary, RtspSockets};
-use crate::counters::{Event, Syscall};
+use super::datagrams::Datagrams;
+use super::{wall_clock, MediaLibrary, Parts, RtspSockets};
+use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
 use crate::{EngineError, Shutdown};
 
@@ -49,10 +49,14 @@ struct RtcpRecv {
     buf: [u8; 1500],
 }
 
+/// The core as this loop holds it.
+type Core<'a, M> = RtspServer<'a, M, Shard, Socket>;
+
 struct Loop<'c, 'a, M: MediaLibrary> {
     // Declared first so it is dropped first: the kernel must be done with the memory below.
     ring: IoUring,
-    core: &'c mut Core<'a, M, Socket>,
+    core: &'c mut Core<'a, M>,
+    counters: &'c Shard,
     batch: Datagrams,
     /// `sendmsg`s of the batch not yet completed, and what the completed ones carried.
     in_flight: usize,
@@ -63,11 +67,10 @@ struct Loop<'c, 'a, M: MediaLibrary> {
 }
 
 pub(crate) fn run<M: MediaLibrary>(
-    mut core: Core<'_, M, Socket>,
-    sockets: RtspSockets,
+    parts: Parts<'_, M, Socket>,
     shutdown: &Shutdown,
-    gso: bool,
 ) -> Result<(), EngineError> {
+    let Parts { mut core, counters, sockets, gso } = parts;
     let ring = IoUring::builder()
         .setup_cqsize(16 * 1024)
         .build(1024)
@@ -78,6 +81,7 @@ pub(crate) fn run<M: MediaLibrary>(
     let mut l = Loop {
         ring,
         core: &mut core,
+        counters,
         batch: Datagrams::new(gso),
         in_flight: 0,
         batch_sent: (0, 0),
@@ -94,7 +98,7 @@ pub(crate) fn run<M: MediaLibrary>(
     l.arm_rtcp(&rtcp);
     let mut now = Instant::now();
     while !l.stop {
-        l.core.tick(now);
+        l.core.tick(now, wall_clock());
         l.core.take_dirty(&mut l.dirty);
         for key in std::mem::take(&mut l.dirty) {
             l.drive(key, now);
@@ -138,7 +142,7 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
 
     /// Submits what is queued and waits for one completion or `timeout` (none: for ever).
     fn enter(&mut self, timeout: Option<Duration>) {
-        let counters = self.core.counters;
+        let counters = self.counters;
         counters.syscall(Syscall::IoUringEnter);
         let before = self.ring.submission().len();
         let result = match timeout {
@@ -213,7 +217,7 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
         let fd = types::Fd(c.io.stream.as_raw_fd());
         let mut entries = [None, None];
         if !c.io.send_armed {
-            if let Some(bytes) = c.out.next() {
+            if let Some(bytes) = c.out.pending() {
                 c.io.send_armed = true;
                 entries[0] = Some(
                     opcode::Send::new(fd, bytes.as_ptr(), bytes.len() as u32)
@@ -238,11 +242,11 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
     /// shutdown makes them come).
     fn close(&mut self, key: usize, now: Instant) {
         self.core.disconnect(key, now);
-        let counters = self.core.counters;
+        let counters = self.counters;
         let Some(c) = self.core.control(key) else { return };
         if !c.io.recv_armed && !c.io.send_armed {
             self.core.remove(key, now);
-            self.core.counters.syscall(Syscall::Close);
+            counters.syscall(Syscall::Close);
         } else if !c.io.closing {
             c.io.closing = true;
             counters.syscall(Syscall::Shutdown);
@@ -253,7 +257,7 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
 
     fn reap(&mut self, listener: &std::net::TcpListener, rtcp: &UdpSocket, now: Instant) {
         let cqes: Vec<(u64, i32)> = self.ring.completion().map(|c| (c.user_data(), c.result())).collect();
-        self.core.counters.add(Event::UringCompleted, cqes.len() as u64);
+        self.counters.add(Event::UringCompleted, cqes.len() as u64);
         for (data, res) in cqes {
             let key = (data & ((1 << 56) - 1)) as usize;
             match data >> 56 {
@@ -275,10 +279,10 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
                                 let key = self.core.accept(socket, peer, now);
                                 self.drive(key, now);
                             }
-                            Err(_) => self.core.counters.add(Event::SocketErrors, 1),
+                            Err(_) => self.counters.add(Event::SocketErrors, 1),
                         }
                     } else if -res != libc::ECONNABORTED && -res != libc::EINTR {
-                        self.core.counters.add(Event::AcceptErrors, 1);
+                        self.counters.add(Event::AcceptErrors, 1);
                     }
                     self.arm_accept(listener);
                 }
@@ -301,7 +305,7 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
                         self.batch_sent.0 += datagrams;
                         self.batch_sent.1 += bytes;
                     } else {
-                        self.core.counters.add(Event::SocketErrors, 1);
+                        self.counters.add(Event::SocketErrors, 1);
                     }
                     if self.in_flight == 0 {
                         self.core.sent_datagrams(self.batch_sent.0, self.batch_sent.1);
@@ -320,9 +324,16 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
             self.close(key, now);
             return;
         }
-        if res <= 0 {
-            if res < 0 && -res != libc::ECONNRESET {
-                self.core.counters.add(Event::SocketErrors, 1);
+        if res == 0 {
+            // A half-close: what arrived before it is answered, and the connection closes once
+            // the replies are out.
+            self.core.input_ended(key, now);
+            self.drive(key, now);
+            return;
+        }
+        if res < 0 {
+            if -res != libc::ECONNRESET {
+                self.counters.add(Event::SocketErrors, 1);
             }
             self.close(key, now);
             return;
@@ -336,7 +347,7 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
     }
 
     fn on_send(&mut self, key: usize, res: i32, now: Instant) {
-        let counters = self.core.counters;
+        let counters = self.counters;
         let Some(c) = self.core.control(key) else { return };
         c.io.send_armed = false;
         if c.io.closing || res < 0 {

@@ -1,9 +1,13 @@
 //! Serving an MP4 file over RTSP/RTP, sans-I/O: the control connection and its sessions
-//! ([`session`]), and pacing a playing session's samples into RTP packets ([`stream`]).
+//! ([`session`]), pacing a playing session's samples into RTP packets ([`stream`]), and the server
+//! core that joins them for an engine's RTSP loop ([`server`]).
 //!
 //! This module owns the state that joins RTSP to media; the wire formats (request framing,
 //! headers, replies, RTP packetizers, RTCP reports, the per-viewer queue) are `sluice-proto`'s,
-//! and sockets, timers and file reads are the engine's. How an engine drives it:
+//! and sockets, timers and file reads are the engine's and the server's. An engine's loop drives
+//! the whole of it through [`RtspServer`] (bytes, datagrams and the time in; bytes to a
+//! connection, datagrams to addresses and the next wake-up out). What [`RtspServer`] does with
+//! the pieces below:
 //!
 //! 1. Per control connection, an [`RtspConnection`]; per worker, one [`SessionTable`]. Append what
 //!    the socket read, call [`RtspConnection::receive`] with `now` and the server's
@@ -26,9 +30,11 @@
 //! Not handled here yet: `TEARDOWN` of one track's URL releases the whole session (RFC 2326
 //! allows tearing down one stream), and `PLAY`/`PAUSE` always act on the whole session.
 
+pub mod server;
 pub mod session;
 pub mod stream;
 
+pub use server::{Control, DatagramSink, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, PACE_TICK};
 pub use session::{
     Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Release, RtspConfig, RtspConnection,
     RtspSession, SessionId, SessionTable, SessionTrack, METHODS,

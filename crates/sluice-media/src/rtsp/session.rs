@@ -31,8 +31,8 @@ use rtsp_types::headers;
 use rtsp_types::{Method, Request, Url};
 use sluice_proto::rtp::StreamConfig;
 use sluice_proto::rtsp::{
-    cseq, parse_range, parse_transport, read_message, session_id, Limits, Message, NptStart, Reply,
-    RtpInfoEntry, RtspError, StatusCode, TransportSpec,
+    cseq, parse_range, parse_transport, read_message, session_id, ConnectionContext, Limits, Message,
+    NptStart, Reply, RtpInfoEntry, RtspError, StatusCode, TransportSpec,
 };
 
 use super::stream::{StreamTrack, Streamer};
@@ -255,6 +255,8 @@ pub struct Output {
     pub events: Vec<Event>,
     /// Close the connection once `replies` are written.
     pub close: bool,
+    /// The requests refused, each in context (its byte position and the connection), in order.
+    pub refused: Vec<RtspError>,
 }
 
 impl Output {
@@ -264,17 +266,12 @@ impl Output {
         self.answered = 0;
         self.events.clear();
         self.close = false;
+        self.refused.clear();
     }
 }
 
 /// Random numbers for ids, SSRCs, sequence numbers and timestamp offsets.
 type Entropy = Box<dyn FnMut() -> u64 + Send>;
-
-fn os_entropy() -> u64 {
-    // getrandom fails only when the OS has no entropy source at all; a server cannot issue
-    // unguessable ids then, and must not pretend to.
-    getrandom::u64().expect("the OS random number generator is unavailable")
-}
 
 /// All sessions of one engine worker (or of the whole server), by id.
 pub struct SessionTable {
@@ -293,13 +290,10 @@ impl fmt::Debug for SessionTable {
 }
 
 impl SessionTable {
-    /// An empty table; ids and RTP identities come from the OS random number generator.
-    pub fn new(config: RtspConfig) -> SessionTable {
-        SessionTable::with_entropy(config, os_entropy)
-    }
-
-    /// An empty table whose random numbers come from `entropy`. Only tests and fuzzing want this
-    /// (reproducible ids); a server uses [`SessionTable::new`].
+    /// An empty table whose random numbers (session ids, SSRCs, initial sequence numbers and
+    /// timestamps) come from `entropy`: a server passes the OS random number generator (ids must
+    /// be unguessable; reading it is a system call, so the engine does it), tests and fuzzing a
+    /// reproducible sequence.
     pub fn with_entropy(config: RtspConfig, entropy: impl FnMut() -> u64 + Send + 'static) -> SessionTable {
         SessionTable { config, sessions: HashMap::new(), entropy: Box::new(entropy) }
     }
@@ -417,7 +411,9 @@ struct Exchange<'a> {
 #[derive(Debug)]
 pub struct RtspConnection {
     id: ConnectionId,
-    peer: IpAddr,
+    peer: SocketAddr,
+    /// Bytes of input consumed so far: where the next message starts in the connection's input.
+    position: u64,
     /// Sessions set up on this connection (some may have expired from the table since).
     sessions: Vec<SessionId>,
     closed: bool,
@@ -427,8 +423,13 @@ pub struct RtspConnection {
 
 impl RtspConnection {
     /// A connection the engine calls `id`, from client address `peer`, accepted at `now`.
-    pub fn new(id: ConnectionId, peer: IpAddr, now: Instant) -> RtspConnection {
-        RtspConnection { id, peer, sessions: Vec::new(), closed: false, last_activity: now }
+    pub fn new(id: ConnectionId, peer: SocketAddr, now: Instant) -> RtspConnection {
+        RtspConnection { id, peer, position: 0, sessions: Vec::new(), closed: false, last_activity: now }
+    }
+
+    /// The connection as errors name it.
+    pub fn context(&self) -> ConnectionContext {
+        ConnectionContext { id: self.id.0, peer: self.peer }
     }
 
     /// When the engine closes the connection unless it has received something: a control
@@ -475,19 +476,23 @@ impl RtspConnection {
                     self.touch_all(table, now);
                 }
                 Ok(Message::Complete(request, n)) => {
+                    let at = self.position + consumed as u64;
                     consumed += n;
                     answered += 1;
-                    self.answer(&request, now, table, catalogue, out);
+                    self.answer(&request, at, now, table, catalogue, out);
                 }
                 Err(e) => {
                     // Framing is lost: answer, then close without reading further.
+                    let at = self.position + consumed as u64;
                     consumed = buf.len();
                     Reply::error(&e, None).write(&mut out.replies);
                     out.answered += 1;
+                    out.refused.push(e.in_context(at, self.context()));
                     self.close(out);
                 }
             }
         }
+        self.position += consumed as u64;
         consumed
     }
 
@@ -505,6 +510,7 @@ impl RtspConnection {
     fn answer(
         &mut self,
         request: &Request<Vec<u8>>,
+        at: u64,
         now: Instant,
         table: &mut SessionTable,
         catalogue: &dyn Catalogue,
@@ -518,7 +524,9 @@ impl RtspConnection {
             if e.closes_connection() {
                 self.close(out);
             }
-            Reply::error(&e, cseq.ok())
+            let reply = Reply::error(&e, cseq.ok());
+            out.refused.push(e.in_context(at, self.context()));
+            reply
         });
         reply.write(&mut out.replies);
         out.answered += 1;
@@ -576,7 +584,7 @@ impl RtspConnection {
         let raw = session_id(request)?.ok_or(RtspError::MethodNotValidInState)?;
         let id = SessionId::parse(raw).ok_or(RtspError::SessionNotFound)?;
         match table.sessions.get(&id) {
-            Some(s) if s.usable_from(self.id, self.peer) => Ok(id),
+            Some(s) if s.usable_from(self.id, self.peer.ip()) => Ok(id),
             _ => Err(RtspError::SessionNotFound),
         }
     }
@@ -651,8 +659,8 @@ impl RtspConnection {
         let (delivery, reply_spec) = match spec {
             TransportSpec::Udp { client_rtp, client_rtcp } => (
                 Delivery::Udp {
-                    rtp: SocketAddr::new(self.peer, client_rtp),
-                    rtcp: SocketAddr::new(self.peer, client_rtcp),
+                    rtp: SocketAddr::new(self.peer.ip(), client_rtp),
+                    rtcp: SocketAddr::new(self.peer.ip(), client_rtcp),
                 },
                 spec,
             ),
@@ -683,7 +691,7 @@ impl RtspConnection {
                     RtspSession {
                         id,
                         owner: self.id,
-                        peer: self.peer,
+                        peer: self.peer.ip(),
                         path,
                         file,
                         tracks: Vec::new(),
@@ -863,7 +871,7 @@ mod tests {
     impl Client {
         fn new(id: u64, ip: [u8; 4]) -> Client {
             Client {
-                conn: RtspConnection::new(ConnectionId(id), IpAddr::from(ip), Instant::now()),
+                conn: RtspConnection::new(ConnectionId(id), SocketAddr::from((ip, 40000)), Instant::now()),
                 out: Output::default(),
                 events: Vec::new(),
             }
@@ -1159,6 +1167,33 @@ mod tests {
     }
 
     #[test]
+    fn refusals_name_their_byte_position_and_connection() {
+        let (cat, mut table, now) = fixture();
+        let mut c = Client::new(5, [10, 0, 0, 1]);
+        let options = "OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n";
+        c.send(options, now, &mut table, &cat);
+        // A request refused for what it asks: it keeps the connection, and is placed.
+        let mut out = Output::default();
+        let foreign = play("0123456789abcdef");
+        c.conn.receive(foreign.as_bytes(), now, &mut table, &cat, &mut out);
+        assert_eq!(status(&parse_responses(&out.replies)[0]), 454);
+        let refused = &out.refused[0];
+        assert_eq!(refused.kind(), &RtspError::SessionNotFound);
+        assert_eq!(refused.position(), Some(options.len() as u64));
+        // Framing lost two messages later: the position counts every byte before it.
+        let at = options.len() + foreign.len();
+        out.clear();
+        c.conn.receive(b"GARBAGE\r\n\r\n", now, &mut table, &cat, &mut out);
+        assert_eq!(status(&parse_responses(&out.replies)[0]), 400);
+        let refused = &out.refused[0];
+        assert_eq!(refused.kind(), &RtspError::Malformed("request head"));
+        assert_eq!(refused.position(), Some(at as u64));
+        let conn = refused.connection().unwrap();
+        assert_eq!((conn.id, conn.peer), (5, SocketAddr::from(([10, 0, 0, 1], 40000))));
+        assert!(refused.to_string().contains(&format!("byte {at} of connection 0x5 from 10.0.0.1:40000")));
+    }
+
+    #[test]
     fn sessions_are_bound_to_their_connection() {
         let (cat, mut table, now) = fixture();
         let mut a = Client::new(1, [10, 0, 0, 1]);
@@ -1327,8 +1362,8 @@ mod tests {
     }
 
     #[test]
-    fn session_ids_from_the_os_are_distinct_and_long() {
-        let mut table = SessionTable::new(RtspConfig::default());
+    fn session_ids_are_distinct_and_long() {
+        let mut table = table();
         let a = table.new_id();
         let b = table.new_id();
         assert_ne!(a, b);

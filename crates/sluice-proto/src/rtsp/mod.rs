@@ -19,6 +19,9 @@ pub use response::{Reply, RtpInfoEntry};
 
 pub use rtsp_types::{Method, StatusCode};
 
+use std::fmt;
+use std::net::SocketAddr;
+
 /// The 4-byte header of an interleaved frame (`$`, channel, 16-bit length) that carries a
 /// packet of `len` bytes on the RTSP connection (RFC 2326 §10.12); `None` if it is too long.
 pub fn interleaved_header(channel: u8, len: usize) -> Option<[u8; 4]> {
@@ -26,7 +29,26 @@ pub fn interleaved_header(channel: u8, len: usize) -> Option<[u8; 4]> {
     Some([b'$', channel, hi, lo])
 }
 
-/// Why a request is refused; each kind knows its RTSP status code.
+/// The connection an error happened on, as retina's `ConnectionContext` names it: the engine's
+/// number for it and the client's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionContext {
+    /// The engine's number for the connection.
+    pub id: u64,
+    /// The client's address.
+    pub peer: SocketAddr,
+}
+
+impl fmt::Display for ConnectionContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "connection {:#x} from {}", self.id, self.peer)
+    }
+}
+
+/// Why a request is refused; each kind knows its RTSP status code. An error the connection saw
+/// comes [`RtspError::InContext`]: with the byte position of the message in the connection's input
+/// and the connection, so a log line finds the offending bytes in a capture (as retina's errors
+/// do).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RtspError {
     /// The bytes are not an RTSP request (bad request line, bad header syntax).
@@ -81,12 +103,51 @@ pub enum RtspError {
     /// the client may retry later.
     #[error("too many sessions or tracks")]
     Overloaded,
+    /// `error`, in the message that starts at byte `pos` of connection `conn`'s input.
+    #[error("{error} (message at byte {pos} of {conn})")]
+    InContext {
+        /// What went wrong (never itself in context).
+        error: Box<RtspError>,
+        /// Where the message starts: bytes the client sent on the connection before it.
+        pos: u64,
+        /// The connection.
+        conn: ConnectionContext,
+    },
 }
 
 impl RtspError {
+    /// `self` as seen in the message at byte `pos` of `conn`'s input.
+    pub fn in_context(self, pos: u64, conn: ConnectionContext) -> RtspError {
+        RtspError::InContext { error: Box::new(self.kind().clone()), pos, conn }
+    }
+
+    /// What went wrong, without the context.
+    pub fn kind(&self) -> &RtspError {
+        match self {
+            RtspError::InContext { error, .. } => error.kind(),
+            other => other,
+        }
+    }
+
+    /// The byte position of the message in its connection's input, when known.
+    pub fn position(&self) -> Option<u64> {
+        match self {
+            RtspError::InContext { pos, .. } => Some(*pos),
+            _ => None,
+        }
+    }
+
+    /// The connection, when known.
+    pub fn connection(&self) -> Option<&ConnectionContext> {
+        match self {
+            RtspError::InContext { conn, .. } => Some(conn),
+            _ => None,
+        }
+    }
+
     /// The status code the response carries.
     pub fn status(&self) -> StatusCode {
-        match self {
+        match self.kind() {
             RtspError::Malformed(_)
             | RtspError::HeadTooLarge { .. }
             | RtspError::NotARequest
@@ -102,6 +163,7 @@ impl RtspError {
             RtspError::NotFound => StatusCode::NotFound,
             RtspError::NotImplemented => StatusCode::NotImplemented,
             RtspError::Overloaded => StatusCode::ServiceUnavailable,
+            RtspError::InContext { .. } => unreachable!("kind() is never in context"),
         }
     }
 
@@ -109,7 +171,7 @@ impl RtspError {
     /// request's start cannot be found.
     pub fn closes_connection(&self) -> bool {
         matches!(
-            self,
+            self.kind(),
             RtspError::Malformed(_)
                 | RtspError::HeadTooLarge { .. }
                 | RtspError::BodyTooLarge { .. }
@@ -152,9 +214,18 @@ mod tests {
             (RtspError::NotImplemented, 501, false),
             (RtspError::Overloaded, 503, false),
         ];
+        let conn = ConnectionContext { id: 7, peer: "10.0.0.1:40000".parse().unwrap() };
         for (e, code, closes) in cases {
             assert_eq!(u16::from(e.status()), code, "{e}");
             assert_eq!(e.closes_connection(), closes, "{e}");
+            let placed = e.clone().in_context(1234, conn).in_context(1, conn);
+            assert_eq!((placed.kind(), placed.position(), placed.connection()), (&e, Some(1), Some(&conn)));
+            assert_eq!((u16::from(placed.status()), placed.closes_connection()), (code, closes));
         }
+        let placed = RtspError::Malformed("request head").in_context(1234, conn);
+        assert_eq!(
+            placed.to_string(),
+            "malformed request: request head (message at byte 1234 of connection 0x7 from 10.0.0.1:40000)"
+        );
     }
 }

@@ -1,0 +1,994 @@
+//! The RTSP server core, sans-I/O: every control connection, the session table, one bounded queue
+//! per viewer, pacing, and what to write where, for a loop that owns only sockets and timers.
+//!
+//! A loop hands the core what it read ([`RtspServer::received`], [`RtspServer::input_ended`] for a
+//! half-close, [`RtspServer::rtcp_from`] for a datagram on the RTCP port) with the time, calls
+//! [`RtspServer::tick`] when [`RtspServer::next_wake`] comes, and asks what to write: a control
+//! connection's [`OutBuf`] (replies, and interleaved `$` frames moved from its viewers' queues while
+//! the buffer is short) and datagrams for UDP viewers, put into the loop's [`DatagramSink`] with
+//! their destination ([`RtspServer::fill_datagrams`]). Each viewer's packets enter its own
+//! `ViewerQueue`, so a viewer whose connection is full loses whole frames up to the next keyframe
+//! (counted) instead of holding the loop or the others. Everything the core counts, and every
+//! request answered, session created or released, reaches the loop through one hook, the
+//! [`Observer`].
+//!
+//! The core makes no system calls: sample bytes come through the server's [`MediaLibrary`] (a
+//! `pread` from the page cache there, once per viewer and sample), the monotonic and wall-clock
+//! times are arguments. It does not own sockets, readiness, batching (`sendmmsg`, UDP GSO) or
+//! timers: those are the engine's. `T` is the loop's own per-connection state (its socket,
+//! buffers, operations in flight), kept in the same slot so both share one key.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
+use sluice_proto::rtsp::{interleaved_header, RtspError};
+
+use super::session::{
+    Catalogue, ConnectionId, Delivery, Event, Output, Release, RtspConfig, RtspConnection, SessionId,
+    SessionTable,
+};
+use super::stream::Due;
+
+/// Bytes a control connection may have waiting to be written before its viewers' packets stay in
+/// their queues. Small enough that a stalled TCP viewer overflows its queue (and loses frames)
+/// rather than growing this buffer; large enough for a keyframe of a 23 Mbps stream at once.
+const OUTPUT_HIGH: usize = 512 * 1024;
+/// Unanswered input a connection may hold before the loop stops reading it.
+const INPUT_HIGH: usize = 64 * 1024;
+/// The CNAME of the server's sender reports.
+const CNAME: &str = "sluice";
+/// A UDP viewer's packets leave at up to this multiple of its presentation's mean bit rate, in
+/// bursts of at most [`PACE_BURST`] bytes, rather than a whole frame at once. A keyframe of the
+/// 23 Mbps test stream is about 160 KB, 115 datagrams: sent in one burst to each of 50 viewers, it
+/// overflowed the receivers' default 208 KiB socket buffers (the kernel charges about 2.3 KB a
+/// datagram), and 49 of 50 viewers lost packets (2,893 lost, `RcvbufErrors` rising; 2026-11-22).
+/// At 4× the mean rate a frame still leaves within about a third of its interval.
+const PACE_RATE_FACTOR: f64 = 4.0;
+/// Bytes a UDP viewer may be sent back to back.
+const PACE_BURST: f64 = 32.0 * 1024.0;
+/// The loop is asked to wake for pacing at most this often: a 23 Mbps viewer at 4× earns a
+/// packet's worth every 120 µs, and waking for each (io_uring's timeouts are exact, epoll's are
+/// whole milliseconds) made the io_uring loop use 72% of a core for 50 UDP viewers against
+/// epoll's 22% (E5, 2026-11-22). A millisecond adds 12 KB to a bucket of 32 KB.
+pub const PACE_TICK: Duration = Duration::from_millis(1);
+/// The pacing rate for a presentation whose size and duration are unknown (8 MB/s).
+const PACE_FALLBACK_RATE: f64 = 8.0e6;
+
+/// What the core serves: the indexed MP4 files of [`Catalogue`], and their bytes. The server
+/// implements it; reading is its business (the core only asks).
+pub trait MediaLibrary: Catalogue {
+    /// An open presentation's bytes (a file handle, or the bytes themselves).
+    type Bytes;
+
+    /// A handle to read the samples of the presentation at URL path `path` (the same path the
+    /// [`Catalogue`] indexed), confined to the library as the catalogue is.
+    fn open_bytes(&self, path: &str) -> io::Result<Self::Bytes>;
+
+    /// Fills `into` with the bytes at `offset` of `bytes`.
+    fn read_at(&self, bytes: &Self::Bytes, offset: u64, into: &mut [u8]) -> io::Result<()>;
+}
+
+/// Which of the server's two UDP sockets a datagram leaves from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Port {
+    /// The RTP port (media).
+    Rtp = 0,
+    /// The RTCP port (sender reports).
+    Rtcp = 1,
+}
+
+/// Where [`RtspServer::fill_datagrams`] puts datagrams: the loop's batch.
+pub trait DatagramSink {
+    /// Whether a datagram of `len` bytes fits now.
+    fn fits(&self, len: usize) -> bool;
+    /// Adds a datagram from `port` to `dest`; called only after [`DatagramSink::fits`] said yes.
+    fn push(&mut self, port: Port, dest: SocketAddr, bytes: &[u8]);
+}
+
+/// Something the core did, for the loop's counters and logs.
+#[derive(Debug, Clone, Copy)]
+pub enum Note<'a> {
+    /// A control connection was accepted.
+    Connected,
+    /// Bytes arrived on a control connection.
+    BytesIn(usize),
+    /// Requests were answered on `connection` (their replies are in its output).
+    Answered {
+        /// The connection.
+        connection: ConnectionId,
+        /// How many.
+        requests: usize,
+    },
+    /// A request was refused with this error, in context (its byte position and connection).
+    Refused(&'a RtspError),
+    /// A session was set up.
+    SessionCreated(SessionId),
+    /// A session is gone, and why.
+    SessionReleased(SessionId, Release),
+    /// A sample's bytes were read through [`MediaLibrary::read_at`].
+    SampleRead,
+    /// A playing session's presentation could not be opened for reading: its viewer gets
+    /// nothing and times out.
+    Unreadable {
+        /// The URL path.
+        path: &'a str,
+        /// Why.
+        error: &'a io::Error,
+    },
+    /// A viewer's queue refused a frame of `packets` packets (its connection or the network is
+    /// slower than the stream).
+    FrameDropped {
+        /// Packets of the frame.
+        packets: usize,
+    },
+    /// Packets left for a viewer (moved into an interleaved connection's output, or sent as
+    /// datagrams by the loop).
+    PacketsSent {
+        /// Packets.
+        packets: usize,
+        /// Their bytes (without interleaved framing).
+        bytes: usize,
+    },
+}
+
+/// The one hook through which the core reports what it did (counters, access logs).
+pub trait Observer {
+    /// Records `note`.
+    fn note(&self, note: Note<'_>);
+}
+
+/// What a control connection has to write, in two buffers so bytes handed to the kernel stay put
+/// while more are appended (io_uring reads them after submission).
+#[derive(Debug, Default)]
+pub struct OutBuf {
+    queued: Vec<u8>,
+    sending: Vec<u8>,
+    sent: usize,
+}
+
+impl OutBuf {
+    fn push(&mut self, bytes: &[u8]) {
+        self.queued.extend_from_slice(bytes);
+    }
+
+    /// Bytes not yet written.
+    pub fn len(&self) -> usize {
+        self.queued.len() + self.sending.len() - self.sent
+    }
+
+    /// Whether everything has been written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes to write next (stable until [`OutBuf::advance`]), or `None` when done.
+    pub fn pending(&mut self) -> Option<&[u8]> {
+        if self.sent == self.sending.len() {
+            self.sending.clear();
+            self.sent = 0;
+            std::mem::swap(&mut self.queued, &mut self.sending);
+        }
+        (!self.sending.is_empty()).then(|| &self.sending[self.sent..])
+    }
+
+    /// `n` bytes of what [`OutBuf::pending`] gave were written.
+    pub fn advance(&mut self, n: usize) {
+        self.sent = (self.sent + n).min(self.sending.len());
+    }
+}
+
+/// One control connection.
+#[derive(Debug)]
+pub struct Control<T> {
+    /// The loop's state for it.
+    pub io: T,
+    /// What to write to it.
+    pub out: OutBuf,
+    rtsp: RtspConnection,
+    input: Vec<u8>,
+    /// The client will send nothing more (it half-closed): what it sent is answered, then the
+    /// connection closes once the replies are written.
+    input_ended: bool,
+    /// Interleaved viewers whose packets go out on this connection.
+    viewers: Vec<SessionId>,
+    /// Closed by the core (timed out, or done after a `Connection: close` or a half-close): the
+    /// loop closes it once `out` is written, or at once when `drop_output`.
+    closing: bool,
+    drop_output: bool,
+    /// Gone from the core's point of view (its sessions were released); the slot waits for the
+    /// loop to [`RtspServer::remove`] it.
+    disconnected: bool,
+}
+
+impl<T> Control<T> {
+    /// Whether the loop should close the connection now.
+    pub fn should_close(&self) -> bool {
+        self.closing && (self.drop_output || self.out.is_empty())
+    }
+}
+
+/// A token bucket: how many bytes a viewer may be sent now.
+#[derive(Debug)]
+struct Pacer {
+    /// Bytes per second.
+    rate: f64,
+    tokens: f64,
+    at: Instant,
+}
+
+impl Pacer {
+    fn new(rate: f64, now: Instant) -> Pacer {
+        Pacer { rate, tokens: PACE_BURST, at: now }
+    }
+
+    /// Takes `n` bytes' worth if the bucket has them (a packet larger than the burst is let
+    /// through on a full bucket).
+    fn take(&mut self, n: usize, now: Instant) -> bool {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.rate).min(PACE_BURST);
+        self.at = now;
+        let n = (n as f64).min(PACE_BURST);
+        if self.tokens >= n {
+            self.tokens -= n;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When the bucket will have `n` bytes.
+    fn ready_at(&self, n: usize) -> Instant {
+        let missing = (n as f64).min(PACE_BURST) - self.tokens;
+        self.at + Duration::from_secs_f64((missing / self.rate).max(0.0))
+    }
+}
+
+/// One session's sending side.
+struct Viewer<B> {
+    /// The control connection (slot key) its interleaved packets go out on, if any.
+    control: Option<usize>,
+    bytes: Option<B>,
+    deliveries: Vec<Delivery>,
+    queue: ViewerQueue,
+    next_wake: Option<Instant>,
+    /// Listed in `udp_ready`.
+    ready: bool,
+    pacer: Pacer,
+}
+
+/// See the module docs.
+pub struct RtspServer<'a, M: MediaLibrary, O: Observer, T> {
+    media: &'a M,
+    observer: &'a O,
+    table: SessionTable,
+    controls: Vec<Option<Control<T>>>,
+    free: Vec<usize>,
+    generation: u32,
+    viewers: HashMap<SessionId, Viewer<M::Bytes>>,
+    queue_limits: QueueLimits,
+    /// UDP viewers with packets queued, served round robin: one that sent its share goes to the
+    /// back, one the batch had no room for stays in front.
+    udp_ready: VecDeque<SessionId>,
+    /// When the first UDP viewer held back by its pacer may send again.
+    pace_wake: Option<Instant>,
+    /// Control connections with something new to write or to close.
+    dirty: Vec<usize>,
+    output: Output,
+    due: Vec<Due>,
+    packets: Packets,
+    sample: Vec<u8>,
+    reports: Vec<(usize, Vec<u8>)>,
+    scratch_ids: Vec<SessionId>,
+}
+
+impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
+    /// A core serving `media` with the sessions of `table`, reporting to `observer`.
+    pub fn new(table: SessionTable, media: &'a M, observer: &'a O) -> Self {
+        RtspServer {
+            media,
+            observer,
+            table,
+            controls: Vec::with_capacity(256),
+            free: Vec::new(),
+            generation: 0,
+            viewers: HashMap::new(),
+            queue_limits: QueueLimits::default(),
+            udp_ready: VecDeque::new(),
+            pace_wake: None,
+            dirty: Vec::new(),
+            output: Output::default(),
+            due: Vec::new(),
+            packets: Packets::new(),
+            sample: Vec::new(),
+            reports: Vec::new(),
+            scratch_ids: Vec::new(),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RtspConfig {
+        self.table.config()
+    }
+
+    /// A connection accepted from `peer`; returns its key.
+    pub fn accept(&mut self, io: T, peer: SocketAddr, now: Instant) -> usize {
+        self.generation = self.generation.wrapping_add(1);
+        let key = self.free.pop().unwrap_or(self.controls.len());
+        // The id carries the slot and a generation, so a session of a closed connection can never
+        // be taken for one of the connection that reuses its slot.
+        let id = ConnectionId((u64::from(self.generation) << 32) | key as u64);
+        self.observer.note(Note::Connected);
+        let control = Control {
+            io,
+            out: OutBuf::default(),
+            rtsp: RtspConnection::new(id, peer, now),
+            input: Vec::new(),
+            input_ended: false,
+            viewers: Vec::new(),
+            closing: false,
+            drop_output: false,
+            disconnected: false,
+        };
+        match self.controls.get_mut(key) {
+            Some(slot) => *slot = Some(control),
+            None => self.controls.push(Some(control)),
+        }
+        key
+    }
+
+    /// The connection at `key`.
+    pub fn control(&mut self, key: usize) -> Option<&mut Control<T>> {
+        self.controls.get_mut(key).and_then(Option::as_mut)
+    }
+
+    fn control_ref(&self, key: usize) -> Option<&Control<T>> {
+        self.controls.get(key).and_then(Option::as_ref)
+    }
+
+    fn connections(&self) -> impl Iterator<Item = (usize, &Control<T>)> {
+        self.controls.iter().enumerate().filter_map(|(k, c)| c.as_ref().map(|c| (k, c)))
+    }
+
+    /// Keys of every connection (for shutdown).
+    pub fn keys(&self) -> Vec<usize> {
+        self.connections().map(|(k, _)| k).collect()
+    }
+
+    /// Connections whose output or state changed since the last call.
+    pub fn take_dirty(&mut self, into: &mut Vec<usize>) {
+        into.clear();
+        into.append(&mut self.dirty);
+        into.sort_unstable();
+        into.dedup();
+    }
+
+    fn mark(&mut self, key: usize) {
+        self.dirty.push(key);
+    }
+
+    /// Bytes the client sent on `key`.
+    pub fn received(&mut self, key: usize, bytes: &[u8], now: Instant) {
+        let observer = self.observer;
+        let Some(c) = self.control(key) else { return };
+        if c.closing || c.disconnected || c.input_ended {
+            return;
+        }
+        observer.note(Note::BytesIn(bytes.len()));
+        c.input.extend_from_slice(bytes);
+        self.answer(key, now);
+    }
+
+    /// The client on `key` half-closed (the loop read end of file): it sends nothing more, but
+    /// every complete request it sent is answered and the replies are written before the
+    /// connection closes. Its sessions go when it closes.
+    pub fn input_ended(&mut self, key: usize, now: Instant) {
+        let Some(c) = self.control(key) else { return };
+        c.input_ended = true;
+        self.answer(key, now);
+    }
+
+    /// Answers what `key` has buffered, as far as its output allows; closes a half-closed
+    /// connection once nothing it sent is left to answer.
+    fn answer(&mut self, key: usize, now: Instant) {
+        loop {
+            let Some(c) = self.controls.get_mut(key).and_then(Option::as_mut) else { return };
+            // A client pipelining faster than it reads its replies waits here, with its input
+            // bounded by the request limits (reading stops while input waits unanswered).
+            if c.closing || c.rtsp.is_closed() || c.out.len() > OUTPUT_HIGH || c.input.is_empty() {
+                break;
+            }
+            self.output.clear();
+            let consumed = c.rtsp.receive(&c.input, now, &mut self.table, self.media, &mut self.output);
+            c.input.drain(..consumed);
+            c.out.push(&self.output.replies);
+            if self.output.close {
+                c.closing = true;
+            }
+            if self.output.answered > 0 {
+                let connection = c.rtsp.id();
+                self.observer.note(Note::Answered { connection, requests: self.output.answered });
+            }
+            for error in &self.output.refused {
+                self.observer.note(Note::Refused(error));
+            }
+            self.mark(key);
+            let events = std::mem::take(&mut self.output.events);
+            self.apply(&events, now);
+            self.output.events = events;
+            if consumed == 0 {
+                break;
+            }
+        }
+        let Some(c) = self.control(key) else { return };
+        // Waiting on output (more requests to answer once it drains) keeps it open; an
+        // incomplete request at the end will never be completed.
+        let answered_all = c.input.is_empty() || c.out.len() <= OUTPUT_HIGH;
+        if c.input_ended && !c.closing && answered_all {
+            c.closing = true;
+            self.mark(key);
+        }
+    }
+
+    /// Whether `key` will take more input now (its requests are all answered).
+    pub fn wants_input(&self, key: usize) -> bool {
+        self.control_ref(key).is_some_and(|c| {
+            !c.closing
+                && !c.disconnected
+                && !c.input_ended
+                && c.out.len() <= OUTPUT_HIGH
+                && c.input.len() <= INPUT_HIGH
+        })
+    }
+
+    /// `key` wrote some output: refill it from its viewers and answer what waited on it.
+    pub fn wrote(&mut self, key: usize, now: Instant) {
+        self.feed_interleaved(key);
+        self.answer(key, now);
+    }
+
+    /// The connection `key` is gone (closed by the client, failed, or closed by the loop): its
+    /// interleaved sessions are released. The loop calls [`RtspServer::remove`] when its
+    /// operations have finished.
+    pub fn disconnect(&mut self, key: usize, now: Instant) {
+        let Some(c) = self.control(key) else { return };
+        if c.disconnected {
+            return;
+        }
+        c.disconnected = true;
+        c.closing = true;
+        c.drop_output = true;
+        let id = c.rtsp.id();
+        let mut events = Vec::new();
+        self.table.connection_closed(id, &mut events);
+        self.apply(&events, now);
+    }
+
+    /// Frees `key`'s slot, returning the loop's state for it.
+    pub fn remove(&mut self, key: usize, now: Instant) -> Option<T> {
+        self.disconnect(key, now);
+        let c = self.controls.get_mut(key).and_then(Option::take)?;
+        self.free.push(key);
+        Some(c.io)
+    }
+
+    /// A datagram arrived from `from` on the server's RTCP port: a receiver report keeps that
+    /// viewer's session alive.
+    pub fn rtcp_from(&mut self, from: SocketAddr, now: Instant) {
+        let found = self.viewers.iter().find_map(|(id, v)| {
+            v.deliveries
+                .iter()
+                .any(|d| matches!(d, Delivery::Udp { rtcp, .. } if *rtcp == from))
+                .then_some(*id)
+        });
+        if let Some(id) = found {
+            self.table.touch(id, now);
+        }
+    }
+
+    fn apply(&mut self, events: &[Event], now: Instant) {
+        for event in events {
+            match *event {
+                Event::Created(id) => {
+                    self.observer.note(Note::SessionCreated(id));
+                    self.viewers.insert(
+                        id,
+                        Viewer {
+                            control: None,
+                            bytes: None,
+                            deliveries: Vec::new(),
+                            queue: ViewerQueue::new(self.queue_limits),
+                            next_wake: None,
+                            ready: false,
+                            pacer: Pacer::new(PACE_FALLBACK_RATE, now),
+                        },
+                    );
+                }
+                Event::Play(id) => self.play(id, now),
+                Event::Pause(id) => {
+                    if let Some(v) = self.viewers.get_mut(&id) {
+                        v.next_wake = None;
+                    }
+                }
+                Event::Released(id, why) => {
+                    self.observer.note(Note::SessionReleased(id, why));
+                    if let Some(v) = self.viewers.remove(&id) {
+                        if let Some(c) = v.control.and_then(|k| self.controls.get_mut(k)?.as_mut()) {
+                            c.viewers.retain(|s| *s != id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The session plays (again): where its packets go may have changed with more `SETUP`s.
+    fn play(&mut self, id: SessionId, now: Instant) {
+        let Some(session) = self.table.get_mut(id) else { return };
+        let Some(v) = self.viewers.get_mut(&id) else { return };
+        v.deliveries = session.tracks().iter().map(|t| t.delivery).collect();
+        if v.bytes.is_none() {
+            match self.media.open_bytes(session.path()) {
+                Ok(b) => v.bytes = Some(b),
+                // The viewer gets no packets and times out; the index said the file was there.
+                Err(error) => self.observer.note(Note::Unreadable { path: session.path(), error: &error }),
+            }
+        }
+        let interleaved = v.deliveries.iter().any(|d| matches!(d, Delivery::Interleaved { .. }));
+        if interleaved && v.control.is_none() {
+            let owner = session.owner().0 as u32 as usize;
+            let control = self.controls.get_mut(owner).and_then(Option::as_mut);
+            if let Some(c) = control.filter(|c| c.rtsp.id() == session.owner()) {
+                c.viewers.push(id);
+                v.control = Some(owner);
+            }
+        }
+        // A seek while playing moved the streamer: what is queued belongs to the old position.
+        v.queue = ViewerQueue::new(self.queue_limits);
+        let file = session.file();
+        let seconds = file.duration_secs();
+        let rate = if seconds > 0.0 { file.file_len as f64 / seconds * PACE_RATE_FACTOR } else { 0.0 };
+        v.pacer = Pacer::new(if rate > 0.0 { rate } else { PACE_FALLBACK_RATE }, now);
+        v.next_wake = session.streamer_mut().and_then(|s| s.next_wake());
+    }
+
+    /// When the loop must call [`RtspServer::tick`] next, if ever.
+    pub fn next_wake(&self) -> Option<Instant> {
+        let viewers = self.viewers.values().filter_map(|v| v.next_wake).min();
+        let controls = self
+            .connections()
+            .filter(|(_, c)| !c.drop_output)
+            .map(|(_, c)| c.rtsp.deadline(&self.table))
+            .min();
+        [viewers, controls, self.table.deadline(), self.pace_wake].into_iter().flatten().min()
+    }
+
+    /// Queues what is due at `now` (`wall`: the wall-clock time since the Unix epoch, for sender
+    /// reports), expires sessions and idle connections.
+    pub fn tick(&mut self, now: Instant, wall: Duration) {
+        if self.table.deadline().is_some_and(|d| d <= now) {
+            let mut events = Vec::new();
+            self.table.expire(now, &mut events);
+            self.apply(&events, now);
+        }
+        let idle: Vec<usize> = self
+            .connections()
+            // A closing connection whose client reads nothing is dropped at the same deadline.
+            .filter(|(_, c)| !c.drop_output && c.rtsp.deadline(&self.table) <= now)
+            .map(|(k, _)| k)
+            .collect();
+        for key in idle {
+            if let Some(c) = self.control(key) {
+                c.closing = true;
+                c.drop_output = true;
+            }
+            self.mark(key);
+        }
+        let mut due_ids = std::mem::take(&mut self.scratch_ids);
+        due_ids.clear();
+        due_ids.extend(
+            self.viewers.iter().filter(|(_, v)| v.next_wake.is_some_and(|w| w <= now)).map(|(id, _)| *id),
+        );
+        for &id in &due_ids {
+            self.stream(id, now, wall);
+        }
+        self.scratch_ids = due_ids;
+    }
+
+    /// Queues what `id` has due at `now` and hands it towards its delivery.
+    fn stream(&mut self, id: SessionId, now: Instant, wall: Duration) {
+        let Some(session) = self.table.get_mut(id) else { return };
+        let Some(v) = self.viewers.get_mut(&id) else { return };
+        let Some(streamer) = session.streamer_mut() else { return };
+        self.due.clear();
+        streamer.due(now, &mut self.due);
+        for d in &self.due {
+            self.sample.resize(d.size as usize, 0);
+            let read = match &v.bytes {
+                Some(b) => {
+                    self.observer.note(Note::SampleRead);
+                    self.media.read_at(b, d.offset, &mut self.sample)
+                }
+                None => Err(io::ErrorKind::NotFound.into()),
+            };
+            self.packets.clear();
+            if read.is_err() || streamer.packetize(d, &self.sample, &mut self.packets).is_err() {
+                // The file changed under its index, or the sample is malformed: the viewer
+                // misses it, as it would a lost frame; the stream goes on.
+                continue;
+            }
+            if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &self.packets) == Offer::Dropped {
+                self.observer.note(Note::FrameDropped { packets: self.packets.len() });
+            }
+        }
+        self.reports.clear();
+        streamer.sender_reports(now, wall, CNAME, &mut self.reports);
+        streamer.goodbyes(now, wall, CNAME, &mut self.reports);
+        for (track, report) in &self.reports {
+            let _ = v.queue.push_packet((track * 2 + 1) as u8, report);
+        }
+        v.next_wake = streamer.next_wake();
+        if v.queue.is_empty() {
+            return;
+        }
+        match v.control {
+            Some(key) => self.feed_interleaved(key),
+            None => {
+                if !v.ready {
+                    v.ready = true;
+                    self.udp_ready.push_back(id);
+                }
+            }
+        }
+    }
+
+    /// Moves queued packets of `key`'s viewers into its output, as interleaved frames, while it
+    /// is short.
+    fn feed_interleaved(&mut self, key: usize) {
+        let Some(c) = self.controls.get_mut(key).and_then(Option::as_mut) else { return };
+        if c.closing {
+            return;
+        }
+        let (mut packets, mut bytes) = (0, 0);
+        for id in &c.viewers {
+            let Some(v) = self.viewers.get_mut(id) else { continue };
+            while c.out.len() < OUTPUT_HIGH {
+                let Some((stream, packet)) = v.queue.front() else { break };
+                let channel = match v.deliveries.get(usize::from(stream / 2)) {
+                    Some(Delivery::Interleaved { rtp, rtcp }) => {
+                        Some(if stream % 2 == 0 { *rtp } else { *rtcp })
+                    }
+                    _ => None,
+                };
+                // A packet longer than a frame's 16-bit length cannot be framed (packetizers
+                // keep to the MTU, so none is): it is dropped rather than cut.
+                let header = channel.and_then(|ch| interleaved_header(ch, packet.len()));
+                match header {
+                    Some(header) => {
+                        c.out.push(&header);
+                        c.out.push(packet);
+                        packets += 1;
+                        bytes += packet.len();
+                    }
+                    None if channel.is_some() => self.observer.note(Note::FrameDropped { packets: 1 }),
+                    None => {}
+                }
+                v.queue.pop();
+            }
+        }
+        if packets > 0 {
+            self.observer.note(Note::PacketsSent { packets, bytes });
+            self.mark(key);
+        }
+    }
+
+    /// Moves queued packets of UDP viewers into `batch`, viewer by viewer, as far as each one's
+    /// pacer allows; returns whether the batch filled up (more may be sendable at once). The loop
+    /// reports what actually left with [`RtspServer::sent_datagrams`].
+    pub fn fill_datagrams(&mut self, batch: &mut impl DatagramSink, now: Instant) -> bool {
+        self.pace_wake = None;
+        // Each ready viewer once per call: those still holding packets (held by their pacer)
+        // go round again at the next call.
+        for _ in 0..self.udp_ready.len() {
+            let Some(id) = self.udp_ready.pop_front() else { break };
+            let Some(v) = self.viewers.get_mut(&id) else { continue };
+            while let Some((stream, packet)) = v.queue.front() {
+                if !batch.fits(packet.len()) {
+                    // Full: this viewer and the ones behind it go first next time.
+                    self.udp_ready.push_front(id);
+                    return true;
+                }
+                if !v.pacer.take(packet.len(), now) {
+                    let at = v.pacer.ready_at(packet.len()).max(now + PACE_TICK);
+                    self.pace_wake = Some(self.pace_wake.map_or(at, |w| w.min(at)));
+                    break;
+                }
+                if let Some(Delivery::Udp { rtp, rtcp }) = v.deliveries.get(usize::from(stream / 2)) {
+                    let (port, dest) = if stream % 2 == 0 { (Port::Rtp, *rtp) } else { (Port::Rtcp, *rtcp) };
+                    batch.push(port, dest, packet);
+                }
+                v.queue.pop();
+            }
+            if v.queue.is_empty() {
+                v.ready = false;
+            } else {
+                self.udp_ready.push_back(id);
+            }
+        }
+        false
+    }
+
+    /// `packets` datagrams of `bytes` bytes left (counted as sent).
+    pub fn sent_datagrams(&self, packets: usize, bytes: usize) {
+        self.observer.note(Note::PacketsSent { packets, bytes });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::sync::Arc;
+
+    use sluice_proto::rtp::RtpPacket;
+    use sluice_proto::rtsp::{read_message, Limits, Message};
+
+    use super::*;
+    use crate::mp4::Mp4File;
+    use crate::rtsp::NotFound;
+
+    const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+    const URL: &str = "rtsp://127.0.0.1:8554/sluice-demo.mp4";
+    const PEER: &str = "10.0.0.1:40000";
+
+    /// The demo file, indexed and in memory.
+    struct Demo {
+        file: Arc<Mp4File>,
+        bytes: Vec<u8>,
+    }
+
+    impl Catalogue for Demo {
+        fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound> {
+            (path == "/sluice-demo.mp4").then(|| self.file.clone()).ok_or(NotFound)
+        }
+    }
+
+    impl MediaLibrary for Demo {
+        type Bytes = ();
+
+        fn open_bytes(&self, path: &str) -> io::Result<()> {
+            self.open(path).map(|_| ()).map_err(|_| io::ErrorKind::NotFound.into())
+        }
+
+        fn read_at(&self, _: &(), offset: u64, into: &mut [u8]) -> io::Result<()> {
+            let from = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+            let bytes = self.bytes.get(from..from + into.len()).ok_or(io::ErrorKind::UnexpectedEof)?;
+            into.copy_from_slice(bytes);
+            Ok(())
+        }
+    }
+
+    fn demo() -> Demo {
+        let bytes = std::fs::read(DEMO).unwrap();
+        Demo { file: Arc::new(Mp4File::from_bytes(&bytes).unwrap()), bytes }
+    }
+
+    /// What the core reported.
+    #[derive(Default)]
+    struct Tally {
+        answered: Cell<usize>,
+        packets_sent: Cell<usize>,
+        reads: Cell<usize>,
+        released: RefCell<Vec<Release>>,
+    }
+
+    impl Observer for Tally {
+        fn note(&self, note: Note<'_>) {
+            match note {
+                Note::Answered { requests, .. } => self.answered.set(self.answered.get() + requests),
+                Note::PacketsSent { packets, .. } => self.packets_sent.set(self.packets_sent.get() + packets),
+                Note::SampleRead => self.reads.set(self.reads.get() + 1),
+                Note::SessionReleased(_, why) => self.released.borrow_mut().push(why),
+                _ => {}
+            }
+        }
+    }
+
+    fn table() -> SessionTable {
+        let mut n = 1u64;
+        SessionTable::with_entropy(RtspConfig::default(), move || {
+            n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            n
+        })
+    }
+
+    type Server<'a> = RtspServer<'a, Demo, Tally, ()>;
+
+    /// Everything `key` has to write, as the loop would write it.
+    fn drain(server: &mut Server<'_>, key: usize, now: Instant) -> Vec<u8> {
+        let mut written = Vec::new();
+        loop {
+            let Some(c) = server.control(key) else { return written };
+            let Some(bytes) = c.out.pending() else { return written };
+            let n = bytes.len();
+            written.extend_from_slice(bytes);
+            c.out.advance(n);
+            server.wrote(key, now);
+        }
+    }
+
+    /// The replies in `bytes` (interleaved frames skipped), as text.
+    fn replies(bytes: &[u8]) -> Vec<String> {
+        frames(bytes).into_iter().filter_map(|f| f.err()).collect()
+    }
+
+    /// Interleaved frames (`Ok((channel, payload))`) and replies (`Err(text)`), in order.
+    fn frames(mut bytes: &[u8]) -> Vec<Result<(u8, Vec<u8>), String>> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            if bytes[0] == b'$' {
+                let Ok(Message::Interleaved { channel, payload, consumed }) =
+                    read_message(bytes, &Limits::default())
+                else {
+                    panic!("a cut frame")
+                };
+                out.push(Ok((channel, payload.to_vec())));
+                bytes = &bytes[consumed..];
+            } else {
+                let (_, n) = rtsp_types::Message::<Vec<u8>>::parse(bytes).expect("our replies parse");
+                out.push(Err(String::from_utf8_lossy(&bytes[..n]).into_owned()));
+                bytes = &bytes[n..];
+            }
+        }
+        out
+    }
+
+    fn session_of(reply: &str) -> String {
+        let line = reply.lines().find(|l| l.starts_with("Session: ")).expect("a Session header");
+        line["Session: ".len()..].split(';').next().unwrap().to_string()
+    }
+
+    /// Sends `request` on `key` and returns the one reply.
+    fn ask(server: &mut Server<'_>, key: usize, request: &str, now: Instant) -> String {
+        server.received(key, request.as_bytes(), now);
+        let mut r = replies(&drain(server, key, now));
+        assert_eq!(r.len(), 1, "{request}: {r:?}");
+        r.pop().unwrap()
+    }
+
+    fn setup(track: usize, session: Option<&str>, transport: &str) -> String {
+        let session = session.map(|s| format!("Session: {s}\r\n")).unwrap_or_default();
+        format!("SETUP {URL}/trackID={track} RTSP/1.0\r\nCSeq: 2\r\n{session}Transport: {transport}\r\n\r\n")
+    }
+
+    /// A connection from [`PEER`] with a session whose first track goes over `transport`.
+    fn open_session(server: &mut Server<'_>, transport: &str, now: Instant) -> (usize, String) {
+        let key = server.accept((), PEER.parse().unwrap(), now);
+        let reply = ask(server, key, &setup(0, None, transport), now);
+        (key, session_of(&reply))
+    }
+
+    fn play(session: &str) -> String {
+        format!("PLAY {URL} RTSP/1.0\r\nCSeq: 3\r\nSession: {session}\r\n\r\n")
+    }
+
+    #[test]
+    fn a_half_closed_request_is_answered_then_the_connection_closes() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let now = Instant::now();
+        let key = server.accept((), PEER.parse().unwrap(), now);
+        // The request and the end of file arrive in one turn, as they do when a client writes and
+        // shuts down at once.
+        server.received(key, b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n", now);
+        server.input_ended(key, now);
+        assert!(!server.wants_input(key));
+        let c = server.control(key).unwrap();
+        assert!(!c.should_close(), "the reply is still to be written");
+        let bytes = c.out.pending().unwrap().to_vec();
+        assert!(bytes.starts_with(b"RTSP/1.0 200 OK\r\n"), "{}", String::from_utf8_lossy(&bytes));
+        c.out.advance(bytes.len());
+        assert!(server.control(key).unwrap().should_close());
+        assert_eq!(tally.answered.get(), 1);
+
+        // An end of file after half a request: nothing to answer, close now.
+        let key = server.accept((), PEER.parse().unwrap(), now);
+        server.received(key, b"OPTIONS * RTSP/1.0\r\nCSe", now);
+        server.input_ended(key, now);
+        assert!(server.control(key).unwrap().should_close());
+        assert_eq!(tally.answered.get(), 1);
+    }
+
+    #[test]
+    fn an_interleaved_viewer_gets_framed_packets_on_its_channels() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let (key, id) = open_session(&mut server, "RTP/AVP/TCP;unicast;interleaved=0-1", t0);
+        let r = ask(&mut server, key, &setup(1, Some(&id), "RTP/AVP/TCP;unicast;interleaved=2-3"), t0);
+        assert!(r.starts_with("RTSP/1.0 200"), "{r}");
+        server.received(key, play(&id).as_bytes(), t0);
+        // Past the end of the presentation, a wake-up at a time, as a loop would.
+        let mut written = drain(&mut server, key, t0);
+        let end = t0 + Duration::from_secs_f64(media.file.duration_secs() + 1.0);
+        while let Some(at) = server.next_wake().filter(|at| *at <= end) {
+            server.tick(at, Duration::from_secs(1_800_000_000));
+            written.extend(drain(&mut server, key, at));
+        }
+        let all = frames(&written);
+        assert!(all[0].as_ref().is_err_and(|r| r.starts_with("RTSP/1.0 200")), "the PLAY reply comes first");
+        let mut per_channel = [0usize; 4];
+        for (channel, payload) in all.iter().filter_map(|f| f.as_ref().ok()) {
+            per_channel[usize::from(*channel)] += 1;
+            if channel % 2 == 0 {
+                RtpPacket::parse(payload).expect("an RTP packet");
+            } else {
+                assert_eq!(payload[1], 200, "a sender report first in each RTCP packet");
+            }
+        }
+        assert!(per_channel.iter().all(|n| *n > 0), "{per_channel:?}");
+        assert_eq!(per_channel.iter().sum::<usize>(), tally.packets_sent.get());
+        let samples: usize = media.file.tracks.iter().map(|t| t.samples.len()).sum();
+        assert_eq!(tally.reads.get(), samples, "every sample read once");
+        // The connection goes, and its interleaved session with it.
+        server.remove(key, end);
+        assert_eq!(*tally.released.borrow(), [Release::ConnectionClosed]);
+    }
+
+    /// Datagrams a batch took: (port, destination, length).
+    #[derive(Default)]
+    struct Batch {
+        room: usize,
+        datagrams: Vec<(Port, SocketAddr, usize)>,
+    }
+
+    impl DatagramSink for Batch {
+        fn fits(&self, _: usize) -> bool {
+            self.datagrams.len() < self.room
+        }
+
+        fn push(&mut self, port: Port, dest: SocketAddr, bytes: &[u8]) {
+            self.datagrams.push((port, dest, bytes.len()));
+        }
+    }
+
+    #[test]
+    fn a_udp_viewer_gets_paced_datagrams_at_its_ports_and_rtcp_keeps_it() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let (key, id) = open_session(&mut server, "RTP/AVP;unicast;client_port=5000-5001", t0);
+        ask(&mut server, key, &play(&id), t0);
+        // Two seconds' worth is due at once; the pacer lets a burst through, then asks to wake.
+        let t1 = t0 + Duration::from_secs(2);
+        server.tick(t1, Duration::from_secs(1_800_000_000));
+        let mut batch = Batch { room: 10_000, ..Batch::default() };
+        assert!(!server.fill_datagrams(&mut batch, t1), "the batch had room");
+        let rtp: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let rtcp: SocketAddr = "10.0.0.1:5001".parse().unwrap();
+        assert!(!batch.datagrams.is_empty());
+        assert!(batch
+            .datagrams
+            .iter()
+            .all(|(p, d, _)| (*p, *d) == (Port::Rtp, rtp) || (*p, *d) == (Port::Rtcp, rtcp)));
+        let burst: usize = batch.datagrams.iter().map(|d| d.2).sum();
+        assert!(burst <= PACE_BURST as usize + 1500, "a burst of {burst} bytes");
+        let wake = server.next_wake().unwrap();
+        assert!(wake >= t1 + PACE_TICK, "paced: wakes again no sooner than a tick");
+        // A full batch stops the round, and says so.
+        let mut small = Batch { room: 1, ..Batch::default() };
+        assert!(server.fill_datagrams(&mut small, wake + Duration::from_millis(50)));
+        assert_eq!(small.datagrams.len(), 1);
+
+        // Receiver reports from the viewer's RTCP port keep the session past its timeout; one
+        // from elsewhere does not.
+        let timeout = server.config().session_timeout;
+        server.rtcp_from("10.0.0.9:5001".parse().unwrap(), t0 + timeout / 2);
+        server.rtcp_from(rtcp, t0 + timeout / 2);
+        server.tick(t0 + timeout + Duration::from_secs(1), Duration::ZERO);
+        assert!(tally.released.borrow().is_empty(), "{:?}", tally.released.borrow());
+        server.tick(t0 + timeout * 3 / 2 + Duration::from_secs(1), Duration::ZERO);
+        assert_eq!(*tally.released.borrow(), [Release::Timeout]);
+    }
+}
