@@ -93,8 +93,7 @@ pub(crate) fn run<M: MediaLibrary>(
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            counters.add(Event::AcceptErrors, 1);
-                            tracing::warn!("rtsp accept: {e}");
+                            crate::worker::ACCEPT_WARNINGS.warn("rtsp", &e, counters);
                             break;
                         }
                     }
