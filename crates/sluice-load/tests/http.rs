@@ -3,6 +3,9 @@
 //! counted, weights, thresholds and the output formats. Every run is short, single-threaded and
 //! on 127.0.0.1.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 use std::path::PathBuf;
 
 fn replay(target: &str, check: fn(&[u8])) {

@@ -2,6 +2,9 @@
 //! the packets respect the payload limit, carry the stream's clock, and reassemble to the
 //! file's bytes.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 use sluice_media::{Mp4File, TrackKind};
 use sluice_proto::rtp::{
     AacAccessUnits, AacPacketizer, H264Depacketizer, H264Packetizer, Packets, RtpPacket, StreamConfig,

@@ -1,6 +1,9 @@
 //! Clients we did not write (curl, ffprobe) against every engine × send strategy, and the
 //! built-in demo library that `sluice serve` with no --root serves.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 #[macro_use]
 mod common;
 

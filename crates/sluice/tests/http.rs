@@ -1,6 +1,9 @@
 //! HTTP behaviour on every engine × send strategy: whole files, byte ranges (nginx's range.t),
 //! conditional requests, HEAD, keep-alive, pipelining and connection closing, directories.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 #[macro_use]
 mod common;
 

@@ -2,6 +2,9 @@
 //! command line, the JSON and CSV files, and the exit codes of thresholds and bad input. Only
 //! 127.0.0.1 traffic; every run is bounded by a request count or a short schedule.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Output, Stdio};

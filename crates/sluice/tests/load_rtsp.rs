@@ -5,6 +5,9 @@
 //! server is started in its own process group and stopped through that group (never by name).
 //! scripts/test installs GStreamer; without it these tests fail and say which packages are missing.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

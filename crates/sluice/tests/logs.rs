@@ -1,6 +1,9 @@
 //! Logging: one access-log line per request (and none when it is off), on every engine, and
 //! JSON logs when asked.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 #[macro_use]
 mod common;
 

@@ -3,6 +3,9 @@
 //! cut by their deadline, requests of a well-behaved client that succeeded, memory that stayed put,
 //! log lines written.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 #[macro_use]
 mod common;
 

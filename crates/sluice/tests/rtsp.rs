@@ -11,6 +11,9 @@
 //! the MP4 file itself, never from constants. Every wait is bounded and all traffic stays on
 //! 127.0.0.1.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 // common's engine matrix covers HTTP send strategies; RTSP has its own below.
 #[allow(unused_macros)]
 mod common;

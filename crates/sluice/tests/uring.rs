@@ -5,6 +5,9 @@
 //! The shared engine matrix runs the whole suite on uring too; these tests stay focused and
 //! readable without the macro.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
 // The engine matrix macro is not used here.
 #[allow(unused_macros)]
 mod common;
