@@ -259,5 +259,7 @@ fn observe(app: &Arc<App>, reply: Reply, entry: AccessEntry) -> Reply {
             let app = Arc::clone(app);
             Reply::Compute(Box::new(move || observe(&app, job(), entry)))
         }
+        // The app takes no bodies yet.
+        Reply::Body(sink) => Reply::Body(sink),
     }
 }
