@@ -15,6 +15,7 @@ pub mod media;
 pub mod metrics;
 pub mod page;
 pub mod serve;
+pub mod upload;
 
 pub use config::Config;
 pub use serve::{ServeError, Server};

@@ -406,6 +406,11 @@ fn parse_content_length(value: &[u8]) -> Result<u64, RequestError> {
         .ok_or(RequestError::BadContentLength)
 }
 
+/// `s` without leading and trailing spaces and tabs (HTTP's optional whitespace).
+pub fn trim_ows(s: &[u8]) -> &[u8] {
+    trim(s)
+}
+
 pub(crate) fn trim(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = s {
         s = rest;
