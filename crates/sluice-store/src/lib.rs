@@ -15,6 +15,7 @@ mod error;
 mod key;
 mod local;
 mod s3;
+pub mod seaweedfs;
 
 use std::ops::Range;
 use std::time::SystemTime;
