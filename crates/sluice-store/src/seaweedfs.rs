@@ -144,9 +144,9 @@ impl SeaweedFs {
         }
     }
 
-    /// Multipart uploads still open in the bucket (SeaweedFS keeps each under `.uploads/`).
-    pub fn open_multipart_uploads(&self) -> io::Result<usize> {
-        let (status, body) = self.filer_get(&format!("/buckets/{}/.uploads/", self.bucket))?;
+    /// Multipart uploads still open in `bucket` (SeaweedFS keeps each under `.uploads/`).
+    pub fn open_multipart_uploads(&self, bucket: &str) -> io::Result<usize> {
+        let (status, body) = self.filer_get(&format!("/buckets/{bucket}/.uploads/"))?;
         if status == 404 {
             return Ok(0);
         }
