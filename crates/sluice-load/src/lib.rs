@@ -25,6 +25,7 @@ pub mod duration_text;
 pub mod error;
 mod open;
 pub mod output;
+pub mod payload;
 pub mod progress;
 pub mod report;
 pub mod response;

@@ -153,12 +153,27 @@ impl App {
                 Response::error(Status::MOVED_PERMANENTLY).with_header("Location", location)
             }
             Ok(Entry::Directory) => self.directory(req, &path),
-            Err(OpenError::NotFound) => Response::error(Status::NOT_FOUND),
+            Err(OpenError::NotFound) => self.gzip_form(req, &path),
             Err(OpenError::Forbidden) => Response::error(Status::FORBIDDEN),
             Err(OpenError::Io(e)) => {
                 tracing::warn!(path = raw_path, "open failed: {e}");
                 Response::error(Status::INTERNAL_SERVER_ERROR)
             }
+        }
+    }
+
+    /// A file the store keeps only gzipped (`name.gz`), else 404.
+    fn gzip_form(&self, req: &Request<'_>, path: &LibraryPath) -> Response {
+        if path.names_directory() || path.relative().is_empty() {
+            return Response::error(Status::NOT_FOUND);
+        }
+        // `relative` is decoded; encode `%` again so that normalising does not decode it twice.
+        let gz = normalize(&format!("/{}.gz", path.relative().replace('%', "%25")));
+        match gz.map(|gz| self.library.open_entry(&gz)) {
+            Ok(Ok(Entry::File(file, meta))) => {
+                crate::gzip_static::respond(req, path.relative(), file, &meta, self.settings.max_ranges)
+            }
+            _ => Response::error(Status::NOT_FOUND),
         }
     }
 

@@ -10,6 +10,7 @@
 pub mod app;
 pub mod bench;
 pub mod config;
+pub mod gzip_static;
 pub mod library;
 pub mod media;
 pub mod metrics;

@@ -14,8 +14,10 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use sluice_proto::http::body::BodySink;
+use sluice_proto::http::file::content_type_for;
 use sluice_proto::http::path::{normalize, PathError};
 use sluice_proto::http::{Method, Reply, Request, Response, Status};
+use sluice_store::gzip::{put_with_policy, GzipPolicy};
 use sluice_store::{Checksum, Condition, Key, ObjectWriter, PutOptions, Store, StoreError};
 
 /// `[uploads]`: who may write into the store, and how much.
@@ -29,11 +31,22 @@ pub struct UploadsSection {
     pub tokens: Vec<String>,
     /// Largest upload in bytes; a declared length above it is 413 before the body is read.
     pub max_size: u64,
+    /// `auto` (gzip compressible types when it saves enough), `always` or `never`.
+    pub gzip: String,
+    /// Least saving for `auto`, as a fraction of the plain size (also at least 512 bytes).
+    pub gzip_min_saving: f64,
 }
 
 impl Default for UploadsSection {
     fn default() -> Self {
-        UploadsSection { token_file: None, tokens: Vec::new(), max_size: 64 << 30 }
+        let gzip = GzipPolicy::default();
+        UploadsSection {
+            token_file: None,
+            tokens: Vec::new(),
+            max_size: 64 << 30,
+            gzip: "auto".into(),
+            gzip_min_saving: gzip.min_saving,
+        }
     }
 }
 
@@ -80,6 +93,9 @@ pub enum UploadSetupError {
         /// Why.
         source: std::io::Error,
     },
+    /// The gzip setting is not one of its values.
+    #[error("[uploads] {0}")]
+    Gzip(String),
     /// The store could not be opened.
     #[error("cannot open the store: {0}")]
     Store(#[from] StoreError),
@@ -91,6 +107,7 @@ pub struct Uploads {
     store: Arc<dyn Store>,
     tokens: Vec<Vec<u8>>,
     max_size: u64,
+    gzip: GzipPolicy,
 }
 
 impl Uploads {
@@ -114,7 +131,9 @@ impl Uploads {
         tokens.retain(|t| !t.is_empty());
         let location = store.location.clone().unwrap_or_else(|| library_root.display().to_string());
         let store: Arc<dyn Store> = Arc::from(sluice_store::open(&location, Some(store.s3_config()))?);
-        Ok(Uploads { store, tokens, max_size: uploads.max_size })
+        let mode = uploads.gzip.parse().map_err(UploadSetupError::Gzip)?;
+        let gzip = GzipPolicy { mode, min_saving: uploads.gzip_min_saving, ..GzipPolicy::default() };
+        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip })
     }
 
     /// Whether any token may write.
@@ -171,10 +190,14 @@ impl Uploads {
             Ok(c) => c,
             Err(response) => return response.into(),
         };
-        let content_type =
-            req.header("content-type").and_then(|v| std::str::from_utf8(v).ok()).map(str::to_string);
-        let options = PutOptions { condition, checksum, content_type, content_encoding: None };
-        match self.store.put(&key, options) {
+        let content_type = req
+            .header("content-type")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .unwrap_or_else(|| content_type_for(key.as_str()))
+            .to_string();
+        let options =
+            PutOptions { condition, checksum, content_type: Some(content_type), content_encoding: None };
+        match put_with_policy(Arc::clone(&self.store), &key, options, self.gzip) {
             Ok(writer) => Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size })),
             Err(e) => store_error(&key, e).into(),
         }

@@ -12,6 +12,7 @@
 
 mod checksum;
 mod error;
+pub mod gzip;
 mod key;
 mod local;
 mod s3;
@@ -37,6 +38,8 @@ pub struct ObjectMeta {
     pub etag: String,
     /// When it was last written, when the backend says.
     pub modified: Option<SystemTime>,
+    /// `Some("gzip")` when the stored bytes are the gzip form of the object.
+    pub encoding: Option<String>,
 }
 
 /// When a write (or delete) may happen.

@@ -63,7 +63,12 @@ impl LocalStore {
         Ok(real)
     }
 
-    fn meta_of(&self, key: &Key, md: &fs::Metadata) -> ObjectMeta {
+    /// Where the gzip form of a key lives (nginx's `gzip_static` convention: beside it, `.gz`).
+    fn gz_path_of(&self, key: &Key) -> PathBuf {
+        self.root.join(format!("{}.gz", key.as_str()))
+    }
+
+    fn meta_of(&self, key: &Key, md: &fs::Metadata, encoding: Option<&str>) -> ObjectMeta {
         let modified = md.modified().ok();
         ObjectMeta {
             key: key.as_str().to_string(),
@@ -73,16 +78,21 @@ impl LocalStore {
                 md.len(),
             ),
             modified,
+            encoding: encoding.map(str::to_string),
         }
     }
 
+    /// The object under `key`: its plain file, else its gzip form.
     fn current(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
-        match fs::metadata(self.path_of(key)) {
-            Ok(md) if md.is_file() => Ok(Some(self.meta_of(key, &md))),
-            Ok(_) => Err(StoreError::Conflict),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
+        for (path, encoding) in [(self.path_of(key), None), (self.gz_path_of(key), Some("gzip"))] {
+            match fs::metadata(path) {
+                Ok(md) if md.is_file() => return Ok(Some(self.meta_of(key, &md, encoding))),
+                Ok(_) => return Err(StoreError::Conflict),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
         }
+        Ok(None)
     }
 }
 
@@ -110,7 +120,7 @@ impl Store for LocalStore {
                     dirs.push(path.clone());
                 } else if md.is_file() && rel.starts_with(prefix) {
                     if let Ok(key) = Key::new(rel) {
-                        found.push(self.meta_of(&key, &md));
+                        found.push(self.meta_of(&key, &md, None));
                     }
                 }
             }
@@ -120,7 +130,7 @@ impl Store for LocalStore {
     }
 
     fn read_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>, StoreError> {
-        let file = File::open(self.path_of(key))?;
+        let file = File::open(self.path_of(key)).or_else(|_| File::open(self.gz_path_of(key)))?;
         let mut buf = vec![0; range.end.saturating_sub(range.start) as usize];
         let mut done = 0;
         while done < buf.len() {
@@ -138,10 +148,16 @@ impl Store for LocalStore {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let temp = dir.join(format!("{TEMP_PREFIX}{}-{n}", std::process::id()));
         let file = OpenOptions::new().write(true).create_new(true).mode(0o644).open(&temp)?;
+        let gzip = options.content_encoding.as_deref() == Some("gzip");
+        let (target, other) = match gzip {
+            true => (self.gz_path_of(key), self.path_of(key)),
+            false => (self.path_of(key), self.gz_path_of(key)),
+        };
         let writer = LocalWriter {
             store: self.clone(),
             key: key.clone(),
-            target: self.path_of(key),
+            target,
+            other,
             temp: Some(temp),
             file: io::BufWriter::with_capacity(256 * 1024, file),
             condition: options.condition,
@@ -155,7 +171,12 @@ impl Store for LocalStore {
         if !condition.allows(Some(&current)) {
             return Err(StoreError::PreconditionFailed);
         }
-        fs::remove_file(self.path_of(key))?;
+        for path in [self.path_of(key), self.gz_path_of(key)] {
+            match fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
         Ok(())
     }
 }
@@ -165,6 +186,8 @@ struct LocalWriter {
     store: LocalStore,
     key: Key,
     target: PathBuf,
+    /// The key's other form (plain for a gzip write, gzip for a plain one), removed on commit.
+    other: PathBuf,
     /// The temporary file, until it is renamed (or removed on drop).
     temp: Option<PathBuf>,
     file: io::BufWriter<File>,
@@ -196,11 +219,18 @@ impl ObjectWriter for LocalWriter {
             fs::rename(&temp, &self.target)?;
         }
         self.temp = None;
+        match fs::remove_file(&self.other) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
         if let Some(dir) = self.target.parent() {
             File::open(dir)?.sync_all()?;
         }
         let md = fs::metadata(&self.target)?;
-        Ok(Committed { created: current.is_none(), meta: self.store.meta_of(&self.key, &md) })
+        let encoding = (self.target.extension() == Some("gz".as_ref())
+            && self.target != self.store.path_of(&self.key))
+        .then_some("gzip");
+        Ok(Committed { created: current.is_none(), meta: self.store.meta_of(&self.key, &md, encoding) })
     }
 }
 

@@ -128,7 +128,13 @@ impl S3Store {
         };
         let etag =
             meta.e_tag.map_or_else(String::new, |t| if t.starts_with('"') { t } else { format!("\"{t}\"") });
-        ObjectMeta { key, len: meta.size, etag, modified: Some(SystemTime::from(meta.last_modified)) }
+        ObjectMeta {
+            key,
+            len: meta.size,
+            etag,
+            modified: Some(SystemTime::from(meta.last_modified)),
+            encoding: None,
+        }
     }
 
     fn current(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {

@@ -20,6 +20,7 @@ engine_matrix!(
     a_cut_upload_leaves_nothing,
     an_uploaded_mp4_plays_over_http_and_rtsp,
     uploads_to_s3_land_and_cut_ones_leave_nothing,
+    gzip_is_stored_only_when_it_pays_and_served_both_ways,
 );
 
 const TOKEN: &str = "test-token-0123456789";
@@ -50,8 +51,11 @@ fn put(server: &Server, path: &str, headers: &str, body: &[u8]) -> Response {
     request(server, "PUT", path, &headers, body)
 }
 
-/// Names in a directory, temporary upload files included.
+/// Names in a directory, temporary upload files included (none when it does not exist).
 fn names(dir: &Path) -> Vec<String> {
+    if !dir.exists() {
+        return Vec::new();
+    }
     let mut v: Vec<String> =
         std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into()).collect();
     v.sort();
@@ -325,4 +329,54 @@ fn uploads_to_s3_land_and_cut_ones_leave_nothing(engine: &[&str]) {
         assert!(Instant::now() < deadline, "{open} multipart uploads left open in {bucket}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(bytes), &mut out).expect("valid gzip");
+    out
+}
+
+fn gzip_is_stored_only_when_it_pays_and_served_both_ways(engine: &[&str]) {
+    use sluice_load::payload::{email_html, sms};
+    let fx = Fixture::new();
+    let server = upload_server(engine, &fx, &[]);
+    let email = email_html(50_000, 1);
+    let sms = sms(80, 1);
+    put(&server, "/msg/email.html", "Content-Type: text/html; charset=utf-8\r\n", &email)
+        .expect_status(201, "email");
+    put(&server, "/msg/sms.txt", "", &sms).expect_status(201, "sms");
+    // The email is kept gzipped at a tenth of its size or less; the SMS (gzip would grow it) plain.
+    assert_eq!(names(&fx.path("msg")), ["email.html.gz", "sms.txt"]);
+    let stored = fx.file("msg/email.html.gz");
+    assert!(stored.len() * 10 <= email.len(), "email stored at {} bytes of {}", stored.len(), email.len());
+    assert_eq!(gunzip(&stored), email);
+    assert_eq!(fx.file("msg/sms.txt"), sms);
+    // A client that accepts gzip gets the stored bytes; one that does not gets the email inflated.
+    let gz = request(&server, "GET", "/msg/email.html", "Accept-Encoding: gzip, deflate, br\r\n", b"");
+    gz.expect_status(200, "GET with gzip");
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert_eq!(gz.header("vary"), Some("Accept-Encoding"));
+    assert!(gz.header("content-type").unwrap().starts_with("text/html"));
+    assert_eq!(gz.body, stored);
+    let plain = request(&server, "GET", "/msg/email.html", "", b"");
+    plain.expect_status(200, "GET without gzip");
+    assert_eq!(plain.header("content-encoding"), None);
+    assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
+    assert_eq!(plain.body, email, "identity is byte-exact");
+    assert_ne!(gz.header("etag"), plain.header("etag"), "each encoding has its own ETag");
+    let refused = request(&server, "GET", "/msg/email.html", "Accept-Encoding: gzip;q=0\r\n", b"");
+    assert_eq!(refused.body, email, "gzip;q=0 is a refusal");
+    // Ranges apply to the representation sent.
+    let range = request(&server, "GET", "/msg/email.html", "Range: bytes=100-199\r\n", b"");
+    range.expect_status(206, "range of the identity form");
+    assert_eq!(range.body, &email[100..200]);
+    let range =
+        request(&server, "GET", "/msg/email.html", "Accept-Encoding: gzip\r\nRange: bytes=0-9\r\n", b"");
+    range.expect_status(206, "range of the gzip form");
+    assert_eq!(range.body, &stored[..10]);
+    // A replacement that no longer pays swaps the stored form.
+    put(&server, "/msg/email.html", "", &sluice_load::payload::PayloadKind::Random.generate(5000, 3))
+        .expect_status(204, "replace with incompressible bytes");
+    assert_eq!(names(&fx.path("msg")), ["email.html", "sms.txt"]);
 }
