@@ -37,6 +37,7 @@ pub mod stats;
 pub mod target;
 pub mod threshold;
 mod timer;
+pub mod upload;
 mod worker;
 
 pub use client::{ConnectionMode, ExpectedStatus};

@@ -299,7 +299,11 @@ impl BodySink for UploadSink {
             match writer.commit() {
                 Ok(done) => {
                     let status = if done.created { Status::CREATED } else { Status::NO_CONTENT };
-                    let mut response = Response::error(status).with_header("ETag", done.meta.etag);
+                    // What the store kept (less than the body when it kept the gzip form), for
+                    // `sluice upload`'s bytes-stored figure.
+                    let mut response = Response::error(status)
+                        .with_header("ETag", done.meta.etag)
+                        .with_header("Sluice-Stored-Length", done.meta.len.to_string());
                     if done.created {
                         response = response.with_header("Location", format!("/{key}"));
                     }

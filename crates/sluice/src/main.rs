@@ -14,6 +14,7 @@ use sluice_server::Server;
 mod lab_cmd;
 mod load_cmd;
 mod store_args;
+mod upload_cmd;
 
 /// sluice: a media streaming server whose I/O path is a setting.
 #[derive(Parser, Debug)]
@@ -32,6 +33,9 @@ enum Command {
     Load(load_cmd::LoadArgs),
     /// Run the published I/O experiments against sluice and real peers, with reports.
     Lab(lab_cmd::LabArgs),
+    /// Upload files, a tree or generated payloads to a sluice server or an S3 bucket, in parallel
+    /// over kept-alive connections, with checksums, retries and a summary.
+    Upload(Box<upload_cmd::UploadArgs>),
 }
 
 /// Every flag overrides the same setting in the configuration file.
@@ -230,6 +234,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Serve(args) => serve(*args),
         Command::Load(args) => load_cmd::run(args),
+        Command::Upload(args) => upload_cmd::run(*args),
         Command::Lab(args) => {
             raise_nofile_limit();
             lab_cmd::run(args)
