@@ -326,6 +326,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn example_file_documents_the_defaults() {
+        let config: crate::Config = toml::from_str(include_str!("../../../sluice.toml")).unwrap();
+        let d = UploadsSection::default();
+        let u = &config.uploads;
+        assert_eq!(
+            (u.max_size, u.gzip.as_str(), u.gzip_min_saving),
+            (d.max_size, d.gzip.as_str(), d.gzip_min_saving)
+        );
+        assert!(u.tokens.is_empty() && u.token_file.is_none(), "uploads are off by default");
+        assert!(config.store.location.is_none());
+    }
+
+    #[test]
     fn tokens_compare_whole() {
         assert!(constant_time_eq(b"secret", b"secret"));
         assert!(!constant_time_eq(b"secret", b"secreT"));
