@@ -530,7 +530,17 @@ fn put_s3(store: &Arc<dyn Store>, item: &Item, body: &[u8], gzip: GzipPolicy) ->
     };
     let remote = |e: sluice_store::StoreError| {
         let retry = matches!(e, sluice_store::StoreError::Remote(_));
-        Failure { kind: format!("s3: {}", e.to_string().split(':').next().unwrap_or("error")), retry }
+        // Grouped by the S3 error code when there is one (the message names keys and requests).
+        let text = e.to_string();
+        let kind = match (text.find("<Code>"), text.find("</Code>")) {
+            (Some(a), Some(b)) if a < b => text[a + 6..b].to_string(),
+            _ => text.chars().take(80).collect(),
+        };
+        // A server-side S3 error code is worth retrying; a client-side one will not change.
+        let retry = retry
+            && (!text.contains("<Code>")
+                || matches!(kind.as_str(), "InternalError" | "SlowDown" | "ServiceUnavailable"));
+        Failure { kind: format!("s3: {kind}"), retry }
     };
     let mut writer = put_with_policy(Arc::clone(store), &key, options, gzip).map_err(remote)?;
     writer.write(body).map_err(remote)?;

@@ -195,8 +195,13 @@ impl Uploads {
             .and_then(|v| std::str::from_utf8(v).ok())
             .unwrap_or_else(|| content_type_for(key.as_str()))
             .to_string();
-        let options =
-            PutOptions { condition, checksum, content_type: Some(content_type), content_encoding: None };
+        let options = PutOptions {
+            condition,
+            checksum,
+            content_type: Some(content_type),
+            content_encoding: None,
+            report_created: true,
+        };
         match put_with_policy(Arc::clone(&self.store), &key, options, self.gzip) {
             Ok(writer) => Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size })),
             Err(e) => store_error(&key, e).into(),

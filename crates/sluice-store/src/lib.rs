@@ -80,12 +80,16 @@ pub struct PutOptions {
     pub content_type: Option<String>,
     /// `Content-Encoding` to record (a gzip-stored object).
     pub content_encoding: Option<String>,
+    /// Find out whether the write replaced an object ([`Committed::created`]); costs a HEAD
+    /// request on S3 when no condition needs one anyway, so a batch writer leaves it off.
+    pub report_created: bool,
 }
 
 /// What a committed write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Committed {
-    /// Whether the key was new (201) rather than replaced (204).
+    /// Whether the key was new (201) rather than replaced (204); `true` when not asked for
+    /// ([`PutOptions::report_created`]) and unknown.
     pub created: bool,
     /// The object as stored.
     pub meta: ObjectMeta,

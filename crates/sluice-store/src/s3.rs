@@ -189,7 +189,9 @@ impl Store for S3Store {
             store: self.clone(),
             key: key.clone(),
             condition: options.condition,
+            report_created: options.report_created,
             attributes,
+            written: 0,
             buffer: Vec::new(),
             multipart: None,
         };
@@ -218,7 +220,10 @@ struct S3Writer {
     store: S3Store,
     key: Key,
     condition: Condition,
+    report_created: bool,
     attributes: Attributes,
+    /// Bytes written so far.
+    written: u64,
     /// The part being filled (or the whole object, while below the threshold).
     buffer: Vec<u8>,
     multipart: Option<Multipart>,
@@ -252,6 +257,7 @@ impl S3Writer {
 
 impl ObjectWriter for S3Writer {
     fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        self.written += data.len() as u64;
         while !data.is_empty() {
             let room = MULTIPART_THRESHOLD - self.buffer.len();
             let take = room.min(data.len());
@@ -265,23 +271,29 @@ impl ObjectWriter for S3Writer {
     }
 
     fn commit(mut self: Box<Self>) -> Result<Committed, StoreError> {
-        let current = self.store.current(&self.key)?;
+        // Every request here is a round trip to the store (the seed's ~114 ms each): a HEAD only
+        // when a condition or the caller needs it, and the stored object's tag from the PUT's own
+        // answer rather than another HEAD.
+        let current = match self.condition != Condition::Always || self.report_created {
+            true => self.store.current(&self.key)?,
+            false => None,
+        };
         if !self.condition.allows(current.as_ref()) {
             return Err(StoreError::PreconditionFailed);
         }
         let client = Arc::clone(&self.store.inner.client);
         let path = self.store.path_of(self.key.as_str());
-        if self.multipart.is_none() {
+        let result = if self.multipart.is_none() {
             let payload = PutPayload::from(std::mem::take(&mut self.buffer));
             let opts = object_store::PutOptions { attributes: self.attributes.clone(), ..Default::default() };
             self.store
-                .run(async move { client.put_opts(&path, payload, opts).await.map_err(StoreError::from) })?;
+                .run(async move { client.put_opts(&path, payload, opts).await.map_err(StoreError::from) })?
         } else {
             if !self.buffer.is_empty() {
                 self.send_part()?;
             }
             let Multipart { mut upload, parts } = self.multipart.take().expect("multipart");
-            let finished = self.store.run(async move {
+            self.store.run(async move {
                 for part in parts {
                     if let Err(e) = part.await.map_err(|e| StoreError::Remote(e.to_string())).and_then(|r| r)
                     {
@@ -290,17 +302,25 @@ impl ObjectWriter for S3Writer {
                     }
                 }
                 match upload.complete().await {
-                    Ok(_) => Ok(()),
+                    Ok(done) => Ok(done),
                     Err(e) => {
                         let _ = upload.abort().await;
                         Err(StoreError::from(e))
                     }
                 }
-            });
-            finished?;
-        }
-        let meta =
-            self.store.current(&self.key)?.ok_or_else(|| StoreError::Remote("object vanished".into()))?;
+            })?
+        };
+        let etag =
+            result
+                .e_tag
+                .map_or_else(String::new, |t| if t.starts_with('"') { t } else { format!("\"{t}\"") });
+        let meta = ObjectMeta {
+            key: self.key.as_str().to_string(),
+            len: self.written,
+            etag,
+            modified: Some(SystemTime::now()),
+            encoding: self.attributes.get(&Attribute::ContentEncoding).map(|v| v.to_string()),
+        };
         Ok(Committed { created: current.is_none(), meta })
     }
 }
