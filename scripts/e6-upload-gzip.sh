@@ -53,7 +53,9 @@ S3=http://127.0.0.1:$PROXYPORT
 echo "e6-token" > "$work/tokens"
 mkdir -p "$work/root"
 HTTPPORT=$(port)
-"$SLUICE" serve --root "$work/root" --listen "127.0.0.1:$HTTPPORT" --no-rtsp --access-log false \
+# An upload's commit (the PutObject) runs on the CPU job pool and holds a thread for its round
+# trip, so the pool is sized for the concurrency measured.
+"$SLUICE" serve --root "$work/root" --listen "127.0.0.1:$HTTPPORT" --no-rtsp --access-log false --cpu-workers 64 \
   --upload-token-file "$work/tokens" --store s3://e6-uploads/serve --s3-endpoint "$S3" >"$work/serve.log" 2>&1 &
 pids+=($!)
 sleep 1
