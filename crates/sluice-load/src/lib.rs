@@ -25,6 +25,7 @@ pub mod duration_text;
 pub mod error;
 mod open;
 pub mod output;
+pub mod payload;
 pub mod progress;
 pub mod report;
 pub mod response;
@@ -36,6 +37,7 @@ pub mod stats;
 pub mod target;
 pub mod threshold;
 mod timer;
+pub mod upload;
 mod worker;
 
 pub use client::{ConnectionMode, ExpectedStatus};

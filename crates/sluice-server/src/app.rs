@@ -13,11 +13,14 @@ use percent_encoding::utf8_percent_encode;
 use sluice_engine::{Counters, EngineConfig};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::{normalize, LibraryPath, PathError};
-use sluice_proto::http::{Body, Handler, Limits, Method, Reply, Request, RequestError, Response, Status};
+use sluice_proto::http::{
+    Body, BodySink, Handler, Limits, Method, Reply, Request, RequestError, Response, Status,
+};
 
 use crate::bench;
 use crate::library::{Entry, Library, OpenError};
 use crate::metrics::{self, RequestCounts};
+use crate::upload::Uploads;
 
 /// How the application is set up, besides its library.
 #[derive(Debug, Clone)]
@@ -42,6 +45,7 @@ pub struct App {
     counters: Arc<Counters>,
     requests: RequestCounts,
     boundary: AtomicU64,
+    uploads: Option<Uploads>,
 }
 
 impl App {
@@ -58,7 +62,14 @@ impl App {
             counters,
             requests: RequestCounts::default(),
             boundary: AtomicU64::new(seed),
+            uploads: None,
         }
+    }
+
+    /// Accepts uploads (`PUT`, `DELETE`) into this store; without it they are 403.
+    pub fn with_uploads(mut self, uploads: Uploads) -> Self {
+        self.uploads = Some(uploads);
+        self
     }
 
     /// How the application was set up.
@@ -77,6 +88,13 @@ impl App {
     }
 
     fn route(&self, req: &Request<'_>) -> Reply {
+        if matches!(req.method, Method::Put | Method::Delete) {
+            let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
+            return match &self.uploads {
+                Some(uploads) => uploads.route(req, raw_path),
+                None => Response::error(Status::FORBIDDEN).into(),
+            };
+        }
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
@@ -135,12 +153,27 @@ impl App {
                 Response::error(Status::MOVED_PERMANENTLY).with_header("Location", location)
             }
             Ok(Entry::Directory) => self.directory(req, &path),
-            Err(OpenError::NotFound) => Response::error(Status::NOT_FOUND),
+            Err(OpenError::NotFound) => self.gzip_form(req, &path),
             Err(OpenError::Forbidden) => Response::error(Status::FORBIDDEN),
             Err(OpenError::Io(e)) => {
                 tracing::warn!(path = raw_path, "open failed: {e}");
                 Response::error(Status::INTERNAL_SERVER_ERROR)
             }
+        }
+    }
+
+    /// A file the store keeps only gzipped (`name.gz`), else 404.
+    fn gzip_form(&self, req: &Request<'_>, path: &LibraryPath) -> Response {
+        if path.names_directory() || path.relative().is_empty() {
+            return Response::error(Status::NOT_FOUND);
+        }
+        // `relative` is decoded; encode `%` again so that normalising does not decode it twice.
+        let gz = normalize(&format!("/{}.gz", path.relative().replace('%', "%25")));
+        match gz.map(|gz| self.library.open_entry(&gz)) {
+            Ok(Ok(Entry::File(file, meta))) => {
+                crate::gzip_static::respond(req, path.relative(), file, &meta, self.settings.max_ranges)
+            }
+            _ => Response::error(Status::NOT_FOUND),
         }
     }
 
@@ -259,5 +292,26 @@ fn observe(app: &Arc<App>, reply: Reply, entry: AccessEntry) -> Reply {
             let app = Arc::clone(app);
             Reply::Compute(Box::new(move || observe(&app, job(), entry)))
         }
+        Reply::Body(sink) => Reply::Body(Box::new(ObservedSink { sink, app: Arc::clone(app), entry })),
+    }
+}
+
+/// An upload's sink whose reply is counted and logged once the body has ended.
+struct ObservedSink {
+    sink: Box<dyn BodySink>,
+    app: Arc<App>,
+    entry: AccessEntry,
+}
+
+impl BodySink for ObservedSink {
+    fn max_len(&self) -> u64 {
+        self.sink.max_len()
+    }
+    fn write(&mut self, payload: &[u8]) -> Result<(), Response> {
+        self.sink.write(payload)
+    }
+    fn finish(self: Box<Self>) -> Reply {
+        let ObservedSink { sink, app, entry } = *self;
+        observe(&app, sink.finish(), entry)
     }
 }

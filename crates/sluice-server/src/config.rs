@@ -29,6 +29,10 @@ pub struct Config {
     pub limits: LimitsSection,
     /// `[log]`: logging.
     pub log: LogSection,
+    /// `[store]`: where uploads go (the library root unless set).
+    pub store: crate::upload::StoreSection,
+    /// `[uploads]`: who may upload, and how much.
+    pub uploads: crate::upload::UploadsSection,
 }
 
 /// `[http]`

@@ -10,11 +10,13 @@
 pub mod app;
 pub mod bench;
 pub mod config;
+pub mod gzip_static;
 pub mod library;
 pub mod media;
 pub mod metrics;
 pub mod page;
 pub mod serve;
+pub mod upload;
 
 pub use config::Config;
 pub use serve::{ServeError, Server};

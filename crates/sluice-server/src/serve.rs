@@ -34,6 +34,9 @@ pub enum ServeError {
     /// The engine failed to start or run.
     #[error(transparent)]
     Engine(#[from] sluice_engine::EngineError),
+    /// The upload store or tokens cannot be set up.
+    #[error(transparent)]
+    Uploads(#[from] crate::upload::UploadSetupError),
 }
 
 /// The HTTP service: a session per connection over the shared app.
@@ -107,7 +110,8 @@ impl Server {
             bench: config.http.bench,
             engine,
         };
-        let app = Arc::new(App::new(library, settings, Arc::clone(&counters)));
+        let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
+        let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
         Ok(Server { app, listeners, rtsp, counters, demo })
     }
 

@@ -13,6 +13,8 @@ use sluice_server::Server;
 
 mod lab_cmd;
 mod load_cmd;
+mod store_args;
+mod upload_cmd;
 
 /// sluice: a media streaming server whose I/O path is a setting.
 #[derive(Parser, Debug)]
@@ -25,12 +27,15 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Serve a media library over HTTP and RTSP (the built-in demo library when no --root is given).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Generate load: `sluice load http` (closed and open models, HDR latency, thresholds),
     /// `sluice load rtsp` (viewers counting the video samples they receive).
     Load(load_cmd::LoadArgs),
     /// Run the published I/O experiments against sluice and real peers, with reports.
     Lab(lab_cmd::LabArgs),
+    /// Upload files, a tree or generated payloads to a sluice server or an S3 bucket, in parallel
+    /// over kept-alive connections, with checksums, retries and a summary.
+    Upload(Box<upload_cmd::UploadArgs>),
 }
 
 /// Every flag overrides the same setting in the configuration file.
@@ -109,6 +114,8 @@ struct ServeArgs {
     /// Log filter, e.g. info, debug, "info,sluice::access=off".
     #[arg(long)]
     log_level: Option<String>,
+    #[command(flatten)]
+    store: store_args::StoreArgs,
 }
 
 impl ServeArgs {
@@ -163,6 +170,7 @@ impl ServeArgs {
         set!(self.access_log => http.access_log);
         set!(self.log_format => log.format);
         set!(self.log_level => log.level);
+        self.store.apply(&mut c);
         Ok(c)
     }
 }
@@ -235,8 +243,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Load(args) => load_cmd::run(args),
+        Command::Upload(args) => upload_cmd::run(*args),
         Command::Lab(args) => {
             raise_nofile_limit();
             lab_cmd::run(args)

@@ -92,32 +92,9 @@ fn curl_fetches_ranges_and_files(engine: &[&str]) {
 }
 
 fn ffprobe_counts_the_demo_frames(engine: &[&str]) {
-    let ffprobe = require_tool("ffprobe", "ffmpeg");
     let server = Server::start(engine, &[]);
-    let url = format!("http://{}/sluice-demo.mp4", server.addr());
-    let mut cmd = Command::new(ffprobe);
-    for v in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"] {
-        cmd.env_remove(v);
-    }
-    cmd.args([
-        "-v",
-        "error",
-        "-rw_timeout",
-        "10000000",
-        "-count_frames",
-        "-select_streams",
-        "v:0",
-        "-show_entries",
-        "stream=nb_read_frames",
-        "-of",
-        "csv=p=0",
-    ])
-    .arg(&url);
-    let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(60));
-    let stdout = String::from_utf8_lossy(&out);
-    let stderr = String::from_utf8_lossy(&err);
-    assert!(status.success(), "ffprobe {url} failed ({status}): {stderr}");
-    assert_eq!(stdout.trim().trim_end_matches(','), "180", "ffprobe frame count (stderr: {stderr})");
+    let (frames, stderr) = ffprobe_video_frames(&format!("http://{}/sluice-demo.mp4", server.addr()));
+    assert_eq!(frames, "180", "ffprobe frame count (stderr: {stderr})");
     assert!(stderr.trim().is_empty(), "ffprobe reported errors reading over HTTP: {stderr}");
 }
 

@@ -134,7 +134,6 @@ fn cpu_work_runs_with_one_cpu_worker(engine: &[&str]) {
 fn bench_values_are_validated(engine: &[&str]) {
     let fx = Fixture::new();
     let server = Server::serve(engine, &fx, &[]);
-    let mut c = Conn::open(server.addr());
     for target in [
         "/bench/cpu?n=94",
         "/bench/cpu?n=-1",
@@ -144,9 +143,14 @@ fn bench_values_are_validated(engine: &[&str]) {
         "/bench/latency?ms=",
         "/bench/latency?ms=99999999999999999999",
     ] {
+        // Every 400 closes its connection (RFC 9112 §6.3; issue 11), so each gets its own.
+        let mut c = Conn::open(server.addr());
         c.send(get(target, &[]));
-        c.response().expect_status(400, target);
+        let r = c.response();
+        r.expect_status(400, target);
+        assert!(r.says_close(), "{target}: a 400 closes the connection");
     }
+    let mut c = Conn::open(server.addr());
     c.send(get("/bench/nothing", &[]));
     c.response().expect_status(404, "unknown bench endpoint");
 }

@@ -2,9 +2,30 @@
 //!
 //! The [`BodyDecoder`] consumes body bytes as they arrive and reports the payload slices and the
 //! end, so that a connection never loses track of where the next request starts, whether the body
-//! is kept (uploads, later) or thrown away (a body on GET). It holds no buffers of its own.
+//! is kept (an upload's [`BodySink`]) or thrown away (a body on GET). It holds no buffers of its own.
 
 use super::request::RequestError;
+use super::response::{Reply, Response};
+
+/// Where a handler sends a request's body (an upload): the payload arrives here as the connection
+/// reads it, never buffered whole by the session, and the reply comes once the body has ended.
+///
+/// Dropping a sink without [`BodySink::finish`] means the body never completed (a cut connection,
+/// a timeout, malformed chunked framing, a size over the limit): the sink must then discard
+/// everything it was given. That is what makes a cut upload leave nothing behind on every engine.
+pub trait BodySink: Send {
+    /// Most payload bytes accepted. A declared `Content-Length` above it is answered 413 before a
+    /// byte of the body is read (and before `100 Continue`); a chunked body that grows past it is
+    /// cut with 413.
+    fn max_len(&self) -> u64;
+
+    /// The next payload bytes. An error response ends the request: the session sends it and closes
+    /// the connection (the rest of the body is not read).
+    fn write(&mut self, payload: &[u8]) -> Result<(), Response>;
+
+    /// The body has ended; the reply to send (often [`Reply::Compute`], to commit off the loop).
+    fn finish(self: Box<Self>) -> Reply;
+}
 
 /// How a request body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

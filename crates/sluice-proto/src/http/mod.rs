@@ -18,6 +18,7 @@ mod session;
 use std::borrow::Cow;
 use std::time::Duration;
 
+pub use body::BodySink;
 pub use request::{Method, Request, RequestError, Version};
 pub use response::{Body, Reply, Response, Status};
 pub use session::HttpSession;

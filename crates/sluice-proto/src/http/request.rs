@@ -288,9 +288,14 @@ fn error_name(e: httparse::Error) -> &'static str {
     }
 }
 
+/// Whether the request line is well formed (method, target, version, one space apart) with a
+/// version that is some other HTTP's: that is 505, anything else (`GET /a b.txt HTTP/1.1`) is 400.
 fn looks_like_other_http_version(input: &[u8]) -> bool {
-    let line = &input[..request_line_len(input).unwrap_or(input.len())];
-    line.windows(5).any(|w| w == b"HTTP/")
+    let start = input.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(0);
+    let line = &input[start..start + request_line_len(input).unwrap_or(input.len() - start)];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    parts.len() == 3 && parts.iter().all(|p| !p.is_empty()) && parts[2].starts_with(b"HTTP/")
 }
 
 /// Length of the first line (after leading empty lines), without its line ending.
@@ -321,6 +326,7 @@ fn check_partial(input: &[u8], limits: &Limits) -> Result<(), RequestError> {
 fn framing_of(req: &Request<'_>) -> Result<Framing, RequestError> {
     let mut content_length: Option<u64> = None;
     let mut chunked = false;
+    let mut codings = 0;
     let mut transfer_encoding = false;
     let mut hosts = 0;
     let mut close = false;
@@ -329,17 +335,21 @@ fn framing_of(req: &Request<'_>) -> Result<Framing, RequestError> {
     for h in req.headers {
         let name = h.name;
         if name.eq_ignore_ascii_case("content-length") {
-            let n = parse_content_length(h.value)?;
-            if content_length.is_some_and(|m| m != n) {
+            // Two fields are refused even when equal (RFC 9112 §6.3 allows merging them; nginx
+            // does not, and neither may any proxy in front that reads only one of them).
+            if content_length.is_some() {
                 return Err(RequestError::BadContentLength);
             }
-            content_length = Some(n);
+            content_length = Some(parse_content_length(h.value)?);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            // sluice implements no transfer coding but chunked, so anything besides one lone
+            // `chunked` (`gzip, chunked`, `identity, chunked`, two fields) is 501 (RFC 9112 §6.1):
+            // reading such a body as plain chunked is how a front end and we would disagree.
+            for coding in h.value.split(|&b| b == b',') {
+                codings += 1;
+                chunked = trim(coding).eq_ignore_ascii_case(b"chunked");
+            }
             transfer_encoding = true;
-            // Only a final `chunked` frames a request body (RFC 9112 §6.3); its position among
-            // several fields matters, so the last field's last coding decides.
-            let last = h.value.rsplit(|&b| b == b',').next().unwrap_or(b"");
-            chunked = trim(last).eq_ignore_ascii_case(b"chunked");
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
         } else if name.eq_ignore_ascii_case("connection") {
@@ -363,7 +373,7 @@ fn framing_of(req: &Request<'_>) -> Result<Framing, RequestError> {
             // RFC 9112 §6.1: HTTP/1.0 has no transfer codings; the framing cannot be trusted.
             return Err(RequestError::AmbiguousFraming);
         }
-        if !chunked {
+        if !chunked || codings != 1 {
             return Err(RequestError::UnsupportedTransferEncoding);
         }
         BodyFraming::Chunked
@@ -394,6 +404,11 @@ fn parse_content_length(value: &[u8]) -> Result<u64, RequestError> {
         .iter()
         .try_fold(0u64, |n, &d| n.checked_mul(10)?.checked_add((d - b'0') as u64))
         .ok_or(RequestError::BadContentLength)
+}
+
+/// `s` without leading and trailing spaces and tabs (HTTP's optional whitespace).
+pub fn trim_ows(s: &[u8]) -> &[u8] {
+    trim(s)
 }
 
 pub(crate) fn trim(mut s: &[u8]) -> &[u8] {
@@ -450,6 +465,11 @@ mod tests {
             (b"GET / FOO/1.1\r\nHost: a\r\n\r\n", 400),
             (b"GET /\x01 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
         ];
+        assert_statuses(cases);
+    }
+
+    /// Each head is refused with its status.
+    fn assert_statuses(cases: &[(&[u8], u16)]) {
         for (input, status) in cases {
             let err = parse(input).unwrap_err();
             assert_eq!(err.status().0, *status, "{:?}: {err}", String::from_utf8_lossy(input));
@@ -457,11 +477,21 @@ mod tests {
     }
 
     #[test]
-    fn same_content_length_twice_is_fine() {
-        let r = parse(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n")
-            .unwrap()
-            .unwrap();
-        assert_eq!(r.2.body, BodyFraming::Length(5));
+    fn strict_framing_rfc9112_section6() {
+        let cases: &[(&[u8], u16)] = &[
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n", 400),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\n", 400),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n", 501),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", 501),
+            (b"GET /a b.txt HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+            (b"GET / HTTP/3\r\nHost: a\r\n\r\n", 505),
+        ];
+        assert_statuses(cases);
+        let r =
+            parse(b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:  Chunked \r\n\r\n").unwrap().unwrap();
+        assert_eq!(r.2.body, BodyFraming::Chunked);
     }
 
     #[test]

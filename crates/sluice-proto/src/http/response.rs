@@ -15,6 +15,10 @@ pub struct Status(pub u16);
 impl Status {
     /// 200
     pub const OK: Status = Status(200);
+    /// 201: an upload created a new resource.
+    pub const CREATED: Status = Status(201);
+    /// 204: done, nothing to say (an upload replaced a resource, a delete).
+    pub const NO_CONTENT: Status = Status(204);
     /// 206
     pub const PARTIAL_CONTENT: Status = Status(206);
     /// 301
@@ -25,6 +29,8 @@ impl Status {
     pub const BAD_REQUEST: Status = Status(400);
     /// 403
     pub const FORBIDDEN: Status = Status(403);
+    /// 401: no valid credentials.
+    pub const UNAUTHORIZED: Status = Status(401);
     /// 404
     pub const NOT_FOUND: Status = Status(404);
     /// 405
@@ -49,6 +55,10 @@ impl Status {
     pub const NOT_IMPLEMENTED: Status = Status(501);
     /// 503
     pub const SERVICE_UNAVAILABLE: Status = Status(503);
+    /// 502: the store behind the server failed.
+    pub const BAD_GATEWAY: Status = Status(502);
+    /// 507: no room to store the upload.
+    pub const INSUFFICIENT_STORAGE: Status = Status(507);
     /// 505
     pub const HTTP_VERSION_NOT_SUPPORTED: Status = Status(505);
 
@@ -79,8 +89,10 @@ impl Status {
             431 => "Request Header Fields Too Large",
             500 => "Internal Server Error",
             501 => "Not Implemented",
+            502 => "Bad Gateway",
             503 => "Service Unavailable",
             505 => "HTTP Version Not Supported",
+            507 => "Insufficient Storage",
             _ => "Unknown",
         }
     }
@@ -178,6 +190,8 @@ pub enum Reply {
     After(std::time::Duration, Response),
     /// Compute the reply off the event loop (CPU-bound work); it may itself be `After`.
     Compute(Box<dyn FnOnce() -> Reply + Send>),
+    /// Read the request's body into this sink; its [`BodySink::finish`] gives the reply.
+    Body(Box<dyn super::body::BodySink>),
 }
 
 impl std::fmt::Debug for Reply {
@@ -186,6 +200,7 @@ impl std::fmt::Debug for Reply {
             Reply::Now(r) => f.debug_tuple("Now").field(&r.status).finish(),
             Reply::After(d, r) => f.debug_tuple("After").field(d).field(&r.status).finish(),
             Reply::Compute(_) => f.write_str("Compute(..)"),
+            Reply::Body(_) => f.write_str("Body(..)"),
         }
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use super::body::{BodyDecoder, BodyFraming};
+use super::body::{BodyDecoder, BodyFraming, BodySink};
 use super::request::{parse_head, Framing, Method, Parsed, RequestError, Version, MAX_HEADERS};
 use super::response::{write_head, Body, Persistence, Reply, Response, Status};
 use super::Handler;
@@ -25,8 +25,6 @@ struct Then {
     method: Method,
     persistence: Persistence,
     keep_alive: bool,
-    /// The request's body, still to be read past.
-    body: Option<BodyDecoder>,
 }
 
 /// A reply that is not ready yet.
@@ -46,6 +44,24 @@ impl std::fmt::Debug for Wait {
     }
 }
 
+/// Where a request body's payload goes while the session reads it.
+enum BodyUse {
+    /// To the handler's sink (an upload), whose `finish` gives the reply.
+    Sink(Box<dyn BodySink>),
+    /// Nowhere: the body is read past (a body on GET) and then this reply is sent. Replying only
+    /// after the body has been read lets a malformed body still be answered 400.
+    Discard(Reply),
+}
+
+impl std::fmt::Debug for BodyUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyUse::Sink(_) => f.write_str("Sink"),
+            BodyUse::Discard(r) => f.debug_tuple("Discard").field(r).finish(),
+        }
+    }
+}
+
 /// Where the connection is in its stream of requests.
 #[derive(Debug)]
 enum ReadState {
@@ -53,9 +69,10 @@ enum ReadState {
     Idle,
     /// Part of a request head has arrived.
     Head,
-    /// Inside a request body that is being read past; then keep alive or not. `until` bounds
-    /// the whole body, however steadily it trickles in.
-    Body { decoder: BodyDecoder, keep_alive: bool, until: Instant },
+    /// Inside a request body; its reply comes once it has ended. `until` bounds the whole body,
+    /// however steadily it trickles in, when it is thrown away; a kept body (an upload) is bounded
+    /// by the pause between reads only, since a large one may rightly take long.
+    Body { decoder: BodyDecoder, body: BodyUse, then: Then, until: Option<Instant> },
     /// A reply is deferred; pipelined requests wait behind it.
     Waiting { wait: Wait, then: Then },
     /// No more requests will be read; the connection closes once the outbox drains.
@@ -109,49 +126,107 @@ impl<H: Handler> HttpSession<H> {
         }
     }
 
-    /// Handles one complete head; returns false when the connection is closing.
+    /// Handles one complete head: asks the handler, then reads the body (into its sink or past
+    /// it) or queues the reply.
     fn on_head(&mut self, request: &super::Request<'_>, framing: Framing, out: &mut Outbox, clock: &Clock) {
         let limits = self.handler.limits();
-        let decoder = match BodyDecoder::new(framing.body, limits.max_discarded_body) {
-            Ok(d) => d,
-            Err(e) => return self.refuse(e, out, clock),
-        };
         self.requests += 1;
-        // A client waiting for 100-continue will not send the body we would have to read past,
-        // so the connection cannot continue after a final response (RFC 9110 §10.1.1).
+        let reply = self.handler.respond(request);
+        let has_body = framing.body != BodyFraming::None;
+        let sink = matches!(reply, Reply::Body(_));
+        // A client waiting for 100-continue that gets a final answer will not send the body we
+        // would have to read past, so the connection cannot continue (RFC 9110 §10.1.1).
         let keep_alive = framing.keep_alive
             && !self.shutting_down
-            && !framing.expects_continue
+            && (sink || !framing.expects_continue)
             && self.requests < limits.max_requests_per_connection;
         let persistence = match (keep_alive, framing.version) {
             (false, _) => Persistence::Close,
             (true, Version::Http11) => Persistence::KeepAlive11,
             (true, Version::Http10) => Persistence::KeepAlive10,
         };
-        let reply = self.handler.respond(request);
-        let body = (framing.body != BodyFraming::None && !framing.expects_continue).then_some(decoder);
-        let then = Then { method: request.method, persistence, keep_alive, body };
-        self.deliver(reply, then, out, clock);
+        let then = Then { method: request.method, persistence, keep_alive };
+        let (max, body) = match reply {
+            Reply::Body(sink) => (sink.max_len(), BodyUse::Sink(sink)),
+            reply if has_body && !framing.expects_continue => {
+                (limits.max_discarded_body, BodyUse::Discard(reply))
+            }
+            reply => return self.deliver(reply, then, out, clock),
+        };
+        let decoder = match BodyDecoder::new(framing.body, max) {
+            Ok(d) => d,
+            Err(e) => return self.refuse(e, out, clock),
+        };
+        if framing.expects_continue && framing.version == Version::Http11 && has_body {
+            out.push(Segment::Static(b"HTTP/1.1 100 Continue\r\n\r\n"));
+        }
+        let timeout = limits.body_timeout;
+        let until = matches!(body, BodyUse::Discard(_)).then(|| clock.now() + timeout * BODY_TIMEOUTS);
+        self.deadline = Some(clock.now() + timeout);
+        self.state = ReadState::Body { decoder, body, then, until };
+        // A sink for a request without a body finishes at once.
+        self.on_body_bytes(&[], out, clock);
+    }
+
+    /// Feeds body bytes to the current body; returns how many were consumed.
+    fn on_body_bytes(&mut self, input: &[u8], out: &mut Outbox, clock: &Clock) -> usize {
+        let ReadState::Body { decoder, body, until, .. } = &mut self.state else { return 0 };
+        let mut refusal = None;
+        let decoded = match body {
+            BodyUse::Sink(sink) => decoder.decode_with(input, |payload| {
+                if refusal.is_none() {
+                    if let Err(response) = sink.write(payload) {
+                        refusal = Some(response);
+                    }
+                }
+            }),
+            BodyUse::Discard(_) => decoder.decode(input),
+        };
+        let until = *until;
+        match (decoded, refusal) {
+            (_, Some(response)) => {
+                self.state = ReadState::Idle;
+                queue_response(out, Method::Get, response, Persistence::Close, clock);
+                self.close(out);
+                input.len()
+            }
+            (Err(e), None) => {
+                self.refuse(e, out, clock);
+                input.len()
+            }
+            (Ok(d), None) => {
+                if d.consumed > 0 {
+                    let next = clock.now() + self.handler.limits().body_timeout;
+                    self.deadline = Some(until.map_or(next, |u| next.min(u)));
+                }
+                if d.done {
+                    if let ReadState::Body { body, then, .. } =
+                        std::mem::replace(&mut self.state, ReadState::Idle)
+                    {
+                        let reply = match body {
+                            BodyUse::Sink(sink) => sink.finish(),
+                            BodyUse::Discard(reply) => reply,
+                        };
+                        self.deliver(reply, then, out, clock);
+                    }
+                }
+                d.consumed
+            }
+        }
     }
 
     /// Queues a reply that is ready, or parks the connection until it is.
     fn deliver(&mut self, reply: Reply, mut then: Then, out: &mut Outbox, clock: &Clock) {
         match reply {
             Reply::Now(response) => {
-                if self.shutting_down {
+                // A 400 says the server could not understand the request; what follows it on the
+                // connection cannot be trusted either (RFC 9112 §6.3, as nginx does).
+                if self.shutting_down || response.status == Status::BAD_REQUEST {
                     then.keep_alive = false;
                     then.persistence = Persistence::Close;
                 }
                 queue_response(out, then.method, response, then.persistence, clock);
-                match then.body {
-                    Some(decoder) => {
-                        let timeout = self.handler.limits().body_timeout;
-                        let until = clock.now() + timeout * BODY_TIMEOUTS;
-                        self.deadline = Some(clock.now() + timeout);
-                        self.state = ReadState::Body { decoder, keep_alive: then.keep_alive, until };
-                    }
-                    None => self.after_response(then.keep_alive, out, clock),
-                }
+                self.after_response(then.keep_alive, out, clock);
             }
             Reply::After(delay, response) => {
                 let at = clock.now() + delay;
@@ -161,6 +236,11 @@ impl<H: Handler> HttpSession<H> {
             Reply::Compute(job) => {
                 self.deadline = None;
                 self.state = ReadState::Waiting { wait: Wait::Job(Some(job)), then };
+            }
+            Reply::Body(_) => {
+                // Only a head's first reply may take the body; later it is gone.
+                let response = Response::error(Status::INTERNAL_SERVER_ERROR);
+                self.deliver(Reply::Now(response), then, out, clock)
             }
         }
     }
@@ -184,27 +264,11 @@ impl<H: Handler> Session for HttpSession<H> {
             match &mut self.state {
                 ReadState::Closed => return input.len(),
                 ReadState::Waiting { .. } => return pos,
-                ReadState::Body { decoder, keep_alive, until } => {
-                    let (keep_alive, until) = (*keep_alive, *until);
-                    match decoder.decode(&input[pos..]) {
-                        Ok(d) => {
-                            pos += d.consumed;
-                            if d.consumed > 0 {
-                                let next = clock.now() + self.handler.limits().body_timeout;
-                                self.deadline = Some(next.min(until));
-                            }
-                            if !d.done {
-                                return pos;
-                            }
-                            self.after_response(keep_alive, out, clock);
-                        }
-                        Err(e) => {
-                            // The response is already queued; the body cannot be trusted to end
-                            // where the next request starts, so the connection ends here.
-                            self.handler.refused(e.status(), &e);
-                            self.close(out);
-                            return input.len();
-                        }
+                ReadState::Body { .. } => {
+                    let used = self.on_body_bytes(&input[pos..], out, clock);
+                    pos += used;
+                    if matches!(self.state, ReadState::Body { .. }) {
+                        return pos;
                     }
                 }
                 ReadState::Idle | ReadState::Head => {
@@ -256,10 +320,11 @@ impl<H: Handler> Session for HttpSession<H> {
             // A job has no deadline of its own; the engine always reports back.
             ReadState::Waiting { wait: Wait::Job(_), .. } => {}
             ReadState::Head => self.refuse(RequestError::Timeout, out, clock),
-            // The request was answered already; a second status would be noise. Just close.
+            // Not answered yet: the body's reply waits for the body. Dropping the state drops an
+            // upload's sink, which discards what it received.
             ReadState::Body { .. } => {
-                self.handler.refused(Status::REQUEST_TIMEOUT, &RequestError::Timeout);
-                self.close(out);
+                self.state = ReadState::Head;
+                self.refuse(RequestError::Timeout, out, clock);
             }
             ReadState::Idle | ReadState::Closed => self.close(out),
         }
@@ -383,11 +448,148 @@ mod tests {
                 body: Body::Bytes(Cow::Owned(body.into_bytes())),
             };
             match req.path() {
+                Some("/upload") => Reply::Body(Box::new(Collect::default())),
+                Some("/bad-target") => Reply::Now(Response::error(Status::BAD_REQUEST)),
                 Some("/later") => Reply::After(Duration::from_millis(100), response),
                 Some("/compute") => Reply::Compute(Box::new(move || Reply::Now(response))),
                 _ => Reply::Now(response),
             }
         }
+    }
+
+    /// Collects an upload's body; answers with what it received; a drop before `finish`
+    /// counts as a discarded upload.
+    #[derive(Default)]
+    struct Collect {
+        body: Vec<u8>,
+        finished: bool,
+    }
+
+    thread_local! {
+        static DISCARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    impl BodySink for Collect {
+        fn max_len(&self) -> u64 {
+            100
+        }
+        fn write(&mut self, payload: &[u8]) -> Result<(), Response> {
+            self.body.extend_from_slice(payload);
+            Ok(())
+        }
+        fn finish(mut self: Box<Self>) -> Reply {
+            self.finished = true;
+            let text = format!("got {}", String::from_utf8_lossy(&self.body));
+            Reply::Now(Response {
+                status: Status::CREATED,
+                headers: vec![],
+                body: Body::Bytes(Cow::Owned(text.into_bytes())),
+            })
+        }
+    }
+
+    impl Drop for Collect {
+        fn drop(&mut self) {
+            if !self.finished {
+                DISCARDED.with(|d| d.set(d.get() + 1));
+            }
+        }
+    }
+
+    fn discarded() -> u32 {
+        DISCARDED.with(|d| d.get())
+    }
+
+    #[test]
+    fn an_upload_body_streams_to_the_sink_split_anywhere() {
+        let input = b"PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+        for split in 0..input.len() {
+            let (_, mut out) = receive_in_two(input, split);
+            let text = drain(&mut out);
+            assert!(text.starts_with("HTTP/1.1 201 Created\r\n"), "{text}");
+            assert!(text.contains("got abcde"));
+            assert!(text.contains("GET /next"), "keep-alive after an upload");
+        }
+    }
+
+    #[test]
+    fn expect_continue_is_answered_before_the_body_and_413_before_reading() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.receive(
+            b"PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n",
+            &mut out,
+            &clock(),
+        );
+        assert_eq!(drain(&mut out), "HTTP/1.1 100 Continue\r\n\r\n");
+        s.receive(b"hi", &mut out, &clock());
+        assert!(drain(&mut out).starts_with("HTTP/1.1 201 Created\r\n"));
+        // Over the sink's limit: 413 at once, no 100, nothing read.
+        let mut s = session();
+        let before = discarded();
+        let head = b"PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\nExpect: 100-continue\r\n\r\n";
+        s.receive(head, &mut out, &clock());
+        let text = drain(&mut out);
+        assert!(text.starts_with("HTTP/1.1 413 Content Too Large\r\n"), "{text}");
+        assert!(out.closing());
+        assert_eq!(discarded(), before + 1);
+    }
+
+    #[test]
+    fn a_cut_or_malformed_upload_is_discarded() {
+        let before = discarded();
+        // Timed out half way: 408, sink dropped.
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.receive(b"PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf", &mut out, &clock());
+        let late = Clock::new(clock().now() + Duration::from_secs(60), 1_700_000_060);
+        s.on_deadline(&mut out, &late);
+        assert!(drain(&mut out).starts_with("HTTP/1.1 408 Request Timeout\r\n"));
+        assert_eq!(discarded(), before + 1);
+        // Malformed chunked framing: 400 and close.
+        let mut s = session();
+        s.receive(
+            b"PUT /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXX",
+            &mut out,
+            &clock(),
+        );
+        assert!(drain(&mut out).starts_with("HTTP/1.1 400 Bad Request\r\n"));
+        assert!(out.closing());
+        assert_eq!(discarded(), before + 2);
+        // Connection gone mid-body: the session (and its sink) is dropped.
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.receive(b"PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhalf", &mut out, &clock());
+        drop(s);
+        assert_eq!(discarded(), before + 3);
+    }
+
+    #[test]
+    fn a_malformed_body_on_get_is_answered_400_not_200() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.receive(
+            b"GET /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            &mut out,
+            &clock(),
+        );
+        let text = drain(&mut out);
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+        assert!(!text.contains("200"));
+        assert!(out.closing());
+    }
+
+    #[test]
+    fn every_400_closes_even_when_the_head_parsed() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        let input = b"GET /bad-target HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+        s.receive(input, &mut out, &clock());
+        let text = drain(&mut out);
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+        assert!(text.contains("Connection: close\r\n"));
+        assert!(!text.contains("GET /next"));
+        assert!(out.closing());
     }
 
     fn clock() -> Clock {
@@ -413,6 +615,16 @@ mod tests {
         HttpSession::new(Echo(Limits::default()), &clock())
     }
 
+    /// A fresh session fed `input` in two reads split at `split`; checks that it took it all.
+    fn receive_in_two(input: &[u8], split: usize) -> (HttpSession<Echo>, Outbox) {
+        let mut s = session();
+        let mut out = Outbox::new();
+        let used = s.receive(&input[..split], &mut out, &clock());
+        let used2 = s.receive(&input[used..], &mut out, &clock());
+        assert_eq!(used + used2, input.len(), "split {split}");
+        (s, out)
+    }
+
     #[test]
     fn pipelined_requests_are_answered_in_order() {
         let mut s = session();
@@ -436,13 +648,7 @@ mod tests {
         whole.receive(input, &mut out, &clock());
         let expected = drain(&mut out);
         for split in 0..input.len() {
-            let mut s = session();
-            let mut out = Outbox::new();
-            let used = s.receive(&input[..split], &mut out, &clock());
-            let mut rest = input[used..].to_vec();
-            let used2 = s.receive(&rest, &mut out, &clock());
-            rest.drain(..used2);
-            assert!(rest.is_empty(), "split {split}");
+            let (_, mut out) = receive_in_two(input, split);
             assert_eq!(drain(&mut out), expected, "split {split}");
             assert!(out.closing());
         }

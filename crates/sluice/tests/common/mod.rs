@@ -1032,6 +1032,26 @@ pub fn require_tool(name: &str, package: &str) -> PathBuf {
     );
 }
 
+/// Video frames ffprobe decodes from `url` (HTTP, or RTSP over TCP), and what it printed on
+/// stderr; panics when it fails.
+pub fn ffprobe_video_frames(url: &str) -> (String, String) {
+    let mut cmd = Command::new(require_tool("ffprobe", "ffmpeg"));
+    for v in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"] {
+        cmd.env_remove(v);
+    }
+    if url.starts_with("rtsp://") {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    } else {
+        cmd.args(["-rw_timeout", "10000000"]);
+    }
+    cmd.args(["-v", "error", "-count_frames", "-select_streams", "v:0"]);
+    cmd.args(["-show_entries", "stream=nb_read_frames", "-of", "csv=p=0"]).arg(url);
+    let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&err).into_owned();
+    assert!(status.success(), "ffprobe {url} failed ({status}): {stderr}");
+    (String::from_utf8_lossy(&out).trim().trim_end_matches(',').to_string(), stderr)
+}
+
 /// Runs a command with a time limit (killing it by pid if it overruns); returns
 /// (status, stdout, stderr).
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, Vec<u8>, Vec<u8>) {

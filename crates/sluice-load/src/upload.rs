@@ -1,0 +1,594 @@
+//! `sluice upload`, the seed's batch writer done right: objects (files, a directory tree, or
+//! generated payloads) uploaded to a sluice server over HTTP or straight into an S3 bucket, by
+//! `concurrency` workers that each keep one connection alive for all their objects.
+//!
+//! Each object carries its SHA-256 (`Repr-Digest`), so the receiver stores nothing that arrived
+//! damaged. A failure that may be transient (a 5xx, a reset, a timeout) is retried a bounded
+//! number of times with exponential backoff on a fresh connection; an object whose upload was
+//! acknowledged (any final response) is never sent again, and 4xx answers are final. The report
+//! has per-object latency percentiles (HDR), objects/s, bytes raw against stored, connections
+//! opened and failures by kind. It owns the client side only; the server and the store are
+//! `sluice-server` and `sluice-store`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use sha2::Digest as _;
+use sluice_store::gzip::{put_with_policy, GzipPolicy};
+use sluice_store::{Key, PutOptions, S3Config, S3Store, Store};
+
+use crate::payload::PayloadKind;
+use crate::response::{Progress, ResponseReader};
+
+/// Where objects go.
+#[derive(Debug, Clone)]
+pub enum Destination {
+    /// A sluice server: `PUT http://addr/prefix/key` with a bearer token.
+    Http {
+        /// The server's address.
+        addr: SocketAddr,
+        /// The `Host` header value.
+        host: String,
+        /// Path prefix under which keys go (no trailing `/`; empty for the root).
+        prefix: String,
+        /// Bearer token.
+        token: Option<String>,
+    },
+    /// A bucket, written through `sluice-store`'s S3 backend (with the gzip policy applied here).
+    S3 {
+        /// Bucket, prefix, endpoint and credentials.
+        config: S3Config,
+        /// Which objects to store gzipped.
+        gzip: GzipPolicy,
+    },
+}
+
+impl Destination {
+    /// Parses `http://host:port/prefix` or `s3://bucket/prefix`.
+    pub fn parse(
+        target: &str,
+        token: Option<String>,
+        s3: S3Config,
+        gzip: GzipPolicy,
+    ) -> Result<Destination, String> {
+        if let Some(rest) = target.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let config = S3Config { bucket: bucket.into(), prefix: prefix.trim_matches('/').into(), ..s3 };
+            return Ok(Destination::S3 { config, gzip });
+        }
+        let url = url::Url::parse(target).map_err(|e| format!("{target}: {e}"))?;
+        if url.scheme() != "http" {
+            return Err(format!("{target}: only http:// and s3:// destinations"));
+        }
+        let host = url.host_str().ok_or_else(|| format!("{target}: no host"))?.to_string();
+        let port = url.port_or_known_default().unwrap_or(80);
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|e| format!("{target}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("{target}: no address"))?;
+        let prefix = url.path().trim_end_matches('/').to_string();
+        Ok(Destination::Http { addr, host: format!("{host}:{port}"), prefix, token })
+    }
+}
+
+/// What to upload.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Files (and every file under directories), keyed by their path relative to the argument's
+    /// parent (a file) or to the directory itself.
+    Paths(Vec<PathBuf>),
+    /// `count` generated payloads of `size` bytes.
+    Generate {
+        /// Which payload.
+        kind: PayloadKind,
+        /// Bytes each.
+        size: usize,
+        /// How many.
+        count: usize,
+    },
+}
+
+/// How to upload.
+#[derive(Debug, Clone)]
+pub struct UploadConfig {
+    /// Where.
+    pub destination: Destination,
+    /// What.
+    pub source: Source,
+    /// Workers, each with its own kept-alive connection.
+    pub concurrency: usize,
+    /// Retries per object after the first attempt.
+    pub retries: u32,
+    /// Longest wait for any one read or write.
+    pub timeout: Duration,
+}
+
+/// One object to upload.
+#[derive(Debug, Clone)]
+struct Item {
+    key: String,
+    origin: Origin,
+}
+
+#[derive(Debug, Clone)]
+enum Origin {
+    File(PathBuf),
+    Generated(PayloadKind, usize, u64),
+}
+
+impl Item {
+    fn bytes(&self) -> std::io::Result<Vec<u8>> {
+        match &self.origin {
+            Origin::File(p) => std::fs::read(p),
+            Origin::Generated(kind, size, seed) => Ok(kind.generate(*size, *seed)),
+        }
+    }
+
+    fn content_type(&self) -> &'static str {
+        match &self.origin {
+            Origin::File(p) => content_type_of(p),
+            Origin::Generated(kind, ..) => kind.content_type(),
+        }
+    }
+}
+
+fn content_type_of(p: &Path) -> &'static str {
+    match p.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "html" | "htm" => "text/html; charset=utf-8",
+        "txt" => "text/plain; charset=utf-8",
+        "json" => "application/json",
+        "css" => "text/css",
+        "js" => "application/javascript",
+        "svg" => "image/svg+xml",
+        "xml" => "application/xml",
+        "m3u8" => "application/vnd.apple.mpegurl",
+        "vtt" => "text/vtt",
+        "mp4" => "video/mp4",
+        _ => "application/octet-stream",
+    }
+}
+
+fn items(source: &Source) -> std::io::Result<Vec<Item>> {
+    let mut out = Vec::new();
+    match source {
+        Source::Generate { kind, size, count } => {
+            for i in 0..*count {
+                let key = format!("{}-{i:06}.{}", kind_name(*kind), kind.extension());
+                out.push(Item { key, origin: Origin::Generated(*kind, *size, i as u64 + 1) });
+            }
+        }
+        Source::Paths(paths) => {
+            for path in paths {
+                if path.is_dir() {
+                    let mut dirs = vec![path.clone()];
+                    while let Some(dir) = dirs.pop() {
+                        for entry in std::fs::read_dir(&dir)? {
+                            let p = entry?.path();
+                            if p.is_dir() {
+                                dirs.push(p);
+                            } else if p.is_file() {
+                                let rel = p.strip_prefix(path).unwrap_or(&p).to_string_lossy().into_owned();
+                                out.push(Item { key: rel, origin: Origin::File(p) });
+                            }
+                        }
+                    }
+                } else {
+                    let name =
+                        path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                    out.push(Item { key: name, origin: Origin::File(path.clone()) });
+                }
+            }
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+        }
+    }
+    Ok(out)
+}
+
+fn kind_name(kind: PayloadKind) -> &'static str {
+    match kind {
+        PayloadKind::Email => "email",
+        PayloadKind::Sms => "sms",
+        PayloadKind::Random => "random",
+    }
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct UploadReport {
+    /// Objects uploaded.
+    pub objects_ok: u64,
+    /// Objects that failed after their retries, by kind of the last failure.
+    pub failures: BTreeMap<String, u64>,
+    /// Retries made (attempts beyond each object's first).
+    pub retries: u64,
+    /// Payload bytes of the uploaded objects.
+    pub bytes_raw: u64,
+    /// Bytes the receiver stored for them (smaller when it kept the gzip form).
+    pub bytes_stored: u64,
+    /// TCP connections opened (HTTP destinations; `None` for S3, whose client pools its own).
+    pub connections_opened: Option<u64>,
+    /// Wall-clock time of the run.
+    pub elapsed_s: f64,
+    /// Objects uploaded per second.
+    pub objects_per_s: f64,
+    /// Per-object upload time (from the first byte sent to the acknowledgement, retries included).
+    pub latency_ms: LatencySummary,
+}
+
+/// Latency statistics in milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencySummary {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl UploadReport {
+    /// Whether any object failed.
+    pub fn failed(&self) -> bool {
+        self.failures.values().sum::<u64>() > 0
+    }
+
+    /// The summary for people.
+    pub fn render(&self) -> String {
+        let l = &self.latency_ms;
+        let mut s = format!(
+            "objects: {} ok, {} failed ({} retries) in {:.2} s: {:.1} objects/s\n\
+             per object: mean {:.2} ms, p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms, max {:.2} ms\n\
+             bytes: {} raw, {} stored ({:.1}%)\n",
+            self.objects_ok,
+            self.failures.values().sum::<u64>(),
+            self.retries,
+            self.elapsed_s,
+            self.objects_per_s,
+            l.mean,
+            l.p50,
+            l.p95,
+            l.p99,
+            l.max,
+            self.bytes_raw,
+            self.bytes_stored,
+            100.0 * self.bytes_stored as f64 / self.bytes_raw.max(1) as f64,
+        );
+        if let Some(c) = self.connections_opened {
+            s.push_str(&format!("connections opened: {c}\n"));
+        }
+        for (kind, n) in &self.failures {
+            s.push_str(&format!("failed: {n} × {kind}\n"));
+        }
+        s
+    }
+}
+
+/// Counters the progress display reads while the run goes on.
+#[derive(Debug, Default)]
+pub struct UploadProgress {
+    /// Objects done (either way).
+    pub objects: AtomicU64,
+    /// Payload bytes done.
+    pub bytes: AtomicU64,
+    /// Objects in all.
+    pub total: AtomicU64,
+}
+
+/// Why one attempt failed, and whether it is worth another.
+#[derive(Debug)]
+struct Failure {
+    kind: String,
+    retry: bool,
+}
+
+impl Failure {
+    fn io(e: &std::io::Error) -> Failure {
+        let kind = match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => "timeout".to_string(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe => "reset".to_string(),
+            std::io::ErrorKind::ConnectionRefused => "refused".to_string(),
+            std::io::ErrorKind::UnexpectedEof => "closed".to_string(),
+            k => format!("io: {k}"),
+        };
+        Failure { kind, retry: true }
+    }
+}
+
+/// One worker's connection to a sluice server.
+struct HttpConnection {
+    stream: Option<TcpStream>,
+    opened: u64,
+    buf: Vec<u8>,
+}
+
+impl HttpConnection {
+    fn put(
+        &mut self,
+        dest: (&SocketAddr, &str, &str, Option<&str>),
+        item: &Item,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<u64, Failure> {
+        let (addr, host, prefix, token) = dest;
+        if self.stream.is_none() {
+            let s = TcpStream::connect_timeout(addr, timeout).map_err(|e| Failure::io(&e))?;
+            s.set_nodelay(true).ok();
+            s.set_read_timeout(Some(timeout)).ok();
+            s.set_write_timeout(Some(timeout)).ok();
+            self.opened += 1;
+            self.stream = Some(s);
+            self.buf.clear();
+        }
+        let stream = self.stream.as_mut().expect("connected above");
+        let digest = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body));
+        let path: String = item
+            .key
+            .split('/')
+            .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
+            .collect::<Vec<_>>()
+            .join("/");
+        let mut head = format!(
+            "PUT {prefix}/{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nContent-Type: {}\r\nRepr-Digest: sha-256=:{digest}:\r\n",
+            body.len(),
+            item.content_type()
+        );
+        if let Some(t) = token {
+            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        head.push_str("\r\n");
+        let sent = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body));
+        if let Err(e) = sent {
+            self.stream = None;
+            return Err(Failure::io(&e));
+        }
+        let mut reader = ResponseReader::new();
+        reader.start(false);
+        let mut stored = None;
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if !self.buf.is_empty() {
+                if stored.is_none() {
+                    stored = stored_length(&self.buf);
+                }
+                match reader.feed(&self.buf) {
+                    Ok(Progress::Complete { consumed }) => {
+                        self.buf.drain(..consumed);
+                        break;
+                    }
+                    Ok(Progress::NeedMore { consumed }) => {
+                        self.buf.drain(..consumed);
+                    }
+                    Err(e) => {
+                        self.stream = None;
+                        return Err(Failure { kind: format!("malformed response: {e}"), retry: true });
+                    }
+                }
+            }
+            let stream = self.stream.as_mut().expect("open");
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.stream = None;
+                    return Err(Failure { kind: "closed".into(), retry: true });
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.stream = None;
+                    return Err(Failure::io(&e));
+                }
+            }
+        }
+        if !reader.keep_alive() {
+            self.stream = None;
+        }
+        match reader.status() {
+            200..=299 => Ok(stored.unwrap_or(body.len() as u64)),
+            s @ 500..=599 => Err(Failure { kind: format!("HTTP {s}"), retry: true }),
+            s => Err(Failure { kind: format!("HTTP {s}"), retry: false }),
+        }
+    }
+}
+
+/// Characters escaped in a path segment.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'?')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
+
+/// The `Sluice-Stored-Length` of a response head, if the head is complete and has one.
+fn stored_length(buf: &[u8]) -> Option<u64> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut r = httparse::Response::new(&mut headers);
+    match r.parse(buf) {
+        Ok(httparse::Status::Complete(_)) => r
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("sluice-stored-length"))
+            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok()),
+        _ => None,
+    }
+}
+
+/// Uploads everything; `progress` is updated as objects finish.
+pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<UploadReport, String> {
+    let items = items(&config.source).map_err(|e| format!("reading the sources: {e}"))?;
+    progress.total.store(items.len() as u64, Ordering::Relaxed);
+    let s3: Option<Arc<dyn Store>> = match &config.destination {
+        Destination::S3 { config, .. } => {
+            Some(Arc::new(S3Store::new(config.clone()).map_err(|e| e.to_string())?))
+        }
+        Destination::Http { .. } => None,
+    };
+    let next = AtomicUsize::new(0);
+    let histogram = Mutex::new(Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"));
+    let failures = Mutex::new(BTreeMap::<String, u64>::new());
+    let (ok, retries, raw, stored, opened) =
+        (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..config.concurrency.max(1) {
+            scope.spawn(|| {
+                let mut conn = HttpConnection { stream: None, opened: 0, buf: Vec::new() };
+                while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let body = match item.bytes() {
+                        Ok(b) => b,
+                        Err(e) => {
+                            *failures
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .entry(format!("read: {}", e.kind()))
+                                .or_default() += 1;
+                            progress.objects.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    };
+                    let began = Instant::now();
+                    let mut attempt = 0;
+                    let outcome = loop {
+                        let result = match &config.destination {
+                            Destination::Http { addr, host, prefix, token } => {
+                                conn.put((addr, host, prefix, token.as_deref()), item, &body, config.timeout)
+                            }
+                            Destination::S3 { gzip, .. } => {
+                                put_s3(s3.as_ref().expect("s3 store"), item, &body, *gzip)
+                            }
+                        };
+                        match result {
+                            Err(f) if f.retry && attempt < config.retries => {
+                                attempt += 1;
+                                retries.fetch_add(1, Ordering::Relaxed);
+                                std::thread::sleep(Duration::from_millis(20 << attempt.min(6)));
+                            }
+                            other => break other,
+                        }
+                    };
+                    match outcome {
+                        Ok(n) => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                            raw.fetch_add(body.len() as u64, Ordering::Relaxed);
+                            stored.fetch_add(n, Ordering::Relaxed);
+                            let us = began.elapsed().as_micros().max(1) as u64;
+                            histogram
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .saturating_record(us);
+                        }
+                        Err(f) => {
+                            *failures
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .entry(f.kind)
+                                .or_default() += 1
+                        }
+                    }
+                    progress.objects.fetch_add(1, Ordering::Relaxed);
+                    progress.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+                }
+                opened.fetch_add(conn.opened, Ordering::Relaxed);
+            });
+        }
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let h = histogram.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let ms = |us: u64| us as f64 / 1000.0;
+    let objects_ok = ok.load(Ordering::Relaxed);
+    Ok(UploadReport {
+        objects_ok,
+        failures: failures.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner),
+        retries: retries.load(Ordering::Relaxed),
+        bytes_raw: raw.load(Ordering::Relaxed),
+        bytes_stored: stored.load(Ordering::Relaxed),
+        connections_opened: matches!(config.destination, Destination::Http { .. })
+            .then(|| opened.load(Ordering::Relaxed)),
+        elapsed_s: elapsed,
+        objects_per_s: objects_ok as f64 / elapsed.max(1e-9),
+        latency_ms: LatencySummary {
+            mean: h.mean() / 1000.0,
+            p50: ms(h.value_at_quantile(0.5)),
+            p95: ms(h.value_at_quantile(0.95)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+        },
+    })
+}
+
+fn put_s3(store: &Arc<dyn Store>, item: &Item, body: &[u8], gzip: GzipPolicy) -> Result<u64, Failure> {
+    let key = Key::new(&item.key).map_err(|e| Failure { kind: format!("key: {e}"), retry: false })?;
+    let mut hasher = sluice_store::Checksum::Sha256([0; 32]).hasher();
+    hasher.update(body);
+    let options = PutOptions {
+        checksum: Some(hasher.finish()),
+        content_type: Some(item.content_type().to_string()),
+        ..Default::default()
+    };
+    let remote = |e: sluice_store::StoreError| {
+        let retry = matches!(e, sluice_store::StoreError::Remote(_));
+        // Grouped by the S3 error code when there is one (the message names keys and requests).
+        let text = e.to_string();
+        let kind = match (text.find("<Code>"), text.find("</Code>")) {
+            (Some(a), Some(b)) if a < b => text[a + 6..b].to_string(),
+            _ => text.chars().take(80).collect(),
+        };
+        // A server-side S3 error code is worth retrying; a client-side one will not change.
+        let retry = retry
+            && (!text.contains("<Code>")
+                || matches!(kind.as_str(), "InternalError" | "SlowDown" | "ServiceUnavailable"));
+        Failure { kind: format!("s3: {kind}"), retry }
+    };
+    let mut writer = put_with_policy(Arc::clone(store), &key, options, gzip).map_err(remote)?;
+    writer.write(body).map_err(remote)?;
+    writer.commit().map(|c| c.meta.len).map_err(remote)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_parse() {
+        let d = Destination::parse(
+            "http://127.0.0.1:8080/up/",
+            Some("t".into()),
+            S3Config::default(),
+            GzipPolicy::default(),
+        )
+        .unwrap();
+        match d {
+            Destination::Http { addr, prefix, .. } => {
+                assert_eq!(addr.port(), 8080);
+                assert_eq!(prefix, "/up");
+            }
+            _ => panic!("http"),
+        }
+        let d =
+            Destination::parse("s3://bucket/a/b", None, S3Config::default(), GzipPolicy::default()).unwrap();
+        match d {
+            Destination::S3 { config, .. } => {
+                assert_eq!(config.bucket, "bucket");
+                assert_eq!(config.prefix, "a/b");
+            }
+            _ => panic!("s3"),
+        }
+        assert!(Destination::parse("ftp://x/", None, S3Config::default(), GzipPolicy::default()).is_err());
+    }
+}

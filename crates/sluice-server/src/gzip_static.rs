@@ -1,0 +1,81 @@
+//! Serving objects the store keeps gzipped (`name.gz` beside a missing `name`), as nginx's
+//! `gzip_static` with `gunzip` does.
+//!
+//! A client that accepts gzip gets the stored bytes with `Content-Encoding: gzip` (ranges apply to
+//! them); one that does not gets them decompressed, into an anonymous memory file so that ranges,
+//! conditionals and every engine's send strategy work exactly as for a plain file. Both answers say
+//! `Vary: Accept-Encoding`, and their ETags differ (the two representations differ in length, and
+//! the tag is derived from it). This module owns that choice; the store decides what is gzipped.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
+use sluice_proto::http::{Request, Response, Status};
+
+/// Decompressed objects larger than this are not inflated for identity clients (406 instead):
+/// it bounds the memory one request may pin.
+const MAX_GUNZIPPED: u64 = 256 << 20;
+
+/// Whether the request accepts the gzip coding (RFC 9110 §12.5.3: a `gzip` or `*` member with a
+/// non-zero weight).
+pub fn accepts_gzip(req: &Request<'_>) -> bool {
+    req.header_values("accept-encoding").any(|v| {
+        String::from_utf8_lossy(v).split(',').any(|member| {
+            let mut parts = member.split(';');
+            let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let zero = parts.any(|p| {
+                let p = p.trim().to_ascii_lowercase();
+                p.strip_prefix("q=").is_some_and(|q| q.trim().parse::<f32>() == Ok(0.0))
+            });
+            (coding == "gzip" || coding == "x-gzip" || coding == "*") && !zero
+        })
+    })
+}
+
+/// The response for `relative` (a library path with no plain file) from its gzip form `gz`.
+pub fn respond(
+    req: &Request<'_>,
+    relative: &str,
+    gz: File,
+    gz_meta: &std::fs::Metadata,
+    max_ranges: usize,
+) -> Response {
+    let content_type = content_type_for(relative);
+    let response = if accepts_gzip(req) {
+        let meta = FileMeta { len: gz_meta.len(), modified: gz_meta.modified().ok(), content_type };
+        file_response(req, Arc::new(gz), &meta, max_ranges, 0).with_header("Content-Encoding", "gzip")
+    } else {
+        match gunzip_to_memfd(gz) {
+            Ok((file, len)) => {
+                let meta = FileMeta { len, modified: gz_meta.modified().ok(), content_type };
+                file_response(req, Arc::new(file), &meta, max_ranges, 0)
+            }
+            Err(e) if e.kind() == io::ErrorKind::FileTooLarge => Response::error(Status(406)),
+            Err(e) => {
+                tracing::warn!(path = relative, "cannot decompress the stored gzip form: {e}");
+                Response::error(Status::INTERNAL_SERVER_ERROR)
+            }
+        }
+    };
+    response.with_header("Vary", "Accept-Encoding")
+}
+
+/// Inflates a gzip file into an anonymous in-memory file; its length.
+fn gunzip_to_memfd(gz: File) -> io::Result<(File, u64)> {
+    // SAFETY: a constant NUL-terminated name; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"sluice-gunzip".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and is owned by nobody else.
+    let mut out = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut decoder = flate2::read::GzDecoder::new(io::BufReader::new(gz)).take(MAX_GUNZIPPED + 1);
+    let len = io::copy(&mut decoder, &mut out)?;
+    if len > MAX_GUNZIPPED {
+        return Err(io::Error::new(io::ErrorKind::FileTooLarge, "decompressed object over the limit"));
+    }
+    out.flush()?;
+    Ok((out, len))
+}

@@ -1,0 +1,353 @@
+//! Uploads: `PUT /<path>` writes an object into the content store, `DELETE /<path>` removes one.
+//!
+//! Owns who may write (bearer tokens, compared in constant time; 403 while uploads are off, the
+//! default), how a request maps onto a store write (the target path obeys the same rules as GET,
+//! `If-None-Match: *` and `If-Match` become the store's conditions, `Content-MD5` / `Repr-Digest`
+//! its checksum) and how the store's outcome maps onto a status (201 created, 204 replaced, 412,
+//! 400 on a checksum mismatch, 507 when the disk is full). The body streams from the connection
+//! into the store's writer through a [`BodySink`]; nothing holds a whole body in memory, and a body
+//! that never completes drops the writer, which leaves nothing behind. It does not parse HTTP
+//! (`sluice-proto`) nor know how objects are stored (`sluice-store`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use sluice_proto::http::body::BodySink;
+use sluice_proto::http::file::content_type_for;
+use sluice_proto::http::path::{normalize, PathError};
+use sluice_proto::http::{Method, Reply, Request, Response, Status};
+use sluice_store::gzip::{put_with_policy, GzipPolicy};
+use sluice_store::{Checksum, Condition, Key, ObjectWriter, PutOptions, Store, StoreError};
+
+/// `[uploads]`: who may write into the store, and how much.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UploadsSection {
+    /// A file of bearer tokens, one a line (blank lines and `#` comments ignored). Uploads are
+    /// off while no token is configured.
+    pub token_file: Option<PathBuf>,
+    /// Tokens given inline (prefer `token_file`, which keeps them out of the config).
+    pub tokens: Vec<String>,
+    /// Largest upload in bytes; a declared length above it is 413 before the body is read.
+    pub max_size: u64,
+    /// `auto` (gzip compressible types when it saves enough), `always` or `never`.
+    pub gzip: String,
+    /// Least saving for `auto`, as a fraction of the plain size (also at least 512 bytes).
+    pub gzip_min_saving: f64,
+}
+
+impl Default for UploadsSection {
+    fn default() -> Self {
+        let gzip = GzipPolicy::default();
+        UploadsSection {
+            token_file: None,
+            tokens: Vec::new(),
+            max_size: 64 << 30,
+            gzip: "auto".into(),
+            gzip_min_saving: gzip.min_saving,
+        }
+    }
+}
+
+/// `[store]`: where uploads go. Unset `location` means the library root.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSection {
+    /// A local directory, or `s3://bucket/prefix`.
+    pub location: Option<String>,
+    /// S3 endpoint URL (SeaweedFS, MinIO), e.g. `http://127.0.0.1:8333`.
+    pub s3_endpoint: Option<String>,
+    /// S3 region (else `AWS_REGION`, else `us-east-1`).
+    pub s3_region: Option<String>,
+    /// S3 access key id (else `AWS_ACCESS_KEY_ID`).
+    pub s3_access_key_id: Option<String>,
+    /// S3 secret access key (else `AWS_SECRET_ACCESS_KEY`).
+    pub s3_secret_access_key: Option<String>,
+    /// Virtual-hosted-style addressing; off (path style) suits SeaweedFS and MinIO.
+    pub s3_virtual_hosted: bool,
+}
+
+impl StoreSection {
+    /// The S3 settings of this section.
+    pub fn s3_config(&self) -> sluice_store::S3Config {
+        sluice_store::S3Config {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            access_key_id: self.s3_access_key_id.clone(),
+            secret_access_key: self.s3_secret_access_key.clone(),
+            virtual_hosted: self.s3_virtual_hosted,
+            ..Default::default()
+        }
+    }
+}
+
+/// Why the upload settings could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadSetupError {
+    /// The token file could not be read.
+    #[error("cannot read upload token file {path}: {source}")]
+    TokenFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The gzip setting is not one of its values.
+    #[error("[uploads] {0}")]
+    Gzip(String),
+    /// The store could not be opened.
+    #[error("cannot open the store: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// Uploads as the server runs them: the store and the tokens that may write to it.
+#[derive(Debug, Clone)]
+pub struct Uploads {
+    store: Arc<dyn Store>,
+    tokens: Vec<Vec<u8>>,
+    max_size: u64,
+    gzip: GzipPolicy,
+}
+
+impl Uploads {
+    /// Opens the store (`library_root` unless the section names another) and reads the tokens.
+    pub fn open(
+        uploads: &UploadsSection,
+        store: &StoreSection,
+        library_root: &std::path::Path,
+    ) -> Result<Uploads, UploadSetupError> {
+        let mut tokens: Vec<Vec<u8>> = uploads.tokens.iter().map(|t| t.trim().as_bytes().to_vec()).collect();
+        if let Some(path) = &uploads.token_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| UploadSetupError::TokenFile { path: path.clone(), source })?;
+            tokens.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(|l| l.as_bytes().to_vec()),
+            );
+        }
+        tokens.retain(|t| !t.is_empty());
+        let location = store.location.clone().unwrap_or_else(|| library_root.display().to_string());
+        let store: Arc<dyn Store> = Arc::from(sluice_store::open(&location, Some(store.s3_config()))?);
+        let mode = uploads.gzip.parse().map_err(UploadSetupError::Gzip)?;
+        let gzip = GzipPolicy { mode, min_saving: uploads.gzip_min_saving, ..GzipPolicy::default() };
+        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip })
+    }
+
+    /// Whether any token may write.
+    pub fn enabled(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The store uploads go to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Answers a PUT or DELETE.
+    pub fn route(&self, req: &Request<'_>, raw_path: &str) -> Reply {
+        if !self.enabled() {
+            return Response::error(Status::FORBIDDEN).into();
+        }
+        if !self.authorized(req) {
+            return Response::error(Status::UNAUTHORIZED).with_header("WWW-Authenticate", "Bearer").into();
+        }
+        let key = match normalize(raw_path) {
+            Ok(p) if p.names_directory() || p.relative().is_empty() => {
+                return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into()
+            }
+            Ok(p) => match Key::new(p.relative()) {
+                Ok(k) => k,
+                Err(_) => return Response::error(Status::BAD_REQUEST).into(),
+            },
+            Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND).into(),
+            Err(PathError::Malformed) => return Response::error(Status::BAD_REQUEST).into(),
+        };
+        let condition = match condition_of(req) {
+            Ok(c) => c,
+            Err(response) => return response.into(),
+        };
+        match req.method {
+            Method::Put => self.put(req, key, condition),
+            Method::Delete => {
+                let store = Arc::clone(&self.store);
+                Reply::Compute(Box::new(move || match store.delete(&key, &condition) {
+                    Ok(()) => Response::error(Status::NO_CONTENT).into(),
+                    Err(e) => store_error(&key, e).into(),
+                }))
+            }
+            _ => Response::error(Status::METHOD_NOT_ALLOWED).into(),
+        }
+    }
+
+    fn put(&self, req: &Request<'_>, key: Key, condition: Condition) -> Reply {
+        if req.header("content-length").is_none() && req.header("transfer-encoding").is_none() {
+            return Response::error(Status::LENGTH_REQUIRED).into();
+        }
+        let checksum = match checksum_of(req) {
+            Ok(c) => c,
+            Err(response) => return response.into(),
+        };
+        let content_type = req
+            .header("content-type")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .unwrap_or_else(|| content_type_for(key.as_str()))
+            .to_string();
+        let options = PutOptions {
+            condition,
+            checksum,
+            content_type: Some(content_type),
+            content_encoding: None,
+            report_created: true,
+        };
+        match put_with_policy(Arc::clone(&self.store), &key, options, self.gzip) {
+            Ok(writer) => Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size })),
+            Err(e) => store_error(&key, e).into(),
+        }
+    }
+
+    /// Whether the request carries one of the tokens. Every token is compared in full, in time
+    /// that depends on the lengths only, so timing tells nothing about how much of one matched.
+    fn authorized(&self, req: &Request<'_>) -> bool {
+        let Some(value) = req.header("authorization") else { return false };
+        let value = sluice_proto::http::request::trim_ows(value);
+        let Some(scheme) = value.get(..7) else { return false };
+        if !scheme.eq_ignore_ascii_case(b"bearer ") {
+            return false;
+        }
+        let offered = sluice_proto::http::request::trim_ows(&value[7..]);
+        self.tokens.iter().fold(false, |found, token| found | constant_time_eq(token, offered))
+    }
+}
+
+/// Compares two byte strings without an early exit on the first difference.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() ^ b.len()) as u64;
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= (x ^ y) as u64;
+    }
+    // Keep the optimiser from turning the loop back into an early-exit comparison.
+    std::hint::black_box(diff) == 0
+}
+
+fn condition_of(req: &Request<'_>) -> Result<Condition, Response> {
+    if let Some(v) = req.header("if-none-match") {
+        return match text(v)? {
+            "*" => Ok(Condition::CreateOnly),
+            // A tag list only makes sense for reads; for writes only `*` is meaningful here.
+            _ => Err(Response::error(Status::BAD_REQUEST)),
+        };
+    }
+    let mut tags = Vec::new();
+    for v in req.header_values("if-match") {
+        tags.extend(text(v)?.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()));
+    }
+    Ok(if tags.is_empty() { Condition::Always } else { Condition::IfMatch(tags) })
+}
+
+fn text(v: &[u8]) -> Result<&str, Response> {
+    std::str::from_utf8(v).map(str::trim).map_err(|_| Response::error(Status::BAD_REQUEST))
+}
+
+fn checksum_of(req: &Request<'_>) -> Result<Option<Checksum>, Response> {
+    let bad = |_| Response::error(Status::BAD_REQUEST);
+    if let Some(v) = req.header("repr-digest") {
+        return Checksum::from_repr_digest(text(v)?).map(Some).map_err(bad);
+    }
+    if let Some(v) = req.header("content-md5") {
+        return Checksum::from_content_md5(text(v)?).map(Some).map_err(bad);
+    }
+    Ok(None)
+}
+
+/// The response for a store failure.
+fn store_error(key: &Key, e: StoreError) -> Response {
+    let status = match e {
+        StoreError::NotFound => Status::NOT_FOUND,
+        StoreError::PreconditionFailed => Status::PRECONDITION_FAILED,
+        StoreError::ChecksumMismatch | StoreError::BadKey(_) => Status::BAD_REQUEST,
+        StoreError::NoSpace => Status::INSUFFICIENT_STORAGE,
+        StoreError::Conflict => Status(409),
+        StoreError::Remote(_) => Status::BAD_GATEWAY,
+        StoreError::Io(_) | StoreError::Config(_) => Status::INTERNAL_SERVER_ERROR,
+    };
+    if status.0 >= 500 {
+        tracing::warn!(%key, "upload failed: {e}");
+    }
+    Response::error(status)
+}
+
+/// An upload's body on its way into the store.
+struct UploadSink {
+    key: Key,
+    writer: Box<dyn ObjectWriter>,
+    max: u64,
+}
+
+impl BodySink for UploadSink {
+    fn max_len(&self) -> u64 {
+        self.max
+    }
+
+    fn write(&mut self, payload: &[u8]) -> Result<(), Response> {
+        self.writer.write(payload).map_err(|e| store_error(&self.key, e))
+    }
+
+    fn finish(self: Box<Self>) -> Reply {
+        // fsync, rename or an S3 request: not for the event loop.
+        Reply::Compute(Box::new(move || {
+            let UploadSink { key, writer, .. } = *self;
+            match writer.commit() {
+                Ok(done) => {
+                    let status = if done.created { Status::CREATED } else { Status::NO_CONTENT };
+                    // What the store kept (less than the body when it kept the gzip form), for
+                    // `sluice upload`'s bytes-stored figure.
+                    let mut response = Response::error(status)
+                        .with_header("ETag", done.meta.etag)
+                        .with_header("Sluice-Stored-Length", done.meta.len.to_string());
+                    if done.created {
+                        response = response.with_header("Location", format!("/{key}"));
+                    }
+                    response.into()
+                }
+                Err(e) => store_error(&key, e).into(),
+            }
+        }))
+    }
+}
+
+impl std::fmt::Debug for UploadSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadSink").field("key", &self.key).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_file_documents_the_defaults() {
+        let config: crate::Config = toml::from_str(include_str!("../../../sluice.toml")).unwrap();
+        let d = UploadsSection::default();
+        let u = &config.uploads;
+        assert_eq!(
+            (u.max_size, u.gzip.as_str(), u.gzip_min_saving),
+            (d.max_size, d.gzip.as_str(), d.gzip_min_saving)
+        );
+        assert!(u.tokens.is_empty() && u.token_file.is_none(), "uploads are off by default");
+        assert!(config.store.location.is_none());
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+}

@@ -1,0 +1,57 @@
+//! The store's error type: what went wrong, in terms a server can map to a status.
+
+use std::io;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No object under that key.
+    #[error("no such object")]
+    NotFound,
+    /// The condition (`If-None-Match: *`, `If-Match`) did not hold; nothing was changed.
+    #[error("precondition failed")]
+    PreconditionFailed,
+    /// The payload does not match its declared digest; nothing was stored.
+    #[error("checksum mismatch")]
+    ChecksumMismatch,
+    /// The key is not a valid object name.
+    #[error("invalid key: {0}")]
+    BadKey(#[from] crate::key::KeyError),
+    /// No room left (ENOSPC, EDQUOT); nothing was stored.
+    #[error("no space left")]
+    NoSpace,
+    /// A path under the key exists as something else (a directory where a file goes).
+    #[error("key collides with a directory")]
+    Conflict,
+    /// The local file system failed.
+    #[error("i/o: {0}")]
+    Io(io::Error),
+    /// The object store failed (network, authentication, server error).
+    #[error("object store: {0}")]
+    Remote(String),
+    /// The store could not be set up.
+    #[error("store configuration: {0}")]
+    Config(String),
+}
+
+impl From<io::Error> for StoreError {
+    fn from(e: io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => StoreError::NoSpace,
+            _ if e.kind() == io::ErrorKind::NotFound => StoreError::NotFound,
+            _ => StoreError::Io(e),
+        }
+    }
+}
+
+impl From<object_store::Error> for StoreError {
+    fn from(e: object_store::Error) -> Self {
+        match e {
+            object_store::Error::NotFound { .. } => StoreError::NotFound,
+            object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => {
+                StoreError::PreconditionFailed
+            }
+            e => StoreError::Remote(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The S3 backend: objects in a bucket under a prefix, through the `object_store` crate.
+//!
+//! The rest of sluice is synchronous (engines call handlers on their own threads), so this backend
+//! owns a small tokio runtime and turns each operation into a task on it, waited for with
+//! `futures::executor::block_on` (which works from any thread, including a tokio engine's).
+//! A write below [`MULTIPART_THRESHOLD`] is buffered and sent as one PutObject; a larger one becomes
+//! a multipart upload whose parts are sent while the body still arrives, at most
+//! [`PARTS_IN_FLIGHT`] at a time (so memory stays at a few parts whatever the object's size), and
+//! which is aborted when the writer is dropped or any part fails. Conditions are checked with a
+//! HEAD just before the object is made visible: S3 has no portable conditional PUT, so a racing
+//! writer in another process can slip between the two (documented, not hidden).
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use futures::TryStreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as ObjectPath;
+use object_store::{Attribute, Attributes, MultipartUpload, ObjectStore, PutMultipartOptions, PutPayload};
+use tokio::task::JoinHandle;
+
+use crate::{Committed, Condition, Key, ObjectMeta, ObjectWriter, PutOptions, Store, StoreError, Verified};
+
+/// Objects at least this large are written as multipart uploads (S3's parts must be ≥ 5 MiB).
+pub const MULTIPART_THRESHOLD: usize = 8 << 20;
+/// Parts sent at once by one writer; with the part being filled, bounds its memory to 3 parts.
+pub const PARTS_IN_FLIGHT: usize = 2;
+
+/// Where the bucket is and how to reach it. Unset credentials and region come from the usual
+/// `AWS_*` environment variables.
+#[derive(Debug, Clone, Default)]
+pub struct S3Config {
+    /// The endpoint URL, e.g. `http://127.0.0.1:8333` (SeaweedFS, MinIO); unset means AWS.
+    pub endpoint: Option<String>,
+    /// The bucket.
+    pub bucket: String,
+    /// A key prefix inside the bucket (no leading or trailing `/`).
+    pub prefix: String,
+    /// The region (`us-east-1` when neither this nor `AWS_REGION` says).
+    pub region: Option<String>,
+    /// Access key id.
+    pub access_key_id: Option<String>,
+    /// Secret access key.
+    pub secret_access_key: Option<String>,
+    /// Virtual-hosted-style addressing (`bucket.host`); off means path style, as SeaweedFS and
+    /// MinIO want.
+    pub virtual_hosted: bool,
+}
+
+/// A bucket (and prefix) as a store.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    client: Arc<AmazonS3>,
+    prefix: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Dropping a runtime inside another one's context panics; a tokio engine may hold the last
+        // reference, so let the runtime's threads go without waiting for them.
+        let runtime = std::mem::replace(
+            &mut self.runtime,
+            tokio::runtime::Builder::new_current_thread().build().expect("an empty runtime"),
+        );
+        runtime.shutdown_background();
+    }
+}
+
+impl S3Store {
+    /// Connects (lazily: no request is made until the first operation).
+    pub fn new(config: S3Config) -> Result<S3Store, StoreError> {
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(&config.bucket)
+            .with_virtual_hosted_style_request(config.virtual_hosted)
+            .with_disable_tagging(true);
+        if let Some(endpoint) = &config.endpoint {
+            builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));
+        }
+        let region = config.region.clone().or_else(|| std::env::var("AWS_REGION").ok());
+        builder = builder.with_region(region.unwrap_or_else(|| "us-east-1".into()));
+        if let Some(id) = &config.access_key_id {
+            builder = builder.with_access_key_id(id);
+        }
+        if let Some(secret) = &config.secret_access_key {
+            builder = builder.with_secret_access_key(secret);
+        }
+        let client = builder.build().map_err(|e| StoreError::Config(e.to_string()))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sluice-s3")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Config(format!("runtime: {e}")))?;
+        let prefix = config.prefix.trim_matches('/').to_string();
+        Ok(S3Store { inner: Arc::new(Inner { client: Arc::new(client), prefix, runtime }) })
+    }
+
+    fn path_of(&self, key: &str) -> ObjectPath {
+        if self.inner.prefix.is_empty() {
+            ObjectPath::from(key)
+        } else {
+            ObjectPath::from(format!("{}/{key}", self.inner.prefix))
+        }
+    }
+
+    /// Runs a future on the store's runtime and waits for it from this (any) thread.
+    fn run<T: Send + 'static>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        wait(self.inner.runtime.spawn(fut))
+    }
+
+    fn meta_of(&self, meta: object_store::ObjectMeta) -> ObjectMeta {
+        let full = meta.location.to_string();
+        let key = match self.inner.prefix.as_str() {
+            "" => full,
+            prefix => {
+                full.strip_prefix(prefix).map_or(full.clone(), |k| k.trim_start_matches('/').to_string())
+            }
+        };
+        let etag =
+            meta.e_tag.map_or_else(String::new, |t| if t.starts_with('"') { t } else { format!("\"{t}\"") });
+        ObjectMeta {
+            key,
+            len: meta.size,
+            etag,
+            modified: Some(SystemTime::from(meta.last_modified)),
+            encoding: None,
+        }
+    }
+
+    fn current(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
+        let client = Arc::clone(&self.inner.client);
+        let path = self.path_of(key.as_str());
+        match self.run(async move { client.head(&path).await.map_err(StoreError::from) }) {
+            Ok(meta) => Ok(Some(self.meta_of(meta))),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn wait<T>(task: JoinHandle<Result<T, StoreError>>) -> Result<T, StoreError> {
+    futures::executor::block_on(task).map_err(|e| StoreError::Remote(format!("task: {e}")))?
+}
+
+impl Store for S3Store {
+    fn head(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
+        self.current(key)
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        let client = Arc::clone(&self.inner.client);
+        let base = (!self.inner.prefix.is_empty()).then(|| ObjectPath::from(self.inner.prefix.as_str()));
+        let listed = self.run(async move {
+            client.list(base.as_ref()).try_collect::<Vec<_>>().await.map_err(StoreError::from)
+        })?;
+        let mut found: Vec<ObjectMeta> =
+            listed.into_iter().map(|m| self.meta_of(m)).filter(|m| m.key.starts_with(prefix)).collect();
+        found.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(found)
+    }
+
+    fn read_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>, StoreError> {
+        let client = Arc::clone(&self.inner.client);
+        let path = self.path_of(key.as_str());
+        let bytes =
+            self.run(async move { client.get_range(&path, range).await.map_err(StoreError::from) })?;
+        Ok(bytes.to_vec())
+    }
+
+    fn put(&self, key: &Key, options: PutOptions) -> Result<Box<dyn ObjectWriter>, StoreError> {
+        let mut attributes = Attributes::new();
+        if let Some(t) = &options.content_type {
+            attributes.insert(Attribute::ContentType, t.clone().into());
+        }
+        if let Some(e) = &options.content_encoding {
+            attributes.insert(Attribute::ContentEncoding, e.clone().into());
+        }
+        let writer = S3Writer {
+            store: self.clone(),
+            key: key.clone(),
+            condition: options.condition,
+            report_created: options.report_created,
+            attributes,
+            written: 0,
+            buffer: Vec::new(),
+            multipart: None,
+        };
+        Ok(Box::new(Verified::new(writer, options.checksum)))
+    }
+
+    fn delete(&self, key: &Key, condition: &Condition) -> Result<(), StoreError> {
+        let current = self.current(key)?.ok_or(StoreError::NotFound)?;
+        if !condition.allows(Some(&current)) {
+            return Err(StoreError::PreconditionFailed);
+        }
+        let client = Arc::clone(&self.inner.client);
+        let path = self.path_of(key.as_str());
+        self.run(async move { client.delete(&path).await.map_err(StoreError::from) })
+    }
+}
+
+/// A multipart upload under way: the upload and its parts in flight.
+struct Multipart {
+    upload: Box<dyn MultipartUpload>,
+    parts: Vec<JoinHandle<Result<(), StoreError>>>,
+}
+
+/// An object being written to S3.
+struct S3Writer {
+    store: S3Store,
+    key: Key,
+    condition: Condition,
+    report_created: bool,
+    attributes: Attributes,
+    /// Bytes written so far.
+    written: u64,
+    /// The part being filled (or the whole object, while below the threshold).
+    buffer: Vec<u8>,
+    multipart: Option<Multipart>,
+}
+
+impl S3Writer {
+    /// Sends the buffer as the next part, starting the multipart upload if need be, after waiting
+    /// for parts in flight beyond the bound.
+    fn send_part(&mut self) -> Result<(), StoreError> {
+        if self.multipart.is_none() {
+            let client = Arc::clone(&self.store.inner.client);
+            let path = self.store.path_of(self.key.as_str());
+            let opts = PutMultipartOptions { attributes: self.attributes.clone(), ..Default::default() };
+            let upload = self
+                .store
+                .run(async move { client.put_multipart_opts(&path, opts).await.map_err(StoreError::from) })?;
+            self.multipart = Some(Multipart { upload, parts: Vec::new() });
+        }
+        let part = std::mem::take(&mut self.buffer);
+        let m = self.multipart.as_mut().expect("started above");
+        while m.parts.iter().filter(|p| !p.is_finished()).count() >= PARTS_IN_FLIGHT {
+            let oldest = m.parts.iter().position(|p| !p.is_finished()).expect("one unfinished");
+            let handle = m.parts.remove(oldest);
+            wait(handle)?;
+        }
+        let sending = m.upload.put_part(PutPayload::from(part));
+        m.parts.push(self.store.inner.runtime.spawn(async move { sending.await.map_err(StoreError::from) }));
+        Ok(())
+    }
+}
+
+impl ObjectWriter for S3Writer {
+    fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        self.written += data.len() as u64;
+        while !data.is_empty() {
+            let room = MULTIPART_THRESHOLD - self.buffer.len();
+            let take = room.min(data.len());
+            self.buffer.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.buffer.len() == MULTIPART_THRESHOLD {
+                self.send_part()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<Committed, StoreError> {
+        // Every request here is a round trip to the store (the seed's ~114 ms each): a HEAD only
+        // when a condition or the caller needs it, and the stored object's tag from the PUT's own
+        // answer rather than another HEAD.
+        let current = match self.condition != Condition::Always || self.report_created {
+            true => self.store.current(&self.key)?,
+            false => None,
+        };
+        if !self.condition.allows(current.as_ref()) {
+            return Err(StoreError::PreconditionFailed);
+        }
+        let client = Arc::clone(&self.store.inner.client);
+        let path = self.store.path_of(self.key.as_str());
+        let result = if self.multipart.is_none() {
+            let payload = PutPayload::from(std::mem::take(&mut self.buffer));
+            let opts = object_store::PutOptions { attributes: self.attributes.clone(), ..Default::default() };
+            self.store
+                .run(async move { client.put_opts(&path, payload, opts).await.map_err(StoreError::from) })?
+        } else {
+            if !self.buffer.is_empty() {
+                self.send_part()?;
+            }
+            let Multipart { mut upload, parts } = self.multipart.take().expect("multipart");
+            self.store.run(async move {
+                for part in parts {
+                    if let Err(e) = part.await.map_err(|e| StoreError::Remote(e.to_string())).and_then(|r| r)
+                    {
+                        let _ = upload.abort().await;
+                        return Err(e);
+                    }
+                }
+                match upload.complete().await {
+                    Ok(done) => Ok(done),
+                    Err(e) => {
+                        let _ = upload.abort().await;
+                        Err(StoreError::from(e))
+                    }
+                }
+            })?
+        };
+        let etag =
+            result
+                .e_tag
+                .map_or_else(String::new, |t| if t.starts_with('"') { t } else { format!("\"{t}\"") });
+        let meta = ObjectMeta {
+            key: self.key.as_str().to_string(),
+            len: self.written,
+            etag,
+            modified: Some(SystemTime::now()),
+            encoding: self.attributes.get(&Attribute::ContentEncoding).map(|v| v.to_string()),
+        };
+        Ok(Committed { created: current.is_none(), meta })
+    }
+}
+
+impl Drop for S3Writer {
+    fn drop(&mut self) {
+        // Uncommitted: abort the multipart upload so the bucket keeps no parts.
+        if let Some(Multipart { mut upload, parts }) = self.multipart.take() {
+            let key = self.key.clone();
+            self.store.inner.runtime.spawn(async move {
+                for part in parts {
+                    part.abort();
+                }
+                if let Err(e) = upload.abort().await {
+                    tracing::warn!(%key, "cannot abort a multipart upload: {e}");
+                }
+            });
+        }
+    }
+}

