@@ -405,6 +405,8 @@ mod tests {
             load_command: String::new(),
             server_cpus: vec![1],
             load_cpus: vec![0],
+            round: None,
+            budget: None,
             outcome: RowOutcome::Measured {
                 measurement: Measurement::Rtsp { rtsp: Box::new(figures), load: Box::new(report) },
             },
@@ -432,6 +434,8 @@ mod tests {
             rows,
             findings: Vec::new(),
             content: None,
+            budget: None,
+            claims: Vec::new(),
         };
         let f = generate(&results);
         assert_eq!(f[0], "RTP over UDP, highest client count with perfect sending: sluice uring none, GStreamer rtsp-server none.");

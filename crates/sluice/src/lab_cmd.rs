@@ -50,6 +50,16 @@ struct RunArgs {
     /// Only server configurations whose name contains this text.
     #[arg(long, value_name = "TEXT")]
     servers: Option<String>,
+    /// Only sweeps whose name contains this text (e.g. `capacity`).
+    #[arg(long, value_name = "TEXT")]
+    sweeps: Option<String>,
+    /// CPU budget of the capacity rows, in cores per server worker thread (a CPU cgroup quota:
+    /// cgroup v2 cpu.max or v1 cpu.cfs_quota_us); 0 skips those rows.
+    #[arg(long, value_name = "CORES", default_value_t = 0.5)]
+    server_cpu: f64,
+    /// The budget's cgroup scheduling period (short, so throttling does not dominate latency).
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = sluice_load::duration_text::parse)]
+    cpu_period: std::time::Duration,
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
@@ -121,6 +131,9 @@ fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
         servers: args.servers.clone(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         progress: !args.no_progress,
+        budget: (args.server_cpu > 0.0)
+            .then(|| sluice_lab::budget::CpuBudget::new(args.server_cpu, args.cpu_period)),
+        sweeps: args.sweeps.clone(),
     };
     let mut runs: Vec<ExperimentResults> = Vec::new();
     for e in &experiments {
