@@ -21,7 +21,7 @@ table.rows td{vertical-align:top}table.rows td.cmd{text-align:left;min-width:28e
 table.rows td.cmd code{white-space:pre-wrap;overflow-wrap:anywhere;display:block;margin-bottom:3px}
 table.rows td.kinds{text-align:left;white-space:nowrap;font-size:12px}
 .verdict-reproduced{background:#e3f6e3}.verdict-not_reproduced{background:#fde4e1}.verdict-not_measurable{background:#eee}
-table.claims td{text-align:left;vertical-align:top;max-width:30em}.method{background:#eef4fb;border-left:4px solid #4a7fc1;padding:.6em 1em}";
+table.claims td{text-align:left;vertical-align:top;max-width:30em}.method{background:#eef4fb;border-left:4px solid #4a7fc1;padding:.6em 1em}.pair{display:flex;flex-direction:column;gap:4px}";
 
 /// The whole page for `runs`.
 pub fn render(runs: &[ExperimentResults]) -> String {
@@ -539,18 +539,26 @@ fn per_second_charts(h: &mut String, r: &ExperimentResults) {
             points: load.series.iter().map(|s| (s.second as f64, f(s) as f64)).collect(),
             dashed,
         };
-        let chart = LineChart {
-            title: format!("{} – {} profile", row.server, row.point.x_label()),
+        let title = format!("{} – {} profile", row.server, row.point.x_label());
+        // Responses and users have different scales: each its own chart, one above the other.
+        let responses = LineChart {
+            title: format!("{title}: responses per second"),
             x_label: "second".into(),
-            y_label: "per second / users".into(),
+            y_label: "responses per second".into(),
             series: vec![
                 line("OK", &|s| s.ok, false),
                 line("failed + dropped", &|s| s.failed + s.dropped, false),
-                line("active users", &|s| s.active_users, true),
             ],
             ..LineChart::default()
         };
-        h.push_str(&chart.render());
+        let users = LineChart {
+            title: format!("{title}: active users"),
+            x_label: "second".into(),
+            y_label: "active users".into(),
+            series: vec![line("active users", &|s| s.active_users, false)],
+            ..LineChart::default()
+        };
+        let _ = write!(h, "<div class=\"pair\">{}{}</div>", responses.render(), users.render());
     }
     h.push_str("</div>");
 }
