@@ -70,7 +70,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.command {
         LabCommand::List => {
             for e in sluice_lab::builtin() {
-                let rows: usize = e.points(false, sluice_lab::machine::cores()).len() * e.server.len();
+                let points = e.points(false, sluice_lab::machine::cores());
+                let runs: usize = points.iter().map(|p| e.sweep_of(p).rounds_for(false)).sum();
+                let rows = runs * e.server.len();
                 println!("{:<4} {:<18} {} ({} rows; source: {})", e.id, e.name, e.title, rows, e.seed);
             }
             Ok(())
