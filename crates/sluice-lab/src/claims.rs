@@ -146,17 +146,6 @@ fn sweep_name<'a>(results: &'a ExperimentResults, spec: &ClaimSpec) -> &'a str {
     &results.experiment.sweep_named(spec.sweep.as_deref()).name
 }
 
-fn labels(results: &ExperimentResults, sweep: &str) -> Vec<String> {
-    let mut v: Vec<String> = Vec::new();
-    for r in results.rows_of(sweep) {
-        let l = r.point.x_label();
-        if !v.contains(&l) {
-            v.push(l);
-        }
-    }
-    v
-}
-
 /// `server`, or the best server of its kind at the point for `best sluice` / `best peer`.
 fn resolve(
     results: &ExperimentResults,
@@ -239,7 +228,7 @@ fn ratio(results: &ExperimentResults, spec: &ClaimSpec) -> Verdict {
     };
     let points: Vec<String> = match &spec.at {
         Some(at) => vec![at.clone()],
-        None => labels(results, sweep),
+        None => results.point_labels(sweep),
     };
     // Sums of medians, minima and maxima over the points (one point: that point's).
     let (mut sa, mut sb) = ((0.0, 0.0, 0.0, 0usize), (0.0, 0.0, 0.0, 0usize));
@@ -296,7 +285,7 @@ fn ratio(results: &ExperimentResults, spec: &ClaimSpec) -> Verdict {
 fn flat(results: &ExperimentResults, spec: &ClaimSpec, out: &mut Vec<Verdict>) {
     let sweep = sweep_name(results, spec);
     let metric = spec.metric.as_deref().unwrap_or("p95_ms");
-    let all = labels(results, sweep);
+    let all = results.point_labels(sweep);
     let from = spec.from.clone().or_else(|| all.first().cloned()).unwrap_or_default();
     let to = spec.to.clone().or_else(|| all.last().cloned()).unwrap_or_default();
     let limit = spec.at_most.unwrap_or(1.25);
@@ -388,19 +377,7 @@ mod tests {
     fn results(rows: Vec<Row>, claims: Vec<ClaimSpec>) -> ExperimentResults {
         let mut experiment = Experiment::find("E3").unwrap();
         experiment.claim = claims;
-        ExperimentResults {
-            experiment,
-            quick: false,
-            started_at: String::new(),
-            duration_s: 1.0,
-            machine: crate::machine::Machine::detect("test"),
-            command: String::new(),
-            rows,
-            findings: Vec::new(),
-            content: None,
-            budget: None,
-            claims: Vec::new(),
-        }
+        ExperimentResults::for_tests(experiment, rows)
     }
 
     fn spec(text: &str) -> ClaimSpec {

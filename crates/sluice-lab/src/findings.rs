@@ -424,19 +424,7 @@ mod tests {
             rtsp_row("sluice uring", Tcp, 150, 150),
             rtsp_row("GStreamer rtsp-server", Tcp, 50, 50),
         ];
-        let results = ExperimentResults {
-            experiment: Experiment::find("E5").unwrap(),
-            quick: false,
-            started_at: String::new(),
-            duration_s: 1.0,
-            machine: crate::machine::Machine::detect("test"),
-            command: String::new(),
-            rows,
-            findings: Vec::new(),
-            content: None,
-            budget: None,
-            claims: Vec::new(),
-        };
+        let results = ExperimentResults::for_tests(Experiment::find("E5").unwrap(), rows);
         let f = generate(&results);
         assert_eq!(f[0], "RTP over UDP, highest client count with perfect sending: sluice uring none, GStreamer rtsp-server none.");
         assert!(

@@ -248,17 +248,6 @@ fn by_server<'a>(r: &'a ExperimentResults, sweep: &'a str) -> Vec<(&'a str, bool
     out
 }
 
-fn point_labels(r: &ExperimentResults, sweep: &str) -> Vec<String> {
-    let mut labels: Vec<String> = Vec::new();
-    for row in r.rows_of(sweep) {
-        let l = row.point.x_label();
-        if !labels.contains(&l) {
-            labels.push(l);
-        }
-    }
-    labels
-}
-
 fn cell(v: Option<f64>) -> String {
     match v {
         // Counts (requests, failures) read as counts.
@@ -287,7 +276,7 @@ impl PivotTable {
     /// Builds the table `t` declares from a run's rows.
     pub fn build(r: &ExperimentResults, t: &TableSpec) -> PivotTable {
         let sweep = r.experiment.sweep_named(t.sweep.as_deref());
-        let labels = point_labels(r, &sweep.name);
+        let labels = r.point_labels(&sweep.name);
         let change = t.change && labels.len() > 1;
         let mut groups = labels.clone();
         if change {
@@ -461,7 +450,7 @@ pub fn markdown(r: &ExperimentResults) -> String {
 
 fn chart(r: &ExperimentResults, c: &ChartSpec) -> LineChart {
     let sweep = r.experiment.sweep_named(c.sweep.as_deref());
-    let labels = point_labels(r, &sweep.name);
+    let labels = r.point_labels(&sweep.name);
     let categorical = sweep.x == Param::Profile;
     let mut series: Vec<Series> = by_server(r, &sweep.name)
         .into_iter()

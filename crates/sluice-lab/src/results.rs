@@ -632,6 +632,36 @@ impl ExperimentResults {
         )
     }
 
+    /// The x labels of a sweep's points, in run order, each once.
+    pub fn point_labels(&self, sweep: &str) -> Vec<String> {
+        let mut labels: Vec<String> = Vec::new();
+        for row in self.rows_of(sweep) {
+            let l = row.point.x_label();
+            if !labels.contains(&l) {
+                labels.push(l);
+            }
+        }
+        labels
+    }
+
+    /// A run of `experiment` with `rows` and nothing else (for tests of what reads rows).
+    #[cfg(test)]
+    pub(crate) fn for_tests(experiment: Experiment, rows: Vec<Row>) -> ExperimentResults {
+        ExperimentResults {
+            experiment,
+            quick: false,
+            started_at: String::new(),
+            duration_s: 1.0,
+            machine: crate::machine::Machine::detect("test"),
+            command: String::new(),
+            rows,
+            findings: Vec::new(),
+            content: None,
+            budget: None,
+            claims: Vec::new(),
+        }
+    }
+
     /// Measured rows of one sweep.
     pub fn rows_of<'a>(&'a self, sweep: &'a str) -> impl Iterator<Item = &'a Row> + 'a {
         self.rows.iter().filter(move |r| r.point.sweep == sweep)

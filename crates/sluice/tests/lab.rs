@@ -380,7 +380,10 @@ fn e4_execution_models_run_the_three_profiles_cold_with_per_second_series() {
     // The seed's success rates, checked per execution model and profile.
     let claims = results["claims"].as_array().unwrap();
     assert_eq!(claims.len(), 5 * 3, "{claims:?}");
-    assert!(claims.iter().all(|c| c["verdict"] != "not_measurable"), "every model ran every profile: {claims:?}");
+    assert!(
+        claims.iter().all(|c| c["verdict"] != "not_measurable"),
+        "every model ran every profile: {claims:?}"
+    );
     assert!(html.contains("The source report's claims, measured here (quick mode: smoke-check figures"));
     assert!(html.contains("Latency per endpoint"));
     let series_csv = std::fs::read_to_string(out.path().join("execution-models/series.csv")).unwrap();
