@@ -298,6 +298,14 @@ pub struct RowBudget {
     pub server_cpu_pct: f64,
 }
 
+impl RowBudget {
+    /// Whether the server used at least 90% of its budget over the row: then the budget, not
+    /// the load generator or the machine's other work, set the row's pace.
+    pub fn server_bound(&self) -> bool {
+        self.server_cpu_pct >= 0.9 * self.cpus * 100.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

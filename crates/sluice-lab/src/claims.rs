@@ -233,6 +233,7 @@ fn ratio(results: &ExperimentResults, spec: &ClaimSpec) -> Verdict {
     // Sums of medians, minima and maxima over the points (one point: that point's).
     let (mut sa, mut sb) = ((0.0, 0.0, 0.0, 0usize), (0.0, 0.0, 0.0, 0usize));
     let mut names = (String::new(), String::new());
+    let mut budgeted = (0usize, 0usize);
     for label in &points {
         let name_a = resolve(results, a, sweep, label, metric);
         let name_b = resolve(results, b, sweep, label, metric);
@@ -245,6 +246,11 @@ fn ratio(results: &ExperimentResults, spec: &ClaimSpec) -> Verdict {
         let Some(y) = results.spread(&name_b, sweep, label, metric) else {
             return not_measurable(spec, missing(results, &name_b, sweep, label));
         };
+        for r in results.rows_of(sweep).filter(|r| r.point.x_label() == *label) {
+            if let Some(b) = r.budget.as_ref().filter(|_| r.server == name_a || r.server == name_b) {
+                budgeted = (budgeted.0 + 1, budgeted.1 + usize::from(!b.server_bound()));
+            }
+        }
         sa = (sa.0 + x.median, sa.1 + x.min, sa.2 + x.max, x.n);
         sb = (sb.0 + y.median, sb.1 + y.min, sb.2 + y.max, y.n);
         names = (name_a, name_b);
@@ -278,6 +284,14 @@ fn ratio(results: &ExperimentResults, spec: &ClaimSpec) -> Verdict {
         (true, false) => (VerdictKind::Reproduced, format!("{threshold} with the rounds' ranges apart")),
         (_, true) => (VerdictKind::NotReproduced, format!("a tie: the rounds' ranges overlap ({threshold})")),
         (false, false) => (VerdictKind::NotReproduced, threshold),
+    };
+    let why = if budgeted.1 > 0 && metric != "syscalls_per_request" {
+        format!(
+            "{why}; caution: in {} of these {} rows the server used under 90% of its CPU budget, so the load generator or the machine, not the server, set their pace",
+            budgeted.1, budgeted.0
+        )
+    } else {
+        why
     };
     Verdict { claim: spec.claim.clone(), published: spec.published.clone(), measured, verdict, why }
 }

@@ -117,11 +117,17 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
         }
     }
     for t in &e.table {
-        h.push_str(&PivotTable::build(r, t).html());
+        let table = PivotTable::build(r, t);
+        if !table.rows.is_empty() {
+            h.push_str(&table.html());
+        }
     }
     h.push_str("<div class=\"charts\">");
     for c in &e.chart {
-        h.push_str(&chart(r, c).render());
+        // A sweep this run left out (`--sweeps`) has nothing to draw, not even "no measured rows".
+        if r.rows_of(&e.sweep_named(c.sweep.as_deref()).name).next().is_some() {
+            h.push_str(&chart(r, c).render());
+        }
     }
     h.push_str("</div>");
     if !e.published.is_empty() {
@@ -196,14 +202,19 @@ pub fn capacity_method(r: &ExperimentResults) -> Option<String> {
     let cpus = |v: &[usize]| v.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
     let row = budgeted[0];
     let described = r.budget.map(|b| b.describe()).unwrap_or_else(|| format!("{} core", first.cpus));
+    let server_bound = budgeted
+        .iter()
+        .filter(|row| row.budget.as_ref().is_some_and(crate::budget::RowBudget::server_bound))
+        .count();
     Some(format!(
-        "Capacity rows ({sweeps}): each server ran in a CPU cgroup of its own with a budget of {described}: {} held {} µs every {} µs. Server on CPU {}, load generator on CPU {} (a server with more workers than the cores beside the generator runs on every core, its budget growing with its workers). Users do not pause. {rounds} round(s) per point, servers alternating (every other round in reverse order); tables show the median with the min–max of the rounds, and a ratio whose ranges overlap is a tie. Over these rows the servers were throttled in {throttled} of {periods} scheduling periods; with one worker the busiest used {peak:.0}% of a core (its budget: {:.0}%).",
+        "Capacity rows ({sweeps}): each server ran in a CPU cgroup of its own with a budget of {described}: {} held {} µs every {} µs. Server on CPU {}, load generator on CPU {} (a server with more workers than the cores beside the generator runs on every core, its budget growing with its workers). Users do not pause. {rounds} round(s) per point, servers alternating (every other round in reverse order); tables show the median with the min–max of the rounds, and a ratio whose ranges overlap is a tie. Over these rows the servers were throttled in {throttled} of {periods} scheduling periods; with one worker the busiest used {peak:.0}% of a core (its budget: {:.0}%). {server_bound} of {} measured rows used at least 90% of their budget (server-bound); in the others the load generator or the machine's other work, not the budget, set the pace.",
         first.mechanism,
         first.quota_us,
         first.period_us,
         cpus(&row.server_cpus),
         cpus(&row.load_cpus),
         first.cpus * 100.0 / row.point.workers.max(1) as f64,
+        budgeted.len(),
     ))
 }
 
@@ -417,8 +428,9 @@ pub fn markdown(r: &ExperimentResults) -> String {
     if let Some(method) = capacity_method(r) {
         let _ = writeln!(m, "{method}\n");
     }
-    for t in &e.table {
-        m.push_str(&PivotTable::build(r, t).markdown());
+    // A run of some sweeps only (`--sweeps`) leaves the others' tables out.
+    for table in e.table.iter().map(|t| PivotTable::build(r, t)).filter(|t| !t.rows.is_empty()) {
+        m.push_str(&table.markdown());
         m.push('\n');
     }
     let claims = crate::claims::evaluate(r);

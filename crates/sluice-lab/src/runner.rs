@@ -40,7 +40,7 @@ pub struct RunOptions {
     pub sluice_exe: PathBuf,
     /// Its version, for the report.
     pub sluice_version: String,
-    /// Only servers whose name contains this.
+    /// Only servers whose name contains this (or one of its comma-separated parts).
     pub servers: Option<String>,
     /// The command line that started the run, for the report.
     pub command: String,
@@ -82,7 +82,7 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
     let servers: Vec<&ServerSpec> = experiment
         .server
         .iter()
-        .filter(|s| options.servers.as_deref().is_none_or(|f| s.name.contains(f)))
+        .filter(|s| options.servers.as_deref().is_none_or(|f| f.split(',').any(|f| s.name.contains(f))))
         .collect();
     let reference = experiment.loopback_reference && options.servers.is_none();
     let rounds = |p: &Point| experiment.sweep_of(p).rounds_for(options.quick);

@@ -47,7 +47,7 @@ struct RunArgs {
     /// Output directory (each experiment gets a subdirectory).
     #[arg(long, default_value = "lab-results")]
     out: PathBuf,
-    /// Only server configurations whose name contains this text.
+    /// Only server configurations whose name contains this text (or one of several, comma-separated).
     #[arg(long, value_name = "TEXT")]
     servers: Option<String>,
     /// Only sweeps whose name contains this text (e.g. `capacity`).
