@@ -175,6 +175,9 @@ fn resolve(
 
 /// Why `server` has no figure at `label`: its rows' reason, or that it did not run there.
 fn missing(results: &ExperimentResults, server: &str, sweep: &str, label: &str) -> String {
+    if results.rows_of(sweep).next().is_none() {
+        return format!("the sweep `{sweep}` was not run in this run (`--sweeps`)");
+    }
     let reason = results
         .rows_of(sweep)
         .filter(|r| r.server == server && r.point.x_label() == label)
@@ -427,6 +430,9 @@ mod tests {
         assert!(v[3].why.ends_with("cores here") && !v[3].why.contains('{'));
         assert_eq!(v[4].verdict, VerdictKind::NotMeasurable, "no rows at 4000");
         assert!(v[4].why.contains("no row at 4000"), "{:?}", v[4]);
+        let flat = spec("claim = \"f\"\npublished = \"-\"\nkind = \"flat\"\nsweep = \"threads\"\nservers = [\"sluice uring\"]");
+        let v = evaluate(&results(vec![row(&report, "sluice uring", 10, 1.0)], vec![flat]));
+        assert!(v[0].why.contains("`threads` was not run"), "{:?}", v[0]);
     }
 
     #[test]

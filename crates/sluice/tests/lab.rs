@@ -204,10 +204,10 @@ fn check_capacity(results: &Value, html: &str, rounds: u64) {
         assert!(html.contains("each server ran in a CPU cgroup of its own"), "the method is printed");
         let throttled: f64 = capacity
             .iter()
-            .filter(|r| r["status"] == "measured" && r["point"]["vus"].as_u64().unwrap_or(0) >= 1000)
+            .filter(|r| r["status"] == "measured")
             .map(|r| num(&r["budget"]["throttling"], "nr_throttled"))
             .sum();
-        assert!(throttled > 0.0, "at 1,000 connections the budget throttles the servers");
+        assert!(throttled > 0.0, "unpaced, the servers reach their quota and the kernel throttles them");
     }
 }
 
