@@ -131,7 +131,7 @@ fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
         sluice_exe: std::env::current_exe().context("finding the sluice binary")?,
         sluice_version: env!("CARGO_PKG_VERSION").to_string(),
         servers: args.servers.clone(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: std::env::args().map(|a| shell_word(&a)).collect::<Vec<_>>().join(" "),
         progress: !args.no_progress,
         budget: (args.server_cpu > 0.0)
             .then(|| sluice_lab::budget::CpuBudget::new(args.server_cpu, args.cpu_period)),
@@ -164,6 +164,29 @@ fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `a` as a shell reads it back: quoted when it has spaces or quotes, so a report's command can
+/// be pasted as it is.
+fn shell_word(a: &str) -> String {
+    if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./,:=@+%".contains(c)) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
 fn write_report(path: &std::path::Path, runs: &[ExperimentResults]) -> anyhow::Result<()> {
     std::fs::write(path, report::render(runs)).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_reports_command_pastes_back_as_it_ran() {
+        assert_eq!(shell_word("--servers"), "--servers");
+        assert_eq!(shell_word("sluice uring,nginx"), "'sluice uring,nginx'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }
