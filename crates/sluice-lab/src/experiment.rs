@@ -80,6 +80,9 @@ pub struct Experiment {
     /// The source report's numbers, shown for reference.
     #[serde(default)]
     pub published: Vec<PublishedTable>,
+    /// The source report's claims, each checked against this run (see [`crate::claims`]).
+    #[serde(default)]
+    pub claim: Vec<crate::claims::ClaimSpec>,
 }
 
 /// Closed or open model.
@@ -203,9 +206,34 @@ pub struct Sweep {
     /// The same with `--quick`; absent, a quick run does not go past its declared points.
     #[serde(default)]
     pub quick_max_clients: Option<usize>,
+    /// Worker threads 1, 2, … up to the machine's cores (instead of `workers`).
+    #[serde(default)]
+    pub workers_up_to_cores: bool,
+    /// Capacity: every server of this sweep runs under the run's CPU budget (`--server-cpu`),
+    /// so that it, not the load generator, saturates.
+    #[serde(default)]
+    pub budget: bool,
+    /// Rounds per point, servers alternating within each (default 1).
+    #[serde(default)]
+    pub rounds: Option<usize>,
+    /// Rounds with `--quick`.
+    #[serde(default)]
+    pub quick_rounds: Option<usize>,
+    /// The users' pause for this sweep instead of the load's (`"0s"`: unpaced, for capacity).
+    #[serde(default, with = "opt_duration")]
+    pub think: Option<Duration>,
+    /// Measured time per row of this sweep instead of the load's (full runs only).
+    #[serde(default, with = "opt_duration")]
+    pub duration: Option<Duration>,
 }
 
 impl Sweep {
+    /// Rounds per point of a run.
+    pub fn rounds_for(&self, quick: bool) -> usize {
+        let r = if quick { self.quick_rounds.or(self.rounds) } else { self.rounds };
+        r.unwrap_or(1).max(1)
+    }
+
     /// The client count of the point after one with `clients`, when the sweep extends that far.
     pub fn next_clients(&self, clients: usize, quick: bool) -> Option<usize> {
         let step = self.extend_step.filter(|s| *s > 0)?;
@@ -379,6 +407,9 @@ pub struct Point {
     /// RTP transport.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<RtspTransport>,
+    /// Whether the server runs under the run's CPU budget (a capacity point).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget: bool,
 }
 
 impl Point {
@@ -483,11 +514,27 @@ impl Experiment {
                 return bad(format!("unknown metric `{m}`"));
             }
         }
+        for c in &self.claim {
+            let needs = match c.kind {
+                crate::claims::ClaimKind::Ratio => c.a.is_some() && c.b.is_some(),
+                crate::claims::ClaimKind::Flat | crate::claims::ClaimKind::Below => !c.servers.is_empty(),
+                crate::claims::ClaimKind::NotMeasurable => c.reason.is_some(),
+            };
+            if !needs {
+                return bad(format!("claim `{}` lacks what its kind needs", c.claim));
+            }
+            if let Some(m) = &c.metric {
+                if !known.iter().any(|(name, _)| name == m) {
+                    return bad(format!("claim `{}`: unknown metric `{m}`", c.claim));
+                }
+            }
+        }
         for t in self
             .table
             .iter()
             .filter_map(|t| t.sweep.as_ref())
             .chain(self.chart.iter().filter_map(|c| c.sweep.as_ref()))
+            .chain(self.claim.iter().filter_map(|c| c.sweep.as_ref()))
         {
             if !self.sweep.iter().any(|s| s.name == *t) {
                 return bad(format!("no sweep named `{t}`"));
@@ -506,7 +553,13 @@ impl Experiment {
             let chunks: Vec<Option<u64>> = opt_list(&s.chunk);
             let vus: Vec<Option<usize>> = opt_list(vus);
             let profiles: Vec<Option<String>> = opt_list(&s.profile);
-            let mut workers: Vec<usize> = if s.workers.is_empty() { vec![1] } else { s.workers.clone() };
+            let mut workers: Vec<usize> = if s.workers_up_to_cores {
+                (1..=cores.max(1)).collect()
+            } else if s.workers.is_empty() {
+                vec![1]
+            } else {
+                s.workers.clone()
+            };
             for w in &mut workers {
                 if *w == 0 {
                     *w = cores.max(1);
@@ -527,6 +580,7 @@ impl Experiment {
                                     profile: p.clone(),
                                     clients: c,
                                     transport: s.transport,
+                                    budget: s.budget,
                                 });
                             }
                         }
@@ -535,6 +589,11 @@ impl Experiment {
             }
         }
         out
+    }
+
+    /// The sweep a point belongs to.
+    pub fn sweep_of(&self, point: &Point) -> &Sweep {
+        self.sweep_named(Some(&point.sweep))
     }
 
     /// The sweep named `name`, or the first.
@@ -587,13 +646,21 @@ mod tests {
             ["zero-copy", "concurrency", "io-models", "execution-models", "rtsp-fanout"]
         );
         let e1 = Experiment::find("E1").unwrap();
-        assert_eq!(e1.points(false, 2).len(), 3);
+        assert_eq!(e1.points(false, 2).len(), 3 + 3, "paced and at the budget");
         assert_eq!(e1.chunk_sizes(), [65536, 262144, 1048576]);
         let e3 = Experiment::find("io-models").unwrap();
         let full = e3.points(false, 4);
-        assert_eq!(full.len(), 6 + 2);
-        assert_eq!(full.last().unwrap().workers, 4);
-        assert_eq!(e3.points(true, 1).len(), 2 + 1, "workers [1, cores] collapse on one core");
+        assert_eq!(full.len(), 6 + 4 + 6 + 4, "connections, threads 1..=4, both again at the budget");
+        let threads: Vec<usize> = full.iter().filter(|p| p.sweep == "threads").map(|p| p.workers).collect();
+        assert_eq!(threads, [1, 2, 3, 4], "every worker count up to the cores");
+        assert_eq!(full.iter().filter(|p| p.budget).count(), 10);
+        assert_eq!(e3.points(true, 1).len(), 2 + 1 + 2 + 1);
+        let capacity = e3.sweep_named(Some("capacity"));
+        assert_eq!((capacity.rounds_for(false), capacity.rounds_for(true)), (3, 2));
+        assert_eq!(e3.sweep_named(Some("threads")).rounds_for(false), 1);
+        for e in [&e1, &e3] {
+            assert!(!e.claim.is_empty(), "{} checks its seed's claims", e.id);
+        }
         let e4 = Experiment::find("execution-models").unwrap();
         assert_eq!(
             e4.points(true, 2).iter().map(|p| p.x_label()).collect::<Vec<_>>(),
@@ -634,6 +701,15 @@ mod tests {
             Experiment::parse(&base.replace("\"p95_ms\", \"p99_ms\"", "\"p95_ms\", \"nonsense\"")).is_err()
         );
         assert!(Experiment::parse(&base.replace("duration = \"30s\"", "")).is_err());
+        assert!(
+            Experiment::parse(&base.replace("kind = \"below\"", "kind = \"ratio\"")).is_err(),
+            "a ratio needs a and b"
+        );
+        assert!(Experiment::parse(&base.replace(
+            "sweep = \"virtual users\"\nmetric = \"p95_ms\"\nat = ",
+            "sweep = \"nope\"\nmetric = \"p95_ms\"\nat = "
+        ))
+        .is_err());
         assert!(Experiment::parse("id = 1").is_err());
         let e5 = include_str!("../experiments/e5-rtsp-fanout.toml");
         assert!(

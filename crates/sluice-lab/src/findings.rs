@@ -405,6 +405,8 @@ mod tests {
             load_command: String::new(),
             server_cpus: vec![1],
             load_cpus: vec![0],
+            round: None,
+            budget: None,
             outcome: RowOutcome::Measured {
                 measurement: Measurement::Rtsp { rtsp: Box::new(figures), load: Box::new(report) },
             },
@@ -422,17 +424,7 @@ mod tests {
             rtsp_row("sluice uring", Tcp, 150, 150),
             rtsp_row("GStreamer rtsp-server", Tcp, 50, 50),
         ];
-        let results = ExperimentResults {
-            experiment: Experiment::find("E5").unwrap(),
-            quick: false,
-            started_at: String::new(),
-            duration_s: 1.0,
-            machine: crate::machine::Machine::detect("test"),
-            command: String::new(),
-            rows,
-            findings: Vec::new(),
-            content: None,
-        };
+        let results = ExperimentResults::for_tests(Experiment::find("E5").unwrap(), rows);
         let f = generate(&results);
         assert_eq!(f[0], "RTP over UDP, highest client count with perfect sending: sluice uring none, GStreamer rtsp-server none.");
         assert!(

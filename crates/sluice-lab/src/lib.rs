@@ -4,7 +4,9 @@
 //! RTSP server; iperf3 for the loopback reference), drives it with `sluice-load` (HTTP users or
 //! RTSP viewers of a file it generates with ffmpeg), reads its CPU time from `/proc` and its
 //! counters from `/metrics`, and a report writer that turns the rows into `results.json`, CSVs and
-//! one self-contained HTML page.
+//! one self-contained HTML page. Capacity rows run each server under one CPU budget (a cgroup
+//! quota, `budget`) and several alternating rounds, and each report checks the source reports'
+//! claims against its rows (`claims`).
 //!
 //! It owns experiments, peers, the runner and reports. It does not own load generation
 //! (`sluice-load`), the server (`sluice-server`, started as a process) or the command line (the
@@ -12,6 +14,8 @@
 
 #![deny(missing_docs)]
 
+pub mod budget;
+pub mod claims;
 pub mod content;
 pub mod error;
 pub mod experiment;

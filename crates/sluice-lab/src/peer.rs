@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::budget::ServerCgroup;
 use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
 use crate::machine::{group_cpu_seconds, CpuSet};
 use crate::results::RtspServerCounters;
@@ -93,17 +94,33 @@ pub fn stop_all() {
     }
 }
 
-/// Starts `program args` in its own process group on `cpus`, output to `log`.
-fn spawn(program: &Path, args: &[String], cpus: &[usize], log: &Path) -> std::io::Result<Child> {
+/// Starts `program args` in its own process group on `cpus` (and in the CPU cgroup whose
+/// `cgroup.procs` is `cgroup`, when given), output to `log`.
+fn spawn(
+    program: &Path,
+    args: &[String],
+    cpus: &[usize],
+    cgroup: Option<&ServerCgroup>,
+    log: &Path,
+) -> std::io::Result<Child> {
     let out = std::fs::File::create(log)?;
     let mut cmd = Command::new(program);
     cmd.args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out).process_group(0);
-    if !cpus.is_empty() {
-        let set = CpuSet::new(cpus);
-        // SAFETY: the closure runs between fork and exec and only makes one system call on a
-        // set that was built before the fork.
+    let set = (!cpus.is_empty()).then(|| CpuSet::new(cpus));
+    let procs = cgroup.map(ServerCgroup::procs_fd);
+    if set.is_some() || procs.is_some() {
+        // SAFETY: the closure runs between fork and exec and only makes two system calls, on a
+        // set built and a descriptor opened before the fork.
         unsafe {
-            cmd.pre_exec(move || set.apply());
+            cmd.pre_exec(move || {
+                if let Some(set) = &set {
+                    set.apply()?;
+                }
+                if let Some(fd) = procs {
+                    crate::budget::join(fd)?;
+                }
+                Ok(())
+            });
         }
     }
     let child = cmd.spawn()?;
@@ -126,14 +143,15 @@ fn command_line(program: &Path, args: &[String], cpus: &[usize]) -> String {
 }
 
 impl RunningServer {
-    /// Starts the server of `spec` for `point` in `work` (a fresh directory of its own) and waits
-    /// until it answers.
+    /// Starts the server of `spec` for `point` in `work` (a fresh directory of its own), on
+    /// `cpus` and in `cgroup` (its CPU budget) when given, and waits until it answers.
     pub fn start(
         spec: &ServerSpec,
         point: &Point,
         ctx: &ServerContext,
         work: &Path,
         cpus: &[usize],
+        cgroup: Option<&ServerCgroup>,
     ) -> Result<RunningServer, StartError> {
         let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
         std::fs::create_dir_all(work).map_err(|e| failed("creating the work directory", e))?;
@@ -203,7 +221,8 @@ impl RunningServer {
             }
         };
         let log = work.join("server.log");
-        let child = spawn(&program, &args, cpus, &log).map_err(|e| failed("starting the server", e))?;
+        let child =
+            spawn(&program, &args, cpus, cgroup, &log).map_err(|e| failed("starting the server", e))?;
         let mut server = RunningServer {
             child,
             port,
@@ -273,6 +292,11 @@ impl RunningServer {
         }
         let text = http_get(self.addr(), "/metrics").ok()?;
         Some(RtspServerCounters::parse(&text))
+    }
+
+    /// The server's process id (its process group's leader).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// CPU seconds of the server's whole process group so far.
@@ -440,7 +464,7 @@ pub fn iperf3_loopback(
     let port = free_port().map_err(|e| failed(format!("finding a free port: {e}")))?;
     let server_args: Vec<String> =
         vec!["-s".into(), "-B".into(), "127.0.0.1".into(), "-p".into(), port.to_string()];
-    let mut server = spawn(&program, &server_args, server_cpus, &work.join("iperf3-server.log"))
+    let mut server = spawn(&program, &server_args, server_cpus, None, &work.join("iperf3-server.log"))
         .map_err(|e| failed(format!("starting iperf3 -s: {e}")))?;
     let secs = duration.as_secs().max(1);
     let client_args: Vec<String> = vec![
@@ -457,45 +481,72 @@ pub fn iperf3_loopback(
         command_line(&program, &server_args, server_cpus),
         command_line(&program, &client_args, client_cpus)
     );
-    // The server needs a moment to listen; a probe connection would count as its test, so the
-    // client itself is retried while the port refuses.
+    // The client starts once the server listens: a probe connection would count as the
+    // server's test, so the kernel's socket table is read instead (a busy machine can take
+    // seconds to get iperf3 -s that far). A run that still ends in an error (iperf3 can exit 0
+    // with `"error"` in its JSON, e.g. "unable to connect") is retried.
+    let listen_deadline = Instant::now() + Duration::from_secs(10);
+    while !tcp_listening(port) && Instant::now() < listen_deadline {
+        if matches!(server.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut result = Err(failed("iperf3 did not run".into()));
-    for _ in 0..50 {
+    for _ in 0..20 {
         let log = work.join("iperf3-client.json");
-        let status = spawn(&program, &client_args, client_cpus, &log).and_then(|mut c| {
+        let status = spawn(&program, &client_args, client_cpus, None, &log).and_then(|mut c| {
             let status = c.wait();
             live_groups().retain(|&g| g != c.id());
             status
         });
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        match status {
-            Ok(s) if s.success() => {
-                result = parse_iperf3(&text).map(|mb| (mb, command.clone())).ok_or_else(|| {
-                    failed(format!(
-                        "iperf3 printed no throughput: {}",
-                        text.chars().take(200).collect::<String>()
-                    ))
-                });
-                break;
+        let excerpt = || text.chars().take(200).collect::<String>();
+        result = match (&status, iperf3_outcome(&text)) {
+            (Ok(s), Ok(mb)) if s.success() => Ok((mb, command.clone())),
+            (Ok(s), Err(why)) if s.success() => {
+                Err(failed(format!("iperf3 printed no throughput ({why}): {}", excerpt())))
             }
-            _ if text.contains("refused") => std::thread::sleep(Duration::from_millis(100)),
-            other => {
-                result = Err(failed(format!(
-                    "iperf3 client: {other:?} {}",
-                    text.chars().take(200).collect::<String>()
-                )));
-                break;
-            }
+            (other, _) => Err(failed(format!("iperf3 client: {other:?} {}", excerpt()))),
+        };
+        if result.is_ok() {
+            break;
         }
+        std::thread::sleep(Duration::from_millis(200));
     }
     stop_group(&mut server, Duration::from_secs(2));
     result
 }
 
-fn parse_iperf3(json: &str) -> Option<f64> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let bps = v.pointer("/end/sum_received/bits_per_second")?.as_f64()?;
-    (bps > 0.0).then_some(bps / 8.0 / 1e6)
+/// The throughput of an iperf3 client's JSON in MB/s, or why it has none (its `"error"`, or no
+/// figure at all).
+fn iperf3_outcome(json: &str) -> Result<f64, String> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(error) = v.get("error") {
+        return Err(format!("error: {error}"));
+    }
+    match v.pointer("/end/sum_received/bits_per_second").and_then(|b| b.as_f64()) {
+        Some(bps) if bps > 0.0 => Ok(bps / 8.0 / 1e6),
+        _ => Err("no end.sum_received.bits_per_second".into()),
+    }
+}
+
+/// Whether some socket listens on TCP `port` of this network namespace (`/proc/net/tcp`,
+/// `/proc/net/tcp6`: state `0A`), found without connecting to it.
+fn tcp_listening(port: u16) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .any(|f| std::fs::read_to_string(f).is_ok_and(|t| listening_in(&t, port)))
+}
+
+fn listening_in(table: &str, port: u16) -> bool {
+    let suffix = format!(":{port:04X}");
+    table.lines().skip(1).any(|l| {
+        let mut fields = l.split_whitespace();
+        let local = fields.nth(1).unwrap_or("");
+        let state = fields.nth(1).unwrap_or("");
+        local.ends_with(&suffix) && state == "0A"
+    })
 }
 
 #[cfg(test)]
@@ -512,9 +563,24 @@ mod tests {
     }
 
     #[test]
-    fn iperf3_json_gives_megabytes_per_second() {
-        assert_eq!(parse_iperf3(r#"{"end":{"sum_received":{"bits_per_second":8e9}}}"#), Some(1000.0));
-        assert_eq!(parse_iperf3(r#"{"error":"x"}"#), None);
+    fn iperf3_json_gives_megabytes_per_second_or_its_error() {
+        assert_eq!(iperf3_outcome(r#"{"end":{"sum_received":{"bits_per_second":8e9}}}"#), Ok(1000.0));
+        // iperf3 can exit 0 with an error and an empty result beside it.
+        let err = iperf3_outcome(
+            r#"{"start":{},"end":{"sum_received":{"bits_per_second":0}},"error":"unable to connect"}"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("unable to connect"), "{err}");
+        assert!(iperf3_outcome("").is_err());
+    }
+
+    #[test]
+    fn a_listening_port_is_found_in_the_socket_table() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000\n   1: 0100007F:1F91 0100007F:9C40 01 00000000:00000000\n";
+        assert!(listening_in(table, 8080));
+        assert!(!listening_in(table, 8081), "established, not listening");
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        assert!(tcp_listening(l.local_addr().unwrap().port()));
     }
 
     #[test]
@@ -535,6 +601,7 @@ mod tests {
             profile: None,
             clients: None,
             transport: None,
+            budget: false,
         };
         let c = nginx_config(&spec, &point, Path::new("/m"), Path::new("/w"), 8080);
         assert!(c.contains("sendfile off;") && c.contains("worker_processes 2;") && c.contains("root /m;"));

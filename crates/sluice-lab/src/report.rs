@@ -16,7 +16,12 @@ table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:13px}th,td{border:1
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.peer td:first-child{font-style:italic}
 .caveat{background:#fff6e0;border-left:4px solid #e0a800;padding:.6em 1em}.muted{color:#666;font-size:13px}
 .charts{display:flex;flex-wrap:wrap;gap:12px}svg.chart{border:1px solid #eee;background:#fff}
-code{background:#f5f5f5;padding:1px 4px}details{margin:.8em 0}.scroll{overflow-x:auto;max-width:100%}";
+code{background:#f5f5f5;padding:1px 4px}details{margin:.8em 0}.scroll{overflow-x:auto;max-width:100%}
+table.rows td{vertical-align:top}table.rows td.cmd{text-align:left;min-width:28em;max-width:40em}
+table.rows td.cmd code{white-space:pre-wrap;overflow-wrap:anywhere;display:block;margin-bottom:3px}
+table.rows td.kinds{text-align:left;white-space:nowrap;font-size:12px}
+.verdict-reproduced{background:#e3f6e3}.verdict-not_reproduced{background:#fde4e1}.verdict-not_measurable{background:#eee}
+table.claims td{text-align:left;vertical-align:top;max-width:30em}.method{background:#eef4fb;border-left:4px solid #4a7fc1;padding:.6em 1em}.pair{display:flex;flex-direction:column;gap:4px}";
 
 /// The whole page for `runs`.
 pub fn render(runs: &[ExperimentResults]) -> String {
@@ -83,6 +88,9 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
         cmd = escape(&r.command),
     );
     let _ = write!(h, "<p class=\"caveat\">{}</p>", escape(&e.caveat));
+    if let Some(method) = capacity_method(r) {
+        let _ = write!(h, "<p class=\"method\">{}</p>", escape(&method));
+    }
     if let Some(c) = &r.content {
         let _ = write!(
             h,
@@ -93,11 +101,12 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
             escape(&c.command)
         );
     }
-    h.push_str("<h3>What this shows</h3><ul class=\"findings\">");
+    let _ = write!(h, "<h3>What this shows{}</h3><ul class=\"findings\">", escape(quick_note(r)));
     for f in &r.findings {
         let _ = write!(h, "<li>{}</li>", escape(f));
     }
     h.push_str("</ul>");
+    claims_table(h, r);
     for row in &r.rows {
         if let RowOutcome::Reference { mb_per_s } = row.outcome {
             let _ = write!(
@@ -108,11 +117,17 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
         }
     }
     for t in &e.table {
-        h.push_str(&PivotTable::build(r, t).html());
+        let table = PivotTable::build(r, t);
+        if !table.rows.is_empty() {
+            h.push_str(&table.html());
+        }
     }
     h.push_str("<div class=\"charts\">");
     for c in &e.chart {
-        h.push_str(&chart(r, c).render());
+        // A sweep this run left out (`--sweeps`) has nothing to draw, not even "no measured rows".
+        if r.rows_of(&e.sweep_named(c.sweep.as_deref()).name).next().is_some() {
+            h.push_str(&chart(r, c).render());
+        }
     }
     h.push_str("</div>");
     if !e.published.is_empty() {
@@ -142,6 +157,96 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
     }
 }
 
+/// `" (quick mode: …)"` for a quick run's findings and claims, else nothing.
+fn quick_note(r: &ExperimentResults) -> &'static str {
+    if r.quick {
+        " (quick mode: smoke-check figures from a second or so per row, not conclusions)"
+    } else {
+        ""
+    }
+}
+
+/// How the capacity rows were measured (the budget, read back from the kernel, the placement,
+/// the rounds), or why they were not; `None` when the run has no capacity rows.
+pub fn capacity_method(r: &ExperimentResults) -> Option<String> {
+    let rows: Vec<&Row> = r.rows.iter().filter(|row| row.point.budget).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut sweeps: Vec<&str> = Vec::new();
+    for row in &rows {
+        if !sweeps.contains(&row.point.sweep.as_str()) {
+            sweeps.push(&row.point.sweep);
+        }
+    }
+    let sweeps = sweeps.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ");
+    let budgeted: Vec<&Row> = rows.iter().copied().filter(|row| row.budget.is_some()).collect();
+    let Some(first) = budgeted.first().and_then(|row| row.budget.as_ref()) else {
+        let why = rows
+            .iter()
+            .find_map(|row| match &row.outcome {
+                RowOutcome::Skipped { reason } | RowOutcome::Failed { reason } => Some(reason.as_str()),
+                _ => None,
+            })
+            .unwrap_or("no row ran");
+        return Some(format!("Capacity rows ({sweeps}) were not measured: {why}."));
+    };
+    let rounds = rows.iter().filter_map(|row| row.round).max().unwrap_or(1);
+    let (periods, throttled): (u64, u64) = budgeted
+        .iter()
+        .filter_map(|row| row.budget.as_ref())
+        .fold((0, 0), |a, b| (a.0 + b.throttling.nr_periods, a.1 + b.throttling.nr_throttled));
+    let one_worker: Vec<&crate::budget::RowBudget> =
+        budgeted.iter().filter(|row| row.point.workers == 1).filter_map(|row| row.budget.as_ref()).collect();
+    let peak = one_worker.iter().map(|b| b.server_cpu_pct).fold(0.0, f64::max);
+    let cpus = |v: &[usize]| v.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+    let row = budgeted[0];
+    let described = r.budget.map(|b| b.describe()).unwrap_or_else(|| format!("{} core", first.cpus));
+    let server_bound = budgeted
+        .iter()
+        .filter(|row| row.budget.as_ref().is_some_and(crate::budget::RowBudget::server_bound))
+        .count();
+    Some(format!(
+        "Capacity rows ({sweeps}): each server ran in a CPU cgroup of its own with a budget of {described}: {} held {} µs every {} µs. Server on CPU {}, load generator on CPU {} (a server with more workers than the cores beside the generator runs on every core, its budget growing with its workers). Users do not pause. {rounds} round(s) per point, servers alternating (every other round in reverse order); tables show the median with the min–max of the rounds, and a ratio whose ranges overlap is a tie. Over these rows the servers were throttled in {throttled} of {periods} scheduling periods; with one worker the busiest used {peak:.0}% of a core (its budget: {:.0}%). {server_bound} of {} measured rows used at least 90% of their budget (server-bound); in the others the load generator or the machine's other work, not the budget, set the pace.",
+        first.mechanism,
+        first.quota_us,
+        first.period_us,
+        cpus(&row.server_cpus),
+        cpus(&row.load_cpus),
+        first.cpus * 100.0 / row.point.workers.max(1) as f64,
+        budgeted.len(),
+    ))
+}
+
+/// The seed's claims with this run's counterparts and verdicts.
+fn claims_table(h: &mut String, r: &ExperimentResults) {
+    let claims = crate::claims::evaluate(r);
+    if claims.is_empty() {
+        return;
+    }
+    let _ = write!(
+        h,
+        "<div class=\"scroll\"><table class=\"lab-table claims\"><caption>The source report's claims, measured here{}</caption><tr><th>claim</th><th>published</th><th>measured here</th><th>verdict</th><th>why</th></tr>",
+        escape(quick_note(r))
+    );
+    for c in &claims {
+        let kind = serde_json::to_value(c.verdict)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"verdict-{kind}\"><b>{}</b></td><td>{}</td></tr>",
+            escape(&c.claim),
+            escape(&c.published),
+            escape(&c.measured),
+            c.verdict.label(),
+            escape(&c.why)
+        );
+    }
+    h.push_str("</table></div>");
+}
+
 /// Rows of one sweep grouped by server (declaration order), each with its points in run order.
 fn by_server<'a>(r: &'a ExperimentResults, sweep: &'a str) -> Vec<(&'a str, bool, Vec<&'a Row>)> {
     let mut out: Vec<(&str, bool, Vec<&Row>)> = Vec::new();
@@ -152,17 +257,6 @@ fn by_server<'a>(r: &'a ExperimentResults, sweep: &'a str) -> Vec<(&'a str, bool
         }
     }
     out
-}
-
-fn point_labels(r: &ExperimentResults, sweep: &str) -> Vec<String> {
-    let mut labels: Vec<String> = Vec::new();
-    for row in r.rows_of(sweep) {
-        let l = row.point.x_label();
-        if !labels.contains(&l) {
-            labels.push(l);
-        }
-    }
-    labels
 }
 
 fn cell(v: Option<f64>) -> String {
@@ -193,7 +287,7 @@ impl PivotTable {
     /// Builds the table `t` declares from a run's rows.
     pub fn build(r: &ExperimentResults, t: &TableSpec) -> PivotTable {
         let sweep = r.experiment.sweep_named(t.sweep.as_deref());
-        let labels = point_labels(r, &sweep.name);
+        let labels = r.point_labels(&sweep.name);
         let change = t.change && labels.len() > 1;
         let mut groups = labels.clone();
         if change {
@@ -201,26 +295,38 @@ impl PivotTable {
         }
         let mut rows = Vec::new();
         for (server, peer, srows) in by_server(r, &sweep.name) {
-            let at = |label: &str, m: &str| {
-                srows.iter().find(|row| row.point.x_label() == label).and_then(|row| row.metric(m))
-            };
+            // Several rounds of a point: the median, with the range of the rounds.
+            let at = |label: &str, m: &str| r.spread(server, &sweep.name, label, m);
             let mut cells = Vec::new();
             for l in &labels {
+                let here: Vec<&&Row> = srows.iter().filter(|row| row.point.x_label() == *l).collect();
+                let none_measured =
+                    here.iter().all(|row| !matches!(row.outcome, RowOutcome::Measured { .. }));
                 for m in &t.metrics {
-                    cells.push(
-                        match srows.iter().find(|row| row.point.x_label() == *l).map(|row| &row.outcome) {
-                            Some(RowOutcome::Skipped { .. }) => "skipped".to_string(),
-                            Some(RowOutcome::Failed { .. }) => "failed".to_string(),
-                            _ => cell(at(l, m)),
+                    cells.push(match (none_measured, here.first().map(|row| &row.outcome)) {
+                        (true, Some(RowOutcome::Skipped { .. })) => "skipped".to_string(),
+                        (true, Some(RowOutcome::Failed { .. })) => "failed".to_string(),
+                        _ => match at(l, m) {
+                            Some(s) if s.n > 1 => {
+                                format!(
+                                    "{} ({}–{})",
+                                    cell(Some(s.median)),
+                                    cell(Some(s.min)),
+                                    cell(Some(s.max))
+                                )
+                            }
+                            s => cell(s.map(|s| s.median)),
                         },
-                    );
+                    });
                 }
             }
             if change {
                 let last = &labels[labels.len() - 1];
                 for m in &t.metrics {
                     cells.push(match (at(&labels[0], m), at(last, m)) {
-                        (Some(a), Some(b)) if a != 0.0 => format!("{:+.1}%", (b - a) / a * 100.0),
+                        (Some(a), Some(b)) if a.median != 0.0 => {
+                            format!("{:+.1}%", (b.median - a.median) / a.median * 100.0)
+                        }
                         _ => "–".into(),
                     });
                 }
@@ -319,11 +425,35 @@ pub fn markdown(r: &ExperimentResults) -> String {
             let _ = writeln!(m, "Loopback reference (iperf3, one TCP stream, same run): {mb_per_s:.0} MB/s; many connections together can move more.\n");
         }
     }
-    for t in &e.table {
-        m.push_str(&PivotTable::build(r, t).markdown());
+    if let Some(method) = capacity_method(r) {
+        let _ = writeln!(m, "{method}\n");
+    }
+    // A run of some sweeps only (`--sweeps`) leaves the others' tables out.
+    for table in e.table.iter().map(|t| PivotTable::build(r, t)).filter(|t| !t.rows.is_empty()) {
+        m.push_str(&table.markdown());
         m.push('\n');
     }
-    m.push_str("What this shows (generated from the rows):\n\n");
+    let claims = crate::claims::evaluate(r);
+    if !claims.is_empty() {
+        let _ = writeln!(
+            m,
+            "The source report's claims, measured here{}:\n\n| claim | published | measured here | verdict | why |\n|---|---|---|---|---|",
+            quick_note(r)
+        );
+        for c in &claims {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | **{}** | {} |",
+                c.claim,
+                c.published,
+                c.measured,
+                c.verdict.label(),
+                c.why
+            );
+        }
+        m.push('\n');
+    }
+    let _ = writeln!(m, "What this shows (generated from the rows){}:\n", quick_note(r));
     for f in &r.findings {
         let _ = writeln!(m, "- {f}");
     }
@@ -332,22 +462,21 @@ pub fn markdown(r: &ExperimentResults) -> String {
 
 fn chart(r: &ExperimentResults, c: &ChartSpec) -> LineChart {
     let sweep = r.experiment.sweep_named(c.sweep.as_deref());
-    let labels = point_labels(r, &sweep.name);
+    let labels = r.point_labels(&sweep.name);
     let categorical = sweep.x == Param::Profile;
     let mut series: Vec<Series> = by_server(r, &sweep.name)
         .into_iter()
         .map(|(server, peer, rows)| Series {
             name: server.to_string(),
             dashed: peer,
-            points: rows
+            // One point per x: the median of its rounds.
+            points: labels
                 .iter()
-                .filter_map(|row| {
-                    let y = row.metric(&c.metric)?;
-                    let x = if categorical {
-                        labels.iter().position(|l| *l == row.point.x_label())? as f64
-                    } else {
-                        row.point.x_value()?
-                    };
+                .enumerate()
+                .filter_map(|(i, label)| {
+                    let row = rows.iter().find(|row| row.point.x_label() == *label)?;
+                    let y = r.spread(server, &sweep.name, label, &c.metric)?.median;
+                    let x = if categorical { i as f64 } else { row.point.x_value()? };
                     Some((x, y))
                 })
                 .collect(),
@@ -411,18 +540,26 @@ fn per_second_charts(h: &mut String, r: &ExperimentResults) {
             points: load.series.iter().map(|s| (s.second as f64, f(s) as f64)).collect(),
             dashed,
         };
-        let chart = LineChart {
-            title: format!("{} – {} profile", row.server, row.point.x_label()),
+        let title = format!("{} – {} profile", row.server, row.point.x_label());
+        // Responses and users have different scales: each its own chart, one above the other.
+        let responses = LineChart {
+            title: format!("{title}: responses per second"),
             x_label: "second".into(),
-            y_label: "per second / users".into(),
+            y_label: "responses per second".into(),
             series: vec![
                 line("OK", &|s| s.ok, false),
                 line("failed + dropped", &|s| s.failed + s.dropped, false),
-                line("active users", &|s| s.active_users, true),
             ],
             ..LineChart::default()
         };
-        h.push_str(&chart.render());
+        let users = LineChart {
+            title: format!("{title}: active users"),
+            x_label: "second".into(),
+            y_label: "active users".into(),
+            series: vec![line("active users", &|s| s.active_users, false)],
+            ..LineChart::default()
+        };
+        let _ = write!(h, "<div class=\"pair\">{}{}</div>", responses.render(), users.render());
     }
     h.push_str("</div>");
 }
@@ -535,14 +672,25 @@ fn rtsp_rows_table(h: &mut String, r: &ExperimentResults) {
 }
 
 fn all_rows_table(h: &mut String, r: &ExperimentResults) {
-    h.push_str("<details><summary>Every row: all figures, errors by kind, commands</summary><table class=\"lab-table\"><caption>Every row</caption><tr><th>server</th><th>sweep</th><th>point</th><th>status</th><th>requests</th><th>ok</th><th>success %</th><th>req/s</th><th>MB/s</th><th>avg</th><th>p50</th><th>p95</th><th>p99</th><th>max ms</th><th>CPU s</th><th>CPU s/GB</th><th>syscalls/req (by kind)</th><th>errors</th><th>commands</th></tr>");
+    h.push_str("<details><summary>Every row: all figures, errors by kind, commands</summary><div class=\"scroll\"><table class=\"lab-table rows\"><caption>Every row</caption><tr><th>server</th><th>sweep</th><th>point</th><th>round</th><th>CPU budget (throttled periods, server CPU %)</th><th>status</th><th>requests</th><th>ok</th><th>success %</th><th>req/s</th><th>MB/s</th><th>avg</th><th>p50</th><th>p95</th><th>p99</th><th>max ms</th><th>CPU s</th><th>CPU s/GB</th><th>syscalls/req (by kind)</th><th>errors</th><th>commands</th></tr>");
     for row in &r.rows {
+        let budget = row.budget.as_ref().map_or_else(
+            || "–".to_string(),
+            |b| {
+                format!(
+                    "{:.2} core ({} of {}, {:.0}%)",
+                    b.cpus, b.throttling.nr_throttled, b.throttling.nr_periods, b.server_cpu_pct
+                )
+            },
+        );
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
             escape(&row.server),
             escape(&row.point.sweep),
             escape(&row.point.x_label()),
+            row.round.map_or_else(|| "–".to_string(), |r| r.to_string()),
+            budget,
             row.status()
         );
         match &row.outcome {
@@ -558,7 +706,7 @@ fn all_rows_table(h: &mut String, r: &ExperimentResults) {
                     .collect();
                 let _ = write!(
                     h,
-                    "<td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.2}</td><td>{}</td><td>{} {}</td><td>{}</td>",
+                    "<td>{}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1}</td><td>{:.2}</td><td>{}</td><td class=\"kinds\"><b>{}</b><br>{}</td><td>{}</td>",
                     f.requests,
                     f.ok,
                     f.success_pct,
@@ -572,7 +720,7 @@ fn all_rows_table(h: &mut String, r: &ExperimentResults) {
                     f.cpu_s,
                     cell(Some(f.cpu_s_per_gb)),
                     cell(f.syscalls_per_request),
-                    escape(&kinds.join(", ")),
+                    kinds.iter().map(|k| escape(k)).collect::<Vec<_>>().join("<br>"),
                     if errors.is_empty() { "none".to_string() } else { errors.join(", ") },
                 );
             }
@@ -587,10 +735,10 @@ fn all_rows_table(h: &mut String, r: &ExperimentResults) {
         }
         let _ = write!(
             h,
-            "<td><code>{}</code><br><code>{}</code></td></tr>",
+            "<td class=\"cmd\"><code>{}</code><code>{}</code></td></tr>",
             escape(&row.server_command),
             escape(&row.load_command)
         );
     }
-    h.push_str("</table></details>");
+    h.push_str("</table></div></details>");
 }

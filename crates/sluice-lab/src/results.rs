@@ -483,6 +483,12 @@ pub struct Row {
     pub server_cpus: Vec<usize>,
     /// CPUs the load generator was pinned to (empty: not pinned).
     pub load_cpus: Vec<usize>,
+    /// Which round of its point (1, 2, …) when the point runs more than once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<usize>,
+    /// The CPU budget the server ran under, read back from its cgroup, and its throttling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::RowBudget>,
     /// The outcome.
     #[serde(flatten)]
     pub outcome: RowOutcome,
@@ -563,6 +569,43 @@ pub struct ExperimentResults {
     /// The file an RTSP experiment streamed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<ContentInfo>,
+    /// The CPU budget of the capacity rows (`--server-cpu`), when the run had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::CpuBudget>,
+    /// The source report's claims with this run's counterparts and verdicts.
+    #[serde(default)]
+    pub claims: Vec<crate::claims::Verdict>,
+}
+
+/// The rounds of one server at one point, on one metric: median and range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Median of the rounds (the mean of the middle two when even).
+    pub median: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Rounds measured.
+    pub n: usize,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` when empty.
+    pub fn of(mut values: Vec<f64>) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let median = if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 };
+        Some(Spread { median, min: values[0], max: values[n - 1], n })
+    }
+
+    /// Whether the two ranges share a value (their difference is within the run's noise).
+    pub fn overlaps(&self, other: &Spread) -> bool {
+        self.min <= other.max && other.min <= self.max
+    }
 }
 
 /// The file an RTSP run streamed, as the report states it.
@@ -579,22 +622,64 @@ pub struct ContentInfo {
 }
 
 impl ExperimentResults {
+    /// The rounds of `server` at the point labelled `label` of `sweep`, on `metric`.
+    pub fn spread(&self, server: &str, sweep: &str, label: &str, metric: &str) -> Option<Spread> {
+        Spread::of(
+            self.rows_of(sweep)
+                .filter(|r| r.server == server && r.point.x_label() == label)
+                .filter_map(|r| r.metric(metric))
+                .collect(),
+        )
+    }
+
+    /// The x labels of a sweep's points, in run order, each once.
+    pub fn point_labels(&self, sweep: &str) -> Vec<String> {
+        let mut labels: Vec<String> = Vec::new();
+        for row in self.rows_of(sweep) {
+            let l = row.point.x_label();
+            if !labels.contains(&l) {
+                labels.push(l);
+            }
+        }
+        labels
+    }
+
+    /// A run of `experiment` with `rows` and nothing else (for tests of what reads rows).
+    #[cfg(test)]
+    pub(crate) fn for_tests(experiment: Experiment, rows: Vec<Row>) -> ExperimentResults {
+        ExperimentResults {
+            experiment,
+            quick: false,
+            started_at: String::new(),
+            duration_s: 1.0,
+            machine: crate::machine::Machine::detect("test"),
+            command: String::new(),
+            rows,
+            findings: Vec::new(),
+            content: None,
+            budget: None,
+            claims: Vec::new(),
+        }
+    }
+
     /// Measured rows of one sweep.
     pub fn rows_of<'a>(&'a self, sweep: &'a str) -> impl Iterator<Item = &'a Row> + 'a {
         self.rows.iter().filter(move |r| r.point.sweep == sweep)
     }
 
-    /// Fills in figures that compare rows (scaling against one worker).
+    /// Fills in figures that compare rows (scaling against the same server's median with one
+    /// worker).
     pub fn derive_across_rows(&mut self) {
-        let base: BTreeMap<(String, String, Option<usize>), f64> = self
-            .rows
-            .iter()
-            .filter(|r| r.point.workers == 1)
-            .filter_map(|r| {
-                let f = r.figures()?;
-                Some(((r.server.clone(), r.point.sweep.clone(), r.point.vus), f.req_per_s))
-            })
-            .collect();
+        let mut one: BTreeMap<(String, String, Option<usize>), Vec<f64>> = BTreeMap::new();
+        for r in self.rows.iter().filter(|r| r.point.workers == 1) {
+            if let Some(f) = r.figures() {
+                one.entry((r.server.clone(), r.point.sweep.clone(), r.point.vus))
+                    .or_default()
+                    .push(f.req_per_s);
+            }
+        }
+        let base: BTreeMap<_, f64> =
+            one.into_iter().filter_map(|(k, v)| Some((k, Spread::of(v)?.median))).collect();
         for r in &mut self.rows {
             if r.point.x != crate::experiment::Param::Workers {
                 continue;
@@ -639,7 +724,8 @@ impl ExperimentResults {
         if self.experiment.load.model == crate::experiment::LoadModel::Rtsp {
             return self.rtsp_rows_csv();
         }
-        let mut out = String::from("server,sweep,chunk,vus,workers,profile,status");
+        let mut out =
+            String::from("server,sweep,chunk,vus,workers,profile,round,budget_cpus,throttled_periods,status");
         for (name, _) in METRICS {
             let _ = write!(out, ",{name}");
         }
@@ -651,13 +737,16 @@ impl ExperimentResults {
             let p = &r.point;
             let _ = write!(
                 out,
-                "{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{}",
                 csv_text(&r.server),
                 csv_text(&p.sweep),
                 opt(p.chunk),
                 opt(p.vus),
                 p.workers,
                 p.profile.as_deref().unwrap_or(""),
+                opt(r.round),
+                opt(r.budget.as_ref().map(|b| b.cpus)),
+                opt(r.budget.as_ref().map(|b| b.throttling.nr_throttled)),
                 r.status()
             );
             for (name, _) in METRICS {
@@ -808,6 +897,17 @@ mod tests {
             assert_eq!(f.metric(name).is_none(), absent, "{name}");
         }
         assert_eq!(csv_text("a,b"), "\"a,b\"");
+    }
+
+    #[test]
+    fn spreads_take_the_median_and_call_overlaps() {
+        let a = Spread::of(vec![3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((a.median, a.min, a.max, a.n), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Spread::of(vec![1.0, 4.0]).unwrap().median, 2.5);
+        assert!(Spread::of(vec![]).is_none());
+        let b = Spread::of(vec![2.5, 5.0]).unwrap();
+        assert!(a.overlaps(&b) && b.overlaps(&a));
+        assert!(!a.overlaps(&Spread::of(vec![3.5]).unwrap()));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use sluice_load::{
     ConnectionMode, ExpectedStatus, LoadConfig, Observer, Report, RunProgress, SecondSample, TargetSpec,
 };
 
+use crate::budget::{CpuBudget, RowBudget, ServerCgroup};
 use crate::content::Content;
 use crate::error::LabError;
 use crate::experiment::{profile, Experiment, LoadModel, Point, ServerSpec};
@@ -39,12 +40,16 @@ pub struct RunOptions {
     pub sluice_exe: PathBuf,
     /// Its version, for the report.
     pub sluice_version: String,
-    /// Only servers whose name contains this.
+    /// Only servers whose name contains this (or one of its comma-separated parts).
     pub servers: Option<String>,
     /// The command line that started the run, for the report.
     pub command: String,
     /// Show progress bars.
     pub progress: bool,
+    /// The CPU budget of capacity rows (`--server-cpu`); `None`: those rows are skipped.
+    pub budget: Option<CpuBudget>,
+    /// Only sweeps whose name contains this.
+    pub sweeps: Option<String>,
 }
 
 /// Runs `experiment` to the end and returns its rows; writes nothing but media and work files.
@@ -69,14 +74,19 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
         media_root,
         work_dir: options.out_dir.join("work"),
     };
-    let points = experiment.points(options.quick, machine.cores);
+    let points: Vec<Point> = experiment
+        .points(options.quick, machine.cores)
+        .into_iter()
+        .filter(|p| options.sweeps.as_deref().is_none_or(|f| p.sweep.contains(f)))
+        .collect();
     let servers: Vec<&ServerSpec> = experiment
         .server
         .iter()
-        .filter(|s| options.servers.as_deref().is_none_or(|f| s.name.contains(f)))
+        .filter(|s| options.servers.as_deref().is_none_or(|f| f.split(',').any(|f| s.name.contains(f))))
         .collect();
     let reference = experiment.loopback_reference && options.servers.is_none();
-    let steps = points.len() * servers.len() + usize::from(reference);
+    let rounds = |p: &Point| experiment.sweep_of(p).rounds_for(options.quick);
+    let steps = points.iter().map(rounds).sum::<usize>() * servers.len() + usize::from(reference);
     let bar = progress_bar(options.progress, steps as u64, &format!("{} {}", experiment.id, experiment.name));
     let mut rows = Vec::with_capacity(steps);
     if reference {
@@ -89,8 +99,20 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
         run.rtsp_sweeps(&points, &servers, &mut rows);
     } else {
         for point in &points {
-            for server in &servers {
-                rows.push(run.row(server, point, rows.len()));
+            // Rounds alternate the servers, every other round in reverse order, so a drift of
+            // the machine over a point weighs on every server alike.
+            let n = rounds(point);
+            for round in 0..n {
+                let mut order = servers.clone();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for server in order {
+                    let tag = (n > 1).then_some((round + 1, n));
+                    let mut row = run.row(server, point, rows.len(), tag);
+                    row.round = tag.map(|(r, _)| r);
+                    rows.push(row);
+                }
             }
         }
     }
@@ -111,9 +133,12 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
             video_samples: c.video_samples,
             command: c.command.clone(),
         }),
+        budget: options.budget.filter(|_| points.iter().any(|p| p.budget)),
+        claims: Vec::new(),
     };
     results.derive_across_rows();
     results.findings = crate::findings::generate(&results);
+    results.claims = crate::claims::evaluate(&results);
     Ok(results)
 }
 
@@ -129,10 +154,10 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// One row, with the progress bar told.
-    fn row(&self, server: &ServerSpec, point: &Point, index: usize) -> Row {
-        self.bar.set_message(format!("{} @ {} {}", server.name, point.sweep, point.x_label()));
-        let row = run_row(self, server, point, index);
+    /// One row (round `r` of `n` when the point runs more than once), with the progress bar told.
+    fn row(&self, server: &ServerSpec, point: &Point, index: usize, round: Option<(usize, usize)>) -> Row {
+        self.bar.set_message(row_label(server, point, round));
+        let row = run_row(self, server, point, index, round);
         self.bar.inc(1);
         row
     }
@@ -145,7 +170,7 @@ impl Run<'_> {
             let declared: Vec<&Point> = points.iter().filter(|p| p.sweep == sweep.name).collect();
             for point in &declared {
                 for server in servers {
-                    rows.push(self.row(server, point, rows.len()));
+                    rows.push(self.row(server, point, rows.len(), None));
                 }
             }
             let Some(&last) = declared.last() else { continue };
@@ -181,7 +206,7 @@ impl Run<'_> {
                     break;
                 }
                 for server in std::mem::take(&mut going) {
-                    rows.push(self.row(server, &point, rows.len()));
+                    rows.push(self.row(server, &point, rows.len(), None));
                     if perfect_at(rows, server, Some(next)) {
                         going.push(server);
                     }
@@ -190,6 +215,12 @@ impl Run<'_> {
             }
         }
     }
+}
+
+/// `sluice uring @ capacity 1000 (round 2/3)`: the row's full name in progress messages.
+fn row_label(server: &ServerSpec, point: &Point, round: Option<(usize, usize)>) -> String {
+    let round = round.map(|(r, n)| format!(" (round {r}/{n})")).unwrap_or_default();
+    format!("{} @ {} {}{round}", server.name, point.sweep, point.x_label())
 }
 
 fn empty_row(server: &ServerSpec, point: &Point, placement: &Placement) -> Row {
@@ -201,6 +232,8 @@ fn empty_row(server: &ServerSpec, point: &Point, placement: &Placement) -> Row {
         load_command: String::new(),
         server_cpus: placement.server.clone(),
         load_cpus: placement.load.clone(),
+        round: None,
+        budget: None,
         outcome: RowOutcome::Skipped { reason: String::new() },
     }
 }
@@ -211,9 +244,11 @@ fn progress_bar(show: bool, len: u64, prefix: &str) -> ProgressBar {
     }
     let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:>18} [{bar:30}] {pos}/{len} {elapsed_precise} {wide_msg}")
-            .expect("a valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise}, about {eta} left\n  {wide_msg}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
     );
     bar.set_prefix(prefix.to_string());
     bar
@@ -263,6 +298,7 @@ fn loopback_row(
         profile: None,
         clients: None,
         transport: None,
+        budget: false,
     };
     let (outcome, command) =
         match iperf3_loopback(&ctx.work_dir.join("iperf3"), duration, &placement.server, &placement.load) {
@@ -278,12 +314,22 @@ fn loopback_row(
         load_command: String::new(),
         server_cpus: placement.server,
         load_cpus: placement.load,
+        round: None,
+        budget: None,
         outcome,
     }
 }
 
 fn measured_duration(experiment: &Experiment, quick: bool) -> Duration {
-    let full = experiment.load.duration.unwrap_or(Duration::from_secs(10));
+    point_duration(experiment, None, quick)
+}
+
+/// Measured time of a row at `point`: its sweep's own duration in a full run, else the load's.
+fn point_duration(experiment: &Experiment, point: Option<&Point>, quick: bool) -> Duration {
+    let full = point
+        .and_then(|p| experiment.sweep_of(p).duration)
+        .or(experiment.load.duration)
+        .unwrap_or(Duration::from_secs(10));
     if quick {
         experiment.load.quick_duration.unwrap_or(Duration::from_secs(1))
     } else {
@@ -291,7 +337,13 @@ fn measured_duration(experiment: &Experiment, quick: bool) -> Duration {
     }
 }
 
-fn run_row(run: &Run, server: &ServerSpec, point: &Point, index: usize) -> Row {
+fn run_row(
+    run: &Run,
+    server: &ServerSpec,
+    point: &Point,
+    index: usize,
+    round: Option<(usize, usize)>,
+) -> Row {
     let (experiment, options, ctx, bar) = (run.experiment, run.options, run.ctx, run.bar);
     let placement = Placement::for_workers(crate::machine::cores(), point.workers);
     let _ = pin(if placement.load.is_empty() { &[] } else { &placement.load });
@@ -300,18 +352,34 @@ fn run_row(run: &Run, server: &ServerSpec, point: &Point, index: usize) -> Row {
         row.outcome = RowOutcome::Failed { reason: format!("no content to stream: {reason}") };
         return row;
     }
-    let work = ctx.work_dir.join(format!("{index:03}"));
-    let mut running = match RunningServer::start(server, point, ctx, &work, &placement.server) {
-        Ok(s) => s,
-        Err(StartError::Missing(reason)) => {
-            row.outcome = RowOutcome::Skipped { reason };
-            return row;
+    let cgroup = if point.budget {
+        let created = match options.budget {
+            Some(b) => ServerCgroup::create(b.quota_us(point.workers), b.period_us),
+            None => Err("capacity rows need a CPU budget and this run has none (--server-cpu 0)".to_string()),
+        };
+        match created {
+            Ok(g) => Some(g),
+            Err(reason) => {
+                row.outcome = RowOutcome::Skipped { reason };
+                return row;
+            }
         }
-        Err(StartError::Failed(reason)) => {
-            row.outcome = RowOutcome::Failed { reason };
-            return row;
-        }
+    } else {
+        None
     };
+    let work = ctx.work_dir.join(format!("{index:03}"));
+    let mut running =
+        match RunningServer::start(server, point, ctx, &work, &placement.server, cgroup.as_ref()) {
+            Ok(s) => s,
+            Err(StartError::Missing(reason)) => {
+                row.outcome = RowOutcome::Skipped { reason };
+                return row;
+            }
+            Err(StartError::Failed(reason)) => {
+                row.outcome = RowOutcome::Failed { reason };
+                return row;
+            }
+        };
     row.server_command = running.command_line.clone();
     let threads = if placement.load.is_empty() { crate::machine::cores() } else { placement.load.len() };
     if let Some(Ok(content)) = run.content {
@@ -332,14 +400,30 @@ fn run_row(run: &Run, server: &ServerSpec, point: &Point, index: usize) -> Row {
     }
     let cpu_before = running.cpu_seconds();
     let calls_before = running.metrics();
-    let mut observer = BarObserver { bar, label: format!("{} @ {}", server.name, point.x_label()) };
+    let throttling_before = cgroup.as_ref().map(ServerCgroup::stat);
+    let wall = Instant::now();
+    let mut observer = BarObserver { bar, label: row_label(server, point, round) };
     let report = sluice_load::run(&plan.config, &mut observer);
+    let wall = wall.elapsed().as_secs_f64();
     let cpu = running.cpu_seconds() - cpu_before;
     let calls = match (calls_before, running.metrics()) {
         (Some(before), Some(after)) => Some(counter_delta(&before, &after)),
         _ => None,
     };
+    if let (Some(g), Some(before)) = (&cgroup, throttling_before) {
+        let (quota_us, period_us) = g.read_limit().unwrap_or((g.quota_us, g.period_us));
+        row.budget = Some(RowBudget {
+            cpus: quota_us as f64 / period_us.max(1) as f64,
+            quota_us,
+            period_us,
+            mechanism: g.mechanism(),
+            server_in_group: g.holds(running.pid()),
+            throttling: g.stat().since(&before),
+            server_cpu_pct: cpu / wall.max(1e-9) * 100.0,
+        });
+    }
     running.stop();
+    drop(cgroup);
     row.outcome = match report {
         Ok(report) => measured(report, point.chunk, cpu, calls.as_ref()),
         Err(e) => RowOutcome::Failed { reason: format!("load: {e}") },
@@ -517,8 +601,8 @@ impl LoadPlanned {
                 };
                 let url = format!("{base_url}{path}");
                 let vus = point.vus.unwrap_or(1);
-                let duration = measured_duration(experiment, quick);
-                let think = experiment.load.think.unwrap_or_default();
+                let duration = point_duration(experiment, Some(point), quick);
+                let think = experiment.sweep_of(point).think.or(experiment.load.think).unwrap_or_default();
                 let closed = |d: Duration| -> Result<LoadConfig, LabError> {
                     let mut c = LoadConfig::closed(vec![TargetSpec::parse(&url)?], vus, Some(d), None);
                     if let sluice_load::Model::Closed(m) = &mut c.model {

@@ -48,6 +48,41 @@ const COLORS: [&str; 10] = [
     "#bcbd22",
 ];
 
+/// Marker shapes: circle, square, triangle, diamond.
+const MARKERS: usize = 4;
+
+/// Marker `shape` at (x, y) with `inner` (a `<title>`) inside.
+fn marker(shape: usize, x: f64, y: f64, color: &str, inner: &str) -> String {
+    match shape % MARKERS {
+        0 => format!(r#"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}">{inner}</circle>"#),
+        1 => format!(
+            r#"<rect x="{:.1}" y="{:.1}" width="7" height="7" fill="{color}">{inner}</rect>"#,
+            x - 3.5,
+            y - 3.5
+        ),
+        2 => format!(
+            r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}">{inner}</polygon>"#,
+            x,
+            y - 4.5,
+            x - 4.5,
+            y + 3.5,
+            x + 4.5,
+            y + 3.5
+        ),
+        _ => format!(
+            r#"<polygon points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1} {:.1},{:.1}" fill="{color}">{inner}</polygon>"#,
+            x,
+            y - 4.5,
+            x + 4.5,
+            y,
+            x,
+            y + 4.5,
+            x - 4.5,
+            y
+        ),
+    }
+}
+
 /// Escapes text for XML and HTML.
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -143,7 +178,19 @@ impl LineChart {
             let mut xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
             xs.sort_by(f64::total_cmp);
             xs.dedup();
-            xs.into_iter().map(|x| (sx(x), tick_label(x))).collect()
+            if xs.len() > 12 && !self.log_x {
+                // A long series (one point a second): round ticks (every 10 s or so), not a
+                // label on every point.
+                let (lo, hi) = (xs[0], xs[xs.len() - 1]);
+                nice_ticks(hi - lo)
+                    .into_iter()
+                    .map(|t| lo + t)
+                    .filter(|t| *t <= hi)
+                    .map(|x| (sx(x), tick_label(x)))
+                    .collect()
+            } else {
+                xs.into_iter().map(|x| (sx(x), tick_label(x))).collect()
+            }
         };
         for (x, label) in &xticks {
             let _ = write!(
@@ -164,9 +211,11 @@ impl LineChart {
             cy = TOP + ph / 2.0,
             yl = escape(&self.y_label),
         );
-        // Lines, markers, legend.
+        // Lines, markers, legend. Colour and marker shape together tell up to 20 series apart
+        // (10 colours × 4 shapes, which repeat together only every 20).
         for (i, s) in self.series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
+            let shape = i % MARKERS;
             let place = |p: &(f64, f64)| {
                 let x = if self.categories.is_empty() { sx(p.0) } else { sx_cat(p.0) };
                 (x, sy(p.1))
@@ -187,19 +236,16 @@ impl LineChart {
             );
             for p in &s.points {
                 let (x, y) = place(p);
-                let _ = write!(
-                    svg,
-                    r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"><title>{}: {}</title></circle>"#,
-                    escape(&s.name),
-                    tick_label(p.1)
-                );
+                let title = format!("<title>{}: {}</title>", escape(&s.name), tick_label(p.1));
+                svg.push_str(&marker(shape, x, y, color, &title));
             }
             let ly = TOP + 8.0 + i as f64 * 16.0;
             let lx = LEFT + pw + 10.0;
             let _ = write!(
                 svg,
-                r#"<line x1="{lx}" x2="{lx2}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/><text x="{tx}" y="{ty}" font-size="11">{n}</text>"#,
+                r#"<line x1="{lx}" x2="{lx2}" y1="{ly}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>{m}<text x="{tx}" y="{ty}" font-size="11">{n}</text>"#,
                 lx2 = lx + 18.0,
+                m = marker(shape, lx + 9.0, ly, color, ""),
                 tx = lx + 22.0,
                 ty = ly + 4.0,
                 n = escape(&s.name)
@@ -232,6 +278,32 @@ mod tests {
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("a &lt; b") && svg.contains("two &amp; more"));
         assert!(LineChart::default().render().contains("no measured rows"));
+    }
+
+    #[test]
+    fn thirteen_series_each_get_their_own_colour_and_marker() {
+        let combos: std::collections::BTreeSet<(&str, usize)> =
+            (0..20).map(|i| (COLORS[i % COLORS.len()], i % MARKERS)).collect();
+        assert_eq!(combos.len(), 20);
+        for shape in 0..MARKERS {
+            assert!(marker(shape, 1.0, 1.0, "#000", "").contains("fill=\"#000\""));
+        }
+    }
+
+    #[test]
+    fn a_long_series_gets_round_x_ticks_not_one_per_point() {
+        let chart = LineChart {
+            series: vec![Series {
+                name: "ok".into(),
+                points: (0..90).map(|s| (s as f64, 1.0)).collect(),
+                dashed: false,
+            }],
+            ..LineChart::default()
+        };
+        let svg = chart.render();
+        let ticks = svg.matches("text-anchor=\"middle\">").count() - 1; // less the axis label
+        assert!((5..=12).contains(&ticks), "{ticks} x ticks");
+        assert!(svg.contains(">80</text>") && !svg.contains(">81</text>"));
     }
 
     #[test]

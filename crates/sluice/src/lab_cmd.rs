@@ -47,9 +47,19 @@ struct RunArgs {
     /// Output directory (each experiment gets a subdirectory).
     #[arg(long, default_value = "lab-results")]
     out: PathBuf,
-    /// Only server configurations whose name contains this text.
+    /// Only server configurations whose name contains this text (or one of several, comma-separated).
     #[arg(long, value_name = "TEXT")]
     servers: Option<String>,
+    /// Only sweeps whose name contains this text (e.g. `capacity`).
+    #[arg(long, value_name = "TEXT")]
+    sweeps: Option<String>,
+    /// CPU budget of the capacity rows, in cores per server worker thread (a CPU cgroup quota:
+    /// cgroup v2 cpu.max or v1 cpu.cfs_quota_us); 0 skips those rows.
+    #[arg(long, value_name = "CORES", default_value_t = 0.5)]
+    server_cpu: f64,
+    /// The budget's cgroup scheduling period (short, so throttling does not dominate latency).
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = sluice_load::duration_text::parse)]
+    cpu_period: std::time::Duration,
     /// No progress bars.
     #[arg(long)]
     no_progress: bool,
@@ -60,7 +70,9 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.command {
         LabCommand::List => {
             for e in sluice_lab::builtin() {
-                let rows: usize = e.points(false, sluice_lab::machine::cores()).len() * e.server.len();
+                let points = e.points(false, sluice_lab::machine::cores());
+                let runs: usize = points.iter().map(|p| e.sweep_of(p).rounds_for(false)).sum();
+                let rows = runs * e.server.len();
                 println!("{:<4} {:<18} {} ({} rows; source: {})", e.id, e.name, e.title, rows, e.seed);
             }
             Ok(())
@@ -119,8 +131,11 @@ fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
         sluice_exe: std::env::current_exe().context("finding the sluice binary")?,
         sluice_version: env!("CARGO_PKG_VERSION").to_string(),
         servers: args.servers.clone(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: std::env::args().map(|a| shell_word(&a)).collect::<Vec<_>>().join(" "),
         progress: !args.no_progress,
+        budget: (args.server_cpu > 0.0)
+            .then(|| sluice_lab::budget::CpuBudget::new(args.server_cpu, args.cpu_period)),
+        sweeps: args.sweeps.clone(),
     };
     let mut runs: Vec<ExperimentResults> = Vec::new();
     for e in &experiments {
@@ -149,6 +164,29 @@ fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `a` as a shell reads it back: quoted when it has spaces or quotes, so a report's command can
+/// be pasted as it is.
+fn shell_word(a: &str) -> String {
+    if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./,:=@+%".contains(c)) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
 fn write_report(path: &std::path::Path, runs: &[ExperimentResults]) -> anyhow::Result<()> {
     std::fs::write(path, report::render(runs)).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_reports_command_pastes_back_as_it_ran() {
+        assert_eq!(shell_word("--servers"), "--servers");
+        assert_eq!(shell_word("sluice uring,nginx"), "'sluice uring,nginx'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

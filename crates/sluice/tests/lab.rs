@@ -1,7 +1,9 @@
 //! `sluice lab run NAME --quick` for every experiment, end to end: real sluice servers on every
 //! engine, nginx, iperf3 and GStreamer's RTSP server as peers (installed by scripts/test), the load
-//! generator pinned apart from the server. Asserts the shape and self-consistency of
-//! `results.json`, the CSVs and the report; never how fast anything was.
+//! generator pinned apart from the server, capacity rows under a CPU cgroup budget. Asserts the
+//! shape and self-consistency of `results.json`, the CSVs and the report, and that the budget was
+//! applied (the quota the kernel holds, the server in the group, throttling counted); never how
+//! fast anything was.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
@@ -86,11 +88,22 @@ fn check_rows(results: &Value, expected_rows: usize) {
                 continue;
             }
             "skipped" => {
-                assert!(r["peer"].as_bool().unwrap(), "only a peer may be skipped: {label}");
-                assert!(!r["reason"].as_str().unwrap().is_empty(), "{label}");
+                let reason = r["reason"].as_str().unwrap();
+                assert!(!reason.is_empty(), "{label}");
+                let budget_missing = r["point"]["budget"] == true && !budget_applies();
+                assert!(
+                    r["peer"].as_bool().unwrap() || budget_missing,
+                    "only a peer, or a capacity row where no CPU budget applies, may be skipped: {label}: {reason}"
+                );
+                if budget_missing {
+                    assert!(reason.contains("no CPU budget could be applied"), "{label}: {reason}");
+                }
                 continue;
             }
             other => panic!("{label} {other}: {}", r["reason"]),
+        }
+        if r["point"]["budget"] == true {
+            check_budget(r, &label);
         }
         let f = &r["figures"];
         let (requests, ok, failed, dropped) =
@@ -122,6 +135,82 @@ fn check_rows(results: &Value, expected_rows: usize) {
             num(f, "req_per_s"),
             "{label}: figures come from the load report"
         );
+    }
+}
+
+/// Whether this machine lets the lab create a CPU cgroup with a quota (root with a writable
+/// cgroup v1 `cpu` or v2 `cpu.max`): asked the way the lab asks.
+fn budget_applies() -> bool {
+    sluice_lab::budget::ServerCgroup::create(5000, 10_000).is_ok()
+}
+
+/// A capacity row ran under the default budget (`--server-cpu 0.5`, 10 ms period): the kernel
+/// held the quota, the server was in the group, and it used no more CPU than the quota allows
+/// (plus a tick of `/proc`'s accounting).
+fn check_budget(r: &Value, label: &str) {
+    let b = &r["budget"];
+    assert!(b.is_object(), "{label}: a measured capacity row records its budget");
+    let workers = num(&r["point"], "workers");
+    assert_eq!(num(b, "period_us"), 10_000.0, "{label}: {b}");
+    assert_eq!(num(b, "quota_us"), 5000.0 * workers, "{label}: the quota read back from the kernel: {b}");
+    assert_eq!(num(b, "cpus"), 0.5 * workers, "{label}");
+    assert_eq!(b["server_in_group"], true, "{label}: the server ran inside the group: {b}");
+    let mechanism = b["mechanism"].as_str().unwrap();
+    assert!(mechanism.contains("cpu.cfs_quota_us") || mechanism.contains("cpu.max"), "{label}: {mechanism}");
+    let throttling = &b["throttling"];
+    assert!(num(throttling, "nr_periods") > 0.0, "{label}: the group ran: {b}");
+    assert!(num(throttling, "nr_throttled") <= num(throttling, "nr_periods"), "{label}: {b}");
+    let cpu_pct = num(b, "server_cpu_pct");
+    assert!(cpu_pct <= 50.0 * workers + 10.0, "{label}: the server stayed within its quota: {cpu_pct}%");
+}
+
+/// Every server has every round of every capacity point, rounds alternate, and the claims
+/// table is in `results.json` and the report.
+fn check_capacity(results: &Value, html: &str, rounds: u64) {
+    let capacity: Vec<&Value> = rows(results).iter().filter(|r| r["point"]["sweep"] == "capacity").collect();
+    assert!(!capacity.is_empty(), "capacity rows");
+    let servers = results["experiment"]["server"].as_array().unwrap();
+    for s in servers {
+        let mine: Vec<u64> = capacity
+            .iter()
+            .filter(|r| r["server"] == s["name"])
+            .map(|r| r["round"].as_u64().unwrap_or(1))
+            .collect();
+        for round in 1..=rounds {
+            assert!(mine.contains(&round), "{} round {round}: {mine:?}", s["name"]);
+        }
+    }
+    if rounds > 1 {
+        // Alternating: each round runs every server before the next round starts.
+        let first_two: Vec<&str> =
+            capacity.iter().take(2 * servers.len()).map(|r| r["server"].as_str().unwrap()).collect();
+        let (one, two) = first_two.split_at(servers.len());
+        let mut reversed = one.to_vec();
+        reversed.reverse();
+        assert_eq!(two, reversed.as_slice(), "the second round runs the servers in reverse order");
+    }
+    let claims = results["claims"].as_array().expect("claims in results.json");
+    let declared = results["experiment"]["claim"].as_array().unwrap();
+    assert!(!declared.is_empty() && claims.len() >= declared.len(), "every declared claim has a verdict");
+    for c in claims {
+        let verdict = c["verdict"].as_str().unwrap();
+        assert!(["reproduced", "not_reproduced", "not_measurable"].contains(&verdict), "{c}");
+        assert!(!c["why"].as_str().unwrap().is_empty(), "a verdict says why: {c}");
+        let claim = c["claim"].as_str().unwrap().replace('&', "&amp;").replace('\'', "&#39;");
+        assert!(
+            html.contains(&claim) || html.contains(c["claim"].as_str().unwrap()),
+            "claim in the report: {claim}"
+        );
+    }
+    assert!(html.contains("The source report's claims, measured here"));
+    if budget_applies() {
+        assert!(html.contains("each server ran in a CPU cgroup of its own"), "the method is printed");
+        let throttled: f64 = capacity
+            .iter()
+            .filter(|r| r["status"] == "measured")
+            .map(|r| num(&r["budget"]["throttling"], "nr_throttled"))
+            .sum();
+        assert!(throttled > 0.0, "unpaced, the servers reach their quota and the kernel throttles them");
     }
 }
 
@@ -159,8 +248,9 @@ fn e1_zero_copy_every_engine_and_strategy_against_nginx_with_the_loopback_limit(
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let results = lab(&["E1"], out.path(), &[]);
-    // 11 sluice configurations + 2 nginx, 3 chunk sizes, + the iperf3 reference row.
-    check_rows(&results, 13 * 3 + 1);
+    // 11 sluice configurations + 2 nginx, 3 chunk sizes paced and once more at the budget (one
+    // round with --quick), + the iperf3 reference row.
+    check_rows(&results, 13 * 3 * 2 + 1);
     let reference = rows(&results).iter().find(|r| r["status"] == "reference").expect("iperf3 ran");
     assert!(reference["server_command"].as_str().unwrap().contains("iperf3"));
     for r in rows(&results).iter().filter(|r| r["server"].as_str().unwrap().starts_with("nginx")) {
@@ -168,6 +258,7 @@ fn e1_zero_copy_every_engine_and_strategy_against_nginx_with_the_loopback_limit(
     }
     let html = check_report(&out.path().join("zero-copy"), &results);
     assert!(html.contains("Loopback reference measured by iperf3"));
+    check_capacity(&results, &html, 1);
 }
 
 #[test]
@@ -175,10 +266,12 @@ fn e2_concurrency_sweeps_users() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let results = lab(&["concurrency"], out.path(), &[]);
-    check_rows(&results, 4 * 2);
+    // 4 servers at 2 user counts, paced, then at the budget in 2 rounds.
+    check_rows(&results, 4 * 2 + 4 * 2 * 2);
     let users: Vec<f64> = rows(&results).iter().map(|r| num(&r["point"], "vus")).collect();
     assert!(users.contains(&100.0) && users.contains(&500.0));
-    check_report(&out.path().join("concurrency"), &results);
+    let html = check_report(&out.path().join("concurrency"), &results);
+    check_capacity(&results, &html, 2);
     // Measured rows read back from results.json into a new report.
     let again = lab_report(out.path(), &[out.path().join("concurrency")]);
     assert!(std::fs::read_to_string(again)
@@ -191,9 +284,16 @@ fn e3_io_models_sweeps_connections_and_threads_with_syscalls_per_request() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let results = lab(&["E3"], out.path(), &[]);
-    let cores = results["machine"]["cores"].as_u64().unwrap();
-    let worker_points = if cores > 1 { 2 } else { 1 };
-    check_rows(&results, 5 * (2 + worker_points));
+    let cores = results["machine"]["cores"].as_u64().unwrap() as usize;
+    // 5 servers: 2 connection counts and 1..=cores workers; then at the budget the 2 connection
+    // counts in 2 rounds and 1..=cores workers in 1.
+    check_rows(&results, 5 * (2 + cores) + 5 * 2 * 2 + 5 * cores);
+    let threads: Vec<u64> = rows(&results)
+        .iter()
+        .filter(|r| r["point"]["sweep"] == "threads" && r["server"] == "sluice epoll")
+        .map(|r| r["point"]["workers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(threads, (1..=cores as u64).collect::<Vec<_>>(), "the thread sweep runs 1 up to the cores");
     let uring = rows(&results)
         .iter()
         .find(|r| r["server"] == "sluice uring" && r["status"] == "measured")
@@ -208,7 +308,56 @@ fn e3_io_models_sweeps_connections_and_threads_with_syscalls_per_request() {
             assert!(num(&r["figures"], "scaling_pct") > 0.0, "{r}");
         }
     }
-    check_report(&out.path().join("io-models"), &results);
+    let html = check_report(&out.path().join("io-models"), &results);
+    check_capacity(&results, &html, 2);
+    // The claims table is generated from results.json: a report rebuilt from it has the same.
+    let again = std::fs::read_to_string(lab_report(out.path(), &[out.path().join("io-models")])).unwrap();
+    for c in results["claims"].as_array().unwrap() {
+        let verdict = match c["verdict"].as_str().unwrap() {
+            "reproduced" => "<b>reproduced</b>",
+            "not_reproduced" => "<b>not reproduced</b>",
+            _ => "<b>not measurable here</b>",
+        };
+        assert!(again.contains(verdict), "{c}");
+    }
+    let md = std::fs::read_to_string(out.path().join("again.md")).unwrap();
+    assert!(md.contains("| claim | published | measured here | verdict | why |"), "claims in the Markdown");
+}
+
+#[test]
+fn capacity_rows_without_a_cpu_cgroup_are_skipped_with_the_reason() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    // A cgroup file system with no CPU controller in it.
+    let results = lab(
+        &["io-models", "--sweeps", "capacity", "--servers", "sluice epoll"],
+        out.path(),
+        &[("SLUICE_LAB_CGROUP_ROOT", root.path().to_str().unwrap())],
+    );
+    let skipped = rows(&results);
+    assert_eq!(skipped.len(), 2 * 2, "2 connection counts, 2 rounds");
+    for r in skipped {
+        assert_eq!(r["status"], "skipped", "{r}");
+        let reason = r["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("no CPU budget could be applied") && reason.contains("no CPU controller"),
+            "{r}"
+        );
+    }
+    let html = std::fs::read_to_string(out.path().join("io-models/report.html")).unwrap();
+    assert!(html.contains("were not measured: no CPU budget could be applied"), "the report says why");
+    let claims = results["claims"].as_array().unwrap();
+    assert!(claims.iter().all(|c| c["verdict"] == "not_measurable"), "{claims:?}");
+    // Without a budget asked for, the same rows say so.
+    let results = lab(
+        &["io-models", "--sweeps", "capacity", "--servers", "sluice epoll", "--server-cpu", "0"],
+        out.path(),
+        &[],
+    );
+    for r in rows(&results) {
+        assert!(r["reason"].as_str().unwrap().contains("--server-cpu 0"), "{r}");
+    }
 }
 
 #[test]
@@ -231,6 +380,14 @@ fn e4_execution_models_run_the_three_profiles_cold_with_per_second_series() {
     assert_eq!(targets.len(), 4, "50, 100, 200 ms and mixed");
     let html = check_report(&out.path().join("execution-models"), &results);
     assert!(html.contains("Per second: OK and failed responses, active users"));
+    // The seed's success rates, checked per execution model and profile.
+    let claims = results["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 5 * 3, "{claims:?}");
+    assert!(
+        claims.iter().all(|c| c["verdict"] != "not_measurable"),
+        "every model ran every profile: {claims:?}"
+    );
+    assert!(html.contains("The source report's claims, measured here (quick mode: smoke-check figures"));
     assert!(html.contains("Latency per endpoint"));
     let series_csv = std::fs::read_to_string(out.path().join("execution-models/series.csv")).unwrap();
     assert!(series_csv.lines().count() > 15);
