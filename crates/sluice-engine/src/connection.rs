@@ -59,6 +59,9 @@ pub(crate) struct Connection<S, T = TcpStream> {
     pipe: Option<Pipe>,
     /// Set once the connection is lingering: until when, and how much it has discarded.
     pub lingering: Option<(Instant, usize)>,
+    /// `Session::on_close` for `S`, kept here so that `Drop` (which cannot require `S: Session`
+    /// of a struct that does not) calls it.
+    on_close: fn(&mut S, &Outbox),
 }
 
 impl<S: Session, T: AsRawFd> Connection<S, T> {
@@ -75,6 +78,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             maybe_readable: true,
             pipe: None,
             lingering: None,
+            on_close: S::on_close,
         }
     }
 
@@ -270,6 +274,15 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
         }
         self.session.on_deadline(&mut self.out, clock);
         true
+    }
+}
+
+/// Every engine's connections end here, whatever ended them (the stream finished, the peer left,
+/// a deadline, the shutdown grace): the session learns how much of its output was sent, so that a
+/// response cut short is told from a whole one in one place for all four engines.
+impl<S, T> Drop for Connection<S, T> {
+    fn drop(&mut self) {
+        (self.on_close)(&mut self.session, &self.out);
     }
 }
 

@@ -7,10 +7,12 @@
 
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod app;
 pub mod bench;
 pub mod config;
 pub mod library;
+pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;

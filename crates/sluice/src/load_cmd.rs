@@ -20,6 +20,27 @@ use sluice_load::{
 /// Exit code when the run completed but a `--threshold` failed.
 pub const THRESHOLDS_FAILED: i32 = 99;
 
+/// Marks an error in the command line (exit status 2), as opposed to a run that failed (1).
+#[derive(Debug)]
+pub struct UsageError;
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid arguments")
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Why a run in which nothing succeeded failed, on one line: the commonest error kinds.
+fn nothing_succeeded(what: &str, attempts: u64, kinds: &[(&str, u64)]) -> anyhow::Error {
+    let mut kinds: Vec<&(&str, u64)> = kinds.iter().filter(|(_, n)| *n > 0).collect();
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+    let why: Vec<String> = kinds.iter().take(3).map(|(k, n)| format!("{n} {k}")).collect();
+    let why = if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) };
+    anyhow::anyhow!("no {what} succeeded out of {attempts}{why}")
+}
+
 /// Load generators.
 #[derive(Args, Debug)]
 pub struct LoadArgs {
@@ -242,7 +263,7 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.audio = !args.video_only;
     config.threads = args.threads.unwrap_or(config.threads);
     config.allow_non_loopback = args.common.allow_non_loopback;
-    config.validate()?;
+    config.validate().map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     crate::raise_nofile_limit();
     let report = if args.common.no_progress {
         sluice_load::rtsp::run_rtsp(&config, &mut sluice_load::NoObserver)?
@@ -256,12 +277,35 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         report.write_json(path)?;
     }
+    let summary = &report.summary;
+    if summary.samples_total == 0 {
+        let f = &summary.failures;
+        return Err(nothing_succeeded(
+            "viewer",
+            summary.clients as u64,
+            &[
+                ("could not connect", f.connect),
+                ("failed DESCRIBE", f.describe),
+                ("found no video", f.no_video),
+                ("failed SETUP", f.setup),
+                ("failed PLAY", f.play),
+                ("timed out", f.timeout),
+                ("received no media", f.no_media),
+                ("lost the stream", f.stream),
+            ],
+        ));
+    }
     Ok(())
 }
 
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
-    let thresholds = args.thresholds.iter().map(|t| Threshold::parse(t)).collect::<Result<Vec<_>, _>>()?;
-    let config = build_config(&args)?;
+    let thresholds = args
+        .thresholds
+        .iter()
+        .map(|t| Threshold::parse(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::Error::new(e).context(UsageError))?;
+    let config = build_config(&args).map_err(|e| e.context(UsageError))?;
     crate::raise_nofile_limit();
     let report = if args.common.no_progress {
         sluice_load::run(&config, &mut sluice_load::NoObserver)?
@@ -279,6 +323,12 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.csv {
         write_file(&CsvSeries, &report, path)?;
+    }
+    if report.requests.ok == 0 {
+        let e = &report.errors;
+        let kinds: Vec<(&str, u64)> =
+            sluice_load::stats::ErrorKind::ALL.iter().map(|&k| (k.name(), e.get(k))).collect();
+        return Err(nothing_succeeded("request", report.requests.sent, &kinds));
     }
     if !report.thresholds_passed() {
         let failed: Vec<&str> =

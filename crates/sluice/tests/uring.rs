@@ -30,7 +30,7 @@ fn keep_alive_20_requests_cost_no_read_or_write_calls() {
         let server = Server::serve(engine, &fx, &[]);
         let t1 = fx.file("t1.html");
         let mut c = Conn::open(server.addr());
-        let before = metrics(&mut c);
+        let before = server.scrape();
         for i in 0..20 {
             c.send(get("/t1.html", &[]));
             let r = c.response();
@@ -38,7 +38,7 @@ fn keep_alive_20_requests_cost_no_read_or_write_calls() {
             assert_bytes_eq(&r.body, &t1, &format!("request {i}"));
             assert!(!r.says_close());
         }
-        let after = metrics(&mut c);
+        let after = server.scrape();
         let delta = |name: &str| metric(&after, name) - metric(&before, name);
         let sys = |kind: &str| delta(&format!("sluice_syscalls_total{{kind=\"{kind}\"}}"));
         // Reads arrive as multishot receive completions and writes leave as ring operations:
