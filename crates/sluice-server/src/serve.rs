@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -51,13 +51,13 @@ pub enum ServeError {
     /// The engine failed to start or run.
     #[error(transparent)]
     Engine(#[from] sluice_engine::EngineError),
-    /// The shutdown grace ran out with responses or sessions still in flight; they were cut off.
-    #[error("the shutdown grace ({grace}) ran out: {connections} connection(s) cut off")]
+    /// The shutdown grace ran out with responses still in flight; they were cut off.
+    #[error("the shutdown grace ({grace}) ran out: {responses} response(s) cut off")]
     GraceExpired {
         /// The grace, as configured.
         grace: String,
-        /// Connections still open when it ran out.
-        connections: u64,
+        /// Responses cut off when it ran out.
+        responses: u64,
     },
 }
 
@@ -240,10 +240,12 @@ impl Server {
         let service = Arc::new(HttpService { app: self.app });
         let counters = &self.counters;
         let grace = engine.shutdown_grace;
-        let cut_off = AtomicU64::new(0);
+        let app = Arc::clone(&service.app);
+        // When the shutdown was seen (within 20 ms of it) and how many responses had been cut by
+        // then: responses cut after it, by a shutdown that took the whole grace, were cut by it.
+        let seen = std::sync::Mutex::new(None::<(Instant, u64)>);
         let finished = std::sync::atomic::AtomicBool::new(false);
         let result = std::thread::scope(|scope| {
-            // Notes what is still open when the grace runs out: the engines close it then.
             let watcher = std::thread::Builder::new().name("sluice-grace".into()).spawn_scoped(scope, || {
                 while !shutdown.is_triggered() {
                     if finished.load(Ordering::Relaxed) {
@@ -251,14 +253,8 @@ impl Server {
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                let end = Instant::now() + grace;
-                while Instant::now() < end {
-                    if finished.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                cut_off.store(counters.open_connections(), Ordering::Relaxed);
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                *seen = Some((Instant::now(), app.requests().cut_total()));
             });
             if let Err(source) = watcher {
                 return Err(EngineError::Setup { what: "spawn grace watcher", source });
@@ -341,11 +337,14 @@ impl Server {
             http.and(rtsp).and(admin)
         });
         result?;
-        let cut = cut_off.load(Ordering::Relaxed);
-        if cut > 0 {
-            let grace = humantime::format_duration(grace).to_string();
-            tracing::warn!("stopped: the shutdown grace ({grace}) ran out with {cut} connection(s) open; they were cut off");
-            return Err(ServeError::GraceExpired { grace, connections: cut });
+        let seen = *seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, cut_before)) = seen {
+            let cut = app.requests().cut_total() - cut_before;
+            if cut > 0 && at.elapsed() + Duration::from_millis(50) >= grace {
+                let grace = humantime::format_duration(grace).to_string();
+                tracing::warn!("stopped: the shutdown grace ({grace}) ran out; {cut} response(s) cut off");
+                return Err(ServeError::GraceExpired { grace, responses: cut });
+            }
         }
         tracing::info!("stopped");
         Ok(())

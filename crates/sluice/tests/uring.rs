@@ -115,6 +115,8 @@ fn serve_exits(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus
     let root = fx.root_arg();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--rtsp-listen", "127.0.0.1:0", "--root", &root])
+        .args(["--admin-listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0"])
         .args(args)
         .env_remove("SLUICE_CONFIG");
     for (k, v) in env {
@@ -127,7 +129,7 @@ fn serve_exits(args: &[&str], env: &[(&str, &str)]) -> (std::process::ExitStatus
 #[test]
 fn sendfile_is_refused_on_uring() {
     let (status, log) = serve_exits(&["--engine", "uring", "--send", "sendfile"], &[]);
-    assert!(!status.success(), "uring with sendfile started:\n{log}");
+    assert_eq!(status.code(), Some(2), "uring with sendfile is a configuration error:\n{log}");
     assert!(
         log.contains("cannot send with sendfile") && log.contains("splice, copy"),
         "the refusal does not say why and what works:\n{log}"
@@ -158,6 +160,7 @@ fn uring_requested_by_config_falls_back_to_epoll() {
     let root = fx.root_arg();
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--listen", "127.0.0.1:0", "--rtsp-listen", "127.0.0.1:0", "--root", &root])
+        .args(["--admin-listen", "127.0.0.1:0"])
         .args(&cmd_args)
         .env("SLUICE_FORCE_EPOLL", "1")
         .stderr(std::process::Stdio::piped())
