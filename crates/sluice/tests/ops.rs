@@ -131,17 +131,16 @@ fn admin_endpoints_live_on_their_own_port(engine: &[&str]) {
     assert_eq!(clip["rtsp"], rtsp.as_str(), "{list}");
     assert!(items.iter().any(|i| i["path"] == "/metrics" && i["rtsp"].is_null()), "{list}");
     fetch_get(admin, "/t1.html", &[]).expect_status(404, "the admin port serves no library");
-    if let Some(promtool) = find_tool("promtool") {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("metrics.txt");
-        std::fs::write(&path, &text).unwrap();
-        let mut cmd = Command::new(promtool);
-        cmd.args(["check", "metrics"]).stdin(std::fs::File::open(&path).unwrap());
-        let out = cmd.output().expect("run promtool");
-        let said =
-            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "promtool check metrics: {said}");
-    }
+    // Prometheus's own linter reads the scrape (scripts/test installs it).
+    let promtool = require_tool("promtool", "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("metrics.txt");
+    std::fs::write(&path, &text).unwrap();
+    let mut cmd = Command::new(promtool);
+    cmd.args(["check", "metrics"]).stdin(std::fs::File::open(&path).unwrap());
+    let out = cmd.output().expect("run promtool");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool check metrics: {said}");
     // The landing page shows the RTSP URL beside the player.
     let page = fetch_get(server.addr(), "/", &[]).body_text();
     assert!(page.contains(&rtsp), "{page}");
@@ -294,12 +293,6 @@ fn load_rtsp_against_a_closed_port_exits_1_with_one_line() {
     let lines: Vec<&str> = stderr.trim().lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
     assert!(lines[0].contains("no viewer succeeded") && lines[0].contains("connect"), "{stderr}");
-}
-
-/// A tool on PATH, if installed.
-fn find_tool(name: &str) -> Option<std::path::PathBuf> {
-    let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 /// Kills a child by pid if the test panics before it stopped it.
