@@ -521,10 +521,45 @@ mod tests {
         assert_eq!(config.engine.kind, EngineKind::Epoll);
         let d = RtspSection::default();
         assert_eq!((config.rtsp.enabled, config.rtsp.listen), (d.enabled, d.listen));
+        let a = AdminSection::default();
+        assert_eq!((config.admin.enabled, config.admin.listen), (a.enabled, a.listen));
+        assert_eq!(config.http.bench, HttpSection::default().bench);
         assert_eq!(
             (config.rtsp.session_timeout, config.rtsp.max_payload),
             (d.session_timeout, d.max_payload)
         );
+    }
+
+    #[test]
+    fn listen_addresses_take_a_port_a_name_or_an_address() {
+        assert_eq!(parse_listen("8080"), Ok(SocketAddr::from(([127, 0, 0, 1], 8080))));
+        assert_eq!(parse_listen("localhost:8081"), Ok(SocketAddr::from(([127, 0, 0, 1], 8081))));
+        assert_eq!(parse_listen("0.0.0.0:80"), Ok(SocketAddr::from(([0, 0, 0, 0], 80))));
+        assert!(parse_listen("[::1]:80").unwrap().is_ipv6());
+        for bad in ["", "nowhere", "localhost", "70000", "1.2.3.4:x"] {
+            assert!(parse_listen(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_the_expected_form() {
+        let (line, column, message) = Config::from_text("[limits]\nheader_timeout = 10\n").unwrap_err();
+        assert_eq!((line, column), (2, 18));
+        assert!(message.contains("\"10s\"") && !message.contains('\n'), "{message}");
+        let (_, _, message) = Config::from_text("[http]\nlisten = 8080\n").unwrap_err();
+        assert!(message.contains("\"127.0.0.1:8080\""), "{message}");
+        let c = Config::from_text("[http]\nlisten = \"9000\"\n[limits]\nsend_timeout = \"1.5s\"\n").unwrap();
+        assert_eq!(c.http.listen.port(), 9000);
+        assert_eq!(c.limits.send_timeout, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn effective_settings_read_back_as_the_same_configuration() {
+        let c = Config::default();
+        let back = Config::from_text(&c.effective_toml()).unwrap();
+        assert_eq!(back.engine.send, Some(c.engine_config().send));
+        assert_eq!(back.limits.header_timeout, c.limits.header_timeout);
+        assert_eq!(back.admin.listen, c.admin.listen);
     }
 
     #[test]
