@@ -123,6 +123,10 @@ pub struct RtspArgs {
     /// Runtime worker threads [default: the usable cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Pass/fail criterion, repeatable; a failed one exits 99: `perfect>99%`, `playing>=100%`,
+    /// `samples_mean>=899`, `samples_min>0`, `perfect_clients>=50`, `failures==0`, `lost_packets==0`.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    thresholds: Vec<String>,
     /// Write the full report (summary and every viewer) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -249,6 +253,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
+    let thresholds = args
+        .thresholds
+        .iter()
+        .map(|t| sluice_load::threshold::RtspThreshold::parse(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     let mut config = RtspConfig::new(args.url, args.clients);
     config.transport = match args.transport {
         TransportFlag::Tcp => RtspTransport::Tcp,
@@ -295,7 +305,29 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
             ],
         ));
     }
+    let verdicts: Vec<_> = thresholds.iter().map(|t| t.check(summary)).collect();
+    if !args.common.quiet && !verdicts.is_empty() {
+        for v in &verdicts {
+            println!(
+                "  threshold  {} {} (actual {})",
+                if v.passed { "ok  " } else { "FAIL" },
+                v.expression,
+                v.actual
+            );
+        }
+    }
+    let failed: Vec<&str> = verdicts.iter().filter(|v| !v.passed).map(|v| v.expression.as_str()).collect();
+    if !failed.is_empty() {
+        thresholds_failed(&failed);
+    }
     Ok(())
+}
+
+/// Says which thresholds failed and exits with [`THRESHOLDS_FAILED`].
+fn thresholds_failed(failed: &[&str]) -> ! {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "sluice load: thresholds failed: {}", failed.join(", "));
+    std::process::exit(THRESHOLDS_FAILED);
 }
 
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
@@ -333,8 +365,7 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     if !report.thresholds_passed() {
         let failed: Vec<&str> =
             report.thresholds.iter().filter(|t| !t.passed).map(|t| t.expression.as_str()).collect();
-        eprintln!("sluice load: thresholds failed: {}", failed.join(", "));
-        std::process::exit(THRESHOLDS_FAILED);
+        thresholds_failed(&failed);
     }
     Ok(())
 }

@@ -315,3 +315,35 @@ fn wait_child(child: &mut std::process::Child, limit: Duration) -> Option<std::p
     }
     None
 }
+
+/// `load rtsp` against the demo stream: thresholds decide the exit status (99 when one fails),
+/// and a viewer of the short demo clip ends `--idle-end` after the stream, not at the far
+/// `--setup-timeout`.
+#[test]
+fn load_rtsp_thresholds_and_idle_end() {
+    let server = Server::start(&["--engine", "epoll"], &[]);
+    let url = format!("rtsp://{}/sluice-demo.mp4", server.rtsp_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rtsp.json");
+    let run = |extra: &[&str]| {
+        let mut cmd = sluice();
+        cmd.args(["load", "rtsp", "--no-progress", "--quiet", "--clients", "2", "--idle-end", "1s"])
+            .args(["--setup-timeout", "40s", "--json", json.to_str().unwrap()])
+            .args(extra)
+            .arg(&url);
+        let (status, _, stderr) = run_bounded(&mut cmd, Duration::from_secs(60));
+        (status, String::from_utf8_lossy(&stderr).into_owned())
+    };
+    let (status, stderr) = run(&["--threshold", "perfect>99%", "--threshold", "samples_mean>=100"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // The demo plays for seconds; waiting for the 40 s setup timeout would show here.
+    let took = report["duration_s"].as_f64().unwrap();
+    assert!(took < 30.0, "the viewers waited for the setup timeout: {took} s");
+    let ends = &report["summary"]["ends"];
+    let over = ends["stream_end"].as_u64().unwrap() + ends["closed"].as_u64().unwrap();
+    assert_eq!(over, 2, "both viewers saw the stream end: {ends}");
+    let (status, stderr) = run(&["--expect-samples", "30", "--threshold", "samples_min>100000"]);
+    assert_eq!(status.code(), Some(99), "{stderr}");
+    assert!(stderr.contains("samples_min>100000"), "{stderr}");
+}
