@@ -367,6 +367,7 @@ impl Config {
         sluice_media::rtsp::RtspConfig {
             session_timeout: self.rtsp.session_timeout,
             max_payload: self.rtsp.max_payload,
+            access_log: self.http.access_log,
             ..sluice_media::rtsp::RtspConfig::default()
         }
     }

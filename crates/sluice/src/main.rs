@@ -121,7 +121,8 @@ struct ServeArgs {
     /// Most byte ranges honoured per request (0 turns ranges off).
     #[arg(long)]
     max_ranges: Option<usize>,
-    /// Log a line per response when it ends (bytes sent, duration, whether it was cut short).
+    /// Log a line per HTTP response when it ends (bytes sent, duration, whether it was cut short)
+    /// and per RTSP request (method, URL, status, session, transport).
     #[arg(long, value_name = "BOOL")]
     access_log: Option<bool>,
     /// Log format (json: one object per line, each field a JSON field).

@@ -316,12 +316,19 @@ fn wait_child(child: &mut std::process::Child, limit: Duration) -> Option<std::p
     None
 }
 
-/// `load rtsp` against the demo stream: thresholds decide the exit status (99 when one fails),
-/// and a viewer of the short demo clip ends `--idle-end` after the stream, not at the far
-/// `--setup-timeout`.
+/// `load rtsp` against the demo stream, on both RTSP loops: thresholds decide the exit status
+/// (99 when one fails), a viewer of the short demo clip ends `--idle-end` after the stream, not at
+/// the far `--setup-timeout`, and the server logs each RTSP request and each session's start and
+/// end.
 #[test]
-fn load_rtsp_thresholds_and_idle_end() {
-    let server = Server::start(&["--engine", "epoll"], &[]);
+fn load_rtsp_thresholds_idle_end_and_rtsp_access_lines() {
+    for engine in ["epoll", "uring"] {
+        load_rtsp_against_the_demo(engine);
+    }
+}
+
+fn load_rtsp_against_the_demo(engine: &str) {
+    let mut server = Server::start(&["--engine", engine], &["--access-log", "true"]);
     let url = format!("rtsp://{}/sluice-demo.mp4", server.rtsp_addr());
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("rtsp.json");
@@ -346,4 +353,16 @@ fn load_rtsp_thresholds_and_idle_end() {
     let (status, stderr) = run(&["--expect-samples", "30", "--threshold", "samples_min>100000"]);
     assert_eq!(status.code(), Some(99), "{stderr}");
     assert!(stderr.contains("samples_min>100000"), "{stderr}");
+    server.terminate();
+    let logs = server.logs();
+    let count = |needles: &[&str]| logs.iter().filter(|l| needles.iter().all(|n| l.contains(n))).count();
+    // Four viewers in all, each DESCRIBE, SETUP (video and audio), PLAY, TEARDOWN or a close.
+    assert_eq!(
+        count(&["rtsp request", "method=\"DESCRIBE\"", "status=200", "sluice-demo.mp4"]),
+        4,
+        "{engine}"
+    );
+    assert!(count(&["rtsp request", "method=\"SETUP\"", "transport=\"RTP/AVP/TCP"]) >= 4, "{engine}");
+    assert_eq!(count(&["rtsp session started", "sluice-demo.mp4"]), 4, "{engine}: {}", server.log_text());
+    assert_eq!(count(&["rtsp session ended"]), 4, "{engine}: {}", server.log_text());
 }

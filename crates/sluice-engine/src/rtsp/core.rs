@@ -99,6 +99,8 @@ pub(crate) struct Control<T> {
     pub(crate) io: T,
     pub(crate) out: OutBuf,
     rtsp: RtspConnection,
+    /// The client, for the access log.
+    peer: SocketAddr,
     input: Vec<u8>,
     /// Interleaved viewers whose packets go out on this connection.
     viewers: Vec<SessionId>,
@@ -224,6 +226,7 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
             io,
             out: OutBuf::default(),
             rtsp: RtspConnection::new(id, peer.ip(), now),
+            peer,
             input: Vec::new(),
             viewers: Vec::new(),
             closing: false,
@@ -281,6 +284,12 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
                 c.closing = true;
             }
             self.counters.add(Event::RtspRequests, self.output.answered as u64);
+            for a in &self.output.access {
+                let (session, transport) =
+                    (a.session.as_deref().unwrap_or("-"), a.transport.as_deref().unwrap_or("-"));
+                tracing::info!(target: "sluice::access", protocol = "rtsp", peer = %c.peer, method = a.method,
+                    url = a.url, status = a.status, session, transport, "rtsp request");
+            }
             self.mark(key);
             let events = std::mem::take(&mut self.output.events);
             self.apply(&events, now);
@@ -346,6 +355,8 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
             match *event {
                 RtspEvent::Created(id) => {
                     self.counters.add(Event::RtspSessionsCreated, 1);
+                    let path = self.table.get_mut(id).map(|s| s.path().to_string()).unwrap_or_default();
+                    tracing::info!(target: "sluice::rtsp", session = %id, path, "rtsp session started");
                     self.viewers.insert(
                         id,
                         Viewer {
@@ -366,6 +377,7 @@ impl<'a, M: MediaLibrary, T> Core<'a, M, T> {
                     }
                 }
                 RtspEvent::Released(id, why) => {
+                    tracing::info!(target: "sluice::rtsp", session = %id, reason = ?why, "rtsp session ended");
                     self.counters.add(
                         match why {
                             Release::Teardown => Event::RtspReleasedTeardown,

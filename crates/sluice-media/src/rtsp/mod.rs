@@ -30,7 +30,7 @@ pub mod session;
 pub mod stream;
 
 pub use session::{
-    Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Release, RtspConfig, RtspConnection,
-    RtspSession, SessionId, SessionTable, SessionTrack, METHODS,
+    Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Release, RtspConfig,
+    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, METHODS,
 };
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};
