@@ -84,9 +84,17 @@ fn json_logs_are_json(engine: &[&str]) {
         let t = line.trim();
         assert!(t.starts_with('{') && t.ends_with('}'), "not a JSON object: {line}");
     }
-    assert!(
-        logs.iter().any(|l| l.contains("sluice::access")),
-        "no access log line in JSON:\n{}",
-        logs.join("\n")
-    );
+    let access: Vec<serde_json::Value> = logs
+        .iter()
+        .filter(|l| l.contains("sluice::access"))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(access.len(), 1, "one access line in JSON:\n{}", logs.join("\n"));
+    // The fields are JSON fields, not text inside `message`.
+    let line = &access[0];
+    assert_eq!(line["uri"], "/t1.html", "{line}");
+    assert_eq!(line["status"], 200, "{line}");
+    assert_eq!(line["bytes"], 1000, "{line}");
+    assert_eq!(line["complete"], true, "{line}");
+    assert!(line["duration_ms"].is_number() && line["peer"].is_string(), "{line}");
 }

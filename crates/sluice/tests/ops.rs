@@ -15,6 +15,7 @@ use common::*;
 engine_matrix!(
     a_second_server_on_a_held_port_fails_with_one_line,
     a_closed_stderr_costs_nothing_but_the_lines,
+    a_blocked_stderr_costs_nothing_but_the_lines,
     admin_endpoints_live_on_their_own_port,
     a_cut_response_is_logged_as_cut,
     the_grace_running_out_is_an_error,
@@ -58,6 +59,16 @@ fn a_second_server_on_a_held_port_fails_with_one_line(engine: &[&str]) {
 /// stderr is a pipe whose reading end is closed: every log write fails. The server serves 1,000
 /// requests, counts the dropped lines, and stops cleanly on SIGTERM.
 fn a_closed_stderr_costs_nothing_but_the_lines(engine: &[&str]) {
+    stderr_trouble(engine, true);
+}
+
+/// stderr is a pipe nobody reads: once it is full, every log write would block. The server
+/// serves 1,000 requests all the same, counts the dropped lines, and stops on SIGTERM.
+fn a_blocked_stderr_costs_nothing_but_the_lines(engine: &[&str]) {
+    stderr_trouble(engine, false);
+}
+
+fn stderr_trouble(engine: &[&str], close: bool) {
     let fx = Fixture::new();
     let (port, admin) = (free_port(), free_port());
     let (listen, admin_listen) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{admin}"));
@@ -70,7 +81,14 @@ fn a_closed_stderr_costs_nothing_but_the_lines(engine: &[&str]) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    drop(child.stderr.take());
+    // Closed: the reading end goes now. Blocked: it stays open, unread, until the test ends.
+    let stderr = child.stderr.take();
+    let _unread = if close {
+        drop(stderr);
+        None
+    } else {
+        stderr
+    };
     let pid = child.id() as i32;
     let addr: SocketAddr = listen.parse().unwrap();
     let up = poll_until(IO_TIMEOUT, || TcpStream::connect(addr).is_ok());
@@ -85,15 +103,19 @@ fn a_closed_stderr_costs_nothing_but_the_lines(engine: &[&str]) {
         c.send(get("/t1.html", &[]));
         c.response().expect_status(200, &format!("request {i}"));
     }
-    // One access line per request, each dropped (the writer thread gets to the last ones a
-    // moment after the responses left).
-    let admin: SocketAddr = admin_listen.parse().unwrap();
-    let mut text = String::new();
-    let dropped = poll_until(IO_TIMEOUT, || {
-        text = metrics(&mut Conn::open(admin));
-        metric(&text, "sluice_log_lines_dropped_total") >= 1000
-    });
-    assert!(dropped, "{text}");
+    if close {
+        // One access line per request, each dropped (the writer thread gets to the last ones a
+        // moment after the responses left). A blocked pipe only queues them (the queue holds far
+        // more than 1,000 lines): what shows the loops never waited is that every request above
+        // was answered.
+        let admin: SocketAddr = admin_listen.parse().unwrap();
+        let mut text = String::new();
+        let dropped = poll_until(IO_TIMEOUT, || {
+            text = metrics(&mut Conn::open(admin));
+            metric(&text, "sluice_log_lines_dropped_total") >= 1000
+        });
+        assert!(dropped, "{text}");
+    }
     // SAFETY: signalling the child we started, by its pid.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let status = wait_child(&mut child, IO_TIMEOUT).expect("exits within the grace after SIGTERM");
@@ -365,4 +387,44 @@ fn load_rtsp_against_the_demo(engine: &str) {
     assert!(count(&["rtsp request", "method=\"SETUP\"", "transport=\"RTP/AVP/TCP"]) >= 4, "{engine}");
     assert_eq!(count(&["rtsp session started", "sluice-demo.mp4"]), 4, "{engine}: {}", server.log_text());
     assert_eq!(count(&["rtsp session ended"]), 4, "{engine}: {}", server.log_text());
+}
+
+/// `--log-file`: lines go to the file; after a rename (logrotate), SIGUSR1 makes the server write
+/// to a fresh file at the configured path.
+#[test]
+fn log_file_is_reopened_on_sigusr1() {
+    let fx = Fixture::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sluice.log");
+    let rotated = dir.path().join("sluice.log.1");
+    let (port, admin) = (free_port(), free_port());
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = sluice()
+        .args(["serve", "--root", &fx.root_arg(), "--no-rtsp", "--listen", &listen])
+        .args(["--admin-listen", &format!("127.0.0.1:{admin}"), "--log-file", path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let guard = KillOnDrop(pid);
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    assert!(poll_until(IO_TIMEOUT, || read(&path).contains("listening on http://")), "{}", read(&path));
+    let addr: SocketAddr = listen.parse().unwrap();
+    fetch_get(addr, "/t1.html", &[("Connection", "close")]).expect_status(200, "before the rotation");
+    assert!(poll_until(IO_TIMEOUT, || read(&path).contains("uri=/t1.html")), "{}", read(&path));
+    std::fs::rename(&path, &rotated).unwrap();
+    // SAFETY: signalling the child we started, by its pid.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    assert!(poll_until(IO_TIMEOUT, || read(&path).contains("reopened")), "no fresh file");
+    fetch_get(addr, "/64k.bin", &[("Connection", "close")]).expect_status(200, "after the rotation");
+    assert!(poll_until(IO_TIMEOUT, || read(&path).contains("uri=/64k.bin")), "{}", read(&path));
+    assert!(!read(&rotated).contains("/64k.bin"), "the old file got new lines");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = wait_child(&mut child, IO_TIMEOUT).expect("stops on SIGTERM");
+    std::mem::forget(guard);
+    assert!(status.success(), "{status}");
+    assert!(read(&path).contains("stopped"), "the last line is written before exit");
 }
