@@ -198,16 +198,23 @@ fn a_cut_response_is_logged_as_cut(engine: &[&str]) {
     assert_eq!(after - before, 1, "one response cut");
 }
 
-/// A client that never reads a large download holds a response past a 1 s grace: the server
-/// stops anyway, says how many it cut off, and exits 1.
-fn the_grace_running_out_is_an_error(engine: &[&str]) {
-    let fx = Fixture::new();
+/// A server with `grace` and a client that asked for a 256 MiB file and stopped reading after the
+/// first bytes, so that its response stays in flight.
+fn stalled_download(engine: &[&str], fx: &Fixture, grace: &str) -> (Server, TcpStream) {
     fx.sparse("big.bin", 256 << 20);
-    let mut server = Server::serve(engine, &fx, &["--shutdown-grace", "1s"]);
+    let server = Server::serve(engine, fx, &["--shutdown-grace", grace]);
     let mut stalled = connect_small_rcvbuf(server.addr(), 4096);
     stalled.write_all(&get("/big.bin", &[])).unwrap();
     let mut head = [0u8; 512];
     let _ = stalled.read(&mut head).unwrap();
+    (server, stalled)
+}
+
+/// A client that never reads a large download holds a response past a 1 s grace: the server
+/// stops anyway, says how many it cut off, and exits 1.
+fn the_grace_running_out_is_an_error(engine: &[&str]) {
+    let fx = Fixture::new();
+    let (mut server, _stalled) = stalled_download(engine, &fx, "1s");
     server.signal(libc::SIGTERM);
     let status = server.wait_exit(IO_TIMEOUT).expect("stops once the grace has run out");
     assert_eq!(status.code(), Some(1), "{}", server.log_text());
@@ -219,12 +226,7 @@ fn the_grace_running_out_is_an_error(engine: &[&str]) {
 /// With a long grace, a second SIGTERM does not wait for it.
 fn a_second_signal_exits_at_once(engine: &[&str]) {
     let fx = Fixture::new();
-    fx.sparse("big.bin", 256 << 20);
-    let mut server = Server::serve(engine, &fx, &["--shutdown-grace", "60s"]);
-    let mut stalled = connect_small_rcvbuf(server.addr(), 4096);
-    stalled.write_all(&get("/big.bin", &[])).unwrap();
-    let mut head = [0u8; 512];
-    let _ = stalled.read(&mut head).unwrap();
+    let (mut server, _stalled) = stalled_download(engine, &fx, "60s");
     server.signal(libc::SIGTERM);
     assert!(poll_until(IO_TIMEOUT, || server.log_text().contains("shutting down")), "{}", server.log_text());
     std::thread::sleep(Duration::from_millis(200));
