@@ -73,6 +73,24 @@ impl ServeError {
     }
 }
 
+/// `sluice serve --check`: whether `config` can start a server, binding nothing. Returns the
+/// settings as they would run (the engine settled: io_uring probed, falling back to epoll unless
+/// `demanded`) and, for a fallback, why.
+pub fn check(config: &Config, demanded: bool) -> Result<(Config, Option<String>), ServeError> {
+    config.validate()?;
+    let mut config = config.clone();
+    let (kind, fallback) = sluice_engine::resolve_engine(config.engine.kind, demanded)?;
+    config.engine.kind = kind;
+    sluice_engine::check(&config.engine_config())?;
+    if let Some(root) = &config.library.root {
+        if !root.is_dir() {
+            let source = std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory");
+            return Err(ServeError::Library { path: root.clone(), source });
+        }
+    }
+    Ok((config, fallback.map(|r| r.to_string())))
+}
+
 /// Maps a bind failure to an error naming the listener and the flag that moves it.
 fn address_error(what: &'static str, flag: &'static str) -> impl Fn(EngineError) -> ServeError {
     move |e| match e {

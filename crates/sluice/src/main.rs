@@ -264,24 +264,15 @@ pub(crate) fn raise_nofile_limit() {
     }
 }
 
-/// `sluice serve --check`: whether the settings can start a server (nothing is bound), and the
-/// effective settings on stdout.
+/// `sluice serve --check`: the effective settings on stdout, a note on stderr.
 fn check(config: &Config, demanded: bool) -> Result<(), ServeError> {
-    config.validate()?;
-    let mut config = config.clone();
-    let (kind, fallback) = sluice_engine::resolve_engine(config.engine.kind, demanded)?;
+    use std::io::Write;
+    let (effective, fallback) = sluice_server::serve::check(config, demanded)?;
     if let Some(reason) = fallback {
         eprintln_safe(&format!("sluice: note: {reason}"));
-        config.engine.kind = kind;
     }
-    sluice_engine::check(&config.engine_config())?;
-    if let Some(root) = &config.library.root {
-        if !root.is_dir() {
-            let source = std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory");
-            return Err(ServeError::Library { path: root.clone(), source });
-        }
-    }
-    print!("{}", config.effective_toml());
+    // `sluice serve --check | head` must not panic on a closed stdout.
+    let _ = std::io::stdout().write_all(effective.effective_toml().as_bytes());
     eprintln_safe("sluice: the configuration is valid");
     Ok(())
 }
