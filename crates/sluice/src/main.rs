@@ -358,6 +358,9 @@ fn exit_code(e: &anyhow::Error) -> u8 {
         if cause.is::<ConfigError>() {
             return 2;
         }
+        if let Some(load) = cause.downcast_ref::<sluice_load::LoadError>() {
+            return if load.is_usage() { 2 } else { 1 };
+        }
     }
     1
 }
