@@ -27,18 +27,19 @@ def main():
     os.chmod(work, 0o755)
     configs = {}
     for engine in args.engines.split(","):
-        port = free_port()
+        port, admin = free_port(), free_port()
         send = "splice" if engine == "uring" else "sendfile"
         configs[engine] = (port, ["taskset", "-c", server_cpu, args.sluice, "serve", "--root", work,
                                   "--listen", f"127.0.0.1:{port}", "--engine", engine, "--workers", "1",
                                   "--send", send, "--access-log", "false", "--log-level", "warn",
-                                  "--max-connections", "20000"])
+                                  "--max-connections", "20000", "--bench", "--no-rtsp",
+                                  "--admin-listen", f"127.0.0.1:{admin}"], admin)
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
     if os.path.exists(nginx_bin):
         port = free_port()
         block = '        location = /bench/hello { return 200 "Hello, World!"; }'
         conf = nginx_config(work, port, server_cpu, block, "    default_type text/plain;")
-        configs["nginx"] = (port, [nginx_bin, "-p", work, "-c", conf])
+        configs["nginx"] = (port, [nginx_bin, "-p", work, "-c", conf], None)
     else:
         print("nginx not installed: its rows are skipped (apt-get install nginx-light)", file=sys.stderr)
 
@@ -46,15 +47,16 @@ def main():
     try:
         for conns in map(int, args.connections.split(",")):
             for rnd in range(args.rounds):
-                for name, (port, cmd) in configs.items():
+                for name, (port, cmd, admin) in configs.items():
                     # A fresh server per run: no state carried between rows.
                     proc = start(cmd, port)
                     try:
-                        before = syscalls(scrape(port)) if name != "nginx" else None
+                        before = syscalls(scrape(admin)) if admin is not None else None
                         r = run_wrk(load_cpu, f"http://127.0.0.1:{port}/bench/hello", conns, args.duration)
                         if before is not None:
-                            after = syscalls(scrape(port))
-                            # The two scrapes are requests too; their calls are a rounding error.
+                            after = syscalls(scrape(admin))
+                            # The scrapes go to the admin listener: the media engine's counts are
+                            # the load's alone.
                             per_kind = {k: (after[k] - before[k]) / max(r["requests"], 1) for k in after}
                             r["syscalls"] = sum(per_kind.values())
                             r["by_kind"] = {k: v for k, v in per_kind.items() if v >= 0.005}

@@ -47,7 +47,8 @@ def main():
         "nginx": [nginx_bin, "-p", work, "-c", conf],
         "sluice": ["taskset", "-c", server_cpu, args.sluice, "serve", "--root", lib,
                    "--listen", f"127.0.0.1:{sluice_port}", "--engine", "epoll", "--workers", "1",
-                   "--send", "sendfile", "--access-log", "false", "--log-level", "warn"],
+                   "--send", "sendfile", "--access-log", "false", "--log-level", "warn",
+                   "--no-admin", "--no-rtsp"],
     }
     ports = {"nginx": nginx_port, "sluice": sluice_port}
     procs = {}

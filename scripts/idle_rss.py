@@ -37,7 +37,8 @@ def main():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cmd = [args.sluice, "serve", "--root", lib, "--listen", f"127.0.0.1:{port}", "--engine", args.engine,
-           "--workers", "1", "--access-log", "false", "--log-level", "warn", "--keepalive-timeout", "300s"]
+           "--workers", "1", "--access-log", "false", "--log-level", "warn", "--keepalive-timeout", "300s",
+           "--no-admin", "--no-rtsp"]
     server = subprocess.Popen(cmd, start_new_session=True)
     socks = []
     try:

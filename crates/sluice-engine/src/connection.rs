@@ -65,6 +65,9 @@ pub(crate) struct Connection<S, T = TcpStream> {
     pub lingering: Option<(Instant, usize)>,
     /// The end of the shutdown grace, for engines that watch shutdown per connection.
     grace_until: Option<Instant>,
+    /// `Session::on_close` for `S`, kept here so that `Drop` (which cannot require `S: Session`
+    /// of a struct that does not) calls it.
+    on_close: fn(&mut S, &Outbox),
 }
 
 impl<S: Session, T: AsRawFd> Connection<S, T> {
@@ -83,6 +86,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             pipe: None,
             lingering: None,
             grace_until: None,
+            on_close: S::on_close,
         }
     }
 
@@ -327,5 +331,14 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             Some(d) if d <= now => self.expire(clock, counters),
             _ => true,
         }
+    }
+}
+
+/// Every engine's connections end here, whatever ended them (the stream finished, the peer left,
+/// a deadline, the shutdown grace): the session learns how much of its output was sent, so that a
+/// response cut short is told from a whole one in one place for all four engines.
+impl<S, T> Drop for Connection<S, T> {
+    fn drop(&mut self) {
+        (self.on_close)(&mut self.session, &self.out);
     }
 }

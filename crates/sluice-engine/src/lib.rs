@@ -91,6 +91,9 @@ pub enum SendStrategy {
 }
 
 impl SendStrategy {
+    /// Every strategy, for `--help` and tests to iterate over.
+    pub const ALL: [SendStrategy; 3] = [SendStrategy::Sendfile, SendStrategy::Splice, SendStrategy::Copy];
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -131,6 +134,9 @@ named_enum!(SendStrategy, "send strategy", "sendfile" => SendStrategy::Sendfile,
 named_enum!(ThreadsMode, "threads mode", "pool" => ThreadsMode::Pool, "per-connection" => ThreadsMode::PerConnection);
 
 impl ThreadsMode {
+    /// Every mode, for `--help` to list.
+    pub const ALL: [ThreadsMode; 2] = [ThreadsMode::Pool, ThreadsMode::PerConnection];
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {

@@ -1,5 +1,7 @@
 //! Listening sockets: one per worker with `SO_REUSEPORT`, so the kernel spreads connections over
-//! event loops without a shared accept queue.
+//! event loops without a shared accept queue. `SO_REUSEPORT` is shared among this process's own
+//! workers only: a first bind without it fails when any other socket listens on the address, so a
+//! second server on a held port is an error rather than a silent split of its connections.
 //!
 //! Owns binding and socket options. It does not accept (each engine does, its own way).
 
@@ -20,11 +22,15 @@ impl Listeners {
     /// Binds `count` sockets to `addr` with `SO_REUSEPORT`. Port 0 picks a free port once; the
     /// others join it.
     pub fn bind(addr: SocketAddr, count: usize) -> Result<Self, EngineError> {
-        let first = bind_one(addr).map_err(|source| EngineError::Listen { addr, source })?;
+        if addr.port() != 0 {
+            // The probe is closed before the group binds: the window is two system calls long.
+            drop(bind_one(addr, false).map_err(|source| EngineError::Listen { addr, source })?);
+        }
+        let first = bind_one(addr, true).map_err(|source| EngineError::Listen { addr, source })?;
         let local = first.local_addr().map_err(|source| EngineError::Listen { addr, source })?;
         let mut sockets = vec![first];
         for _ in 1..count.max(1) {
-            sockets.push(bind_one(local).map_err(|source| EngineError::Listen { addr, source })?);
+            sockets.push(bind_one(local, true).map_err(|source| EngineError::Listen { addr, source })?);
         }
         Ok(Listeners { sockets, local })
     }
@@ -39,20 +45,27 @@ impl Listeners {
     }
 }
 
-fn bind_one(addr: SocketAddr) -> std::io::Result<TcpListener> {
+/// Binds a socket to `addr`; with `shared`, one of a `SO_REUSEPORT` group and listening, else an
+/// exclusive probe that is bound but does not listen.
+fn bind_one(addr: SocketAddr, shared: bool) -> std::io::Result<TcpListener> {
     let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
     // SAFETY: plain socket(2); the descriptor is owned by the TcpListener below or closed on error.
     let fd = cvt(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: fd is fresh and ours; TcpListener takes ownership and closes it on drop.
     let listener = unsafe { TcpListener::from_raw_fd(fd) };
     set_int_opt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-    set_int_opt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    if shared {
+        set_int_opt(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    }
     if addr.is_ipv6() {
         set_int_opt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1)?;
     }
     let (storage, len) = sockaddr_of(addr);
     // SAFETY: storage is a valid sockaddr of length len.
     cvt(unsafe { libc::bind(fd, (&storage as *const libc::sockaddr_storage).cast(), len) })?;
+    if !shared {
+        return Ok(listener);
+    }
     // A deep backlog keeps bursts of connects (the lab's 4000-connection rows) from being refused
     // while the loops are busy; the kernel caps it at somaxconn.
     // SAFETY: listen on our socket.

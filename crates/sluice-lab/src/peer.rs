@@ -59,6 +59,8 @@ pub struct RunningServer {
     pub port: u16,
     /// Its RTSP port on 127.0.0.1, when the row streams.
     pub rtsp_port: Option<u16>,
+    /// sluice's admin port on 127.0.0.1 (`/metrics`); `None` for peers.
+    pub admin_port: Option<u16>,
     /// Its command line.
     pub command_line: String,
     kind: ServerKind,
@@ -161,8 +163,14 @@ impl RunningServer {
             (Some(_), ServerKind::Gstreamer) => Some(port),
             (Some(_), _) => Some(free_port().map_err(|e| failed("finding a free RTSP port", e))?),
         };
+        let admin_port = match spec.kind {
+            ServerKind::Sluice => Some(free_port().map_err(|e| failed("finding a free admin port", e))?),
+            _ => None,
+        };
         let (program, args) = match spec.kind {
             ServerKind::Sluice => {
+                // The lab measures /bench/ endpoints and reads counters from the admin listener.
+                let admin = format!("127.0.0.1:{}", admin_port.unwrap_or(0));
                 let mut args: Vec<String> = vec![
                     "serve".into(),
                     "--listen".into(),
@@ -175,6 +183,9 @@ impl RunningServer {
                     "false".into(),
                     "--log-level".into(),
                     "warn".into(),
+                    "--bench".into(),
+                    "--admin-listen".into(),
+                    admin,
                 ];
                 // Never the default RTSP port, which would collide between servers started side
                 // by side: a free port of the row's own when it streams (E5), else no RTSP at all
@@ -227,6 +238,7 @@ impl RunningServer {
             child,
             port,
             rtsp_port,
+            admin_port,
             command_line: command_line(&program, &args, cpus),
             kind: spec.kind,
             log,
@@ -275,6 +287,11 @@ impl RunningServer {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
 
+    /// sluice's admin address (`/metrics`); `None` for peers.
+    fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_port.map(|p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
+    }
+
     /// The server's base URL.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
@@ -290,7 +307,7 @@ impl RunningServer {
         if self.kind != ServerKind::Sluice {
             return None;
         }
-        let text = http_get(self.addr(), "/metrics").ok()?;
+        let text = http_get(self.admin_addr()?, "/metrics").ok()?;
         Some(RtspServerCounters::parse(&text))
     }
 
@@ -310,7 +327,7 @@ impl RunningServer {
         if self.kind != ServerKind::Sluice {
             return None;
         }
-        let text = http_get(self.addr(), "/metrics").ok()?;
+        let text = http_get(self.admin_addr()?, "/metrics").ok()?;
         Some(syscall_counters(&text))
     }
 

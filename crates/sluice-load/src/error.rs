@@ -80,3 +80,20 @@ pub enum LoadError {
         source: std::io::Error,
     },
 }
+
+impl LoadError {
+    /// Whether the user must change the command line or a file (exit status 2) rather than a
+    /// run having failed (1).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            LoadError::InvalidTarget { .. }
+                | LoadError::NonLoopbackTarget { .. }
+                | LoadError::InvalidConfig(_)
+                | LoadError::InvalidStage { .. }
+                | LoadError::ScenarioRead { .. }
+                | LoadError::ScenarioParse { .. }
+                | LoadError::InvalidThreshold { .. }
+        )
+    }
+}

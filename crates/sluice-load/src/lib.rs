@@ -21,7 +21,7 @@
 pub mod client;
 mod closed;
 pub mod config;
-pub mod duration_text;
+pub use sluice_proto::duration_text;
 pub mod error;
 mod open;
 pub mod output;

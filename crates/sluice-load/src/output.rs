@@ -69,7 +69,8 @@ fn distribution_line(out: &mut dyn Write, name: &str, s: &LatencySummary) -> io:
     let f = |us: u64| format_us(us as f64);
     writeln!(
         out,
-        "  {name:<10} avg={:<9} stdev={:<9} p50={:<9} p90={:<9} p95={:<9} p99={:<9} p99.9={:<9} max={}",
+        "  {name:<10} min={:<9} avg={:<9} stdev={:<9} p50={:<9} p90={:<9} p95={:<9} p99={:<9} p99.9={:<9} max={}",
+        f(s.min_us),
         format_us(s.mean_us),
         format_us(s.stdev_us),
         f(s.p50_us),
@@ -129,9 +130,10 @@ impl ReportWriter for TextSummary {
         writeln!(out, "  success    {:.3}%", r.success_rate * 100.0)?;
         writeln!(
             out,
-            "  throughput {:.1} req/s ({:.1} ok/s), {}/s received, {} connections opened",
+            "  throughput {:.1} req/s ({:.1} ok/s), {} received ({}/s), {} connections opened",
             r.requests_per_s,
             r.ok_per_s,
+            human_bytes(r.bytes_received as f64),
             human_bytes(r.bytes_per_s),
             r.connections_opened
         )?;

@@ -1,9 +1,11 @@
-//! The live one-line progress display on a terminal: an [`Observer`] that redraws one line per
-//! second (elapsed/planned, requests, ok, failed, dropped, active users, that second's p50/p99).
-//! It draws only when stderr is a terminal, so logs and CI output stay clean. The run itself is
-//! `run`'s; this only shows it.
+//! The live progress display: an [`Observer`] that redraws one line per second on a terminal
+//! (elapsed/planned, requests, ok, failed, dropped, active users, that second's p50/p99), and,
+//! when stderr is not a terminal (CI, a log file), prints that line as plain text every
+//! [`PLAIN_EVERY`] instead, so a long run still shows it is alive. The run itself is `run`'s;
+//! this only shows it.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -11,9 +13,14 @@ use crate::run::{Observer, RunProgress};
 use crate::stats::SecondSample;
 use crate::threshold::format_us;
 
+/// How often the plain (non-terminal) progress line is printed.
+pub const PLAIN_EVERY: Duration = Duration::from_secs(5);
+
 /// Draws the progress line on stderr.
 pub struct LiveProgress {
     bar: ProgressBar,
+    /// Without a terminal: when the plain line was last printed.
+    plain: Option<Instant>,
 }
 
 impl Default for LiveProgress {
@@ -23,26 +30,31 @@ impl Default for LiveProgress {
 }
 
 impl LiveProgress {
-    /// A progress line on stderr, hidden when stderr is not a terminal.
+    /// A progress line on stderr, redrawn on a terminal, else printed every [`PLAIN_EVERY`].
     pub fn new() -> Self {
-        let target = if std::io::stderr().is_terminal() {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        };
+        let terminal = std::io::stderr().is_terminal();
+        let target = if terminal { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
         let bar = ProgressBar::with_draw_target(None, target);
         bar.set_style(
             ProgressStyle::with_template("{spinner} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.set_message("starting");
-        LiveProgress { bar }
+        LiveProgress { bar, plain: (!terminal).then(Instant::now) }
     }
 }
 
 impl LiveProgress {
-    /// Redraws the line with `message`.
-    pub(crate) fn show(&self, message: String) {
+    /// Redraws the line with `message` (or prints it, without a terminal, when it is due).
+    pub(crate) fn show(&mut self, message: String) {
+        if let Some(last) = &mut self.plain {
+            if last.elapsed() >= PLAIN_EVERY {
+                *last = Instant::now();
+                // A closed stderr is no reason to stop a run.
+                let _ = writeln!(std::io::stderr(), "{message}");
+            }
+            return;
+        }
         self.bar.set_message(message);
         self.bar.tick();
     }
@@ -57,7 +69,7 @@ impl LiveProgress {
 pub fn progress_line(s: &SecondSample, p: &RunProgress) -> String {
     let planned = p.planned.map(|d| format!("/{:.0}s", d.as_secs_f64())).unwrap_or_default();
     format!(
-        "{}s{planned}  sent {}  ok {}  failed {}  dropped {}  active {}  {} req/s  p50 {}  p99 {}",
+        "{}s{planned}  sent {}  ok {}  failed {}  dropped {}  users in flight or arriving {}  {} req/s  p50 {}  p99 {}",
         p.elapsed.as_secs(),
         p.sent,
         p.ok,
@@ -72,8 +84,7 @@ pub fn progress_line(s: &SecondSample, p: &RunProgress) -> String {
 
 impl Observer for LiveProgress {
     fn on_second(&mut self, sample: &SecondSample, progress: &RunProgress) {
-        self.bar.set_message(progress_line(sample, progress));
-        self.bar.tick();
+        self.show(progress_line(sample, progress));
     }
 
     fn on_finish(&mut self) {

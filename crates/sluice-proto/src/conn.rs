@@ -106,6 +106,10 @@ pub struct Outbox {
     spare: Vec<Vec<u8>>,
     close_after_flush: bool,
     responses: usize,
+    /// Bytes ever queued and ever sent on this connection: a response's place in the stream is
+    /// a pair of these offsets, which tells whether it was sent whole when the connection ends.
+    queued_total: u64,
+    sent_total: u64,
 }
 
 impl Outbox {
@@ -121,6 +125,7 @@ impl Outbox {
 
     /// Queues a segment; empty segments are dropped (their buffer recycled).
     pub fn push(&mut self, segment: Segment) {
+        self.queued_total += segment.len();
         if segment.is_empty() {
             self.recycle(segment);
         } else {
@@ -136,6 +141,16 @@ impl Outbox {
     /// Responses queued since the outbox was last empty.
     pub fn queued_responses(&self) -> usize {
         self.responses
+    }
+
+    /// Bytes queued on this connection since it opened.
+    pub fn queued_total(&self) -> u64 {
+        self.queued_total
+    }
+
+    /// Bytes the engine has sent on this connection since it opened.
+    pub fn sent_total(&self) -> u64 {
+        self.sent_total
     }
 
     /// Asks the engine to close the connection once everything queued is sent.
@@ -194,6 +209,7 @@ impl Outbox {
 
     /// Records that the engine wrote `n` bytes from the front of the queue.
     pub fn advance(&mut self, mut n: u64) {
+        self.sent_total += n;
         while n > 0 {
             let Some(front) = self.segments.front_mut() else { break };
             let left = match front {
@@ -300,4 +316,9 @@ pub trait Session {
 
     /// The engine could not run the job (its queue is full); the session answers accordingly.
     fn job_refused(&mut self, _out: &mut Outbox, _clock: &Clock) {}
+
+    /// The connection is closing, whatever the reason (the response stream ended, the peer left,
+    /// a deadline, shutdown): `out` says how much was sent and what never left, so that a
+    /// response cut short can be told from a whole one.
+    fn on_close(&mut self, _out: &Outbox) {}
 }

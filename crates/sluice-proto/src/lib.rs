@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod conn;
+pub mod duration_text;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;

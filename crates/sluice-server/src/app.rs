@@ -5,21 +5,24 @@
 //! everything else gets its precise error. It does not parse HTTP or touch sockets.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use percent_encoding::utf8_percent_encode;
 use sluice_engine::{Counters, EngineConfig};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::{normalize, LibraryPath, PathError};
 use sluice_proto::http::{
-    Body, BodySink, Handler, Limits, Method, Reply, Request, RequestError, Response, Status,
+    Body, Handler, Limits, Method, Queued, Reply, Request, RequestError, Response, Status,
 };
 
 use crate::bench;
 use crate::library::{Entry, Library, OpenError};
-use crate::metrics::{self, RequestCounts};
+use crate::metrics::RequestCounts;
 use crate::upload::Uploads;
 
 /// How the application is set up, besides its library.
@@ -33,6 +36,8 @@ pub struct AppSettings {
     pub access_log: bool,
     /// Whether `/bench/` endpoints are served.
     pub bench: bool,
+    /// Where RTSP is served, for the library page's `rtsp://` links; `None` without RTSP.
+    pub rtsp: Option<SocketAddr>,
     /// The engine, as `/metrics` reports it.
     pub engine: EngineConfig,
 }
@@ -87,6 +92,26 @@ impl App {
         &self.library
     }
 
+    /// The engine's counters (the admin listener reports them).
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// `rtsp://HOST:PORT` as a client of this request reaches the RTSP listener: the bound
+    /// address, or the host the client used when RTSP listens on every address.
+    fn rtsp_base(&self, req: &Request<'_>) -> Option<String> {
+        let addr = self.settings.rtsp?;
+        if !addr.ip().is_unspecified() {
+            return Some(format!("rtsp://{addr}"));
+        }
+        let host = req.header("host").map(String::from_utf8_lossy)?;
+        let name = match host.rfind(':') {
+            Some(i) if !host.ends_with(']') => &host[..i],
+            _ => &host[..],
+        };
+        Some(format!("rtsp://{name}:{}", addr.port()))
+    }
+
     fn route(&self, req: &Request<'_>) -> Reply {
         if matches!(req.method, Method::Put | Method::Delete) {
             let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
@@ -99,15 +124,6 @@ impl App {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
         let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
-        if raw_path == "/metrics" {
-            let text = metrics::render(&self.settings.engine, &self.counters, &self.requests);
-            return Response {
-                status: Status::OK,
-                headers: vec![("Content-Type", Cow::Borrowed("text/plain; version=0.0.4; charset=utf-8"))],
-                body: Body::Bytes(Cow::Owned(text.into_bytes())),
-            }
-            .into();
-        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
@@ -196,7 +212,8 @@ impl App {
         }
         match self.library.list(dir) {
             Ok(entries) => {
-                let page = crate::page::library_page(dir, &entries);
+                let rtsp = self.rtsp_base(req);
+                let page = crate::page::library_page(dir, &entries, rtsp.as_deref());
                 Response {
                     status: Status::OK,
                     headers: vec![
@@ -214,17 +231,72 @@ impl App {
     }
 }
 
-/// The handler one connection uses: the shared app plus who is on the other end.
-#[derive(Debug, Clone)]
+/// The handler one connection uses: the shared app, who is on the other end, and the responses
+/// queued and not yet known to be sent whole.
+#[derive(Debug)]
 pub struct ConnectionHandler {
     app: Arc<App>,
     peer: SocketAddr,
+    log: RefCell<ConnectionLog>,
+}
+
+/// A connection's responses between being answered and being sent (or cut).
+#[derive(Debug, Default)]
+struct ConnectionLog {
+    /// The request answered last, until its response is queued.
+    answered: Option<Answered>,
+    /// Responses queued and not yet sent whole, oldest first.
+    queued: VecDeque<(Answered, Queued)>,
+}
+
+/// A request the app answered, kept until its response ends.
+#[derive(Debug)]
+struct Answered {
+    /// What the access log says of it; `None` when the access log is off.
+    line: Option<AccessLine>,
+}
+
+#[derive(Debug)]
+struct AccessLine {
+    started: Instant,
+    method: &'static str,
+    target: String,
+    range: Option<String>,
+    user_agent: Option<String>,
 }
 
 impl ConnectionHandler {
     /// A handler for a connection from `peer`.
     pub fn new(app: Arc<App>, peer: SocketAddr) -> Self {
-        ConnectionHandler { app, peer }
+        ConnectionHandler { app, peer, log: RefCell::new(ConnectionLog::default()) }
+    }
+
+    /// Counts and logs responses that ended: whole up to `sent_total` bytes, and, when
+    /// `closed`, the rest cut short.
+    fn ended(&self, sent_total: Option<u64>) {
+        let mut log = self.log.borrow_mut();
+        while let Some((answered, queued)) = log.queued.pop_front() {
+            let whole = sent_total.is_none_or(|sent| sent >= queued.end);
+            let sent = sent_total.unwrap_or(queued.end);
+            if !whole {
+                self.app.requests.cut();
+            }
+            let Some(line) = answered.line else { continue };
+            let body = queued.end - queued.body_start;
+            let body_sent = sent.clamp(queued.body_start, queued.end) - queued.body_start;
+            let ms = (line.started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
+            let ua = line.user_agent.as_deref().unwrap_or("-");
+            let range = line.range.as_deref().unwrap_or("-");
+            let (peer, method, status, target) = (self.peer, line.method, queued.status.0, &line.target);
+            if whole {
+                tracing::info!(target: "sluice::access", %peer, method, uri = %target, status, bytes = body_sent,
+                    duration_ms = ms, user_agent = ua, range, complete = true, "response");
+            } else {
+                tracing::info!(target: "sluice::access", %peer, method, uri = %target, status, bytes = body_sent,
+                    expected = body, duration_ms = ms, user_agent = ua, range, complete = false,
+                    "response cut short: {body_sent} of {body} body bytes sent");
+            }
+        }
     }
 }
 
@@ -234,84 +306,41 @@ impl Handler for ConnectionHandler {
     }
 
     fn respond(&self, req: &Request<'_>) -> Reply {
-        let reply = self.app.route(req);
-        let entry = AccessEntry::new(self.peer, req, self.app.settings.access_log);
-        observe(&self.app, reply, entry)
+        let header = |name| req.header(name).map(|v| String::from_utf8_lossy(v).into_owned());
+        let line = self.app.settings.access_log.then(|| AccessLine {
+            started: Instant::now(),
+            method: req.method.as_str(),
+            target: req.target.to_string(),
+            range: header("range"),
+            user_agent: header("user-agent"),
+        });
+        self.log.borrow_mut().answered = Some(Answered { line });
+        self.app.route(req)
     }
 
     fn refused(&self, status: Status, error: &RequestError) {
         self.app.requests.refused();
         if self.app.settings.access_log {
-            tracing::info!(target: "sluice::access", "{} refused {}: {error}", self.peer, status.0);
+            tracing::info!(target: "sluice::access", peer = %self.peer, status = status.0, "refused: {error}");
         }
     }
-}
 
-/// What the access log says of a request, kept until its reply is known.
-struct AccessEntry {
-    peer: SocketAddr,
-    head: bool,
-    /// Method, target and range, formatted once; `None` when the access log is off.
-    line: Option<String>,
-}
-
-impl AccessEntry {
-    fn new(peer: SocketAddr, req: &Request<'_>, enabled: bool) -> Self {
-        let line = enabled.then(|| {
-            let mut line = format!("\"{} {}\"", req.method.as_str(), req.target);
-            if let Some(range) = req.header("range") {
-                line.push_str(" range=");
-                line.push_str(&String::from_utf8_lossy(range));
-            }
-            line
-        });
-        AccessEntry { peer, head: req.method == Method::Head, line }
-    }
-
-    fn record(&self, app: &App, response: &Response) {
-        app.requests.response(response.status.0);
-        if let Some(line) = &self.line {
-            let bytes = if self.head { 0 } else { response.body.len() };
-            tracing::info!(target: "sluice::access", "{} {line} {} {bytes}", self.peer, response.status.0);
+    fn queued(&self, response: &Queued) {
+        let mut log = self.log.borrow_mut();
+        // Refused requests were counted and logged as refused; only answered ones go on.
+        if let Some(answered) = log.answered.take() {
+            self.app.requests.response(response.status.0);
+            log.queued.push_back((answered, *response));
         }
     }
-}
 
-/// Counts and logs a reply when its response is known: now, or when a deferred one resolves.
-fn observe(app: &Arc<App>, reply: Reply, entry: AccessEntry) -> Reply {
-    match reply {
-        Reply::Now(response) => {
-            entry.record(app, &response);
-            Reply::Now(response)
+    fn drained(&self) {
+        if !self.log.borrow().queued.is_empty() {
+            self.ended(None);
         }
-        Reply::After(delay, response) => {
-            entry.record(app, &response);
-            Reply::After(delay, response)
-        }
-        Reply::Compute(job) => {
-            let app = Arc::clone(app);
-            Reply::Compute(Box::new(move || observe(&app, job(), entry)))
-        }
-        Reply::Body(sink) => Reply::Body(Box::new(ObservedSink { sink, app: Arc::clone(app), entry })),
     }
-}
 
-/// An upload's sink whose reply is counted and logged once the body has ended.
-struct ObservedSink {
-    sink: Box<dyn BodySink>,
-    app: Arc<App>,
-    entry: AccessEntry,
-}
-
-impl BodySink for ObservedSink {
-    fn max_len(&self) -> u64 {
-        self.sink.max_len()
-    }
-    fn write(&mut self, payload: &[u8]) -> Result<(), Response> {
-        self.sink.write(payload)
-    }
-    fn finish(self: Box<Self>) -> Reply {
-        let ObservedSink { sink, app, entry } = *self;
-        observe(&app, sink.finish(), entry)
+    fn closed(&self, sent_total: u64) {
+        self.ended(Some(sent_total));
     }
 }

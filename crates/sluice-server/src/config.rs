@@ -4,23 +4,25 @@
 //! Owns the file's schema, its defaults and its validation. It does not own the command line (the
 //! binary maps each flag onto a field here, so a flag always overrides the file).
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sluice_engine::{EngineConfig, EngineKind, SendStrategy, ThreadsMode};
 use sluice_proto::http::Limits;
 
 /// The whole configuration.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// `[http]`: where and how HTTP is served.
     pub http: HttpSection,
     /// `[rtsp]`: where and how RTSP/RTP is served.
     pub rtsp: RtspSection,
+    /// `[admin]`: the operational endpoints' own listener.
+    pub admin: AdminSection,
     /// `[library]`: what is served.
     pub library: LibrarySection,
     /// `[engine]`: the I/O path.
@@ -36,34 +38,54 @@ pub struct Config {
 }
 
 /// `[http]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpSection {
     /// Address and port to listen on.
+    #[serde(deserialize_with = "listen_address")]
     pub listen: SocketAddr,
     /// Whether to log a line per request.
     pub access_log: bool,
-    /// Whether to serve the benchmark endpoints under `/bench/`.
+    /// Whether to serve the benchmark endpoints under `/bench/` (off unless asked for: they
+    /// would shadow a library folder named `bench`).
     pub bench: bool,
 }
 
 impl Default for HttpSection {
     fn default() -> Self {
-        HttpSection { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), access_log: true, bench: true }
+        HttpSection { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), access_log: true, bench: false }
+    }
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSection {
+    /// Whether to serve `/metrics`, `/healthz`, `/readyz` and `/streams` at all.
+    pub enabled: bool,
+    /// Address and port of the admin listener (loopback by default: metrics are not public).
+    #[serde(deserialize_with = "listen_address")]
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminSection {
+    fn default() -> Self {
+        AdminSection { enabled: true, listen: SocketAddr::from(([127, 0, 0, 1], 9090)) }
     }
 }
 
 /// `[rtsp]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RtspSection {
     /// Whether to serve RTSP at all.
     pub enabled: bool,
     /// Address and port of the RTSP control listener; the RTP/RTCP UDP ports are a free even/odd
     /// pair on the same address.
+    #[serde(deserialize_with = "listen_address")]
     pub listen: SocketAddr,
     /// A session with no request or RTCP report for this long is released.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
     pub session_timeout: Duration,
     /// Largest RTP payload in bytes (a path MTU of 1500 leaves 1472 after IP and UDP, 1460 after
     /// the RTP header; 1400 leaves room for tunnels).
@@ -82,10 +104,11 @@ impl Default for RtspSection {
 }
 
 /// `[library]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LibrarySection {
     /// The directory to serve; unset serves the built-in demo library.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
     /// Most ranges honoured in one request; more gets the whole file (200). 0 disables ranges.
     pub max_ranges: usize,
@@ -98,26 +121,32 @@ impl Default for LibrarySection {
 }
 
 /// `[engine]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineSection {
-    /// `epoll` or `threads`.
-    #[serde(deserialize_with = "from_str")]
+    /// `uring`, `epoll`, `threads` or `tokio`.
+    #[serde(deserialize_with = "from_str", serialize_with = "named")]
     pub kind: EngineKind,
     /// `sendfile`, `splice` or `copy`; unset means the engine's zero-copy default (`splice` on
     /// uring, which has no `sendfile`; `sendfile` elsewhere).
-    #[serde(deserialize_with = "some_from_str")]
+    #[serde(
+        deserialize_with = "some_from_str",
+        serialize_with = "some_named",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub send: Option<SendStrategy>,
     /// Event loops; unset means one per core.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
     /// `pool` or `per-connection` (threads engine).
-    #[serde(deserialize_with = "from_str")]
+    #[serde(deserialize_with = "from_str", serialize_with = "named")]
     pub threads_mode: ThreadsMode,
     /// Threads in the pool (threads engine).
     pub pool_size: usize,
     /// Most open connections.
     pub max_connections: usize,
     /// Threads for CPU-bound work on the event-loop engines; unset means one per core.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_workers: Option<usize>,
     /// Most CPU jobs queued or running at once; beyond it requests get 503.
     pub cpu_queue: usize,
@@ -140,23 +169,23 @@ impl Default for EngineSection {
 }
 
 /// `[limits]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsSection {
     /// Time allowed for a request head, from its first byte (or from connect).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
     pub header_timeout: Duration,
     /// Idle time allowed between requests on a kept-alive connection.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
     pub keepalive_timeout: Duration,
     /// Longest pause between reads of a request body.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
     pub body_timeout: Duration,
     /// Longest time without send progress before a client is dropped.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
     pub send_timeout: Duration,
     /// Time shutdown allows in-flight responses to finish.
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
     pub shutdown_grace: Duration,
     /// Longest request line (414 beyond).
     pub max_request_line: usize,
@@ -190,7 +219,7 @@ impl Default for LimitsSection {
 }
 
 /// Log output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// For people.
@@ -198,6 +227,19 @@ pub enum LogFormat {
     Human,
     /// One JSON object per line, for log pipelines.
     Json,
+}
+
+impl LogFormat {
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: [LogFormat; 2] = [LogFormat::Human, LogFormat::Json];
+
+    /// The name used on the command line and in `sluice.toml`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Human => "human",
+            LogFormat::Json => "json",
+        }
+    }
 }
 
 impl FromStr for LogFormat {
@@ -212,18 +254,21 @@ impl FromStr for LogFormat {
 }
 
 /// `[log]`
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogSection {
     /// `human` or `json`.
     pub format: LogFormat,
     /// A `tracing` filter: `info`, `debug`, `sluice=debug,info`, …
     pub level: String,
+    /// Append logs to this file instead of stderr; reopened on SIGUSR1 (for logrotate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
 }
 
 impl Default for LogSection {
     fn default() -> Self {
-        LogSection { format: LogFormat::Human, level: "info".into() }
+        LogSection { format: LogFormat::Human, level: "info".into(), file: None }
     }
 }
 
@@ -239,12 +284,16 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file is not valid.
-    #[error("{path}: {source}")]
+    #[error("{}:{line}:{column}: {message}", path.display())]
     Parse {
         /// The file.
         path: PathBuf,
-        /// What is wrong, with line and column.
-        source: toml::de::Error,
+        /// Where (1-based), when the parser knows.
+        line: usize,
+        /// Column (1-based).
+        column: usize,
+        /// What is wrong and, for a value of the wrong type, the expected form.
+        message: String,
     },
     /// A value is out of range.
     #[error("invalid setting: {0}")]
@@ -256,9 +305,33 @@ impl Config {
     pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        let config: Config =
-            toml::from_str(&text).map_err(|source| ConfigError::Parse { path: path.to_owned(), source })?;
-        Ok(config)
+        Config::from_text(&text).map_err(|(line, column, message)| ConfigError::Parse {
+            path: path.to_owned(),
+            line,
+            column,
+            message,
+        })
+    }
+
+    /// Parses `sluice.toml` text; an error is its line, column and one-line message.
+    pub fn from_text(text: &str) -> Result<Config, (usize, usize, String)> {
+        toml::from_str(text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start).min(text.len());
+            let before = &text[..at];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            (line, column, e.message().trim().replace('\n', " "))
+        })
+    }
+
+    /// The settings as `sluice.toml` text, with the engine's defaults filled in (`--check`).
+    pub fn effective_toml(&self) -> String {
+        let mut c = self.clone();
+        let e = self.engine_config();
+        c.engine.send = Some(e.send);
+        c.engine.workers = Some(e.workers);
+        c.engine.cpu_workers = Some(e.cpu_workers);
+        toml::to_string(&c).unwrap_or_else(|e| format!("# cannot render the settings: {e}\n"))
     }
 
     /// Checks values that parse but cannot work.
@@ -298,6 +371,7 @@ impl Config {
         sluice_media::rtsp::RtspConfig {
             session_timeout: self.rtsp.session_timeout,
             max_payload: self.rtsp.max_payload,
+            access_log: self.http.access_log,
             ..sluice_media::rtsp::RtspConfig::default()
         }
     }
@@ -335,14 +409,64 @@ impl Config {
     }
 }
 
-/// Parses a duration as `humantime` writes them: `10s`, `250ms`, `1m 30s`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e}"))
+/// The one duration parser of `sluice serve` and `sluice load`: `10s`, `250ms`, `1m30s`, `1.5s`.
+pub use sluice_proto::duration_text::format as format_duration;
+pub use sluice_proto::duration_text::parse as parse_duration;
+
+/// Parses a listening address: `127.0.0.1:8080`, `[::]:8080`, `localhost:8080`, or a port alone
+/// (`8080`), which keeps the default host 127.0.0.1 (serving beyond this machine is asked for by
+/// naming an address, e.g. `0.0.0.0:8080`).
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    let form = "an address such as 127.0.0.1:8080, localhost:8080, [::]:8080 or a port such as 8080";
+    if !text.contains(':') {
+        return Err(format!("`{text}` is not {form}"));
+    }
+    let addrs: Vec<SocketAddr> =
+        text.to_socket_addrs().map_err(|e| format!("`{text}`: {e} (expected {form})"))?.collect();
+    // IPv4 first: `localhost` means 127.0.0.1 to most clients a user will try.
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("`{text}` resolves to no address"))
+}
+
+/// Reads a value from a string with `parse`; any other type is an error that names the form.
+struct TextVisitor<T> {
+    form: &'static str,
+    parse: fn(&str) -> Result<T, String>,
+}
+
+impl<T> serde::de::Visitor<'_> for TextVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.form)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        (self.parse)(v).map_err(E::custom)
+    }
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_duration(&s).map_err(serde::de::Error::custom)
+    d.deserialize_str(TextVisitor {
+        form: "a duration in quotes, such as \"10s\" or \"1.5s\"",
+        parse: parse_duration,
+    })
+}
+
+fn listen_address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    d.deserialize_str(TextVisitor {
+        form: "an address in quotes, such as \"127.0.0.1:8080\" or \"localhost:8080\"",
+        parse: parse_listen,
+    })
 }
 
 fn some_from_str<'de, D: Deserializer<'de>, T: FromStr<Err = String>>(d: D) -> Result<Option<T>, D::Error> {
@@ -350,8 +474,39 @@ fn some_from_str<'de, D: Deserializer<'de>, T: FromStr<Err = String>>(d: D) -> R
 }
 
 fn from_str<'de, D: Deserializer<'de>, T: FromStr<Err = String>>(d: D) -> Result<T, D::Error> {
-    let s = String::deserialize(d)?;
-    s.parse().map_err(serde::de::Error::custom)
+    d.deserialize_str(TextVisitor { form: "a name in quotes (see sluice.toml)", parse: |s| s.parse() })
+}
+
+/// A value with a `name()`, as the string `sluice.toml` uses.
+trait Named {
+    fn name(&self) -> &'static str;
+}
+
+impl Named for EngineKind {
+    fn name(&self) -> &'static str {
+        EngineKind::name(*self)
+    }
+}
+impl Named for SendStrategy {
+    fn name(&self) -> &'static str {
+        SendStrategy::name(*self)
+    }
+}
+impl Named for ThreadsMode {
+    fn name(&self) -> &'static str {
+        ThreadsMode::name(*self)
+    }
+}
+
+fn named<S: Serializer, T: Named>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.name())
+}
+
+fn some_named<S: Serializer, T: Named>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(v.name()),
+        None => s.serialize_none(),
+    }
 }
 
 #[cfg(test)]
@@ -368,10 +523,45 @@ mod tests {
         assert_eq!(config.engine.kind, EngineKind::Epoll);
         let d = RtspSection::default();
         assert_eq!((config.rtsp.enabled, config.rtsp.listen), (d.enabled, d.listen));
+        let a = AdminSection::default();
+        assert_eq!((config.admin.enabled, config.admin.listen), (a.enabled, a.listen));
+        assert_eq!(config.http.bench, HttpSection::default().bench);
         assert_eq!(
             (config.rtsp.session_timeout, config.rtsp.max_payload),
             (d.session_timeout, d.max_payload)
         );
+    }
+
+    #[test]
+    fn listen_addresses_take_a_port_a_name_or_an_address() {
+        assert_eq!(parse_listen("8080"), Ok(SocketAddr::from(([127, 0, 0, 1], 8080))));
+        assert_eq!(parse_listen("localhost:8081"), Ok(SocketAddr::from(([127, 0, 0, 1], 8081))));
+        assert_eq!(parse_listen("0.0.0.0:80"), Ok(SocketAddr::from(([0, 0, 0, 0], 80))));
+        assert!(parse_listen("[::1]:80").unwrap().is_ipv6());
+        for bad in ["", "nowhere", "localhost", "70000", "1.2.3.4:x"] {
+            assert!(parse_listen(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_the_expected_form() {
+        let (line, column, message) = Config::from_text("[limits]\nheader_timeout = 10\n").unwrap_err();
+        assert_eq!((line, column), (2, 18));
+        assert!(message.contains("\"10s\"") && !message.contains('\n'), "{message}");
+        let (_, _, message) = Config::from_text("[http]\nlisten = 8080\n").unwrap_err();
+        assert!(message.contains("\"127.0.0.1:8080\""), "{message}");
+        let c = Config::from_text("[http]\nlisten = \"9000\"\n[limits]\nsend_timeout = \"1.5s\"\n").unwrap();
+        assert_eq!(c.http.listen.port(), 9000);
+        assert_eq!(c.limits.send_timeout, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn effective_settings_read_back_as_the_same_configuration() {
+        let c = Config::default();
+        let back = Config::from_text(&c.effective_toml()).unwrap();
+        assert_eq!(back.engine.send, Some(c.engine_config().send));
+        assert_eq!(back.limits.header_timeout, c.limits.header_timeout);
+        assert_eq!(back.admin.listen, c.admin.listen);
     }
 
     #[test]

@@ -7,11 +7,13 @@
 
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod app;
 pub mod bench;
 pub mod config;
 pub mod gzip_static;
 pub mod library;
+pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;

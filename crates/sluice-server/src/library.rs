@@ -177,6 +177,35 @@ impl Library {
     }
 }
 
+impl Library {
+    /// Every file of the library as (URL path, size), depth first in listing order, at most
+    /// `limit` of them and at most 16 directories deep (a listing must stay cheap on a huge tree).
+    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        let mut dirs = vec![(String::new(), 0usize)];
+        while let Some((dir, depth)) = dirs.pop() {
+            let Ok(path) = sluice_proto::http::path::normalize(&format!("{dir}/")) else { continue };
+            let Ok(entries) = self.list(&path) else { continue };
+            let mut subdirs = Vec::new();
+            for e in entries {
+                if out.len() >= limit {
+                    return out;
+                }
+                let rel = format!("{dir}/{}", e.name);
+                if e.is_dir {
+                    if depth < 16 {
+                        subdirs.push((rel, depth + 1));
+                    }
+                } else {
+                    out.push((rel, e.len));
+                }
+            }
+            dirs.extend(subdirs.into_iter().rev());
+        }
+        out
+    }
+}
+
 /// One entry of a directory listing.
 #[derive(Debug, Clone)]
 pub struct Listed {

@@ -16,6 +16,7 @@ use sluice_engine::{Counters, EngineConfig};
 pub struct RequestCounts {
     by_class: [AtomicU64; 5],
     refused: AtomicU64,
+    cut: AtomicU64,
 }
 
 impl RequestCounts {
@@ -28,6 +29,16 @@ impl RequestCounts {
     /// Counts one request refused by the protocol (malformed, too large, too slow).
     pub fn refused(&self) {
         self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one response whose connection closed before all of it was sent.
+    pub fn cut(&self) {
+        self.cut.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Responses cut short so far.
+    pub fn cut_total(&self) -> u64 {
+        self.cut.load(Ordering::Relaxed)
     }
 
     /// Every response counted so far.
@@ -95,6 +106,18 @@ sluice_http_requests_total {}",
         "# HELP sluice_http_requests_refused_total Requests refused before routing (malformed, too large, too slow).\n\
 # TYPE sluice_http_requests_refused_total counter\nsluice_http_requests_refused_total {}",
         requests.refused.load(Ordering::Relaxed)
+    );
+    let _ = writeln!(
+        m,
+        "# HELP sluice_http_responses_cut_total HTTP responses whose connection closed before all of it was sent.\n\
+# TYPE sluice_http_responses_cut_total counter\nsluice_http_responses_cut_total {}",
+        requests.cut_total()
+    );
+    let _ = writeln!(
+        m,
+        "# HELP sluice_log_lines_dropped_total Log lines dropped because the log output was full or failing.\n\
+# TYPE sluice_log_lines_dropped_total counter\nsluice_log_lines_dropped_total {}",
+        crate::logging::dropped_lines()
     );
     process(&mut m);
     m

@@ -1,7 +1,7 @@
 //! The library page: what a person sees at `/` (and at any directory without an `index.html`).
 //!
 //! Owns the HTML: a list of the directory's entries, with an HTML5 player for each video the
-//! browser can play. Everything from the file system is escaped. It does not read the file system.
+//! browser can play and, beside each MP4, its `rtsp://` URL when RTSP is served. Everything from the file system is escaped. It does not read the file system.
 
 use std::fmt::Write as _;
 
@@ -67,8 +67,15 @@ fn human_size(len: u64) -> String {
     }
 }
 
-/// Renders the page for directory `dir` with its `entries`.
-pub fn library_page(dir: &LibraryPath, entries: &[Listed]) -> String {
+/// Whether RTSP serves this file (the MP4 family the demuxer reads).
+pub fn is_mp4(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [".mp4", ".m4v", ".mov"].iter().any(|ext| lower.ends_with(ext))
+}
+
+/// Renders the page for directory `dir` with its `entries`; `rtsp` is `rtsp://HOST:PORT` when
+/// RTSP is served.
+pub fn library_page(dir: &LibraryPath, entries: &[Listed], rtsp: Option<&str>) -> String {
     let title = if dir.relative().is_empty() {
         "sluice media library".to_string()
     } else {
@@ -99,10 +106,24 @@ a{{color:#0b5cad}}</style></head><body>\n<h1>{title}</h1>\n"
         if e.is_dir {
             let _ = writeln!(html, "<li><a href=\"{href}/\">{name}/</a></li>");
         } else if is_video(&e.name) {
+            let rtsp_line = match rtsp {
+                Some(base) if is_mp4(&e.name) => {
+                    let mut url = base.to_string();
+                    for segment in dir.segments() {
+                        url.push('/');
+                        url.extend(utf8_percent_encode(segment, SEGMENT));
+                    }
+                    url.push('/');
+                    url.extend(utf8_percent_encode(&e.name, SEGMENT));
+                    let url = escape(&url);
+                    format!("<div class=\"rtsp\">RTSP: <a href=\"{url}\"><code>{url}</code></a></div>")
+                }
+                _ => String::new(),
+            };
             let _ = writeln!(
                 html,
                 "<li><a href=\"{href}\">{name}</a><span class=\"size\">{}</span>\
-<video controls preload=\"metadata\" src=\"{href}\"></video></li>",
+<video controls preload=\"metadata\" src=\"{href}\"></video>{rtsp_line}</li>",
                 human_size(e.len)
             );
         } else {
@@ -129,7 +150,8 @@ mod tests {
             Listed { name: "notes.txt".into(), is_dir: false, len: 12 },
             Listed { name: "shows".into(), is_dir: true, len: 0 },
         ];
-        let html = library_page(&normalize("/").unwrap(), &entries);
+        let html = library_page(&normalize("/").unwrap(), &entries, Some("rtsp://127.0.0.1:8554"));
+        assert!(html.contains("<code>rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
         assert!(
             html.contains("<video controls preload=\"metadata\" src=\"./a%20%3Cb%3E.mp4\"></video>"),
             "{html}"
@@ -139,7 +161,7 @@ mod tests {
         assert_eq!(html.matches("<video").count(), 1);
         assert!(html.contains("<a href=\"./shows/\">shows/</a>"));
         let evil = vec![Listed { name: "javascript:alert(1)".into(), is_dir: false, len: 1 }];
-        let html = library_page(&normalize("/").unwrap(), &evil);
+        let html = library_page(&normalize("/").unwrap(), &evil, None);
         assert!(html.contains("href=\"./javascript%3Aalert(1)\""), "{html}");
     }
 }

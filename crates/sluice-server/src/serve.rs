@@ -5,13 +5,18 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sluice_engine::rtsp::RtspSockets;
-use sluice_engine::{Counters, EngineKind, Listeners, Service, Shutdown};
+use sluice_engine::{
+    Counters, EngineConfig, EngineError, EngineKind, Listeners, Service, Shutdown, ThreadsMode,
+};
 use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
+use crate::admin::{host_port, Admin, AdminService};
 use crate::app::{App, AppSettings, ConnectionHandler};
 use crate::config::Config;
 use crate::library::{unpack_demo, Library};
@@ -31,12 +36,83 @@ pub enum ServeError {
         /// The reason.
         source: std::io::Error,
     },
+    /// An address cannot be listened on (most often: another process holds the port).
+    #[error("cannot listen on {addr} for {what}: {reason}; choose another address with {flag}")]
+    Address {
+        /// Which listener.
+        what: &'static str,
+        /// The flag (and `sluice.toml` key) that sets its address.
+        flag: &'static str,
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The system's reason, in words.
+        reason: String,
+    },
     /// The engine failed to start or run.
     #[error(transparent)]
     Engine(#[from] sluice_engine::EngineError),
     /// The upload store or tokens cannot be set up.
     #[error(transparent)]
     Uploads(#[from] crate::upload::UploadSetupError),
+    /// The shutdown grace ran out with responses still in flight; they were cut off.
+    #[error("the shutdown grace ({grace}) ran out: {responses} response(s) cut off")]
+    GraceExpired {
+        /// The grace, as configured.
+        grace: String,
+        /// Responses cut off when it ran out.
+        responses: u64,
+    },
+}
+
+impl ServeError {
+    /// The process exit status this error calls for: 2 for what the user must change (usage,
+    /// configuration, an address in use), 1 for failures at run time.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
+            ServeError::Uploads(_) => 2,
+            ServeError::Engine(EngineError::Config(_)) => 2,
+            ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
+        }
+    }
+}
+
+/// `sluice serve --check`: whether `config` can start a server, binding nothing. Returns the
+/// settings as they would run (the engine settled: io_uring probed, falling back to epoll unless
+/// `demanded`) and, for a fallback, why.
+pub fn check(config: &Config, demanded: bool) -> Result<(Config, Option<String>), ServeError> {
+    config.validate()?;
+    let mut config = config.clone();
+    let (kind, fallback) = sluice_engine::resolve_engine(config.engine.kind, demanded)?;
+    config.engine.kind = kind;
+    sluice_engine::check(&config.engine_config())?;
+    if let Some(root) = &config.library.root {
+        if !root.is_dir() {
+            let source = std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory");
+            return Err(ServeError::Library { path: root.clone(), source });
+        }
+    }
+    Ok((config, fallback.map(|r| r.to_string())))
+}
+
+/// Maps a bind failure to an error naming the listener and the flag that moves it.
+fn address_error(what: &'static str, flag: &'static str) -> impl Fn(EngineError) -> ServeError {
+    move |e| match e {
+        EngineError::Listen { addr, source } => {
+            let reason = match source.kind() {
+                std::io::ErrorKind::AddrInUse => "the address is in use by another process".to_string(),
+                std::io::ErrorKind::AddrNotAvailable => {
+                    "no interface of this machine has that address".to_string()
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    "permission denied (ports below 1024 need privileges)".to_string()
+                }
+                _ => source.to_string(),
+            };
+            ServeError::Address { what, flag, addr, reason }
+        }
+        other => ServeError::Engine(other),
+    }
 }
 
 /// The HTTP service: a session per connection over the shared app.
@@ -64,6 +140,7 @@ pub struct Server {
     app: Arc<App>,
     listeners: Listeners,
     rtsp: Option<Rtsp>,
+    admin: Option<Listeners>,
     counters: Arc<Counters>,
     demo: bool,
 }
@@ -92,7 +169,8 @@ impl Server {
         let library = open()?;
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
-                sockets: RtspSockets::bind(config.rtsp.listen)?,
+                sockets: RtspSockets::bind(config.rtsp.listen)
+                    .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 config: config.rtsp_config(),
                 media: Arc::new(MediaCatalogue::new(open()?)),
             }),
@@ -101,18 +179,52 @@ impl Server {
         let engine = config.engine_config();
         // The threads engine accepts on one socket, tokio on one per worker thread like the loops.
         let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
-        let listeners = Listeners::bind(config.http.listen, sockets)?;
+        let listeners =
+            Listeners::bind(config.http.listen, sockets).map_err(address_error("HTTP", "--listen"))?;
+        let admin = match config.admin.enabled {
+            true => Some(
+                Listeners::bind(config.admin.listen, 1)
+                    .map_err(address_error("the admin endpoints", "--admin-listen (or --no-admin)"))?,
+            ),
+            false => None,
+        };
         let counters = Counters::new();
         let settings = AppSettings {
             limits: config.protocol_limits(),
             max_ranges: config.library.max_ranges,
             access_log: config.http.access_log,
             bench: config.http.bench,
+            rtsp: rtsp.as_ref().map(|r| r.sockets.local_addr()),
             engine,
         };
         let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
-        Ok(Server { app, listeners, rtsp, counters, demo })
+        Ok(Server { app, listeners, rtsp, admin, counters, demo })
+    }
+
+    /// The admin listener's address, if it is on.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(Listeners::local_addr)
+    }
+
+    /// The media engine's counters (open connections, RTSP sessions, ...).
+    pub fn counters(&self) -> &Arc<Counters> {
+        &self.counters
+    }
+
+    /// The first stream to try: the library's first MP4 over RTSP when RTSP is on, else over
+    /// HTTP; `None` for a library without MP4s.
+    pub fn first_stream_url(&self) -> Option<String> {
+        let (path, _) = self.app.library().files(1000).into_iter().find(|(p, _)| crate::page::is_mp4(p))?;
+        let path: String = path
+            .split('/')
+            .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())
+            .collect::<Vec<_>>()
+            .join("/");
+        Some(match self.rtsp_addr() {
+            Some(rtsp) => format!("rtsp://{}{path}", host_port(rtsp)),
+            None => format!("http://{}{path}", host_port(self.local_addr())),
+        })
     }
 
     /// The address actually bound.
@@ -138,9 +250,64 @@ impl Server {
             }
         };
         let root = self.app.library().root().display().to_string();
+        let first_stream = self.first_stream_url();
+        let admin = self.admin.map(|listeners| {
+            let admin = Admin::new(
+                Arc::clone(&self.app),
+                addr,
+                self.rtsp.as_ref().map(|r| r.sockets.local_addr()),
+                shutdown.clone(),
+            );
+            (listeners, Arc::new(AdminService(Arc::new(admin))))
+        });
         let service = Arc::new(HttpService { app: self.app });
         let counters = &self.counters;
-        std::thread::scope(|scope| {
+        let grace = engine.shutdown_grace;
+        let app = Arc::clone(&service.app);
+        // When the shutdown was seen (within 20 ms of it) and how many responses had been cut by
+        // then: responses cut after it, by a shutdown that took the whole grace, were cut by it.
+        let seen = std::sync::Mutex::new(None::<(Instant, u64)>);
+        let finished = std::sync::atomic::AtomicBool::new(false);
+        let result = std::thread::scope(|scope| {
+            let watcher = std::thread::Builder::new().name("sluice-grace".into()).spawn_scoped(scope, || {
+                while !shutdown.is_triggered() {
+                    if finished.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                *seen = Some((Instant::now(), app.requests().cut_total()));
+            });
+            if let Err(source) = watcher {
+                return Err(EngineError::Setup { what: "spawn grace watcher", source });
+            }
+            let admin = match admin {
+                Some((listeners, service)) => {
+                    tracing::info!(
+                        "admin endpoints at http://{}/ (/metrics, /healthz, /readyz, /streams)",
+                        listeners.local_addr()
+                    );
+                    let admin_engine = EngineConfig {
+                        kind: EngineKind::Threads,
+                        send: sluice_engine::SendStrategy::Copy,
+                        workers: 1,
+                        threads_mode: ThreadsMode::PerConnection,
+                        max_connections: 64,
+                        cpu_workers: 1,
+                        cpu_queue: 4,
+                        ..engine.clone()
+                    };
+                    let thread = std::thread::Builder::new()
+                        .name("sluice-admin".into())
+                        .spawn_scoped(scope, move || {
+                            sluice_engine::run(&admin_engine, listeners, service, shutdown, &Counters::new())
+                        })
+                        .map_err(|source| EngineError::Setup { what: "spawn admin listener", source })?;
+                    Some(thread)
+                }
+                None => None,
+            };
             let rtsp = match self.rtsp {
                 Some(Rtsp { sockets, config, media }) => {
                     // Announced before HTTP's line, which tells scripts the server is up.
@@ -173,19 +340,35 @@ impl Server {
                 root,
                 if self.demo { " (built-in demo)" } else { "" },
             );
-            let http = sluice_engine::run(&engine, self.listeners, service, shutdown, counters);
-            if http.is_err() {
-                // The RTSP loop stops on the same signal; an HTTP side that failed takes it down.
-                shutdown.trigger();
+            if let Some(url) = &first_stream {
+                tracing::info!("try: {url}");
             }
-            let rtsp = match rtsp {
-                Some(t) => t.join().unwrap_or_else(|_| {
-                    Err(sluice_engine::EngineError::Config("the rtsp loop panicked".into()))
-                }),
-                None => Ok(()),
-            };
-            http.and(rtsp)
-        })?;
+            let http = sluice_engine::run(&engine, self.listeners, service, shutdown, counters);
+            // The RTSP loop and the admin listener stop on the same signal; an HTTP side that
+            // failed takes them down.
+            shutdown.trigger();
+            finished.store(true, Ordering::Relaxed);
+            let join =
+                |t: Option<std::thread::ScopedJoinHandle<'_, Result<(), EngineError>>>, what: &str| match t {
+                    Some(t) => {
+                        t.join().unwrap_or_else(|_| Err(EngineError::Config(format!("the {what} panicked"))))
+                    }
+                    None => Ok(()),
+                };
+            let rtsp = join(rtsp, "rtsp loop");
+            let admin = join(admin, "admin listener");
+            http.and(rtsp).and(admin)
+        });
+        result?;
+        let seen = *seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, cut_before)) = seen {
+            let cut = app.requests().cut_total() - cut_before;
+            if cut > 0 && at.elapsed() + Duration::from_millis(50) >= grace {
+                let grace = humantime::format_duration(grace).to_string();
+                tracing::warn!("stopped: the shutdown grace ({grace}) ran out; {cut} response(s) cut off");
+                return Err(ServeError::GraceExpired { grace, responses: cut });
+            }
+        }
         tracing::info!("stopped");
         Ok(())
     }

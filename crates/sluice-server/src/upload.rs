@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sluice_proto::http::body::BodySink;
 use sluice_proto::http::file::content_type_for;
 use sluice_proto::http::path::{normalize, PathError};
@@ -21,13 +21,15 @@ use sluice_store::gzip::{put_with_policy, GzipPolicy};
 use sluice_store::{Checksum, Condition, Key, ObjectWriter, PutOptions, Store, StoreError};
 
 /// `[uploads]`: who may write into the store, and how much.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UploadsSection {
     /// A file of bearer tokens, one a line (blank lines and `#` comments ignored). Uploads are
     /// off while no token is configured.
     pub token_file: Option<PathBuf>,
-    /// Tokens given inline (prefer `token_file`, which keeps them out of the config).
+    /// Tokens given inline (prefer `token_file`, which keeps them out of the config). Never
+    /// printed by `serve --check`.
+    #[serde(skip_serializing)]
     pub tokens: Vec<String>,
     /// Largest upload in bytes; a declared length above it is 413 before the body is read.
     pub max_size: u64,
@@ -51,7 +53,7 @@ impl Default for UploadsSection {
 }
 
 /// `[store]`: where uploads go. Unset `location` means the library root.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSection {
     /// A local directory, or `s3://bucket/prefix`.
@@ -62,7 +64,8 @@ pub struct StoreSection {
     pub s3_region: Option<String>,
     /// S3 access key id (else `AWS_ACCESS_KEY_ID`).
     pub s3_access_key_id: Option<String>,
-    /// S3 secret access key (else `AWS_SECRET_ACCESS_KEY`).
+    /// S3 secret access key (else `AWS_SECRET_ACCESS_KEY`). Never printed by `serve --check`.
+    #[serde(skip_serializing)]
     pub s3_secret_access_key: Option<String>,
     /// Virtual-hosted-style addressing; off (path style) suits SeaweedFS and MinIO.
     pub s3_virtual_hosted: bool,

@@ -20,6 +20,27 @@ use sluice_load::{
 /// Exit code when the run completed but a `--threshold` failed.
 pub const THRESHOLDS_FAILED: i32 = 99;
 
+/// Marks an error in the command line (exit status 2), as opposed to a run that failed (1).
+#[derive(Debug)]
+pub struct UsageError;
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid arguments")
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Why a run in which nothing succeeded failed, on one line: the commonest error kinds.
+fn nothing_succeeded(what: &str, attempts: u64, kinds: &[(&str, u64)]) -> anyhow::Error {
+    let mut kinds: Vec<&(&str, u64)> = kinds.iter().filter(|(_, n)| *n > 0).collect();
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
+    let why: Vec<String> = kinds.iter().take(3).map(|(k, n)| format!("{n} {k}")).collect();
+    let why = if why.is_empty() { String::new() } else { format!(" ({})", why.join(", ")) };
+    anyhow::anyhow!("no {what} succeeded out of {attempts}{why}")
+}
+
 /// Load generators.
 #[derive(Args, Debug)]
 pub struct LoadArgs {
@@ -102,6 +123,10 @@ pub struct RtspArgs {
     /// Runtime worker threads [default: the usable cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Pass/fail criterion, repeatable; a failed one exits 99: `perfect>99%`, `playing>=100%`,
+    /// `samples_mean>=899`, `samples_min>0`, `perfect_clients>=50`, `failures==0`, `lost_packets==0`.
+    #[arg(long = "threshold", value_name = "EXPR")]
+    thresholds: Vec<String>,
     /// Write the full report (summary and every viewer) as JSON to this file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -228,6 +253,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
+    let thresholds = args
+        .thresholds
+        .iter()
+        .map(|t| sluice_load::threshold::RtspThreshold::parse(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     let mut config = RtspConfig::new(args.url, args.clients);
     config.transport = match args.transport {
         TransportFlag::Tcp => RtspTransport::Tcp,
@@ -242,7 +273,7 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.audio = !args.video_only;
     config.threads = args.threads.unwrap_or(config.threads);
     config.allow_non_loopback = args.common.allow_non_loopback;
-    config.validate()?;
+    config.validate().map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     crate::raise_nofile_limit();
     let report = if args.common.no_progress {
         sluice_load::rtsp::run_rtsp(&config, &mut sluice_load::NoObserver)?
@@ -256,12 +287,57 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.json {
         report.write_json(path)?;
     }
+    let summary = &report.summary;
+    if summary.samples_total == 0 {
+        let f = &summary.failures;
+        return Err(nothing_succeeded(
+            "viewer",
+            summary.clients as u64,
+            &[
+                ("could not connect", f.connect),
+                ("failed DESCRIBE", f.describe),
+                ("found no video", f.no_video),
+                ("failed SETUP", f.setup),
+                ("failed PLAY", f.play),
+                ("timed out", f.timeout),
+                ("received no media", f.no_media),
+                ("lost the stream", f.stream),
+            ],
+        ));
+    }
+    let verdicts: Vec<_> = thresholds.iter().map(|t| t.check(summary)).collect();
+    if !args.common.quiet && !verdicts.is_empty() {
+        for v in &verdicts {
+            println!(
+                "  threshold  {} {} (actual {})",
+                if v.passed { "ok  " } else { "FAIL" },
+                v.expression,
+                v.actual
+            );
+        }
+    }
+    let failed: Vec<&str> = verdicts.iter().filter(|v| !v.passed).map(|v| v.expression.as_str()).collect();
+    if !failed.is_empty() {
+        thresholds_failed(&failed);
+    }
     Ok(())
 }
 
+/// Says which thresholds failed and exits with [`THRESHOLDS_FAILED`].
+fn thresholds_failed(failed: &[&str]) -> ! {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "sluice load: thresholds failed: {}", failed.join(", "));
+    std::process::exit(THRESHOLDS_FAILED);
+}
+
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
-    let thresholds = args.thresholds.iter().map(|t| Threshold::parse(t)).collect::<Result<Vec<_>, _>>()?;
-    let config = build_config(&args)?;
+    let thresholds = args
+        .thresholds
+        .iter()
+        .map(|t| Threshold::parse(t))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::Error::new(e).context(UsageError))?;
+    let config = build_config(&args).map_err(|e| e.context(UsageError))?;
     crate::raise_nofile_limit();
     let report = if args.common.no_progress {
         sluice_load::run(&config, &mut sluice_load::NoObserver)?
@@ -280,11 +356,16 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.csv {
         write_file(&CsvSeries, &report, path)?;
     }
+    if report.requests.ok == 0 {
+        let e = &report.errors;
+        let kinds: Vec<(&str, u64)> =
+            sluice_load::stats::ErrorKind::ALL.iter().map(|&k| (k.name(), e.get(k))).collect();
+        return Err(nothing_succeeded("request", report.requests.sent, &kinds));
+    }
     if !report.thresholds_passed() {
         let failed: Vec<&str> =
             report.thresholds.iter().filter(|t| !t.passed).map(|t| t.expression.as_str()).collect();
-        eprintln!("sluice load: thresholds failed: {}", failed.join(", "));
-        std::process::exit(THRESHOLDS_FAILED);
+        thresholds_failed(&failed);
     }
     Ok(())
 }

@@ -3,13 +3,15 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use sluice_engine::{EngineKind, SendStrategy, Shutdown, ThreadsMode};
-use sluice_server::config::{parse_duration, Config, LogFormat};
-use sluice_server::Server;
+use sluice_server::config::{parse_duration, parse_listen, Config, ConfigError, LogFormat};
+use sluice_server::{ServeError, Server};
 
 mod lab_cmd;
 mod load_cmd;
@@ -38,6 +40,14 @@ enum Command {
     Upload(Box<upload_cmd::UploadArgs>),
 }
 
+/// A clap parser accepting exactly `names` (listed in `--help`), read with `T`'s `FromStr`.
+fn named<T>(names: Vec<&'static str>) -> impl TypedValueParser<Value = T>
+where
+    T: std::str::FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
+}
+
 /// Every flag overrides the same setting in the configuration file.
 #[derive(Args, Debug, Default)]
 struct ServeArgs {
@@ -47,30 +57,36 @@ struct ServeArgs {
     /// Directory to serve.
     #[arg(long)]
     root: Option<PathBuf>,
-    /// HTTP address, e.g. 127.0.0.1:8080 (port 0 picks a free port).
-    #[arg(long)]
+    /// HTTP address: 127.0.0.1:8080, localhost:8080, 0.0.0.0:8080 (every interface), or a port
+    /// alone (on 127.0.0.1); port 0 picks a free port.
+    #[arg(long, value_parser = parse_listen, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// RTSP address, e.g. 127.0.0.1:8554 (port 0 picks a free port); every MP4 of the library is
-    /// at rtsp://ADDR/<path>.
-    #[arg(long, conflicts_with = "no_rtsp")]
+    /// RTSP address, as --listen; every MP4 of the library is at rtsp://ADDR/<path>.
+    #[arg(long, conflicts_with = "no_rtsp", value_parser = parse_listen, value_name = "ADDR")]
     rtsp_listen: Option<SocketAddr>,
     /// Do not serve RTSP.
     #[arg(long)]
     no_rtsp: bool,
-    /// An RTSP session with no request or RTCP report for this long is released (default 60s).
-    #[arg(long, value_parser = parse_duration)]
+    /// Address of the admin listener (/metrics, /healthz, /readyz, /streams), as --listen.
+    #[arg(long, conflicts_with = "no_admin", value_parser = parse_listen, value_name = "ADDR")]
+    admin_listen: Option<SocketAddr>,
+    /// Do not serve the admin endpoints.
+    #[arg(long)]
+    no_admin: bool,
+    /// An RTSP session with no request or RTCP report for this long is released.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     rtsp_session_timeout: Option<Duration>,
-    /// I/O engine: uring, epoll, threads or tokio (RTSP runs on io_uring with uring, else epoll).
-    #[arg(long)]
+    /// I/O engine (RTSP runs on io_uring with uring, on epoll with every other engine).
+    #[arg(long, value_parser = named::<EngineKind>(EngineKind::ALL.map(EngineKind::name).to_vec()))]
     engine: Option<EngineKind>,
-    /// Send strategy: sendfile or copy.
-    #[arg(long)]
+    /// How file bytes reach the socket (uring cannot use sendfile).
+    #[arg(long, value_parser = named::<SendStrategy>(SendStrategy::ALL.map(SendStrategy::name).to_vec()))]
     send: Option<SendStrategy>,
     /// Event loops (epoll engine); default one per core.
     #[arg(long)]
     workers: Option<usize>,
-    /// Threads engine: pool or per-connection.
-    #[arg(long)]
+    /// Threads engine: a fixed pool, or a thread per connection.
+    #[arg(long, value_parser = named::<ThreadsMode>(ThreadsMode::ALL.map(ThreadsMode::name).to_vec()))]
     threads_mode: Option<ThreadsMode>,
     /// Threads in the pool (threads engine, pool mode).
     #[arg(long)]
@@ -84,43 +100,95 @@ struct ServeArgs {
     /// Most CPU-bound requests queued or running at once (503 beyond).
     #[arg(long)]
     cpu_queue: Option<usize>,
-    /// Do not serve the benchmark endpoints under /bench/.
+    /// Serve the benchmark endpoints under /bench/ (hello, json, cpu, latency, ...) on the media
+    /// port; off by default, so that a library folder named bench/ is served.
+    #[arg(long, conflicts_with = "no_bench")]
+    bench: bool,
+    /// Do not serve the benchmark endpoints (the default; overrides `bench = true` in the file).
     #[arg(long)]
     no_bench: bool,
     /// Time allowed for a request head (e.g. 10s).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     header_timeout: Option<Duration>,
     /// Idle time allowed between requests on a kept-alive connection.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     keepalive_timeout: Option<Duration>,
     /// Longest pause between reads of a request body.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     body_timeout: Option<Duration>,
     /// Longest time without send progress before a client is dropped.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     send_timeout: Option<Duration>,
-    /// Time in-flight responses get to finish on SIGTERM/SIGINT.
-    #[arg(long, value_parser = parse_duration)]
+    /// Time in-flight responses get to finish on SIGTERM/SIGINT (a second signal exits at once;
+    /// responses cut off when it runs out make the exit status 1).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     shutdown_grace: Option<Duration>,
     /// Most byte ranges honoured per request (0 turns ranges off).
     #[arg(long)]
     max_ranges: Option<usize>,
-    /// Log a line per request: true or false.
-    #[arg(long)]
+    /// Log a line per HTTP response when it ends (bytes sent, duration, whether it was cut short)
+    /// and per RTSP request (method, URL, status, session, transport).
+    #[arg(long, value_name = "BOOL")]
     access_log: Option<bool>,
-    /// Log format: human or json.
-    #[arg(long)]
+    /// Log format (json: one object per line, each field a JSON field).
+    #[arg(long, value_parser = named::<LogFormat>(LogFormat::ALL.map(LogFormat::name).to_vec()))]
     log_format: Option<LogFormat>,
     /// Log filter, e.g. info, debug, "info,sluice::access=off".
-    #[arg(long)]
+    #[arg(long, value_name = "FILTER")]
     log_level: Option<String>,
     #[command(flatten)]
     store: store_args::StoreArgs,
+    /// Append logs to this file instead of stderr; SIGUSR1 reopens it (after logrotate moved it).
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+    /// Check the configuration, print the effective settings as sluice.toml text, and exit
+    /// (0 when it is usable, 2 when not).
+    #[arg(long)]
+    check: bool,
+}
+
+/// Appends each setting's default, from `Config::default()`, to its flag's help.
+fn with_defaults(cmd: clap::Command) -> clap::Command {
+    let c = Config::default();
+    let e = c.engine_config();
+    let d = |d: Duration| sluice_server::config::format_duration(d);
+    let defaults: Vec<(&str, String)> = vec![
+        ("listen", c.http.listen.to_string()),
+        ("rtsp_listen", c.rtsp.listen.to_string()),
+        ("admin_listen", c.admin.listen.to_string()),
+        ("rtsp_session_timeout", d(c.rtsp.session_timeout)),
+        ("engine", c.engine.kind.name().into()),
+        ("send", "splice on uring, sendfile on the others".into()),
+        ("workers", format!("one per core, {}", e.workers)),
+        ("threads_mode", c.engine.threads_mode.name().into()),
+        ("pool_size", c.engine.pool_size.to_string()),
+        ("max_connections", c.engine.max_connections.to_string()),
+        ("cpu_workers", format!("one per core, {}", e.cpu_workers)),
+        ("cpu_queue", c.engine.cpu_queue.to_string()),
+        ("header_timeout", d(c.limits.header_timeout)),
+        ("keepalive_timeout", d(c.limits.keepalive_timeout)),
+        ("body_timeout", d(c.limits.body_timeout)),
+        ("send_timeout", d(c.limits.send_timeout)),
+        ("shutdown_grace", d(c.limits.shutdown_grace)),
+        ("max_ranges", c.library.max_ranges.to_string()),
+        ("access_log", c.http.access_log.to_string()),
+        ("log_format", c.log.format.name().into()),
+        ("log_level", c.log.level.clone()),
+    ];
+    cmd.mut_subcommand("serve", |mut serve| {
+        for (id, default) in defaults {
+            serve = serve.mut_arg(id, |a| {
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                a.help(format!("{help} [default: {default}]"))
+            });
+        }
+        serve
+    })
 }
 
 impl ServeArgs {
     /// The file's settings (or the defaults) with every given flag applied on top.
-    fn into_config(self) -> anyhow::Result<Config> {
+    fn into_config(self) -> Result<Config, ConfigError> {
         let mut c = match &self.config {
             Some(path) => Config::from_file(path)?,
             None => Config::default(),
@@ -141,10 +209,23 @@ impl ServeArgs {
         if self.cpu_workers.is_some() {
             c.engine.cpu_workers = self.cpu_workers;
         }
+        if self.bench {
+            c.http.bench = true;
+        }
         if self.no_bench {
             c.http.bench = false;
         }
         set!(self.listen => http.listen);
+        if self.admin_listen.is_some() {
+            c.admin.enabled = true;
+        }
+        if self.no_admin {
+            c.admin.enabled = false;
+        }
+        set!(self.admin_listen => admin.listen);
+        if self.log_file.is_some() {
+            c.log.file = self.log_file;
+        }
         if self.rtsp_listen.is_some() {
             c.rtsp.enabled = true;
         }
@@ -175,18 +256,6 @@ impl ServeArgs {
     }
 }
 
-fn init_logging(config: &Config) -> anyhow::Result<()> {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.level)
-        .with_context(|| format!("invalid log level `{}`", config.log.level))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match config.log.format {
-        LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => builder.json().init(),
-    }
-    Ok(())
-}
-
 /// Raises the soft open-files limit to the hard one: every connection is a descriptor, and the
 /// usual soft default (1024) would cap a server, a load run or the lab at about a thousand
 /// connections.
@@ -213,42 +282,139 @@ fn return_large_blocks() {
     unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
 }
 
-fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    return_large_blocks();
-    let args_engine = args.engine;
-    let config = args.into_config()?;
-    init_logging(&config)?;
-    raise_nofile_limit();
-    let shutdown = Shutdown::new()?;
-    let signals = {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        let mut signals =
-            signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
-        let shutdown = shutdown.clone();
-        std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                tracing::info!(signal = sig, "shutting down: finishing in-flight responses");
-                shutdown.trigger();
-            }
-        })?
-    };
-    // Asking for uring on the command line is a demand: if the kernel refuses io_uring, say why
-    // and stop. Asking in the configuration file is a preference that falls back to epoll.
-    let demanded = args_engine == Some(EngineKind::Uring);
-    let server = Server::bind(config, demanded)?;
-    server.run(&shutdown)?;
-    drop(signals);
+/// `sluice serve --check`: the effective settings on stdout, a note on stderr.
+fn check(config: &Config, demanded: bool) -> Result<(), ServeError> {
+    use std::io::Write;
+    let (effective, fallback) = sluice_server::serve::check(config, demanded)?;
+    if let Some(reason) = fallback {
+        eprintln_safe(&format!("sluice: note: {reason}"));
+    }
+    // `sluice serve --check | head` must not panic on a closed stdout.
+    let _ = std::io::stdout().write_all(effective.effective_toml().as_bytes());
+    eprintln_safe("sluice: the configuration is valid");
     Ok(())
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    return_large_blocks();
+    // Asking for uring on the command line is a demand: if the kernel refuses io_uring, say why
+    // and stop. Asking in the configuration file is a preference that falls back to epoll.
+    let demanded = args.engine == Some(EngineKind::Uring);
+    let only_check = args.check;
+    let config = args.into_config().map_err(ServeError::from)?;
+    if only_check {
+        return Ok(check(&config, demanded)?);
+    }
+    let log = sluice_server::logging::init(&config.log).map_err(ServeError::from)?;
+    raise_nofile_limit();
+    let shutdown = Shutdown::new().map_err(ServeError::from)?;
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    // Installed before binding, so that a signal during start-up is not lost.
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1])
+        .map_err(|source| sluice_engine::EngineError::Setup { what: "installing signal handlers", source })
+        .map_err(ServeError::from)?;
+    let server = match Server::bind(config, demanded) {
+        Ok(server) => server,
+        Err(e) => {
+            log.flush(Duration::from_secs(1));
+            return Err(e.into());
+        }
+    };
+    let signal_thread = {
+        let (shutdown, log, counters) = (shutdown.clone(), log.clone(), Arc::clone(server.counters()));
+        let handle = signals.handle();
+        std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
+            for sig in signals.forever() {
+                let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                if sig == SIGUSR1 {
+                    log.reopen();
+                    tracing::info!("SIGUSR1: log file reopened");
+                } else if !shutdown.is_triggered() {
+                    tracing::info!(
+                        connections = counters.open_connections(),
+                        rtsp_sessions = counters.rtsp_sessions(),
+                        "{name}: shutting down; finishing {} connection(s) and {} RTSP session(s) in flight (a second signal exits at once)",
+                        counters.open_connections(),
+                        counters.rtsp_sessions(),
+                    );
+                    shutdown.trigger();
+                } else {
+                    tracing::warn!(
+                        connections = counters.open_connections(),
+                        "{name} again: exiting at once, cutting off {} connection(s)",
+                        counters.open_connections()
+                    );
+                    log.flush(Duration::from_millis(500));
+                    std::process::exit(1);
+                }
+            }
+        })
+        .map_err(|source| sluice_engine::EngineError::Setup { what: "spawn signal thread", source })
+        .map_err(ServeError::from)?;
+        handle
+    };
+    let result = server.run(&shutdown);
+    signal_thread.close();
+    log.flush(Duration::from_secs(2));
+    Ok(result?)
+}
+
+/// Writes one line to stderr; a closed or broken stderr is not worth a panic.
+fn eprintln_safe(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The exit status an error calls for: 2 for what the user must change, 1 for the rest.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<load_cmd::UsageError>().is_some() {
+        return 2;
+    }
+    for cause in e.chain() {
+        if let Some(serve) = cause.downcast_ref::<ServeError>() {
+            return serve.exit_code();
+        }
+        if cause.is::<ConfigError>() {
+            return 2;
+        }
+        if let Some(load) = cause.downcast_ref::<sluice_load::LoadError>() {
+            return if load.is_usage() { 2 } else { 1 };
+        }
+    }
+    1
+}
+
+/// The error and its causes on one line, without repeating a cause its parent already quotes.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    // The marker says only how to exit; the message is its cause's.
+    line.strip_prefix("invalid arguments: ").map(str::to_string).unwrap_or(line).replace('\n', " ")
+}
+
+fn main() -> ExitCode {
+    let matches = with_defaults(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let result = match cli.command {
         Command::Serve(args) => serve(*args),
         Command::Load(args) => load_cmd::run(args),
         Command::Upload(args) => upload_cmd::run(*args),
         Command::Lab(args) => {
             raise_nofile_limit();
             lab_cmd::run(args)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln_safe(&format!("sluice: {}", one_line(&e)));
+            ExitCode::from(exit_code(&e))
         }
     }
 }

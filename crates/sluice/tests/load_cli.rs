@@ -30,6 +30,8 @@ impl Serve {
                 "--access-log",
                 "false",
                 "--no-rtsp",
+                "--no-admin",
+                "--bench",
             ])
             .args(["--log-level", "info"])
             .env_remove("SLUICE_CONFIG")
@@ -177,7 +179,7 @@ fn open_model_from_flags_against_sluice_serve() {
 }
 
 #[test]
-fn bad_input_is_refused_with_a_message() {
+fn bad_input_is_refused_with_a_message_and_exit_2() {
     let cases: &[&[&str]] = &[
         &[],
         &["--vus", "2", "http://127.0.0.1:9/"],
@@ -190,7 +192,31 @@ fn bad_input_is_refused_with_a_message() {
     for args in cases {
         let out = load(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(!stderr.trim().is_empty() && !stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().filter(|l| l.starts_with("sluice")).count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A closed port: every request fails, so the run fails (exit 1) with one line saying why, with
+/// or without thresholds.
+#[test]
+fn a_run_where_nothing_succeeded_exits_1() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/");
+    for extra in [&[][..], &["--threshold", "p99<10s"][..]] {
+        let mut args = vec!["-n", "20", "--vus", "2", "--quiet"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let out = load(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.trim().lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {stderr}");
+        assert!(lines[0].contains("no request succeeded") && lines[0].contains("refused"), "{stderr}");
     }
 }

@@ -202,7 +202,7 @@ fn rtsp_url(server: &Server, path: &str) -> String {
 }
 
 fn scrape(server: &Server) -> String {
-    metrics(&mut Conn::open(server.addr()))
+    server.scrape()
 }
 
 const SESSIONS: &str = "sluice_rtsp_sessions";

@@ -154,8 +154,8 @@ pub(crate) fn wall_clock() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO)
 }
 
-/// The RTSP core's reports become the engine's counters (and a warning for a file that cannot
-/// be read). Access logging of RTSP requests would hook in here too.
+/// The RTSP core's reports become the engine's counters, the RTSP access log (a line per request
+/// and per session start and end) and a warning for a file that cannot be read.
 impl Observer for Shard {
     fn note(&self, note: Note<'_>) {
         match note {
@@ -163,15 +163,27 @@ impl Observer for Shard {
             Note::BytesIn(n) => self.add(Event::BytesIn, n as u64),
             Note::Answered { requests, .. } => self.add(Event::RtspRequests, requests as u64),
             Note::Refused(error) => tracing::debug!("rtsp: refused: {error}"),
-            Note::SessionCreated(_) => self.add(Event::RtspSessionsCreated, 1),
-            Note::SessionReleased(_, why) => self.add(
-                match why {
-                    Release::Teardown => Event::RtspReleasedTeardown,
-                    Release::Timeout => Event::RtspReleasedTimeout,
-                    Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
-                },
-                1,
-            ),
+            Note::Access { peer, answered: a } => {
+                let (session, transport) =
+                    (a.session.as_deref().unwrap_or("-"), a.transport.as_deref().unwrap_or("-"));
+                tracing::info!(target: "sluice::access", protocol = "rtsp", peer = %peer, method = a.method,
+                    url = a.url, status = a.status, session, transport, "rtsp request");
+            }
+            Note::SessionCreated(id, path) => {
+                self.add(Event::RtspSessionsCreated, 1);
+                tracing::info!(target: "sluice::rtsp", session = %id, path, "rtsp session started");
+            }
+            Note::SessionReleased(id, why) => {
+                tracing::info!(target: "sluice::rtsp", session = %id, reason = ?why, "rtsp session ended");
+                self.add(
+                    match why {
+                        Release::Teardown => Event::RtspReleasedTeardown,
+                        Release::Timeout => Event::RtspReleasedTimeout,
+                        Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
+                    },
+                    1,
+                )
+            }
             Note::SampleRead => self.syscall(Syscall::Pread),
             Note::Unreadable { path, error } => {
                 tracing::warn!("rtsp: cannot open {path} to stream it: {error}")

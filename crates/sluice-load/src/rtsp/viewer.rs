@@ -377,6 +377,9 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
                 plan.live.samples.fetch_add(1, Relaxed);
                 if result.samples == 1 {
                     result.first_sample_ms = Some(ms_between(at, last_media));
+                    // The timer still waits for the setup deadline; from now on the stream's end
+                    // is `idle_end` after the last media (a short clip must not wait for setup).
+                    timer.as_mut().reset(limit(true, last_media));
                 }
                 if plan.expect_samples.is_some_and(|n| result.samples >= n) {
                     result.end = EndReason::Expected;

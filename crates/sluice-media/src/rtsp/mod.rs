@@ -36,7 +36,7 @@ pub mod stream;
 
 pub use server::{Control, DatagramSink, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, PACE_TICK};
 pub use session::{
-    Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Release, RtspConfig, RtspConnection,
-    RtspSession, SessionId, SessionTable, SessionTrack, METHODS,
+    Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Release, RtspConfig,
+    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, METHODS,
 };
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};

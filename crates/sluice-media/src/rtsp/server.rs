@@ -27,8 +27,8 @@ use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
 use sluice_proto::rtsp::{interleaved_header, RtspError};
 
 use super::session::{
-    Catalogue, ConnectionId, Delivery, Event, Output, Release, RtspConfig, RtspConnection, SessionId,
-    SessionTable,
+    Answered, Catalogue, ConnectionId, Delivery, Event, Output, Release, RtspConfig, RtspConnection,
+    SessionId, SessionTable,
 };
 use super::stream::Due;
 
@@ -104,8 +104,15 @@ pub enum Note<'a> {
     },
     /// A request was refused with this error, in context (its byte position and connection).
     Refused(&'a RtspError),
-    /// A session was set up.
-    SessionCreated(SessionId),
+    /// A request was answered (when [`RtspConfig::access_log`] is on): what the access log says.
+    Access {
+        /// The client.
+        peer: SocketAddr,
+        /// The request and its answer.
+        answered: &'a Answered,
+    },
+    /// A session was set up for the presentation at this URL path.
+    SessionCreated(SessionId, &'a str),
     /// A session is gone, and why.
     SessionReleased(SessionId, Release),
     /// A sample's bytes were read through [`MediaLibrary::read_at`].
@@ -414,6 +421,10 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             for error in &self.output.refused {
                 self.observer.note(Note::Refused(error));
             }
+            let peer = c.rtsp.context().peer;
+            for answered in &self.output.access {
+                self.observer.note(Note::Access { peer, answered });
+            }
             self.mark(key);
             let events = std::mem::take(&mut self.output.events);
             self.apply(&events, now);
@@ -492,7 +503,8 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         for event in events {
             match *event {
                 Event::Created(id) => {
-                    self.observer.note(Note::SessionCreated(id));
+                    let path = self.table.get_mut(id).map(|s| s.path().to_string()).unwrap_or_default();
+                    self.observer.note(Note::SessionCreated(id, &path));
                     self.viewers.insert(
                         id,
                         Viewer {

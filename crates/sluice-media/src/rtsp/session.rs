@@ -85,6 +85,8 @@ pub struct RtspConfig {
     pub udp_server_ports: Option<(u16, u16)>,
     /// Largest RTP payload (the path MTU minus IP, UDP and RTP headers).
     pub max_payload: usize,
+    /// Whether each answered request is recorded in [`Output::access`] for the access log.
+    pub access_log: bool,
 }
 
 impl Default for RtspConfig {
@@ -98,6 +100,7 @@ impl Default for RtspConfig {
             max_tracks_per_session: 8,
             udp_server_ports: Some((6970, 6971)),
             max_payload: 1400,
+            access_log: false,
         }
     }
 }
@@ -257,6 +260,23 @@ pub struct Output {
     pub close: bool,
     /// The requests refused, each in context (its byte position and the connection), in order.
     pub refused: Vec<RtspError>,
+    /// What each answered request was, for the access log (when [`RtspConfig::access_log`]).
+    pub access: Vec<Answered>,
+}
+
+/// One answered request, as the access log tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answered {
+    /// The method, e.g. `SETUP`.
+    pub method: String,
+    /// The request URL.
+    pub url: String,
+    /// The response's status code.
+    pub status: u16,
+    /// The `Session` header of the request or its response.
+    pub session: Option<String>,
+    /// The `Transport` header of the response (SETUP).
+    pub transport: Option<String>,
 }
 
 impl Output {
@@ -267,6 +287,7 @@ impl Output {
         self.events.clear();
         self.close = false;
         self.refused.clear();
+        self.access.clear();
     }
 }
 
@@ -528,6 +549,17 @@ impl RtspConnection {
             out.refused.push(e.in_context(at, self.context()));
             reply
         });
+        if table.config.access_log {
+            let text = |v: Option<&rtsp_types::HeaderValue>| v.map(|v| v.as_str().to_string());
+            out.access.push(Answered {
+                method: <&str>::from(request.method()).to_string(),
+                url: request.request_uri().map_or_else(|| "*".to_string(), |u| u.to_string()),
+                status: reply.status(),
+                session: text(reply.header_value(&rtsp_types::headers::SESSION))
+                    .or_else(|| text(request.header(&rtsp_types::headers::SESSION))),
+                transport: text(reply.header_value(&rtsp_types::headers::TRANSPORT)),
+            });
+        }
         reply.write(&mut out.replies);
         out.answered += 1;
     }

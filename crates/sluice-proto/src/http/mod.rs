@@ -74,6 +74,30 @@ pub trait Handler {
     /// Told of each request the session refused before it reached [`Handler::respond`]
     /// (malformed, too large, too slow), so that it can be logged.
     fn refused(&self, _status: Status, _error: &RequestError) {}
+
+    /// Told of each response queued, with its place in the connection's output stream; the
+    /// response is whole once the engine has sent up to its end.
+    fn queued(&self, _response: &Queued) {}
+
+    /// Everything queued so far has been sent.
+    fn drained(&self) {}
+
+    /// The connection closed after sending `sent_total` bytes in all (see [`Queued`]).
+    fn closed(&self, _sent_total: u64) {}
+}
+
+/// Where a queued response sits in its connection's output stream, in bytes from the first byte
+/// the connection sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    /// The response's status.
+    pub status: Status,
+    /// Where its head starts.
+    pub start: u64,
+    /// Where its body starts (the end of the head).
+    pub body_start: u64,
+    /// Where it ends.
+    pub end: u64,
 }
 
 impl<T: Handler + ?Sized> Handler for std::sync::Arc<T> {
@@ -85,5 +109,14 @@ impl<T: Handler + ?Sized> Handler for std::sync::Arc<T> {
     }
     fn refused(&self, status: Status, error: &RequestError) {
         (**self).refused(status, error)
+    }
+    fn queued(&self, response: &Queued) {
+        (**self).queued(response)
+    }
+    fn drained(&self) {
+        (**self).drained()
+    }
+    fn closed(&self, sent_total: u64) {
+        (**self).closed(sent_total)
     }
 }

@@ -106,7 +106,7 @@ impl<H: Handler> HttpSession<H> {
         let status = error.status();
         self.handler.refused(status, &error);
         let response = Response::error(status);
-        queue_response(out, Method::Get, response, Persistence::Close, clock);
+        queue_response(&self.handler, out, Method::Get, response, Persistence::Close, clock);
         self.close(out);
     }
 
@@ -186,7 +186,7 @@ impl<H: Handler> HttpSession<H> {
         match (decoded, refusal) {
             (_, Some(response)) => {
                 self.state = ReadState::Idle;
-                queue_response(out, Method::Get, response, Persistence::Close, clock);
+                queue_response(&self.handler, out, Method::Get, response, Persistence::Close, clock);
                 self.close(out);
                 input.len()
             }
@@ -225,7 +225,7 @@ impl<H: Handler> HttpSession<H> {
                     then.keep_alive = false;
                     then.persistence = Persistence::Close;
                 }
-                queue_response(out, then.method, response, then.persistence, clock);
+                queue_response(&self.handler, out, then.method, response, then.persistence, clock);
                 self.after_response(then.keep_alive, out, clock);
             }
             Reply::After(delay, response) => {
@@ -301,6 +301,7 @@ impl<H: Handler> Session for HttpSession<H> {
     }
 
     fn on_drained(&mut self, clock: &Clock) {
+        self.handler.drained();
         if matches!(self.state, ReadState::Idle) {
             self.deadline = Some(clock.now() + self.handler.limits().keepalive_timeout);
         }
@@ -363,8 +364,12 @@ impl<H: Handler> Session for HttpSession<H> {
 
     fn on_overload(&mut self, out: &mut Outbox, clock: &Clock) {
         let busy = Response::error(Status::SERVICE_UNAVAILABLE).with_header("Retry-After", "1");
-        queue_response(out, Method::Get, busy, Persistence::Close, clock);
+        queue_response(&self.handler, out, Method::Get, busy, Persistence::Close, clock);
         self.close(out);
+    }
+
+    fn on_close(&mut self, out: &Outbox) {
+        self.handler.closed(out.sent_total());
     }
 
     fn on_shutdown(&mut self, out: &mut Outbox) -> bool {
@@ -381,8 +386,10 @@ impl<H: Handler> Session for HttpSession<H> {
     }
 }
 
-/// Serialises a response into the outbox. HEAD and bodiless statuses send the head alone.
-fn queue_response(
+/// Serialises a response into the outbox, and tells the handler where it lies in the stream.
+/// HEAD and bodiless statuses send the head alone.
+fn queue_response<H: Handler>(
+    handler: &H,
     out: &mut Outbox,
     method: Method,
     response: Response,
@@ -393,6 +400,8 @@ fn queue_response(
     let mut head = out.buffer();
     let content_length = (!status.forbids_body()).then(|| body.len());
     write_head(&mut head, status, &headers, content_length, persistence, clock);
+    let start = out.queued_total();
+    let body_start = start + head.len() as u64;
     let send_body = method != Method::Head && !status.forbids_body();
     if !send_body {
         out.push(Segment::Bytes(head));
@@ -424,7 +433,7 @@ fn queue_response(
         }
     }
     out.note_response();
-    let _: Status = status;
+    handler.queued(&super::Queued { status, start, body_start, end: out.queued_total() });
 }
 
 #[cfg(test)]

@@ -32,6 +32,16 @@ pub struct RtpInfoEntry {
 pub struct Reply(Response<Vec<u8>>);
 
 impl Reply {
+    /// The status code, for the access log.
+    pub fn status(&self) -> u16 {
+        u16::from(self.0.status())
+    }
+
+    /// A header's value, for the access log.
+    pub fn header_value(&self, name: &headers::HeaderName) -> Option<&rtsp_types::HeaderValue> {
+        self.0.header(name)
+    }
+
     /// A response with `status`, echoing `cseq` (absent only when the request had none).
     pub fn new(status: StatusCode, cseq: Option<u32>) -> Reply {
         let mut builder = Response::builder(Version::V1_0, status).header(headers::SERVER, "sluice");

@@ -101,6 +101,14 @@ impl Server {
         if !engine.contains(&"--log-level") && !extra.contains(&"--log-level") {
             args.extend(["--log-level", "info"]);
         }
+        // The admin listener gets a free port too; /bench/ is on unless the test says otherwise.
+        let admin_flags = ["--admin-listen", "--no-admin"];
+        if !engine.iter().chain(extra).any(|a| admin_flags.contains(a)) {
+            args.extend(["--admin-listen", "127.0.0.1:0"]);
+        }
+        if !engine.iter().chain(extra).any(|a| *a == "--no-bench" || *a == "--bench") {
+            args.push("--bench");
+        }
         args.extend_from_slice(engine);
         args.extend_from_slice(extra);
         let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
@@ -176,6 +184,19 @@ impl Server {
         let mut all: Vec<&str> = vec!["--root", &root];
         all.extend_from_slice(extra);
         Server::start(engine, &all)
+    }
+
+    /// The admin listener's address (panics when the server runs without one).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.logs()
+            .iter()
+            .find_map(|l| parse_marker_line(l, "admin endpoints at http://"))
+            .unwrap_or_else(|| panic!("no admin listener line in:\n{}", self.log_text()))
+    }
+
+    /// Scrapes `/metrics` from the admin listener, checking it is Prometheus text.
+    pub fn scrape(&self) -> String {
+        metrics(&mut Conn::open(self.admin_addr()))
     }
 
     /// The address the server listens on.
@@ -307,8 +328,12 @@ pub fn parse_listen_line(line: &str) -> Option<SocketAddr> {
 
 /// The address in a `listening on SCHEME://ADDR` line.
 pub fn parse_scheme_line(line: &str, scheme: &str) -> Option<SocketAddr> {
-    let marker = format!("listening on {scheme}://");
-    let rest = &line[line.find(&marker)? + marker.len()..];
+    parse_marker_line(line, &format!("listening on {scheme}://"))
+}
+
+/// The address right after `marker` in a log line.
+pub fn parse_marker_line(line: &str, marker: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find(marker)? + marker.len()..];
     let end = rest.find(|c: char| c.is_whitespace() || c == '"' || c == '/').unwrap_or(rest.len());
     rest[..end].parse().ok()
 }

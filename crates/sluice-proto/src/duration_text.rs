@@ -1,5 +1,6 @@
-//! Durations written as text (`5s`, `250ms`, `1m30s`) in scenario files, stage arguments and
-//! reports: one parser and a serde adapter, so every place accepts the same spellings.
+//! Durations written as text (`5s`, `250ms`, `1m30s`, `1.5s`) in `sluice.toml`, command-line
+//! flags of `sluice serve` and `sluice load`, scenario files and reports: one parser and a serde
+//! adapter, so every place accepts the same spellings. Plain text in, a `Duration` out: no clock.
 
 use std::time::Duration;
 

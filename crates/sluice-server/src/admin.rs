@@ -1,0 +1,136 @@
+//! The admin listener: `/metrics`, `/healthz`, `/readyz` and `/streams`, on an address of their own.
+//!
+//! Owns what the operational endpoints answer. They live apart from the media port so that they
+//! neither shadow library files (a file named `metrics` is served like any other) nor are public
+//! where the media is. The admin listener runs on the threads engine with its own counters, so
+//! scrapes never show up in the media engine's system-call counts. It does not serve media.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use sluice_engine::{Service, Shutdown};
+use sluice_proto::http::{Body, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status};
+use sluice_proto::Clock;
+
+use crate::app::App;
+
+/// Most files `/streams` lists.
+const MAX_LISTED: usize = 10_000;
+
+/// What the admin endpoints report on.
+#[derive(Debug)]
+pub struct Admin {
+    app: Arc<App>,
+    http: SocketAddr,
+    rtsp: Option<SocketAddr>,
+    shutdown: Shutdown,
+}
+
+impl Admin {
+    /// Endpoints reporting on `app`, served at `http` (and `rtsp`); `/readyz` fails once
+    /// `shutdown` is triggered.
+    pub fn new(app: Arc<App>, http: SocketAddr, rtsp: Option<SocketAddr>, shutdown: Shutdown) -> Admin {
+        Admin { app, http, rtsp, shutdown }
+    }
+
+    /// The library as JSON: every file with its HTTP URL and, for MP4s when RTSP is on, its
+    /// RTSP URL (MediaMTX's `/v3/paths/list` is the model).
+    pub fn streams_json(&self) -> String {
+        let items: Vec<serde_json::Value> = self
+            .app
+            .library()
+            .files(MAX_LISTED)
+            .into_iter()
+            .map(|(path, bytes)| {
+                let url_path = url_path(&path);
+                let rtsp = self
+                    .rtsp
+                    .filter(|_| crate::page::is_mp4(&path))
+                    .map(|a| format!("rtsp://{}{url_path}", host_port(a)));
+                serde_json::json!({
+                    "path": path,
+                    "bytes": bytes,
+                    "http": format!("http://{}{url_path}", host_port(self.http)),
+                    "rtsp": rtsp,
+                })
+            })
+            .collect();
+        let mut text = serde_json::json!({ "items": items }).to_string();
+        text.push('\n');
+        text
+    }
+
+    fn route(&self, req: &Request<'_>) -> Response {
+        if !matches!(req.method, Method::Get | Method::Head) {
+            return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
+        }
+        let text = |status, content_type: &'static str, body: String| Response {
+            status,
+            headers: vec![
+                ("Content-Type", Cow::Borrowed(content_type)),
+                ("Cache-Control", Cow::Borrowed("no-cache")),
+            ],
+            body: Body::Bytes(Cow::Owned(body.into_bytes())),
+        };
+        const PLAIN: &str = "text/plain; charset=utf-8";
+        match req.path() {
+            Some("/metrics") => {
+                let app = &self.app;
+                let body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+                text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", body)
+            }
+            Some("/healthz") => text(Status::OK, PLAIN, "ok\n".into()),
+            Some("/readyz") if self.shutdown.is_triggered() => {
+                text(Status::SERVICE_UNAVAILABLE, PLAIN, "shutting down\n".into())
+            }
+            Some("/readyz") => text(Status::OK, PLAIN, "ready\n".into()),
+            Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
+            Some("/") => text(Status::OK, PLAIN, "sluice admin: /metrics /healthz /readyz /streams\n".into()),
+            _ => Response::error(Status::NOT_FOUND),
+        }
+    }
+}
+
+/// The admin endpoints as a handler; every connection shares the one [`Admin`].
+#[derive(Debug, Clone)]
+pub struct AdminHandler(Arc<Admin>);
+
+impl Handler for AdminHandler {
+    fn limits(&self) -> &Limits {
+        &self.0.app.settings().limits
+    }
+
+    fn respond(&self, req: &Request<'_>) -> Reply {
+        self.0.route(req).into()
+    }
+}
+
+/// The admin listener's service.
+#[derive(Debug)]
+pub struct AdminService(pub Arc<Admin>);
+
+impl Service for AdminService {
+    type Session = HttpSession<AdminHandler>;
+
+    fn session(&self, _peer: SocketAddr, clock: &Clock) -> Self::Session {
+        HttpSession::new(AdminHandler(Arc::clone(&self.0)), clock)
+    }
+}
+
+/// `path` (`/a b/c.mp4`) with each segment percent-encoded.
+fn url_path(path: &str) -> String {
+    path.split('/')
+        .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// `addr` as a URL's authority; an unspecified address is reached at loopback from here.
+pub fn host_port(addr: SocketAddr) -> String {
+    match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => format!("127.0.0.1:{}", addr.port()),
+        ip if ip.is_unspecified() => format!("[::1]:{}", addr.port()),
+        _ => addr.to_string(),
+    }
+}
