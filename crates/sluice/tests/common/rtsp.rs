@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{find, lossy_prefix, IO_TIMEOUT};
+use super::{find, lossy_prefix, parse_header_lines, HeaderLines, IO_TIMEOUT};
 
 /// The address in a `listening on rtsp://ADDR/ ...` line, human or JSON.
 pub fn parse_rtsp_listen_line(line: &str) -> Option<SocketAddr> {
@@ -37,17 +37,13 @@ pub struct RtspResponse {
     pub raw_head: Vec<u8>,
 }
 
+impl HeaderLines for RtspResponse {
+    fn header_lines(&self) -> &[(String, String)] {
+        &self.headers
+    }
+}
+
 impl RtspResponse {
-    /// First value of a header, name compared case-insensitively.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    /// Every value of a header.
-    pub fn headers_named(&self, name: &str) -> Vec<&str> {
-        self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str()).collect()
-    }
-
     /// The `CSeq` echoed, if any.
     pub fn cseq(&self) -> Option<u32> {
         self.header("cseq").and_then(|v| v.trim().parse().ok())
@@ -61,13 +57,6 @@ impl RtspResponse {
     /// The `timeout=` of the `Session` header, seconds.
     pub fn session_timeout(&self) -> Option<u64> {
         param(self.header("session")?, "timeout").and_then(|v| v.parse().ok())
-    }
-
-    /// Whether the response says the connection closes.
-    pub fn says_close(&self) -> bool {
-        self.headers_named("connection")
-            .iter()
-            .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
     }
 
     pub fn head_text(&self) -> String {
@@ -107,14 +96,7 @@ impl RtspResponse {
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| format!("bad status line {status_line:?}"))?;
         let reason = parts.next().unwrap_or("").to_string();
-        let mut headers = Vec::new();
-        for line in lines {
-            let (name, value) = line.split_once(':').ok_or_else(|| format!("bad header line {line:?}"))?;
-            if name.is_empty() || name.ends_with(' ') {
-                return Err(format!("bad header name in {line:?}"));
-            }
-            headers.push((name.to_string(), value.trim().to_string()));
-        }
+        let headers = parse_header_lines(lines)?;
         let mut resp = RtspResponse { status, reason, headers, body: Vec::new(), raw_head: head.to_vec() };
         let start = head.len();
         let lens = resp.headers_named("content-length");

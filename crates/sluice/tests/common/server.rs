@@ -1,0 +1,271 @@
+//! The `sluice serve` process a test starts: free ports for every listener, its log captured,
+//! stopped by its own pid (never by name).
+
+#![allow(dead_code)]
+
+use super::*;
+
+/// A running `sluice serve`, killed (by its pid) and reaped on drop.
+pub struct Server {
+    child: Child,
+    pid: i32,
+    addr: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+    reader: Option<JoinHandle<()>>,
+    status: Option<ExitStatus>,
+}
+
+impl Server {
+    /// Starts `sluice serve --listen 127.0.0.1:0 --log-level info` plus `engine` and `extra`
+    /// arguments, and waits (at most 10 s) for its start-up line.
+    pub fn start(engine: &[&str], extra: &[&str]) -> Server {
+        Server::start_with(engine, extra, |_| {})
+    }
+
+    /// [`Server::start`], letting `configure` adjust the command first (resource limits, say).
+    pub fn start_with(engine: &[&str], extra: &[&str], configure: impl FnOnce(&mut Command)) -> Server {
+        let mut args: Vec<&str> = vec!["serve", "--listen", "127.0.0.1:0"];
+        // Tests run side by side: RTSP gets a free port too, unless the test decides.
+        let rtsp_flags = ["--rtsp-listen", "--no-rtsp"];
+        if !engine.iter().chain(extra).any(|a| rtsp_flags.contains(a)) {
+            args.extend(["--rtsp-listen", "127.0.0.1:0"]);
+        }
+        if !engine.contains(&"--log-level") && !extra.contains(&"--log-level") {
+            args.extend(["--log-level", "info"]);
+        }
+        // The admin listener gets a free port too; /bench/ is on unless the test says otherwise.
+        let admin_flags = ["--admin-listen", "--no-admin"];
+        if !engine.iter().chain(extra).any(|a| admin_flags.contains(a)) {
+            args.extend(["--admin-listen", "127.0.0.1:0"]);
+        }
+        if !engine.iter().chain(extra).any(|a| *a == "--no-bench" || *a == "--bench") {
+            args.push("--bench");
+        }
+        args.extend_from_slice(engine);
+        args.extend_from_slice(extra);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        command
+            .args(&args)
+            .env_remove("SLUICE_CONFIG")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        configure(&mut command);
+        let mut child =
+            command.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", env!("CARGO_BIN_EXE_sluice")));
+        let pid = child.id() as i32;
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let reader = {
+            let logs = Arc::clone(&logs);
+            std::thread::Builder::new()
+                .name(format!("sluice-{pid}-stderr"))
+                .spawn(move || {
+                    // Keeps draining so the server never blocks on a full pipe.
+                    let mut r = BufReader::new(stderr);
+                    let mut line = Vec::new();
+                    loop {
+                        line.clear();
+                        match r.read_until(b'\n', &mut line) {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {
+                                let text = String::from_utf8_lossy(&line);
+                                logs.lock().unwrap().push(text.trim_end().to_string());
+                            }
+                        }
+                    }
+                })
+                .expect("spawn stderr reader")
+        };
+        let mut server = Server {
+            child,
+            pid,
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            logs,
+            reader: Some(reader),
+            status: None,
+        };
+        let deadline = Instant::now() + IO_TIMEOUT;
+        loop {
+            if let Some(addr) = server.logs().iter().find_map(|l| parse_listen_line(l)) {
+                server.addr = addr;
+                return server;
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                server.status = Some(status);
+                server.join_reader();
+                panic!(
+                    "sluice {args:?} exited with {status} before listening; its log:\n{}",
+                    server.logs().join("\n")
+                );
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "sluice {args:?} did not print its `listening on` line within {IO_TIMEOUT:?}; its log so far:\n{}",
+                    server.logs().join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Starts a server on `engine` serving `fixture`, plus `extra` arguments.
+    pub fn serve(engine: &[&str], fixture: &Fixture, extra: &[&str]) -> Server {
+        let root = fixture.root_arg();
+        let mut all: Vec<&str> = vec!["--root", &root];
+        all.extend_from_slice(extra);
+        Server::start(engine, &all)
+    }
+
+    /// The admin listener's address (panics when the server runs without one).
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.logs()
+            .iter()
+            .find_map(|l| parse_marker_line(l, "admin endpoints at http://"))
+            .unwrap_or_else(|| panic!("no admin listener line in:\n{}", self.log_text()))
+    }
+
+    /// Scrapes `/metrics` from the admin listener, checking it is Prometheus text.
+    pub fn scrape(&self) -> String {
+        metrics(&mut Conn::open(self.admin_addr()))
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The RTSP control address (its start-up line); panics when RTSP is off.
+    pub fn rtsp_addr(&self) -> SocketAddr {
+        self.logs()
+            .iter()
+            .find_map(|l| parse_scheme_line(l, "rtsp"))
+            .unwrap_or_else(|| panic!("sluice announced no rtsp listener; its log:\n{}", self.log_text()))
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Open file descriptors of the server process.
+    pub fn fd_count(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid))
+            .unwrap_or_else(|e| panic!("cannot list /proc/{}/fd: {e}", self.pid))
+            .count()
+    }
+
+    /// Every stderr line so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// The log as one string, for failure messages.
+    pub fn log_text(&self) -> String {
+        self.logs().join("\n")
+    }
+
+    /// Sends a signal to the server (by its pid).
+    pub fn signal(&self, sig: libc::c_int) {
+        if self.status.is_none() {
+            // SAFETY: kill(2) with our own child's pid; no memory is passed.
+            unsafe { libc::kill(self.pid, sig) };
+        }
+    }
+
+    /// Waits at most `timeout` for the server to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if let Some(s) = self.status {
+            return Some(s);
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => {
+                    self.status = Some(s);
+                    self.join_reader();
+                    return Some(s);
+                }
+                Ok(None) => {}
+                Err(e) => panic!("waiting for sluice: {e}"),
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.wait_exit(Duration::ZERO).is_none()
+    }
+
+    /// SIGTERM, then waits at most 10 s for the exit; panics (after SIGKILL) if it does not come.
+    /// Once this returns, every line the server wrote is in [`Server::logs`].
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        match self.wait_exit(IO_TIMEOUT) {
+            Some(s) => s,
+            None => {
+                self.kill();
+                panic!("sluice did not exit within {IO_TIMEOUT:?} of SIGTERM; its log:\n{}", self.log_text());
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        if self.status.is_none() {
+            // Child::kill sends SIGKILL to this child's pid only.
+            let _ = self.child.kill();
+            if let Ok(s) = self.child.wait() {
+                self.status = Some(s);
+            }
+            self.join_reader();
+        }
+    }
+
+    fn join_reader(&mut self) {
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            self.signal(libc::SIGTERM);
+            if self.wait_exit(Duration::from_secs(3)).is_none() {
+                self.kill();
+            }
+        }
+        if std::thread::panicking() {
+            let logs = self.logs();
+            let skip = logs.len().saturating_sub(60);
+            eprintln!("---- sluice (pid {}) log, last {} lines ----", self.pid, logs.len() - skip);
+            for l in &logs[skip..] {
+                eprintln!("{l}");
+            }
+            eprintln!("---- end of sluice log ----");
+        }
+    }
+}
+
+/// The address in a `listening on http://ADDR ...` line, human or JSON.
+pub fn parse_listen_line(line: &str) -> Option<SocketAddr> {
+    parse_scheme_line(line, "http")
+}
+
+/// The address in a `listening on SCHEME://ADDR` line.
+pub fn parse_scheme_line(line: &str, scheme: &str) -> Option<SocketAddr> {
+    parse_marker_line(line, &format!("listening on {scheme}://"))
+}
+
+/// The address right after `marker` in a log line.
+pub fn parse_marker_line(line: &str, marker: &str) -> Option<SocketAddr> {
+    let rest = &line[line.find(marker)? + marker.len()..];
+    let end = rest.find(|c: char| c.is_whitespace() || c == '"' || c == '/').unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}

@@ -1,0 +1,156 @@
+//! External tools (ffprobe, ...), bounded waits, metrics scrapes and descriptor counts, and the
+//! figures robustness tests record.
+
+#![allow(dead_code)]
+
+use super::*;
+
+/// The path of a tool the tests need; panics, saying how to get it, when it is missing.
+pub fn require_tool(name: &str, package: &str) -> PathBuf {
+    let preferred = Path::new("/usr/bin").join(name);
+    if preferred.is_file() {
+        return preferred;
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "`{name}` is not installed (Debian package `{package}`). This test needs it and does not \
+         skip: run the project's test script (scripts/test), which installs it, or \
+         `apt-get install {package}`."
+    );
+}
+
+/// Video frames ffprobe decodes from `url` (HTTP, or RTSP over TCP), and what it printed on
+/// stderr; panics when it fails.
+pub fn ffprobe_video_frames(url: &str) -> (String, String) {
+    let mut cmd = Command::new(require_tool("ffprobe", "ffmpeg"));
+    for v in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"] {
+        cmd.env_remove(v);
+    }
+    if url.starts_with("rtsp://") {
+        cmd.args(["-rtsp_transport", "tcp"]);
+    } else {
+        cmd.args(["-rw_timeout", "10000000"]);
+    }
+    cmd.args(["-v", "error", "-count_frames", "-select_streams", "v:0"]);
+    cmd.args(["-show_entries", "stream=nb_read_frames", "-of", "csv=p=0"]).arg(url);
+    let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&err).into_owned();
+    assert!(status.success(), "ffprobe {url} failed ({status}): {stderr}");
+    (String::from_utf8_lossy(&out).trim().trim_end_matches(',').to_string(), stderr)
+}
+
+/// Runs a command with a time limit (killing it by pid if it overruns); returns
+/// (status, stdout, stderr).
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, Vec<u8>, Vec<u8>) {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, out_t.join().unwrap(), err_t.join().unwrap())
+}
+
+/// Polls `cond` every 50 ms until it is true or `limit` passes; returns whether it became true.
+pub fn poll_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads one metric's value (the whole sample name, labels included) from `/metrics` text.
+pub fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+        .parse::<f64>()
+        .unwrap_or_else(|e| panic!("{name}: {e}")) as u64
+}
+
+/// Scrapes `/metrics` over `c`, checking it is Prometheus text.
+pub fn metrics(c: &mut Conn) -> String {
+    c.send(get("/metrics", &[]));
+    let r = c.response();
+    r.expect_status(200, "/metrics");
+    assert!(r.header("content-type").unwrap_or("").starts_with("text/plain; version=0.0.4"), "{r:?}");
+    r.body_text()
+}
+
+/// Waits until the server's descriptor count is at most `baseline` (10 s at most).
+pub fn wait_fds(server: &Server, baseline: usize, limit: Duration) -> Result<(), usize> {
+    let mut last = 0;
+    if poll_until(limit, || {
+        last = server.fd_count();
+        last <= baseline
+    }) {
+        Ok(())
+    } else {
+        Err(last)
+    }
+}
+
+/// The descriptor count once the server is idle: after a warm-up request, when it stops changing.
+pub fn idle_fd_baseline(server: &Server) -> usize {
+    let mut c = Conn::open(server.addr());
+    c.send(get("/t1.html", &[("Connection", "close")]));
+    c.response().expect_status(200, "warm-up");
+    assert!(c.wait_close(Duration::from_secs(5)).closed, "warm-up connection not closed");
+    drop(c);
+    std::thread::sleep(Duration::from_millis(200));
+    // Stable over three samples 100 ms apart (bounded: 5 s).
+    let mut samples = vec![server.fd_count()];
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        samples.push(server.fd_count());
+        let n = samples.len();
+        if n >= 3 && samples[n - 1] == samples[n - 2] && samples[n - 2] == samples[n - 3] {
+            break;
+        }
+    }
+    *samples.last().unwrap()
+}
+
+/// Prints a measured figure of a robustness test as one tab-separated line that
+/// `scripts/robustness_table.py` collects into docs/ROBUSTNESS.md (visible with `--nocapture`).
+pub fn record_figure(test: &str, engine: &[&str], figure: impl std::fmt::Display) {
+    let engine: Vec<&str> = engine.iter().copied().filter(|a| !a.starts_with("--")).collect();
+    println!("ROBUSTNESS\t{test}\t{}\t{figure}", engine.join(" "));
+}
