@@ -8,6 +8,8 @@
 //! every sample to every client, until its first loss, the sweep's cap or the run's time budget.
 //! It renders nothing (`report`).
 
+mod upload_rows;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -95,7 +97,9 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
         bar.inc(1);
     }
     let run = Run { experiment, options, ctx: &ctx, content: content.as_ref(), bar: &bar, started };
-    if experiment.load.model == LoadModel::Rtsp {
+    if experiment.load.model == LoadModel::Upload {
+        run.upload_sweeps(&points, &servers, &mut rows);
+    } else if experiment.load.model == LoadModel::Rtsp {
         run.rtsp_sweeps(&points, &servers, &mut rows);
     } else {
         for point in &points {
@@ -298,6 +302,7 @@ fn loopback_row(
         profile: None,
         clients: None,
         transport: None,
+        payload: None,
         budget: false,
     };
     let (outcome, command) =
@@ -660,9 +665,9 @@ impl LoadPlanned {
                 );
                 Ok(LoadPlanned { config: c, warmup: None, command })
             }
-            LoadModel::Rtsp => Err(LabError::BadExperiment {
+            LoadModel::Rtsp | LoadModel::Upload => Err(LabError::BadExperiment {
                 name: experiment.name.clone(),
-                message: "an RTSP experiment runs viewers, not HTTP load".into(),
+                message: "RTSP and upload experiments run their own clients, not HTTP load".into(),
             }),
         }
     }
