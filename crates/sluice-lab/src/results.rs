@@ -106,72 +106,36 @@ pub fn higher_is_better(metric: &str) -> bool {
     )
 }
 
-/// What one upload row measured: `sluice upload`'s report in the lab's terms.
+/// What one upload row measured: `sluice upload`'s report, and what the lab derives across rows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UploadFigures {
-    /// Objects uploaded.
-    pub objects_ok: u64,
-    /// Objects that failed after their retries, by kind of the last failure.
-    pub failures: BTreeMap<String, u64>,
-    /// Attempts beyond each object's first.
-    pub retries: u64,
-    /// Payload bytes of the uploaded objects.
-    pub bytes_raw: u64,
-    /// Bytes stored for them.
-    pub bytes_stored: u64,
-    /// TCP connections the uploader opened (through `sluice serve`; the S3 client pools its own
-    /// and does not say).
-    pub connections_opened: Option<u64>,
-    /// Objects per second.
-    pub objects_per_s: f64,
-    /// Mean upload time, ms (first byte sent to acknowledgement, retries included).
-    pub avg_ms: f64,
-    /// Median, ms.
-    pub p50_ms: f64,
-    /// 95th percentile, ms.
-    pub p95_ms: f64,
-    /// 99th percentile, ms.
-    pub p99_ms: f64,
+    /// The uploader's report (connections opened only through `sluice serve`: the S3 client
+    /// pools its own and does not say).
+    #[serde(flatten)]
+    pub report: sluice_load::upload::UploadReport,
     /// objects/s over the same server's objects/s at concurrency 1 (concurrency sweeps).
     #[serde(default)]
     pub sequential_multiple: Option<f64>,
 }
 
 impl UploadFigures {
-    /// The figures of an upload report.
-    pub fn from_report(r: &sluice_load::upload::UploadReport) -> UploadFigures {
-        UploadFigures {
-            objects_ok: r.objects_ok,
-            failures: r.failures.clone(),
-            retries: r.retries,
-            bytes_raw: r.bytes_raw,
-            bytes_stored: r.bytes_stored,
-            connections_opened: r.connections_opened,
-            objects_per_s: r.objects_per_s,
-            avg_ms: r.latency_ms.mean,
-            p50_ms: r.latency_ms.p50,
-            p95_ms: r.latency_ms.p95,
-            p99_ms: r.latency_ms.p99,
-            sequential_multiple: None,
-        }
-    }
-
     /// A metric by name (see [`UPLOAD_METRICS`]).
     pub fn metric(&self, name: &str) -> Option<f64> {
-        let per_object = |b: u64| (self.objects_ok > 0).then(|| b as f64 / self.objects_ok as f64);
+        let r = &self.report;
+        let per_object = |b: u64| (r.objects_ok > 0).then(|| b as f64 / r.objects_ok as f64);
         Some(match name {
-            "objects_ok" => self.objects_ok as f64,
-            "objects_failed" => self.failures.values().sum::<u64>() as f64,
-            "retries" => self.retries as f64,
-            "avg_ms" => self.avg_ms,
-            "p95_ms" => self.p95_ms,
-            "objects_per_s" => self.objects_per_s,
-            "bytes_per_object" => return per_object(self.bytes_raw),
-            "stored_bytes_per_object" => return per_object(self.bytes_stored),
+            "objects_ok" => r.objects_ok as f64,
+            "objects_failed" => r.failures.values().sum::<u64>() as f64,
+            "retries" => r.retries as f64,
+            "avg_ms" => r.latency_ms.mean,
+            "p95_ms" => r.latency_ms.p95,
+            "objects_per_s" => r.objects_per_s,
+            "bytes_per_object" => return per_object(r.bytes_raw),
+            "stored_bytes_per_object" => return per_object(r.bytes_stored),
             "stored_pct" => {
-                return (self.bytes_raw > 0).then(|| self.bytes_stored as f64 * 100.0 / self.bytes_raw as f64)
+                return (r.bytes_raw > 0).then(|| r.bytes_stored as f64 * 100.0 / r.bytes_raw as f64)
             }
-            "connections_opened" => return self.connections_opened.map(|c| c as f64),
+            "connections_opened" => return r.connections_opened.map(|c| c as f64),
             "sequential_multiple" => return self.sequential_multiple,
             _ => return None,
         })
@@ -902,8 +866,12 @@ impl ExperimentResults {
                 RowOutcome::Skipped { reason } | RowOutcome::Failed { reason } => csv_text(reason),
                 _ => String::new(),
             };
-            let _ =
-                writeln!(out, ",{},{},{reason}", opt(f.map(|f| f.bytes_raw)), opt(f.map(|f| f.bytes_stored)));
+            let _ = writeln!(
+                out,
+                ",{},{},{reason}",
+                opt(f.map(|f| f.report.bytes_raw)),
+                opt(f.map(|f| f.report.bytes_stored))
+            );
         }
         out
     }

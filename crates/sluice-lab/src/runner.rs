@@ -227,6 +227,14 @@ fn row_label(server: &ServerSpec, point: &Point, round: Option<(usize, usize)>) 
     format!("{} @ {} {}{round}", server.name, point.sweep, point.x_label())
 }
 
+/// A row whose server did not start: skipped when its program is missing, else failed.
+fn not_started(e: StartError) -> RowOutcome {
+    match e {
+        StartError::Missing(reason) => RowOutcome::Skipped { reason },
+        StartError::Failed(reason) => RowOutcome::Failed { reason },
+    }
+}
+
 fn empty_row(server: &ServerSpec, point: &Point, placement: &Placement) -> Row {
     Row {
         server: server.name.clone(),
@@ -308,8 +316,7 @@ fn loopback_row(
     let (outcome, command) =
         match iperf3_loopback(&ctx.work_dir.join("iperf3"), duration, &placement.server, &placement.load) {
             Ok((mb_per_s, command)) => (RowOutcome::Reference { mb_per_s }, command),
-            Err(StartError::Missing(reason)) => (RowOutcome::Skipped { reason }, String::new()),
-            Err(StartError::Failed(reason)) => (RowOutcome::Failed { reason }, String::new()),
+            Err(e) => (not_started(e), String::new()),
         };
     Row {
         server: "iperf3 loopback, one stream".into(),
@@ -376,12 +383,8 @@ fn run_row(
     let mut running =
         match RunningServer::start(server, point, ctx, &work, &placement.server, cgroup.as_ref()) {
             Ok(s) => s,
-            Err(StartError::Missing(reason)) => {
-                row.outcome = RowOutcome::Skipped { reason };
-                return row;
-            }
-            Err(StartError::Failed(reason)) => {
-                row.outcome = RowOutcome::Failed { reason };
+            Err(e) => {
+                row.outcome = not_started(e);
                 return row;
             }
         };

@@ -142,12 +142,8 @@ impl Run<'_> {
                     let target = format!("http://{}/{prefix}", s.addr());
                     (Some(s), target)
                 }
-                Err(StartError::Missing(reason)) => {
-                    row.outcome = RowOutcome::Skipped { reason };
-                    return row;
-                }
-                Err(StartError::Failed(reason)) => {
-                    row.outcome = RowOutcome::Failed { reason };
+                Err(e) => {
+                    row.outcome = super::not_started(e);
                     return row;
                 }
             },
@@ -195,7 +191,9 @@ impl Run<'_> {
         drop(running);
         row.outcome = match measured {
             Ok(report) => RowOutcome::Measured {
-                measurement: Measurement::Upload { upload: Box::new(UploadFigures::from_report(&report)) },
+                measurement: Measurement::Upload {
+                    upload: Box::new(UploadFigures { report, sequential_multiple: None }),
+                },
             },
             Err(reason) => RowOutcome::Failed { reason },
         };
@@ -249,7 +247,7 @@ fn sequential_multiples(rows: &mut [Row]) {
         if let (Some(one), RowOutcome::Measured { measurement: Measurement::Upload { upload } }) =
             (one, &mut row.outcome)
         {
-            upload.sequential_multiple = (one > 0.0).then(|| upload.objects_per_s / one);
+            upload.sequential_multiple = (one > 0.0).then(|| upload.report.objects_per_s / one);
         }
     }
 }
