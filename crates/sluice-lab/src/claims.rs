@@ -10,7 +10,8 @@
 //! - `flat`: a metric from the point `from` to the point `to` (default: the sweep's first and
 //!   last) for each of `servers`; it holds when the last is at most `at_most` (default 1.25) times
 //!   the first, or their ranges overlap;
-//! - `below`: a metric at `at` for each of `servers` is at most `at_most`;
+//! - `below`: a metric at `at` for each of `servers` is at most `at_most` (and, when given, at
+//!   least `at_least`);
 //! - `not_measurable`: the claim needs what this machine lacks (`reason`; `{cores}` is replaced
 //!   by the machine's cores).
 //!
@@ -339,6 +340,8 @@ fn below(results: &ExperimentResults, spec: &ClaimSpec, out: &mut Vec<Verdict>) 
     let metric = spec.metric.as_deref().unwrap_or("p95_ms");
     let at = spec.at.clone().unwrap_or_default();
     let bound = spec.at_most.unwrap_or(f64::INFINITY);
+    // A `below` claim may also have a floor (`at_least`): E6's "at least 30× the sequential rate".
+    let floor = spec.at_least.unwrap_or(f64::NEG_INFINITY);
     for name in &spec.servers {
         let server = resolve(results, name, sweep, &at, metric).unwrap_or_else(|| name.clone());
         let claim = format!("{} ({server}, {sweep})", spec.claim);
@@ -347,10 +350,16 @@ fn below(results: &ExperimentResults, spec: &ClaimSpec, out: &mut Vec<Verdict>) 
             continue;
         };
         let measured = format!("{} {} at {at}", metric_heading(metric), range(&s));
-        let (verdict, why) = if s.median <= bound {
-            (VerdictKind::Reproduced, format!("at most {}", num(bound)))
-        } else {
+        let (verdict, why) = if s.median > bound {
             (VerdictKind::NotReproduced, format!("above {}", num(bound)))
+        } else if s.median < floor {
+            (VerdictKind::NotReproduced, format!("below {}", num(floor)))
+        } else if floor.is_finite() && bound.is_finite() {
+            (VerdictKind::Reproduced, format!("between {} and {}", num(floor), num(bound)))
+        } else if floor.is_finite() {
+            (VerdictKind::Reproduced, format!("at least {}", num(floor)))
+        } else {
+            (VerdictKind::Reproduced, format!("at most {}", num(bound)))
         };
         out.push(Verdict { claim, published: spec.published.clone(), measured, verdict, why });
     }

@@ -17,12 +17,13 @@ use crate::content::ContentSpec;
 use crate::error::LabError;
 
 /// The experiments sluice ships, in order.
-const BUILTIN: [&str; 5] = [
+const BUILTIN: [&str; 6] = [
     include_str!("../experiments/e1-zero-copy.toml"),
     include_str!("../experiments/e2-concurrency.toml"),
     include_str!("../experiments/e3-io-models.toml"),
     include_str!("../experiments/e4-execution-models.toml"),
     include_str!("../experiments/e5-rtsp-fanout.toml"),
+    include_str!("../experiments/e6-upload-gzip.toml"),
 ];
 
 /// The E4 load profiles (open-model scenario files shared with `sluice load http --scenario`).
@@ -95,6 +96,9 @@ pub enum LoadModel {
     Open,
     /// RTSP viewers of one generated file, each counting the video samples it receives.
     Rtsp,
+    /// Object uploads (`sluice upload`'s engine) into a local SeaweedFS behind toxiproxy,
+    /// straight to S3 or through `sluice serve`.
+    Upload,
 }
 
 /// The load of an experiment.
@@ -145,9 +149,30 @@ pub struct LoadPlan {
     /// Wall time of the whole run after which no point past the declared ones starts (RTSP).
     #[serde(default, with = "opt_duration")]
     pub budget: Option<Duration>,
+    /// Objects measured per row (uploads; a concurrency point uploads at least 20 per worker).
+    #[serde(default)]
+    pub runs: Option<usize>,
+    /// The same with `--quick`.
+    #[serde(default)]
+    pub quick_runs: Option<usize>,
+    /// Objects uploaded before measuring, not counted (uploads).
+    #[serde(default)]
+    pub warmup_runs: Option<usize>,
+    /// The same with `--quick`.
+    #[serde(default)]
+    pub quick_warmup_runs: Option<usize>,
 }
 
 impl LoadPlan {
+    /// Objects measured and objects of warm-up per upload row.
+    pub fn upload_runs(&self, quick: bool) -> (usize, usize) {
+        let pick = |full: Option<usize>, quick_n: Option<usize>| if quick { quick_n.or(full) } else { full };
+        (
+            pick(self.runs, self.quick_runs).unwrap_or(100),
+            pick(self.warmup_runs, self.quick_warmup_runs).unwrap_or(0),
+        )
+    }
+
     /// The content of a run (the quick one with `--quick`, when declared).
     pub fn content_for(&self, quick: bool) -> Option<&ContentSpec> {
         if quick {
@@ -225,6 +250,12 @@ pub struct Sweep {
     /// Measured time per row of this sweep instead of the load's (full runs only).
     #[serde(default, with = "opt_duration")]
     pub duration: Option<Duration>,
+    /// Generated payloads, `KIND:SIZE` as `sluice upload --generate` takes them (uploads).
+    #[serde(default)]
+    pub payload: Vec<String>,
+    /// Latency toxiproxy adds each way between the uploader and S3; absent: none (uploads).
+    #[serde(default, with = "opt_duration")]
+    pub latency_each_way: Option<Duration>,
 }
 
 impl Sweep {
@@ -257,6 +288,8 @@ pub enum Param {
     Profile,
     /// RTSP clients.
     Clients,
+    /// Generated upload payload.
+    Payload,
 }
 
 impl Param {
@@ -268,6 +301,7 @@ impl Param {
             Param::Workers => "server worker threads",
             Param::Profile => "profile",
             Param::Clients => "RTSP clients",
+            Param::Payload => "payload",
         }
     }
 }
@@ -283,6 +317,8 @@ pub enum ServerKind {
     Nginx,
     /// GStreamer's RTSP server (scripts/gst-rtsp-server.py, run by a python3 with PyGObject).
     Gstreamer,
+    /// No server: uploads go straight to the S3 bucket (SeaweedFS), with the spec's `gzip`.
+    S3,
 }
 
 /// What the nginx peer serves.
@@ -313,6 +349,9 @@ pub struct ServerSpec {
     /// nginx `sendfile on|off`.
     #[serde(default)]
     pub sendfile: Option<bool>,
+    /// The uploader's gzip policy straight to S3: `never`, `always` or `auto` (uploads).
+    #[serde(default)]
+    pub gzip: Option<String>,
 }
 
 impl ServerSpec {
@@ -407,6 +446,9 @@ pub struct Point {
     /// RTP transport.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<RtspTransport>,
+    /// Generated upload payload (`email:50KB`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
     /// Whether the server runs under the run's CPU budget (a capacity point).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub budget: bool,
@@ -421,6 +463,7 @@ impl Point {
             Param::Workers => Some(self.workers as f64),
             Param::Profile => None,
             Param::Clients => self.clients.map(|c| c as f64),
+            Param::Payload => None,
         }
     }
 
@@ -432,6 +475,7 @@ impl Point {
             Param::Workers => self.workers.to_string(),
             Param::Profile => self.profile.clone().unwrap_or_default(),
             Param::Clients => self.clients.map(|c| c.to_string()).unwrap_or_default(),
+            Param::Payload => self.payload.clone().unwrap_or_default(),
         }
     }
 }
@@ -474,6 +518,7 @@ impl Experiment {
                 LoadModel::Closed => self.load.path.is_some() && !s.vus.is_empty(),
                 LoadModel::Open => !s.profile.is_empty(),
                 LoadModel::Rtsp => !s.clients.is_empty() && s.transport.is_some() && s.x == Param::Clients,
+                LoadModel::Upload => !s.payload.is_empty() && (s.x == Param::Payload || !s.vus.is_empty()),
             };
             if !needs {
                 return bad(format!("sweep `{}` lacks the parameters its load model needs", s.name));
@@ -497,15 +542,23 @@ impl Experiment {
             if s.kind == ServerKind::Nginx && s.nginx.is_none() {
                 return bad(format!("server `{}` needs `nginx = \"static\"` or `\"return200\"`", s.name));
             }
-            let rtsp_only = s.kind == ServerKind::Gstreamer;
-            if rtsp_only != (self.load.model == LoadModel::Rtsp) && s.kind != ServerKind::Sluice {
+            let model = match s.kind {
+                ServerKind::Sluice => self.load.model,
+                ServerKind::Gstreamer => LoadModel::Rtsp,
+                ServerKind::S3 => LoadModel::Upload,
+                ServerKind::Nginx if matches!(self.load.model, LoadModel::Closed | LoadModel::Open) => {
+                    self.load.model
+                }
+                ServerKind::Nginx => LoadModel::Closed,
+            };
+            if model != self.load.model {
                 return bad(format!("server `{}` does not serve this experiment's protocol", s.name));
             }
         }
-        let known = if self.load.model == LoadModel::Rtsp {
-            &crate::results::RTSP_METRICS[..]
-        } else {
-            &crate::results::METRICS[..]
+        let known = match self.load.model {
+            LoadModel::Rtsp => &crate::results::RTSP_METRICS[..],
+            LoadModel::Upload => &crate::results::UPLOAD_METRICS[..],
+            LoadModel::Closed | LoadModel::Open => &crate::results::METRICS[..],
         };
         let metrics =
             self.table.iter().flat_map(|t| t.metrics.iter()).chain(self.chart.iter().map(|c| &c.metric));
@@ -553,6 +606,7 @@ impl Experiment {
             let chunks: Vec<Option<u64>> = opt_list(&s.chunk);
             let vus: Vec<Option<usize>> = opt_list(vus);
             let profiles: Vec<Option<String>> = opt_list(&s.profile);
+            let payloads: Vec<Option<String>> = opt_list(&s.payload);
             let mut workers: Vec<usize> = if s.workers_up_to_cores {
                 (1..=cores.max(1)).collect()
             } else if s.workers.is_empty() {
@@ -570,7 +624,9 @@ impl Experiment {
                 for &v in &vus {
                     for &w in &workers {
                         for p in &profiles {
-                            for &c in &clients {
+                            for (&c, payload) in
+                                clients.iter().flat_map(|c| payloads.iter().map(move |p| (c, p)))
+                            {
                                 out.push(Point {
                                     sweep: s.name.clone(),
                                     x: s.x,
@@ -580,6 +636,7 @@ impl Experiment {
                                     profile: p.clone(),
                                     clients: c,
                                     transport: s.transport,
+                                    payload: payload.clone(),
                                     budget: s.budget,
                                 });
                             }
@@ -643,7 +700,7 @@ mod tests {
         let all = builtin();
         assert_eq!(
             all.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
-            ["zero-copy", "concurrency", "io-models", "execution-models", "rtsp-fanout"]
+            ["zero-copy", "concurrency", "io-models", "execution-models", "rtsp-fanout", "upload-gzip"]
         );
         let e1 = Experiment::find("E1").unwrap();
         assert_eq!(e1.points(false, 2).len(), 3 + 3, "paced and at the budget");

@@ -32,6 +32,7 @@ pub fn generate(results: &ExperimentResults) -> Vec<String> {
             "latency_overhead" => latency_overhead(results, &mut out),
             "perfect" => perfect(results, &mut out),
             "concurrent" => concurrent(results, &mut out),
+            "uploads" => uploads(results, &mut out),
             other => out.push(format!("(unknown finding kind `{other}`)")),
         }
     }
@@ -89,6 +90,34 @@ fn points<'a>(results: &'a ExperimentResults, sweep: &'a str) -> Vec<(String, Ve
 
 fn first_sweep(results: &ExperimentResults) -> &str {
     &results.experiment.sweep[0].name
+}
+
+/// Upload rows (E6), one line per point of every sweep: each server's mean time, objects/s and
+/// bytes stored as % of plain, and on a concurrency point its multiple of the sequential rate.
+fn uploads(results: &ExperimentResults, out: &mut Vec<String>) {
+    for sweep in &results.experiment.sweep {
+        for (label, rows) in points(results, &sweep.name) {
+            let parts: Vec<String> = rows
+                .iter()
+                .filter_map(|r| {
+                    let mut part = format!(
+                        "{} {} ms, {} objects/s, stored {}%",
+                        r.server,
+                        fmt(value(r, "avg_ms")?),
+                        fmt(value(r, "objects_per_s")?),
+                        fmt(value(r, "stored_pct")?)
+                    );
+                    if let Some(m) = value(r, "sequential_multiple") {
+                        part.push_str(&format!(", {}× its sequential rate", fmt(m)));
+                    }
+                    Some(part)
+                })
+                .collect();
+            if !parts.is_empty() {
+                out.push(format!("{} at {label}: {}.", sweep.name, parts.join("; ")));
+            }
+        }
+    }
 }
 
 fn best(results: &ExperimentResults, metric: &str, out: &mut Vec<String>) {

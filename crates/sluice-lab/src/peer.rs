@@ -197,6 +197,9 @@ impl RunningServer {
                 args.extend(spec.args.iter().cloned());
                 (ctx.sluice_exe.clone(), args)
             }
+            ServerKind::S3 => {
+                return Err(StartError::Failed("uploads straight to S3 run no server".into()));
+            }
             ServerKind::Gstreamer => {
                 let python =
                     gstreamer_python().as_ref().map_err(|e| StartError::Missing(e.clone()))?.0.clone();
@@ -262,7 +265,9 @@ impl RunningServer {
                 || self.rtsp_port.is_none_or(|p| TcpStream::connect((Ipv4Addr::LOCALHOST, p)).is_ok());
             let answered = match self.kind {
                 ServerKind::Sluice => self.metrics().is_some() && rtsp_up(),
-                ServerKind::Nginx | ServerKind::Gstreamer => TcpStream::connect(self.addr()).is_ok(),
+                ServerKind::Nginx | ServerKind::Gstreamer | ServerKind::S3 => {
+                    TcpStream::connect(self.addr()).is_ok()
+                }
             };
             if answered {
                 return Ok(());
@@ -608,6 +613,7 @@ mod tests {
             args: vec![],
             nginx: Some(NginxMode::Static),
             sendfile: Some(false),
+            gzip: None,
         };
         let point = Point {
             sweep: "s".into(),
@@ -618,6 +624,7 @@ mod tests {
             profile: None,
             clients: None,
             transport: None,
+            payload: None,
             budget: false,
         };
         let c = nginx_config(&spec, &point, Path::new("/m"), Path::new("/w"), 8080);

@@ -60,9 +60,29 @@ pub const RTSP_METRICS: [(&str, &str); 19] = [
     ("connect_spread_s", "connect spread s"),
 ];
 
+/// Metrics of an upload experiment's rows (see [`UploadFigures::metric`]): name and heading.
+pub const UPLOAD_METRICS: [(&str, &str); 11] = [
+    ("objects_ok", "objects ok"),
+    ("objects_failed", "objects failed"),
+    ("retries", "retries"),
+    ("avg_ms", "mean ms"),
+    ("p95_ms", "p95 ms"),
+    ("objects_per_s", "objects/s"),
+    ("bytes_per_object", "bytes per object"),
+    ("stored_bytes_per_object", "stored bytes per object"),
+    ("stored_pct", "stored % of plain"),
+    ("connections_opened", "connections opened"),
+    ("sequential_multiple", "× the sequential rate"),
+];
+
 /// The heading of a metric.
 pub fn metric_heading(name: &str) -> &str {
-    METRICS.iter().chain(RTSP_METRICS.iter()).find(|(n, _)| *n == name).map_or(name, |(_, h)| h)
+    METRICS
+        .iter()
+        .chain(RTSP_METRICS.iter())
+        .chain(UPLOAD_METRICS.iter())
+        .find(|(n, _)| *n == name)
+        .map_or(name, |(_, h)| h)
 }
 
 /// Whether a bigger value of `metric` is better.
@@ -80,7 +100,46 @@ pub fn higher_is_better(metric: &str) -> bool {
             | "samples_mean"
             | "samples_min"
             | "mbit_per_s"
+            | "objects_ok"
+            | "objects_per_s"
+            | "sequential_multiple"
     )
+}
+
+/// What one upload row measured: `sluice upload`'s report, and what the lab derives across rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UploadFigures {
+    /// The uploader's report (connections opened only through `sluice serve`: the S3 client
+    /// pools its own and does not say).
+    #[serde(flatten)]
+    pub report: sluice_load::upload::UploadReport,
+    /// objects/s over the same server's objects/s at concurrency 1 (concurrency sweeps).
+    #[serde(default)]
+    pub sequential_multiple: Option<f64>,
+}
+
+impl UploadFigures {
+    /// A metric by name (see [`UPLOAD_METRICS`]).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let r = &self.report;
+        let per_object = |b: u64| (r.objects_ok > 0).then(|| b as f64 / r.objects_ok as f64);
+        Some(match name {
+            "objects_ok" => r.objects_ok as f64,
+            "objects_failed" => r.failures.values().sum::<u64>() as f64,
+            "retries" => r.retries as f64,
+            "avg_ms" => r.latency_ms.mean,
+            "p95_ms" => r.latency_ms.p95,
+            "objects_per_s" => r.objects_per_s,
+            "bytes_per_object" => return per_object(r.bytes_raw),
+            "stored_bytes_per_object" => return per_object(r.bytes_stored),
+            "stored_pct" => {
+                return (r.bytes_raw > 0).then(|| r.bytes_stored as f64 * 100.0 / r.bytes_raw as f64)
+            }
+            "connections_opened" => return r.connections_opened.map(|c| c as f64),
+            "sequential_multiple" => return self.sequential_multiple,
+            _ => return None,
+        })
+    }
 }
 
 /// Everything measured for one row.
@@ -437,6 +496,11 @@ pub enum Measurement {
         /// The viewers' whole report (one entry per viewer).
         load: Box<RtspReport>,
     },
+    /// Object uploads.
+    Upload {
+        /// The figures.
+        upload: Box<UploadFigures>,
+    },
 }
 
 /// How a row ended.
@@ -532,6 +596,7 @@ impl Row {
         match &self.outcome {
             RowOutcome::Measured { measurement: Measurement::Http { figures, .. } } => figures.metric(name),
             RowOutcome::Measured { measurement: Measurement::Rtsp { rtsp, .. } } => rtsp.metric(name),
+            RowOutcome::Measured { measurement: Measurement::Upload { upload } } => upload.metric(name),
             _ => None,
         }
     }
@@ -724,6 +789,9 @@ impl ExperimentResults {
         if self.experiment.load.model == crate::experiment::LoadModel::Rtsp {
             return self.rtsp_rows_csv();
         }
+        if self.experiment.load.model == crate::experiment::LoadModel::Upload {
+            return self.upload_rows_csv();
+        }
         let mut out =
             String::from("server,sweep,chunk,vus,workers,profile,round,budget_cpus,throttled_periods,status");
         for (name, _) in METRICS {
@@ -765,6 +833,45 @@ impl ExperimentResults {
                 let _ = write!(out, ",{}", e.get(kind));
             }
             let _ = writeln!(out, ",{mb},{reason}");
+        }
+        out
+    }
+
+    /// One line per upload row with every figure.
+    pub fn upload_rows_csv(&self) -> String {
+        let mut out = String::from("server,sweep,payload,concurrency,status");
+        for (name, _) in UPLOAD_METRICS {
+            let _ = write!(out, ",{name}");
+        }
+        out.push_str(",bytes_raw,bytes_stored,reason\n");
+        for r in &self.rows {
+            let p = &r.point;
+            let _ = write!(
+                out,
+                "{},{},{},{},{}",
+                csv_text(&r.server),
+                csv_text(&p.sweep),
+                csv_text(p.payload.as_deref().unwrap_or("")),
+                opt(p.vus),
+                r.status()
+            );
+            for (name, _) in UPLOAD_METRICS {
+                let _ = write!(out, ",{}", r.metric(name).map(|v| format!("{v:.4}")).unwrap_or_default());
+            }
+            let f = match &r.outcome {
+                RowOutcome::Measured { measurement: Measurement::Upload { upload } } => Some(upload),
+                _ => None,
+            };
+            let reason = match &r.outcome {
+                RowOutcome::Skipped { reason } | RowOutcome::Failed { reason } => csv_text(reason),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                ",{},{},{reason}",
+                opt(f.map(|f| f.report.bytes_raw)),
+                opt(f.map(|f| f.report.bytes_stored))
+            );
         }
         out
     }

@@ -8,6 +8,8 @@
 //! every sample to every client, until its first loss, the sweep's cap or the run's time budget.
 //! It renders nothing (`report`).
 
+mod upload_rows;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -95,7 +97,9 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
         bar.inc(1);
     }
     let run = Run { experiment, options, ctx: &ctx, content: content.as_ref(), bar: &bar, started };
-    if experiment.load.model == LoadModel::Rtsp {
+    if experiment.load.model == LoadModel::Upload {
+        run.upload_sweeps(&points, &servers, &mut rows);
+    } else if experiment.load.model == LoadModel::Rtsp {
         run.rtsp_sweeps(&points, &servers, &mut rows);
     } else {
         for point in &points {
@@ -223,6 +227,14 @@ fn row_label(server: &ServerSpec, point: &Point, round: Option<(usize, usize)>) 
     format!("{} @ {} {}{round}", server.name, point.sweep, point.x_label())
 }
 
+/// A row whose server did not start: skipped when its program is missing, else failed.
+fn not_started(e: StartError) -> RowOutcome {
+    match e {
+        StartError::Missing(reason) => RowOutcome::Skipped { reason },
+        StartError::Failed(reason) => RowOutcome::Failed { reason },
+    }
+}
+
 fn empty_row(server: &ServerSpec, point: &Point, placement: &Placement) -> Row {
     Row {
         server: server.name.clone(),
@@ -298,13 +310,13 @@ fn loopback_row(
         profile: None,
         clients: None,
         transport: None,
+        payload: None,
         budget: false,
     };
     let (outcome, command) =
         match iperf3_loopback(&ctx.work_dir.join("iperf3"), duration, &placement.server, &placement.load) {
             Ok((mb_per_s, command)) => (RowOutcome::Reference { mb_per_s }, command),
-            Err(StartError::Missing(reason)) => (RowOutcome::Skipped { reason }, String::new()),
-            Err(StartError::Failed(reason)) => (RowOutcome::Failed { reason }, String::new()),
+            Err(e) => (not_started(e), String::new()),
         };
     Row {
         server: "iperf3 loopback, one stream".into(),
@@ -371,12 +383,8 @@ fn run_row(
     let mut running =
         match RunningServer::start(server, point, ctx, &work, &placement.server, cgroup.as_ref()) {
             Ok(s) => s,
-            Err(StartError::Missing(reason)) => {
-                row.outcome = RowOutcome::Skipped { reason };
-                return row;
-            }
-            Err(StartError::Failed(reason)) => {
-                row.outcome = RowOutcome::Failed { reason };
+            Err(e) => {
+                row.outcome = not_started(e);
                 return row;
             }
         };
@@ -660,9 +668,9 @@ impl LoadPlanned {
                 );
                 Ok(LoadPlanned { config: c, warmup: None, command })
             }
-            LoadModel::Rtsp => Err(LabError::BadExperiment {
+            LoadModel::Rtsp | LoadModel::Upload => Err(LabError::BadExperiment {
                 name: experiment.name.clone(),
-                message: "an RTSP experiment runs viewers, not HTTP load".into(),
+                message: "RTSP and upload experiments run their own clients, not HTTP load".into(),
             }),
         }
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 use sluice_store::gzip::{put_with_policy, GzipPolicy};
 use sluice_store::{Key, PutOptions, S3Config, S3Store, Store};
@@ -202,7 +202,7 @@ fn kind_name(kind: PayloadKind) -> &'static str {
 }
 
 /// The outcome of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UploadReport {
     /// Objects uploaded.
     pub objects_ok: u64,
@@ -225,7 +225,7 @@ pub struct UploadReport {
 }
 
 /// Latency statistics in milliseconds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
     /// Mean.
     pub mean: f64,

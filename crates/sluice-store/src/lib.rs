@@ -15,8 +15,11 @@ mod error;
 pub mod gzip;
 mod key;
 mod local;
+mod local_process;
+mod loopback_http;
 mod s3;
 pub mod seaweedfs;
+pub mod toxiproxy;
 
 use std::ops::Range;
 use std::time::SystemTime;

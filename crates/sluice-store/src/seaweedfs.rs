@@ -5,14 +5,13 @@
 //! test binary that shares one instance between its tests cannot leave it running; [`SeaweedFs`]
 //! also kills it by pid when dropped. Not used by `sluice serve`.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::io;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::local_process::{free_port, spawn_tied};
 use crate::S3Config;
 
 /// Access key the instance is started with.
@@ -32,10 +31,6 @@ pub struct SeaweedFs {
     pub bucket: String,
     /// The data directory.
     pub dir: PathBuf,
-}
-
-fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 impl SeaweedFs {
@@ -88,22 +83,7 @@ impl SeaweedFs {
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
-        // SAFETY: prctl is async-signal-safe; it only sets this child's parent-death signal.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        // The death signal follows the spawning thread, so spawn from one that never ends.
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(command.spawn());
-            loop {
-                std::thread::park();
-            }
-        });
-        let child = rx.recv().map_err(|_| io::Error::other("spawner thread died"))??;
+        let child = spawn_tied(command)?;
         let weed = SeaweedFs {
             child,
             s3_endpoint: format!("http://127.0.0.1:{s3_port}"),
@@ -156,17 +136,7 @@ impl SeaweedFs {
 
     /// A GET on the filer's HTTP API (JSON listings): status and body.
     fn filer_get(&self, path: &str) -> io::Result<(u16, String)> {
-        let mut s = TcpStream::connect(self.filer)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut text = String::new();
-        s.read_to_string(&mut text)?;
-        let status = text.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
-        Ok((status, body))
+        crate::loopback_http::request(self.filer, "GET", path, None)
     }
 }
 

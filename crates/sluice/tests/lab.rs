@@ -55,6 +55,7 @@ fn sluice_name(arg: &str) -> String {
         "E3" => "io-models",
         "E4" => "execution-models",
         "E5" => "rtsp-fanout",
+        "E6" => "upload-gzip",
         other => other,
     }
     .to_string()
@@ -104,6 +105,10 @@ fn check_rows(results: &Value, expected_rows: usize) {
         }
         if r["point"]["budget"] == true {
             check_budget(r, &label);
+        }
+        // Upload rows (E6) have figures of their own, checked by their test.
+        if !r["upload"].is_null() {
+            continue;
         }
         let f = &r["figures"];
         let (requests, ok, failed, dropped) =
@@ -576,4 +581,57 @@ fn an_interrupted_lab_stops_its_servers() {
         unsafe { libc::kill(*pid, libc::SIGKILL) };
     }
     assert!(left.is_empty(), "servers outlived the lab: {left:?}");
+}
+
+#[test]
+fn e6_upload_gzip_into_seaweedfs_behind_toxiproxy_plain_against_gzip_and_by_concurrency() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let results = lab(&["E6"], out.path(), &[]);
+    // 4 uploaders × (4 payloads in each of 2 sequential sweeps + concurrency 1 and 4 with --quick).
+    check_rows(&results, 4 * (4 + 4 + 2));
+    for r in rows(&results) {
+        assert_eq!(r["status"], "measured", "SeaweedFS and toxiproxy are installed by scripts/test: {r}");
+        let u = &r["upload"];
+        let concurrency = r["point"]["vus"].as_u64();
+        // --quick: 3 objects a row, at least 2 per worker on a concurrency point.
+        let expected = concurrency.map_or(3, |c| (2 * c).max(3));
+        assert_eq!(u["objects_ok"], expected, "every object landed: {r}");
+        assert!(u["failures"].as_object().unwrap().is_empty(), "{r}");
+        let sweep = r["point"]["sweep"].as_str().unwrap();
+        if sweep.contains("55 ms") {
+            // The latency toxic delays each way: no upload is acknowledged sooner than its round trip.
+            assert!(num(&u["latency_ms"], "p50") >= 110.0, "the modelled round trip was in the path: {r}");
+        }
+        let server = r["server"].as_str().unwrap();
+        let payload = r["point"]["payload"].as_str().unwrap();
+        let (raw, stored) = (num(u, "bytes_raw"), num(u, "bytes_stored"));
+        assert!(stored <= raw, "never stored bigger than plain: {r}");
+        if server == "S3 plain" {
+            assert_eq!(stored, raw, "{r}");
+        } else if payload == "email:50KB" {
+            assert!(stored <= raw / 10.0, "the email is stored gzipped at ≤ 10%: {r}");
+        } else if payload == "sms:80" {
+            assert_eq!(stored, raw, "the SMS is stored plain: {r}");
+        }
+        if server.starts_with("sluice") {
+            let opened = num(u, "connections_opened");
+            assert!(opened >= 1.0 && opened <= concurrency.unwrap_or(1) as f64, "connections reused: {r}");
+            assert!(r["server_command"].as_str().unwrap().contains("--store s3://"), "{r}");
+        }
+        assert!(r["load_command"].as_str().unwrap().starts_with("sluice upload "), "{r}");
+    }
+    // The sequential multiple is there for every concurrency row, 1 at concurrency 1.
+    for r in rows(&results).iter().filter(|r| r["point"]["vus"] == 1) {
+        assert_eq!(num(&r["upload"], "sequential_multiple"), 1.0, "{r}");
+    }
+    // Every declared claim has its verdicts (the concurrency-64 goals are not measurable in quick mode).
+    let claims = results["claims"].as_array().unwrap();
+    assert_eq!(claims.len(), 2 + 1 + 3 + 3 + 2 + 1, "{claims:#?}");
+    assert!(claims.iter().any(|c| c["verdict"] == "not_measurable"), "no concurrency 64 in quick mode");
+    let dir = out.path().join("upload-gzip");
+    let html = check_report(&dir, &results);
+    assert!(html.contains("114.110"), "the seed's table beside ours");
+    let csv = std::fs::read_to_string(dir.join("rows.csv")).unwrap();
+    assert!(csv.starts_with("server,sweep,payload,concurrency,status,objects_ok"), "{csv}");
 }
