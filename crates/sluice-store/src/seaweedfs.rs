@@ -64,6 +64,11 @@ impl SeaweedFs {
             "-s3.port.lance=0".into(),
             "-master.telemetry=false".into(),
             "-admin.ui=false".into(),
+            // Each bucket is a collection with volumes of its own. Left at 0, the volume count is
+            // sized from free disk space, and on a fuller disk the thirteen per-engine buckets of
+            // tests/uploads.rs ran out: "failed to find writable volumes for collection" (502).
+            // Volumes are sparse, so a fixed generous count costs nothing.
+            "-volume.max=200".into(),
         ];
         let mut ports = Vec::new();
         for name in names {
