@@ -99,6 +99,20 @@ pub struct Sample {
 const SYNC_BIT: u32 = 1 << 31;
 
 impl Sample {
+    /// A sample built by hand (tests of the modules that consume tables); `size` must be below
+    /// 2 GiB.
+    #[cfg(test)]
+    pub(crate) fn new(
+        offset: u64,
+        size: u32,
+        decode_time: u64,
+        composition_offset: i32,
+        sync: bool,
+    ) -> Sample {
+        assert!(size & SYNC_BIT == 0);
+        Sample { offset, decode_time, size_sync: size | if sync { SYNC_BIT } else { 0 }, composition_offset }
+    }
+
     /// Byte offset of the sample in the file.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -237,6 +251,9 @@ pub struct Mp4File {
     pub skipped: Vec<SkippedTrack>,
     /// Size of the file in bytes; every sample lies inside it.
     pub file_len: u64,
+    /// Whether the `moov` declares movie fragments (`mvex`): the samples then live in `moof`
+    /// boxes this module does not read, so the tracks come out empty (skipped).
+    pub fragmented: bool,
 }
 
 impl Mp4File {
@@ -259,7 +276,12 @@ impl Mp4File {
         let moov = read_moov(&mut src, len)?;
         check_table_sizes(&moov, 0)?;
         let context = mp4parse::read_mp4(&mut moov.as_slice())?;
-        let mut file = Mp4File { tracks: Vec::new(), skipped: Vec::new(), file_len: len };
+        let mut file = Mp4File {
+            tracks: Vec::new(),
+            skipped: Vec::new(),
+            file_len: len,
+            fragmented: context.mvex.is_some(),
+        };
         for track in context.tracks.iter() {
             let id = track.track_id.unwrap_or(0);
             if file.tracks.len() >= MAX_TRACKS {

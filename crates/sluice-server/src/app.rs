@@ -21,6 +21,7 @@ use sluice_proto::http::{
 };
 
 use crate::bench;
+use crate::hls::{HlsPackager, HlsRequest};
 use crate::library::{Entry, Library, OpenError};
 use crate::metrics::RequestCounts;
 use crate::upload::Uploads;
@@ -32,6 +33,8 @@ pub struct AppSettings {
     pub limits: Limits,
     /// Most byte ranges honoured per request.
     pub max_ranges: usize,
+    /// Target duration of an HLS segment.
+    pub hls_segment: std::time::Duration,
     /// Whether to log a line per request.
     pub access_log: bool,
     /// Whether `/bench/` endpoints are served.
@@ -51,6 +54,7 @@ pub struct App {
     requests: RequestCounts,
     boundary: AtomicU64,
     uploads: Option<Uploads>,
+    hls: HlsPackager,
 }
 
 impl App {
@@ -63,6 +67,7 @@ impl App {
             .map_or(1, |d| d.as_nanos() as u64);
         App {
             library,
+            hls: HlsPackager::new(settings.hls_segment),
             settings,
             counters,
             requests: RequestCounts::default(),
@@ -169,13 +174,35 @@ impl App {
                 Response::error(Status::MOVED_PERMANENTLY).with_header("Location", location)
             }
             Ok(Entry::Directory) => self.directory(req, &path),
-            Err(OpenError::NotFound) => self.gzip_form(req, &path),
+            Err(OpenError::NotFound) => self.hls(req, &path).unwrap_or_else(|| self.gzip_form(req, &path)),
             Err(OpenError::Forbidden) => Response::error(Status::FORBIDDEN),
             Err(OpenError::Io(e)) => {
                 tracing::warn!(path = raw_path, "open failed: {e}");
                 Response::error(Status::INTERNAL_SERVER_ERROR)
             }
         }
+    }
+
+    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS packaging; `None` when the
+    /// path is not of that form or names no file.
+    fn hls(&self, req: &Request<'_>, path: &LibraryPath) -> Option<Response> {
+        let (parent, name) = path.relative().rsplit_once('/')?;
+        let resource = sluice_media::hls::playlist::Resource::parse(name)?;
+        if !crate::page::is_mp4(parent) {
+            return None;
+        }
+        // `relative` is decoded; encode `%` again so that normalising does not decode it twice.
+        let parent_path = normalize(&format!("/{}", parent.replace('%', "%25"))).ok()?;
+        let Ok(Entry::File(file, meta)) = self.library.open_entry(&parent_path) else { return None };
+        let hls = HlsRequest {
+            key: parent,
+            file,
+            meta,
+            resource,
+            max_ranges: self.settings.max_ranges,
+            boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+        };
+        Some(self.hls.respond(req, hls))
     }
 
     /// A file the store keeps only gzipped (`name.gz`), else 404.
