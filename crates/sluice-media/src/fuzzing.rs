@@ -26,6 +26,43 @@ pub fn mp4_demux(data: &[u8]) {
     assert_eq!(parsed.medias.len(), file.tracks.len());
 }
 
+/// Packaging arbitrary bytes as HLS never panics; when the file indexes, the playlists are
+/// written, the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
+/// decodes as a `moof` whose `trun`s point inside its `mdat`, with every file range inside the
+/// input and the segment's length what its parts add up to.
+pub fn hls_package(data: &[u8]) {
+    use crate::hls::{init_segment, media_segment, playlist, SegmentIndex};
+    use mp4_atom::Decode;
+    let Ok(file) = Mp4File::from_bytes(data) else { return };
+    let Ok(index) = SegmentIndex::build(&file, std::time::Duration::from_secs(1)) else { return };
+    assert!(playlist::master_playlist(&index).starts_with("#EXTM3U"));
+    assert!(playlist::media_playlist(&index).contains("#EXT-X-ENDLIST"));
+    let Ok(init) = init_segment(&file, &index) else { return };
+    let mut buf = init.as_slice();
+    mp4_atom::Ftyp::decode(&mut buf).expect("our ftyp decodes");
+    mp4_atom::Moov::decode(&mut buf).expect("our moov decodes");
+    for n in 0..index.segments().min(64) {
+        let Ok(plan) = media_segment(&file, &index, n) else { continue };
+        let payload: u64 = plan.ranges.iter().map(|r| r.end - r.start).sum();
+        assert!(plan.ranges.iter().all(|r| r.start < r.end && r.end <= data.len() as u64));
+        let mut header = plan.header.as_slice();
+        let moof = mp4_atom::Moof::decode(&mut header).expect("our moof decodes");
+        assert_eq!(&header[4..8], b"mdat");
+        let moof_len = (plan.header.len() - header.len()) as u64;
+        for trun in moof.traf.iter().flat_map(|t| &t.trun) {
+            let at = u64::try_from(trun.data_offset.unwrap_or(-1)).expect("data offset is positive");
+            let bytes: u64 = trun.samples.iter().map(|e| u64::from(e.size.unwrap_or(0))).sum();
+            assert!(
+                at >= plan.header.len() as u64 && at + bytes <= moof_len + (header.len() as u64) + payload
+            );
+        }
+        assert!(matches!(
+            media_segment(&file, &index, index.segments()),
+            Err(crate::hls::HlsError::NoSuchSegment(_))
+        ));
+    }
+}
+
 /// The small H.264 + AAC file the `rtsp_session` target serves (the `mp4_demux` seed).
 const TINY_MP4: &[u8] = include_bytes!("../../../fuzz/corpus/mp4_demux/tiny-h264-aac.mp4");
 
