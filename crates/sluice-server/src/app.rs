@@ -129,6 +129,9 @@ impl App {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
         let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
+        if raw_path == crate::page::HLS_JS_PATH {
+            return crate::hls::player_script(req).into();
+        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
@@ -240,7 +243,17 @@ impl App {
         match self.library.list(dir) {
             Ok(entries) => {
                 let rtsp = self.rtsp_base(req);
-                let page = crate::page::library_page(dir, &entries, rtsp.as_deref());
+                let describe = |name: &str| {
+                    let rel = if dir.relative().is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{}/{name}", dir.relative())
+                    };
+                    let path = normalize(&format!("/{}", rel.replace('%', "%25"))).ok()?;
+                    let Ok(Entry::File(file, meta)) = self.library.open_entry(&path) else { return None };
+                    self.hls.describe(&rel, file, &meta)
+                };
+                let page = crate::page::library_page(dir, &entries, rtsp.as_deref(), describe);
                 Response {
                     status: Status::OK,
                     headers: vec![

@@ -25,6 +25,8 @@ use sluice_proto::http::conditional::entity_tag;
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
 
+use crate::page::{VideoInfo, HLS_JS, HLS_JS_VERSION};
+
 /// Bytes of segment indexes and init segments kept; past it the cache starts over. 1,000
 /// one-hour files at 6 s segments take about 11 MB (10 KB of index and 1 KB of init each).
 pub const INDEX_BUDGET: usize = 32 << 20;
@@ -153,6 +155,27 @@ impl HlsPackager {
             .with_header("Access-Control-Allow-Origin", "*")
     }
 
+    /// What the library page shows of the MP4 at `key`; `None` when it cannot be packaged.
+    pub fn describe(&self, key: &str, file: File, meta: &std::fs::Metadata) -> Option<VideoInfo> {
+        let hls = HlsRequest {
+            key,
+            file,
+            meta: meta.clone(),
+            resource: Resource::Master,
+            max_ranges: 0,
+            boundary: 0,
+        };
+        match self.packaging(&hls, (meta.len(), meta.modified().ok())) {
+            Packaging::Ready { index, .. } => Some(VideoInfo {
+                duration_secs: index.duration(),
+                resolution: index.resolution(),
+                codecs: index.codecs().to_string(),
+                bitrate: index.average_bandwidth(),
+            }),
+            Packaging::Failed { .. } => None,
+        }
+    }
+
     /// The file's index and init segment, from the cache or built now.
     fn packaging(&self, hls: &HlsRequest<'_>, version: Version) -> Packaging {
         if let Some(c) = self.lock().packaging.get(hls.key).filter(|c| c.version == version) {
@@ -233,6 +256,16 @@ impl Caches {
         }
         self.tables.push_back((key.to_string(), version, tables));
     }
+}
+
+/// The vendored hls.js the library page loads: immutable for a build, so cached for a year and
+/// validated by its version.
+pub fn player_script(req: &Request<'_>) -> Response {
+    let meta =
+        FileMeta { len: HLS_JS.len() as u64, modified: None, content_type: "text/javascript; charset=utf-8" };
+    let etag = Some(format!("\"hls.js-{HLS_JS_VERSION}-{:x}\"", HLS_JS.len()));
+    entity_response(req, vec![Segment::Static(HLS_JS)], &meta, etag, 1, 0)
+        .with_header("Cache-Control", "public, max-age=31536000")
 }
 
 /// An error response saying why, in plain text (the reason names the file and the problem).
