@@ -78,8 +78,13 @@ impl SegmentIndex {
                     return Err(HlsError::TooManySegments(MAX_SEGMENTS));
                 }
                 let i = i as u32; // at most MAX_SAMPLES_PER_TRACK samples
+                                  // Never before the previous segment's first audio sample: composition offsets
+                                  // need not grow with decode order (and a damaged file's can be anything).
+                let previous = starts.last().map_or(0, |s| s.audio);
                 let audio_first = match (video, audio_track) {
-                    (Some(_), Some(a)) => first_audio_at(a, presentation(main, s), main.timescale),
+                    (Some(_), Some(a)) => {
+                        first_audio_at(a, presentation(main, s), main.timescale).max(previous)
+                    }
                     _ => 0,
                 };
                 let (video_first, audio_first) = if video.is_some() { (i, audio_first) } else { (0, i) };
@@ -158,7 +163,7 @@ impl SegmentIndex {
     /// Segment `n`'s duration in seconds (0 past the end).
     pub fn segment_duration(&self, n: usize) -> f64 {
         match (self.starts.get(n), self.starts.get(n + 1)) {
-            (Some(a), Some(b)) => (b.time - a.time) as f64 / f64::from(self.timescale),
+            (Some(a), Some(b)) => b.time.saturating_sub(a.time) as f64 / f64::from(self.timescale),
             _ => 0.0,
         }
     }
@@ -166,7 +171,7 @@ impl SegmentIndex {
     /// The whole duration in seconds.
     pub fn duration(&self) -> f64 {
         let (first, last) = (self.starts[0].time, self.starts[self.starts.len() - 1].time);
-        (last - first) as f64 / f64::from(self.timescale)
+        last.saturating_sub(first) as f64 / f64::from(self.timescale)
     }
 
     /// The `CODECS` attribute: `avc1.PPCCLL` and `mp4a.40.N` (RFC 6381).
@@ -214,8 +219,8 @@ fn first_audio_at(audio: &Track, time: u64, timescale: u32) -> u32 {
 pub(crate) fn sample_duration(track: &Track, i: usize) -> u32 {
     let s = &track.samples;
     let delta = match (s.get(i), s.get(i + 1)) {
-        (Some(a), Some(b)) => b.decode_time() - a.decode_time(),
-        _ if i > 0 && i < s.len() => s[i].decode_time() - s[i - 1].decode_time(),
+        (Some(a), Some(b)) => b.decode_time().saturating_sub(a.decode_time()),
+        _ if i > 0 && i < s.len() => s[i].decode_time().saturating_sub(s[i - 1].decode_time()),
         _ => track.duration,
     };
     u32::try_from(delta).unwrap_or(u32::MAX).max(1)
