@@ -243,6 +243,9 @@ impl App {
         match self.library.list(dir) {
             Ok(entries) => {
                 let rtsp = self.rtsp_base(req);
+                // Files not indexed yet are indexed for the page up to a bound per page view;
+                // the rest show their details once played or on a later view.
+                let may_index = std::cell::Cell::new(crate::hls::INDEXED_PER_PAGE);
                 let describe = |name: &str| {
                     let rel = if dir.relative().is_empty() {
                         name.to_string()
@@ -251,7 +254,7 @@ impl App {
                     };
                     let path = normalize(&format!("/{}", rel.replace('%', "%25"))).ok()?;
                     let Ok(Entry::File(file, meta)) = self.library.open_entry(&path) else { return None };
-                    self.hls.describe(&rel, file, &meta)
+                    self.hls.describe(&rel, file, &meta, &may_index)
                 };
                 let page = crate::page::library_page(dir, &entries, rtsp.as_deref(), describe);
                 Response {

@@ -35,6 +35,10 @@ pub const INDEX_BUDGET: usize = 32 << 20;
 /// 48 kHz audio is 6.6 MB).
 pub const MAX_TABLES: usize = 4;
 
+/// Files a library page may index while it renders (each reads a `moov` box: a few ms for an
+/// hour of video); the page shows the others' details once they are indexed.
+pub const INDEXED_PER_PAGE: usize = 64;
+
 /// What a cache entry is valid for: the file's length and modification time.
 type Version = (u64, Option<SystemTime>);
 
@@ -155,8 +159,25 @@ impl HlsPackager {
             .with_header("Access-Control-Allow-Origin", "*")
     }
 
-    /// What the library page shows of the MP4 at `key`; `None` when it cannot be packaged.
-    pub fn describe(&self, key: &str, file: File, meta: &std::fs::Metadata) -> Option<VideoInfo> {
+    /// What the library page shows of the MP4 at `key`; `None` when it cannot be packaged, or
+    /// when it is not indexed yet and `may_index` (files the caller lets it index, counted down)
+    /// is spent: a page of a thousand new files must not read a thousand `moov` boxes before it
+    /// answers.
+    pub fn describe(
+        &self,
+        key: &str,
+        file: File,
+        meta: &std::fs::Metadata,
+        may_index: &std::cell::Cell<usize>,
+    ) -> Option<VideoInfo> {
+        let version = (meta.len(), meta.modified().ok());
+        let cached = self.lock().packaging.get(key).is_some_and(|c| c.version == version);
+        if !cached {
+            if may_index.get() == 0 {
+                return None;
+            }
+            may_index.set(may_index.get() - 1);
+        }
         let hls = HlsRequest {
             key,
             file,
@@ -165,7 +186,7 @@ impl HlsPackager {
             max_ranges: 0,
             boundary: 0,
         };
-        match self.packaging(&hls, (meta.len(), meta.modified().ok())) {
+        match self.packaging(&hls, version) {
             Packaging::Ready { index, .. } => Some(VideoInfo {
                 duration_secs: index.duration(),
                 resolution: index.resolution(),
@@ -279,5 +300,44 @@ fn failure(status: Status, reason: &str) -> Response {
         body: Body::Bytes(Cow::Owned(
             format!("{status} {}: {reason}\n", status.reason(), status = status.0).into_bytes(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    #[test]
+    fn pages_index_within_their_budget_and_failures_are_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/sluice-demo.mp4");
+        for name in ["a.mp4", "b.mp4"] {
+            std::fs::copy(demo, dir.path().join(name)).unwrap();
+        }
+        std::fs::write(dir.path().join("c.mp4"), b"not a film").unwrap();
+        let open = |name: &str| {
+            let file = File::open(dir.path().join(name)).unwrap();
+            let meta = file.metadata().unwrap();
+            (file, meta)
+        };
+        let packager = HlsPackager::new(Duration::from_secs(6));
+        let budget = Cell::new(1);
+        let (file, meta) = open("a.mp4");
+        let a = packager.describe("a.mp4", file, &meta, &budget).unwrap();
+        assert_eq!(a.resolution, Some((640, 360)));
+        assert!((a.duration_secs - 6.0).abs() < 0.05);
+        let (file, meta) = open("b.mp4");
+        assert_eq!(packager.describe("b.mp4", file, &meta, &budget), None, "budget spent");
+        let (file, meta) = open("a.mp4");
+        assert_eq!(packager.describe("a.mp4", file, &meta, &budget), Some(a), "cached needs no budget");
+        let budget = Cell::new(5);
+        let (file, meta) = open("c.mp4");
+        assert_eq!(packager.describe("c.mp4", file, &meta, &budget), None);
+        assert_eq!(budget.get(), 4);
+        assert!(matches!(
+            packager.lock().packaging.get("c.mp4").map(|c| c.packaging.clone()),
+            Some(Packaging::Failed { status: Status::INTERNAL_SERVER_ERROR, .. })
+        ));
     }
 }
