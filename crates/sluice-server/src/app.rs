@@ -1,7 +1,8 @@
 //! What sluice answers over HTTP: the routes, static files, directory pages and the access log.
 //!
 //! Owns the mapping from a request to a [`Response`]: `/` and directories get a page listing the
-//! library with a player for each video, files get [`file_response`] (ranges, validators), and
+//! library with a player for its videos, files get [`file_response`] (ranges, validators),
+//! `/FILE.mp4/master.m3u8` and the rest of a file's HLS packaging go to [`crate::hls`], and
 //! everything else gets its precise error. It does not parse HTTP or touch sockets.
 
 use std::borrow::Cow;
@@ -194,9 +195,9 @@ impl App {
         if !crate::page::is_mp4(parent) {
             return None;
         }
-        // `relative` is decoded; encode `%` again so that normalising does not decode it twice.
-        let parent_path = normalize(&format!("/{}", parent.replace('%', "%25"))).ok()?;
-        let Ok(Entry::File(file, meta)) = self.library.open_entry(&parent_path) else { return None };
+        let Ok(Entry::File(file, meta)) = self.library.open_entry(&decoded_path(parent)?) else {
+            return None;
+        };
         let hls = HlsRequest {
             key: parent,
             file,
@@ -213,10 +214,8 @@ impl App {
         if path.names_directory() || path.relative().is_empty() {
             return Response::error(Status::NOT_FOUND);
         }
-        // `relative` is decoded; encode `%` again so that normalising does not decode it twice.
-        let gz = normalize(&format!("/{}.gz", path.relative().replace('%', "%25")));
-        match gz.map(|gz| self.library.open_entry(&gz)) {
-            Ok(Ok(Entry::File(file, meta))) => {
+        match decoded_path(&format!("{}.gz", path.relative())).map(|gz| self.library.open_entry(&gz)) {
+            Some(Ok(Entry::File(file, meta))) => {
                 crate::gzip_static::respond(req, path.relative(), file, &meta, self.settings.max_ranges)
             }
             _ => Response::error(Status::NOT_FOUND),
@@ -252,8 +251,9 @@ impl App {
                     } else {
                         format!("{}/{name}", dir.relative())
                     };
-                    let path = normalize(&format!("/{}", rel.replace('%', "%25"))).ok()?;
-                    let Ok(Entry::File(file, meta)) = self.library.open_entry(&path) else { return None };
+                    let Ok(Entry::File(file, meta)) = self.library.open_entry(&decoded_path(&rel)?) else {
+                        return None;
+                    };
                     self.hls.describe(&rel, file, &meta, &may_index)
                 };
                 let page = crate::page::library_page(dir, &entries, rtsp.as_deref(), describe);
@@ -272,6 +272,12 @@ impl App {
             }
         }
     }
+}
+
+/// The library path of `relative`, a path that is already decoded (a [`LibraryPath`]'s, or one
+/// built from it): `%` is encoded again so that normalising does not decode it twice.
+fn decoded_path(relative: &str) -> Option<LibraryPath> {
+    normalize(&format!("/{}", relative.replace('%', "%25"))).ok()
 }
 
 /// The handler one connection uses: the shared app, who is on the other end, and the responses
