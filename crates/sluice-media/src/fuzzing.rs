@@ -1,6 +1,8 @@
 //! The property the `mp4_demux` fuzz target checks, shared with the test that replays the
 //! committed corpus (`fuzz/corpus/mp4_demux/`), so `cargo fuzz` and `cargo test` run the same
-//! check. `rtsp_session` drives the RTSP connection and session table the same way.
+//! check. `rtsp_session` drives the RTSP connection and session table the same way; `hls_package`
+//! packages arbitrary bytes as HLS, and [`SegmentWalk`] is the check of segments as a client received
+//! them that the unit and integration tests share.
 
 use crate::mp4::{Mp4File, TrackKind};
 use crate::sdp::{session_description, to_bytes, SdpOptions};
@@ -60,6 +62,74 @@ pub fn hls_package(data: &[u8]) {
             media_segment(&file, &index, index.segments()),
             Err(crate::hls::HlsError::NoSuchSegment(_))
         ));
+    }
+}
+
+/// Where a walk through a file's HLS media segments has got to: the next sample of each track
+/// (in `Mp4File` order, which is the fMP4 track id minus one) and where its decode time ends.
+#[derive(Debug, Clone)]
+pub struct SegmentWalk {
+    /// Samples seen per track.
+    pub seen: Vec<usize>,
+    /// Decode time after the last sample seen, per track.
+    pub decode_end: Vec<Option<u64>>,
+}
+
+impl SegmentWalk {
+    /// A walk from the start of `file`.
+    pub fn new(file: &Mp4File) -> SegmentWalk {
+        SegmentWalk { seen: vec![0; file.tracks.len()], decode_end: vec![None; file.tracks.len()] }
+    }
+
+    /// Checks media segment `n` as a client received it (`segment`, from a walk that has seen
+    /// segments 0 to n - 1) against the file's tables and bytes (`data`): it decodes as one
+    /// `moof` then one `mdat`, each `trun` sample is the file's next sample of that track, with
+    /// its size, sync flag and bytes at the place `data_offset` says, and `tfdt` carries on
+    /// where the previous segment ended. Panics, saying what differs, otherwise.
+    pub fn check(&mut self, file: &Mp4File, data: &[u8], n: usize, segment: &[u8]) {
+        use mp4_atom::Decode;
+        let mut buf = segment;
+        let moof = mp4_atom::Moof::decode(&mut buf).expect("a moof");
+        assert_eq!(moof.mfhd.sequence_number as usize, n + 1);
+        let mdat_start = segment.len() - buf.len();
+        mp4_atom::Mdat::decode(&mut buf).expect("an mdat");
+        assert!(buf.is_empty(), "segment {n} is moof + mdat");
+        for traf in &moof.traf {
+            let t = traf.tfhd.track_id as usize - 1;
+            let track = &file.tracks[t];
+            let tfdt = traf.tfdt.as_ref().expect("tfdt").base_media_decode_time;
+            if let Some(end) = self.decode_end[t] {
+                assert_eq!(tfdt, end, "tfdt of track {t} in segment {n} continues the previous segment");
+            }
+            let mut decode = tfdt;
+            for trun in &traf.trun {
+                let mut at = usize::try_from(trun.data_offset.expect("data offset")).expect("positive");
+                assert!(at >= mdat_start + 8, "trun points into the mdat");
+                for e in trun.samples.iter() {
+                    let s = &track.samples[self.seen[t]];
+                    assert_eq!(s.decode_time(), decode, "track {t} sample {}", self.seen[t]);
+                    let size = e.size.expect("sample size") as usize;
+                    assert_eq!(size as u32, s.size());
+                    assert_eq!(e.flags.expect("sample flags") & 0x0001_0000 == 0, s.is_sync());
+                    let r = s.range();
+                    assert!(
+                        segment[at..at + size] == data[r.start as usize..r.end as usize],
+                        "track {t} sample {} differs from the file's bytes",
+                        self.seen[t]
+                    );
+                    at += size;
+                    decode += u64::from(e.duration.expect("sample duration"));
+                    self.seen[t] += 1;
+                }
+            }
+            self.decode_end[t] = Some(decode);
+        }
+    }
+
+    /// Checks that the walk saw every sample of every track.
+    pub fn finish(&self, file: &Mp4File) {
+        let all: Vec<usize> = file.tracks.iter().map(|t| t.samples.len()).collect();
+        assert_eq!(self.seen, all, "every sample sent once");
     }
 }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use common::*;
 use mp4_atom::Decode;
+use sluice_media::fuzzing::SegmentWalk;
 use sluice_media::mp4::Mp4File;
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
@@ -106,48 +107,15 @@ fn segments_decode_and_carry_the_files_bytes(engine: &[&str]) {
     assert_eq!(moov.trak.len(), file.tracks.len());
 
     // Every sample of every track, in order, in exactly one segment, with the file's bytes at
-    // the place its trun says; tfdt carries on where the previous segment ended.
-    let mut next = vec![0usize; file.tracks.len()];
-    let mut decode_end: Vec<Option<u64>> = vec![None; file.tracks.len()];
+    // the place its trun says; tfdt carries on where the previous segment ended (the check is
+    // shared with sluice-media's unit test).
+    let mut walk = SegmentWalk::new(&file);
     for n in 0..3 {
         let seg = ok(addr, &format!("/films/demo.mp4/seg-{n}.m4s"));
         assert_eq!(seg.header("content-type"), Some("video/iso.segment"));
-        let mut buf = seg.body.as_slice();
-        let moof = mp4_atom::Moof::decode(&mut buf).unwrap();
-        let mdat = mp4_atom::Mdat::decode(&mut buf).unwrap();
-        assert!(buf.is_empty(), "segment {n} is moof + mdat");
-        assert!(!mdat.data.is_empty());
-        for traf in &moof.traf {
-            let t = traf.tfhd.track_id as usize - 1;
-            let track = &file.tracks[t];
-            let tfdt = traf.tfdt.as_ref().unwrap().base_media_decode_time;
-            if let Some(end) = decode_end[t] {
-                assert_eq!(tfdt, end, "tfdt of track {t} in segment {n} continues the previous segment");
-            }
-            let mut decode = tfdt;
-            for trun in &traf.trun {
-                let mut at = trun.data_offset.unwrap() as usize;
-                for e in trun.samples.iter() {
-                    let s = &track.samples[next[t]];
-                    assert_eq!(s.decode_time(), decode);
-                    let size = e.size.unwrap() as usize;
-                    assert_eq!(size as u32, s.size());
-                    let r = s.range();
-                    assert_bytes_eq(
-                        &seg.body[at..at + size],
-                        &data[r.start as usize..r.end as usize],
-                        "sample",
-                    );
-                    at += size;
-                    decode += u64::from(e.duration.unwrap());
-                    next[t] += 1;
-                }
-            }
-            decode_end[t] = Some(decode);
-        }
+        walk.check(&file, &data, n, &seg.body);
     }
-    let expected: Vec<usize> = file.tracks.iter().map(|t| t.samples.len()).collect();
-    assert_eq!(next, expected, "every sample sent once");
+    walk.finish(&file);
     assert_eq!(fetch_get(addr, "/films/demo.mp4/seg-3.m4s", &[]).status, 404, "past the end");
     assert_eq!(fetch_get(addr, "/films/demo.mp4/seg-01.m4s", &[]).status, 404, "one name per segment");
 }

@@ -313,7 +313,7 @@ pub fn media_segment(file: &Mp4File, index: &SegmentIndex, n: usize) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mp4_atom::{Decode, Moof as MoofBox};
+    use mp4_atom::Decode;
     use std::time::Duration;
 
     fn demo_bytes() -> Vec<u8> {
@@ -354,47 +354,15 @@ mod tests {
         let data = demo_bytes();
         let file = Mp4File::from_bytes(&data).unwrap();
         let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
-        let mut next_decode = [None, None];
-        let mut seen = [0usize; 2];
+        let mut walk = crate::fuzzing::SegmentWalk::new(&file);
         for n in 0..index.segments() {
             let plan = media_segment(&file, &index, n).unwrap();
             let bytes = assemble(&plan, &data);
             assert_eq!(bytes.len() as u64, plan.len());
-            let mut buf = bytes.as_slice();
-            let moof = MoofBox::decode(&mut buf).unwrap();
-            assert_eq!(moof.mfhd.sequence_number, n as u32 + 1);
-            let mdat_start = bytes.len() - buf.len();
-            assert_eq!(&buf[4..8], b"mdat");
-            assert_eq!(u32::from_be_bytes(buf[..4].try_into().unwrap()) as usize, buf.len());
-            for traf in &moof.traf {
-                let t = traf.tfhd.track_id as usize - 1;
-                let track = &file.tracks[t];
-                let tfdt = traf.tfdt.as_ref().unwrap().base_media_decode_time;
-                if let Some(expected) = next_decode[t] {
-                    assert_eq!(tfdt, expected, "tfdt continuous, track {t} segment {n}");
-                }
-                let mut decode = tfdt;
-                for trun in &traf.trun {
-                    let mut at = trun.data_offset.unwrap() as usize;
-                    assert!(at >= mdat_start + 8);
-                    for e in trun.samples.iter() {
-                        let s = &track.samples[seen[t]];
-                        assert_eq!(s.decode_time(), decode);
-                        let size = e.size.unwrap() as usize;
-                        assert_eq!(
-                            &bytes[at..at + size],
-                            &data[s.range().start as usize..s.range().end as usize]
-                        );
-                        assert_eq!(e.flags.unwrap() == SYNC_FLAGS, s.is_sync());
-                        at += size;
-                        decode += u64::from(e.duration.unwrap());
-                        seen[t] += 1;
-                    }
-                }
-                next_decode[t] = Some(decode);
-            }
+            walk.check(&file, &data, n, &bytes);
         }
-        assert_eq!(seen, [180, 283]);
+        walk.finish(&file);
+        assert_eq!(walk.seen, [180, 283]);
         assert!(matches!(media_segment(&file, &index, 3), Err(HlsError::NoSuchSegment(3))));
     }
 }
