@@ -360,8 +360,14 @@ fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
         let size = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
         let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
         // 64-bit and to-the-end sizes do not occur inside a moov; mp4parse rejects what is left.
-        if size < 8 || size > rest.len() {
+        if size < 8 {
             return Ok(());
+        }
+        // A box that claims more than its parent holds is refused here: mp4parse reserves memory
+        // for some boxes' declared size before reading them (`hdlr`: 3 GB for a 3 KB file, found
+        // by the hls_package fuzz target).
+        if size > rest.len() {
+            return Err(bad("a box runs past the end of its parent"));
         }
         let body = &rest[8..size];
         rest = &rest[size..];
