@@ -392,6 +392,54 @@ fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
         if count.saturating_mul(entry) > (body.len() as u64).saturating_sub(first) {
             return Err(bad("a table declares more entries than its box holds"));
         }
+        if &kind == b"stsd" {
+            check_sample_entries(body.get(8..).unwrap_or_default())?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks that no box inside a sample description (`avc1` > `avcC`, `mp4a` > `esds`, …)
+/// claims more than its parent holds: mp4parse reserves a codec box's declared size before
+/// reading it (`esds`: 4 GB for a small file, found by the hls_package fuzz target).
+fn check_sample_entries(entries: &[u8]) -> Result<(), Mp4Error> {
+    let bad = |what| Mp4Error::BadBox { offset: 0, what };
+    let within = |boxes: &[u8]| -> Result<(), Mp4Error> {
+        let mut rest = boxes;
+        while rest.len() >= 8 {
+            let size = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+            if size < 8 {
+                return Ok(()); // 64-bit and to-the-end sizes: mp4parse rejects them here
+            }
+            if size > rest.len() {
+                return Err(bad("a codec box runs past the end of its sample entry"));
+            }
+            rest = &rest[size..];
+        }
+        Ok(())
+    };
+    // Each entry is a box: the sample entry's fixed fields, then child boxes.
+    within(entries)?;
+    let mut rest = entries;
+    while rest.len() >= 8 {
+        let size = (u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize).clamp(8, rest.len());
+        let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
+        let body = &rest[8..size];
+        rest = &rest[size..];
+        // ISO 14496-12 §12.1.3 and §12.2.3: a visual entry's fields take 78 bytes; an audio
+        // entry's 28, plus 16 (QuickTime version 1) or 36 (version 2).
+        let fields = match &kind {
+            b"avc1" | b"avc3" | b"encv" | b"hvc1" | b"hev1" | b"mp4v" | b"av01" | b"vp08" | b"vp09" => 78,
+            b"mp4a" | b"enca" | b".mp3" | b"ac-3" | b"ec-3" | b"Opus" | b"fLaC" | b"alac" => {
+                match body.get(8..10).map(|v| u16::from_be_bytes([v[0], v[1]])) {
+                    Some(1) => 44,
+                    Some(2) => 64,
+                    _ => 28,
+                }
+            }
+            _ => continue,
+        };
+        within(body.get(fields..).unwrap_or_default())?;
     }
     Ok(())
 }
