@@ -273,8 +273,9 @@ impl Mp4File {
 
     /// Indexes a file of `len` bytes read through `src`.
     pub fn read<R: Read + Seek>(mut src: R, len: u64) -> Result<Mp4File, Mp4Error> {
-        let moov = read_moov(&mut src, len)?;
+        let mut moov = read_moov(&mut src, len)?;
         check_table_sizes(&moov, 0)?;
+        hide_metadata(&mut moov, 0);
         let context = mp4parse::read_mp4(&mut moov.as_slice())?;
         let mut file = Mp4File {
             tracks: Vec::new(),
@@ -397,6 +398,25 @@ fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
         }
     }
     Ok(())
+}
+
+/// Turns the `udta` and `meta` boxes of `boxes` (a `moov` box or its `trak`s) into `free` boxes:
+/// sluice reads no metadata, and mp4parse reserves memory for a metadata item's declared size
+/// before reading it (`ilst` data: 4 GB for a small file, found by the hls_package fuzz target).
+fn hide_metadata(boxes: &mut [u8], depth: u8) {
+    let mut at = 0;
+    while boxes.len() - at >= 8 {
+        let size = u32::from_be_bytes(boxes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if size < 8 || size > boxes.len() - at {
+            return; // check_table_sizes and mp4parse judge malformed boxes
+        }
+        match &boxes[at + 4..at + 8] {
+            b"moov" | b"trak" if depth < 2 => hide_metadata(&mut boxes[at + 8..at + size], depth + 1),
+            b"udta" | b"meta" => boxes[at + 4..at + 8].copy_from_slice(b"free"),
+            _ => {}
+        }
+        at += size;
+    }
 }
 
 /// Checks that no box inside a sample description (`avc1` > `avcC`, `mp4a` > `esds`, …)
