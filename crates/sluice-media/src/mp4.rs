@@ -358,19 +358,11 @@ fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
     let bad = |what| Mp4Error::BadBox { offset: 0, what };
     let mut rest = boxes;
     while rest.len() >= 8 {
-        let size = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-        let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
-        // 64-bit and to-the-end sizes do not occur inside a moov; mp4parse rejects what is left.
-        if size < 8 {
-            return Ok(());
-        }
         // A box that claims more than its parent holds is refused here: mp4parse reserves memory
         // for some boxes' declared size before reading them (`hdlr`: 3 GB for a 3 KB file, found
         // by the hls_package fuzz target).
-        if size > rest.len() {
-            return Err(bad("a box runs past the end of its parent"));
-        }
-        let body = &rest[8..size];
+        let (kind, header, size) = child_box(rest).map_err(bad)?;
+        let body = &rest[header..size];
         rest = &rest[size..];
         // Full boxes: version and flags, then the counts.
         let u32_at = |i: usize| {
@@ -400,18 +392,41 @@ fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
     Ok(())
 }
 
+/// The box at the start of `rest`, which holds the rest of its parent: its type, header length
+/// and size, with a 64-bit size (1) and "to the end of the parent" (0) resolved; an error for a
+/// size smaller than its header or one that runs past the parent.
+fn child_box(rest: &[u8]) -> Result<([u8; 4], usize, usize), &'static str> {
+    let size32 = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes"));
+    let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
+    let (size, header) = match size32 {
+        0 => (rest.len(), 8),
+        1 => {
+            let large = rest.get(8..16).ok_or("a 64-bit box size past the end of its parent")?;
+            let large = u64::from_be_bytes(large.try_into().expect("8 bytes"));
+            (usize::try_from(large).unwrap_or(usize::MAX), 16)
+        }
+        n => (n as usize, 8),
+    };
+    if size < header {
+        return Err("a box smaller than its header");
+    }
+    if size > rest.len() {
+        return Err("a box runs past the end of its parent");
+    }
+    Ok((kind, header, size))
+}
+
 /// Turns the `udta` and `meta` boxes of `boxes` (a `moov` box or its `trak`s) into `free` boxes:
 /// sluice reads no metadata, and mp4parse reserves memory for a metadata item's declared size
 /// before reading it (`ilst` data: 4 GB for a small file, found by the hls_package fuzz target).
 fn hide_metadata(boxes: &mut [u8], depth: u8) {
     let mut at = 0;
     while boxes.len() - at >= 8 {
-        let size = u32::from_be_bytes(boxes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        if size < 8 || size > boxes.len() - at {
-            return; // check_table_sizes and mp4parse judge malformed boxes
-        }
+        let Ok((_, header, size)) = child_box(&boxes[at..]) else {
+            return; // check_table_sizes has refused the file already
+        };
         match &boxes[at + 4..at + 8] {
-            b"moov" | b"trak" if depth < 2 => hide_metadata(&mut boxes[at + 8..at + size], depth + 1),
+            b"moov" | b"trak" if depth < 2 => hide_metadata(&mut boxes[at + header..at + size], depth + 1),
             b"udta" | b"meta" => boxes[at + 4..at + 8].copy_from_slice(b"free"),
             _ => {}
         }
@@ -427,13 +442,7 @@ fn check_sample_entries(entries: &[u8]) -> Result<(), Mp4Error> {
     let within = |boxes: &[u8]| -> Result<(), Mp4Error> {
         let mut rest = boxes;
         while rest.len() >= 8 {
-            let size = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-            if size < 8 {
-                return Ok(()); // 64-bit and to-the-end sizes: mp4parse rejects them here
-            }
-            if size > rest.len() {
-                return Err(bad("a codec box runs past the end of its sample entry"));
-            }
+            let (_, _, size) = child_box(rest).map_err(bad)?;
             rest = &rest[size..];
         }
         Ok(())
