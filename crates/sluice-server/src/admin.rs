@@ -34,8 +34,8 @@ impl Admin {
         Admin { app, http, rtsp, shutdown }
     }
 
-    /// The library as JSON: every file with its HTTP URL and, for MP4s when RTSP is on, its
-    /// RTSP URL (MediaMTX's `/v3/paths/list` is the model).
+    /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
+    /// and, when RTSP is on, its RTSP URL (MediaMTX's `/v3/paths/list` is the model).
     pub fn streams_json(&self) -> String {
         let items: Vec<serde_json::Value> = self
             .app
@@ -48,11 +48,14 @@ impl Admin {
                     .rtsp
                     .filter(|_| crate::page::is_mp4(&path))
                     .map(|a| format!("rtsp://{}{url_path}", host_port(a)));
+                let hls = crate::page::is_mp4(&path)
+                    .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
                 serde_json::json!({
                     "path": path,
                     "bytes": bytes,
                     "http": format!("http://{}{url_path}", host_port(self.http)),
                     "rtsp": rtsp,
+                    "hls": hls,
                 })
             })
             .collect();

@@ -1,7 +1,8 @@
 //! What sluice answers over HTTP: the routes, static files, directory pages and the access log.
 //!
 //! Owns the mapping from a request to a [`Response`]: `/` and directories get a page listing the
-//! library with a player for each video, files get [`file_response`] (ranges, validators), and
+//! library with a player for its videos, files get [`file_response`] (ranges, validators),
+//! `/FILE.mp4/master.m3u8` and the rest of a file's HLS packaging go to [`crate::hls`], and
 //! everything else gets its precise error. It does not parse HTTP or touch sockets.
 
 use std::borrow::Cow;
@@ -21,6 +22,7 @@ use sluice_proto::http::{
 };
 
 use crate::bench;
+use crate::hls::{HlsPackager, HlsRequest};
 use crate::library::{Entry, Library, OpenError};
 use crate::metrics::RequestCounts;
 use crate::upload::Uploads;
@@ -32,6 +34,8 @@ pub struct AppSettings {
     pub limits: Limits,
     /// Most byte ranges honoured per request.
     pub max_ranges: usize,
+    /// Target duration of an HLS segment.
+    pub hls_segment: std::time::Duration,
     /// Whether to log a line per request.
     pub access_log: bool,
     /// Whether `/bench/` endpoints are served.
@@ -51,6 +55,7 @@ pub struct App {
     requests: RequestCounts,
     boundary: AtomicU64,
     uploads: Option<Uploads>,
+    hls: HlsPackager,
 }
 
 impl App {
@@ -63,6 +68,7 @@ impl App {
             .map_or(1, |d| d.as_nanos() as u64);
         App {
             library,
+            hls: HlsPackager::new(settings.hls_segment),
             settings,
             counters,
             requests: RequestCounts::default(),
@@ -124,6 +130,9 @@ impl App {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
         let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
+        if raw_path == crate::page::HLS_JS_PATH {
+            return crate::hls::player_script(req).into();
+        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
@@ -169,7 +178,7 @@ impl App {
                 Response::error(Status::MOVED_PERMANENTLY).with_header("Location", location)
             }
             Ok(Entry::Directory) => self.directory(req, &path),
-            Err(OpenError::NotFound) => self.gzip_form(req, &path),
+            Err(OpenError::NotFound) => self.hls(req, &path).unwrap_or_else(|| self.gzip_form(req, &path)),
             Err(OpenError::Forbidden) => Response::error(Status::FORBIDDEN),
             Err(OpenError::Io(e)) => {
                 tracing::warn!(path = raw_path, "open failed: {e}");
@@ -178,15 +187,35 @@ impl App {
         }
     }
 
+    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS packaging; `None` when the
+    /// path is not of that form or names no file.
+    fn hls(&self, req: &Request<'_>, path: &LibraryPath) -> Option<Response> {
+        let (parent, name) = path.relative().rsplit_once('/')?;
+        let resource = sluice_media::hls::playlist::Resource::parse(name)?;
+        if !crate::page::is_mp4(parent) {
+            return None;
+        }
+        let Ok(Entry::File(file, meta)) = self.library.open_entry(&decoded_path(parent)?) else {
+            return None;
+        };
+        let hls = HlsRequest {
+            key: parent,
+            file,
+            meta,
+            resource,
+            max_ranges: self.settings.max_ranges,
+            boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+        };
+        Some(self.hls.respond(req, hls))
+    }
+
     /// A file the store keeps only gzipped (`name.gz`), else 404.
     fn gzip_form(&self, req: &Request<'_>, path: &LibraryPath) -> Response {
         if path.names_directory() || path.relative().is_empty() {
             return Response::error(Status::NOT_FOUND);
         }
-        // `relative` is decoded; encode `%` again so that normalising does not decode it twice.
-        let gz = normalize(&format!("/{}.gz", path.relative().replace('%', "%25")));
-        match gz.map(|gz| self.library.open_entry(&gz)) {
-            Ok(Ok(Entry::File(file, meta))) => {
+        match decoded_path(&format!("{}.gz", path.relative())).map(|gz| self.library.open_entry(&gz)) {
+            Some(Ok(Entry::File(file, meta))) => {
                 crate::gzip_static::respond(req, path.relative(), file, &meta, self.settings.max_ranges)
             }
             _ => Response::error(Status::NOT_FOUND),
@@ -213,7 +242,21 @@ impl App {
         match self.library.list(dir) {
             Ok(entries) => {
                 let rtsp = self.rtsp_base(req);
-                let page = crate::page::library_page(dir, &entries, rtsp.as_deref());
+                // Files not indexed yet are indexed for the page up to a bound per page view;
+                // the rest show their details once played or on a later view.
+                let may_index = std::cell::Cell::new(crate::hls::INDEXED_PER_PAGE);
+                let describe = |name: &str| {
+                    let rel = if dir.relative().is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{}/{name}", dir.relative())
+                    };
+                    let Ok(Entry::File(file, meta)) = self.library.open_entry(&decoded_path(&rel)?) else {
+                        return None;
+                    };
+                    self.hls.describe(&rel, file, &meta, &may_index)
+                };
+                let page = crate::page::library_page(dir, &entries, rtsp.as_deref(), describe);
                 Response {
                     status: Status::OK,
                     headers: vec![
@@ -229,6 +272,12 @@ impl App {
             }
         }
     }
+}
+
+/// The library path of `relative`, a path that is already decoded (a [`LibraryPath`]'s, or one
+/// built from it): `%` is encoded again so that normalising does not decode it twice.
+fn decoded_path(relative: &str) -> Option<LibraryPath> {
+    normalize(&format!("/{}", relative.replace('%', "%25"))).ok()
 }
 
 /// The handler one connection uses: the shared app, who is on the other end, and the responses

@@ -112,11 +112,15 @@ pub struct LibrarySection {
     pub root: Option<PathBuf>,
     /// Most ranges honoured in one request; more gets the whole file (200). 0 disables ranges.
     pub max_ranges: usize,
+    /// Target duration of an HLS segment: each MP4's segments are cut at the first keyframe at
+    /// least this long after the segment's start.
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
+    pub hls_segment: Duration,
 }
 
 impl Default for LibrarySection {
     fn default() -> Self {
-        LibrarySection { root: None, max_ranges: 64 }
+        LibrarySection { root: None, max_ranges: 64, hls_segment: Duration::from_secs(6) }
     }
 }
 

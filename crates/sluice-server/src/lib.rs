@@ -12,6 +12,7 @@ pub mod app;
 pub mod bench;
 pub mod config;
 pub mod gzip_static;
+pub mod hls;
 pub mod library;
 pub mod logging;
 pub mod media;

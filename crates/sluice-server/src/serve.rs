@@ -192,6 +192,7 @@ impl Server {
         let settings = AppSettings {
             limits: config.protocol_limits(),
             max_ranges: config.library.max_ranges,
+            hls_segment: config.library.hls_segment,
             access_log: config.http.access_log,
             bench: config.http.bench,
             rtsp: rtsp.as_ref().map(|r| r.sockets.local_addr()),

@@ -57,6 +57,9 @@ impl Status {
     pub const SERVICE_UNAVAILABLE: Status = Status(503);
     /// 502: the store behind the server failed.
     pub const BAD_GATEWAY: Status = Status(502);
+    /// 415: the media cannot be served in the form asked for (an MP4 whose codecs HLS packaging
+    /// cannot carry).
+    pub const UNSUPPORTED_MEDIA_TYPE: Status = Status(415);
     /// 507: no room to store the upload.
     pub const INSUFFICIENT_STORAGE: Status = Status(507);
     /// 505
