@@ -177,6 +177,21 @@ impl Store for S3Store {
         Ok(bytes.to_vec())
     }
 
+    fn read_range_if(&self, key: &Key, range: Range<u64>, etag: &str) -> Result<Vec<u8>, StoreError> {
+        let client = Arc::clone(&self.inner.client);
+        let path = self.path_of(key.as_str());
+        let options = object_store::GetOptions {
+            if_match: Some(etag.to_string()),
+            range: Some(object_store::GetRange::Bounded(range)),
+            ..Default::default()
+        };
+        let bytes = self.run(async move {
+            let got = client.get_opts(&path, options).await.map_err(StoreError::from)?;
+            got.bytes().await.map_err(StoreError::from)
+        })?;
+        Ok(bytes.to_vec())
+    }
+
     fn put(&self, key: &Key, options: PutOptions) -> Result<Box<dyn ObjectWriter>, StoreError> {
         let mut attributes = Attributes::new();
         if let Some(t) = &options.content_type {
