@@ -44,12 +44,13 @@ pub fn respond(
 ) -> Response {
     let content_type = content_type_for(relative);
     let response = if accepts_gzip(req) {
-        let meta = FileMeta { len: gz_meta.len(), modified: gz_meta.modified().ok(), content_type };
+        let meta =
+            FileMeta { len: gz_meta.len(), modified: gz_meta.modified().ok(), content_type, etag: None };
         file_response(req, Arc::new(gz), &meta, max_ranges, 0).with_header("Content-Encoding", "gzip")
     } else {
         match gunzip_to_memfd(gz) {
             Ok((file, len)) => {
-                let meta = FileMeta { len, modified: gz_meta.modified().ok(), content_type };
+                let meta = FileMeta { len, modified: gz_meta.modified().ok(), content_type, etag: None };
                 file_response(req, Arc::new(file), &meta, max_ranges, 0)
             }
             Err(e) if e.kind() == io::ErrorKind::FileTooLarge => Response::error(Status(406)),

@@ -52,8 +52,9 @@ impl Default for UploadsSection {
     }
 }
 
-/// `[store]`: where uploads go. Unset `location` means the library root.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+/// `[store]`: where uploads go. Unset `location` means the library root. An `s3://` location is
+/// also the library served, through a local cache of slices (`cache_*`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSection {
     /// A local directory, or `s3://bucket/prefix`.
@@ -69,9 +70,55 @@ pub struct StoreSection {
     pub s3_secret_access_key: Option<String>,
     /// Virtual-hosted-style addressing; off (path style) suits SeaweedFS and MinIO.
     pub s3_virtual_hosted: bool,
+    /// Where an s3:// library's cache keeps its slices (default: `sluice-cache-PID` under the
+    /// system's temporary directory).
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Most bytes of slices the cache keeps on disk (beyond the slices being fetched).
+    pub cache_size: u64,
+    /// Object metadata older than this is checked with the store (by entity tag).
+    #[serde(
+        deserialize_with = "crate::config::duration",
+        serialize_with = "sluice_proto::duration_text::serialize"
+    )]
+    pub cache_revalidate: std::time::Duration,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        StoreSection {
+            location: None,
+            s3_endpoint: None,
+            s3_region: None,
+            s3_access_key_id: None,
+            s3_secret_access_key: None,
+            s3_virtual_hosted: false,
+            cache_dir: None,
+            cache_size: 1 << 30,
+            cache_revalidate: std::time::Duration::from_secs(60),
+        }
+    }
 }
 
 impl StoreSection {
+    /// Whether the store is an object store, and so the library.
+    pub fn is_remote(&self) -> bool {
+        self.location.as_deref().is_some_and(|l| l.starts_with("s3://"))
+    }
+
+    /// The cache settings of an s3:// library.
+    pub fn cache_config(&self) -> sluice_store::CacheConfig {
+        let dir = self
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("sluice-cache-{}", std::process::id())));
+        sluice_store::CacheConfig {
+            dir,
+            max_bytes: self.cache_size,
+            slice_len: sluice_store::cache::SLICE_LEN,
+            revalidate: self.cache_revalidate,
+        }
+    }
+
     /// The S3 settings of this section.
     pub fn s3_config(&self) -> sluice_store::S3Config {
         sluice_store::S3Config {

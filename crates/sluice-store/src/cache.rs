@@ -296,6 +296,12 @@ impl SliceCache {
         start..(start + self.config.slice_len).min(version.len)
     }
 
+    /// Whether slice `index` of `version` is on disk now.
+    pub fn has(&self, version: &ObjectVersion, index: u64) -> bool {
+        let id: SliceId = (version.key.as_str().to_string(), version.etag.clone(), index);
+        matches!(self.lock().slices.get(&id), Some(Slice::Ready { .. }))
+    }
+
     /// Slice `index` of `version`, opened: from the cache, or fetched (once, however many ask at
     /// the same time) when `may_block`. The descriptor stays valid after an eviction.
     pub fn slice(&self, version: &ObjectVersion, index: u64, may_block: bool) -> Result<File, CacheError> {
@@ -425,7 +431,7 @@ impl SliceCache {
     /// Evicts least recently used slices (never `keep`, the one just added) until within size.
     fn evict(&self, state: &mut State, keep: &SliceId) {
         while state.held > self.config.max_bytes {
-            let victim = state.lru.iter().map(|(_, id)| id).find(|id| *id != keep).cloned();
+            let victim = state.lru.values().find(|id| *id != keep).cloned();
             let Some(victim) = victim else { break };
             self.remove_ready(state, &victim);
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);

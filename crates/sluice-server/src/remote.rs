@@ -1,0 +1,279 @@
+//! The library when it lives in an object store (`--store s3://...`): paths resolved against the
+//! store's keys, bodies sent from the slice files of a [`SliceCache`].
+//!
+//! Owns the mapping of a request onto the cache: which object or "directory" (a key prefix) a
+//! path names, and which slices a response's byte ranges cover, and the rewriting of the body
+//! that `file_response` built into slices of those files, so that the engine sends cached
+//! bytes with its own send strategy (sendfile, splice or copy) exactly as for a local file.
+//!
+//! Engines run handlers on their event-loop workers, where a round trip to the origin would stall
+//! every other connection of the worker. So the first pass never blocks: when everything a
+//! response needs (metadata, listing, slices) is in memory or on disk it is answered at once;
+//! otherwise [`answer_later`] hands the whole answer to a CPU-pool job ([`Reply::Compute`]),
+//! which may wait for the origin and comes back through the engine's job delivery (the same
+//! path as gzip work). A job rather than fetching inline because a cold 4 MiB slice costs a
+//! round trip plus its transfer, tens of milliseconds against the microseconds a hit costs. It
+//! does not parse HTTP nor decide the validators' semantics (`sluice_proto::http::file` does).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::Arc;
+
+use sluice_proto::conn::{FileSlice, Segment};
+use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
+use sluice_proto::http::path::LibraryPath;
+use sluice_proto::http::{Body, Method, Reply, Request, Response, Status, Version};
+use sluice_store::{CacheConfig, CacheError, Key, ObjectVersion, SliceCache, Store};
+
+use crate::library::Listed;
+
+/// What a library path names in the store.
+#[derive(Debug)]
+pub enum Found {
+    /// An object, in the version every slice of the response will be read against.
+    File(Arc<ObjectVersion>),
+    /// A prefix some keys start with (or the root).
+    Directory,
+    /// Nothing.
+    NotFound,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct RemoteLibrary {
+    cache: SliceCache,
+    /// Stands in for the file while `file_response` decides ranges; replaced before sending.
+    placeholder: Arc<File>,
+    location: String,
+}
+
+impl RemoteLibrary {
+    /// The store at `location` (as the start-up line names it) through a cache set up by `config`.
+    pub fn open(
+        store: Arc<dyn Store>,
+        config: CacheConfig,
+        location: &str,
+    ) -> Result<RemoteLibrary, CacheError> {
+        let placeholder = Arc::new(File::open("/dev/null")?);
+        Ok(RemoteLibrary {
+            cache: SliceCache::new(store, config)?,
+            placeholder,
+            location: location.to_string(),
+        })
+    }
+
+    /// The cache (for `/metrics`).
+    pub fn cache(&self) -> &SliceCache {
+        &self.cache
+    }
+
+    /// Where the library is, e.g. `s3://media/films`.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// What `path` names.
+    pub fn lookup(&self, path: &LibraryPath, may_block: bool) -> Result<Found, CacheError> {
+        let rel = path.relative();
+        if rel.is_empty() {
+            return Ok(Found::Directory);
+        }
+        if !path.names_directory() {
+            if let Ok(key) = Key::new(rel) {
+                if let Some(version) = self.cache.version(&key, may_block)? {
+                    return Ok(Found::File(version));
+                }
+            }
+        }
+        let prefix = format!("{}/", rel.trim_end_matches('/'));
+        let listing = self.cache.list(may_block)?;
+        Ok(match listing.iter().any(|m| m.key.starts_with(&prefix)) {
+            true => Found::Directory,
+            false => Found::NotFound,
+        })
+    }
+
+    /// The files and "directories" directly under `dir`, sorted as a local listing is.
+    pub fn list(&self, dir: &LibraryPath, may_block: bool) -> Result<Vec<Listed>, CacheError> {
+        let prefix = match dir.relative().trim_end_matches('/') {
+            "" => String::new(),
+            rel => format!("{rel}/"),
+        };
+        let listing = self.cache.list(may_block)?;
+        let mut out: Vec<Listed> = Vec::new();
+        for meta in listing.iter() {
+            let Some(rest) = meta.key.strip_prefix(&prefix) else { continue };
+            let (name, is_dir) = match rest.split_once('/') {
+                Some((name, _)) => (name, true),
+                None => (rest, false),
+            };
+            if name.is_empty()
+                || name.starts_with('.')
+                || out.iter().any(|l| l.name == name && l.is_dir == is_dir)
+            {
+                continue;
+            }
+            out.push(Listed { name: name.to_string(), is_dir, len: if is_dir { 0 } else { meta.len } });
+        }
+        out.sort_by(|a, b| (!a.is_dir, &a.name).cmp(&(!b.is_dir, &b.name)));
+        Ok(out)
+    }
+
+    /// Every object as (URL path, size), at most `limit` (blocks for a listing).
+    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+        match self.cache.list(true) {
+            Ok(listing) => listing.iter().take(limit).map(|m| (format!("/{}", m.key), m.len)).collect(),
+            Err(e) => {
+                tracing::warn!("cannot list {}: {e}", self.location);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The response to `req` for one object version, its body in cached slices.
+    pub fn file_response(
+        &self,
+        req: &Request<'_>,
+        version: &ObjectVersion,
+        max_ranges: usize,
+        boundary: u64,
+        may_block: bool,
+    ) -> Result<Response, CacheError> {
+        let meta = FileMeta {
+            len: version.len,
+            modified: version.modified,
+            content_type: content_type_for(version.key.as_str()),
+            etag: Some(version.etag.clone()),
+        };
+        let mut response = file_response(req, Arc::clone(&self.placeholder), &meta, max_ranges, boundary);
+        if req.method == Method::Head {
+            // Only the length goes out; no slice is needed.
+            if let Body::File(slice) = &mut response.body {
+                slice.file = Arc::clone(&self.placeholder);
+            }
+            return Ok(response);
+        }
+        let body = std::mem::replace(&mut response.body, Body::Empty);
+        response.body = self.slices_for(version, body, may_block)?;
+        Ok(response)
+    }
+
+    /// `body` with every placeholder file slice replaced by slices of the cached files.
+    fn slices_for(&self, version: &ObjectVersion, body: Body, may_block: bool) -> Result<Body, CacheError> {
+        let segments = match body {
+            Body::File(slice) => vec![Segment::File(slice)],
+            Body::Parts(parts) => parts,
+            other => return Ok(other),
+        };
+        let wanted = |s: &Segment| match s {
+            Segment::File(f) => Some(self.cache.slices_of(f.offset..f.offset + f.len)),
+            _ => None,
+        };
+        if !may_block {
+            // Only answer now if nothing is missing: a half-resolved body would be thrown away.
+            let all = segments.iter().filter_map(wanted).flatten();
+            if !all.into_iter().all(|i| self.cache.has(version, i)) {
+                return Err(CacheError::WouldBlock);
+            }
+        }
+        let mut files: HashMap<u64, Arc<File>> = HashMap::new();
+        let mut out = Vec::with_capacity(segments.len());
+        for segment in segments {
+            let Segment::File(f) = segment else {
+                out.push(segment);
+                continue;
+            };
+            let end = f.offset + f.len;
+            for index in self.cache.slices_of(f.offset..end) {
+                let range = self.cache.slice_range(version, index);
+                let file = match files.get(&index) {
+                    Some(file) => Arc::clone(file),
+                    None => {
+                        let file = Arc::new(self.cache.slice(version, index, may_block)?);
+                        files.insert(index, Arc::clone(&file));
+                        file
+                    }
+                };
+                let from = f.offset.max(range.start);
+                let to = end.min(range.end);
+                out.push(Segment::File(FileSlice { file, offset: from - range.start, len: to - from }));
+            }
+        }
+        Ok(match out.len() {
+            1 => match out.pop() {
+                Some(Segment::File(slice)) => Body::File(slice),
+                Some(other) => Body::Parts(vec![other]),
+                None => Body::Empty,
+            },
+            _ => Body::Parts(out),
+        })
+    }
+}
+
+/// A request copied out of the connection's buffer, so that a job can answer it later.
+#[derive(Debug)]
+pub struct OwnedRequest {
+    method: Method,
+    target: String,
+    version: Version,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+impl OwnedRequest {
+    /// A copy of `req`.
+    pub fn of(req: &Request<'_>) -> OwnedRequest {
+        OwnedRequest {
+            method: req.method,
+            target: req.target.to_string(),
+            version: req.version,
+            headers: req.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect(),
+        }
+    }
+
+    /// Calls `f` with the request as the handler first saw it.
+    pub fn with<R>(&self, f: impl FnOnce(&Request<'_>) -> R) -> R {
+        let headers: Vec<httparse::Header<'_>> =
+            self.headers.iter().map(|(name, value)| httparse::Header { name, value }).collect();
+        f(&Request { method: self.method, target: &self.target, version: self.version, headers: &headers })
+    }
+}
+
+/// Answers now when `answer` can without the origin, else in a job where it may block. A job
+/// whose object changed under it answers again once, against the new version.
+pub fn answer_later<F>(req: &Request<'_>, answer: F) -> Reply
+where
+    F: Fn(&Request<'_>, bool) -> Result<Response, CacheError> + Send + 'static,
+{
+    match answer(req, false) {
+        Ok(response) => return response.into(),
+        Err(CacheError::WouldBlock) => {}
+        Err(e) => return error_response(req.target, e).into(),
+    }
+    let owned = OwnedRequest::of(req);
+    Reply::Compute(Box::new(move || {
+        owned.with(|req| {
+            let result = match answer(req, true) {
+                Err(CacheError::Changed) => answer(req, true),
+                other => other,
+            };
+            result.unwrap_or_else(|e| error_response(req.target, e)).into()
+        })
+    }))
+}
+
+/// The status an origin failure calls for, with a log line.
+pub fn error_response(target: &str, e: CacheError) -> Response {
+    let status = match &e {
+        CacheError::NotFound => return Response::error(Status::NOT_FOUND),
+        CacheError::Timeout(_) => Status::GATEWAY_TIMEOUT,
+        CacheError::Origin(_) | CacheError::Changed | CacheError::WouldBlock => Status::BAD_GATEWAY,
+        CacheError::Io(_) => Status::INTERNAL_SERVER_ERROR,
+    };
+    tracing::warn!(uri = target, status = status.0, "origin: {e}");
+    Response {
+        status,
+        headers: vec![("Cache-Control", Cow::Borrowed("no-store"))],
+        body: Body::Bytes(Cow::Owned(format!("{} {}\n", status.0, status.reason()).into_bytes())),
+    }
+}
