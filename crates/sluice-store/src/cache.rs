@@ -42,6 +42,9 @@ pub const SLICE_LEN: u64 = 4 << 20;
 /// object uploaded through another edge shows up here within about a second.
 const NEGATIVE_TTL: Duration = Duration::from_secs(1);
 
+/// Object metadata entries kept (a few hundred bytes each).
+const MAX_KNOWN_OBJECTS: usize = 100_000;
+
 /// How the cache is set up.
 #[derive(Debug, Clone)]
 pub struct CacheConfig {
@@ -158,6 +161,8 @@ struct State {
     slices: HashMap<SliceId, Slice>,
     /// Ready slices by last use (a tick), oldest first.
     lru: BTreeMap<u64, SliceId>,
+    /// Keys whose metadata someone is fetching.
+    resolving: std::collections::HashSet<String>,
     /// Fetches that failed, by generation, so their waiters fail too instead of each retrying.
     failed: HashMap<u64, String>,
     held: u64,
@@ -222,38 +227,61 @@ impl SliceCache {
         result
     }
 
-    /// The current version of `key`, `None` when there is none; from memory while fresh.
+    /// The current version of `key`, `None` when there is none; from memory while fresh. Like
+    /// slices, concurrent lookups of one stale key make one HEAD.
     pub fn version(&self, key: &Key, may_block: bool) -> Result<Option<Arc<ObjectVersion>>, CacheError> {
-        let stale_version = {
-            let state = self.lock();
-            match state.objects.get(key.as_str()) {
-                Some((v, checked)) => {
-                    let ttl = if v.is_some() {
-                        self.config.revalidate
-                    } else {
-                        NEGATIVE_TTL.min(self.config.revalidate)
-                    };
-                    if checked.elapsed() < ttl {
-                        return Ok(v.clone());
-                    }
-                    v.clone()
+        let mut state = self.lock();
+        let mut waited = false;
+        let stale_version = loop {
+            let known = state.objects.get(key.as_str()).cloned();
+            if let Some((v, checked)) = &known {
+                let ttl = match v {
+                    Some(_) => self.config.revalidate,
+                    None => NEGATIVE_TTL.min(self.config.revalidate),
+                };
+                if checked.elapsed() < ttl {
+                    return Ok(v.clone());
                 }
-                None => None,
+            }
+            if !may_block {
+                return Err(CacheError::WouldBlock);
+            }
+            if !state.resolving.contains(key.as_str()) {
+                break known.and_then(|(v, _)| v);
+            }
+            if !waited {
+                self.stats.coalesced_waits.fetch_add(1, Ordering::Relaxed);
+                waited = true;
+            }
+            state = self.fetched.wait(state).unwrap_or_else(|e| e.into_inner());
+        };
+        state.resolving.insert(key.as_str().to_string());
+        drop(state);
+        let head = self.origin(|| self.store.head(key));
+        let mut state = self.lock();
+        state.resolving.remove(key.as_str());
+        let current = match head {
+            Ok(head) => head.map(|m| {
+                Arc::new(ObjectVersion { key: key.clone(), len: m.len, etag: m.etag, modified: m.modified })
+            }),
+            Err(e) => {
+                drop(state);
+                self.fetched.notify_all();
+                return Err(CacheError::from_store(e));
             }
         };
-        if !may_block {
-            return Err(CacheError::WouldBlock);
-        }
-        let head = self.origin(|| self.store.head(key)).map_err(CacheError::from_store)?;
-        let current = head.map(|m| {
-            Arc::new(ObjectVersion { key: key.clone(), len: m.len, etag: m.etag, modified: m.modified })
-        });
-        let mut state = self.lock();
         if let Some(old) = stale_version.filter(|old| current.as_ref().is_none_or(|c| c.etag != old.etag)) {
             // Replaced or gone: its slices will never be read again.
             self.forget_version(&mut state, &old);
         }
+        if state.objects.len() >= MAX_KNOWN_OBJECTS {
+            // Requests for made-up names must not grow memory without end. Forgetting metadata
+            // costs a HEAD; a slice of an unchanged object stays valid.
+            state.objects.clear();
+        }
         state.objects.insert(key.as_str().to_string(), (current.clone(), Instant::now()));
+        drop(state);
+        self.fetched.notify_all();
         Ok(current)
     }
 
