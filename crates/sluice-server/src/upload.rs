@@ -70,6 +70,10 @@ pub struct StoreSection {
     pub s3_secret_access_key: Option<String>,
     /// Virtual-hosted-style addressing; off (path style) suits SeaweedFS and MinIO.
     pub s3_virtual_hosted: bool,
+    /// Longest time one request to the store may take (default 30 s); a library read from the
+    /// store answers 504 past it.
+    #[serde(default, deserialize_with = "optional_duration", serialize_with = "serialize_optional_duration")]
+    pub s3_timeout: Option<std::time::Duration>,
     /// Where an s3:// library's cache keeps its slices (default: `sluice-cache-PID` under the
     /// system's temporary directory).
     pub cache_dir: Option<std::path::PathBuf>,
@@ -92,10 +96,27 @@ impl Default for StoreSection {
             s3_access_key_id: None,
             s3_secret_access_key: None,
             s3_virtual_hosted: false,
+            s3_timeout: None,
             cache_dir: None,
             cache_size: 1 << 30,
             cache_revalidate: std::time::Duration::from_secs(60),
         }
+    }
+}
+
+fn optional_duration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    crate::config::duration(d).map(Some)
+}
+
+fn serialize_optional_duration<S: serde::Serializer>(
+    d: &Option<std::time::Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => sluice_proto::duration_text::serialize(d, s),
+        None => s.serialize_none(),
     }
 }
 
@@ -127,6 +148,7 @@ impl StoreSection {
             access_key_id: self.s3_access_key_id.clone(),
             secret_access_key: self.s3_secret_access_key.clone(),
             virtual_hosted: self.s3_virtual_hosted,
+            timeout: self.s3_timeout,
             ..Default::default()
         }
     }

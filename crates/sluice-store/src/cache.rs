@@ -89,8 +89,9 @@ impl CacheError {
             StoreError::Io(e) => CacheError::Io(e),
             e => {
                 let text = e.to_string();
-                // object_store reports its client timeout in words only.
-                if text.contains("timed out") || text.contains("timeout") {
+                // object_store reports its client timeout in words only (and every error after
+                // retries names `retry_timeout`, which says nothing about what happened).
+                if text.contains("timed out") {
                     CacheError::Timeout(text)
                 } else {
                     CacheError::Origin(text)

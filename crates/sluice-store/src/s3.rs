@@ -15,9 +15,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::TryStreamExt;
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
-use object_store::{Attribute, Attributes, MultipartUpload, ObjectStore, PutMultipartOptions, PutPayload};
+use object_store::{
+    Attribute, Attributes, ClientConfigKey, MultipartUpload, ObjectStore, PutMultipartOptions, PutPayload,
+};
 use tokio::task::JoinHandle;
 
 use crate::{Committed, Condition, Key, ObjectMeta, ObjectWriter, PutOptions, Store, StoreError, Verified};
@@ -46,7 +48,13 @@ pub struct S3Config {
     /// Virtual-hosted-style addressing (`bucket.host`); off means path style, as SeaweedFS and
     /// MinIO want.
     pub virtual_hosted: bool,
+    /// Longest time one request may take (unset: [`DEFAULT_TIMEOUT`]); a server reading its
+    /// library from the store answers 504 past it.
+    pub timeout: Option<std::time::Duration>,
 }
+
+/// A request's time limit unless [`S3Config::timeout`] says otherwise.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A bucket (and prefix) as a store.
 #[derive(Debug, Clone)]
@@ -91,6 +99,18 @@ impl S3Store {
         if let Some(secret) = &config.secret_access_key {
             builder = builder.with_secret_access_key(secret);
         }
+        // object_store retries for up to 3 minutes by default: a client of an edge would wait that
+        // long for a store that is down. Two retries within the timeout, then the error.
+        let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        // (Set as keys: replacing the client options would drop `allow_http` and the environment's.)
+        let millis = |d: std::time::Duration| format!("{}ms", d.as_millis());
+        let connect = timeout.min(std::time::Duration::from_secs(2));
+        let retry =
+            object_store::RetryConfig { max_retries: 2, retry_timeout: timeout, ..Default::default() };
+        builder = builder
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), millis(timeout))
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), millis(connect))
+            .with_retry(retry);
         let client = builder.build().map_err(|e| StoreError::Config(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

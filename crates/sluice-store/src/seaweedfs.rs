@@ -130,6 +130,7 @@ impl SeaweedFs {
             access_key_id: Some(ACCESS_KEY.into()),
             secret_access_key: Some(SECRET_KEY.into()),
             virtual_hosted: false,
+            timeout: None,
         }
     }
 

@@ -25,6 +25,10 @@ pub struct StoreArgs {
     /// S3 region (default: AWS_REGION, else us-east-1).
     #[arg(long)]
     s3_region: Option<String>,
+    /// Longest time one request to the S3 store may take (default 30s; a library read from it
+    /// answers 504 past it).
+    #[arg(long, value_parser = sluice_server::config::parse_duration, value_name = "DURATION")]
+    s3_timeout: Option<std::time::Duration>,
     /// Directory of the local cache of an s3:// library (default: under the temporary directory).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -73,6 +77,9 @@ impl StoreArgs {
         }
         if self.s3_region.is_some() {
             c.store.s3_region = self.s3_region;
+        }
+        if self.s3_timeout.is_some() {
+            c.store.s3_timeout = self.s3_timeout;
         }
         if self.cache_dir.is_some() {
             c.store.cache_dir = self.cache_dir;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use sha2::{Digest, Sha256};
 use sluice_store::seaweedfs::SeaweedFs;
+use sluice_store::toxiproxy::{Stream, Toxiproxy};
 use sluice_store::{Key, PutOptions, S3Store, Store};
 
 engine_matrix!(ranges_pages_and_conditionals_come_from_the_cache);
@@ -57,10 +58,14 @@ fn put_object(location: &str, name: &str, bytes: &[u8]) {
 
 /// An edge serving `s3://BUCKET/PREFIX` with its cache in `cache`.
 fn edge(engine: &[&str], location: &str, cache: &Path, extra: &[&str]) -> Server {
-    let weed = weed();
+    edge_via(&weed().s3_endpoint, engine, location, cache, extra)
+}
+
+/// [`edge`], reaching the store at `endpoint`.
+fn edge_via(endpoint: &str, engine: &[&str], location: &str, cache: &Path, extra: &[&str]) -> Server {
     let store = format!("s3://{location}");
     let cache = cache.to_str().unwrap().to_string();
-    let mut args = vec!["--store", &store, "--s3-endpoint", &weed.s3_endpoint, "--cache-dir", &cache];
+    let mut args = vec!["--store", &store, "--s3-endpoint", endpoint, "--cache-dir", &cache];
     args.extend_from_slice(extra);
     Server::start(engine, &args)
 }
@@ -201,6 +206,48 @@ fn a_hundred_cold_clients_make_one_origin_request_per_slice() {
     let hits = metric(&text, "sluice_cache_hits_total");
     assert!(waits > 0, "nobody waited for a fetch: {text}");
     assert!(hits + waits + 3 >= 300, "{text}");
+}
+
+#[test]
+fn origin_failures_answer_502_or_504_with_a_log_line_and_cached_bytes_still_serve() {
+    assert!(Toxiproxy::available(), "toxiproxy missing (scripts/test installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    let toxiproxy = Toxiproxy::start(&dir.path().join("toxiproxy.log")).unwrap();
+    let upstream: SocketAddr = weed().s3_endpoint.trim_start_matches("http://").parse().unwrap();
+    let proxy = toxiproxy.proxy("s3", upstream).unwrap();
+    for (name, seed) in [("a.bin", 41), ("b.bin", 42)] {
+        put_object("edges/faults", name, &pseudo_random(100_000, seed));
+    }
+    let cache = dir.path().join("cache");
+    let endpoint = format!("http://{proxy}");
+    let engine = ["--engine", "epoll", "--workers", "2"];
+    let server = edge_via(&endpoint, &engine, "edges/faults", &cache, &["--s3-timeout", "1s"]);
+    let r = request(server.addr(), "GET", "/a.bin", &[]);
+    assert_eq!(r.body, pseudo_random(100_000, 41));
+    // The store resets every connection: a cold object is a 502, a cached one still serves.
+    toxiproxy.add_toxic("s3", "down", "reset_peer", Stream::Downstream, 1.0, r#"{"timeout":0}"#).unwrap();
+    request(server.addr(), "GET", "/b.bin", &[]).expect_status(502, "a cold object while the store resets");
+    let r = request(server.addr(), "GET", "/a.bin", &[]);
+    r.expect_status(200, "a cached object while the store is down");
+    assert_eq!(r.body, pseudo_random(100_000, 41));
+    toxiproxy.remove_toxic("s3", "down").unwrap();
+    // The store stops answering: past --s3-timeout (and its retries), a 504.
+    toxiproxy.add_toxic("s3", "silent", "timeout", Stream::Downstream, 1.0, r#"{"timeout":0}"#).unwrap();
+    request(server.addr(), "GET", "/b.bin", &[])
+        .expect_status(504, "a cold object while the store is silent");
+    toxiproxy.remove_toxic("s3", "silent").unwrap();
+    let r = request(server.addr(), "GET", "/b.bin", &[]);
+    r.expect_status(200, "the store is back");
+    assert_eq!(r.body, pseudo_random(100_000, 42));
+    let text = server.scrape();
+    assert!(metric(&text, "sluice_origin_errors_total") >= 2, "{text}");
+    let logs = server.log_text();
+    for status in ["status=502", "status=504"] {
+        assert!(
+            logs.lines().any(|l| l.contains("origin:") && l.contains(status)),
+            "no {status} line:\n{logs}"
+        );
+    }
 }
 
 /// Bytes in the cache files of `dir`.
