@@ -178,6 +178,13 @@ impl RemoteLibrary {
             }
         }
         let mut files: HashMap<u64, Arc<File>> = HashMap::new();
+        if may_block {
+            let mut needed: Vec<u64> = segments.iter().filter_map(wanted).flatten().collect();
+            needed.sort_unstable();
+            needed.dedup();
+            needed.retain(|&i| !self.cache.has(version, i));
+            files = self.fetch_parallel(version, &needed)?;
+        }
         let mut out = Vec::with_capacity(segments.len());
         for segment in segments {
             let Segment::File(f) = segment else {
@@ -210,6 +217,52 @@ impl RemoteLibrary {
         })
     }
 }
+
+impl RemoteLibrary {
+    /// Fetches `indexes` of `version`, up to [`PARALLEL_FETCHES`] at once: a cold whole-object
+    /// response waits for its slices' round trips side by side rather than one after another.
+    fn fetch_parallel(
+        &self,
+        version: &ObjectVersion,
+        indexes: &[u64],
+    ) -> Result<HashMap<u64, Arc<File>>, CacheError> {
+        if indexes.len() < 2 {
+            return Ok(HashMap::new());
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let fetched = std::sync::Mutex::new((HashMap::new(), None::<CacheError>));
+        std::thread::scope(|s| {
+            for _ in 0..PARALLEL_FETCHES.min(indexes.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&index) = indexes.get(i) else { break };
+                    let result = self.cache.slice(version, index, true);
+                    let mut fetched = fetched.lock().unwrap_or_else(|e| e.into_inner());
+                    match result {
+                        Ok(file) => {
+                            fetched.0.insert(index, Arc::new(file));
+                        }
+                        Err(e) => {
+                            fetched.1.get_or_insert(e);
+                            // The others stop at their next slice.
+                            next.store(indexes.len(), std::sync::atomic::Ordering::Relaxed);
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let (files, error) = fetched.into_inner().unwrap_or_else(|e| e.into_inner());
+        match error {
+            Some(e) => Err(e),
+            None => Ok(files),
+        }
+    }
+}
+
+/// Slices one response fetches at once. Each holds its 4 MiB in memory until written, so the
+/// heap's bound is this times the CPU pool's threads (2 × 16 × 4 MiB = 128 MiB at the defaults).
+const PARALLEL_FETCHES: usize = 2;
 
 /// A request copied out of the connection's buffer, so that a job can answer it later.
 #[derive(Debug)]
