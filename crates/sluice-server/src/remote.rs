@@ -148,10 +148,7 @@ impl RemoteLibrary {
         };
         let mut response = file_response(req, Arc::clone(&self.placeholder), &meta, max_ranges, boundary);
         if req.method == Method::Head {
-            // Only the length goes out; no slice is needed.
-            if let Body::File(slice) = &mut response.body {
-                slice.file = Arc::clone(&self.placeholder);
-            }
+            // Only the length goes out (the placeholder is never read): no slice is needed.
             return Ok(response);
         }
         let body = std::mem::replace(&mut response.body, Body::Empty);
@@ -328,5 +325,81 @@ pub fn error_response(target: &str, e: CacheError) -> Response {
         status,
         headers: vec![("Cache-Control", Cow::Borrowed("no-store"))],
         body: Body::Bytes(Cow::Owned(format!("{} {}\n", status.0, status.reason()).into_bytes())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_proto::http::path::normalize;
+    use sluice_store::{LocalStore, PutOptions};
+    use std::os::unix::fs::FileExt;
+    use std::time::Duration;
+
+    fn remote(root: &std::path::Path, cache: &std::path::Path) -> RemoteLibrary {
+        let store: Arc<dyn Store> = Arc::new(LocalStore::open(root).unwrap());
+        let config = CacheConfig {
+            dir: cache.to_path_buf(),
+            max_bytes: 1 << 20,
+            slice_len: 1000,
+            revalidate: Duration::from_secs(60),
+        };
+        RemoteLibrary::open(store, config, "local").unwrap()
+    }
+
+    fn put(root: &std::path::Path, name: &str, bytes: &[u8]) {
+        let store = LocalStore::open(root).unwrap();
+        let mut w = store.put(&Key::new(name).unwrap(), PutOptions::default()).unwrap();
+        w.write(bytes).unwrap();
+        w.commit().unwrap();
+    }
+
+    #[test]
+    fn key_prefixes_are_directories() {
+        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for name in ["a/b.mp4", "a/c/d.txt", "e.txt", ".hidden"] {
+            put(root.path(), name, b"x");
+        }
+        let lib = remote(root.path(), cache.path());
+        let names = |dir: &str| -> Vec<(String, bool)> {
+            let listed = lib.list(&normalize(dir).unwrap(), true).unwrap();
+            listed.into_iter().map(|l| (l.name, l.is_dir)).collect()
+        };
+        assert_eq!(names("/"), [("a".to_string(), true), ("e.txt".to_string(), false)]);
+        assert_eq!(names("/a/"), [("c".to_string(), true), ("b.mp4".to_string(), false)]);
+        assert!(matches!(lib.lookup(&normalize("/a").unwrap(), true), Ok(Found::Directory)));
+        assert!(matches!(lib.lookup(&normalize("/e.txt").unwrap(), true), Ok(Found::File(_))));
+        assert!(matches!(lib.lookup(&normalize("/zz").unwrap(), true), Ok(Found::NotFound)));
+    }
+
+    #[test]
+    fn a_range_is_sent_from_the_slices_it_spans() {
+        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+        put(root.path(), "v.mp4", &data);
+        let lib = remote(root.path(), cache.path());
+        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
+        let req = OwnedRequest {
+            method: Method::Get,
+            target: "/v.mp4".into(),
+            version: Version::Http11,
+            headers: vec![("Range".into(), b"bytes=900-2099".to_vec())],
+        };
+        let cold = req.with(|r| lib.file_response(r, &version, 4, 0, false));
+        assert!(matches!(cold, Err(CacheError::WouldBlock)), "a cold slice is not fetched on the loop");
+        let response = req.with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
+        assert_eq!(response.status, Status::PARTIAL_CONTENT);
+        let Body::Parts(parts) = response.body else { panic!("one segment per slice") };
+        let mut sent = Vec::new();
+        for part in &parts {
+            let Segment::File(f) = part else { panic!("file segments only") };
+            let mut buf = vec![0u8; f.len as usize];
+            f.file.read_exact_at(&mut buf, f.offset).unwrap();
+            sent.extend(buf);
+        }
+        assert_eq!(parts.iter().map(Segment::len).collect::<Vec<_>>(), [100, 1000, 100]);
+        assert_eq!(sent, data[900..2100]);
+        // Warm now: answered without blocking.
+        assert!(req.with(|r| lib.file_response(r, &version, 4, 0, false)).is_ok());
     }
 }
