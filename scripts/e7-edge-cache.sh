@@ -25,6 +25,8 @@ SECONDS_PER_PASS=${SECONDS_PER_PASS:-8}
 MID=$(((FILE_MB << 20) / 2))
 RANGE="Range: bytes=$MID-$((MID + (1 << 20) - 1))"
 VUS=${VUS:-16}
+ROWS=${ROWS:-local s3 s3-half}   # which rows to run
+row_on() { [[ " $ROWS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 work=$(mktemp -d)
 pids=()
@@ -113,12 +115,15 @@ print(r["row"], r["pass"], {k:v for k,v in r.items() if k not in ("row","pass")}
 }
 
 : >"$OUT/results.jsonl"
+if row_on local; then
 echo "== local root"
 serve local --root "$work/lib"
 pass local whole
 pass local range -H "$RANGE"
 kill "$SERVER_PID"
+fi
 
+if row_on s3; then
 echo "== S3 edge, cache holds the library; cold pass: every file once, 8 at a time"
 serve s3 --store s3://e7-edge/lib --s3-endpoint "http://127.0.0.1:$PROXYPORT" --cache-dir "$work/cache-s3" \
   --cache-size $((2 * LIB_BYTES))
@@ -140,11 +145,14 @@ PY
 pass s3 whole
 pass s3 range -H "$RANGE"
 kill "$SERVER_PID"
+fi
 
+if row_on s3-half; then
 echo "== S3 edge, cache half the library"
 serve s3-half --store s3://e7-edge/lib --s3-endpoint "http://127.0.0.1:$PROXYPORT" --cache-dir "$work/cache-half" \
   --cache-size $((LIB_BYTES / 2))
 pass s3-half whole
 pass s3-half range -H "$RANGE"
 kill "$SERVER_PID"
+fi
 echo "results: $OUT/results.jsonl"
