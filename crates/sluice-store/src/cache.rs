@@ -12,7 +12,8 @@
 //! Concurrent misses on one slice make one origin request: the first caller fetches, the others
 //! wait on a condition variable for its outcome (request coalescing, like `proxy_cache_lock`).
 //! Object metadata is remembered and revalidated (a HEAD, compared by entity tag) once it is
-//! older than [`CacheConfig::revalidate`]. The bytes held are bounded by
+//! older than [`CacheConfig::revalidate`]; when that HEAD fails, the version last seen is kept
+//! for another period (stale on error: cached slices keep serving while the origin is down). The bytes held are bounded by
 //! [`CacheConfig::max_bytes`] plus the slices being fetched: inserting a slice evicts the least
 //! recently used ones (unlinking their files; a response still sending one keeps its descriptor,
 //! so eviction never corrupts a response, and the kernel frees the blocks when it ends). The
@@ -266,9 +267,16 @@ impl SliceCache {
                 Arc::new(ObjectVersion { key: key.clone(), len: m.len, etag: m.etag, modified: m.modified })
             }),
             Err(e) => {
+                let stale = stale_version.filter(|_| !matches!(e, StoreError::NotFound));
+                if let Some(stale) = &stale {
+                    // Stale on error: the version this edge last saw, until the next check, rather
+                    // than failing objects whose slices are on disk.
+                    tracing::warn!(key = %key, "origin: revalidation failed, serving the cached version: {e}");
+                    state.objects.insert(key.as_str().to_string(), (Some(Arc::clone(stale)), Instant::now()));
+                }
                 drop(state);
                 self.fetched.notify_all();
-                return Err(CacheError::from_store(e));
+                return stale.map(Some).ok_or_else(|| CacheError::from_store(e));
             }
         };
         if let Some(old) = stale_version.filter(|old| current.as_ref().is_none_or(|c| c.etag != old.etag)) {
