@@ -113,6 +113,8 @@ pub struct ObjectVersion {
     pub etag: String,
     /// When the origin says it was written.
     pub modified: Option<SystemTime>,
+    /// `Some("gzip")` when the stored bytes are the object's gzip form.
+    pub encoding: Option<String>,
 }
 
 /// What the cache has done, for `/metrics`. Counters only grow; `held_bytes` and
@@ -264,7 +266,13 @@ impl SliceCache {
         state.resolving.remove(key.as_str());
         let current = match head {
             Ok(head) => head.map(|m| {
-                Arc::new(ObjectVersion { key: key.clone(), len: m.len, etag: m.etag, modified: m.modified })
+                Arc::new(ObjectVersion {
+                    key: key.clone(),
+                    len: m.len,
+                    etag: m.etag,
+                    modified: m.modified,
+                    encoding: m.encoding,
+                })
             }),
             Err(e) => {
                 let stale = stale_version.filter(|_| !matches!(e, StoreError::NotFound));

@@ -160,8 +160,19 @@ impl S3Store {
     fn current(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
         let client = Arc::clone(&self.inner.client);
         let path = self.path_of(key.as_str());
-        match self.run(async move { client.head(&path).await.map_err(StoreError::from) }) {
-            Ok(meta) => Ok(Some(self.meta_of(meta))),
+        // A HEAD through `get_opts` rather than `head`: only it returns the attributes, and a
+        // reader must know that an object is stored gzipped (`Content-Encoding`).
+        let options = object_store::GetOptions { head: true, ..Default::default() };
+        let head = self.run(async move {
+            let got = client.get_opts(&path, options).await.map_err(StoreError::from)?;
+            Ok((got.meta, got.attributes))
+        });
+        match head {
+            Ok((meta, attributes)) => {
+                let mut meta = self.meta_of(meta);
+                meta.encoding = attributes.get(&Attribute::ContentEncoding).map(|v| v.to_string());
+                Ok(Some(meta))
+            }
             Err(StoreError::NotFound) => Ok(None),
             Err(e) => Err(e),
         }

@@ -246,6 +246,44 @@ fn origin_failures_answer_502_or_504_with_a_log_line_and_cached_objects_still_se
     }
 }
 
+#[test]
+fn an_upload_stored_gzipped_is_served_both_ways() {
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), format!("{TOKEN}\n")).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let engine = ["--engine", "threads", "--threads-mode", "pool", "--send", "sendfile"];
+    let server =
+        edge(&engine, "edges/gzip", cache.path(), &["--upload-token-file", tokens.path().to_str().unwrap()]);
+    let page: Vec<u8> =
+        (0..2000).flat_map(|i| format!("<p>paragraph {i} of a long page</p>\n").into_bytes()).collect();
+    let mut c = Conn::open(server.addr());
+    c.send(format!(
+        "PUT /site/page.html HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        page.len()
+    ));
+    c.send(&page);
+    let stored = c.response();
+    stored.expect_status(201, "an HTML upload");
+    let stored_len: usize = stored.header("sluice-stored-length").unwrap().parse().unwrap();
+    assert!(stored_len < page.len() / 4, "stored {stored_len} bytes: not the gzip form");
+    let gz = request(server.addr(), "GET", "/site/page.html", &[("Accept-Encoding", "gzip")]);
+    gz.expect_status(200, "the gzip form");
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    let mut inflated = Vec::new();
+    flate2::read::GzDecoder::new(gz.body.as_slice()).read_to_end(&mut inflated).unwrap();
+    assert!(inflated == page, "the gzip form inflates to the page");
+    let plain = request(server.addr(), "GET", "/site/page.html", &[]);
+    plain.expect_status(200, "the inflated form");
+    assert_eq!(plain.header("content-encoding"), None);
+    assert!(plain.body == page, "the inflated form is the page");
+    for r in [&gz, &plain] {
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+    }
+    assert_ne!(gz.header("etag"), plain.header("etag"), "two representations, two tags");
+    let r = request(server.addr(), "GET", "/site/page.html", &[("Range", "bytes=10-19")]);
+    assert_eq!(r.body, page[10..20], "a range of the inflated form");
+}
+
 /// Bytes in the cache files of `dir`.
 fn cache_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
