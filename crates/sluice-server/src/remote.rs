@@ -363,9 +363,7 @@ mod tests {
 
     fn put(root: &std::path::Path, name: &str, bytes: &[u8]) {
         let store = LocalStore::open(root).unwrap();
-        let mut w = store.put(&Key::new(name).unwrap(), PutOptions::default()).unwrap();
-        w.write(bytes).unwrap();
-        w.commit().unwrap();
+        sluice_store::put_bytes(&store, &Key::new(name).unwrap(), bytes, PutOptions::default()).unwrap();
     }
 
     #[test]

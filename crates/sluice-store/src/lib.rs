@@ -176,6 +176,18 @@ impl<W: ObjectWriter> ObjectWriter for Verified<W> {
     }
 }
 
+/// Writes `bytes` as the object `key` in one go (a writer, one write, the commit).
+pub fn put_bytes(
+    store: &dyn Store,
+    key: &Key,
+    bytes: &[u8],
+    options: PutOptions,
+) -> Result<Committed, StoreError> {
+    let mut writer = store.put(key, options)?;
+    writer.write(bytes)?;
+    writer.commit()
+}
+
 /// Opens the store a location names: `s3://bucket/prefix` (with `s3` giving the endpoint and
 /// credentials) or a local directory.
 pub fn open(location: &str, s3: Option<S3Config>) -> Result<Box<dyn Store>, StoreError> {

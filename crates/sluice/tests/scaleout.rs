@@ -21,7 +21,7 @@ use common::*;
 use sha2::{Digest, Sha256};
 use sluice_store::seaweedfs::SeaweedFs;
 use sluice_store::toxiproxy::{Stream, Toxiproxy};
-use sluice_store::{Key, PutOptions, S3Store, Store};
+use sluice_store::{Key, PutOptions, S3Store};
 
 engine_matrix!(ranges_pages_and_conditionals_come_from_the_cache);
 
@@ -40,9 +40,7 @@ fn put_object(location: &str, name: &str, bytes: &[u8]) {
     let mut config = weed().s3_config(prefix);
     config.bucket = bucket.to_string();
     let store = S3Store::new(config).unwrap();
-    let mut w = store.put(&Key::new(name).unwrap(), PutOptions::default()).unwrap();
-    w.write(bytes).unwrap();
-    w.commit().unwrap();
+    sluice_store::put_bytes(&store, &Key::new(name).unwrap(), bytes, PutOptions::default()).unwrap();
 }
 
 /// An edge serving `s3://BUCKET/PREFIX` with its cache in `cache`.
