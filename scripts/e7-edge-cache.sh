@@ -30,7 +30,14 @@ row_on() { [[ " $ROWS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+groups=()
+# weed runs behind a pyenv shim that does not pass signals on, and shuts down slowly: it gets a
+# process group of its own (setsid), killed whole.
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for g in "${groups[@]}"; do kill -KILL -- "-$g" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 trap cleanup EXIT
 port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 
@@ -41,9 +48,9 @@ for name in master.port master.port.grpc volume.port volume.port.grpc filer.port
   p=$(port); args+=("-$name=$p"); [ "$name" = s3.port ] && S3PORT=$p; [ "$name" = filer.port ] && FILERPORT=$p
 done
 mkdir -p "$work/weed"
-S3_BUCKET=e7-edge weed mini -dir="$work/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port.iceberg=0 -s3.port.lance=0 \
+S3_BUCKET=e7-edge setsid weed mini -dir="$work/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3.port.iceberg=0 -s3.port.lance=0 \
   -master.telemetry=false -admin.ui=false -volume.max=50 "${args[@]}" >"$work/weed.log" 2>&1 &
-pids+=($!)
+groups+=($!)
 for _ in $(seq 300); do
   curl -sf -H 'Accept: application/json' "http://127.0.0.1:$FILERPORT/buckets/e7-edge/" >/dev/null && break; sleep 0.2
 done
