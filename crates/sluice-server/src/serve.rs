@@ -226,7 +226,11 @@ impl Server {
             rtsp: rtsp.as_ref().map(|r| r.sockets.local_addr()),
             engine,
         };
-        let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
+        let mut uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
+        if let Source::Remote(remote) = &library {
+            let remote = Arc::clone(remote);
+            uploads = uploads.on_change(move |key| remote.cache().forget(key));
+        }
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
         Ok(Server { app, listeners, rtsp, admin, counters, demo })
     }

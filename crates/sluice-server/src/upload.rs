@@ -180,6 +180,26 @@ pub struct Uploads {
     tokens: Vec<Vec<u8>>,
     max_size: u64,
     gzip: GzipPolicy,
+    changed: Changed,
+}
+
+/// Told of every key an upload or delete changed (an s3:// library's cache forgets it), so that
+/// the edge that took the write serves it at once rather than after revalidation.
+#[derive(Clone, Default)]
+pub struct Changed(Option<Arc<dyn Fn(&Key) + Send + Sync>>);
+
+impl Changed {
+    fn tell(&self, key: &Key) {
+        if let Some(f) = &self.0 {
+            f(key);
+        }
+    }
+}
+
+impl std::fmt::Debug for Changed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Changed(hook)" } else { "Changed(none)" })
+    }
 }
 
 impl Uploads {
@@ -205,7 +225,13 @@ impl Uploads {
         let store: Arc<dyn Store> = Arc::from(sluice_store::open(&location, Some(store.s3_config()))?);
         let mode = uploads.gzip.parse().map_err(UploadSetupError::Gzip)?;
         let gzip = GzipPolicy { mode, min_saving: uploads.gzip_min_saving, ..GzipPolicy::default() };
-        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip })
+        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip, changed: Changed::default() })
+    }
+
+    /// Calls `hook` with every key a committed upload or delete changed.
+    pub fn on_change(mut self, hook: impl Fn(&Key) + Send + Sync + 'static) -> Uploads {
+        self.changed = Changed(Some(Arc::new(hook)));
+        self
     }
 
     /// Whether any token may write.
@@ -245,8 +271,12 @@ impl Uploads {
             Method::Put => self.put(req, key, condition),
             Method::Delete => {
                 let store = Arc::clone(&self.store);
+                let changed = self.changed.clone();
                 Reply::Compute(Box::new(move || match store.delete(&key, &condition) {
-                    Ok(()) => Response::error(Status::NO_CONTENT).into(),
+                    Ok(()) => {
+                        changed.tell(&key);
+                        Response::error(Status::NO_CONTENT).into()
+                    }
                     Err(e) => store_error(&key, e).into(),
                 }))
             }
@@ -275,7 +305,10 @@ impl Uploads {
             report_created: true,
         };
         match put_with_policy(Arc::clone(&self.store), &key, options, self.gzip) {
-            Ok(writer) => Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size })),
+            Ok(writer) => {
+                let changed = self.changed.clone();
+                Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size, changed }))
+            }
             Err(e) => store_error(&key, e).into(),
         }
     }
@@ -355,6 +388,7 @@ fn store_error(key: &Key, e: StoreError) -> Response {
 
 /// An upload's body on its way into the store.
 struct UploadSink {
+    changed: Changed,
     key: Key,
     writer: Box<dyn ObjectWriter>,
     max: u64,
@@ -372,9 +406,10 @@ impl BodySink for UploadSink {
     fn finish(self: Box<Self>) -> Reply {
         // fsync, rename or an S3 request: not for the event loop.
         Reply::Compute(Box::new(move || {
-            let UploadSink { key, writer, .. } = *self;
+            let UploadSink { key, writer, changed, .. } = *self;
             match writer.commit() {
                 Ok(done) => {
+                    changed.tell(&key);
                     let status = if done.created { Status::CREATED } else { Status::NO_CONTENT };
                     // What the store kept (less than the body when it kept the gzip form), for
                     // `sluice upload`'s bytes-stored figure.

@@ -312,6 +312,16 @@ impl SliceCache {
         }
     }
 
+    /// Forgets what is known of `key` (its version, its slices) and the listing: it was just
+    /// written or deleted through this server.
+    pub fn forget(&self, key: &Key) {
+        let mut state = self.lock();
+        if let Some((Some(old), _)) = state.objects.remove(key.as_str()) {
+            self.forget_version(&mut state, &old);
+        }
+        state.listing = None;
+    }
+
     /// Every object of the store, from a listing at most [`CacheConfig::revalidate`] old.
     pub fn list(&self, may_block: bool) -> Result<Arc<Vec<ObjectMeta>>, CacheError> {
         if let Some((listing, at)) = &self.lock().listing {

@@ -245,7 +245,7 @@ fn origin_failures_answer_502_or_504_with_a_log_line_and_cached_objects_still_se
 }
 
 #[test]
-fn an_upload_stored_gzipped_is_served_both_ways() {
+fn an_upload_stored_gzipped_is_served_both_ways_and_a_replacement_at_once() {
     let tokens = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(tokens.path(), format!("{TOKEN}\n")).unwrap();
     let cache = tempfile::tempdir().unwrap();
@@ -280,6 +280,17 @@ fn an_upload_stored_gzipped_is_served_both_ways() {
     assert_ne!(gz.header("etag"), plain.header("etag"), "two representations, two tags");
     let r = request(server.addr(), "GET", "/site/page.html", &[("Range", "bytes=10-19")]);
     assert_eq!(r.body, page[10..20], "a range of the inflated form");
+    // A replacement through this edge is served at once, not after --cache-revalidate (60 s).
+    let v2 = pseudo_random(100_000, 51);
+    let mut c = Conn::open(server.addr());
+    c.send(format!(
+        "PUT /site/page.html HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        v2.len()
+    ));
+    c.send(&v2);
+    c.response().expect_status(204, "a replacement");
+    let r = request(server.addr(), "GET", "/site/page.html", &[]);
+    assert!(r.body == v2, "the replacement, at once");
 }
 
 /// Bytes in the cache files of `dir`.
