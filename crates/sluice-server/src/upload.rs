@@ -186,7 +186,10 @@ pub struct Uploads {
 /// Told of every key an upload or delete changed (an s3:// library's cache forgets it), so that
 /// the edge that took the write serves it at once rather than after revalidation.
 #[derive(Clone, Default)]
-pub struct Changed(Option<Arc<dyn Fn(&Key) + Send + Sync>>);
+pub struct Changed(Option<Arc<ChangeHook>>);
+
+/// What [`Uploads::on_change`] calls.
+type ChangeHook = dyn Fn(&Key) + Send + Sync;
 
 impl Changed {
     fn tell(&self, key: &Key) {
