@@ -80,13 +80,18 @@ impl Admin {
         match req.path() {
             Some("/metrics") => {
                 let app = &self.app;
-                let body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+                let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+                if let crate::app::Source::Remote(remote) = app.library() {
+                    crate::metrics::render_cache(&mut body, remote.cache().stats());
+                }
                 text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", body)
             }
-            Some("/healthz") => text(Status::OK, PLAIN, "ok\n".into()),
-            Some("/readyz") if self.shutdown.is_triggered() => {
+            // A load balancer checks /healthz: failing it while draining takes the server out
+            // of rotation before the grace ends, so no new request reaches a stopping edge.
+            Some("/healthz" | "/readyz") if self.shutdown.is_triggered() => {
                 text(Status::SERVICE_UNAVAILABLE, PLAIN, "shutting down\n".into())
             }
+            Some("/healthz") => text(Status::OK, PLAIN, "ok\n".into()),
             Some("/readyz") => text(Status::OK, PLAIN, "ready\n".into()),
             Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
             Some("/") => text(Status::OK, PLAIN, "sluice admin: /metrics /healthz /readyz /streams\n".into()),

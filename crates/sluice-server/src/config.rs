@@ -31,7 +31,8 @@ pub struct Config {
     pub limits: LimitsSection,
     /// `[log]`: logging.
     pub log: LogSection,
-    /// `[store]`: where uploads go (the library root unless set).
+    /// `[store]`: where uploads go (the library root unless set); an `s3://` store is also the
+    /// library, read through a local cache.
     pub store: crate::upload::StoreSection,
     /// `[uploads]`: who may upload, and how much.
     pub uploads: crate::upload::UploadsSection,
@@ -459,7 +460,7 @@ impl<T> serde::de::Visitor<'_> for TextVisitor<T> {
     }
 }
 
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     d.deserialize_str(TextVisitor {
         form: "a duration in quotes, such as \"10s\" or \"1.5s\"",
         parse: parse_duration,

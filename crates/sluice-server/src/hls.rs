@@ -142,7 +142,8 @@ impl HlsPackager {
             }
         };
         let len = parts.iter().map(Segment::len).sum();
-        let meta = FileMeta { len, modified: version.1, content_type: hls.resource.content_type() };
+        let meta =
+            FileMeta { len, modified: version.1, content_type: hls.resource.content_type(), etag: None };
         // The packaging depends on the file and on the segment target: both go into the tag.
         let etag = version.1.map(|modified| {
             let file_tag = entity_tag(modified, version.0);
@@ -282,8 +283,12 @@ impl Caches {
 /// The vendored hls.js the library page loads: immutable for a build, so cached for a year and
 /// validated by its version.
 pub fn player_script(req: &Request<'_>) -> Response {
-    let meta =
-        FileMeta { len: HLS_JS.len() as u64, modified: None, content_type: "text/javascript; charset=utf-8" };
+    let meta = FileMeta {
+        len: HLS_JS.len() as u64,
+        modified: None,
+        content_type: "text/javascript; charset=utf-8",
+        etag: None,
+    };
     let etag = Some(format!("\"hls.js-{HLS_JS_VERSION}-{:x}\"", HLS_JS.len()));
     entity_response(req, vec![Segment::Static(HLS_JS)], &meta, etag, 1, 0)
         .with_header("Cache-Control", "public, max-age=31536000")

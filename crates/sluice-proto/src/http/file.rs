@@ -29,6 +29,10 @@ pub struct FileMeta {
     pub modified: Option<SystemTime>,
     /// The `Content-Type` value.
     pub content_type: &'static str,
+    /// An entity tag given by a store (quoted), used instead of the one made from the
+    /// modification time and length: edges reading one object store must agree on it, and a
+    /// replacement within the same second must change it.
+    pub etag: Option<String>,
 }
 
 /// Types `mime_guess` gets wrong or leaves vague for what sluice serves: streaming formats it
@@ -89,7 +93,7 @@ pub fn file_response(
     max_ranges: usize,
     boundary: u64,
 ) -> Response {
-    let etag = meta.modified.map(|modified| entity_tag(modified, meta.len));
+    let etag = meta.etag.clone().or_else(|| meta.modified.map(|modified| entity_tag(modified, meta.len)));
     let parts = if meta.len == 0 {
         Vec::new()
     } else {
@@ -223,6 +227,7 @@ mod tests {
                 len: contents.len() as u64,
                 modified: Some(UNIX_EPOCH + Duration::from_secs(1_600_000_000)),
                 content_type: "text/html; charset=utf-8",
+                etag: None,
             };
             TempFile { path, file: Arc::new(file), meta }
         }

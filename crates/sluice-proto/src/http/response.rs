@@ -60,6 +60,8 @@ impl Status {
     /// 415: the media cannot be served in the form asked for (an MP4 whose codecs HLS packaging
     /// cannot carry).
     pub const UNSUPPORTED_MEDIA_TYPE: Status = Status(415);
+    /// 504: the store behind the server did not answer in time.
+    pub const GATEWAY_TIMEOUT: Status = Status(504);
     /// 507: no room to store the upload.
     pub const INSUFFICIENT_STORAGE: Status = Status(507);
     /// 505
@@ -94,6 +96,7 @@ impl Status {
             501 => "Not Implemented",
             502 => "Bad Gateway",
             503 => "Service Unavailable",
+            504 => "Gateway Timeout",
             505 => "HTTP Version Not Supported",
             507 => "Insufficient Storage",
             _ => "Unknown",

@@ -78,6 +78,7 @@ mod http;
 mod ranges;
 pub mod rtsp;
 mod server;
+mod store;
 mod tools;
 
 // Each test crate uses a part of the harness; what one does not use is not an error.
@@ -91,5 +92,7 @@ pub use http::*;
 pub use ranges::*;
 #[allow(unused_imports)]
 pub use server::*;
+#[allow(unused_imports)]
+pub use store::*;
 #[allow(unused_imports)]
 pub use tools::*;
