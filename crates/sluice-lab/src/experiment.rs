@@ -17,13 +17,14 @@ use crate::content::ContentSpec;
 use crate::error::LabError;
 
 /// The experiments sluice ships, in order.
-const BUILTIN: [&str; 6] = [
+const BUILTIN: [&str; 7] = [
     include_str!("../experiments/e1-zero-copy.toml"),
     include_str!("../experiments/e2-concurrency.toml"),
     include_str!("../experiments/e3-io-models.toml"),
     include_str!("../experiments/e4-execution-models.toml"),
     include_str!("../experiments/e5-rtsp-fanout.toml"),
     include_str!("../experiments/e6-upload-gzip.toml"),
+    include_str!("../experiments/e7-edge-cache.toml"),
 ];
 
 /// The E4 load profiles (open-model scenario files shared with `sluice load http --scenario`).
@@ -99,6 +100,10 @@ pub enum LoadModel {
     /// Object uploads (`sluice upload`'s engine) into a local SeaweedFS behind toxiproxy,
     /// straight to S3 or through `sluice serve`.
     Upload,
+    /// A library in a local SeaweedFS behind toxiproxy, read through caching edges (sluice's S3
+    /// edge, two of them behind HAProxy, nginx's `proxy_cache`) and a sluice over a local root,
+    /// a cold pass and then warm ones on the same server.
+    Edge,
 }
 
 /// The load of an experiment.
@@ -256,6 +261,12 @@ pub struct Sweep {
     /// Latency toxiproxy adds each way between the uploader and S3; absent: none (uploads).
     #[serde(default, with = "opt_duration")]
     pub latency_each_way: Option<Duration>,
+    /// Every file of the library once, whole (the cold pass of an edge experiment).
+    #[serde(default)]
+    pub once: bool,
+    /// Ranges of this many bytes from the middle of each file instead of whole files (edges).
+    #[serde(default)]
+    pub range_bytes: Option<u64>,
 }
 
 impl Sweep {
@@ -352,6 +363,23 @@ pub struct ServerSpec {
     /// The uploader's gzip policy straight to S3: `never`, `always` or `auto` (uploads).
     #[serde(default)]
     pub gzip: Option<String>,
+    /// What an edge experiment's row puts in front of the library (edges).
+    #[serde(default)]
+    pub edge: Option<EdgeRole>,
+}
+
+/// What serves an edge experiment's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeRole {
+    /// `sluice serve --root` over the library's files on local disk (the reference).
+    Local,
+    /// One `sluice serve --store s3://…` with a cache holding the library.
+    S3,
+    /// Two such edges behind HAProxy running deploy/haproxy.cfg.
+    Haproxy,
+    /// nginx `proxy_cache` (with `slice 1m` and `proxy_cache_lock`) in front of the store.
+    Nginx,
 }
 
 impl ServerSpec {
@@ -519,6 +547,7 @@ impl Experiment {
                 LoadModel::Open => !s.profile.is_empty(),
                 LoadModel::Rtsp => !s.clients.is_empty() && s.transport.is_some() && s.x == Param::Clients,
                 LoadModel::Upload => !s.payload.is_empty() && (s.x == Param::Payload || !s.vus.is_empty()),
+                LoadModel::Edge => !s.vus.is_empty(),
             };
             if !needs {
                 return bad(format!("sweep `{}` lacks the parameters its load model needs", s.name));
@@ -539,6 +568,15 @@ impl Experiment {
             }
         }
         for s in &self.server {
+            if self.load.model == LoadModel::Edge {
+                if s.edge.is_none() {
+                    return bad(format!(
+                        "server `{}` needs `edge = \"local\"`, `\"s3\"`, `\"haproxy\"` or `\"nginx\"`",
+                        s.name
+                    ));
+                }
+                continue;
+            }
             if s.kind == ServerKind::Nginx && s.nginx.is_none() {
                 return bad(format!("server `{}` needs `nginx = \"static\"` or `\"return200\"`", s.name));
             }
@@ -558,7 +596,7 @@ impl Experiment {
         let known = match self.load.model {
             LoadModel::Rtsp => &crate::results::RTSP_METRICS[..],
             LoadModel::Upload => &crate::results::UPLOAD_METRICS[..],
-            LoadModel::Closed | LoadModel::Open => &crate::results::METRICS[..],
+            LoadModel::Closed | LoadModel::Open | LoadModel::Edge => &crate::results::METRICS[..],
         };
         let metrics =
             self.table.iter().flat_map(|t| t.metrics.iter()).chain(self.chart.iter().map(|c| &c.metric));
@@ -700,7 +738,15 @@ mod tests {
         let all = builtin();
         assert_eq!(
             all.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
-            ["zero-copy", "concurrency", "io-models", "execution-models", "rtsp-fanout", "upload-gzip"]
+            [
+                "zero-copy",
+                "concurrency",
+                "io-models",
+                "execution-models",
+                "rtsp-fanout",
+                "upload-gzip",
+                "edge-cache"
+            ]
         );
         let e1 = Experiment::find("E1").unwrap();
         assert_eq!(e1.points(false, 2).len(), 3 + 3, "paced and at the budget");

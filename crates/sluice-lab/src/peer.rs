@@ -105,8 +105,21 @@ fn spawn(
     cgroup: Option<&ServerCgroup>,
     log: &Path,
 ) -> std::io::Result<Child> {
+    spawn_with(program, args, &[], cpus, cgroup, log)
+}
+
+/// [`spawn`] with `env` added to the environment.
+fn spawn_with(
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    cpus: &[usize],
+    cgroup: Option<&ServerCgroup>,
+    log: &Path,
+) -> std::io::Result<Child> {
     let out = std::fs::File::create(log)?;
     let mut cmd = Command::new(program);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     cmd.args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out).process_group(0);
     let set = (!cpus.is_empty()).then(|| CpuSet::new(cpus));
     let procs = cgroup.map(ServerCgroup::procs_fd);
@@ -334,6 +347,44 @@ impl RunningServer {
         }
         let text = http_get(self.admin_addr()?, "/metrics").ok()?;
         Some(syscall_counters(&text))
+    }
+
+    /// sluice's whole `/metrics` text; `None` for peers or when it does not answer.
+    pub fn metrics_text(&self) -> Option<String> {
+        if self.kind != ServerKind::Sluice {
+            return None;
+        }
+        http_get(self.admin_addr()?, "/metrics").ok()
+    }
+
+    /// A peer of an edge row (HAProxy, nginx as a caching proxy): `program args` with `env` in
+    /// its own process group, output to `work/server.log`, ready once it accepts on `port`.
+    pub fn start_program(
+        program: &Path,
+        args: &[String],
+        env: &[(String, String)],
+        port: u16,
+        work: &Path,
+    ) -> Result<RunningServer, StartError> {
+        let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
+        std::fs::create_dir_all(work).map_err(|e| failed("creating the work directory", e))?;
+        let log = work.join("server.log");
+        let child = spawn_with(program, args, env, &[], None, &log).map_err(|e| failed("starting it", e))?;
+        let mut server = RunningServer {
+            child,
+            port,
+            rtsp_port: None,
+            admin_port: None,
+            command_line: command_line(program, args, &[]),
+            kind: ServerKind::Nginx,
+            log,
+        };
+        if let Err(reason) = server.wait_ready(Duration::from_secs(15)) {
+            let tail = server.log_tail();
+            server.stop();
+            return Err(StartError::Failed(format!("{reason}{tail}")));
+        }
+        Ok(server)
     }
 
     /// Stops the server's process group: SIGTERM, then SIGKILL after 5 s.
@@ -614,6 +665,7 @@ mod tests {
             nginx: Some(NginxMode::Static),
             sendfile: Some(false),
             gzip: None,
+            edge: None,
         };
         let point = Point {
             sweep: "s".into(),

@@ -17,7 +17,7 @@ use crate::experiment::{Experiment, Point};
 use crate::machine::Machine;
 
 /// Metrics a table or chart can show: name and heading.
-pub const METRICS: [(&str, &str); 17] = [
+pub const METRICS: [(&str, &str); 22] = [
     ("req_per_s", "req/s"),
     ("mb_per_s", "MB/s"),
     ("avg_ms", "avg ms"),
@@ -35,6 +35,11 @@ pub const METRICS: [(&str, &str); 17] = [
     ("syscalls_per_request", "syscalls/req"),
     ("scaling_pct", "% of linear"),
     ("bytes_received", "bytes"),
+    ("origin_requests_per_1000", "origin req / 1000"),
+    ("origin_mb_per_1000", "origin MB / 1000"),
+    ("hit_ratio_pct", "cache hit %"),
+    ("mb_per_cpu_s", "MB per CPU s"),
+    ("origin_requests", "origin req"),
 ];
 
 /// Metrics of an RTSP experiment's rows (see [`RtspFigures::metric`]): name and heading.
@@ -188,6 +193,24 @@ pub struct Figures {
     /// req/s divided by (workers × the same server's req/s with one worker), in % (worker
     /// sweeps only).
     pub scaling_pct: Option<f64>,
+    /// What the row's caches asked of the origin and found in themselves (edge experiments).
+    #[serde(default)]
+    pub origin: Option<OriginFigures>,
+}
+
+/// The origin's side of an edge row: requests the object store answered (SeaweedFS's own
+/// counter, the same source for every server) and bytes and slices the caches fetched and found
+/// (sluice's `/metrics`; `None` for nginx).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct OriginFigures {
+    /// S3 requests SeaweedFS counted for the library's bucket over the row.
+    pub requests: f64,
+    /// Bytes the caches fetched from the origin.
+    pub bytes: Option<f64>,
+    /// Slices found in the cache.
+    pub hits: Option<f64>,
+    /// Slices fetched for a request.
+    pub misses: Option<f64>,
 }
 
 impl Figures {
@@ -231,7 +254,13 @@ impl Figures {
             syscalls_per_request: per_request,
             syscalls_by_kind: by_kind,
             scaling_pct: None,
+            origin: None,
         }
+    }
+
+    /// Responses the origin figures are counted against (ok and failed).
+    fn responses(&self) -> f64 {
+        (self.ok + self.failed) as f64
     }
 
     /// A metric by name (see [`METRICS`]); `None` when the row has no such figure.
@@ -254,6 +283,28 @@ impl Figures {
             "syscalls_per_request" => return self.syscalls_per_request,
             "scaling_pct" => return self.scaling_pct,
             "bytes_received" => self.bytes_received as f64,
+            "mb_per_cpu_s" => {
+                return (self.cpu_s > 0.0).then(|| self.bytes_received as f64 / 1e6 / self.cpu_s)
+            }
+            "origin_requests" => return self.origin.map(|o| o.requests),
+            "origin_requests_per_1000" => {
+                return self
+                    .origin
+                    .filter(|_| self.responses() > 0.0)
+                    .map(|o| o.requests * 1000.0 / self.responses())
+            }
+            "origin_mb_per_1000" => {
+                let o = self.origin?;
+                return o
+                    .bytes
+                    .filter(|_| self.responses() > 0.0)
+                    .map(|b| b / 1e6 * 1000.0 / self.responses());
+            }
+            "hit_ratio_pct" => {
+                let o = self.origin?;
+                let (h, m) = (o.hits?, o.misses?);
+                return (h + m > 0.0).then(|| h * 100.0 / (h + m));
+            }
             _ => return None,
         })
     }
@@ -998,7 +1049,15 @@ mod tests {
             syscalls_per_request: None,
             syscalls_by_kind: BTreeMap::new(),
             scaling_pct: None,
+            origin: Some(OriginFigures {
+                requests: 2.0,
+                bytes: Some(1e6),
+                hits: Some(3.0),
+                misses: Some(1.0),
+            }),
         };
+        assert_eq!(f.metric("origin_requests_per_1000"), Some(200.0));
+        assert_eq!(f.metric("hit_ratio_pct"), Some(75.0));
         for (name, _) in METRICS {
             let absent = matches!(name, "syscalls_per_request" | "scaling_pct");
             assert_eq!(f.metric(name).is_none(), absent, "{name}");

@@ -8,6 +8,7 @@
 //! every sample to every client, until its first loss, the sweep's cap or the run's time budget.
 //! It renders nothing (`report`).
 
+mod edge_rows;
 mod upload_rows;
 
 use std::collections::BTreeMap;
@@ -102,6 +103,8 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
     let run = Run { experiment, options, ctx: &ctx, content: content.as_ref(), bar: &bar, started };
     if experiment.load.model == LoadModel::Upload {
         run.upload_sweeps(&points, &servers, &mut rows);
+    } else if experiment.load.model == LoadModel::Edge {
+        run.edge_sweeps(&points, &servers, &mut rows);
     } else if experiment.load.model == LoadModel::Rtsp {
         run.rtsp_sweeps(&points, &servers, &mut rows);
     } else {
@@ -671,7 +674,7 @@ impl LoadPlanned {
                 );
                 Ok(LoadPlanned { config: c, warmup: None, command })
             }
-            LoadModel::Rtsp | LoadModel::Upload => Err(LabError::BadExperiment {
+            LoadModel::Rtsp | LoadModel::Upload | LoadModel::Edge => Err(LabError::BadExperiment {
                 name: experiment.name.clone(),
                 message: "RTSP and upload experiments run their own clients, not HTTP load".into(),
             }),

@@ -115,6 +115,11 @@ impl SeaweedFs {
         }
     }
 
+    /// Its filer's HTTP address (plain GETs of `/buckets/BUCKET/KEY`, no signature).
+    pub fn filer_addr(&self) -> SocketAddr {
+        self.filer
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

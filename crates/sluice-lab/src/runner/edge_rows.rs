@@ -1,0 +1,502 @@
+//! The rows of an edge-cache experiment (E7): it starts a local SeaweedFS and toxiproxy in front
+//! of it once per run (a round trip on every origin request), generates a library of files and
+//! uploads it to the bucket, then for every server starts its processes once (one sluice S3
+//! edge; two behind HAProxy running deploy/haproxy.cfg; nginx's `proxy_cache` with `slice 1m`
+//! and `proxy_cache_lock` in front of SeaweedFS's filer; a sluice over the files on local disk)
+//! and runs the sweeps in order against it, so the first (every file once) meets a cold cache
+//! and the later ones a warm one. Origin requests come from SeaweedFS's own counters, the same
+//! source for every row; cache hits, misses and origin bytes from sluice's `/metrics`. It owns
+//! no figures' arithmetic (`results`) and renders nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
+use sluice_load::{ConnectionMode, ExpectedStatus, LoadConfig, TargetSpec};
+use sluice_store::gzip::{GzipMode, GzipPolicy};
+use sluice_store::S3Config;
+
+use super::upload_rows::Store;
+use super::{empty_row, measured, not_started, Run};
+use crate::experiment::{EdgeRole, Point, ServerSpec, Sweep};
+use crate::machine::{group_cpu_seconds, Placement};
+use crate::peer::{find_program, free_port, RunningServer, StartError};
+use crate::results::{Measurement, OriginFigures, Row, RowOutcome};
+
+/// The bucket the library lives in, and its prefix there.
+const BUCKET: &str = "e7-edge";
+const PREFIX: &str = "lib";
+/// toxiproxy's latency each way between every cache and the origin when no sweep sets one.
+const DEFAULT_LATENCY: Duration = Duration::from_millis(10);
+
+/// The library: `count` files of `size` bytes (full runs; `--quick` a small one).
+fn library_shape(quick: bool) -> (usize, u64) {
+    if quick {
+        (4, 1 << 20)
+    } else {
+        (12, 4 << 20)
+    }
+}
+
+/// The generated library on disk.
+struct Library {
+    dir: PathBuf,
+    names: Vec<String>,
+    file_size: u64,
+}
+
+impl Library {
+    /// `count` incompressible files of `size` bytes named `fNN.mp4` in `dir` (kept when present).
+    fn generate(dir: &Path, count: usize, size: u64) -> Result<Library, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut names = Vec::with_capacity(count);
+        for i in 1..=count {
+            let name = format!("f{i:02}.mp4");
+            let path = dir.join(&name);
+            if !std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {
+                let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ i as u64;
+                let data: Vec<u8> = (0..size)
+                    .map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        state as u8
+                    })
+                    .collect();
+                std::fs::write(&path, data).map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+            names.push(name);
+        }
+        Ok(Library { dir: dir.to_path_buf(), names, file_size: size })
+    }
+
+    fn bytes(&self) -> u64 {
+        self.file_size * self.names.len() as u64
+    }
+}
+
+/// The processes of one row: the sluice servers whose counters it reads, and what clients
+/// reach (HAProxy or nginx) when that is another process.
+struct Rig {
+    sluices: Vec<RunningServer>,
+    front: Option<RunningServer>,
+}
+
+impl Rig {
+    fn base_url(&self) -> String {
+        self.front.as_ref().or(self.sluices.first()).map(RunningServer::base_url).unwrap_or_default()
+    }
+
+    fn command_line(&self) -> String {
+        let all = self.sluices.iter().chain(self.front.as_ref());
+        all.map(|s| s.command_line.as_str()).collect::<Vec<_>>().join(" ; ")
+    }
+
+    /// CPU seconds of every process of the row.
+    fn cpu_seconds(&self) -> f64 {
+        self.sluices.iter().chain(self.front.as_ref()).map(|s| group_cpu_seconds(s.pid())).sum()
+    }
+
+    /// sluice's cache counters summed over its servers: (hits, misses, origin bytes).
+    fn cache_counters(&self) -> Option<(f64, f64, f64)> {
+        let mut sum = (0.0, 0.0, 0.0);
+        for s in &self.sluices {
+            let text = s.metrics_text()?;
+            sum.0 += counter(&text, "sluice_cache_hits_total");
+            sum.1 += counter(&text, "sluice_cache_misses_total");
+            sum.2 += counter(&text, "sluice_cache_bytes_total{source=\"origin\"}");
+        }
+        Some(sum)
+    }
+
+    fn stop(&mut self) {
+        if let Some(f) = self.front.as_mut() {
+            f.stop();
+        }
+        for s in &mut self.sluices {
+            s.stop();
+        }
+    }
+}
+
+/// The value of the series named exactly `series` in a Prometheus text (0 when absent).
+fn counter(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .find(|(k, _)| *k == series)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Requests SeaweedFS answered for the library: its S3 API's requests on the bucket and its
+/// filer's reads (nginx's origin); the S3 API reads through the filer's gRPC, not its HTTP, so
+/// no read is counted twice.
+fn origin_requests(weed_metrics: &str) -> f64 {
+    let bucket = format!("bucket=\"{BUCKET}\"");
+    weed_metrics
+        .lines()
+        .filter(|l| {
+            (l.starts_with("SeaweedFS_s3_request_total{") && l.contains(&bucket))
+                || (l.starts_with("SeaweedFS_filer_request_total{") && l.contains("type=\"GET\""))
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// Counters read at a row's start and end.
+struct Snapshot {
+    cpu: f64,
+    origin: Option<f64>,
+    cache: Option<(f64, f64, f64)>,
+}
+
+impl Run<'_> {
+    /// Every server's sweeps in order on one set of its processes, the store started once.
+    pub(super) fn edge_sweeps(&self, points: &[Point], servers: &[&ServerSpec], rows: &mut Vec<Row>) {
+        let work = self.ctx.work_dir.join("store");
+        let _ = std::fs::create_dir_all(&work);
+        std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+        let latency =
+            self.experiment.sweep.iter().find_map(|s| s.latency_each_way).unwrap_or(DEFAULT_LATENCY);
+        let store = Store::start(&work, BUCKET);
+        let (count, size) = library_shape(self.options.quick);
+        let prepared = (|| {
+            let library = Library::generate(&self.ctx.media_root.join("e7-library"), count, size)?;
+            let weed = store.weed.as_ref().map_err(Clone::clone)?;
+            upload_library(&library, &weed.s3_endpoint)?;
+            let s3 = store.endpoint(Some(latency))?;
+            let filer = store.proxy("filer", weed.filer_addr(), Some(latency));
+            Ok::<_, String>((library, s3, filer))
+        })();
+        for server in servers {
+            let mine: Vec<&Point> = points.iter().collect();
+            let rig = match &prepared {
+                Err(reason) => Err(StartError::Missing(reason.clone())),
+                Ok((library, s3, filer)) => self.start_rig(server, library, s3, filer, rows.len()),
+            };
+            let mut rig = match rig {
+                Ok(r) => r,
+                Err(e) => {
+                    let outcome = not_started(e);
+                    for point in mine {
+                        let mut row = empty_row(server, point, &Placement { server: vec![], load: vec![] });
+                        row.outcome = outcome.clone();
+                        rows.push(row);
+                        self.bar.inc(1);
+                    }
+                    continue;
+                }
+            };
+            let Ok((library, _, _)) = &prepared else { unreachable!("a rig needs the library") };
+            for point in mine {
+                self.bar.set_message(super::row_label(server, point, None));
+                rows.push(self.edge_row(server, point, &rig, library, &store));
+                self.bar.inc(1);
+            }
+            rig.stop();
+        }
+    }
+
+    fn start_rig(
+        &self,
+        server: &ServerSpec,
+        library: &Library,
+        s3: &str,
+        filer: &Result<std::net::SocketAddr, String>,
+        index: usize,
+    ) -> Result<Rig, StartError> {
+        let work = self.ctx.work_dir.join(format!("{index:03}"));
+        let point = self.experiment.points(self.options.quick, 1).remove(0);
+        let edge = |name: &str| -> Result<RunningServer, StartError> {
+            let mut spec = (*server).clone();
+            let cache = work.join(format!("cache-{name}"));
+            spec.args.extend([
+                "--store".into(),
+                format!("s3://{BUCKET}/{PREFIX}"),
+                "--s3-endpoint".into(),
+                s3.to_string(),
+                "--cache-dir".into(),
+                cache.display().to_string(),
+                "--cache-size".into(),
+                (2 * library.bytes()).to_string(),
+            ]);
+            RunningServer::start(&spec, &point, self.ctx, &work.join(name), &[], None)
+        };
+        match server.edge.unwrap_or(EdgeRole::S3) {
+            EdgeRole::Local => {
+                let ctx = crate::peer::ServerContext { media_root: library.dir.clone(), ..self.ctx.clone() };
+                let s = RunningServer::start(server, &point, &ctx, &work.join("local"), &[], None)?;
+                Ok(Rig { sluices: vec![s], front: None })
+            }
+            EdgeRole::S3 => Ok(Rig { sluices: vec![edge("edge")?], front: None }),
+            EdgeRole::Haproxy => {
+                let program = find_program("haproxy").ok_or_else(|| {
+                    StartError::Missing("HAProxy is not installed (apt-get install haproxy)".into())
+                })?;
+                let sluices = vec![edge("edge-a")?, edge("edge-b")?];
+                let front = start_haproxy(&program, &sluices, &work.join("haproxy"))?;
+                Ok(Rig { sluices, front: Some(front) })
+            }
+            EdgeRole::Nginx => {
+                let program = find_program("nginx").ok_or_else(|| {
+                    StartError::Missing("nginx is not installed (apt-get install nginx-light)".into())
+                })?;
+                let filer = filer.as_ref().map_err(|e| StartError::Missing(e.clone()))?;
+                let front = start_nginx_cache(&program, *filer, library, &work.join("nginx"))?;
+                Ok(Rig { sluices: vec![], front: Some(front) })
+            }
+        }
+    }
+
+    fn edge_row(
+        &self,
+        server: &ServerSpec,
+        point: &Point,
+        rig: &Rig,
+        library: &Library,
+        store: &Store,
+    ) -> Row {
+        let mut row = empty_row(server, point, &Placement { server: vec![], load: vec![] });
+        row.server_command = rig.command_line();
+        let sweep = self.experiment.sweep_of(point);
+        let (config, command) =
+            match edge_load(sweep, point, &rig.base_url(), library, self.load_duration(point)) {
+                Ok(c) => c,
+                Err(e) => {
+                    row.outcome = RowOutcome::Failed { reason: e };
+                    return row;
+                }
+            };
+        row.load_command = command;
+        let weed = store.weed.as_ref().ok();
+        let snapshot = || Snapshot {
+            cpu: rig.cpu_seconds(),
+            origin: weed.and_then(|w| w.metrics_text().ok()).map(|t| origin_requests(&t)),
+            cache: rig.cache_counters(),
+        };
+        let before = snapshot();
+        let report = sluice_load::run(&config, &mut sluice_load::NoObserver);
+        let after = snapshot();
+        let cpu = after.cpu - before.cpu;
+        row.outcome = match report {
+            Ok(report) => measured(report, None, cpu, None),
+            Err(e) => RowOutcome::Failed { reason: format!("load: {e}") },
+        };
+        if let RowOutcome::Measured { measurement: Measurement::Http { figures, .. } } = &mut row.outcome {
+            let cache = match (before.cache, after.cache) {
+                (Some(b), Some(a)) if !rig.sluices.is_empty() => Some((a.0 - b.0, a.1 - b.1, a.2 - b.2)),
+                _ => None,
+            };
+            figures.origin = match (before.origin, after.origin) {
+                (Some(b), Some(a)) => Some(OriginFigures {
+                    requests: a - b,
+                    bytes: cache.map(|c| c.2),
+                    hits: cache.map(|c| c.0),
+                    misses: cache.map(|c| c.1),
+                }),
+                _ => None,
+            };
+        }
+        row
+    }
+
+    fn load_duration(&self, point: &Point) -> Duration {
+        super::point_duration(self.experiment, Some(point), self.options.quick)
+    }
+}
+
+/// The load of one edge row: every file once (a cold pass) or the row's duration of whole files
+/// or mid-file ranges, round robin over the library; and the `sluice load` command doing it.
+fn edge_load(
+    sweep: &Sweep,
+    point: &Point,
+    base_url: &str,
+    library: &Library,
+    duration: Duration,
+) -> Result<(LoadConfig, String), String> {
+    let targets: Vec<TargetSpec> = library
+        .names
+        .iter()
+        .map(|n| TargetSpec::parse(&format!("{base_url}/{n}")))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let vus = point.vus.unwrap_or(1);
+    let mut c = if sweep.once {
+        let mut c = LoadConfig::closed(targets, vus, None, Some(library.names.len() as u64));
+        // Each generator thread goes round the targets on its own: one thread, so the pass
+        // reads every file once rather than the first files once per thread.
+        c.threads = 1;
+        c
+    } else {
+        LoadConfig::closed(targets, vus, Some(duration), None)
+    };
+    let mut flags = String::new();
+    c.expected_status = ExpectedStatus::Exactly(200);
+    if let Some(len) = sweep.range_bytes {
+        let start = (library.file_size / 2).min(library.file_size.saturating_sub(len));
+        let range = format!("bytes={start}-{}", start + len.min(library.file_size) - 1);
+        flags = format!(" -H 'Range: {range}' --expect-status 206");
+        c.headers = vec![("Range".into(), range)];
+        c.expected_status = ExpectedStatus::Exactly(206);
+    } else {
+        flags.push_str(" --expect-status 200");
+    }
+    c.timeout = Duration::from_secs(30);
+    c.connections = ConnectionMode::KeepAlive;
+    c.validate().map_err(|e| e.to_string())?;
+    let amount = if sweep.once {
+        format!("-n {} --threads 1", library.names.len())
+    } else {
+        format!("-d {}", sluice_load::duration_text::format(duration))
+    };
+    let last = library.names.last().map(String::as_str).unwrap_or_default();
+    let command = format!(
+        "sluice load http --vus {vus} {amount}{flags} --timeout 30s {base_url}/{} … {base_url}/{last}",
+        library.names[0]
+    );
+    Ok((c, command))
+}
+
+/// `sluice upload` of the library's directory into the bucket, straight to SeaweedFS.
+fn upload_library(library: &Library, endpoint: &str) -> Result<(), String> {
+    let s3 = S3Config { endpoint: Some(endpoint.to_string()), ..S3Config::default() };
+    let destination = Destination::parse(
+        &format!("s3://{BUCKET}/{PREFIX}"),
+        None,
+        s3,
+        GzipPolicy { mode: GzipMode::Never, ..GzipPolicy::default() },
+    )?;
+    let config = UploadConfig {
+        destination,
+        source: Source::Paths(vec![library.dir.clone()]),
+        concurrency: 4,
+        retries: 3,
+        timeout: Duration::from_secs(60),
+    };
+    let report = run_upload(&config, &UploadProgress::default())?;
+    if report.objects_ok as usize != library.names.len() {
+        return Err(format!(
+            "uploading the library: {} of {} objects",
+            report.objects_ok,
+            library.names.len()
+        ));
+    }
+    Ok(())
+}
+
+/// HAProxy running deploy/haproxy.cfg as shipped in front of `edges` (two), addresses from the
+/// environment as the file expects.
+fn start_haproxy(program: &Path, edges: &[RunningServer], work: &Path) -> Result<RunningServer, StartError> {
+    let failed = |e: std::io::Error| StartError::Failed(format!("finding a free port: {e}"));
+    let port = free_port().map_err(failed)?;
+    let loopback = |p: u16| format!("127.0.0.1:{p}");
+    let (a, b) = (&edges[0], &edges[1]);
+    let admin = |s: &RunningServer| s.admin_port.unwrap_or(0).to_string();
+    // RTSP is not served here; its frontend still needs addresses, free ones no one answers on.
+    let env = vec![
+        ("SLUICE_HTTP_BIND".to_string(), loopback(port)),
+        ("SLUICE_RTSP_BIND".into(), loopback(free_port().map_err(failed)?)),
+        ("SLUICE_STATS_BIND".into(), loopback(free_port().map_err(failed)?)),
+        ("EDGE_A_HTTP".into(), a.addr().to_string()),
+        ("EDGE_A_RTSP".into(), loopback(free_port().map_err(failed)?)),
+        ("EDGE_A_ADMIN_PORT".into(), admin(a)),
+        ("EDGE_B_HTTP".into(), b.addr().to_string()),
+        ("EDGE_B_RTSP".into(), loopback(free_port().map_err(failed)?)),
+        ("EDGE_B_ADMIN_PORT".into(), admin(b)),
+    ];
+    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
+    let cfg = std::fs::read_to_string(&cfg)
+        .map_err(|e| StartError::Failed(format!("{}: {e}", cfg.display())))
+        .and_then(|text| {
+            let _ = std::fs::create_dir_all(work);
+            let copy = work.join("haproxy.cfg");
+            std::fs::write(&copy, text)
+                .map_err(|e| StartError::Failed(format!("{}: {e}", copy.display())))?;
+            Ok(copy)
+        })?;
+    let args = vec!["-db".into(), "-f".into(), cfg.display().to_string()];
+    let front = RunningServer::start_program(program, &args, &env, port, work)?;
+    // Both edges pass HAProxy's health check before the row measures.
+    std::thread::sleep(Duration::from_secs(2));
+    Ok(front)
+}
+
+/// nginx as a caching proxy in front of SeaweedFS's filer (through toxiproxy): `proxy_cache`
+/// with `slice 1m` and `proxy_cache_lock`, a cache twice the library.
+fn start_nginx_cache(
+    program: &Path,
+    origin: std::net::SocketAddr,
+    library: &Library,
+    work: &Path,
+) -> Result<RunningServer, StartError> {
+    let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
+    let slice = nginx_has_slice(program);
+    if !slice {
+        return Err(StartError::Missing("this nginx has no slice module (--with-http_slice_module)".into()));
+    }
+    std::fs::create_dir_all(work.join("cache")).map_err(|e| failed("creating the cache directory", e))?;
+    let port = free_port().map_err(|e| failed("finding a free port", e))?;
+    let conf = nginx_cache_config(port, origin, &work.join("cache"), 2 * library.bytes());
+    let path = work.join("nginx.conf");
+    std::fs::write(&path, conf).map_err(|e| failed("writing nginx.conf", e))?;
+    let args = vec![
+        "-p".into(),
+        work.display().to_string(),
+        "-c".into(),
+        path.display().to_string(),
+        "-e".into(),
+        work.join("error.log").display().to_string(),
+    ];
+    RunningServer::start_program(program, &args, &[], port, work)
+}
+
+/// Whether `nginx -V` lists the slice module.
+fn nginx_has_slice(program: &Path) -> bool {
+    std::process::Command::new(program)
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("--with-http_slice_module"))
+}
+
+/// The caching proxy's configuration: one worker (as the sluice edge's one), keepalive to the
+/// origin, 1 MiB slices keyed by URI and range, one origin request per missing slice.
+fn nginx_cache_config(port: u16, origin: std::net::SocketAddr, cache: &Path, max_size: u64) -> String {
+    format!(
+        "worker_processes 1;\ndaemon off;\npid nginx.pid;\nevents {{ worker_connections 4096; }}\n\
+http {{\n  access_log off;\n  sendfile on;\n  keepalive_requests 100000;\n\
+  proxy_cache_path {cache} levels=1:2 keys_zone=edge:16m max_size={max_size} inactive=1h use_temp_path=off;\n\
+  upstream origin {{ server {origin}; keepalive 32; }}\n\
+  server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
+      slice 1m;\n      proxy_cache edge;\n      proxy_cache_key $uri$slice_range;\n\
+      proxy_set_header Range $slice_range;\n      proxy_cache_valid 200 206 1h;\n\
+      proxy_cache_lock on;\n      proxy_cache_lock_timeout 30s;\n\
+      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n\
+      proxy_pass http://origin/buckets/{BUCKET}/{PREFIX}/;\n    }}\n  }}\n}}\n",
+        cache = cache.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_requests_count_the_bucket_and_filer_reads() {
+        let text = "SeaweedFS_s3_request_total{bucket=\"e7-edge\",code=\"206\",type=\"GET\"} 3\n\
+SeaweedFS_s3_request_total{bucket=\"other\",code=\"206\",type=\"GET\"} 7\n\
+SeaweedFS_filer_request_total{type=\"GET\"} 2\n\
+SeaweedFS_filer_request_total{type=\"POST\"} 9\n";
+        assert_eq!(origin_requests(text), 5.0);
+        assert_eq!(counter("a 1\nb{x=\"y\"} 2.5\n", "b{x=\"y\"}"), 2.5);
+        assert_eq!(counter("a 1\n", "b"), 0.0);
+    }
+
+    #[test]
+    fn the_cache_config_slices_and_locks() {
+        let c = nginx_cache_config(8080, "127.0.0.1:9".parse().unwrap(), Path::new("/tmp/c"), 1 << 20);
+        for want in ["slice 1m;", "proxy_cache_lock on;", "$uri$slice_range", "listen 127.0.0.1:8080;"] {
+            assert!(c.contains(want), "{want} in {c}");
+        }
+    }
+}
