@@ -56,6 +56,7 @@ fn sluice_name(arg: &str) -> String {
         "E4" => "execution-models",
         "E5" => "rtsp-fanout",
         "E6" => "upload-gzip",
+        "E7" => "edge-cache",
         other => other,
     }
     .to_string()
@@ -634,4 +635,89 @@ fn e6_upload_gzip_into_seaweedfs_behind_toxiproxy_plain_against_gzip_and_by_conc
     assert!(html.contains("114.110"), "the seed's table beside ours");
     let csv = std::fs::read_to_string(dir.join("rows.csv")).unwrap();
     assert!(csv.starts_with("server,sweep,payload,concurrency,status,objects_ok"), "{csv}");
+}
+
+#[test]
+fn e7_edge_cache_cold_then_warm_through_sluice_edges_haproxy_and_nginx_over_seaweedfs() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = tempfile::tempdir().unwrap();
+    let results = lab(&["E7"], out.path(), &[]);
+    let servers =
+        ["sluice local root", "sluice S3 edge", "2 sluice S3 edges + HAProxy", "nginx proxy_cache + slice"];
+    let sweeps = ["cold, every file once", "warm, whole files", "warm, 1 MiB ranges"];
+    let rows = rows(&results);
+    assert_eq!(rows.len(), servers.len() * sweeps.len(), "{:#}", results["rows"]);
+    let row = |server: &str, sweep: &str| {
+        rows.iter()
+            .find(|r| r["server"] == server && r["point"]["sweep"] == sweep)
+            .unwrap_or_else(|| panic!("no row {server} @ {sweep}"))
+    };
+    for server in servers {
+        for sweep in sweeps {
+            let r = row(server, sweep);
+            let label = format!("{server} @ {sweep}");
+            // scripts/test installs SeaweedFS, toxiproxy, HAProxy and nginx-light (with slice).
+            assert_eq!(r["status"], "measured", "{label}: {r}");
+            let f = &r["figures"];
+            assert!(num(f, "ok") > 0.0 && num(f, "failed") == 0.0, "{label}: every response whole: {f}");
+            assert!(
+                num(f, "req_per_s") > 0.0 && num(f, "mb_per_s") > 0.0 && num(f, "p95_ms") > 0.0,
+                "{label}"
+            );
+            let origin = &f["origin"];
+            assert!(origin.is_object(), "{label}: SeaweedFS's counters were read: {f}");
+            let origin_requests = num(origin, "requests");
+            if server == "sluice local root" {
+                assert_eq!(origin_requests, 0.0, "{label}: a local root never asks the store");
+                continue;
+            }
+            if sweep.starts_with("cold") {
+                // --quick: 4 files of 1 MiB, each read once: every one a miss at the origin.
+                assert_eq!(num(f, "ok"), 4.0, "{label}");
+                assert!(origin_requests >= 4.0, "{label}: a cold cache fetches every file: {origin}");
+            }
+            if server.starts_with("sluice") || server.starts_with("2 sluice") {
+                let (hits, misses) = (num(origin, "hits"), num(origin, "misses"));
+                assert!(hits + misses > 0.0, "{label}: sluice counts its slices: {origin}");
+                if sweep.starts_with("cold") {
+                    assert!(misses >= 4.0 && num(origin, "bytes") >= 4.0 * 1048576.0, "{label}: {origin}");
+                }
+            }
+            if server == "sluice S3 edge" && sweep.starts_with("warm") {
+                let per_1000 = origin_requests * 1000.0 / num(f, "ok");
+                assert!(
+                    per_1000 <= 1.0,
+                    "{label}: a warm edge leaves the origin alone: {per_1000} per 1,000"
+                );
+                assert_eq!(num(origin, "misses"), 0.0, "{label}: {origin}");
+            }
+            let command = r["server_command"].as_str().unwrap();
+            match server {
+                "sluice S3 edge" => assert!(
+                    command.contains("--store s3://") && command.contains("--cache-size"),
+                    "{command}"
+                ),
+                "2 sluice S3 edges + HAProxy" => {
+                    assert!(
+                        command.contains("haproxy") && command.matches("--store s3://").count() == 2,
+                        "{command}"
+                    )
+                }
+                _ => assert!(command.contains("nginx"), "{command}"),
+            }
+        }
+    }
+    assert_eq!(results["claims"].as_array().unwrap().len(), 6, "{:#}", results["claims"]);
+    let dir = out.path().join("edge-cache");
+    check_report(&dir, &results);
+    // Every process the lab started (SeaweedFS, toxiproxy, HAProxy, nginx, the edges) is gone.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let needle = out.path().to_str().unwrap().to_string();
+    let left = processes_mentioning(&needle);
+    for pid in &left {
+        // SAFETY: cleaning up what the lab should have stopped; each pid was just seen with this
+        // test's own directory in its command line.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "processes outlived the lab: {left:?}");
 }

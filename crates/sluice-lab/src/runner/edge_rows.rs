@@ -372,17 +372,24 @@ fn upload_library(library: &Library, endpoint: &str) -> Result<(), String> {
         source: Source::Paths(vec![library.dir.clone()]),
         concurrency: 4,
         retries: 3,
-        timeout: Duration::from_secs(60),
+        timeout: Duration::from_secs(15),
     };
-    let report = run_upload(&config, &UploadProgress::default())?;
-    if report.objects_ok as usize != library.names.len() {
-        return Err(format!(
-            "uploading the library: {} of {} objects",
+    // A SeaweedFS just started may refuse writes until its volumes are allocated: a few tries.
+    let mut last = String::new();
+    for _ in 0..3 {
+        let report = run_upload(&config, &UploadProgress::default())?;
+        if report.objects_ok as usize == library.names.len() {
+            return Ok(());
+        }
+        last = format!(
+            "{} of {} objects, failures {:?}",
             report.objects_ok,
-            library.names.len()
-        ));
+            library.names.len(),
+            report.failures
+        );
+        std::thread::sleep(Duration::from_secs(2));
     }
-    Ok(())
+    Err(format!("uploading the library: {last}"))
 }
 
 /// HAProxy running deploy/haproxy.cfg as shipped in front of `edges` (two), addresses from the
