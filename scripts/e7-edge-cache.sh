@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# E7 `edge-cache` by hand (the lab module is not written yet; see docs/BENCHMARKS.md): SeaweedFS
+# E7 `edge-cache` by hand (the lab has it now: `sluice lab run edge-cache`; see docs/BENCHMARKS.md): SeaweedFS
 # (`weed mini`) on free loopback ports, toxiproxy in front of its S3 API adding a round trip
 # (RTT_MS each way), a library of FILES random files of FILE_MB MiB, and three rows:
 #   local   `sluice serve --root` over the same files (the reference)
