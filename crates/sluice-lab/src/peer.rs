@@ -250,7 +250,7 @@ impl RunningServer {
         let log = work.join("server.log");
         let child =
             spawn(&program, &args, cpus, cgroup, &log).map_err(|e| failed("starting the server", e))?;
-        let mut server = RunningServer {
+        let server = RunningServer {
             child,
             port,
             rtsp_port,
@@ -259,12 +259,17 @@ impl RunningServer {
             kind: spec.kind,
             log,
         };
-        if let Err(reason) = server.wait_ready(Duration::from_secs(15)) {
-            let tail = server.log_tail();
-            server.stop();
+        server.ready()
+    }
+
+    /// The server once it answers, or why it did not within 15 s (stopped, with its log's tail).
+    fn ready(mut self) -> Result<RunningServer, StartError> {
+        if let Err(reason) = self.wait_ready(Duration::from_secs(15)) {
+            let tail = self.log_tail();
+            self.stop();
             return Err(StartError::Failed(format!("{reason}{tail}")));
         }
-        Ok(server)
+        Ok(self)
     }
 
     /// Waits until the server accepts on its port (and, for sluice, answers `/metrics`).
@@ -370,7 +375,7 @@ impl RunningServer {
         std::fs::create_dir_all(work).map_err(|e| failed("creating the work directory", e))?;
         let log = work.join("server.log");
         let child = spawn_with(program, args, env, &[], None, &log).map_err(|e| failed("starting it", e))?;
-        let mut server = RunningServer {
+        let server = RunningServer {
             child,
             port,
             rtsp_port: None,
@@ -379,12 +384,7 @@ impl RunningServer {
             kind: ServerKind::Nginx,
             log,
         };
-        if let Err(reason) = server.wait_ready(Duration::from_secs(15)) {
-            let tail = server.log_tail();
-            server.stop();
-            return Err(StartError::Failed(format!("{reason}{tail}")));
-        }
-        Ok(server)
+        server.ready()
     }
 
     /// Stops the server's process group: SIGTERM, then SIGKILL after 5 s.

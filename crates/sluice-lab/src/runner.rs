@@ -283,20 +283,23 @@ fn prepare_media(root: &Path, sizes: &[u64]) -> Result<(), LabError> {
         if std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {
             continue;
         }
-        // Bytes that do not compress, so no layer can shortcut them.
-        let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ size;
-        let data: Vec<u8> = (0..size)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
-        std::fs::write(&path, data).map_err(|e| LabError::io(&path, e))?;
+        std::fs::write(&path, incompressible(size, size)).map_err(|e| LabError::io(&path, e))?;
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644));
     }
     Ok(())
+}
+
+/// `size` bytes that do not compress (xorshift from `seed`), so no layer can shortcut them.
+fn incompressible(seed: u64, size: u64) -> Vec<u8> {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
+    (0..size)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
 }
 
 fn loopback_row(

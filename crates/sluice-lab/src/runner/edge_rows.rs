@@ -54,16 +54,8 @@ impl Library {
             let name = format!("f{i:02}.mp4");
             let path = dir.join(&name);
             if !std::fs::metadata(&path).is_ok_and(|m| m.len() == size) {
-                let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ i as u64;
-                let data: Vec<u8> = (0..size)
-                    .map(|_| {
-                        state ^= state << 13;
-                        state ^= state >> 7;
-                        state ^= state << 17;
-                        state as u8
-                    })
-                    .collect();
-                std::fs::write(&path, data).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::write(&path, super::incompressible(i as u64, size))
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
             }
             names.push(name);
         }
@@ -153,13 +145,9 @@ struct Snapshot {
 impl Run<'_> {
     /// Every server's sweeps in order on one set of its processes, the store started once.
     pub(super) fn edge_sweeps(&self, points: &[Point], servers: &[&ServerSpec], rows: &mut Vec<Row>) {
-        let work = self.ctx.work_dir.join("store");
-        let _ = std::fs::create_dir_all(&work);
-        std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
         let latency =
             self.experiment.sweep.iter().find_map(|s| s.latency_each_way).unwrap_or(DEFAULT_LATENCY);
-        let store = Store::start(&work, BUCKET);
+        let store = Store::start(&self.ctx.work_dir.join("store"), BUCKET);
         let (count, size) = library_shape(self.options.quick);
         let prepared = (|| {
             let library = Library::generate(&self.ctx.media_root.join("e7-library"), count, size)?;

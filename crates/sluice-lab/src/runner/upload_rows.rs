@@ -38,8 +38,12 @@ pub(super) struct Store {
 }
 
 impl Store {
-    /// SeaweedFS with `bucket` in `work`, and toxiproxy in front of its S3 API.
+    /// SeaweedFS with `bucket` in `work`, and toxiproxy in front of its S3 API; its credentials
+    /// in this process's environment, which the uploader here and every `sluice serve` read.
     pub(super) fn start(work: &Path, bucket: &str) -> Store {
+        let _ = std::fs::create_dir_all(work);
+        std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
         let weed = if SeaweedFs::available() {
             let dir = work.join("weed");
             std::fs::create_dir_all(&dir)
@@ -100,12 +104,7 @@ fn start_proxy(work: &Path, s3_endpoint: &str) -> Result<(Toxiproxy, String), St
 impl Run<'_> {
     /// Every upload sweep's points for every server, the store started once for the run.
     pub(super) fn upload_sweeps(&self, points: &[Point], servers: &[&ServerSpec], rows: &mut Vec<Row>) {
-        let work = self.ctx.work_dir.join("store");
-        let _ = std::fs::create_dir_all(&work);
-        // The uploader in this process and every `sluice serve` it starts read these.
-        std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
-        let store = Store::start(&work, BUCKET);
+        let store = Store::start(&self.ctx.work_dir.join("store"), BUCKET);
         let first = rows.len();
         for sweep in &self.experiment.sweep {
             let endpoint = store.endpoint(sweep.latency_each_way);
