@@ -656,7 +656,12 @@ fn e7_edge_cache_cold_then_warm_through_sluice_edges_haproxy_and_nginx_over_seaw
         for sweep in sweeps {
             let r = row(server, sweep);
             let label = format!("{server} @ {sweep}");
-            // scripts/test installs SeaweedFS, toxiproxy, HAProxy and nginx-light (with slice).
+            // scripts/test installs SeaweedFS, toxiproxy, HAProxy and nginx-light (Debian 12's
+            // is built with the slice module); an nginx without it is the one row skipped.
+            if server.starts_with("nginx") && r["status"] == "skipped" {
+                assert!(r["reason"].as_str().unwrap().contains("slice module"), "{label}: {r}");
+                continue;
+            }
             assert_eq!(r["status"], "measured", "{label}: {r}");
             let f = &r["figures"];
             assert!(num(f, "ok") > 0.0 && num(f, "failed") == 0.0, "{label}: every response whole: {f}");
