@@ -72,6 +72,30 @@ macro_rules! engine_matrix {
     };
 }
 
+/// One module per engine for the RTSP tests; each holds one `#[test]` per listed function, which
+/// takes the engine's arguments. Send strategies do not apply to RTSP (its loop is io_uring on
+/// `uring`, epoll on the others).
+#[allow(unused_macros)] // used by the RTSP test files only
+macro_rules! rtsp_matrix {
+    ($($test:ident),+ $(,)?) => {
+        rtsp_matrix!(@module uring, ["--engine", "uring", "--workers", "1"]; $($test),+);
+        rtsp_matrix!(@module epoll, ["--engine", "epoll", "--workers", "2"]; $($test),+);
+        rtsp_matrix!(@module threads, ["--engine", "threads"]; $($test),+);
+        rtsp_matrix!(@module tokio, ["--engine", "tokio", "--workers", "2"]; $($test),+);
+    };
+    (@module $name:ident, [$($arg:expr),* $(,)?]; $($test:ident),+) => {
+        mod $name {
+            const ENGINE: &[&str] = &[$($arg),*];
+            $(
+                #[test]
+                fn $test() {
+                    super::$test(ENGINE)
+                }
+            )+
+        }
+    };
+}
+
 mod fixture;
 mod headers;
 mod http;
