@@ -811,8 +811,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 // misses it, as it would a lost frame; the stream goes on.
                 continue;
             }
-            if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &self.packets) == Offer::Dropped {
-                self.observer.note(Note::FrameDropped { packets: self.packets.len() });
+            let packets = self.packets.len();
+            if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &mut self.packets) == Offer::Dropped {
+                self.observer.note(Note::FrameDropped { packets });
             }
         }
         self.reports.clear();
