@@ -328,6 +328,9 @@ struct Viewer<B> {
     skipping: bool,
     /// Per track of the session, whether it is video (the only one whose frames are skipped).
     video: Vec<bool>,
+    /// Since when a UDP viewer's queue has held packets without emptying: the loop's own
+    /// backlog (its sends, not a client's connection, set the pace of UDP viewers).
+    backlog_since: Option<Instant>,
     /// The control connection (slot key) its interleaved packets go out on, if any.
     control: Option<usize>,
     bytes: Option<B>,
@@ -595,6 +598,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                             started: None,
                             skipping: false,
                             video: Vec::new(),
+                            backlog_since: None,
                             control: None,
                             bytes: None,
                             deliveries: Vec::new(),
@@ -761,7 +765,13 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let mut late = 0;
         for &id in &due_ids {
             if let Some(v) = self.viewers.get_mut(&id) {
-                if v.next_wake.is_some_and(|w| now.saturating_duration_since(w) > LATE_SEND) {
+                // Late to queue the viewer's samples, or late to send what it queued: at 400 UDP
+                // viewers the loop kept its ticks on time but its sends fell seconds behind,
+                // and the queues overflowed (144,877 frames dropped against 843 late ticks,
+                // 2026-11-24, issue 18).
+                let late_tick = v.next_wake.is_some_and(|w| now.saturating_duration_since(w) > LATE_SEND);
+                let backlog = v.backlog_since.is_some_and(|t| now.saturating_duration_since(t) > LATE_SEND);
+                if late_tick || backlog {
                     late += 1;
                     v.skipping |= degrade;
                 }
@@ -825,6 +835,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         v.next_wake = streamer.next_wake();
         if v.queue.is_empty() {
             return;
+        }
+        if v.control.is_none() && v.backlog_since.is_none() {
+            v.backlog_since = Some(now);
         }
         match v.control {
             Some(key) => self.feed_interleaved(key),
@@ -910,6 +923,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             }
             if v.queue.is_empty() {
                 v.ready = false;
+                v.backlog_since = None;
             } else {
                 self.udp_ready.push_back(id);
             }
