@@ -78,21 +78,10 @@ macro_rules! engine_matrix {
 #[allow(unused_macros)] // used by the RTSP test files only
 macro_rules! rtsp_matrix {
     ($($test:ident),+ $(,)?) => {
-        rtsp_matrix!(@module uring, ["--engine", "uring", "--workers", "1"]; $($test),+);
-        rtsp_matrix!(@module epoll, ["--engine", "epoll", "--workers", "2"]; $($test),+);
-        rtsp_matrix!(@module threads, ["--engine", "threads"]; $($test),+);
-        rtsp_matrix!(@module tokio, ["--engine", "tokio", "--workers", "2"]; $($test),+);
-    };
-    (@module $name:ident, [$($arg:expr),* $(,)?]; $($test:ident),+) => {
-        mod $name {
-            const ENGINE: &[&str] = &[$($arg),*];
-            $(
-                #[test]
-                fn $test() {
-                    super::$test(ENGINE)
-                }
-            )+
-        }
+        engine_matrix!(@module uring, ["--engine", "uring", "--workers", "1"]; $($test),+);
+        engine_matrix!(@module epoll, ["--engine", "epoll", "--workers", "2"]; $($test),+);
+        engine_matrix!(@module threads, ["--engine", "threads"]; $($test),+);
+        engine_matrix!(@module tokio, ["--engine", "tokio", "--workers", "2"]; $($test),+);
     };
 }
 
