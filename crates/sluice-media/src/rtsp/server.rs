@@ -803,9 +803,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 }
                 v.skipping = false;
             }
-            // Shared: viewers at the same position read a sample once. At 200 UDP viewers of the
-            // 23 Mbps file this took the reads from one `pread` per viewer and sample (460,600)
-            // to about one per sample (see docs/BENCHMARKS.md, issue 18).
+            // Shared: viewers at the same position read a sample once. For 200 UDP viewers of the
+            // 23 Mbps file this took a run's reads from 461,600 `pread`s (one per viewer and
+            // sample) to 2,303 (2026-11-24, docs/BENCHMARKS.md, issue 18).
             let (media, observer) = (self.media, self.observer);
             let read = self.samples.get_or_read(&file, d.offset, d.size, |into| match &v.bytes {
                 Some(b) => {
