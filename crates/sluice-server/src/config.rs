@@ -103,9 +103,9 @@ pub struct RtspSection {
 #[serde(rename_all = "lowercase")]
 pub enum RtspOverload {
     /// Refuse newcomers with 453.
-    #[default]
     Refuse,
     /// Admit them; the late viewers drop frames.
+    #[default]
     Degrade,
 }
 
@@ -141,7 +141,7 @@ impl Default for RtspSection {
             session_timeout: Duration::from_secs(60),
             max_payload: 1400,
             max_viewers: 10_000,
-            overload: RtspOverload::Refuse,
+            overload: RtspOverload::Degrade,
         }
     }
 }

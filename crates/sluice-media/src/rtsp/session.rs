@@ -67,10 +67,12 @@ pub trait Catalogue {
 pub enum Overload {
     /// Answer the newcomer's `SETUP` (or first `PLAY`) with 453 Not Enough Bandwidth, so the
     /// viewers already playing keep every packet.
-    #[default]
     Refuse,
     /// Admit everyone up to [`RtspConfig::max_viewers`]; when the loop falls behind, every late
-    /// viewer drops whole frames up to its next keyframe, so the loss is shared evenly.
+    /// viewer drops whole frames up to its next keyframe, so the loss is shared evenly. The
+    /// default: admission by load is a choice of the operator's (a debug build or a busy machine
+    /// makes the loop look loaded).
+    #[default]
     Degrade,
 }
 
@@ -118,7 +120,7 @@ impl Default for RtspConfig {
             max_payload: 1400,
             access_log: false,
             max_viewers: 10_000,
-            overload: Overload::Refuse,
+            overload: Overload::Degrade,
         }
     }
 }
