@@ -79,8 +79,9 @@ const PACE_FALLBACK_RATE: f64 = 8.0e6;
 /// ramp of newcomers.
 pub const LOAD_WINDOW: Duration = Duration::from_millis(500);
 /// Share of the loop's time (CPU time over wall time) the refuse policy fills with viewers. The
-/// rest absorbs keyframes arriving together and the ramp's own SETUPs.
-pub const ADMIT_BUSY: f64 = 0.9;
+/// rest absorbs keyframes arriving together and the ramp's own SETUPs. At 0.9 the estimate admitted 190 epoll viewers of whom 1 stayed perfect, and 175 io_uring
+/// viewers, all perfect (2026-11-24, issue 18): the loop's edge lies in between.
+pub const ADMIT_BUSY: f64 = 0.8;
 /// A sample queued this long after it was due is a late send; under [`Overload::Degrade`] its
 /// viewer drops frames up to the next keyframe instead of sending them later still.
 pub const LATE_SEND: Duration = Duration::from_millis(50);
@@ -718,10 +719,6 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             (Overload::Degrade, _) | (Overload::Refuse, None) => usize::MAX,
             // Late already: no newcomer until the loop keeps time again.
             (Overload::Refuse, Some(_)) if late_sends > 0 => self.table.len().min(self.table.admits()),
-            // A lightly loaded loop admits without projecting: at low load its fixed cost and
-            // the newcomers' SETUP work (large in a debug build) dominate the estimate, which
-            // refused 30 of the 50 viewers of tests/rtsp.rs's fan-out test.
-            (Overload::Refuse, Some(_)) if busy < ADMIT_BUSY / 2.0 => usize::MAX,
             (Overload::Refuse, Some(p)) => (ADMIT_BUSY / p.max(1e-6)) as usize,
         };
         self.table.set_room(room);
@@ -1324,10 +1321,10 @@ mod tests {
         }
         assert_eq!(tally.admitted.get(), 20);
         assert_eq!(tally.streams.borrow().get("/sluice-demo.mp4"), Some(&20));
-        // The loop reports its CPU time: 80% of a window for 20 viewers, 4% each, so room for
-        // 22 at the 90% the refuse policy fills.
+        // The loop reports its CPU time: 70% of a window for 20 viewers, 3.5% each, so room for
+        // 22 at the 80% the refuse policy fills.
         server.account(Duration::ZERO, t0);
-        server.account(LOAD_WINDOW.mul_f64(0.8), t0 + LOAD_WINDOW);
+        server.account(LOAD_WINDOW.mul_f64(0.7), t0 + LOAD_WINDOW);
         let h = *tally.headroom.borrow().last().expect("a window closed");
         assert_eq!((h.viewers, h.room, h.late_sends), (20, 22, 0), "{h:?}");
         let t1 = t0 + LOAD_WINDOW;
@@ -1347,7 +1344,7 @@ mod tests {
             assert!(out.datagrams.iter().filter(|(d, _)| *d == to).count() > 10, "viewer {n}");
         }
         // A load that leaves room again admits again.
-        server.account(LOAD_WINDOW.mul_f64(0.8 + 0.2), t1 + LOAD_WINDOW);
+        server.account(LOAD_WINDOW.mul_f64(0.7 + 0.1), t1 + LOAD_WINDOW);
         assert!(tally.headroom.borrow().last().unwrap().room > 22);
         udp_viewer(&mut server, 23, t1 + LOAD_WINDOW).expect("room again");
     }
