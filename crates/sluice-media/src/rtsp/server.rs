@@ -1350,6 +1350,37 @@ mod tests {
     }
 
     #[test]
+    fn a_play_after_the_room_shrank_is_refused_and_the_started_streams_go_on() {
+        let (media, tally) = (demo(), Tally::default());
+        let refuse = RtspConfig { overload: Overload::Refuse, ..RtspConfig::default() };
+        let mut server: Server<'_> = RtspServer::new(table_with(refuse), &media, &tally);
+        let t0 = Instant::now();
+        for n in 1..=20 {
+            udp_viewer(&mut server, n, t0).unwrap();
+        }
+        // Set up while the load was unknown...
+        let key = server.accept((), SocketAddr::from(([10, 0, 0, 21], 40000)), t0);
+        let reply = ask(&mut server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), t0);
+        assert!(reply.starts_with("RTSP/1.0 200"), "{reply}");
+        // ...then the loop is 90% busy with 20 streams: room for 17 at 80%.
+        server.account(Duration::ZERO, t0);
+        server.account(LOAD_WINDOW.mul_f64(0.9), t0 + LOAD_WINDOW);
+        assert_eq!(tally.headroom.borrow().last().unwrap().room, 17);
+        let t1 = t0 + LOAD_WINDOW;
+        let reply = ask(&mut server, key, &play(&session_of(&reply)), t1);
+        assert!(reply.starts_with("RTSP/1.0 453"), "{reply}");
+        assert_eq!((tally.admitted.get(), tally.refused.get()), (20, 1));
+        // The twenty started streams are not cut.
+        let out = run_on_time(&mut server, t0, t1 + Duration::from_secs(1));
+        for n in 1..=20 {
+            let to = SocketAddr::from(([10, 0, 0, n], 5000));
+            assert!(out.datagrams.iter().any(|(d, _)| *d == to), "viewer {n}");
+        }
+        let refused = SocketAddr::from(([10, 0, 0, 21], 5000));
+        assert!(out.datagrams.iter().all(|(d, _)| *d != refused));
+    }
+
+    #[test]
     fn the_viewer_bound_refuses_and_degrade_drops_late_frames_up_to_a_keyframe() {
         let media = demo();
         let config = RtspConfig { max_viewers: 2, overload: Overload::Degrade, ..RtspConfig::default() };
