@@ -1310,15 +1310,25 @@ mod tests {
         }
     }
 
+    /// A table under the refuse policy.
+    fn refusing() -> SessionTable {
+        table_with(RtspConfig { overload: Overload::Refuse, ..RtspConfig::default() })
+    }
+
+    /// Twenty UDP viewers (`10.0.0.1` to `.20`) playing from now; returns now.
+    fn start_twenty(server: &mut Server<'_>) -> Instant {
+        let t0 = Instant::now();
+        for n in 1..=20 {
+            udp_viewer(server, n, t0).unwrap();
+        }
+        t0
+    }
+
     #[test]
     fn a_simulated_overload_refuses_the_next_viewer_and_keeps_the_admitted_on_time() {
         let (media, tally) = (demo(), Tally::default());
-        let refuse = RtspConfig { overload: Overload::Refuse, ..RtspConfig::default() };
-        let mut server: Server<'_> = RtspServer::new(table_with(refuse), &media, &tally);
-        let t0 = Instant::now();
-        for n in 1..=20 {
-            udp_viewer(&mut server, n, t0).unwrap();
-        }
+        let mut server: Server<'_> = RtspServer::new(refusing(), &media, &tally);
+        let t0 = start_twenty(&mut server);
         assert_eq!(tally.admitted.get(), 20);
         assert_eq!(tally.streams.borrow().get("/sluice-demo.mp4"), Some(&20));
         // The loop reports its CPU time: 70% of a window for 20 viewers, 3.5% each, so room for
@@ -1352,12 +1362,8 @@ mod tests {
     #[test]
     fn a_play_after_the_room_shrank_is_refused_and_the_started_streams_go_on() {
         let (media, tally) = (demo(), Tally::default());
-        let refuse = RtspConfig { overload: Overload::Refuse, ..RtspConfig::default() };
-        let mut server: Server<'_> = RtspServer::new(table_with(refuse), &media, &tally);
-        let t0 = Instant::now();
-        for n in 1..=20 {
-            udp_viewer(&mut server, n, t0).unwrap();
-        }
+        let mut server: Server<'_> = RtspServer::new(refusing(), &media, &tally);
+        let t0 = start_twenty(&mut server);
         // Set up while the load was unknown...
         let key = server.accept((), SocketAddr::from(([10, 0, 0, 21], 40000)), t0);
         let reply = ask(&mut server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), t0);
