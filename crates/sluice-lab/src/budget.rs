@@ -3,8 +3,10 @@
 //! "Capacity"). It finds a writable CPU controller (cgroup v2 `cpu.max` where the unified
 //! hierarchy has the `cpu` controller, else cgroup v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`),
 //! creates the group, reads back what the kernel holds and its throttling counters (`cpu.stat`),
-//! and removes the group. Where neither is writable it says why, and the row is skipped with that
-//! reason. It starts no process: the runner's spawn puts the server in the group between fork
+//! and removes the group. The group nests in the cgroup the lab itself runs in, so a lab run placed
+//! in a group of its own (say one with a large `cpu.shares`, to keep other work on the machine from
+//! taking the generator's core) keeps its budgeted servers inside it. Where neither is writable it
+//! says why, and the row is skipped with that reason. It starts no process: the runner's spawn puts the server in the group between fork
 //! and exec (see [`ServerCgroup::procs_fd`]).
 
 use std::fs::File;
@@ -14,6 +16,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+/// The directory of this process's own group in the hierarchy mounted at `mount` that holds
+/// `controller`, from `/proc/self/cgroup`'s text (`ID:CONTROLLERS:PATH` lines); `None` for the root
+/// group or when no line names the controller.
+fn own_group(proc_self_cgroup: &str, mount: &Path, controller: &str) -> Option<PathBuf> {
+    let path = proc_self_cgroup.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers.split(',').any(|c| c == controller).then_some(path)
+    })?;
+    let relative = path.trim_start_matches('/');
+    (!relative.is_empty() && !relative.split('/').any(|c| c == "..")).then(|| mount.join(relative))
+}
 
 /// The environment variable naming the cgroup file system's mount point (default
 /// `/sys/fs/cgroup`); tests point it elsewhere to see a machine without a writable one.
@@ -141,11 +156,15 @@ impl ServerCgroup {
                 Err(e) => why.push(format!("cgroup v2 {}: {e}", root.display())),
             }
         }
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         for mount in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
-            let dir = root.join(mount);
-            if !dir.join("cpu.cfs_quota_us").exists() {
+            let mount_dir = root.join(mount);
+            if !mount_dir.join("cpu.cfs_quota_us").exists() {
                 continue;
             }
+            let dir = own_group(&own, &mount_dir, "cpu")
+                .filter(|d| d.join("cpu.cfs_quota_us").exists())
+                .unwrap_or(mount_dir);
             match Self::create_in(&dir, &name, CgroupVersion::V1, quota_us, period_us) {
                 Ok(g) => return Ok(g),
                 Err(e) => why.push(format!("cgroup v1 {}: {e}", dir.display())),
@@ -330,6 +349,16 @@ mod tests {
         assert_eq!((s.nr_periods, s.nr_throttled, s.throttled_s), (4, 2, 0.25));
         let d = s.since(&CpuStat { nr_periods: 1, nr_throttled: 1, throttled_s: 0.05 });
         assert_eq!((d.nr_periods, d.nr_throttled), (3, 1));
+    }
+
+    #[test]
+    fn the_servers_group_nests_in_the_labs_own() {
+        let text = "4:memory:/x\n1:cpu:/lab/run\n0::/\n";
+        let mount = Path::new("/sys/fs/cgroup/cpu");
+        assert_eq!(own_group(text, mount, "cpu"), Some(mount.join("lab/run")));
+        assert_eq!(own_group("1:cpu,cpuacct:/\n", mount, "cpu"), None, "the root group");
+        assert_eq!(own_group("1:cpuacct:/a\n", mount, "cpu"), None, "cpuacct is not cpu");
+        assert_eq!(own_group("1:cpu:/../etc\n", mount, "cpu"), None);
     }
 
     #[test]

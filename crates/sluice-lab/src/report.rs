@@ -101,11 +101,13 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
             escape(&c.command)
         );
     }
-    let _ = write!(h, "<h3>What this shows{}</h3><ul class=\"findings\">", escape(quick_note(r)));
-    for f in &r.findings {
-        let _ = write!(h, "<li>{}</li>", escape(f));
+    if !r.findings.is_empty() {
+        let _ = write!(h, "<h3>What this shows{}</h3><ul class=\"findings\">", escape(quick_note(r)));
+        for f in &r.findings {
+            let _ = write!(h, "<li>{}</li>", escape(f));
+        }
+        h.push_str("</ul>");
     }
-    h.push_str("</ul>");
     claims_table(h, r);
     for row in &r.rows {
         if let RowOutcome::Reference { mb_per_s } = row.outcome {
@@ -453,7 +455,9 @@ pub fn markdown(r: &ExperimentResults) -> String {
         }
         m.push('\n');
     }
-    let _ = writeln!(m, "What this shows (generated from the rows){}:\n", quick_note(r));
+    if !r.findings.is_empty() {
+        let _ = writeln!(m, "What this shows (generated from the rows){}:\n", quick_note(r));
+    }
     for f in &r.findings {
         let _ = writeln!(m, "- {f}");
     }

@@ -50,8 +50,14 @@ pub struct RunOptions {
     pub progress: bool,
     /// The CPU budget of capacity rows (`--server-cpu`); `None`: those rows are skipped.
     pub budget: Option<CpuBudget>,
-    /// Only sweeps whose name contains this.
+    /// Only sweeps whose name contains this (or one of its comma-separated parts).
     pub sweeps: Option<String>,
+}
+
+/// Whether `name` passes a `--servers` / `--sweeps` filter: no filter, or a name containing one of
+/// its comma-separated parts.
+fn selected(filter: Option<&str>, name: &str) -> bool {
+    filter.is_none_or(|f| f.split(',').any(|part| name.contains(part.trim())))
 }
 
 /// Runs `experiment` to the end and returns its rows; writes nothing but media and work files.
@@ -79,13 +85,10 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
     let points: Vec<Point> = experiment
         .points(options.quick, machine.cores)
         .into_iter()
-        .filter(|p| options.sweeps.as_deref().is_none_or(|f| p.sweep.contains(f)))
+        .filter(|p| selected(options.sweeps.as_deref(), &p.sweep))
         .collect();
-    let servers: Vec<&ServerSpec> = experiment
-        .server
-        .iter()
-        .filter(|s| options.servers.as_deref().is_none_or(|f| f.split(',').any(|f| s.name.contains(f))))
-        .collect();
+    let servers: Vec<&ServerSpec> =
+        experiment.server.iter().filter(|s| selected(options.servers.as_deref(), &s.name)).collect();
     let reference = experiment.loopback_reference && options.servers.is_none();
     let rounds = |p: &Point| experiment.sweep_of(p).rounds_for(options.quick);
     let steps = points.iter().map(rounds).sum::<usize>() * servers.len() + usize::from(reference);
@@ -700,6 +703,14 @@ fn scale_scenario(mut s: sluice_load::Scenario, scale: f64) -> sluice_load::Scen
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filters_take_any_of_their_comma_separated_parts() {
+        assert!(selected(None, "capacity"));
+        assert!(selected(Some("capacity, at the budget"), "threads at the budget"));
+        assert!(selected(Some("capacity,at the budget"), "capacity"));
+        assert!(!selected(Some("capacity,at the budget"), "connections"));
+    }
 
     #[test]
     fn quick_profiles_keep_rates_and_shrink_time() {

@@ -1,6 +1,8 @@
 //! The property the `mp4_demux` fuzz target checks, shared with the test that replays the
 //! committed corpus (`fuzz/corpus/mp4_demux/`), so `cargo fuzz` and `cargo test` run the same
-//! check. `rtsp_session` drives the RTSP connection and session table the same way.
+//! check. `rtsp_session` drives the RTSP connection and session table the same way; `hls_package`
+//! packages arbitrary bytes as HLS, and [`SegmentWalk`] is the check of segments as a client received
+//! them that the unit and integration tests share.
 
 use crate::mp4::{Mp4File, TrackKind};
 use crate::sdp::{session_description, to_bytes, SdpOptions};
@@ -24,6 +26,111 @@ pub fn mp4_demux(data: &[u8]) {
     let sdp = to_bytes(&session_description(&file, &SdpOptions::default()));
     let parsed = sdp_types::Session::parse(&sdp).expect("our SDP parses");
     assert_eq!(parsed.medias.len(), file.tracks.len());
+}
+
+/// Packaging arbitrary bytes as HLS never panics; when the file indexes, the playlists are
+/// written, the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
+/// decodes as a `moof` whose `trun`s point inside its `mdat`, with every file range inside the
+/// input and the segment's length what its parts add up to.
+pub fn hls_package(data: &[u8]) {
+    use crate::hls::{init_segment, media_segment, playlist, SegmentIndex};
+    use mp4_atom::Decode;
+    let Ok(file) = Mp4File::from_bytes(data) else { return };
+    let Ok(index) = SegmentIndex::build(&file, std::time::Duration::from_secs(1)) else { return };
+    assert!(playlist::master_playlist(&index).starts_with("#EXTM3U"));
+    assert!(playlist::media_playlist(&index).contains("#EXT-X-ENDLIST"));
+    let Ok(init) = init_segment(&file, &index) else { return };
+    let mut buf = init.as_slice();
+    mp4_atom::Ftyp::decode(&mut buf).expect("our ftyp decodes");
+    mp4_atom::Moov::decode(&mut buf).expect("our moov decodes");
+    for n in 0..index.segments().min(64) {
+        let Ok(plan) = media_segment(&file, &index, n) else { continue };
+        let payload: u64 = plan.ranges.iter().map(|r| r.end - r.start).sum();
+        assert!(plan.ranges.iter().all(|r| r.start < r.end && r.end <= data.len() as u64));
+        let mut header = plan.header.as_slice();
+        let moof = mp4_atom::Moof::decode(&mut header).expect("our moof decodes");
+        assert_eq!(&header[4..8], b"mdat");
+        let moof_len = (plan.header.len() - header.len()) as u64;
+        for trun in moof.traf.iter().flat_map(|t| &t.trun) {
+            let at = u64::try_from(trun.data_offset.unwrap_or(-1)).expect("data offset is positive");
+            let bytes: u64 = trun.samples.iter().map(|e| u64::from(e.size.unwrap_or(0))).sum();
+            assert!(
+                at >= plan.header.len() as u64 && at + bytes <= moof_len + (header.len() as u64) + payload
+            );
+        }
+        assert!(matches!(
+            media_segment(&file, &index, index.segments()),
+            Err(crate::hls::HlsError::NoSuchSegment(_))
+        ));
+    }
+}
+
+/// Where a walk through a file's HLS media segments has got to: the next sample of each track
+/// (in `Mp4File` order, which is the fMP4 track id minus one) and where its decode time ends.
+#[derive(Debug, Clone)]
+pub struct SegmentWalk {
+    /// Samples seen per track.
+    pub seen: Vec<usize>,
+    /// Decode time after the last sample seen, per track.
+    pub decode_end: Vec<Option<u64>>,
+}
+
+impl SegmentWalk {
+    /// A walk from the start of `file`.
+    pub fn new(file: &Mp4File) -> SegmentWalk {
+        SegmentWalk { seen: vec![0; file.tracks.len()], decode_end: vec![None; file.tracks.len()] }
+    }
+
+    /// Checks media segment `n` as a client received it (`segment`, from a walk that has seen
+    /// segments 0 to n - 1) against the file's tables and bytes (`data`): it decodes as one
+    /// `moof` then one `mdat`, each `trun` sample is the file's next sample of that track, with
+    /// its size, sync flag and bytes at the place `data_offset` says, and `tfdt` carries on
+    /// where the previous segment ended. Panics, saying what differs, otherwise.
+    pub fn check(&mut self, file: &Mp4File, data: &[u8], n: usize, segment: &[u8]) {
+        use mp4_atom::Decode;
+        let mut buf = segment;
+        let moof = mp4_atom::Moof::decode(&mut buf).expect("a moof");
+        assert_eq!(moof.mfhd.sequence_number as usize, n + 1);
+        let mdat_start = segment.len() - buf.len();
+        mp4_atom::Mdat::decode(&mut buf).expect("an mdat");
+        assert!(buf.is_empty(), "segment {n} is moof + mdat");
+        for traf in &moof.traf {
+            let t = traf.tfhd.track_id as usize - 1;
+            let track = &file.tracks[t];
+            let tfdt = traf.tfdt.as_ref().expect("tfdt").base_media_decode_time;
+            if let Some(end) = self.decode_end[t] {
+                assert_eq!(tfdt, end, "tfdt of track {t} in segment {n} continues the previous segment");
+            }
+            let mut decode = tfdt;
+            for trun in &traf.trun {
+                let mut at = usize::try_from(trun.data_offset.expect("data offset")).expect("positive");
+                assert!(at >= mdat_start + 8, "trun points into the mdat");
+                for e in trun.samples.iter() {
+                    let s = &track.samples[self.seen[t]];
+                    assert_eq!(s.decode_time(), decode, "track {t} sample {}", self.seen[t]);
+                    let size = e.size.expect("sample size") as usize;
+                    assert_eq!(size as u32, s.size());
+                    assert_eq!(e.flags.expect("sample flags") & 0x0001_0000 == 0, s.is_sync());
+                    let r = s.range();
+                    assert!(
+                        segment[at..at + size] == data[r.start as usize..r.end as usize],
+                        "track {t} sample {} differs from the file's bytes",
+                        self.seen[t]
+                    );
+                    at += size;
+                    decode += u64::from(e.duration.expect("sample duration"));
+                    self.seen[t] += 1;
+                }
+            }
+            self.decode_end[t] = Some(decode);
+        }
+    }
+
+    /// Checks that the walk saw every sample of every track.
+    pub fn finish(&self, file: &Mp4File) {
+        let all: Vec<usize> = file.tracks.iter().map(|t| t.samples.len()).collect();
+        assert_eq!(self.seen, all, "every sample sent once");
+    }
 }
 
 /// The small H.264 + AAC file the `rtsp_session` target serves (the `mp4_demux` seed).
@@ -166,6 +273,25 @@ pub fn rtsp_session(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The packaging property over the demo with one byte of its index flipped at a time (a
+    /// deterministic spread, not random) and over truncations of the tiny seed: what indexes
+    /// still packages into decodable boxes, and nothing panics.
+    #[test]
+    fn damaged_files_package_or_fail_cleanly() {
+        let demo =
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4"))
+                .unwrap();
+        for i in (0..10_000.min(demo.len())).step_by(17) {
+            let mut bad = demo.clone();
+            bad[i] ^= 0xff;
+            hls_package(&bad);
+        }
+        for cut in (0..TINY_MP4.len()).step_by(3) {
+            hls_package(&TINY_MP4[..cut]);
+        }
+        hls_package(TINY_MP4);
+    }
 
     /// The seeds that script a whole exchange name the session the counter issues: every reply
     /// is 200, so the fuzzer starts from inputs that reach PLAY, PAUSE and TEARDOWN.

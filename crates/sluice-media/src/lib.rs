@@ -5,12 +5,15 @@
 //! box) and never the media data itself: the tables hold byte offsets, so an engine can send a
 //! sample with `pread`, `sendfile` or io_uring straight from the file. It owns no sockets, no
 //! clocks and no packetization (that is `sluice-proto::rtp`); its [`rtsp`] module is the sans-I/O
-//! state that serves a file over RTSP with those packetizers, time passed in by the engine.
+//! state that serves a file over RTSP with those packetizers, time passed in by the engine; its
+//! [`hls`] module packages a file as HLS (fMP4 segments planned as generated headers plus file
+//! ranges).
 
 #![deny(missing_docs)]
 
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hls;
 pub mod mp4;
 pub mod rtsp;
 pub mod sdp;

@@ -99,6 +99,20 @@ pub struct Sample {
 const SYNC_BIT: u32 = 1 << 31;
 
 impl Sample {
+    /// A sample built by hand (tests of the modules that consume tables); `size` must be below
+    /// 2 GiB.
+    #[cfg(test)]
+    pub(crate) fn new(
+        offset: u64,
+        size: u32,
+        decode_time: u64,
+        composition_offset: i32,
+        sync: bool,
+    ) -> Sample {
+        assert!(size & SYNC_BIT == 0);
+        Sample { offset, decode_time, size_sync: size | if sync { SYNC_BIT } else { 0 }, composition_offset }
+    }
+
     /// Byte offset of the sample in the file.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -237,6 +251,9 @@ pub struct Mp4File {
     pub skipped: Vec<SkippedTrack>,
     /// Size of the file in bytes; every sample lies inside it.
     pub file_len: u64,
+    /// Whether the `moov` declares movie fragments (`mvex`): the samples then live in `moof`
+    /// boxes this module does not read, so the tracks come out empty (skipped).
+    pub fragmented: bool,
 }
 
 impl Mp4File {
@@ -256,10 +273,16 @@ impl Mp4File {
 
     /// Indexes a file of `len` bytes read through `src`.
     pub fn read<R: Read + Seek>(mut src: R, len: u64) -> Result<Mp4File, Mp4Error> {
-        let moov = read_moov(&mut src, len)?;
+        let mut moov = read_moov(&mut src, len)?;
         check_table_sizes(&moov, 0)?;
+        hide_metadata(&mut moov, 0);
         let context = mp4parse::read_mp4(&mut moov.as_slice())?;
-        let mut file = Mp4File { tracks: Vec::new(), skipped: Vec::new(), file_len: len };
+        let mut file = Mp4File {
+            tracks: Vec::new(),
+            skipped: Vec::new(),
+            file_len: len,
+            fragmented: context.mvex.is_some(),
+        };
         for track in context.tracks.iter() {
             let id = track.track_id.unwrap_or(0);
             if file.tracks.len() >= MAX_TRACKS {
@@ -335,13 +358,11 @@ fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
     let bad = |what| Mp4Error::BadBox { offset: 0, what };
     let mut rest = boxes;
     while rest.len() >= 8 {
-        let size = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
-        let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
-        // 64-bit and to-the-end sizes do not occur inside a moov; mp4parse rejects what is left.
-        if size < 8 || size > rest.len() {
-            return Ok(());
-        }
-        let body = &rest[8..size];
+        // A box that claims more than its parent holds is refused here: mp4parse reserves memory
+        // for some boxes' declared size before reading them (`hdlr`: 3 GB for a 3 KB file, found
+        // by the hls_package fuzz target).
+        let (kind, header, size) = child_box(rest).map_err(bad)?;
+        let body = &rest[header..size];
         rest = &rest[size..];
         // Full boxes: version and flags, then the counts.
         let u32_at = |i: usize| {
@@ -364,6 +385,90 @@ fn check_table_sizes(boxes: &[u8], depth: u8) -> Result<(), Mp4Error> {
         if count.saturating_mul(entry) > (body.len() as u64).saturating_sub(first) {
             return Err(bad("a table declares more entries than its box holds"));
         }
+        if &kind == b"stsd" {
+            check_sample_entries(body.get(8..).unwrap_or_default())?;
+        }
+    }
+    Ok(())
+}
+
+/// The box at the start of `rest`, which holds the rest of its parent: its type, header length
+/// and size, with a 64-bit size (1) and "to the end of the parent" (0) resolved; an error for a
+/// size smaller than its header or one that runs past the parent.
+fn child_box(rest: &[u8]) -> Result<([u8; 4], usize, usize), &'static str> {
+    let size32 = u32::from_be_bytes(rest[..4].try_into().expect("4 bytes"));
+    let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
+    let (size, header) = match size32 {
+        0 => (rest.len(), 8),
+        1 => {
+            let large = rest.get(8..16).ok_or("a 64-bit box size past the end of its parent")?;
+            let large = u64::from_be_bytes(large.try_into().expect("8 bytes"));
+            (usize::try_from(large).unwrap_or(usize::MAX), 16)
+        }
+        n => (n as usize, 8),
+    };
+    if size < header {
+        return Err("a box smaller than its header");
+    }
+    if size > rest.len() {
+        return Err("a box runs past the end of its parent");
+    }
+    Ok((kind, header, size))
+}
+
+/// Turns the `udta` and `meta` boxes of `boxes` (a `moov` box or its `trak`s) into `free` boxes:
+/// sluice reads no metadata, and mp4parse reserves memory for a metadata item's declared size
+/// before reading it (`ilst` data: 4 GB for a small file, found by the hls_package fuzz target).
+fn hide_metadata(boxes: &mut [u8], depth: u8) {
+    let mut at = 0;
+    while boxes.len() - at >= 8 {
+        let Ok((_, header, size)) = child_box(&boxes[at..]) else {
+            return; // check_table_sizes has refused the file already
+        };
+        match &boxes[at + 4..at + 8] {
+            b"moov" | b"trak" if depth < 2 => hide_metadata(&mut boxes[at + header..at + size], depth + 1),
+            b"udta" | b"meta" => boxes[at + 4..at + 8].copy_from_slice(b"free"),
+            _ => {}
+        }
+        at += size;
+    }
+}
+
+/// Checks that no box inside a sample description (`avc1` > `avcC`, `mp4a` > `esds`, …)
+/// claims more than its parent holds: mp4parse reserves a codec box's declared size before
+/// reading it (`esds`: 4 GB for a small file, found by the hls_package fuzz target).
+fn check_sample_entries(entries: &[u8]) -> Result<(), Mp4Error> {
+    let bad = |what| Mp4Error::BadBox { offset: 0, what };
+    let within = |boxes: &[u8]| -> Result<(), Mp4Error> {
+        let mut rest = boxes;
+        while rest.len() >= 8 {
+            let (_, _, size) = child_box(rest).map_err(bad)?;
+            rest = &rest[size..];
+        }
+        Ok(())
+    };
+    // Each entry is a box: the sample entry's fixed fields, then child boxes.
+    within(entries)?;
+    let mut rest = entries;
+    while rest.len() >= 8 {
+        let size = (u32::from_be_bytes(rest[..4].try_into().expect("4 bytes")) as usize).clamp(8, rest.len());
+        let kind: [u8; 4] = rest[4..8].try_into().expect("4 bytes");
+        let body = &rest[8..size];
+        rest = &rest[size..];
+        // ISO 14496-12 §12.1.3 and §12.2.3: a visual entry's fields take 78 bytes; an audio
+        // entry's 28, plus 16 (QuickTime version 1) or 36 (version 2).
+        let fields = match &kind {
+            b"avc1" | b"avc3" | b"encv" | b"hvc1" | b"hev1" | b"mp4v" | b"av01" | b"vp08" | b"vp09" => 78,
+            b"mp4a" | b"enca" | b".mp3" | b"ac-3" | b"ec-3" | b"Opus" | b"fLaC" | b"alac" => {
+                match body.get(8..10).map(|v| u16::from_be_bytes([v[0], v[1]])) {
+                    Some(1) => 44,
+                    Some(2) => 64,
+                    _ => 28,
+                }
+            }
+            _ => continue,
+        };
+        within(body.get(fields..).unwrap_or_default())?;
     }
     Ok(())
 }

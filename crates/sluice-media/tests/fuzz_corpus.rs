@@ -1,4 +1,5 @@
-//! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`)
+//! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
+//! `fuzz/corpus/hls_package/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
@@ -20,4 +21,9 @@ fn mp4_demux_corpus() {
 #[test]
 fn rtsp_session_corpus() {
     replay("rtsp_session", sluice_media::fuzzing::rtsp_session);
+}
+
+#[test]
+fn hls_package_corpus() {
+    replay("hls_package", sluice_media::fuzzing::hls_package);
 }

@@ -34,8 +34,8 @@ impl Admin {
         Admin { app, http, rtsp, shutdown }
     }
 
-    /// The library as JSON: every file with its HTTP URL and, for MP4s when RTSP is on, its
-    /// RTSP URL (MediaMTX's `/v3/paths/list` is the model).
+    /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
+    /// and, when RTSP is on, its RTSP URL (MediaMTX's `/v3/paths/list` is the model).
     pub fn streams_json(&self) -> String {
         let items: Vec<serde_json::Value> = self
             .app
@@ -48,11 +48,14 @@ impl Admin {
                     .rtsp
                     .filter(|_| crate::page::is_mp4(&path))
                     .map(|a| format!("rtsp://{}{url_path}", host_port(a)));
+                let hls = crate::page::is_mp4(&path)
+                    .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
                 serde_json::json!({
                     "path": path,
                     "bytes": bytes,
                     "http": format!("http://{}{url_path}", host_port(self.http)),
                     "rtsp": rtsp,
+                    "hls": hls,
                 })
             })
             .collect();
@@ -77,13 +80,18 @@ impl Admin {
         match req.path() {
             Some("/metrics") => {
                 let app = &self.app;
-                let body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+                let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+                if let crate::app::Source::Remote(remote) = app.library() {
+                    crate::metrics::render_cache(&mut body, remote.cache().stats());
+                }
                 text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", body)
             }
-            Some("/healthz") => text(Status::OK, PLAIN, "ok\n".into()),
-            Some("/readyz") if self.shutdown.is_triggered() => {
+            // A load balancer checks /healthz: failing it while draining takes the server out
+            // of rotation before the grace ends, so no new request reaches a stopping edge.
+            Some("/healthz" | "/readyz") if self.shutdown.is_triggered() => {
                 text(Status::SERVICE_UNAVAILABLE, PLAIN, "shutting down\n".into())
             }
+            Some("/healthz") => text(Status::OK, PLAIN, "ok\n".into()),
             Some("/readyz") => text(Status::OK, PLAIN, "ready\n".into()),
             Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
             Some("/") => text(Status::OK, PLAIN, "sluice admin: /metrics /healthz /readyz /streams\n".into()),

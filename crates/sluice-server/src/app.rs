@@ -1,7 +1,8 @@
 //! What sluice answers over HTTP: the routes, static files, directory pages and the access log.
 //!
 //! Owns the mapping from a request to a [`Response`]: `/` and directories get a page listing the
-//! library with a player for each video, files get [`file_response`] (ranges, validators), and
+//! library with a player for its videos, files get [`file_response`] (ranges, validators),
+//! `/FILE.mp4/master.m3u8` and the rest of a file's HLS packaging go to [`crate::hls`], and
 //! everything else gets its precise error. It does not parse HTTP or touch sockets.
 
 use std::borrow::Cow;
@@ -21,9 +22,38 @@ use sluice_proto::http::{
 };
 
 use crate::bench;
+use crate::hls::{HlsPackager, HlsRequest};
 use crate::library::{Entry, Library, OpenError};
 use crate::metrics::RequestCounts;
+use crate::remote::{answer_later, Found, RemoteLibrary};
 use crate::upload::Uploads;
+
+/// Where the library's files come from.
+#[derive(Debug)]
+pub enum Source {
+    /// A local directory.
+    Local(Library),
+    /// An object store, through a local cache of slices.
+    Remote(Arc<RemoteLibrary>),
+}
+
+impl Source {
+    /// Every file as (URL path, size), at most `limit`.
+    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+        match self {
+            Source::Local(library) => library.files(limit),
+            Source::Remote(remote) => remote.files(limit),
+        }
+    }
+
+    /// The root directory or the store's location, for the start-up line.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Local(library) => library.root().display().to_string(),
+            Source::Remote(remote) => remote.location().to_string(),
+        }
+    }
+}
 
 /// How the application is set up, besides its library.
 #[derive(Debug, Clone)]
@@ -32,6 +62,8 @@ pub struct AppSettings {
     pub limits: Limits,
     /// Most byte ranges honoured per request.
     pub max_ranges: usize,
+    /// Target duration of an HLS segment.
+    pub hls_segment: std::time::Duration,
     /// Whether to log a line per request.
     pub access_log: bool,
     /// Whether `/bench/` endpoints are served.
@@ -45,17 +77,18 @@ pub struct AppSettings {
 /// The application shared by every connection.
 #[derive(Debug)]
 pub struct App {
-    library: Library,
+    library: Source,
     settings: AppSettings,
     counters: Arc<Counters>,
     requests: RequestCounts,
     boundary: AtomicU64,
     uploads: Option<Uploads>,
+    hls: HlsPackager,
 }
 
 impl App {
     /// An app serving `library`, reporting the engine's `counters` at `/metrics`.
-    pub fn new(library: Library, settings: AppSettings, counters: Arc<Counters>) -> Self {
+    pub fn new(library: Source, settings: AppSettings, counters: Arc<Counters>) -> Self {
         // Multipart boundaries only need to be absent from the parts; a time-seeded counter makes
         // them differ between responses without a random source.
         let seed = std::time::SystemTime::now()
@@ -63,6 +96,7 @@ impl App {
             .map_or(1, |d| d.as_nanos() as u64);
         App {
             library,
+            hls: HlsPackager::new(settings.hls_segment),
             settings,
             counters,
             requests: RequestCounts::default(),
@@ -88,7 +122,7 @@ impl App {
     }
 
     /// The library being served.
-    pub fn library(&self) -> &Library {
+    pub fn library(&self) -> &Source {
         &self.library
     }
 
@@ -124,21 +158,47 @@ impl App {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
         let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
+        if raw_path == crate::page::HLS_JS_PATH {
+            return crate::hls::player_script(req).into();
+        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
             }
         }
-        self.file(req, raw_path).into()
-    }
-
-    fn file(&self, req: &Request<'_>, raw_path: &str) -> Response {
         let path = match normalize(raw_path) {
             Ok(p) => p,
-            Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND),
-            Err(PathError::Malformed) => return Response::error(Status::BAD_REQUEST),
+            Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND).into(),
+            Err(PathError::Malformed) => return Response::error(Status::BAD_REQUEST).into(),
         };
-        match self.library.open_entry(&path) {
+        match &self.library {
+            Source::Local(library) => self.file(req, library, raw_path, path).into(),
+            Source::Remote(remote) => self.remote_file(req, remote, path),
+        }
+    }
+
+    /// A path of a library in an object store: answered now from the cache, or by a job.
+    fn remote_file(&self, req: &Request<'_>, remote: &Arc<RemoteLibrary>, path: LibraryPath) -> Reply {
+        let remote = Arc::clone(remote);
+        let max_ranges = self.settings.max_ranges;
+        let boundary = self.boundary.fetch_add(1, Ordering::Relaxed);
+        let rtsp = self.rtsp_base(req);
+        answer_later(req, move |req, may_block| match remote.lookup(&path, may_block)? {
+            Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
+            Found::File(version) => remote.file_response(req, &version, max_ranges, boundary, may_block),
+            Found::Directory if !path.names_directory() => Ok(directory_redirect(req, &path)),
+            Found::Directory => {
+                let entries = remote.list(&path, may_block)?;
+                // An s3:// library's page lists its files without HLS details: packaging reads
+                // the MP4's sample tables from a local file (the cache's slices are not one).
+                Ok(listing_response(&path, &entries, rtsp.as_deref(), |_| None))
+            }
+            Found::NotFound => Ok(Response::error(Status::NOT_FOUND)),
+        })
+    }
+
+    fn file(&self, req: &Request<'_>, library: &Library, raw_path: &str, path: LibraryPath) -> Response {
+        match library.open_entry(&path) {
             Ok(Entry::File(file, meta)) => {
                 if path.names_directory() {
                     // "/file.mp4/" names a directory that is not there.
@@ -148,28 +208,16 @@ impl App {
                     len: meta.len(),
                     modified: meta.modified().ok(),
                     content_type: content_type_for(path.relative()),
+                    etag: None,
                 };
                 let boundary = self.boundary.fetch_add(1, Ordering::Relaxed);
                 file_response(req, Arc::new(file), &file_meta, self.settings.max_ranges, boundary)
             }
-            Ok(Entry::Directory) if !path.names_directory() => {
-                // As nginx does: a directory is addressed with its trailing slash, so that relative
-                // links on its page resolve inside it. The location is rebuilt from the normalised
-                // path, never echoed: `//evil.com/../dir` must not become `//evil.com/../dir/`,
-                // which a browser reads as another host.
-                let mut location = String::from("/");
-                for segment in path.segments() {
-                    location.extend(utf8_percent_encode(segment, crate::page::SEGMENT));
-                    location.push('/');
-                }
-                if let Some(q) = req.query() {
-                    location.push('?');
-                    location.push_str(q);
-                }
-                Response::error(Status::MOVED_PERMANENTLY).with_header("Location", location)
+            Ok(Entry::Directory) if !path.names_directory() => directory_redirect(req, &path),
+            Ok(Entry::Directory) => self.directory(req, library, &path),
+            Err(OpenError::NotFound) => {
+                self.hls(req, library, &path).unwrap_or_else(|| self.gzip_form(req, library, &path))
             }
-            Ok(Entry::Directory) => self.directory(req, &path),
-            Err(OpenError::NotFound) => self.gzip_form(req, &path),
             Err(OpenError::Forbidden) => Response::error(Status::FORBIDDEN),
             Err(OpenError::Io(e)) => {
                 tracing::warn!(path = raw_path, "open failed: {e}");
@@ -178,15 +226,35 @@ impl App {
         }
     }
 
+    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS packaging; `None` when the
+    /// path is not of that form or names no file.
+    fn hls(&self, req: &Request<'_>, library: &Library, path: &LibraryPath) -> Option<Response> {
+        let (parent, name) = path.relative().rsplit_once('/')?;
+        let resource = sluice_media::hls::playlist::Resource::parse(name)?;
+        if !crate::page::is_mp4(parent) {
+            return None;
+        }
+        let Ok(Entry::File(file, meta)) = library.open_entry(&decoded_path(parent)?) else {
+            return None;
+        };
+        let hls = HlsRequest {
+            key: parent,
+            file,
+            meta,
+            resource,
+            max_ranges: self.settings.max_ranges,
+            boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+        };
+        Some(self.hls.respond(req, hls))
+    }
+
     /// A file the store keeps only gzipped (`name.gz`), else 404.
-    fn gzip_form(&self, req: &Request<'_>, path: &LibraryPath) -> Response {
+    fn gzip_form(&self, req: &Request<'_>, library: &Library, path: &LibraryPath) -> Response {
         if path.names_directory() || path.relative().is_empty() {
             return Response::error(Status::NOT_FOUND);
         }
-        // `relative` is decoded; encode `%` again so that normalising does not decode it twice.
-        let gz = normalize(&format!("/{}.gz", path.relative().replace('%', "%25")));
-        match gz.map(|gz| self.library.open_entry(&gz)) {
-            Ok(Ok(Entry::File(file, meta))) => {
+        match decoded_path(&format!("{}.gz", path.relative())).map(|gz| library.open_entry(&gz)) {
+            Some(Ok(Entry::File(file, meta))) => {
                 crate::gzip_static::respond(req, path.relative(), file, &meta, self.settings.max_ranges)
             }
             _ => Response::error(Status::NOT_FOUND),
@@ -194,40 +262,87 @@ impl App {
     }
 
     /// A directory's `index.html` when it has one, else a page listing it.
-    fn directory(&self, req: &Request<'_>, dir: &LibraryPath) -> Response {
+    fn directory(&self, req: &Request<'_>, library: &Library, dir: &LibraryPath) -> Response {
         let index = if dir.relative().is_empty() {
             "/index.html".to_string()
         } else {
             format!("/{}/index.html", dir.relative())
         };
         if let Ok(index_path) = normalize(&index) {
-            if let Ok(Entry::File(file, meta)) = self.library.open_entry(&index_path) {
+            if let Ok(Entry::File(file, meta)) = library.open_entry(&index_path) {
                 let file_meta = FileMeta {
                     len: meta.len(),
                     modified: meta.modified().ok(),
                     content_type: "text/html; charset=utf-8",
+                    etag: None,
                 };
                 return file_response(req, Arc::new(file), &file_meta, 0, 0);
             }
         }
-        match self.library.list(dir) {
+        match library.list(dir) {
             Ok(entries) => {
-                let rtsp = self.rtsp_base(req);
-                let page = crate::page::library_page(dir, &entries, rtsp.as_deref());
-                Response {
-                    status: Status::OK,
-                    headers: vec![
-                        ("Content-Type", Cow::Borrowed("text/html; charset=utf-8")),
-                        ("Cache-Control", Cow::Borrowed("no-cache")),
-                    ],
-                    body: Body::Bytes(Cow::Owned(page.into_bytes())),
-                }
+                // Files not indexed yet are indexed for the page up to a bound per page view;
+                // the rest show their details once played or on a later view.
+                let may_index = std::cell::Cell::new(crate::hls::INDEXED_PER_PAGE);
+                let describe = |name: &str| {
+                    let rel = if dir.relative().is_empty() {
+                        name.to_string()
+                    } else {
+                        format!("{}/{name}", dir.relative())
+                    };
+                    let Ok(Entry::File(file, meta)) = library.open_entry(&decoded_path(&rel)?) else {
+                        return None;
+                    };
+                    self.hls.describe(&rel, file, &meta, &may_index)
+                };
+                listing_response(dir, &entries, self.rtsp_base(req).as_deref(), describe)
             }
             Err(e) => {
                 tracing::warn!(dir = dir.relative(), "listing failed: {e}");
                 Response::error(Status::INTERNAL_SERVER_ERROR)
             }
         }
+    }
+}
+
+/// The library path of `relative`, a path that is already decoded (a [`LibraryPath`]'s, or one
+/// built from it): `%` is encoded again so that normalising does not decode it twice.
+fn decoded_path(relative: &str) -> Option<LibraryPath> {
+    normalize(&format!("/{}", relative.replace('%', "%25"))).ok()
+}
+
+/// A directory addressed without its trailing slash: redirected to it, as nginx does, so that
+/// relative links on its page resolve inside it. The location is rebuilt from the normalised
+/// path, never echoed: `//evil.com/../dir` must not become `//evil.com/../dir/`, which a browser
+/// reads as another host.
+fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
+    let mut location = String::from("/");
+    for segment in path.segments() {
+        location.extend(utf8_percent_encode(segment, crate::page::SEGMENT));
+        location.push('/');
+    }
+    if let Some(q) = req.query() {
+        location.push('?');
+        location.push_str(q);
+    }
+    Response::error(Status::MOVED_PERMANENTLY).with_header("Location", location)
+}
+
+/// The page listing a directory's entries, with what `describe` knows of each video.
+fn listing_response(
+    dir: &LibraryPath,
+    entries: &[crate::library::Listed],
+    rtsp: Option<&str>,
+    describe: impl Fn(&str) -> Option<crate::page::VideoInfo>,
+) -> Response {
+    let page = crate::page::library_page(dir, entries, rtsp, describe);
+    Response {
+        status: Status::OK,
+        headers: vec![
+            ("Content-Type", Cow::Borrowed("text/html; charset=utf-8")),
+            ("Cache-Control", Cow::Borrowed("no-cache")),
+        ],
+        body: Body::Bytes(Cow::Owned(page.into_bytes())),
     }
 }
 

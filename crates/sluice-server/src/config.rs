@@ -31,7 +31,8 @@ pub struct Config {
     pub limits: LimitsSection,
     /// `[log]`: logging.
     pub log: LogSection,
-    /// `[store]`: where uploads go (the library root unless set).
+    /// `[store]`: where uploads go (the library root unless set); an `s3://` store is also the
+    /// library, read through a local cache.
     pub store: crate::upload::StoreSection,
     /// `[uploads]`: who may upload, and how much.
     pub uploads: crate::upload::UploadsSection,
@@ -155,11 +156,15 @@ pub struct LibrarySection {
     pub root: Option<PathBuf>,
     /// Most ranges honoured in one request; more gets the whole file (200). 0 disables ranges.
     pub max_ranges: usize,
+    /// Target duration of an HLS segment: each MP4's segments are cut at the first keyframe at
+    /// least this long after the segment's start.
+    #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
+    pub hls_segment: Duration,
 }
 
 impl Default for LibrarySection {
     fn default() -> Self {
-        LibrarySection { root: None, max_ranges: 64 }
+        LibrarySection { root: None, max_ranges: 64, hls_segment: Duration::from_secs(6) }
     }
 }
 
@@ -506,7 +511,7 @@ impl<T> serde::de::Visitor<'_> for TextVisitor<T> {
     }
 }
 
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     d.deserialize_str(TextVisitor {
         form: "a duration in quotes, such as \"10s\" or \"1.5s\"",
         parse: parse_duration,

@@ -42,14 +42,31 @@ pub fn respond(
     gz_meta: &std::fs::Metadata,
     max_ranges: usize,
 ) -> Response {
-    let content_type = content_type_for(relative);
+    let gz_meta = FileMeta {
+        len: gz_meta.len(),
+        modified: gz_meta.modified().ok(),
+        content_type: content_type_for(relative),
+        etag: None,
+    };
+    respond_from(req, relative, gz, &gz_meta, max_ranges)
+}
+
+/// [`respond`] for a gzip form described by `gz_meta` (an object store's, whose `etag` is the
+/// stored form's: the inflated one gets a tag of its own derived from it).
+pub fn respond_from(
+    req: &Request<'_>,
+    relative: &str,
+    gz: File,
+    gz_meta: &FileMeta,
+    max_ranges: usize,
+) -> Response {
     let response = if accepts_gzip(req) {
-        let meta = FileMeta { len: gz_meta.len(), modified: gz_meta.modified().ok(), content_type };
-        file_response(req, Arc::new(gz), &meta, max_ranges, 0).with_header("Content-Encoding", "gzip")
+        file_response(req, Arc::new(gz), gz_meta, max_ranges, 0).with_header("Content-Encoding", "gzip")
     } else {
         match gunzip_to_memfd(gz) {
             Ok((file, len)) => {
-                let meta = FileMeta { len, modified: gz_meta.modified().ok(), content_type };
+                let etag = gz_meta.etag.as_ref().map(|t| format!("\"{}-gunzip\"", t.trim_matches('"')));
+                let meta = FileMeta { len, etag, ..gz_meta.clone() };
                 file_response(req, Arc::new(file), &meta, max_ranges, 0)
             }
             Err(e) if e.kind() == io::ErrorKind::FileTooLarge => Response::error(Status(406)),

@@ -12,11 +12,13 @@ pub mod app;
 pub mod bench;
 pub mod config;
 pub mod gzip_static;
+pub mod hls;
 pub mod library;
 pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;
+pub mod remote;
 pub mod serve;
 pub mod upload;
 

@@ -2,8 +2,11 @@
 //! HTTP's, indexed once and reused while the file is unchanged.
 //!
 //! Owns the index cache and the reading of samples (a `pread` each, from the page cache, when the
-//! RTSP core asks through [`MediaLibrary::read_at`]). It does not answer requests or decide what
-//! to read when (`sluice-media::rtsp` does).
+//! RTSP core asks through [`MediaLibrary::read_at`]). A library in an object store is read
+//! through its slice cache: the index with ranged reads of the `moov` box, samples from the
+//! cached slices (a cold slice is fetched on the RTSP loop's thread: RTSP reads ahead of the
+//! play-out clock, so one slice's round trip delays sends, not the stream). It does not answer
+//! requests or decide what to read when (`sluice-media::rtsp` does).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -17,52 +20,106 @@ use sluice_media::rtsp::{Catalogue, MediaLibrary, NotFound};
 use sluice_proto::http::path::normalize;
 
 use crate::library::{Entry, Library};
+use crate::remote::{Found, RemoteLibrary};
+use sluice_store::ObjectVersion;
+
+/// Where the catalogue's files are.
+#[derive(Debug)]
+pub enum MediaSource {
+    /// A local directory.
+    Local(Library),
+    /// An object store, through its cache.
+    Remote(Arc<RemoteLibrary>),
+}
+
+/// An open presentation's bytes.
+#[derive(Debug)]
+pub enum MediaBytes {
+    /// A local file.
+    Local(File),
+    /// One version of an object.
+    Remote(Arc<ObjectVersion>),
+}
 
 /// Indexed files kept; beyond it the cache starts over (an index is a few hundred KB at most for
 /// an hour of video, and re-indexing reads only the `moov` box).
 const MAX_INDEXED: usize = 256;
 
+/// What an index was made from: a file's length and time, or an object's entity tag.
+#[derive(Debug, PartialEq, Eq)]
+enum Made {
+    File(u64, Option<SystemTime>),
+    Object(String),
+}
+
 struct Indexed {
-    len: u64,
-    modified: Option<SystemTime>,
+    made: Made,
     file: Arc<Mp4File>,
 }
 
 /// See the module docs.
 pub struct MediaCatalogue {
-    library: Library,
+    source: MediaSource,
     index: Mutex<HashMap<String, Indexed>>,
 }
 
 impl MediaCatalogue {
-    /// A catalogue of `library`.
-    pub fn new(library: Library) -> MediaCatalogue {
-        MediaCatalogue { library, index: Mutex::new(HashMap::new()) }
+    /// A catalogue of `source`.
+    pub fn new(source: MediaSource) -> MediaCatalogue {
+        MediaCatalogue { source, index: Mutex::new(HashMap::new()) }
     }
 
-    /// The regular file at URL path `path`, and its metadata.
-    fn open_file(&self, path: &str) -> io::Result<(String, File, std::fs::Metadata)> {
+    /// The file or object at URL path `path`, under its key.
+    fn open_file(&self, path: &str) -> io::Result<(String, MediaBytes, Made)> {
         let not_found = || io::Error::from(io::ErrorKind::NotFound);
         let path = normalize(path).map_err(|_| not_found())?;
         if path.names_directory() {
             return Err(not_found());
         }
-        match self.library.open_entry(&path) {
-            Ok(Entry::File(file, meta)) => Ok((path.relative().to_string(), file, meta)),
-            _ => Err(not_found()),
+        let key = path.relative().to_string();
+        match &self.source {
+            MediaSource::Local(library) => match library.open_entry(&path) {
+                Ok(Entry::File(file, meta)) => {
+                    let made = Made::File(meta.len(), meta.modified().ok());
+                    Ok((key, MediaBytes::Local(file), made))
+                }
+                _ => Err(not_found()),
+            },
+            MediaSource::Remote(remote) => match remote.lookup(&path, true) {
+                Ok(Found::File(version)) => {
+                    let made = Made::Object(version.etag.clone());
+                    Ok((key, MediaBytes::Remote(version), made))
+                }
+                Ok(_) | Err(sluice_store::CacheError::NotFound) => Err(not_found()),
+                Err(e) => {
+                    tracing::warn!(path = key, "rtsp: origin: {e}");
+                    Err(io::Error::other(e))
+                }
+            },
         }
     }
 }
 
 impl Catalogue for MediaCatalogue {
     fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound> {
-        let (key, file, meta) = self.open_file(path).map_err(|_| NotFound)?;
-        let modified = meta.modified().ok();
+        let (key, bytes, made) = self.open_file(path).map_err(|_| NotFound)?;
         let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = index.get(&key).filter(|i| i.len == meta.len() && i.modified == modified) {
+        if let Some(i) = index.get(&key).filter(|i| i.made == made) {
             return Ok(Arc::clone(&i.file));
         }
-        let indexed = match Mp4File::read(BufReader::new(file), meta.len()) {
+        let read = match (&bytes, &self.source) {
+            (MediaBytes::Local(file), _) => {
+                let len = file.metadata().map_or(0, |m| m.len());
+                Mp4File::read(BufReader::new(file), len)
+            }
+            (MediaBytes::Remote(version), MediaSource::Remote(remote)) => {
+                // Large buffered reads: each read is a slice lookup (or a fetch).
+                let reader = BufReader::with_capacity(256 << 10, remote.cache().reader(version));
+                Mp4File::read(reader, version.len)
+            }
+            (MediaBytes::Remote(_), MediaSource::Local(_)) => return Err(NotFound),
+        };
+        let indexed = match read {
             Ok(f) => Arc::new(f),
             Err(e) => {
                 tracing::debug!("rtsp: {key} is not a playable MP4: {e}");
@@ -72,20 +129,26 @@ impl Catalogue for MediaCatalogue {
         if index.len() >= MAX_INDEXED {
             index.clear();
         }
-        index.insert(key, Indexed { len: meta.len(), modified, file: Arc::clone(&indexed) });
+        index.insert(key, Indexed { made, file: Arc::clone(&indexed) });
         Ok(indexed)
     }
 }
 
 impl MediaLibrary for MediaCatalogue {
-    type Bytes = File;
+    type Bytes = MediaBytes;
 
-    fn open_bytes(&self, path: &str) -> io::Result<File> {
-        self.open_file(path).map(|(_, file, _)| file)
+    fn open_bytes(&self, path: &str) -> io::Result<MediaBytes> {
+        self.open_file(path).map(|(_, bytes, _)| bytes)
     }
 
-    fn read_at(&self, file: &File, offset: u64, into: &mut [u8]) -> io::Result<()> {
-        file.read_exact_at(into, offset)
+    fn read_at(&self, bytes: &MediaBytes, offset: u64, into: &mut [u8]) -> io::Result<()> {
+        match (bytes, &self.source) {
+            (MediaBytes::Local(file), _) => file.read_exact_at(into, offset),
+            (MediaBytes::Remote(version), MediaSource::Remote(remote)) => {
+                remote.cache().read_at(version, offset, into).map_err(io::Error::other)
+            }
+            (MediaBytes::Remote(_), MediaSource::Local(_)) => Err(io::Error::from(io::ErrorKind::NotFound)),
+        }
     }
 }
 
@@ -100,7 +163,7 @@ mod tests {
         std::fs::create_dir(dir.path().join("films")).unwrap();
         std::fs::copy(demo, dir.path().join("films/a b.mp4")).unwrap();
         std::fs::write(dir.path().join("notes.txt"), "not a film").unwrap();
-        let c = MediaCatalogue::new(Library::open(dir.path()).unwrap());
+        let c = MediaCatalogue::new(MediaSource::Local(Library::open(dir.path()).unwrap()));
         let a = c.open("/films/a%20b.mp4").unwrap();
         assert!(!a.tracks.is_empty());
         assert!(Arc::ptr_eq(&a, &c.open("/films/a%20b.mp4").unwrap()), "indexed once");

@@ -150,6 +150,56 @@ fn rtsp_gauges(m: &mut String, counters: &Counters) {
     }
 }
 
+/// The slice cache of an s3:// library and its origin: what was served from where, and what the
+/// origin cost.
+pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let counters = [
+        ("cache_hits_total", "Slices found in the cache.", &stats.hits),
+        ("cache_misses_total", "Slices fetched from the origin for a request.", &stats.misses),
+        (
+            "cache_coalesced_waits_total",
+            "Requests that waited for another's fetch of the same slice.",
+            &stats.coalesced_waits,
+        ),
+        ("cache_evictions_total", "Slices evicted to keep the cache within its size.", &stats.evictions),
+        (
+            "origin_requests_total",
+            "Requests made to the object store (slice GETs, HEADs, listings).",
+            &stats.origin_requests,
+        ),
+        ("origin_errors_total", "Requests to the object store that failed.", &stats.origin_errors),
+    ];
+    for (name, help, c) in counters {
+        let _ = writeln!(
+            m,
+            "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name} {}",
+            get(c)
+        );
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_cache_bytes_total Bytes of slices served from the cache, and fetched from the origin.\n\
+# TYPE sluice_cache_bytes_total counter\nsluice_cache_bytes_total{{source=\"cache\"}} {}\nsluice_cache_bytes_total{{source=\"origin\"}} {}",
+        get(&stats.bytes_from_cache),
+        get(&stats.bytes_from_origin)
+    );
+    let _ = writeln!(
+        m,
+        "# HELP sluice_origin_request_seconds Time spent in requests to the object store.\n\
+# TYPE sluice_origin_request_seconds summary\nsluice_origin_request_seconds_sum {:.6}\nsluice_origin_request_seconds_count {}",
+        get(&stats.origin_micros) as f64 / 1e6,
+        get(&stats.origin_requests)
+    );
+    let _ = writeln!(
+        m,
+        "# HELP sluice_cache_bytes Bytes of slices held on disk now, and being fetched now.\n\
+# TYPE sluice_cache_bytes gauge\nsluice_cache_bytes{{state=\"held\"}} {}\nsluice_cache_bytes{{state=\"fetching\"}} {}",
+        get(&stats.held_bytes),
+        get(&stats.fetching_bytes)
+    );
+}
+
 /// CPU time, context switches and resident memory of this process, from the kernel.
 fn process(m: &mut String) {
     // SAFETY: getrusage fills a zeroed rusage we own.

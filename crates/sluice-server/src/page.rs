@@ -1,7 +1,12 @@
 //! The library page: what a person sees at `/` (and at any directory without an `index.html`).
 //!
-//! Owns the HTML: a list of the directory's entries, with an HTML5 player for each video the
-//! browser can play and, beside each MP4, its `rtsp://` URL when RTSP is served. Everything from the file system is escaped. It does not read the file system.
+//! Owns the HTML: a list of the directory's entries and one player for the videos among them:
+//! each MP4 with its duration, resolution, codecs and bit rate, a Play button that plays its
+//! HLS packaging (`FILE.mp4/master.m3u8`) with the vendored hls.js (served by sluice itself at
+//! [`HLS_JS_PATH`], so the page works with no network beyond the server) or the browser's own
+//! HLS, its HLS and `rtsp://` URLs with copy buttons, and a search box when the folder is
+//! large. Everything from the file system is escaped. It does not read the file system (the
+//! caller describes each MP4).
 
 use std::fmt::Write as _;
 
@@ -73,9 +78,85 @@ pub fn is_mp4(name: &str) -> bool {
     [".mp4", ".m4v", ".mov"].iter().any(|ext| lower.ends_with(ext))
 }
 
+/// What the page shows of a video it can package as HLS.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoInfo {
+    /// Duration in seconds.
+    pub duration_secs: f64,
+    /// Width and height, for a file with video.
+    pub resolution: Option<(u16, u16)>,
+    /// RFC 6381 codecs (`avc1.4d401e,mp4a.40.2`).
+    pub codecs: String,
+    /// Average bit rate in bits per second.
+    pub bitrate: u64,
+}
+
+/// Where sluice serves its vendored copy of hls.js (npm `hls.js`, `dist/hls.min.js`).
+pub const HLS_JS_PATH: &str = "/.sluice/hls.min.js";
+
+/// The vendored hls.js (see `assets/hls.js/README.md`).
+pub const HLS_JS: &[u8] = include_bytes!("../assets/hls.js/hls.min.js");
+
+/// Version of the vendored hls.js, part of its URL's validator.
+pub const HLS_JS_VERSION: &str = "1.7.4";
+
+/// Entries above which the page gets a search box.
+pub const SEARCH_FROM: usize = 10;
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}\
+h1{font-size:1.4rem}ul{list-style:none;padding:0}li{margin:.75rem 0;padding:.75rem;border:1px solid #ddd;border-radius:6px}\
+#stage{position:sticky;top:0;background:#fff;padding:.5rem 0;z-index:1}\
+video{display:block;width:100%;max-width:48rem;aspect-ratio:16/9;background:#000}#now{color:#555;margin:.25rem 0}\
+.size,.meta{color:#777;margin-left:.5rem}.meta{display:block;margin:.25rem 0 0}\
+.url{margin:.25rem 0;font-size:.9rem}.url code{background:#f4f4f4;padding:0 .25rem;word-break:break-all}\
+button{margin-left:.4rem;font-size:.85rem}#search{width:100%;max-width:30rem;padding:.4rem;font-size:1rem}a{color:#0b5cad}";
+
+/// The player: hls.js where Media Source Extensions exist (every desktop browser), the
+/// browser's own HLS where they do not (older iPhones), the file itself for anything else.
+const SCRIPT: &str = r#"(function(){
+const v=document.getElementById('player'),now=document.getElementById('now');let hls=null;
+document.querySelectorAll('code[data-rel]').forEach(function(e){e.textContent=new URL(e.dataset.rel,location.href).href;});
+function load(b){
+ if(hls){hls.destroy();hls=null;}
+ const src=b.dataset.hls,file=b.dataset.src;now.textContent=b.dataset.title;
+ if(src&&window.Hls&&Hls.isSupported()){hls=new Hls();hls.loadSource(new URL(src,location.href).href);hls.attachMedia(v);}
+ else if(src&&v.canPlayType('application/vnd.apple.mpegurl')){v.src=src;}
+ else{v.src=file;}
+ window.sluicePlayer={hls:hls,src:src||file};
+ const p=v.play();if(p)p.catch(function(){});
+}
+function copy(t){if(navigator.clipboard&&window.isSecureContext)return navigator.clipboard.writeText(t);
+ const a=document.createElement('textarea');a.value=t;document.body.appendChild(a);a.select();document.execCommand('copy');a.remove();return Promise.resolve();}
+document.addEventListener('click',function(e){const b=e.target.closest('button');if(!b)return;
+ if(b.classList.contains('play'))load(b);
+ if(b.classList.contains('copy')){copy(document.getElementById(b.dataset.for).textContent).then(function(){b.textContent='Copied';setTimeout(function(){b.textContent='Copy';},1500);});}});
+const q=document.getElementById('search');
+if(q)q.addEventListener('input',function(){const s=q.value.toLowerCase();document.querySelectorAll('#entries>li').forEach(function(li){li.hidden=!!s&&!li.dataset.name.includes(s);});});
+})();"#;
+
+/// "1:02:03", "2:03" or "6.0 s".
+fn human_duration(secs: f64) -> String {
+    if secs < 60.0 {
+        return format!("{secs:.1} s");
+    }
+    let whole = secs.round() as u64;
+    let (h, m, s) = (whole / 3600, whole / 60 % 60, whole % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
 /// Renders the page for directory `dir` with its `entries`; `rtsp` is `rtsp://HOST:PORT` when
-/// RTSP is served.
-pub fn library_page(dir: &LibraryPath, entries: &[Listed], rtsp: Option<&str>) -> String {
+/// RTSP is served; `describe` says what an MP4 holds when it can be packaged as HLS (given the
+/// entry's name).
+pub fn library_page(
+    dir: &LibraryPath,
+    entries: &[Listed],
+    rtsp: Option<&str>,
+    describe: impl Fn(&str) -> Option<VideoInfo>,
+) -> String {
     let title = if dir.relative().is_empty() {
         "sluice media library".to_string()
     } else {
@@ -86,55 +167,91 @@ pub fn library_page(dir: &LibraryPath, entries: &[Listed], rtsp: Option<&str>) -
         html,
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title}</title>\
-<style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}}\
-h1{{font-size:1.4rem}}ul{{list-style:none;padding:0}}li{{margin:1rem 0;padding:.75rem;border:1px solid #ddd;border-radius:6px}}\
-video{{display:block;width:100%;max-width:40rem;margin-top:.5rem;background:#000}}.size{{color:#777;margin-left:.5rem}}\
-a{{color:#0b5cad}}</style></head><body>\n<h1>{title}</h1>\n"
+<style>{STYLE}</style></head><body>\n<h1>{title}</h1>\n"
     );
     if !dir.relative().is_empty() {
         html.push_str("<p><a href=\"../\">&larr; up</a></p>\n");
     }
+    let any_video = entries.iter().any(|e| !e.is_dir && is_video(&e.name));
+    if any_video {
+        html.push_str(
+            "<div id=\"stage\"><video id=\"player\" controls playsinline></video>\
+<div id=\"now\">Choose a video below.</div></div>\n",
+        );
+    }
     if entries.is_empty() {
         html.push_str("<p>This folder is empty.</p>\n");
     }
-    html.push_str("<ul>\n");
-    for e in entries {
+    if entries.len() > SEARCH_FROM {
+        html.push_str("<p><input id=\"search\" type=\"search\" placeholder=\"Search this folder\" aria-label=\"Search\"></p>\n");
+    }
+    html.push_str("<ul id=\"entries\">\n");
+    for (i, e) in entries.iter().enumerate() {
         // Percent-encoded and prefixed with `./`, so no file name can become a scheme
         // (`javascript:…`) or another host (`//…`) in the link.
         let href: String = format!("./{}", utf8_percent_encode(&e.name, SEGMENT));
         let name = escape(&e.name);
+        let key = escape(&e.name.to_lowercase());
         if e.is_dir {
-            let _ = writeln!(html, "<li><a href=\"{href}/\">{name}/</a></li>");
-        } else if is_video(&e.name) {
-            let rtsp_line = match rtsp {
-                Some(base) if is_mp4(&e.name) => {
-                    let mut url = base.to_string();
-                    for segment in dir.segments() {
-                        url.push('/');
-                        url.extend(utf8_percent_encode(segment, SEGMENT));
-                    }
-                    url.push('/');
-                    url.extend(utf8_percent_encode(&e.name, SEGMENT));
-                    let url = escape(&url);
-                    format!("<div class=\"rtsp\">RTSP: <a href=\"{url}\"><code>{url}</code></a></div>")
-                }
-                _ => String::new(),
-            };
-            let _ = writeln!(
+            let _ = writeln!(html, "<li data-name=\"{key}\"><a href=\"{href}/\">{name}/</a></li>");
+            continue;
+        }
+        let size = human_size(e.len);
+        if !is_video(&e.name) {
+            let _ = writeln!(html, "<li data-name=\"{key}\"><a href=\"{href}\">{name}</a><span class=\"size\">{size}</span></li>");
+            continue;
+        }
+        let info = if is_mp4(&e.name) { describe(&e.name) } else { None };
+        let _ = write!(
+            html,
+            "<li data-name=\"{key}\"><a href=\"{href}\">{name}</a><span class=\"size\">{size}</span>"
+        );
+        let hls = format!("{href}/master.m3u8");
+        if let Some(info) = &info {
+            let mut meta = vec![human_duration(info.duration_secs)];
+            if let Some((w, h)) = info.resolution {
+                meta.push(format!("{w}\u{d7}{h}"));
+            }
+            meta.push(escape(&info.codecs));
+            meta.push(format!("{} kb/s", info.bitrate.div_ceil(1000)));
+            let _ = write!(html, "<span class=\"meta\">{}</span>", meta.join(" \u{b7} "));
+        }
+        let hls_attr = if info.is_some() { format!(" data-hls=\"{hls}\"") } else { String::new() };
+        let _ = write!(
+            html,
+            "<button class=\"play\" data-src=\"{href}\"{hls_attr} data-title=\"{name}\">Play</button>"
+        );
+        let (http_label, http_url) = if info.is_some() { ("HLS", hls) } else { ("HTTP", href.clone()) };
+        let _ = write!(
+            html,
+            "<div class=\"url\">{http_label}: <code id=\"u{i}h\" data-rel=\"{http_url}\">{http_url}</code>\
+<button class=\"copy\" data-for=\"u{i}h\">Copy</button></div>"
+        );
+        if let Some(base) = rtsp.filter(|_| is_mp4(&e.name)) {
+            let mut url = base.to_string();
+            for segment in dir.segments() {
+                url.push('/');
+                url.extend(utf8_percent_encode(segment, SEGMENT));
+            }
+            url.push('/');
+            url.extend(utf8_percent_encode(&e.name, SEGMENT));
+            let url = escape(&url);
+            let _ = write!(
                 html,
-                "<li><a href=\"{href}\">{name}</a><span class=\"size\">{}</span>\
-<video controls preload=\"metadata\" src=\"{href}\"></video>{rtsp_line}</li>",
-                human_size(e.len)
-            );
-        } else {
-            let _ = writeln!(
-                html,
-                "<li><a href=\"{href}\">{name}</a><span class=\"size\">{}</span></li>",
-                human_size(e.len)
+                "<div class=\"url rtsp\">RTSP: <code id=\"u{i}r\">{url}</code>\
+<button class=\"copy\" data-for=\"u{i}r\">Copy</button></div>"
             );
         }
+        html.push_str("</li>\n");
     }
-    html.push_str("</ul>\n<p><small>served by sluice</small></p>\n</body></html>\n");
+    html.push_str("</ul>\n<p><small>served by sluice</small></p>\n");
+    if any_video {
+        let _ = write!(
+            html,
+            "<script src=\"{HLS_JS_PATH}?v={HLS_JS_VERSION}\"></script>\n<script>{SCRIPT}</script>\n"
+        );
+    }
+    html.push_str("</body></html>\n");
     html
 }
 
@@ -150,18 +267,45 @@ mod tests {
             Listed { name: "notes.txt".into(), is_dir: false, len: 12 },
             Listed { name: "shows".into(), is_dir: true, len: 0 },
         ];
-        let html = library_page(&normalize("/").unwrap(), &entries, Some("rtsp://127.0.0.1:8554"));
-        assert!(html.contains("<code>rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
+        let info = VideoInfo {
+            duration_secs: 6.0,
+            resolution: Some((640, 360)),
+            codecs: "avc1.4d401e,mp4a.40.2".into(),
+            bitrate: 356_606,
+        };
+        let html = library_page(&normalize("/").unwrap(), &entries, Some("rtsp://127.0.0.1:8554"), |name| {
+            assert_eq!(name, "a <b>.mp4");
+            Some(info.clone())
+        });
+        assert!(html.contains(">rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
+        assert!(html.contains("data-hls=\"./a%20%3Cb%3E.mp4/master.m3u8\""), "{html}");
         assert!(
-            html.contains("<video controls preload=\"metadata\" src=\"./a%20%3Cb%3E.mp4\"></video>"),
+            html.contains("6.0 s \u{b7} 640\u{d7}360 \u{b7} avc1.4d401e,mp4a.40.2 \u{b7} 357 kb/s"),
             "{html}"
         );
         assert!(html.contains(">a &lt;b&gt;.mp4</a>"));
         assert!(html.contains("275.3 KB"));
-        assert_eq!(html.matches("<video").count(), 1);
+        assert_eq!(html.matches("<video").count(), 1, "one player for the page");
+        assert!(html.contains("<script src=\"/.sluice/hls.min.js"));
+        assert!(!html.contains("id=\"search\""), "no search box for three entries");
         assert!(html.contains("<a href=\"./shows/\">shows/</a>"));
         let evil = vec![Listed { name: "javascript:alert(1)".into(), is_dir: false, len: 1 }];
-        let html = library_page(&normalize("/").unwrap(), &evil, None);
+        let html = library_page(&normalize("/").unwrap(), &evil, None, |_| None);
         assert!(html.contains("href=\"./javascript%3Aalert(1)\""), "{html}");
+        assert!(!html.contains("<script"), "no player without videos");
+    }
+
+    #[test]
+    fn large_folders_get_a_search_box_and_durations_read_well() {
+        let entries: Vec<Listed> = (0..=SEARCH_FROM)
+            .map(|i| Listed { name: format!("clip{i}.mp4"), is_dir: false, len: 1 })
+            .collect();
+        let html = library_page(&normalize("/").unwrap(), &entries, None, |_| None);
+        assert!(html.contains("id=\"search\""));
+        assert!(html.contains("data-src=\"./clip3.mp4\""), "unpackaged MP4s play as files");
+        assert!(!html.contains("data-hls"));
+        assert_eq!(human_duration(6.04), "6.0 s");
+        assert_eq!(human_duration(125.0), "2:05");
+        assert_eq!(human_duration(3723.0), "1:02:03");
     }
 }

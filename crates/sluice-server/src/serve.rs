@@ -17,10 +17,14 @@ use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
 use crate::admin::{host_port, Admin, AdminService};
-use crate::app::{App, AppSettings, ConnectionHandler};
+use crate::app::{App, AppSettings, ConnectionHandler, Source};
 use crate::config::Config;
 use crate::library::{unpack_demo, Library};
-use crate::media::MediaCatalogue;
+use crate::media::{MediaCatalogue, MediaSource};
+use crate::remote::RemoteLibrary;
+
+/// CPU-pool threads when the library is in an object store and `engine.cpu_workers` is unset.
+const REMOTE_CPU_WORKERS: usize = 16;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +39,14 @@ pub enum ServeError {
         path: PathBuf,
         /// The reason.
         source: std::io::Error,
+    },
+    /// The object store or the cache in front of it cannot be set up.
+    #[error("cannot serve the library in {location}: {reason}")]
+    RemoteLibrary {
+        /// The store's location.
+        location: String,
+        /// The reason.
+        reason: String,
     },
     /// An address cannot be listened on (most often: another process holds the port).
     #[error("cannot listen on {addr} for {what}: {reason}; choose another address with {flag}")]
@@ -70,6 +82,7 @@ impl ServeError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
+            ServeError::RemoteLibrary { .. } => 2,
             ServeError::Uploads(_) => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
@@ -156,6 +169,11 @@ impl Server {
             config.engine.kind = kind;
             // uring's default strategy (splice) is one epoll also has; an explicit one stays.
         }
+        if config.store.is_remote() && config.engine.cpu_workers.is_none() {
+            // Jobs of an s3:// library wait for the origin (a round trip and a slice each), not
+            // for a core: two pool threads would let two cold slices hold up every other miss.
+            config.engine.cpu_workers = Some(REMOTE_CPU_WORKERS);
+        }
         sluice_engine::check(&config.engine_config())?;
         let (root, demo) = match &config.library.root {
             Some(root) => (root.clone(), false),
@@ -166,13 +184,24 @@ impl Server {
         };
         let open =
             || Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source });
-        let library = open()?;
+        let (library, media) = match config.store.location.as_deref().filter(|_| config.store.is_remote()) {
+            Some(location) => {
+                let failed = |reason: String| ServeError::RemoteLibrary { location: location.into(), reason };
+                let store = sluice_store::open(location, Some(config.store.s3_config()))
+                    .map_err(|e| failed(e.to_string()))?;
+                let remote = RemoteLibrary::open(Arc::from(store), config.store.cache_config(), location)
+                    .map_err(|e| failed(e.to_string()))?;
+                let remote = Arc::new(remote);
+                (Source::Remote(Arc::clone(&remote)), MediaSource::Remote(remote))
+            }
+            None => (Source::Local(open()?), MediaSource::Local(open()?)),
+        };
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind(config.rtsp.listen)
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 config: config.rtsp_config(),
-                media: Arc::new(MediaCatalogue::new(open()?)),
+                media: Arc::new(MediaCatalogue::new(media)),
             }),
             false => None,
         };
@@ -192,12 +221,17 @@ impl Server {
         let settings = AppSettings {
             limits: config.protocol_limits(),
             max_ranges: config.library.max_ranges,
+            hls_segment: config.library.hls_segment,
             access_log: config.http.access_log,
             bench: config.http.bench,
             rtsp: rtsp.as_ref().map(|r| r.sockets.local_addr()),
             engine,
         };
-        let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
+        let mut uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
+        if let Source::Remote(remote) = &library {
+            let remote = Arc::clone(remote);
+            uploads = uploads.on_change(move |key| remote.cache().forget(key));
+        }
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
         Ok(Server { app, listeners, rtsp, admin, counters, demo })
     }
@@ -249,7 +283,7 @@ impl Server {
                 format!("threads_mode={} pool_size={}", engine.threads_mode.name(), engine.pool_size)
             }
         };
-        let root = self.app.library().root().display().to_string();
+        let root = self.app.library().describe();
         let first_stream = self.first_stream_url();
         let admin = self.admin.map(|listeners| {
             let admin = Admin::new(

@@ -52,8 +52,9 @@ impl Default for UploadsSection {
     }
 }
 
-/// `[store]`: where uploads go. Unset `location` means the library root.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+/// `[store]`: where uploads go. Unset `location` means the library root. An `s3://` location is
+/// also the library served, through a local cache of slices (`cache_*`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreSection {
     /// A local directory, or `s3://bucket/prefix`.
@@ -69,9 +70,76 @@ pub struct StoreSection {
     pub s3_secret_access_key: Option<String>,
     /// Virtual-hosted-style addressing; off (path style) suits SeaweedFS and MinIO.
     pub s3_virtual_hosted: bool,
+    /// Longest time one request to the store may take (default 30 s); a library read from the
+    /// store answers 504 past it.
+    #[serde(default, deserialize_with = "optional_duration", serialize_with = "serialize_optional_duration")]
+    pub s3_timeout: Option<std::time::Duration>,
+    /// Where an s3:// library's cache keeps its slices (default: `sluice-cache-PID` under the
+    /// system's temporary directory).
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Most bytes of slices the cache keeps on disk (beyond the slices being fetched).
+    pub cache_size: u64,
+    /// Object metadata older than this is checked with the store (by entity tag).
+    #[serde(
+        deserialize_with = "crate::config::duration",
+        serialize_with = "sluice_proto::duration_text::serialize"
+    )]
+    pub cache_revalidate: std::time::Duration,
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        StoreSection {
+            location: None,
+            s3_endpoint: None,
+            s3_region: None,
+            s3_access_key_id: None,
+            s3_secret_access_key: None,
+            s3_virtual_hosted: false,
+            s3_timeout: None,
+            cache_dir: None,
+            cache_size: 1 << 30,
+            cache_revalidate: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+fn optional_duration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    crate::config::duration(d).map(Some)
+}
+
+fn serialize_optional_duration<S: serde::Serializer>(
+    d: &Option<std::time::Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => sluice_proto::duration_text::serialize(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 impl StoreSection {
+    /// Whether the store is an object store, and so the library.
+    pub fn is_remote(&self) -> bool {
+        self.location.as_deref().is_some_and(|l| l.starts_with("s3://"))
+    }
+
+    /// The cache settings of an s3:// library.
+    pub fn cache_config(&self) -> sluice_store::CacheConfig {
+        let dir = self
+            .cache_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join(format!("sluice-cache-{}", std::process::id())));
+        sluice_store::CacheConfig {
+            dir,
+            max_bytes: self.cache_size,
+            slice_len: sluice_store::cache::SLICE_LEN,
+            revalidate: self.cache_revalidate,
+        }
+    }
+
     /// The S3 settings of this section.
     pub fn s3_config(&self) -> sluice_store::S3Config {
         sluice_store::S3Config {
@@ -80,6 +148,7 @@ impl StoreSection {
             access_key_id: self.s3_access_key_id.clone(),
             secret_access_key: self.s3_secret_access_key.clone(),
             virtual_hosted: self.s3_virtual_hosted,
+            timeout: self.s3_timeout,
             ..Default::default()
         }
     }
@@ -111,6 +180,29 @@ pub struct Uploads {
     tokens: Vec<Vec<u8>>,
     max_size: u64,
     gzip: GzipPolicy,
+    changed: Changed,
+}
+
+/// Told of every key an upload or delete changed (an s3:// library's cache forgets it), so that
+/// the edge that took the write serves it at once rather than after revalidation.
+#[derive(Clone, Default)]
+pub struct Changed(Option<Arc<ChangeHook>>);
+
+/// What [`Uploads::on_change`] calls.
+type ChangeHook = dyn Fn(&Key) + Send + Sync;
+
+impl Changed {
+    fn tell(&self, key: &Key) {
+        if let Some(f) = &self.0 {
+            f(key);
+        }
+    }
+}
+
+impl std::fmt::Debug for Changed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Changed(hook)" } else { "Changed(none)" })
+    }
 }
 
 impl Uploads {
@@ -136,7 +228,13 @@ impl Uploads {
         let store: Arc<dyn Store> = Arc::from(sluice_store::open(&location, Some(store.s3_config()))?);
         let mode = uploads.gzip.parse().map_err(UploadSetupError::Gzip)?;
         let gzip = GzipPolicy { mode, min_saving: uploads.gzip_min_saving, ..GzipPolicy::default() };
-        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip })
+        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip, changed: Changed::default() })
+    }
+
+    /// Calls `hook` with every key a committed upload or delete changed.
+    pub fn on_change(mut self, hook: impl Fn(&Key) + Send + Sync + 'static) -> Uploads {
+        self.changed = Changed(Some(Arc::new(hook)));
+        self
     }
 
     /// Whether any token may write.
@@ -176,8 +274,12 @@ impl Uploads {
             Method::Put => self.put(req, key, condition),
             Method::Delete => {
                 let store = Arc::clone(&self.store);
+                let changed = self.changed.clone();
                 Reply::Compute(Box::new(move || match store.delete(&key, &condition) {
-                    Ok(()) => Response::error(Status::NO_CONTENT).into(),
+                    Ok(()) => {
+                        changed.tell(&key);
+                        Response::error(Status::NO_CONTENT).into()
+                    }
                     Err(e) => store_error(&key, e).into(),
                 }))
             }
@@ -206,7 +308,10 @@ impl Uploads {
             report_created: true,
         };
         match put_with_policy(Arc::clone(&self.store), &key, options, self.gzip) {
-            Ok(writer) => Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size })),
+            Ok(writer) => {
+                let changed = self.changed.clone();
+                Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size, changed }))
+            }
             Err(e) => store_error(&key, e).into(),
         }
     }
@@ -286,6 +391,7 @@ fn store_error(key: &Key, e: StoreError) -> Response {
 
 /// An upload's body on its way into the store.
 struct UploadSink {
+    changed: Changed,
     key: Key,
     writer: Box<dyn ObjectWriter>,
     max: u64,
@@ -303,9 +409,10 @@ impl BodySink for UploadSink {
     fn finish(self: Box<Self>) -> Reply {
         // fsync, rename or an S3 request: not for the event loop.
         Reply::Compute(Box::new(move || {
-            let UploadSink { key, writer, .. } = *self;
+            let UploadSink { key, writer, changed, .. } = *self;
             match writer.commit() {
                 Ok(done) => {
+                    changed.tell(&key);
                     let status = if done.created { Status::CREATED } else { Status::NO_CONTENT };
                     // What the store kept (less than the body when it kept the gzip form), for
                     // `sluice upload`'s bytes-stored figure.

@@ -51,7 +51,21 @@ impl From<object_store::Error> for StoreError {
             object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. } => {
                 StoreError::PreconditionFailed
             }
-            e => StoreError::Remote(e.to_string()),
+            e => {
+                // The top error says which request failed; its causes say why ("operation timed
+                // out", "connection refused"), which is what a caller must tell apart.
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    let cause_text = cause.to_string();
+                    if !text.contains(&cause_text) {
+                        text.push_str(": ");
+                        text.push_str(&cause_text);
+                    }
+                    source = cause.source();
+                }
+                StoreError::Remote(text)
+            }
         }
     }
 }

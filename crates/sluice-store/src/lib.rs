@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+pub mod cache;
 mod checksum;
 mod error;
 pub mod gzip;
@@ -24,6 +25,7 @@ pub mod toxiproxy;
 use std::ops::Range;
 use std::time::SystemTime;
 
+pub use cache::{CacheConfig, CacheError, CacheStats, ObjectVersion, SliceCache};
 pub use checksum::{Checksum, ChecksumError, Hasher};
 pub use error::StoreError;
 pub use key::{Key, KeyError};
@@ -109,6 +111,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Bytes `range` of the object (a slice for a cache).
     fn read_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>, StoreError>;
 
+    /// Bytes `range` of the object only while its entity tag is `etag` (`If-Match`), else
+    /// [`StoreError::PreconditionFailed`]: a cache filling one version's slices must never get
+    /// another's bytes. The default checks the tag, then reads (a local root, where a reader of a
+    /// replaced file keeps the old one anyway); S3 sends one conditional GET.
+    fn read_range_if(&self, key: &Key, range: Range<u64>, etag: &str) -> Result<Vec<u8>, StoreError> {
+        match self.head(key)? {
+            Some(meta) if meta.etag == etag => self.read_range(key, range),
+            Some(_) => Err(StoreError::PreconditionFailed),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
     /// Starts writing an object. Nothing is visible under `key` until the writer commits, and a
     /// writer dropped before that leaves nothing behind.
     fn put(&self, key: &Key, options: PutOptions) -> Result<Box<dyn ObjectWriter>, StoreError>;
@@ -160,6 +174,18 @@ impl<W: ObjectWriter> ObjectWriter for Verified<W> {
         }
         Box::new(inner).commit()
     }
+}
+
+/// Writes `bytes` as the object `key` in one go (a writer, one write, the commit).
+pub fn put_bytes(
+    store: &dyn Store,
+    key: &Key,
+    bytes: &[u8],
+    options: PutOptions,
+) -> Result<Committed, StoreError> {
+    let mut writer = store.put(key, options)?;
+    writer.write(bytes)?;
+    writer.commit()
 }
 
 /// Opens the store a location names: `s3://bucket/prefix` (with `s3` giving the endpoint and

@@ -15,9 +15,11 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::TryStreamExt;
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
-use object_store::{Attribute, Attributes, MultipartUpload, ObjectStore, PutMultipartOptions, PutPayload};
+use object_store::{
+    Attribute, Attributes, ClientConfigKey, MultipartUpload, ObjectStore, PutMultipartOptions, PutPayload,
+};
 use tokio::task::JoinHandle;
 
 use crate::{Committed, Condition, Key, ObjectMeta, ObjectWriter, PutOptions, Store, StoreError, Verified};
@@ -46,7 +48,13 @@ pub struct S3Config {
     /// Virtual-hosted-style addressing (`bucket.host`); off means path style, as SeaweedFS and
     /// MinIO want.
     pub virtual_hosted: bool,
+    /// Longest time one request may take (unset: [`DEFAULT_TIMEOUT`]); a server reading its
+    /// library from the store answers 504 past it.
+    pub timeout: Option<std::time::Duration>,
 }
+
+/// A request's time limit unless [`S3Config::timeout`] says otherwise.
+pub const DEFAULT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A bucket (and prefix) as a store.
 #[derive(Debug, Clone)]
@@ -91,6 +99,18 @@ impl S3Store {
         if let Some(secret) = &config.secret_access_key {
             builder = builder.with_secret_access_key(secret);
         }
+        // object_store retries for up to 3 minutes by default: a client of an edge would wait that
+        // long for a store that is down. Two retries within the timeout, then the error.
+        let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
+        // (Set as keys: replacing the client options would drop `allow_http` and the environment's.)
+        let millis = |d: std::time::Duration| format!("{}ms", d.as_millis());
+        let connect = timeout.min(std::time::Duration::from_secs(2));
+        let retry =
+            object_store::RetryConfig { max_retries: 2, retry_timeout: timeout, ..Default::default() };
+        builder = builder
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::Timeout), millis(timeout))
+            .with_config(AmazonS3ConfigKey::Client(ClientConfigKey::ConnectTimeout), millis(connect))
+            .with_retry(retry);
         let client = builder.build().map_err(|e| StoreError::Config(e.to_string()))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -140,8 +160,19 @@ impl S3Store {
     fn current(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
         let client = Arc::clone(&self.inner.client);
         let path = self.path_of(key.as_str());
-        match self.run(async move { client.head(&path).await.map_err(StoreError::from) }) {
-            Ok(meta) => Ok(Some(self.meta_of(meta))),
+        // A HEAD through `get_opts` rather than `head`: only it returns the attributes, and a
+        // reader must know that an object is stored gzipped (`Content-Encoding`).
+        let options = object_store::GetOptions { head: true, ..Default::default() };
+        let head = self.run(async move {
+            let got = client.get_opts(&path, options).await.map_err(StoreError::from)?;
+            Ok((got.meta, got.attributes))
+        });
+        match head {
+            Ok((meta, attributes)) => {
+                let mut meta = self.meta_of(meta);
+                meta.encoding = attributes.get(&Attribute::ContentEncoding).map(|v| v.to_string());
+                Ok(Some(meta))
+            }
             Err(StoreError::NotFound) => Ok(None),
             Err(e) => Err(e),
         }
@@ -174,6 +205,21 @@ impl Store for S3Store {
         let path = self.path_of(key.as_str());
         let bytes =
             self.run(async move { client.get_range(&path, range).await.map_err(StoreError::from) })?;
+        Ok(bytes.to_vec())
+    }
+
+    fn read_range_if(&self, key: &Key, range: Range<u64>, etag: &str) -> Result<Vec<u8>, StoreError> {
+        let client = Arc::clone(&self.inner.client);
+        let path = self.path_of(key.as_str());
+        let options = object_store::GetOptions {
+            if_match: Some(etag.to_string()),
+            range: Some(object_store::GetRange::Bounded(range)),
+            ..Default::default()
+        };
+        let bytes = self.run(async move {
+            let got = client.get_opts(&path, options).await.map_err(StoreError::from)?;
+            got.bytes().await.map_err(StoreError::from)
+        })?;
         Ok(bytes.to_vec())
     }
 

@@ -27,6 +27,8 @@ pub struct SeaweedFs {
     pub s3_endpoint: String,
     /// The filer's HTTP address (SeaweedFS's own API, used to look at what S3 hides).
     pub filer: SocketAddr,
+    /// Where its Prometheus metrics are (`GET /metrics`): SeaweedFS's own count of S3 requests.
+    pub metrics: SocketAddr,
     /// The bucket created at start.
     pub bucket: String,
     /// The data directory.
@@ -55,6 +57,7 @@ impl SeaweedFs {
             "admin.port",
             "admin.port.grpc",
             "debug.port",
+            "metricsPort",
         ];
         let mut args = vec![
             format!("-dir={}", dir.display()),
@@ -76,7 +79,7 @@ impl SeaweedFs {
             ports.push(port);
             args.push(format!("-{name}={port}"));
         }
-        let (s3_port, filer_port) = (ports[6], ports[4]);
+        let (s3_port, filer_port, metrics_port) = (ports[6], ports[4], ports[12]);
         let log = std::fs::File::create(dir.join("weed.log"))?;
         let mut command = Command::new("weed");
         command
@@ -93,6 +96,7 @@ impl SeaweedFs {
             child,
             s3_endpoint: format!("http://127.0.0.1:{s3_port}"),
             filer: SocketAddr::from(([127, 0, 0, 1], filer_port)),
+            metrics: SocketAddr::from(([127, 0, 0, 1], metrics_port)),
             bucket: bucket.to_string(),
             dir: dir.to_path_buf(),
         };
@@ -126,6 +130,7 @@ impl SeaweedFs {
             access_key_id: Some(ACCESS_KEY.into()),
             secret_access_key: Some(SECRET_KEY.into()),
             virtual_hosted: false,
+            timeout: None,
         }
     }
 
@@ -137,6 +142,11 @@ impl SeaweedFs {
         }
         // Each entry of the JSON listing carries a "FullPath".
         Ok(body.matches("\"FullPath\"").count())
+    }
+
+    /// Its Prometheus metrics text.
+    pub fn metrics_text(&self) -> io::Result<String> {
+        crate::loopback_http::request(self.metrics, "GET", "/metrics", None).map(|(_, body)| body)
     }
 
     /// A GET on the filer's HTTP API (JSON listings): status and body.

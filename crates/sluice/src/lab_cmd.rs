@@ -50,12 +50,16 @@ struct RunArgs {
     /// Only server configurations whose name contains this text (or one of several, comma-separated).
     #[arg(long, value_name = "TEXT")]
     servers: Option<String>,
-    /// Only sweeps whose name contains this text (e.g. `capacity`).
+    /// Only sweeps whose name contains this text (or one of several, comma-separated; e.g.
+    /// `capacity,at the budget`).
     #[arg(long, value_name = "TEXT")]
     sweeps: Option<String>,
     /// CPU budget of the capacity rows, in cores per server worker thread (a CPU cgroup quota:
     /// cgroup v2 cpu.max or v1 cpu.cfs_quota_us); 0 skips those rows.
-    #[arg(long, value_name = "CORES", default_value_t = 0.5)]
+    // A quarter core: at half a core `sluice load` on one core could not saturate a server on
+    // `/bench/hello` (81 of 90 E3 rows used under 90% of their budget, 2026-11-24, BENCHMARKS.md),
+    // at a quarter 43 of 54 did.
+    #[arg(long, value_name = "CORES", default_value_t = 0.25)]
     server_cpu: f64,
     /// The budget's cgroup scheduling period (short, so throttling does not dominate latency).
     #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = sluice_load::duration_text::parse)]

@@ -133,6 +133,10 @@ struct ServeArgs {
     /// Most byte ranges honoured per request (0 turns ranges off).
     #[arg(long)]
     max_ranges: Option<usize>,
+    /// Target duration of an HLS segment (`/FILE.mp4/master.m3u8`): cut at the first keyframe
+    /// at least this long after the segment's start.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    hls_segment: Option<Duration>,
     /// Log a line per HTTP response when it ends (bytes sent, duration, whether it was cut short)
     /// and per RTSP request (method, URL, status, session, transport).
     #[arg(long, value_name = "BOOL")]
@@ -180,6 +184,7 @@ fn with_defaults(cmd: clap::Command) -> clap::Command {
         ("send_timeout", d(c.limits.send_timeout)),
         ("shutdown_grace", d(c.limits.shutdown_grace)),
         ("max_ranges", c.library.max_ranges.to_string()),
+        ("hls_segment", d(c.library.hls_segment)),
         ("access_log", c.http.access_log.to_string()),
         ("log_format", c.log.format.name().into()),
         ("log_level", c.log.level.clone()),
@@ -259,6 +264,7 @@ impl ServeArgs {
         set!(self.send_timeout => limits.send_timeout);
         set!(self.shutdown_grace => limits.shutdown_grace);
         set!(self.max_ranges => library.max_ranges);
+        set!(self.hls_segment => library.hls_segment);
         set!(self.access_log => http.access_log);
         set!(self.log_format => log.format);
         set!(self.log_level => log.level);

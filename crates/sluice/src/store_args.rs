@@ -15,7 +15,8 @@ pub struct StoreArgs {
     /// Largest upload in bytes (413 before the body beyond it).
     #[arg(long)]
     max_upload: Option<u64>,
-    /// Where uploads are stored: a directory or s3://BUCKET/PREFIX (default: the library root).
+    /// Where uploads are stored: a directory or s3://BUCKET/PREFIX (default: the library root);
+    /// an s3:// store is also the library served, through a local cache (--cache-*).
     #[arg(long)]
     store: Option<String>,
     /// S3 endpoint URL for an s3:// store, e.g. http://127.0.0.1:8333 (SeaweedFS, MinIO).
@@ -24,6 +25,39 @@ pub struct StoreArgs {
     /// S3 region (default: AWS_REGION, else us-east-1).
     #[arg(long)]
     s3_region: Option<String>,
+    /// Longest time one request to the S3 store may take (default 30s; a library read from it
+    /// answers 504 past it).
+    #[arg(long, value_parser = sluice_server::config::parse_duration, value_name = "DURATION")]
+    s3_timeout: Option<std::time::Duration>,
+    /// Directory of the local cache of an s3:// library (default: under the temporary directory).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Most bytes the cache keeps on disk, e.g. 512M or 20G (default 1G).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    cache_size: Option<u64>,
+    /// Object metadata older than this is revalidated with the store by ETag (default 60s).
+    #[arg(long, value_parser = sluice_server::config::parse_duration, value_name = "DURATION")]
+    cache_revalidate: Option<std::time::Duration>,
+}
+
+/// A byte count with an optional K, M, G or T suffix (powers of 1024).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("{text:?}: the suffix must be K, M, G or T")),
+            };
+            (&text[..i], shift)
+        }
+        _ => (text, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a size such as 512M"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
 }
 
 impl StoreArgs {
@@ -43,6 +77,18 @@ impl StoreArgs {
         }
         if self.s3_region.is_some() {
             c.store.s3_region = self.s3_region;
+        }
+        if self.s3_timeout.is_some() {
+            c.store.s3_timeout = self.s3_timeout;
+        }
+        if self.cache_dir.is_some() {
+            c.store.cache_dir = self.cache_dir;
+        }
+        if let Some(n) = self.cache_size {
+            c.store.cache_size = n;
+        }
+        if let Some(d) = self.cache_revalidate {
+            c.store.cache_revalidate = d;
         }
     }
 }

@@ -149,7 +149,7 @@ fn budget_applies() -> bool {
     sluice_lab::budget::ServerCgroup::create(5000, 10_000).is_ok()
 }
 
-/// A capacity row ran under the default budget (`--server-cpu 0.5`, 10 ms period): the kernel
+/// A capacity row ran under the default budget (`--server-cpu 0.25`, 10 ms period): the kernel
 /// held the quota, the server was in the group, and it used no more CPU than the quota allows
 /// (plus a tick of `/proc`'s accounting).
 fn check_budget(r: &Value, label: &str) {
@@ -157,8 +157,8 @@ fn check_budget(r: &Value, label: &str) {
     assert!(b.is_object(), "{label}: a measured capacity row records its budget");
     let workers = num(&r["point"], "workers");
     assert_eq!(num(b, "period_us"), 10_000.0, "{label}: {b}");
-    assert_eq!(num(b, "quota_us"), 5000.0 * workers, "{label}: the quota read back from the kernel: {b}");
-    assert_eq!(num(b, "cpus"), 0.5 * workers, "{label}");
+    assert_eq!(num(b, "quota_us"), 2500.0 * workers, "{label}: the quota read back from the kernel: {b}");
+    assert_eq!(num(b, "cpus"), 0.25 * workers, "{label}");
     assert_eq!(b["server_in_group"], true, "{label}: the server ran inside the group: {b}");
     let mechanism = b["mechanism"].as_str().unwrap();
     assert!(mechanism.contains("cpu.cfs_quota_us") || mechanism.contains("cpu.max"), "{label}: {mechanism}");
@@ -166,7 +166,7 @@ fn check_budget(r: &Value, label: &str) {
     assert!(num(throttling, "nr_periods") > 0.0, "{label}: the group ran: {b}");
     assert!(num(throttling, "nr_throttled") <= num(throttling, "nr_periods"), "{label}: {b}");
     let cpu_pct = num(b, "server_cpu_pct");
-    assert!(cpu_pct <= 50.0 * workers + 10.0, "{label}: the server stayed within its quota: {cpu_pct}%");
+    assert!(cpu_pct <= 25.0 * workers + 10.0, "{label}: the server stayed within its quota: {cpu_pct}%");
 }
 
 /// Every server has every round of every capacity point, rounds alternate, and the claims

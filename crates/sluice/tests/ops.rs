@@ -154,7 +154,12 @@ fn admin_endpoints_live_on_their_own_port(engine: &[&str]) {
     let clip = items.iter().find(|i| i["path"] == "/clip.mp4").unwrap_or_else(|| panic!("{list}"));
     let rtsp = format!("rtsp://{}/clip.mp4", server.rtsp_addr());
     assert_eq!(clip["rtsp"], rtsp.as_str(), "{list}");
-    assert!(items.iter().any(|i| i["path"] == "/metrics" && i["rtsp"].is_null()), "{list}");
+    let hls = format!("http://{}/clip.mp4/master.m3u8", server.addr());
+    assert_eq!(clip["hls"], hls.as_str(), "{list}");
+    assert!(
+        items.iter().any(|i| i["path"] == "/metrics" && i["rtsp"].is_null() && i["hls"].is_null()),
+        "{list}"
+    );
     fetch_get(admin, "/t1.html", &[]).expect_status(404, "the admin port serves no library");
     // Prometheus's own linter reads the scrape (scripts/test installs it).
     let promtool = require_tool("promtool", "prometheus");

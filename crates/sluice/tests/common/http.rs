@@ -45,31 +45,10 @@ impl Response {
     /// Parses a response from the start of `buf`. `Ok(None)` means more bytes are needed; a body
     /// without Content-Length or chunked framing is delimited by EOF, which `eof` says has come.
     pub fn parse(buf: &[u8], no_body: bool, eof: bool) -> Result<Option<(Response, usize)>, String> {
-        let Some(head_end) = find(buf, b"\r\n\r\n") else {
-            if buf.len() > 64 * 1024 {
-                return Err(format!("response head over 64 KB: {:?}", lossy_prefix(buf, 300)));
-            }
-            return Ok(None);
-        };
-        let head = &buf[..head_end + 4];
-        let text = std::str::from_utf8(&head[..head_end])
-            .map_err(|_| format!("response head is not UTF-8: {:?}", lossy_prefix(head, 300)))?;
-        let mut lines = text.split("\r\n");
-        let status_line = lines.next().unwrap_or("");
-        let mut parts = status_line.splitn(3, ' ');
-        let version = parts.next().unwrap_or("").to_string();
-        if !version.starts_with("HTTP/1.") {
-            return Err(format!("not an HTTP/1.x status line: {:?}", lossy_prefix(buf, 300)));
-        }
-        let status: u16 = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-        let reason = parts.next().unwrap_or("").to_string();
-        let headers = parse_header_lines(lines)?;
-        let mut resp =
-            Response { version, status, reason, headers, body: Vec::new(), raw_head: head.to_vec() };
-        let start = head.len();
+        let Some(head) = parse_status_head(buf, "HTTP/1.")? else { return Ok(None) };
+        let StatusHead { version, status, reason, headers, raw_head } = head;
+        let mut resp = Response { version, status, reason, headers, body: Vec::new(), raw_head };
+        let start = resp.raw_head.len();
         if no_body || (100..200).contains(&status) || status == 204 || status == 304 {
             return Ok(Some((resp, start)));
         }
@@ -107,13 +86,7 @@ impl Response {
 
 impl std::fmt::Debug for Response {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}[body: {} bytes: {:?}]",
-            self.head_text(),
-            self.body.len(),
-            lossy_prefix(&self.body, 200)
-        )
+        fmt_response(f, &self.raw_head, &self.body, 200)
     }
 }
 

@@ -91,6 +91,7 @@ mod http;
 mod ranges;
 pub mod rtsp;
 mod server;
+mod store;
 mod tools;
 
 // Each test crate uses a part of the harness; what one does not use is not an error.
@@ -104,5 +105,7 @@ pub use http::*;
 pub use ranges::*;
 #[allow(unused_imports)]
 pub use server::*;
+#[allow(unused_imports)]
+pub use store::*;
 #[allow(unused_imports)]
 pub use tools::*;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{find, lossy_prefix, parse_header_lines, poll_until, HeaderLines, IO_TIMEOUT};
+use super::{fmt_response, lossy_prefix, parse_status_head, poll_until, HeaderLines, StatusHead, IO_TIMEOUT};
 
 /// The address in a `listening on rtsp://ADDR/ ...` line, human or JSON.
 pub fn parse_rtsp_listen_line(line: &str) -> Option<SocketAddr> {
@@ -76,29 +76,10 @@ impl RtspResponse {
 
     /// Parses a response from the start of `buf`; `Ok(None)` means more bytes are needed.
     pub fn parse(buf: &[u8]) -> Result<Option<(RtspResponse, usize)>, String> {
-        let Some(head_end) = find(buf, b"\r\n\r\n") else {
-            if buf.len() > 64 * 1024 {
-                return Err(format!("response head over 64 KB: {:?}", lossy_prefix(buf, 300)));
-            }
-            return Ok(None);
-        };
-        let head = &buf[..head_end + 4];
-        let text = std::str::from_utf8(&head[..head_end])
-            .map_err(|_| format!("response head is not UTF-8: {:?}", lossy_prefix(head, 300)))?;
-        let mut lines = text.split("\r\n");
-        let status_line = lines.next().unwrap_or("");
-        let mut parts = status_line.splitn(3, ' ');
-        if parts.next() != Some("RTSP/1.0") {
-            return Err(format!("not an RTSP/1.0 status line: {:?}", lossy_prefix(buf, 300)));
-        }
-        let status: u16 = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-        let reason = parts.next().unwrap_or("").to_string();
-        let headers = parse_header_lines(lines)?;
-        let mut resp = RtspResponse { status, reason, headers, body: Vec::new(), raw_head: head.to_vec() };
-        let start = head.len();
+        let Some(head) = parse_status_head(buf, "RTSP/1.0")? else { return Ok(None) };
+        let StatusHead { status, reason, headers, raw_head, .. } = head;
+        let mut resp = RtspResponse { status, reason, headers, body: Vec::new(), raw_head };
+        let start = resp.raw_head.len();
         let lens = resp.headers_named("content-length");
         if lens.len() > 1 {
             return Err(format!("several Content-Length fields:\n{}", resp.head_text()));
@@ -117,13 +98,7 @@ impl RtspResponse {
 
 impl std::fmt::Debug for RtspResponse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}[body: {} bytes: {:?}]",
-            self.head_text(),
-            self.body.len(),
-            lossy_prefix(&self.body, 600)
-        )
+        fmt_response(f, &self.raw_head, &self.body, 600)
     }
 }
 

@@ -1,0 +1,339 @@
+//! The per-file segment index: where each HLS segment starts in every packaged track.
+//!
+//! This module owns cutting a file into segments: at the video track's keyframes, a new segment
+//! at the first keyframe at least the target duration after the current segment's start (as
+//! ffmpeg's HLS muxer cuts), audio samples assigned to the segment their presentation time falls
+//! in. It keeps only 16 bytes per segment plus the variant's attributes (codecs, resolution,
+//! bandwidth), so a library's indexes can stay cached: a one-hour file at 6 s segments costs
+//! under 10 KiB (see the `one_hour_index_is_small` test). The sample tables themselves are not
+//! kept here; building a segment's boxes ([`super::fmp4`]) takes them from the [`Mp4File`].
+
+use std::ops::Range;
+use std::time::Duration;
+
+use crate::mp4::{Mp4File, Track, TrackKind};
+
+use super::HlsError;
+
+/// Most segments one file is cut into: 100,000 segments of 6 s is 166 hours. A file with more is
+/// hostile (a few bytes of `stts` can declare any duration) and is refused.
+pub const MAX_SEGMENTS: usize = 100_000;
+
+/// Where one segment starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SegmentStart {
+    /// Decode time of the segment's first sample of the main track (video, else audio).
+    time: u64,
+    /// Index of its first video sample.
+    video: u32,
+    /// Index of its first audio sample.
+    audio: u32,
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct SegmentIndex {
+    video: Option<usize>,
+    audio: Option<usize>,
+    /// One entry per segment, then one for the end of the file.
+    starts: Box<[SegmentStart]>,
+    timescale: u32,
+    peak_bps: u64,
+    average_bps: u64,
+    codecs: Box<str>,
+    resolution: Option<(u16, u16)>,
+}
+
+/// Which packaged track.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Packaged {
+    /// The H.264 track (fMP4 track id 1).
+    Video,
+    /// The AAC track (fMP4 track id 1 without video, else 2).
+    Audio,
+}
+
+impl SegmentIndex {
+    /// Cuts `file` into segments of about `target` (at least one tick).
+    pub fn build(file: &Mp4File, target: Duration) -> Result<SegmentIndex, HlsError> {
+        let video = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::H264(_)));
+        let audio = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::Aac(_)));
+        let main = match video.or(audio) {
+            Some(i) => &file.tracks[i],
+            None if file.fragmented => return Err(HlsError::Fragmented),
+            None => {
+                let reasons: Vec<String> =
+                    file.skipped.iter().map(|s| format!("track {}: {}", s.id, s.reason)).collect();
+                let reasons = if reasons.is_empty() { "no tracks".to_string() } else { reasons.join("; ") };
+                return Err(HlsError::UnsupportedCodec(reasons));
+            }
+        };
+        let audio_track = audio.map(|i| &file.tracks[i]);
+        let target_ticks = (target.as_secs_f64() * f64::from(main.timescale)).max(1.0) as u64;
+        let mut starts = vec![SegmentStart { time: main.samples[0].decode_time(), video: 0, audio: 0 }];
+        for (i, s) in main.samples.iter().enumerate().skip(1) {
+            let current = starts.last().map_or(0, |s| s.time);
+            if s.is_sync() && s.decode_time().saturating_sub(current) >= target_ticks {
+                if starts.len() >= MAX_SEGMENTS {
+                    return Err(HlsError::TooManySegments(MAX_SEGMENTS));
+                }
+                let i = i as u32; // at most MAX_SAMPLES_PER_TRACK samples
+                                  // Never before the previous segment's first audio sample: composition offsets
+                                  // need not grow with decode order (and a damaged file's can be anything).
+                let previous = starts.last().map_or(0, |s| s.audio);
+                let audio_first = match (video, audio_track) {
+                    (Some(_), Some(a)) => {
+                        first_audio_at(a, presentation(main, s), main.timescale).max(previous)
+                    }
+                    _ => 0,
+                };
+                let (video_first, audio_first) = if video.is_some() { (i, audio_first) } else { (0, i) };
+                starts.push(SegmentStart { time: s.decode_time(), video: video_first, audio: audio_first });
+            }
+        }
+        let last = main.samples.len() - 1;
+        let end = main.samples[last].decode_time() + u64::from(sample_duration(main, last));
+        starts.push(SegmentStart {
+            time: end,
+            video: video.map_or(0, |i| file.tracks[i].samples.len() as u32),
+            audio: audio_track.map_or(0, |a| a.samples.len() as u32),
+        });
+        let mut index = SegmentIndex {
+            video,
+            audio,
+            starts: starts.into_boxed_slice(),
+            timescale: main.timescale,
+            peak_bps: 0,
+            average_bps: 0,
+            codecs: codecs(file, video, audio).into_boxed_str(),
+            resolution: video.and_then(|i| match &file.tracks[i].kind {
+                TrackKind::H264(h) => Some((h.width, h.height)),
+                TrackKind::Aac(_) => None,
+            }),
+        };
+        index.measure_bandwidth(file);
+        Ok(index)
+    }
+
+    /// Peak and average bits per second over the segments (the master playlist's `BANDWIDTH`
+    /// and `AVERAGE-BANDWIDTH`).
+    fn measure_bandwidth(&mut self, file: &Mp4File) {
+        let mut total_bytes = 0u64;
+        for n in 0..self.segments() {
+            let mut bytes = 0u64;
+            for (track, which) in self.tracks(file) {
+                let range = self.samples(n, which);
+                bytes += track.samples[range].iter().map(|s| u64::from(s.size())).sum::<u64>();
+            }
+            total_bytes += bytes;
+            let secs = self.segment_duration(n);
+            if secs > 0.0 {
+                self.peak_bps = self.peak_bps.max((bytes as f64 * 8.0 / secs).ceil() as u64);
+            }
+        }
+        let secs = self.duration();
+        if secs > 0.0 {
+            self.average_bps = (total_bytes as f64 * 8.0 / secs).ceil() as u64;
+        }
+        self.peak_bps = self.peak_bps.max(self.average_bps).max(1);
+    }
+
+    /// The packaged tracks of `file` (which must be the file this index was built from), video
+    /// first, with which each is.
+    pub fn tracks<'f>(&self, file: &'f Mp4File) -> impl Iterator<Item = (&'f Track, Packaged)> {
+        let video = self.video.and_then(|i| file.tracks.get(i)).map(|t| (t, Packaged::Video));
+        let audio = self.audio.and_then(|i| file.tracks.get(i)).map(|t| (t, Packaged::Audio));
+        video.into_iter().chain(audio)
+    }
+
+    /// How many media segments there are.
+    pub fn segments(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    /// The sample indexes of segment `n` (which must exist) in the `which` track.
+    pub fn samples(&self, n: usize, which: Packaged) -> Range<usize> {
+        let (a, b) = (self.starts[n], self.starts[n + 1]);
+        match which {
+            Packaged::Video => a.video as usize..b.video as usize,
+            Packaged::Audio => a.audio as usize..b.audio as usize,
+        }
+    }
+
+    /// Segment `n`'s duration in seconds (0 past the end).
+    pub fn segment_duration(&self, n: usize) -> f64 {
+        match (self.starts.get(n), self.starts.get(n + 1)) {
+            (Some(a), Some(b)) => b.time.saturating_sub(a.time) as f64 / f64::from(self.timescale),
+            _ => 0.0,
+        }
+    }
+
+    /// The whole duration in seconds.
+    pub fn duration(&self) -> f64 {
+        let (first, last) = (self.starts[0].time, self.starts[self.starts.len() - 1].time);
+        last.saturating_sub(first) as f64 / f64::from(self.timescale)
+    }
+
+    /// The `CODECS` attribute: `avc1.PPCCLL` and `mp4a.40.N` (RFC 6381).
+    pub fn codecs(&self) -> &str {
+        &self.codecs
+    }
+
+    /// The video's width and height, without video `None`.
+    pub fn resolution(&self) -> Option<(u16, u16)> {
+        self.resolution
+    }
+
+    /// Peak segment bit rate (bits per second).
+    pub fn peak_bandwidth(&self) -> u64 {
+        self.peak_bps
+    }
+
+    /// Average bit rate over the file (bits per second).
+    pub fn average_bandwidth(&self) -> u64 {
+        self.average_bps
+    }
+
+    /// Bytes this index holds on the heap, besides its own fixed size: what a cache of indexes
+    /// counts against its budget.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.starts) + self.codecs.len()
+    }
+}
+
+/// Presentation time of a video sample in its ticks as the packaged segments present it: the
+/// composition time with the edit list's start taken off (see [`super::fmp4`]).
+fn presentation(track: &Track, s: &crate::mp4::Sample) -> u64 {
+    s.composition_time().saturating_sub(track.edit_start)
+}
+
+/// Index of the first audio sample presented at or after `time` (in `timescale` ticks).
+fn first_audio_at(audio: &Track, time: u64, timescale: u32) -> u32 {
+    let at = u128::from(time) * u128::from(audio.timescale);
+    audio.samples.partition_point(|s| u128::from(s.decode_time()) * u128::from(timescale) < at) as u32
+}
+
+/// Duration of sample `i` of `track` in its ticks: up to the next sample's decode time; the last
+/// sample lasts as long as the one before it (a file's last `stts` delta is not reliable, and
+/// the track duration is the edit's, not the media's), a lone sample the track's duration.
+pub(crate) fn sample_duration(track: &Track, i: usize) -> u32 {
+    let s = &track.samples;
+    let delta = match (s.get(i), s.get(i + 1)) {
+        (Some(a), Some(b)) => b.decode_time().saturating_sub(a.decode_time()),
+        _ if i > 0 && i < s.len() => s[i].decode_time().saturating_sub(s[i - 1].decode_time()),
+        _ => track.duration,
+    };
+    u32::try_from(delta).unwrap_or(u32::MAX).max(1)
+}
+
+fn codecs(file: &Mp4File, video: Option<usize>, audio: Option<usize>) -> String {
+    let mut out = Vec::new();
+    for i in video.into_iter().chain(audio) {
+        match &file.tracks[i].kind {
+            TrackKind::H264(h) => {
+                let [p, c, l] = h.profile_level_id;
+                out.push(format!("avc1.{p:02x}{c:02x}{l:02x}"));
+            }
+            TrackKind::Aac(a) => {
+                // The audio object type is the AudioSpecificConfig's first five bits (2: AAC-LC).
+                let object_type = a.audio_specific_config.first().map_or(2, |b| b >> 3);
+                out.push(format!("mp4a.40.{object_type}"));
+            }
+        }
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mp4::{AacConfig, H264Config, Sample};
+
+    fn demo() -> Mp4File {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+        Mp4File::from_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn demo_cuts_at_its_keyframes() {
+        let file = demo();
+        // Keyframes every 2 s (ffprobe): a 2 s target cuts at each, a 6 s one never.
+        let two = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
+        assert_eq!(two.segments(), 3);
+        let video: Vec<_> = (0..3).map(|n| two.samples(n, Packaged::Video)).collect();
+        assert_eq!(video, [0..60, 60..120, 120..180]);
+        for n in 0..3 {
+            assert!((two.segment_duration(n) - 2.0).abs() < 0.01, "{}", two.segment_duration(n));
+        }
+        // Every audio sample is in exactly one segment, in order.
+        let audio: Vec<_> = (0..3).map(|n| two.samples(n, Packaged::Audio)).collect();
+        assert_eq!(audio[0].start, 0);
+        assert_eq!(audio[0].end, audio[1].start);
+        assert_eq!(audio[1].end, audio[2].start);
+        assert_eq!(audio[2].end, 283);
+        assert!((two.duration() - 6.0).abs() < 0.01);
+        assert_eq!(two.codecs(), "avc1.4d401e,mp4a.40.2");
+        assert_eq!(two.resolution(), Some((640, 360)));
+        assert!(two.peak_bandwidth() >= two.average_bandwidth() && two.average_bandwidth() > 10_000);
+        let six = SegmentIndex::build(&file, Duration::from_secs(6)).unwrap();
+        assert_eq!(six.segments(), 1);
+        assert_eq!(six.samples(0, Packaged::Video), 0..180);
+    }
+
+    /// A synthetic one-hour file (30 fps video with a keyframe every 2 s, 48 kHz AAC), the
+    /// shape of a typical library file: its index must be small enough that 1,000 of them fit
+    /// in 64 MiB with room to spare.
+    #[test]
+    fn one_hour_index_is_small() {
+        let frames = 3600 * 30;
+        let video = Track {
+            id: 1,
+            kind: TrackKind::H264(H264Config {
+                sps: vec![vec![0x67]],
+                pps: vec![vec![0x68]],
+                nal_length_size: 4,
+                profile_level_id: [0x64, 0, 0x28],
+                width: 1920,
+                height: 1080,
+            }),
+            timescale: 90_000,
+            duration: 3600 * 90_000,
+            edit_start: 0,
+            samples: (0..frames).map(|i| Sample::new(i * 1000, 1000, i * 3000, 0, i % 60 == 0)).collect(),
+        };
+        let audio_frames = 3600 * 48_000 / 1024;
+        let audio = Track {
+            id: 2,
+            kind: TrackKind::Aac(AacConfig {
+                audio_specific_config: vec![0x11, 0x90],
+                sample_rate: 48_000,
+                channels: 2,
+            }),
+            timescale: 48_000,
+            duration: 3600 * 48_000,
+            edit_start: 0,
+            samples: (0..audio_frames).map(|i| Sample::new(i * 10, 10, i * 1024, 0, true)).collect(),
+        };
+        let file =
+            Mp4File { tracks: vec![video, audio], skipped: vec![], file_len: 1 << 40, fragmented: false };
+        let index = SegmentIndex::build(&file, Duration::from_secs(6)).unwrap();
+        assert_eq!(index.segments(), 600);
+        let cost = index.heap_bytes() + std::mem::size_of::<SegmentIndex>();
+        assert!(cost < 10 * 1024, "{cost} bytes");
+        assert!(cost * 1000 < 64 << 20);
+    }
+
+    #[test]
+    fn files_without_packagable_tracks_are_refused() {
+        let file = Mp4File { tracks: vec![], skipped: vec![], file_len: 0, fragmented: true };
+        assert!(matches!(SegmentIndex::build(&file, Duration::from_secs(6)), Err(HlsError::Fragmented)));
+        let file = Mp4File {
+            tracks: vec![],
+            skipped: vec![crate::mp4::SkippedTrack { id: 1, reason: "video codec HEVC".into() }],
+            file_len: 0,
+            fragmented: false,
+        };
+        let err = SegmentIndex::build(&file, Duration::from_secs(6)).unwrap_err();
+        assert!(err.to_string().contains("HEVC"), "{err}");
+    }
+}

@@ -1,0 +1,55 @@
+//! HLS (fMP4/CMAF) packaging of a progressive MP4, on the fly.
+//!
+//! This module owns turning an indexed [`Mp4File`](crate::mp4::Mp4File) into what an HLS client
+//! fetches: the per-file [`SegmentIndex`] (where each segment starts, computed once from the
+//! sample tables and small enough to cache for a whole library), the playlists ([`playlist`]),
+//! the init segment and each media segment's header ([`fmp4`]). A media segment is planned as a
+//! generated `moof` + `mdat` header followed by byte ranges of the original file, so the server
+//! sends the sample data with the engine's zero-copy path and never reads it. It does not open
+//! files, answer HTTP or cache anything (the server does).
+//!
+//! One muxed rendition (video and audio in the same segments) rather than a separate audio
+//! rendition: the library's files are interleaved, so one segment's samples are close together
+//! in the file (few, large file ranges per response), a client makes half the requests, and the
+//! master playlist stays one variant. A separate rendition would pay off only with several
+//! audio languages, which the library's files do not have.
+
+pub mod fmp4;
+pub mod index;
+pub mod playlist;
+
+pub use fmp4::{init_segment, media_segment, SegmentPlan};
+pub use index::SegmentIndex;
+
+use crate::mp4::Mp4Error;
+
+/// Why a file cannot be packaged, or a segment does not exist.
+#[derive(Debug, thiserror::Error)]
+pub enum HlsError {
+    /// The file is not an MP4, or its index is broken.
+    #[error("not a playable MP4: {0}")]
+    Mp4(#[from] Mp4Error),
+    /// The file keeps its samples in movie fragments, which the demuxer does not read.
+    #[error("fragmented MP4 (moof boxes): only progressive MP4 files are packaged")]
+    Fragmented,
+    /// No H.264 or AAC track: nothing HLS (as packaged here) can carry.
+    #[error("no H.264 or AAC track to package ({0})")]
+    UnsupportedCodec(String),
+    /// The file would need more segments than an index holds.
+    #[error("more than {0} segments")]
+    TooManySegments(usize),
+    /// The requested segment is past the end.
+    #[error("segment {0} does not exist")]
+    NoSuchSegment(usize),
+    /// A segment's boxes cannot describe it (offsets past 2 GiB, say).
+    #[error("segment {segment} cannot be described in fMP4: {what}")]
+    Unrepresentable {
+        /// The segment's number.
+        segment: usize,
+        /// What does not fit.
+        what: &'static str,
+    },
+    /// The box writer refused a value.
+    #[error("writing boxes: {0}")]
+    Boxes(#[from] mp4_atom::Error),
+}

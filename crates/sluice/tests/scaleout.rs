@@ -1,0 +1,558 @@
+//! Scale-out: stateless edges serving a real SeaweedFS bucket through their slice caches, alone
+//! and two of them behind a real HAProxy running deploy/haproxy.cfg as shipped (addresses from
+//! the environment). Counts decide: origin requests (sluice's and SeaweedFS's own), cache bytes,
+//! frames, SHA-256 of bytes; the only clock is HAProxy's 3 s to mark a killed edge down.
+
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
+#[macro_use]
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::*;
+use sha2::{Digest, Sha256};
+use sluice_store::seaweedfs::SeaweedFs;
+use sluice_store::toxiproxy::{Stream, Toxiproxy};
+use sluice_store::{Key, PutOptions, S3Store};
+
+engine_matrix!(ranges_pages_and_conditionals_come_from_the_cache);
+
+const MIB: usize = 1 << 20;
+const SLICE: usize = 4 * MIB;
+const TOKEN: &str = "scaleout-token-0123456789";
+
+/// The SeaweedFS this binary's tests share.
+fn weed() -> &'static SeaweedFs {
+    shared_seaweedfs("edges")
+}
+
+/// Writes an object straight into `BUCKET/PREFIX` (SeaweedFS makes a bucket on first write).
+fn put_object(location: &str, name: &str, bytes: &[u8]) {
+    let (bucket, prefix) = location.split_once('/').unwrap();
+    let mut config = weed().s3_config(prefix);
+    config.bucket = bucket.to_string();
+    let store = S3Store::new(config).unwrap();
+    sluice_store::put_bytes(&store, &Key::new(name).unwrap(), bytes, PutOptions::default()).unwrap();
+}
+
+/// An edge serving `s3://BUCKET/PREFIX` with its cache in `cache`.
+fn edge(engine: &[&str], location: &str, cache: &Path, extra: &[&str]) -> Server {
+    edge_via(&weed().s3_endpoint, engine, location, cache, extra)
+}
+
+/// [`edge`], reaching the store at `endpoint`.
+fn edge_via(endpoint: &str, engine: &[&str], location: &str, cache: &Path, extra: &[&str]) -> Server {
+    let store = format!("s3://{location}");
+    let cache = cache.to_str().unwrap().to_string();
+    let mut args = vec!["--store", &store, "--s3-endpoint", endpoint, "--cache-dir", &cache];
+    args.extend_from_slice(extra);
+    Server::start(engine, &args)
+}
+
+/// Ranged GETs (answered 206) SeaweedFS counted in `bucket`: the slice fetches. (SeaweedFS
+/// counts a HEAD as a GET answered 200.)
+fn weed_slice_gets(bucket: &str) -> u64 {
+    let text = weed().metrics_text().unwrap();
+    let bucket = format!("bucket=\"{bucket}\"");
+    text.lines()
+        .filter(|l| l.starts_with("SeaweedFS_s3_request_total{") && l.contains(&bucket))
+        .filter(|l| l.contains("type=\"GET\"") && l.contains("code=\"206\""))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut c = Conn::open(addr);
+    c.send(common::request(method, path, headers));
+    c.read_response(method == "HEAD").unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The object the engine matrix reads: three slices, the last one short.
+fn ranges_object() -> &'static [u8] {
+    static DATA: OnceLock<Vec<u8>> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let data = pseudo_random(2 * SLICE + 12_345, 14);
+        put_object("edges/ranges", "films/big.bin", &data);
+        put_object("edges/ranges", "notes.txt", b"not a film\n");
+        data
+    })
+}
+
+fn ranges_pages_and_conditionals_come_from_the_cache(engine: &[&str]) {
+    let data = ranges_object();
+    let cache = tempfile::tempdir().unwrap();
+    let server = edge(engine, "edges/ranges", cache.path(), &["--cache-size", "64M"]);
+    let addr = server.addr();
+    let full = request(addr, "GET", "/films/big.bin", &[]);
+    full.expect_status(200, "a whole object");
+    assert_bytes_eq(&full.body, data, "the whole object");
+    let etag = full.header("etag").expect("an ETag").to_string();
+    // One range across the first slice boundary, then several ranges in one response.
+    let r = request(addr, "GET", "/films/big.bin", &[("Range", "bytes=4194000-4194999")]);
+    r.expect_status(206, "a range across slices");
+    assert_eq!(r.header("content-range"), Some(format!("bytes 4194000-4194999/{}", data.len()).as_str()));
+    assert_bytes_eq(&r.body, &data[4_194_000..4_195_000], "a range across slices");
+    let r = request(addr, "GET", "/films/big.bin", &[("Range", "bytes=0-9,8388600-8388700,-5")]);
+    r.expect_status(206, "several ranges");
+    let parts = parse_multipart(&r).unwrap();
+    let n = data.len();
+    for (part, (from, to)) in parts.iter().zip([(0, 9), (8_388_600, 8_388_700), (n - 5, n - 1)]) {
+        assert_bytes_eq(&part.data, &data[from..=to], "a part of a multipart range");
+    }
+    assert_eq!(parts.len(), 3);
+    // Validators are the store's: the same on every edge.
+    request(addr, "GET", "/films/big.bin", &[("If-None-Match", &etag)]).expect_status(304, "If-None-Match");
+    let r = request(addr, "GET", "/films/big.bin", &[("Range", "bytes=0-0"), ("If-Range", "\"other\"")]);
+    r.expect_status(200, "If-Range with another tag gets the whole object");
+    let head = request(addr, "HEAD", "/films/big.bin", &[]);
+    assert_eq!(head.content_length(), Some(n as u64));
+    // Pages and errors, as for a local root.
+    let r = request(addr, "GET", "/films", &[]);
+    r.expect_status(301, "a directory without its slash");
+    assert_eq!(r.header("location"), Some("/films/"));
+    let page = request(addr, "GET", "/", &[]);
+    page.expect_status(200, "the root page");
+    assert!(
+        page.body_text().contains("films/") && page.body_text().contains("notes.txt"),
+        "{}",
+        page.body_text()
+    );
+    assert!(request(addr, "GET", "/films/", &[]).body_text().contains("big.bin"));
+    request(addr, "GET", "/missing.bin", &[]).expect_status(404, "a missing object");
+    request(addr, "GET", "/notes.txt/", &[]).expect_status(404, "an object named as a directory");
+    // Each slice came from the origin once; everything after the first GET was a hit.
+    let text = server.scrape();
+    assert_eq!(metric(&text, "sluice_cache_misses_total"), 3, "{text}");
+    assert_eq!(metric(&text, "sluice_cache_bytes_total{source=\"origin\"}"), n as u64);
+    assert!(metric(&text, "sluice_cache_hits_total") >= 5, "{text}");
+    let again = request(addr, "GET", "/films/big.bin", &[]);
+    assert_eq!(sha256(&again.body), sha256(data));
+    assert_eq!(metric(&server.scrape(), "sluice_cache_misses_total"), 3);
+}
+
+#[test]
+fn a_hundred_cold_clients_make_one_origin_request_per_slice() {
+    let data = pseudo_random(2 * SLICE + 1000, 15);
+    put_object("coalesce/c", "one.bin", &data);
+    let cache = tempfile::tempdir().unwrap();
+    let server =
+        edge(&["--engine", "epoll", "--workers", "2"], "coalesce/c", cache.path(), &["--cache-size", "64M"]);
+    let gets_before = weed_slice_gets("coalesce");
+    // The start-up line's first stream came from a listing.
+    let origin_before = metric(&server.scrape(), "sluice_origin_requests_total");
+    // Every request needs all three slices: five whole ones, and 95 with a range in each slice.
+    let failures = AtomicUsize::new(0);
+    let start = std::sync::Barrier::new(100);
+    std::thread::scope(|s| {
+        for i in 0..100 {
+            let (data, failures, start, addr) = (&data, &failures, &start, server.addr());
+            s.spawn(move || {
+                let mut c = Conn::open(addr);
+                start.wait();
+                if i < 5 {
+                    c.send(get("/one.bin", &[]));
+                    let r = c.response();
+                    if r.status != 200 || r.body != *data {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else {
+                    c.send(get("/one.bin", &[("Range", "bytes=0-99,4194304-4194403,8388608-8388707")]));
+                    let r = c.response();
+                    let parts = parse_multipart(&r).unwrap_or_default();
+                    let ok = r.status == 206
+                        && parts.len() == 3
+                        && parts[0].data == data[..100]
+                        && parts[1].data == data[SLICE..SLICE + 100]
+                        && parts[2].data == data[2 * SLICE..2 * SLICE + 100];
+                    if !ok {
+                        failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(failures.load(Ordering::Relaxed), 0, "responses that were wrong");
+    let text = server.scrape();
+    assert_eq!(metric(&text, "sluice_cache_misses_total"), 3, "{text}");
+    // One HEAD for the object's version, one GET per slice, nothing else.
+    assert_eq!(metric(&text, "sluice_origin_requests_total") - origin_before, 4, "{text}");
+    assert_eq!(weed_slice_gets("coalesce") - gets_before, 3, "GETs SeaweedFS counted");
+    let waits = metric(&text, "sluice_cache_coalesced_waits_total");
+    let hits = metric(&text, "sluice_cache_hits_total");
+    assert!(waits > 0, "nobody waited for a fetch: {text}");
+    assert!(hits + waits + 3 >= 300, "{text}");
+}
+
+#[test]
+fn origin_failures_answer_502_or_504_with_a_log_line_and_cached_objects_still_serve() {
+    assert!(Toxiproxy::available(), "toxiproxy missing (scripts/test installs it)");
+    let dir = tempfile::tempdir().unwrap();
+    let toxiproxy = Toxiproxy::start(&dir.path().join("toxiproxy.log")).unwrap();
+    let upstream: SocketAddr = weed().s3_endpoint.trim_start_matches("http://").parse().unwrap();
+    let proxy = toxiproxy.proxy("s3", upstream).unwrap();
+    for (name, seed) in [("a.bin", 41), ("b.bin", 42)] {
+        put_object("edges/faults", name, &pseudo_random(100_000, seed));
+    }
+    let cache = dir.path().join("cache");
+    let endpoint = format!("http://{proxy}");
+    let engine = ["--engine", "epoll", "--workers", "2"];
+    let extra = ["--s3-timeout", "1s", "--cache-revalidate", "1s"];
+    let server = edge_via(&endpoint, &engine, "edges/faults", &cache, &extra);
+    let r = request(server.addr(), "GET", "/a.bin", &[]);
+    assert_eq!(r.body, pseudo_random(100_000, 41));
+    // The store resets every connection: a cold object is a 502, a cached one still serves.
+    toxiproxy.add_toxic("s3", "down", "reset_peer", Stream::Downstream, 1.0, r#"{"timeout":0}"#).unwrap();
+    request(server.addr(), "GET", "/b.bin", &[]).expect_status(502, "a cold object while the store resets");
+    // Past --cache-revalidate, the failed revalidation keeps the version last seen (stale on error).
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = request(server.addr(), "GET", "/a.bin", &[]);
+    r.expect_status(200, "a cached object while the store is down");
+    assert_eq!(r.body, pseudo_random(100_000, 41));
+    toxiproxy.remove_toxic("s3", "down").unwrap();
+    // The store stops answering: past --s3-timeout (and its retries), a 504.
+    toxiproxy.add_toxic("s3", "silent", "timeout", Stream::Downstream, 1.0, r#"{"timeout":0}"#).unwrap();
+    request(server.addr(), "GET", "/b.bin", &[])
+        .expect_status(504, "a cold object while the store is silent");
+    toxiproxy.remove_toxic("s3", "silent").unwrap();
+    let r = request(server.addr(), "GET", "/b.bin", &[]);
+    r.expect_status(200, "the store is back");
+    assert_eq!(r.body, pseudo_random(100_000, 42));
+    let text = server.scrape();
+    assert!(metric(&text, "sluice_origin_errors_total") >= 2, "{text}");
+    let logs = server.log_text();
+    assert!(
+        logs.contains("revalidation failed, serving the cached version"),
+        "no stale-on-error line:\n{logs}"
+    );
+    for status in ["status=502", "status=504"] {
+        assert!(
+            logs.lines().any(|l| l.contains("origin:") && l.contains(status)),
+            "no {status} line:\n{logs}"
+        );
+    }
+}
+
+#[test]
+fn an_upload_stored_gzipped_is_served_both_ways_and_a_replacement_at_once() {
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), format!("{TOKEN}\n")).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let engine = ["--engine", "threads", "--threads-mode", "pool", "--send", "sendfile"];
+    let server =
+        edge(&engine, "edges/gzip", cache.path(), &["--upload-token-file", tokens.path().to_str().unwrap()]);
+    let page: Vec<u8> =
+        (0..2000).flat_map(|i| format!("<p>paragraph {i} of a long page</p>\n").into_bytes()).collect();
+    let mut c = Conn::open(server.addr());
+    c.send(format!(
+        "PUT /site/page.html HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        page.len()
+    ));
+    c.send(&page);
+    let stored = c.response();
+    stored.expect_status(201, "an HTML upload");
+    let stored_len: usize = stored.header("sluice-stored-length").unwrap().parse().unwrap();
+    assert!(stored_len < page.len() / 4, "stored {stored_len} bytes: not the gzip form");
+    let gz = request(server.addr(), "GET", "/site/page.html", &[("Accept-Encoding", "gzip")]);
+    gz.expect_status(200, "the gzip form");
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    let mut inflated = Vec::new();
+    flate2::read::GzDecoder::new(gz.body.as_slice()).read_to_end(&mut inflated).unwrap();
+    assert!(inflated == page, "the gzip form inflates to the page");
+    let plain = request(server.addr(), "GET", "/site/page.html", &[]);
+    plain.expect_status(200, "the inflated form");
+    assert_eq!(plain.header("content-encoding"), None);
+    assert!(plain.body == page, "the inflated form is the page");
+    for r in [&gz, &plain] {
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+    }
+    assert_ne!(gz.header("etag"), plain.header("etag"), "two representations, two tags");
+    let r = request(server.addr(), "GET", "/site/page.html", &[("Range", "bytes=10-19")]);
+    assert_eq!(r.body, page[10..20], "a range of the inflated form");
+    // A replacement through this edge is served at once, not after --cache-revalidate (60 s).
+    let v2 = pseudo_random(100_000, 51);
+    let mut c = Conn::open(server.addr());
+    c.send(format!(
+        "PUT /site/page.html HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        v2.len()
+    ));
+    c.send(&v2);
+    c.response().expect_status(204, "a replacement");
+    let r = request(server.addr(), "GET", "/site/page.html", &[]);
+    assert!(r.body == v2, "the replacement, at once");
+}
+
+/// Bytes in the cache files of `dir`.
+fn cache_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum()
+}
+
+#[test]
+fn the_cache_stays_within_its_size_and_a_changed_object_is_served_whole() {
+    for i in 0..8 {
+        put_object("edges/bounded", &format!("lib/{i}.bin"), &pseudo_random(SLICE, 100 + i));
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let server = edge(
+        &["--engine", "tokio", "--workers", "2"],
+        "edges/bounded",
+        cache.path(),
+        &["--cache-size", "16M", "--cache-revalidate", "3s"],
+    );
+    // A library twice the cache's size, read twice in order: the worst case for an LRU.
+    let limit = 16 * MIB as u64;
+    for round in 0..2 {
+        for i in 0..8 {
+            let r = request(server.addr(), "GET", &format!("/lib/{i}.bin"), &[]);
+            r.expect_status(200, "a library file");
+            assert_eq!(r.body, pseudo_random(SLICE, 100 + i), "round {round}, file {i}");
+            let held = metric(&server.scrape(), "sluice_cache_bytes{state=\"held\"}");
+            assert!(held <= limit, "the cache holds {held} bytes, above {limit}");
+            assert!(cache_bytes(cache.path()) <= limit, "{} bytes on disk", cache_bytes(cache.path()));
+        }
+    }
+    let text = server.scrape();
+    assert_eq!(metric(&text, "sluice_cache_misses_total"), 16, "{text}");
+    assert_eq!(metric(&text, "sluice_cache_evictions_total"), 12, "{text}");
+
+    // A version is resolved once per response: an object replaced while one of its slices is
+    // cached is never stitched from both.
+    let v1 = pseudo_random(2 * SLICE + 500, 21);
+    let v2 = pseudo_random(2 * SLICE + 500, 22);
+    put_object("edges/bounded", "changing.bin", &v1);
+    let r = request(server.addr(), "GET", "/changing.bin", &[("Range", "bytes=0-99")]);
+    assert_eq!(r.body, v1[..100], "the first version's first slice");
+    put_object("edges/bounded", "changing.bin", &v2);
+    let r = request(server.addr(), "GET", "/changing.bin", &[]);
+    r.expect_status(200, "a changed object");
+    assert!(r.body == v2, "a changed object read before revalidation is served new and whole, never mixed");
+    // And once revalidated, a replacement of another length is served new and whole.
+    let v3 = pseudo_random(SLICE + 7, 23);
+    put_object("edges/bounded", "changing.bin", &v3);
+    std::thread::sleep(Duration::from_millis(3100));
+    let r = request(server.addr(), "GET", "/changing.bin", &[]);
+    assert_eq!(r.content_length(), Some(v3.len() as u64));
+    assert!(r.body == v3, "the object after revalidation");
+}
+
+/// A HAProxy running deploy/haproxy.cfg, stopped by pid when dropped.
+struct Haproxy {
+    child: Child,
+    http: SocketAddr,
+    rtsp: SocketAddr,
+    stats: SocketAddr,
+    log: tempfile::NamedTempFile,
+}
+
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+impl Haproxy {
+    fn start(a: &Server, b: &Server) -> Haproxy {
+        let haproxy = require_tool("haproxy", "haproxy");
+        let (http, rtsp, stats) = (free_addr(), free_addr(), free_addr());
+        let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/haproxy.cfg");
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(haproxy)
+            .args(["-db", "-f", cfg])
+            .env("SLUICE_HTTP_BIND", http.to_string())
+            .env("SLUICE_RTSP_BIND", rtsp.to_string())
+            .env("SLUICE_STATS_BIND", stats.to_string())
+            .env("EDGE_A_HTTP", a.addr().to_string())
+            .env("EDGE_A_RTSP", a.rtsp_addr().to_string())
+            .env("EDGE_A_ADMIN_PORT", a.admin_addr().port().to_string())
+            .env("EDGE_B_HTTP", b.addr().to_string())
+            .env("EDGE_B_RTSP", b.rtsp_addr().to_string())
+            .env("EDGE_B_ADMIN_PORT", b.admin_addr().port().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        let h = Haproxy { child, http, rtsp, stats, log };
+        let servers = [
+            ("edges_http", "edge-a"),
+            ("edges_http", "edge-b"),
+            ("edges_rtsp", "edge-a"),
+            ("edges_rtsp", "edge-b"),
+        ];
+        let up = poll_until(Duration::from_secs(10), || servers.iter().all(|(b, s)| h.status(b, s) == "UP"));
+        let states: Vec<String> =
+            servers.iter().map(|(b, s)| format!("{b}/{s}: {}", h.status(b, s))).collect();
+        assert!(up, "HAProxy did not see both edges up: {states:?}; its log:\n{}", h.log_text());
+        h
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// A server's status on the stats page (`UP`, `DOWN`, ...), empty when unreachable.
+    fn status(&self, backend: &str, server: &str) -> String {
+        let Ok(mut c) = TcpStream::connect(self.stats) else { return String::new() };
+        let _ = c.set_read_timeout(Some(IO_TIMEOUT));
+        let _ = c.write_all(b"GET /stats;csv HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        let mut text = String::new();
+        let _ = c.read_to_string(&mut text);
+        let Some(header) = text.lines().find(|l| l.starts_with("# pxname")) else { return String::new() };
+        let column = header.trim_start_matches("# ").split(',').position(|c| c == "status").unwrap();
+        text.lines()
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .find(|f| f.len() > column && f[0] == backend && f[1] == server)
+            .map(|f| f[column].to_string())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Opens a GET through HAProxy and reads the head; the body is left on the socket.
+fn open_download(addr: SocketAddr, path: &str) -> (TcpStream, String, Vec<u8>) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.write_all(&get(path, &[])).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before the head");
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let body = buf[end + 4..].to_vec();
+            return (s, head, body);
+        }
+    }
+}
+
+fn edge_of(r: &Response) -> String {
+    r.header("x-sluice-edge").unwrap_or("").to_string()
+}
+
+#[test]
+fn two_edges_behind_haproxy_survive_losing_one() {
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), format!("{TOKEN}\n")).unwrap();
+    let (cache_a, cache_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let token_arg = tokens.path().to_str().unwrap();
+    let a = edge(
+        &["--engine", "uring", "--workers", "2", "--send", "splice"],
+        "edges/topology",
+        cache_a.path(),
+        &["--upload-token-file", token_arg],
+    );
+    let b = edge(
+        &["--engine", "tokio", "--workers", "2", "--send", "sendfile"],
+        "edges/topology",
+        cache_b.path(),
+        &[],
+    );
+    // Uploads go through edge A (the uploads issue's PUT) into the bucket.
+    let big = pseudo_random(24 * MIB + 77, 31);
+    let mp4 =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4")).unwrap();
+    for (path, body) in [("/big.bin", &big), ("/clips/demo.mp4", &mp4)] {
+        let mut c = Conn::open(a.addr());
+        let head = format!(
+            "PUT {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        c.send(head);
+        c.send(body.as_slice());
+        c.response().expect_status(201, "an upload through edge A");
+    }
+    let lb = Haproxy::start(&a, &b);
+
+    // Ranges through HAProxy, byte-exact, until edge B has answered some of them.
+    let mut from_b = 0;
+    for i in 0..8u64 {
+        let from = i * 3_000_001 % (big.len() as u64 - 70_000);
+        let range = format!("bytes={from}-{}", from + 65_535);
+        let r = request(lb.http, "GET", "/big.bin", &[("Range", &range)]);
+        r.expect_status(206, "a range through HAProxy");
+        assert_bytes_eq(&r.body, &big[from as usize..from as usize + 65_536], "a range through HAProxy");
+        from_b += usize::from(edge_of(&r) == "edge-b");
+    }
+    assert!(from_b > 0, "edge B answered none of the ranges");
+    // RTSP through HAProxy's TCP frontend: every frame.
+    let (frames, stderr) = ffprobe_video_frames(&format!("rtsp://{}/clips/demo.mp4", lb.rtsp));
+    assert_eq!(frames, "180", "frames over RTSP through HAProxy ({stderr})");
+
+    // A download that edge A serves, cut by killing A.
+    let (mut download, mut body) = loop {
+        let (s, head, body) = open_download(lb.http, "/big.bin");
+        if head.contains("x-sluice-edge: edge-a") {
+            assert!(head.starts_with("http/1.1 200"), "{head}");
+            break (s, body);
+        }
+    };
+    let mut chunk = vec![0u8; 256 << 10];
+    while body.len() < 2 * MIB {
+        let n = download.read(&mut chunk).unwrap();
+        assert!(n > 0, "the download ended early");
+        body.extend_from_slice(&chunk[..n]);
+    }
+    a.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    // New requests while HAProxy finds out: none may fail.
+    let failed = AtomicUsize::new(0);
+    let sent = AtomicUsize::new(0);
+    let down_after = std::thread::scope(|s| {
+        let (failed, sent, big, lb) = (&failed, &sent, &big, &lb);
+        s.spawn(move || {
+            while killed.elapsed() < Duration::from_secs(4) {
+                let r = request(lb.http, "GET", "/big.bin", &[("Range", "bytes=1000-1999")]);
+                sent.fetch_add(1, Ordering::Relaxed);
+                if r.status != 206 || r.body != big[1000..2000] {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        let down =
+            poll_until(Duration::from_secs(3), || lb.status("edges_http", "edge-a").starts_with("DOWN"));
+        let down_after = killed.elapsed();
+        assert!(down, "HAProxy did not mark edge A down within 3 s");
+        down_after
+    });
+    println!(
+        "edge A marked down {down_after:?} after SIGKILL; {} requests meanwhile",
+        sent.load(Ordering::Relaxed)
+    );
+    assert_eq!(failed.load(Ordering::Relaxed), 0, "requests failed while edge A was down");
+    assert!(sent.load(Ordering::Relaxed) > 0);
+    // The cut download resumes with Range and ends byte-exact.
+    loop {
+        match download.read(&mut chunk) {
+            Ok(n) if n > 0 => body.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+    }
+    assert!(body.len() < big.len(), "the download was not cut");
+    let range = format!("bytes={}-", body.len());
+    let rest = request(lb.http, "GET", "/big.bin", &[("Range", &range)]);
+    rest.expect_status(206, "the resumed download");
+    assert_eq!(edge_of(&rest), "edge-b");
+    body.extend_from_slice(&rest.body);
+    assert_eq!(sha256(&body), sha256(&big), "the resumed download");
+    // A new RTSP viewer plays from edge B.
+    assert!(lb.status("edges_rtsp", "edge-a").starts_with("DOWN"));
+    let (frames, stderr) = ffprobe_video_frames(&format!("rtsp://{}/clips/demo.mp4", lb.rtsp));
+    assert_eq!(frames, "180", "frames from edge B ({stderr})");
+}
