@@ -7,8 +7,9 @@
 //! shard with relaxed atomics (an uncontended add, no lock), and a reader sums the shards. This module
 //! does not format them (the server renders `/metrics`).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// System calls engines make, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,11 +132,17 @@ pub enum Event {
     RtpFramesDropped,
     /// Packets of those frames.
     RtpPacketsDropped,
+    /// RTSP viewers whose stream started (first `PLAY` admitted).
+    RtspViewersAdmitted,
+    /// RTSP viewers refused with 453 (viewer bound or headroom).
+    RtspViewersRefused,
+    /// Samples the RTSP loop queued more than `sluice_media::rtsp::LATE_SEND` after their time.
+    RtpLateSends,
 }
 
 impl Event {
     /// Every event, in `/metrics` order.
-    pub const ALL: [Event; 21] = [
+    pub const ALL: [Event; 24] = [
         Event::UringSubmitted,
         Event::UringCompleted,
         Event::BytesIn,
@@ -157,6 +164,9 @@ impl Event {
         Event::RtpBytesSent,
         Event::RtpFramesDropped,
         Event::RtpPacketsDropped,
+        Event::RtspViewersAdmitted,
+        Event::RtspViewersRefused,
+        Event::RtpLateSends,
     ];
 
     /// The metric name (without the `sluice_` prefix) and its help text.
@@ -199,6 +209,15 @@ impl Event {
                 ("rtp_frames_dropped_total", "Frames dropped from queues of viewers that could not keep up.")
             }
             Event::RtpPacketsDropped => ("rtp_packets_dropped_total", "Packets of the frames dropped."),
+            Event::RtspViewersAdmitted => {
+                ("rtsp_viewers_admitted_total", "RTSP viewers whose stream started.")
+            }
+            Event::RtspViewersRefused => {
+                ("rtsp_viewers_refused_total", "RTSP viewers refused with 453 Not Enough Bandwidth.")
+            }
+            Event::RtpLateSends => {
+                ("rtp_late_sends_total", "Samples queued more than 50 ms after their time by the RTSP loop.")
+            }
         }
     }
 
@@ -224,6 +243,19 @@ const SHARDS: usize = 64;
 pub struct Shard {
     syscalls: [AtomicU64; SYSCALLS],
     events: [AtomicU64; EVENTS],
+    /// Set by an RTSP loop's shard only: its headroom and the viewers per stream.
+    rtsp: Mutex<RtspGauges>,
+}
+
+/// What an RTSP loop last reported of its load (gauges, not counters).
+#[derive(Debug, Default, Clone)]
+pub struct RtspGauges {
+    /// Share of the last window the loop spent working (CPU time over wall time).
+    pub busy: f64,
+    /// Viewers it admits at most now (`None`: no bound from the load).
+    pub room: Option<u64>,
+    /// Viewers streaming each presentation (URL path), those at zero left out.
+    pub streams: BTreeMap<String, u64>,
 }
 
 impl Shard {
@@ -237,6 +269,11 @@ impl Shard {
     #[inline]
     pub fn add(&self, event: Event, n: u64) {
         self.events[event as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Updates this shard's RTSP gauges.
+    pub fn rtsp_gauges(&self, f: impl FnOnce(&mut RtspGauges)) {
+        f(&mut self.rtsp.lock().unwrap_or_else(|e| e.into_inner()));
     }
 }
 
@@ -278,6 +315,28 @@ impl Counters {
         let released =
             [Event::RtspReleasedTeardown, Event::RtspReleasedTimeout, Event::RtspReleasedConnectionClosed];
         self.events(Event::RtspSessionsCreated).saturating_sub(released.iter().map(|&e| self.events(e)).sum())
+    }
+
+    /// The RTSP loops' gauges, over every shard: the busiest loop's share, the rooms and the
+    /// per-stream viewers added up (`None` when no RTSP loop has reported).
+    pub fn rtsp_gauges(&self) -> Option<RtspGauges> {
+        let mut all: Option<RtspGauges> = None;
+        for shard in self.shards.iter() {
+            let g = shard.rtsp.lock().unwrap_or_else(|e| e.into_inner());
+            if g.room.is_none() && g.busy == 0.0 && g.streams.is_empty() {
+                continue;
+            }
+            let sum = all.get_or_insert_with(RtspGauges::default);
+            sum.busy = sum.busy.max(g.busy);
+            sum.room = match (sum.room, g.room) {
+                (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                (a, b) => a.or(b),
+            };
+            for (path, n) in &g.streams {
+                *sum.streams.entry(path.clone()).or_default() += n;
+            }
+        }
+        all
     }
 
     /// Connections open now.

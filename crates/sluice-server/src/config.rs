@@ -91,6 +91,47 @@ pub struct RtspSection {
     /// Largest RTP payload in bytes (a path MTU of 1500 leaves 1472 after IP and UDP, 1460 after
     /// the RTP header; 1400 leaves room for tunnels).
     pub max_payload: usize,
+    /// Viewers (sessions) served at once at most; one more is answered 453 Not Enough Bandwidth.
+    pub max_viewers: usize,
+    /// When one more viewer would take more than the RTSP loop has left: `refuse` answers it 453
+    /// and keeps the others perfect, `degrade` admits it and every late viewer drops frames up to
+    /// its next keyframe.
+    pub overload: RtspOverload,
+}
+
+/// `rtsp.overload`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RtspOverload {
+    /// Refuse newcomers with 453.
+    Refuse,
+    /// Admit them; the late viewers drop frames.
+    #[default]
+    Degrade,
+}
+
+impl RtspOverload {
+    /// Every policy, by name.
+    pub const ALL: [RtspOverload; 2] = [RtspOverload::Refuse, RtspOverload::Degrade];
+
+    /// The name in the settings and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RtspOverload::Refuse => "refuse",
+            RtspOverload::Degrade => "degrade",
+        }
+    }
+}
+
+impl std::str::FromStr for RtspOverload {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        RtspOverload::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("not refuse or degrade: {s}"))
+    }
 }
 
 impl Default for RtspSection {
@@ -100,6 +141,8 @@ impl Default for RtspSection {
             listen: SocketAddr::from(([127, 0, 0, 1], 8554)),
             session_timeout: Duration::from_secs(60),
             max_payload: 1400,
+            max_viewers: 10_000,
+            overload: RtspOverload::Degrade,
         }
     }
 }
@@ -368,6 +411,9 @@ impl Config {
         if !(200..=65_000).contains(&self.rtsp.max_payload) {
             return bad("rtsp.max_payload must be between 200 and 65000 bytes");
         }
+        if self.rtsp.max_viewers == 0 {
+            return bad("rtsp.max_viewers must be at least 1");
+        }
         Ok(())
     }
 
@@ -377,6 +423,11 @@ impl Config {
             session_timeout: self.rtsp.session_timeout,
             max_payload: self.rtsp.max_payload,
             access_log: self.http.access_log,
+            max_viewers: self.rtsp.max_viewers,
+            overload: match self.rtsp.overload {
+                RtspOverload::Refuse => sluice_media::rtsp::Overload::Refuse,
+                RtspOverload::Degrade => sluice_media::rtsp::Overload::Degrade,
+            },
             ..sluice_media::rtsp::RtspConfig::default()
         }
     }

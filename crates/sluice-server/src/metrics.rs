@@ -85,6 +85,7 @@ pub fn render(engine: &EngineConfig, counters: &Counters, requests: &RequestCoun
         "# HELP sluice_rtsp_sessions RTSP sessions alive now.\n# TYPE sluice_rtsp_sessions gauge\nsluice_rtsp_sessions {}",
         counters.rtsp_sessions()
     );
+    rtsp_gauges(&mut m, counters);
     let _ = writeln!(
         m,
         "# HELP sluice_connections_open Connections open now.\n# TYPE sluice_connections_open gauge\nsluice_connections_open {}",
@@ -121,6 +122,32 @@ sluice_http_requests_total {}",
     );
     process(&mut m);
     m
+}
+
+/// The RTSP loop's headroom and the viewers of each stream, as the loop last reported them.
+fn rtsp_gauges(m: &mut String, counters: &Counters) {
+    let g = counters.rtsp_gauges().unwrap_or_default();
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_loop_busy_ratio Share of the last 500 ms the busiest RTSP loop spent working (CPU time over wall time).\n\
+# TYPE sluice_rtsp_loop_busy_ratio gauge\nsluice_rtsp_loop_busy_ratio {:.3}",
+        g.busy
+    );
+    if let Some(room) = g.room {
+        let _ = writeln!(
+            m,
+            "# HELP sluice_rtsp_viewer_room RTSP viewers admitted at most now, from the loops' headroom.\n\
+# TYPE sluice_rtsp_viewer_room gauge\nsluice_rtsp_viewer_room {room}"
+        );
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_stream_viewers RTSP viewers streaming each presentation now.\n# TYPE sluice_rtsp_stream_viewers gauge"
+    );
+    for (path, n) in &g.streams {
+        let path = path.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        let _ = writeln!(m, "sluice_rtsp_stream_viewers{{path=\"{path}\"}} {n}");
+    }
 }
 
 /// The slice cache of an s3:// library and its origin: what was served from where, and what the

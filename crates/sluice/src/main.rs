@@ -76,6 +76,13 @@ struct ServeArgs {
     /// An RTSP session with no request or RTCP report for this long is released.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     rtsp_session_timeout: Option<Duration>,
+    /// RTSP viewers served at once at most; one more is answered 453 Not Enough Bandwidth.
+    #[arg(long, value_name = "N")]
+    rtsp_max_viewers: Option<usize>,
+    /// When the RTSP loop's headroom runs out: refuse newcomers with 453 (the viewers playing stay
+    /// perfect), or degrade (admit them; late viewers drop frames up to the next keyframe).
+    #[arg(long, value_name = "POLICY")]
+    rtsp_overload: Option<sluice_server::config::RtspOverload>,
     /// I/O engine (RTSP runs on io_uring with uring, on epoll with every other engine).
     #[arg(long, value_parser = named::<EngineKind>(EngineKind::ALL.map(EngineKind::name).to_vec()))]
     engine: Option<EngineKind>,
@@ -161,6 +168,8 @@ fn with_defaults(cmd: clap::Command) -> clap::Command {
         ("rtsp_listen", c.rtsp.listen.to_string()),
         ("admin_listen", c.admin.listen.to_string()),
         ("rtsp_session_timeout", d(c.rtsp.session_timeout)),
+        ("rtsp_max_viewers", c.rtsp.max_viewers.to_string()),
+        ("rtsp_overload", c.rtsp.overload.name().into()),
         ("engine", c.engine.kind.name().into()),
         ("send", "splice on uring, sendfile on the others".into()),
         ("workers", format!("one per core, {}", e.workers)),
@@ -239,6 +248,8 @@ impl ServeArgs {
         }
         set!(self.rtsp_listen => rtsp.listen);
         set!(self.rtsp_session_timeout => rtsp.session_timeout);
+        set!(self.rtsp_max_viewers => rtsp.max_viewers);
+        set!(self.rtsp_overload => rtsp.overload);
         set!(self.engine => engine.kind);
         if self.send.is_some() {
             c.engine.send = self.send;

@@ -14,8 +14,9 @@
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
 
-// common's engine matrix covers HTTP send strategies; RTSP has its own below.
+// common's engine matrix covers HTTP send strategies; RTSP uses its own, `rtsp_matrix`.
 #[allow(unused_macros)]
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -29,28 +30,6 @@ use std::time::{Duration, Instant};
 use common::rtsp::*;
 use common::*;
 use sluice_load::rtsp::{RtspReport, RtspTransport};
-
-/// One module per engine; each holds one `#[test]` per listed function, which takes the engine's
-/// arguments. Send strategies do not apply to RTSP.
-macro_rules! rtsp_matrix {
-    ($($test:ident),+ $(,)?) => {
-        rtsp_matrix!(@module uring, ["--engine", "uring", "--workers", "1"]; $($test),+);
-        rtsp_matrix!(@module epoll, ["--engine", "epoll", "--workers", "2"]; $($test),+);
-        rtsp_matrix!(@module threads, ["--engine", "threads"]; $($test),+);
-        rtsp_matrix!(@module tokio, ["--engine", "tokio", "--workers", "2"]; $($test),+);
-    };
-    (@module $name:ident, [$($arg:expr),* $(,)?]; $($test:ident),+) => {
-        mod $name {
-            const ENGINE: &[&str] = &[$($arg),*];
-            $(
-                #[test]
-                fn $test() {
-                    super::$test(ENGINE)
-                }
-            )+
-        }
-    };
-}
 
 rtsp_matrix!(
     ffprobe_reads_the_streams_over_rtsp,
@@ -215,21 +194,6 @@ const PACKETS_DROPPED: &str = "sluice_rtp_packets_dropped_total";
 
 fn released(reason: &str) -> String {
     format!("sluice_rtsp_sessions_released_total{{reason=\"{reason}\"}}")
-}
-
-/// Polls `/metrics` (10 s at most) until `cond` holds; panics with the last scrape otherwise.
-#[track_caller]
-fn wait_metrics(server: &Server, what: &str, mut cond: impl FnMut(&str) -> bool) -> String {
-    let mut last = String::new();
-    if poll_until(IO_TIMEOUT, || {
-        last = scrape(server);
-        cond(&last)
-    }) {
-        return last;
-    }
-    let rtsp: Vec<&str> =
-        last.lines().filter(|l| l.starts_with("sluice_rtsp") || l.starts_with("sluice_rtp")).collect();
-    panic!("{what}: not within {IO_TIMEOUT:?}; last /metrics (RTSP lines):\n{}", rtsp.join("\n"));
 }
 
 /// Environment for ffmpeg tools: no proxies (they never apply to loopback RTSP, but be sure).

@@ -13,7 +13,7 @@ use std::time::Instant;
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{sendmmsg, wall_clock, MediaLibrary, Parts, RtspSockets};
+use super::{sendmmsg, thread_cpu, wall_clock, MediaLibrary, Parts, RtspSockets};
 use crate::counters::{Event, Shard, Syscall};
 use crate::{cvt, EngineError, Shutdown};
 
@@ -120,6 +120,7 @@ pub(crate) fn run<M: MediaLibrary>(
             drive(&mut core, counters, key, &mut buf, now);
         }
         udp_blocked = send_datagrams(&mut core, counters, &mut batch, [&rtp, &rtcp], now);
+        core.account(thread_cpu(), Instant::now());
     }
 }
 

@@ -149,6 +149,17 @@ fn os_entropy() -> u64 {
     getrandom::u64().expect("the OS random number generator is unavailable")
 }
 
+/// CPU time the calling thread has used (user and system), for the core's headroom
+/// ([`RtspServer::account`]); one `clock_gettime` a turn.
+pub(crate) fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a live timespec the call fills.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The wall-clock time for the core's sender reports.
 pub(crate) fn wall_clock() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO)
@@ -195,6 +206,32 @@ impl Observer for Shard {
             Note::PacketsSent { packets, bytes } => {
                 self.add(Event::RtpPacketsSent, packets as u64);
                 self.add(Event::RtpBytesSent, bytes as u64);
+            }
+            Note::ViewerAdmitted => self.add(Event::RtspViewersAdmitted, 1),
+            Note::ViewerRefused => self.add(Event::RtspViewersRefused, 1),
+            Note::LateSends(n) => self.add(Event::RtpLateSends, n as u64),
+            Note::StreamViewers { path, viewers } => self.rtsp_gauges(|g| {
+                if viewers == 0 {
+                    g.streams.remove(path);
+                } else {
+                    g.streams.insert(path.to_string(), viewers as u64);
+                }
+            }),
+            Note::Headroom(h) => {
+                self.rtsp_gauges(|g| {
+                    g.busy = h.busy;
+                    g.room = (h.room != usize::MAX).then_some(h.room as u64);
+                });
+                let busy = format!("{:.2}", h.busy);
+                let room = (h.room != usize::MAX).then_some(h.room);
+                // A warning when the loop falls behind: viewers are losing frames (degrade) or
+                // newcomers are refused (refuse) from now on.
+                if h.late_sends > 0 {
+                    tracing::warn!(target: "sluice::rtsp", busy, late_sends = h.late_sends, viewers = h.viewers,
+                        room = ?room, "rtsp loop is late");
+                } else {
+                    tracing::debug!(target: "sluice::rtsp", busy, viewers = h.viewers, room = ?room, "rtsp headroom");
+                }
             }
         }
     }

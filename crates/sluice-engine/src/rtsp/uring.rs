@@ -15,7 +15,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{wall_clock, MediaLibrary, Parts, RtspSockets};
+use super::{thread_cpu, wall_clock, MediaLibrary, Parts, RtspSockets};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
 use crate::{EngineError, Shutdown};
@@ -106,6 +106,7 @@ pub(crate) fn run<M: MediaLibrary>(
         if l.in_flight == 0 {
             l.send_batch([&rtp, &rtcp], now);
         }
+        l.core.account(thread_cpu(), Instant::now());
         let mut timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
         if l.in_flight > 0 {
             // A batch is on the ring: nothing more can be sent until its completions come, and

@@ -13,8 +13,15 @@
 //! [`Observer`].
 //!
 //! The core makes no system calls: sample bytes come through the server's [`MediaLibrary`] (a
-//! `pread` from the page cache there, once per viewer and sample), the monotonic and wall-clock
-//! times are arguments. It does not own sockets, readiness, batching (`sendmmsg`, UDP GSO) or
+//! `pread` from the page cache there), read once for the viewers at the same position and kept
+//! in a bounded [`SampleCache`]; the monotonic and wall-clock times, and the loop's CPU time
+//! ([`RtspServer::account`]), are arguments.
+//!
+//! It also owns the overload policy: from the loop's CPU time per [`LOAD_WINDOW`] it estimates
+//! what a viewer costs and how many the loop can carry ([`Headroom`]); under
+//! [`Overload::Refuse`] a viewer beyond that (or beyond [`RtspConfig::max_viewers`]) is answered
+//! 453 so the ones playing stay perfect, under [`Overload::Degrade`] a viewer whose samples fall
+//! [`LATE_SEND`] behind drops whole frames, unread, up to its next keyframe. It does not own sockets, readiness, batching (`sendmmsg`, UDP GSO) or
 //! timers: those are the engine's. `T` is the loop's own per-connection state (its socket,
 //! buffers, operations in flight), kept in the same slot so both share one key.
 
@@ -26,11 +33,13 @@ use std::time::{Duration, Instant};
 use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
 use sluice_proto::rtsp::{interleaved_header, RtspError};
 
+use super::samples::{SampleCache, SAMPLE_CACHE_BYTES};
 use super::session::{
-    Answered, Catalogue, ConnectionId, Delivery, Event, Output, Release, RtspConfig, RtspConnection,
-    SessionId, SessionTable,
+    Answered, Catalogue, ConnectionId, Delivery, Event, Output, Overload, Release, RtspConfig,
+    RtspConnection, SessionId, SessionTable,
 };
 use super::stream::Due;
+use crate::mp4::TrackKind;
 
 /// Bytes a control connection may have waiting to be written before its viewers' packets stay in
 /// their queues. Small enough that a stalled TCP viewer overflows its queue (and loses frames)
@@ -47,15 +56,46 @@ const CNAME: &str = "sluice";
 /// datagram), and 49 of 50 viewers lost packets (2,893 lost, `RcvbufErrors` rising; 2026-11-22).
 /// At 4× the mean rate a frame still leaves within about a third of its interval.
 const PACE_RATE_FACTOR: f64 = 4.0;
-/// Bytes a UDP viewer may be sent back to back.
-const PACE_BURST: f64 = 32.0 * 1024.0;
+/// Bytes a UDP viewer may be sent back to back: one UDP GSO message of full-size RTP packets
+/// (42 of 1,412 bytes, within the kernel's 64 segments and the engine's 60,000 bytes), so a
+/// burst costs the kernel's send path one walk. 42 datagrams take about 97 KB of a receiver's
+/// buffer at 2.3 KB each, half the kernel's default 208 KiB.
+const PACE_BURST: f64 = 60_000.0;
 /// The loop is asked to wake for pacing at most this often: a 23 Mbps viewer at 4× earns a
 /// packet's worth every 120 µs, and waking for each (io_uring's timeouts are exact, epoll's are
 /// whole milliseconds) made the io_uring loop use 72% of a core for 50 UDP viewers against
-/// epoll's 22% (E5, 2026-11-22). A millisecond adds 12 KB to a bucket of 32 KB.
-pub const PACE_TICK: Duration = Duration::from_millis(1);
+/// epoll's 22% (E5, 2026-11-22). Two milliseconds add 23 KB to a bucket of 60 KB.
+///
+/// Every wake-up is also put on a grid of this step ([`RtspServer::next_wake`]): viewers'
+/// samples fall due at their own times (30 video and 47 audio samples a second each, spread by
+/// the ramp), and waking for each made the io_uring loop (exact timeouts) enter 7,600 times a
+/// second and the epoll loop 3,200 times for 114 to 126 viewers, a few datagrams a turn
+/// (2026-11-24, issue 18). On the grid a turn serves every viewer due in the step.
+pub const PACE_TICK: Duration = Duration::from_millis(2);
 /// The pacing rate for a presentation whose size and duration are unknown (8 MB/s).
 const PACE_FALLBACK_RATE: f64 = 8.0e6;
+/// The loop's headroom is measured over windows this long: long enough to hold a few frame
+/// intervals of every viewer (their keyframes fall at different times), short enough to follow a
+/// ramp of newcomers.
+pub const LOAD_WINDOW: Duration = Duration::from_millis(500);
+/// Share of the loop's time (CPU time over wall time) the refuse policy fills with viewers. The
+/// rest absorbs keyframes arriving together and the ramp's own SETUPs. At 0.9 the estimate admitted 190 epoll viewers of whom 1 stayed perfect, and 175 io_uring
+/// viewers, all perfect (2026-11-24, issue 18): the loop's edge lies in between.
+pub const ADMIT_BUSY: f64 = 0.8;
+/// A sample queued this long after it was due is a late send; under [`Overload::Degrade`] its
+/// viewer drops frames up to the next keyframe instead of sending them later still.
+pub const LATE_SEND: Duration = Duration::from_millis(50);
+/// Under [`Overload::Degrade`], a viewer this far behind (a tick, or its backlog) drops frames up
+/// to its next keyframe. Longer than [`LATE_SEND`], so a loop that is briefly descheduled on a
+/// busy machine counts late sends without costing anyone a GOP; shorter than the viewer queue's
+/// one second, so the loop sheds before the queues overflow.
+pub const DEGRADE_BEHIND: Duration = Duration::from_millis(500);
+/// Under [`Overload::Degrade`], a UDP viewer whose queue holds this much sending time (at its
+/// pace) drops frames up to its next keyframe: about 0.4 s of a 23 Mbps stream, well before its
+/// queue's one second overflows.
+pub const DEGRADE_BACKLOG: Duration = Duration::from_millis(100);
+/// Viewers the first estimate of a viewer's cost needs (fewer are mostly the loop's fixed cost).
+const ESTIMATE_VIEWERS: usize = 16;
 
 /// What the core serves: the indexed MP4 files of [`Catalogue`], and their bytes. The server
 /// implements it; reading is its business (the core only asks).
@@ -139,6 +179,43 @@ pub enum Note<'a> {
         /// Their bytes (without interleaved framing).
         bytes: usize,
     },
+    /// A viewer's stream started (its first `PLAY` was admitted).
+    ViewerAdmitted,
+    /// A viewer was refused with 453 (at `--rtsp-max-viewers`, or out of headroom).
+    ViewerRefused,
+    /// Samples were queued more than [`LATE_SEND`] after they were due.
+    LateSends(usize),
+    /// The viewers streaming the presentation at this URL path changed to this many.
+    StreamViewers {
+        /// The URL path.
+        path: &'a str,
+        /// Viewers streaming it now.
+        viewers: usize,
+    },
+    /// The loop's headroom over the last [`LOAD_WINDOW`].
+    Headroom(Headroom),
+}
+
+/// How loaded the RTSP loop was over one [`LOAD_WINDOW`], and what it admits from now on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Headroom {
+    /// Share of the window the loop spent working (its thread's CPU time over wall time).
+    pub busy: f64,
+    /// Samples queued late in the window.
+    pub late_sends: usize,
+    /// Viewers streaming at the window's start.
+    pub viewers: usize,
+    /// Viewers the loop admits at most now (`usize::MAX`: no bound from the load).
+    pub room: usize,
+}
+
+/// The loop's CPU time against wall time, window by window, and the viewers it can carry.
+#[derive(Debug)]
+struct LoadMeter {
+    start: Option<(Instant, Duration, usize)>,
+    late: usize,
+    /// CPU share of one streaming viewer, smoothed over windows.
+    per_viewer: Option<f64>,
 }
 
 /// The one hook through which the core reports what it did (counters, access logs).
@@ -255,6 +332,12 @@ impl Pacer {
 
 /// One session's sending side.
 struct Viewer<B> {
+    /// The URL path it streams, once its stream started (for the per-stream counts).
+    started: Option<String>,
+    /// Under [`Overload::Degrade`], late: its video samples are skipped up to the next keyframe.
+    skipping: bool,
+    /// Per track of the session, whether it is video (the only one whose frames are skipped).
+    video: Vec<bool>,
     /// The control connection (slot key) its interleaved packets go out on, if any.
     control: Option<usize>,
     bytes: Option<B>,
@@ -286,9 +369,14 @@ pub struct RtspServer<'a, M: MediaLibrary, O: Observer, T> {
     output: Output,
     due: Vec<Due>,
     packets: Packets,
-    sample: Vec<u8>,
+    samples: SampleCache,
     reports: Vec<(usize, Vec<u8>)>,
     scratch_ids: Vec<SessionId>,
+    load: LoadMeter,
+    /// The origin of the wake-up grid.
+    epoch: Instant,
+    /// Viewers streaming each presentation.
+    per_stream: HashMap<String, usize>,
     /// The monotonic and the wall-clock time of the first tick: sender reports take their NTP time
     /// from this anchor plus the monotonic time since, see [`RtspServer::report_clock`].
     wall_anchor: Option<(Instant, Duration)>,
@@ -312,9 +400,12 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             output: Output::default(),
             due: Vec::new(),
             packets: Packets::new(),
-            sample: Vec::new(),
+            samples: SampleCache::new(SAMPLE_CACHE_BYTES),
             reports: Vec::new(),
             scratch_ids: Vec::new(),
+            load: LoadMeter { start: None, late: 0, per_viewer: None },
+            per_stream: HashMap::new(),
+            epoch: Instant::now(),
             wall_anchor: None,
         }
     }
@@ -423,6 +514,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 self.observer.note(Note::Answered { connection, requests: self.output.answered });
             }
             for error in &self.output.refused {
+                if *error.kind() == RtspError::NotEnoughBandwidth {
+                    self.observer.note(Note::ViewerRefused);
+                }
                 self.observer.note(Note::Refused(error));
             }
             let peer = c.rtsp.context().peer;
@@ -512,6 +606,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                     self.viewers.insert(
                         id,
                         Viewer {
+                            started: None,
+                            skipping: false,
+                            video: Vec::new(),
                             control: None,
                             bytes: None,
                             deliveries: Vec::new(),
@@ -531,6 +628,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 Event::Released(id, why) => {
                     self.observer.note(Note::SessionReleased(id, why));
                     if let Some(v) = self.viewers.remove(&id) {
+                        if let Some(path) = &v.started {
+                            self.count_stream(path, false);
+                        }
                         if let Some(c) = v.control.and_then(|k| self.controls.get_mut(k)?.as_mut()) {
                             c.viewers.retain(|s| *s != id);
                         }
@@ -544,7 +644,17 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
     fn play(&mut self, id: SessionId, now: Instant) {
         let Some(session) = self.table.get_mut(id) else { return };
         let Some(v) = self.viewers.get_mut(&id) else { return };
+        let first = v.started.is_none().then(|| session.path().to_string());
+        if let Some(path) = &first {
+            v.started = Some(path.clone());
+        }
         v.deliveries = session.tracks().iter().map(|t| t.delivery).collect();
+        let tracks = &session.file().tracks;
+        v.video = session
+            .tracks()
+            .iter()
+            .map(|t| tracks.get(t.stream.index).is_some_and(|t| matches!(t.kind, TrackKind::H264(_))))
+            .collect();
         if v.bytes.is_none() {
             match self.media.open_bytes(session.path()) {
                 Ok(b) => v.bytes = Some(b),
@@ -568,6 +678,56 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let rate = if seconds > 0.0 { file.file_len as f64 / seconds * PACE_RATE_FACTOR } else { 0.0 };
         v.pacer = Pacer::new(if rate > 0.0 { rate } else { PACE_FALLBACK_RATE }, now);
         v.next_wake = session.streamer_mut().and_then(|s| s.next_wake());
+        if let Some(path) = first {
+            self.observer.note(Note::ViewerAdmitted);
+            self.count_stream(&path, true);
+        }
+    }
+
+    fn count_stream(&mut self, path: &str, started: bool) {
+        let n = self.per_stream.entry(path.to_string()).or_default();
+        *n = if started { *n + 1 } else { n.saturating_sub(1) };
+        let viewers = *n;
+        if viewers == 0 {
+            self.per_stream.remove(path);
+        }
+        self.observer.note(Note::StreamViewers { path, viewers });
+    }
+
+    /// The loop's thread has used `cpu` of CPU time in all, at `now` (called once a turn): the
+    /// core measures its headroom from it, window by window, and sets how many viewers it
+    /// admits ([`Headroom`]).
+    pub fn account(&mut self, cpu: Duration, now: Instant) {
+        let streaming =
+            self.viewers.values().filter(|v| v.next_wake.is_some() || !v.queue.is_empty()).count();
+        let Some((since, cpu_then, viewers)) = self.load.start else {
+            self.load.start = Some((now, cpu, streaming));
+            return;
+        };
+        let wall = now.saturating_duration_since(since);
+        if wall < LOAD_WINDOW {
+            return;
+        }
+        let busy = cpu.saturating_sub(cpu_then).as_secs_f64() / wall.as_secs_f64();
+        let late_sends = std::mem::take(&mut self.load.late);
+        // Viewers arriving during the window (a ramp) cost part of it: count the mean of its
+        // start and end. Counting only those there at the start made the estimate 1.5x too
+        // high during the lab's 4 s ramp: 126 of 200 viewers admitted with the loop at about
+        // 60% (2026-11-24, docs/BENCHMARKS.md, issue 18).
+        let viewers = (viewers + streaming).div_ceil(2);
+        if viewers >= ESTIMATE_VIEWERS {
+            let sample = busy / viewers as f64;
+            self.load.per_viewer = Some(self.load.per_viewer.map_or(sample, |p| (p + sample) / 2.0));
+        }
+        let room = match (self.config().overload, self.load.per_viewer) {
+            (Overload::Degrade, _) | (Overload::Refuse, None) => usize::MAX,
+            // Late already: no newcomer until the loop keeps time again.
+            (Overload::Refuse, Some(_)) if late_sends > 0 => self.table.len().min(self.table.admits()),
+            (Overload::Refuse, Some(p)) => (ADMIT_BUSY / p.max(1e-6)) as usize,
+        };
+        self.table.set_room(room);
+        self.observer.note(Note::Headroom(Headroom { busy, late_sends, viewers, room }));
+        self.load.start = Some((now, cpu, streaming));
     }
 
     /// When the loop must call [`RtspServer::tick`] next, if ever.
@@ -578,7 +738,11 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             .filter(|(_, c)| !c.drop_output)
             .map(|(_, c)| c.rtsp.deadline(&self.table))
             .min();
-        [viewers, controls, self.table.deadline(), self.pace_wake].into_iter().flatten().min()
+        let at = [viewers, controls, self.table.deadline(), self.pace_wake].into_iter().flatten().min()?;
+        // Rounded up to the grid: never early, at most a step late.
+        let step = PACE_TICK.as_nanos();
+        let steps = at.saturating_duration_since(self.epoch).as_nanos().div_ceil(step);
+        Some(self.epoch + Duration::from_nanos((steps * step) as u64))
     }
 
     /// Queues what is due at `now` (`wall`: the wall-clock time since the Unix epoch, for sender
@@ -608,8 +772,33 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         due_ids.extend(
             self.viewers.iter().filter(|(_, v)| v.next_wake.is_some_and(|w| w <= now)).map(|(id, _)| *id),
         );
+        let degrade = self.config().overload == Overload::Degrade;
+        let mut late = 0;
         for &id in &due_ids {
+            if let Some(v) = self.viewers.get_mut(&id) {
+                // Late to queue the viewer's samples, or late to send what it queued: at 400 UDP
+                // viewers the loop kept its ticks on time but its sends fell seconds behind,
+                // and the queues overflowed (144,877 frames dropped against 843 late ticks,
+                // 2026-11-24, issue 18).
+                // The backlog is measured in sending time at the viewer's pace (4x its mean rate):
+                // a queue merely not empty when the next sample comes is normal (a keyframe
+                // takes ~20 ms to leave), and counting that as late gave 60,952 late sends at
+                // 175 perfect io_uring viewers (2026-11-24, issue 18).
+                let late_by = now.saturating_duration_since(v.next_wake.unwrap_or(now));
+                let backlog = match v.control {
+                    None => Duration::from_secs_f64(v.queue.queued_bytes() as f64 / v.pacer.rate),
+                    Some(_) => Duration::ZERO,
+                };
+                if late_by > LATE_SEND || backlog > LATE_SEND {
+                    late += 1;
+                }
+                v.skipping |= degrade && (late_by > DEGRADE_BEHIND || backlog > DEGRADE_BACKLOG);
+            }
             self.stream(id, now, wall);
+        }
+        if late > 0 {
+            self.load.late += late;
+            self.observer.note(Note::LateSends(late));
         }
         self.scratch_ids = due_ids;
     }
@@ -630,26 +819,41 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
     fn stream(&mut self, id: SessionId, now: Instant, wall: Duration) {
         let Some(session) = self.table.get_mut(id) else { return };
         let Some(v) = self.viewers.get_mut(&id) else { return };
+        let file = session.file().clone();
         let Some(streamer) = session.streamer_mut() else { return };
         self.due.clear();
         streamer.due(now, &mut self.due);
         for d in &self.due {
-            self.sample.resize(d.size as usize, 0);
-            let read = match &v.bytes {
-                Some(b) => {
-                    self.observer.note(Note::SampleRead);
-                    self.media.read_at(b, d.offset, &mut self.sample)
+            if v.skipping && v.video.get(d.track) == Some(&true) {
+                if !d.keyframe {
+                    // Under degrade and late: this frame is dropped unread (the work is what
+                    // the loop lacks), and so is every one up to the next keyframe.
+                    self.observer.note(Note::FrameDropped { packets: 0 });
+                    continue;
                 }
-                None => Err(io::ErrorKind::NotFound.into()),
-            };
+                v.skipping = false;
+            }
+            // Shared: viewers at the same position read a sample once. For 200 UDP viewers of the
+            // 23 Mbps file this took a run's reads from 461,600 `pread`s (one per viewer and
+            // sample) to 2,303 (2026-11-24, docs/BENCHMARKS.md, issue 18).
+            let (media, observer) = (self.media, self.observer);
+            let read = self.samples.get_or_read(&file, d.offset, d.size, |into| match &v.bytes {
+                Some(b) => {
+                    observer.note(Note::SampleRead);
+                    media.read_at(b, d.offset, into)
+                }
+                None => Err(io::Error::from(io::ErrorKind::NotFound)),
+            });
             self.packets.clear();
-            if read.is_err() || streamer.packetize(d, &self.sample, &mut self.packets).is_err() {
+            let packed = read.map(|sample| streamer.packetize(d, sample, &mut self.packets));
+            if !matches!(packed, Ok(Ok(_))) {
                 // The file changed under its index, or the sample is malformed: the viewer
                 // misses it, as it would a lost frame; the stream goes on.
                 continue;
             }
-            if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &self.packets) == Offer::Dropped {
-                self.observer.note(Note::FrameDropped { packets: self.packets.len() });
+            let packets = self.packets.len();
+            if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &mut self.packets) == Offer::Dropped {
+                self.observer.note(Note::FrameDropped { packets });
             }
         }
         self.reports.clear();
@@ -730,7 +934,11 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                     return true;
                 }
                 if !v.pacer.take(packet.len(), now) {
-                    let at = v.pacer.ready_at(packet.len()).max(now + PACE_TICK);
+                    // Wake when the bucket holds the rest of what is queued (or a whole burst),
+                    // not the next packet: each wake-up then sends a viewer one GSO
+                    // super-packet of up to ~42 datagrams instead of ~8 a millisecond.
+                    let want = v.queue.queued_bytes().min(PACE_BURST as usize);
+                    let at = v.pacer.ready_at(want).max(now + PACE_TICK);
                     self.pace_wake = Some(self.pace_wake.map_or(at, |w| w.min(at)));
                     break;
                 }
@@ -810,6 +1018,12 @@ mod tests {
         packets_sent: Cell<usize>,
         reads: Cell<usize>,
         released: RefCell<Vec<Release>>,
+        refused: Cell<usize>,
+        admitted: Cell<usize>,
+        late: Cell<usize>,
+        frames_dropped: Cell<usize>,
+        headroom: RefCell<Vec<Headroom>>,
+        streams: RefCell<HashMap<String, usize>>,
     }
 
     impl Observer for Tally {
@@ -819,6 +1033,14 @@ mod tests {
                 Note::PacketsSent { packets, .. } => self.packets_sent.set(self.packets_sent.get() + packets),
                 Note::SampleRead => self.reads.set(self.reads.get() + 1),
                 Note::SessionReleased(_, why) => self.released.borrow_mut().push(why),
+                Note::ViewerRefused => self.refused.set(self.refused.get() + 1),
+                Note::ViewerAdmitted => self.admitted.set(self.admitted.get() + 1),
+                Note::LateSends(n) => self.late.set(self.late.get() + n),
+                Note::FrameDropped { .. } => self.frames_dropped.set(self.frames_dropped.get() + 1),
+                Note::Headroom(h) => self.headroom.borrow_mut().push(h),
+                Note::StreamViewers { path, viewers } => {
+                    self.streams.borrow_mut().insert(path.to_string(), viewers);
+                }
                 _ => {}
             }
         }
@@ -833,6 +1055,14 @@ mod tests {
     }
 
     type Server<'a> = RtspServer<'a, Demo, Tally, ()>;
+
+    fn table_with(config: RtspConfig) -> SessionTable {
+        let mut n = 1u64;
+        SessionTable::with_entropy(config, move || {
+            n = n.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            n
+        })
+    }
 
     /// Everything `key` has to write, as the loop would write it.
     fn drain(server: &mut Server<'_>, key: usize, now: Instant) -> Vec<u8> {
@@ -1035,5 +1265,189 @@ mod tests {
         assert!(tally.released.borrow().is_empty(), "{:?}", tally.released.borrow());
         server.tick(t0 + timeout * 3 / 2 + Duration::from_secs(1), Duration::ZERO);
         assert_eq!(*tally.released.borrow(), [Release::Timeout]);
+    }
+
+    /// Datagrams with their bytes, by destination.
+    #[derive(Default)]
+    struct Capture {
+        datagrams: Vec<(SocketAddr, Vec<u8>)>,
+    }
+
+    impl DatagramSink for Capture {
+        fn fits(&self, _: usize) -> bool {
+            true
+        }
+
+        fn push(&mut self, _: Port, dest: SocketAddr, bytes: &[u8]) {
+            self.datagrams.push((dest, bytes.to_vec()));
+        }
+    }
+
+    /// A UDP viewer from its own address (`10.0.0.<n>`) that has played since `at`.
+    fn udp_viewer(server: &mut Server<'_>, n: u8, at: Instant) -> Result<SocketAddr, String> {
+        let key = server.accept((), SocketAddr::from(([10, 0, 0, n], 40000)), at);
+        let reply = ask(server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), at);
+        if !reply.starts_with("RTSP/1.0 200") {
+            return Err(reply);
+        }
+        let reply = ask(server, key, &play(&session_of(&reply)), at);
+        if !reply.starts_with("RTSP/1.0 200") {
+            return Err(reply);
+        }
+        Ok(SocketAddr::from(([10, 0, 0, n], 5000)))
+    }
+
+    /// Runs the core from `from` to `to`, waking exactly when it asks, as an idle loop would;
+    /// returns every datagram sent.
+    fn run_on_time(server: &mut Server<'_>, from: Instant, to: Instant) -> Capture {
+        let mut out = Capture::default();
+        let mut now = from;
+        while now <= to {
+            server.tick(now, Duration::from_secs(1_800_000_000));
+            server.fill_datagrams(&mut out, now);
+            match server.next_wake() {
+                Some(at) if at > now => now = at,
+                Some(_) => now += Duration::from_micros(100),
+                None => break,
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn shared_reads_give_every_viewer_byte_identical_payloads() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let viewers: Vec<SocketAddr> = (1..=5).map(|n| udp_viewer(&mut server, n, t0).unwrap()).collect();
+        let end = t0 + Duration::from_secs_f64(media.file.duration_secs() + 1.0);
+        let out = run_on_time(&mut server, t0, end);
+        let samples = media.file.tracks[0].samples.len();
+        assert!(
+            tally.reads.get() <= samples,
+            "{} reads for {samples} samples and 5 viewers",
+            tally.reads.get()
+        );
+        // Headers differ (each viewer has its own SSRC, sequence and timestamps); payloads not.
+        let payloads = |to: SocketAddr| -> Vec<Vec<u8>> {
+            out.datagrams
+                .iter()
+                .filter(|(d, _)| *d == to)
+                .map(|(_, b)| RtpPacket::parse(b).expect("RTP").payload.to_vec())
+                .collect()
+        };
+        let first = payloads(viewers[0]);
+        assert!(first.len() >= samples, "{} packets", first.len());
+        for v in &viewers[1..] {
+            assert!(payloads(*v) == first, "viewer {v} got other bytes than {}", viewers[0]);
+        }
+    }
+
+    /// A table under the refuse policy.
+    fn refusing() -> SessionTable {
+        table_with(RtspConfig { overload: Overload::Refuse, ..RtspConfig::default() })
+    }
+
+    /// Twenty UDP viewers (`10.0.0.1` to `.20`) playing from now; returns now.
+    fn start_twenty(server: &mut Server<'_>) -> Instant {
+        let t0 = Instant::now();
+        for n in 1..=20 {
+            udp_viewer(server, n, t0).unwrap();
+        }
+        t0
+    }
+
+    #[test]
+    fn a_simulated_overload_refuses_the_next_viewer_and_keeps_the_admitted_on_time() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(refusing(), &media, &tally);
+        let t0 = start_twenty(&mut server);
+        assert_eq!(tally.admitted.get(), 20);
+        assert_eq!(tally.streams.borrow().get("/sluice-demo.mp4"), Some(&20));
+        // The loop reports its CPU time: 70% of a window for 20 viewers, 3.5% each, so room for
+        // 22 at the 80% the refuse policy fills.
+        server.account(Duration::ZERO, t0);
+        server.account(LOAD_WINDOW.mul_f64(0.7), t0 + LOAD_WINDOW);
+        let h = *tally.headroom.borrow().last().expect("a window closed");
+        assert_eq!((h.viewers, h.room, h.late_sends), (20, 22, 0), "{h:?}");
+        let t1 = t0 + LOAD_WINDOW;
+        for n in 21..=22 {
+            udp_viewer(&mut server, n, t1).unwrap();
+        }
+        let refused = udp_viewer(&mut server, 23, t1).expect_err("the 23rd viewer is refused");
+        assert!(refused.starts_with("RTSP/1.0 453 Not Enough Bandwidth"), "{refused}");
+        assert_eq!(tally.refused.get(), 1);
+        // The admitted ones get every packet on time, and the refused one nothing.
+        let out = run_on_time(&mut server, t0, t1 + Duration::from_secs(3));
+        assert_eq!((tally.late.get(), tally.frames_dropped.get()), (0, 0));
+        let refused = SocketAddr::from(([10, 0, 0, 23], 5000));
+        assert!(out.datagrams.iter().all(|(d, _)| *d != refused));
+        for n in 1..=22 {
+            let to = SocketAddr::from(([10, 0, 0, n], 5000));
+            assert!(out.datagrams.iter().filter(|(d, _)| *d == to).count() > 10, "viewer {n}");
+        }
+        // A load that leaves room again admits again.
+        server.account(LOAD_WINDOW.mul_f64(0.7 + 0.1), t1 + LOAD_WINDOW);
+        assert!(tally.headroom.borrow().last().unwrap().room > 22);
+        udp_viewer(&mut server, 23, t1 + LOAD_WINDOW).expect("room again");
+    }
+
+    #[test]
+    fn a_play_after_the_room_shrank_is_refused_and_the_started_streams_go_on() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(refusing(), &media, &tally);
+        let t0 = start_twenty(&mut server);
+        // Set up while the load was unknown...
+        let key = server.accept((), SocketAddr::from(([10, 0, 0, 21], 40000)), t0);
+        let reply = ask(&mut server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), t0);
+        assert!(reply.starts_with("RTSP/1.0 200"), "{reply}");
+        // ...then the loop is 90% busy with 20 streams: room for 17 at 80%.
+        server.account(Duration::ZERO, t0);
+        server.account(LOAD_WINDOW.mul_f64(0.9), t0 + LOAD_WINDOW);
+        assert_eq!(tally.headroom.borrow().last().unwrap().room, 17);
+        let t1 = t0 + LOAD_WINDOW;
+        let reply = ask(&mut server, key, &play(&session_of(&reply)), t1);
+        assert!(reply.starts_with("RTSP/1.0 453"), "{reply}");
+        assert_eq!((tally.admitted.get(), tally.refused.get()), (20, 1));
+        // The twenty started streams are not cut.
+        let out = run_on_time(&mut server, t0, t1 + Duration::from_secs(1));
+        for n in 1..=20 {
+            let to = SocketAddr::from(([10, 0, 0, n], 5000));
+            assert!(out.datagrams.iter().any(|(d, _)| *d == to), "viewer {n}");
+        }
+        let refused = SocketAddr::from(([10, 0, 0, 21], 5000));
+        assert!(out.datagrams.iter().all(|(d, _)| *d != refused));
+    }
+
+    #[test]
+    fn the_viewer_bound_refuses_and_degrade_drops_late_frames_up_to_a_keyframe() {
+        let media = demo();
+        let config = RtspConfig { max_viewers: 2, overload: Overload::Degrade, ..RtspConfig::default() };
+        let tally = Tally::default();
+        let mut server: Server<'_> = RtspServer::new(table_with(config), &media, &tally);
+        let t0 = Instant::now();
+        udp_viewer(&mut server, 1, t0).unwrap();
+        udp_viewer(&mut server, 2, t0).unwrap();
+        let refused = udp_viewer(&mut server, 3, t0).unwrap_err();
+        assert!(refused.starts_with("RTSP/1.0 453"), "{refused}");
+        // Degrade admits past any load estimate...
+        server.account(Duration::ZERO, t0);
+        server.account(LOAD_WINDOW.mul_f64(2.0), t0 + LOAD_WINDOW);
+        assert_eq!(tally.headroom.borrow().last().unwrap().room, usize::MAX);
+        // ...and a loop that wakes 600 ms late (past DEGRADE_BEHIND) drops the late frames, read
+        // or not, up to the next keyframe rather than sending them late.
+        let reads_on_time = {
+            let quiet = Tally::default();
+            let mut s: Server<'_> = RtspServer::new(table(), &media, &quiet);
+            udp_viewer(&mut s, 1, t0).unwrap();
+            run_on_time(&mut s, t0, t0 + Duration::from_secs(2));
+            s.samples.held()
+        };
+        server.tick(t0, Duration::ZERO);
+        server.tick(t0 + Duration::from_millis(600), Duration::ZERO);
+        assert_eq!(tally.late.get(), 2, "both viewers were late");
+        assert!(tally.frames_dropped.get() > 0);
+        run_on_time(&mut server, t0 + Duration::from_millis(600), t0 + Duration::from_secs(2));
+        assert!(server.samples.held() < reads_on_time, "the skipped frames were never read");
     }
 }

@@ -62,6 +62,20 @@ pub trait Catalogue {
     fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound>;
 }
 
+/// What the server does when one more viewer would take more than the RTSP loop has left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overload {
+    /// Answer the newcomer's `SETUP` (or first `PLAY`) with 453 Not Enough Bandwidth, so the
+    /// viewers already playing keep every packet.
+    Refuse,
+    /// Admit everyone up to [`RtspConfig::max_viewers`]; when the loop falls behind, every late
+    /// viewer drops whole frames up to its next keyframe, so the loss is shared evenly. The
+    /// default: admission by load is a choice of the operator's (a debug build or a busy machine
+    /// makes the loop look loaded).
+    #[default]
+    Degrade,
+}
+
 /// Settings and bounds of the RTSP side.
 #[derive(Debug, Clone)]
 pub struct RtspConfig {
@@ -87,6 +101,10 @@ pub struct RtspConfig {
     pub max_payload: usize,
     /// Whether each answered request is recorded in [`Output::access`] for the access log.
     pub access_log: bool,
+    /// Viewers (sessions) served at once at most: one more is answered 453, whatever the load.
+    pub max_viewers: usize,
+    /// What to do when the loop's headroom runs out.
+    pub overload: Overload,
 }
 
 impl Default for RtspConfig {
@@ -101,6 +119,8 @@ impl Default for RtspConfig {
             udp_server_ports: Some((6970, 6971)),
             max_payload: 1400,
             access_log: false,
+            max_viewers: 10_000,
+            overload: Overload::Degrade,
         }
     }
 }
@@ -299,6 +319,8 @@ pub struct SessionTable {
     config: RtspConfig,
     sessions: HashMap<SessionId, RtspSession>,
     entropy: Entropy,
+    /// Viewers the loop says it can carry now (its headroom), below `config.max_viewers`.
+    room: usize,
 }
 
 impl fmt::Debug for SessionTable {
@@ -316,7 +338,24 @@ impl SessionTable {
     /// be unguessable; reading it is a system call, so the engine does it), tests and fuzzing a
     /// reproducible sequence.
     pub fn with_entropy(config: RtspConfig, entropy: impl FnMut() -> u64 + Send + 'static) -> SessionTable {
-        SessionTable { config, sessions: HashMap::new(), entropy: Box::new(entropy) }
+        SessionTable { config, sessions: HashMap::new(), entropy: Box::new(entropy), room: usize::MAX }
+    }
+
+    /// How many viewers the loop can carry now, from its measured headroom: a new session
+    /// beyond it (or beyond [`RtspConfig::max_viewers`]) is refused with 453, and so is the
+    /// first `PLAY` of a session beyond it.
+    pub fn set_room(&mut self, viewers: usize) {
+        self.room = viewers;
+    }
+
+    /// Viewers admitted at most now: the smaller of the room and the configured bound.
+    pub fn admits(&self) -> usize {
+        self.room.min(self.config.max_viewers)
+    }
+
+    /// Sessions whose streams have started (played at least once).
+    pub fn started(&self) -> usize {
+        self.sessions.values().filter(|s| s.streamer.is_some()).count()
     }
 
     /// The settings.
@@ -676,6 +715,9 @@ impl RtspConnection {
                 {
                     return Err(RtspError::Overloaded);
                 }
+                if x.table.sessions.len() >= x.table.admits() {
+                    return Err(RtspError::NotEnoughBandwidth);
+                }
                 x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?
             }
         };
@@ -785,6 +827,13 @@ impl RtspConnection {
         let range = parse_range(x.request)?;
         let max_payload = x.table.config.max_payload;
         let timeout = x.table.config.session_timeout;
+        let starting =
+            x.table.sessions.get(&id).is_some_and(|s| s.streamer.is_none() && !s.tracks.is_empty());
+        // The room may have shrunk since this session's SETUP: the streams already started come
+        // first.
+        if starting && x.table.started() >= x.table.admits() {
+            return Err(RtspError::NotEnoughBandwidth);
+        }
         let session = x.table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
         session.deadline = x.now + timeout;
         if session.tracks.is_empty() {

@@ -57,6 +57,17 @@ impl Packets {
         (0..self.ends.len()).map(|i| self.get(i).expect("index in range"))
     }
 
+    /// Where each packet ends in the bytes.
+    pub(crate) fn ends(&self) -> &[usize] {
+        &self.ends
+    }
+
+    /// Exchanges the packets' bytes with `other` (the packet ends stay: clear them after).
+    pub(crate) fn swap_data(&mut self, other: &mut Vec<u8>) {
+        std::mem::swap(&mut self.data, other);
+        self.data.clear();
+    }
+
     /// Opens a packet: the bytes written from here to [`Packets::finish`] are one packet.
     fn start(&mut self) -> &mut Vec<u8> {
         &mut self.data

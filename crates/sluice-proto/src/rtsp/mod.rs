@@ -103,6 +103,10 @@ pub enum RtspError {
     /// the client may retry later.
     #[error("too many sessions or tracks")]
     Overloaded,
+    /// The server is at its viewer limit (`--rtsp-max-viewers`), or one more viewer would take
+    /// more than its headroom: the viewers already playing keep their stream, this one is refused.
+    #[error("not enough bandwidth for another viewer")]
+    NotEnoughBandwidth,
     /// `error`, in the message that starts at byte `pos` of connection `conn`'s input.
     #[error("{error} (message at byte {pos} of {conn})")]
     InContext {
@@ -163,6 +167,7 @@ impl RtspError {
             RtspError::NotFound => StatusCode::NotFound,
             RtspError::NotImplemented => StatusCode::NotImplemented,
             RtspError::Overloaded => StatusCode::ServiceUnavailable,
+            RtspError::NotEnoughBandwidth => StatusCode::NotEnoughBandwidth,
             RtspError::InContext { .. } => unreachable!("kind() is never in context"),
         }
     }
@@ -213,6 +218,7 @@ mod tests {
             (RtspError::NotFound, 404, false),
             (RtspError::NotImplemented, 501, false),
             (RtspError::Overloaded, 503, false),
+            (RtspError::NotEnoughBandwidth, 453, false),
         ];
         let conn = ConnectionContext { id: 7, peer: "10.0.0.1:40000".parse().unwrap() };
         for (e, code, closes) in cases {

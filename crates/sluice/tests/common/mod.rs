@@ -72,6 +72,19 @@ macro_rules! engine_matrix {
     };
 }
 
+/// One module per engine for the RTSP tests; each holds one `#[test]` per listed function, which
+/// takes the engine's arguments. Send strategies do not apply to RTSP (its loop is io_uring on
+/// `uring`, epoll on the others).
+#[allow(unused_macros)] // used by the RTSP test files only
+macro_rules! rtsp_matrix {
+    ($($test:ident),+ $(,)?) => {
+        engine_matrix!(@module uring, ["--engine", "uring", "--workers", "1"]; $($test),+);
+        engine_matrix!(@module epoll, ["--engine", "epoll", "--workers", "2"]; $($test),+);
+        engine_matrix!(@module threads, ["--engine", "threads"]; $($test),+);
+        engine_matrix!(@module tokio, ["--engine", "tokio", "--workers", "2"]; $($test),+);
+    };
+}
+
 mod fixture;
 mod headers;
 mod http;

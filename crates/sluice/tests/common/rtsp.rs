@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{fmt_response, lossy_prefix, parse_status_head, HeaderLines, StatusHead, IO_TIMEOUT};
+use super::{fmt_response, lossy_prefix, parse_status_head, poll_until, HeaderLines, StatusHead, IO_TIMEOUT};
 
 /// The address in a `listening on rtsp://ADDR/ ...` line, human or JSON.
 pub fn parse_rtsp_listen_line(line: &str) -> Option<SocketAddr> {
@@ -588,4 +588,19 @@ impl Drop for UdpSink {
             let _ = t.join();
         }
     }
+}
+
+/// Polls `/metrics` (10 s at most) until `cond` holds; panics with the last scrape otherwise.
+#[track_caller]
+pub fn wait_metrics(server: &super::Server, what: &str, mut cond: impl FnMut(&str) -> bool) -> String {
+    let mut last = String::new();
+    if poll_until(IO_TIMEOUT, || {
+        last = server.scrape();
+        cond(&last)
+    }) {
+        return last;
+    }
+    let rtsp: Vec<&str> =
+        last.lines().filter(|l| l.starts_with("sluice_rtsp") || l.starts_with("sluice_rtp")).collect();
+    panic!("{what}: not within {IO_TIMEOUT:?}; last /metrics (RTSP lines):\n{}", rtsp.join("\n"));
 }
