@@ -289,17 +289,10 @@ fn prepare_media(root: &Path, sizes: &[u64]) -> Result<(), LabError> {
     Ok(())
 }
 
-/// `size` bytes that do not compress (xorshift from `seed`), so no layer can shortcut them.
+/// `size` bytes that do not compress, different for each `seed`, so no layer can shortcut them
+/// (the load generator's `random` payload).
 fn incompressible(seed: u64, size: u64) -> Vec<u8> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ seed;
-    (0..size)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
+    sluice_load::payload::PayloadKind::Random.generate(size as usize, seed)
 }
 
 fn loopback_row(

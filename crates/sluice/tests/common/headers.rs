@@ -99,3 +99,21 @@ pub trait HeaderLines {
             .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
     }
 }
+
+/// A parsed response's head and body as text, for assertions and failure messages.
+pub trait MessageText {
+    /// The head exactly as received.
+    fn raw_head_bytes(&self) -> &[u8];
+    /// The body.
+    fn body_bytes(&self) -> &[u8];
+
+    /// The head as text.
+    fn head_text(&self) -> String {
+        String::from_utf8_lossy(self.raw_head_bytes()).into_owned()
+    }
+
+    /// The body as text.
+    fn body_text(&self) -> String {
+        String::from_utf8_lossy(self.body_bytes()).into_owned()
+    }
+}

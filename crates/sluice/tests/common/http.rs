@@ -22,17 +22,19 @@ impl HeaderLines for Response {
     }
 }
 
+impl MessageText for Response {
+    fn raw_head_bytes(&self) -> &[u8] {
+        &self.raw_head
+    }
+
+    fn body_bytes(&self) -> &[u8] {
+        &self.body
+    }
+}
+
 impl Response {
     pub fn content_length(&self) -> Option<u64> {
         self.header("content-length").map(|v| v.trim().parse().expect("numeric Content-Length"))
-    }
-
-    pub fn head_text(&self) -> String {
-        String::from_utf8_lossy(&self.raw_head).into_owned()
-    }
-
-    pub fn body_text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// Panics with the whole head when the status is not `status`.

@@ -13,7 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{fmt_response, lossy_prefix, parse_status_head, poll_until, HeaderLines, StatusHead, IO_TIMEOUT};
+use super::{
+    fmt_response, lossy_prefix, parse_status_head, poll_until, HeaderLines, MessageText, StatusHead,
+    IO_TIMEOUT,
+};
 
 /// The address in a `listening on rtsp://ADDR/ ...` line, human or JSON.
 pub fn parse_rtsp_listen_line(line: &str) -> Option<SocketAddr> {
@@ -43,6 +46,16 @@ impl HeaderLines for RtspResponse {
     }
 }
 
+impl MessageText for RtspResponse {
+    fn raw_head_bytes(&self) -> &[u8] {
+        &self.raw_head
+    }
+
+    fn body_bytes(&self) -> &[u8] {
+        &self.body
+    }
+}
+
 impl RtspResponse {
     /// The `CSeq` echoed, if any.
     pub fn cseq(&self) -> Option<u32> {
@@ -57,14 +70,6 @@ impl RtspResponse {
     /// The `timeout=` of the `Session` header, seconds.
     pub fn session_timeout(&self) -> Option<u64> {
         param(self.header("session")?, "timeout").and_then(|v| v.parse().ok())
-    }
-
-    pub fn head_text(&self) -> String {
-        String::from_utf8_lossy(&self.raw_head).into_owned()
-    }
-
-    pub fn body_text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// Panics with the whole response when the status is not `status`.
