@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 pub mod budget;
+pub mod ceiling;
 pub mod claims;
 pub mod content;
 pub mod error;

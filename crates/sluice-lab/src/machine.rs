@@ -198,7 +198,7 @@ fn parse_udp_rcvbuf_errors(snmp: &str) -> Option<u64> {
 }
 
 /// (process group, utime + stime + cutime + cstime in ticks) from one `/proc/PID/stat` line.
-fn parse_stat(stat: &str) -> Option<(u32, u64)> {
+pub(crate) fn parse_stat(stat: &str) -> Option<(u32, u64)> {
     // The command name is in parentheses and may contain spaces; fields count from after it.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();

@@ -22,6 +22,31 @@ enum LabCommand {
     Run(RunArgs),
     /// Render one report from the results.json files of earlier runs.
     Report(ReportArgs),
+    /// The loopback ceiling of a UDP fan-out: how many constant-bitrate viewers one core can send
+    /// and another receive with nothing but the system calls (GSO `sendmmsg`, `recvmmsg`).
+    Ceiling(CeilingArgs),
+}
+
+#[derive(Args, Debug)]
+struct CeilingArgs {
+    /// Viewer counts to try, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [100, 200, 300, 400, 500])]
+    viewers: Vec<usize>,
+    /// Each viewer's bitrate in bits per second (E5's file: 23.7 Mbit/s with audio).
+    #[arg(long, default_value_t = 23_700_000)]
+    bitrate: u64,
+    /// Bytes per datagram (sluice's RTP packets of E5's file average about 1,380).
+    #[arg(long, default_value_t = 1_380)]
+    datagram: usize,
+    /// Seconds per viewer count.
+    #[arg(long, default_value = "10s", value_parser = sluice_load::duration_text::parse)]
+    duration: std::time::Duration,
+    /// The sender's CPU (the server's in E5).
+    #[arg(long, default_value_t = 0)]
+    sender_cpu: usize,
+    /// The receiver's CPU (the viewers' in E5).
+    #[arg(long, default_value_t = 1)]
+    receiver_cpu: usize,
 }
 
 #[derive(Args, Debug)]
@@ -82,6 +107,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
             Ok(())
         }
         LabCommand::Run(r) => run_experiments(r),
+        LabCommand::Ceiling(c) => ceiling(c),
         LabCommand::Report(r) => {
             let runs = r
                 .results
@@ -102,6 +128,41 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Prints one line per viewer count: datagrams asked for, sent and read, and each side's share
+/// of its core (its thread plus the softirq time of its CPU).
+fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
+    println!(
+        "viewers  offered/s  sent      read      delivered  sender core  (ksoftirqd)  receiver core  (ksoftirqd)"
+    );
+    for viewers in args.viewers {
+        let probe = sluice_lab::ceiling::CeilingProbe {
+            viewers,
+            bitrate: args.bitrate,
+            datagram: args.datagram,
+            duration: args.duration,
+            sender_cpu: args.sender_cpu,
+            receiver_cpu: args.receiver_cpu,
+        };
+        let r = sluice_lab::ceiling::run(&probe).context("running the probe")?;
+        println!(
+            "{viewers:>7}  {:>9.0}  {:>8}  {:>8}  {:>9}  {:>10.0}%  {:>10.0}%  {:>12.0}%  {:>10.0}%",
+            r.offered as f64 / args.duration.as_secs_f64(),
+            r.sent,
+            r.received,
+            if r.delivered_all() {
+                "all".to_string()
+            } else {
+                format!("{:.1}%", 100.0 * r.received as f64 / r.offered.max(1) as f64)
+            },
+            100.0 * r.sender_load(),
+            100.0 * r.sender_softirq / r.seconds,
+            100.0 * r.receiver_load(),
+            100.0 * r.receiver_softirq / r.seconds,
+        );
+    }
+    Ok(())
 }
 
 /// On SIGINT/SIGTERM the lab takes its servers down with it: they run in process groups of

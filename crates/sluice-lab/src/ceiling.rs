@@ -1,0 +1,404 @@
+//! The loopback ceiling of a fan-out experiment: how many constant-bitrate UDP viewers this
+//! machine can carry from one core to another when neither side does anything but the system
+//! calls, so that E5's rows can be read against what no server could beat here.
+//!
+//! A sender thread pinned to one CPU sends the viewers' datagrams the cheapest way Linux offers
+//! (UDP GSO messages of up to 64 segments, 1,024 messages per `sendmmsg`, paced on a 2 ms grid as
+//! sluice's RTSP loop is); a receiver thread pinned to another CPU drains every viewer's socket
+//! with `recvmmsg` (64 datagrams a call), which is cheaper per datagram than any RTP client. On
+//! loopback the receiving sockets' kernel work (segmenting the GSO messages, queueing, waking the
+//! receiver) runs on the sender's CPU, as it does for a real server here. Each side's CPU is its
+//! thread's own user + system time plus the softirq time of its CPU (`/proc/stat`).
+//!
+//! It owns the probe and its result. It does not own RTP, RTSP or any server; the lab's E5 rows
+//! measure those.
+
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::machine::pin;
+
+/// `SOL_UDP` and `UDP_SEGMENT` (linux/udp.h; not in every libc target).
+const SOL_UDP: libc::c_int = 17;
+const UDP_SEGMENT: libc::c_int = 103;
+/// The kernel's `UDP_MAX_SEGMENTS`, and the payload sluice's RTSP loop puts in one GSO message
+/// (a datagram's payload may not pass 65,507 bytes).
+const GSO_SEGMENTS: usize = 64;
+const GSO_BYTES: usize = 60 * 1024;
+/// Messages per `sendmmsg` (`UIO_MAXIOV`) and datagrams per `recvmmsg`.
+const SEND_BATCH: usize = 1024;
+const RECV_BATCH: usize = 64;
+/// The pacing grid of sluice's RTSP loop.
+const TICK: Duration = Duration::from_millis(2);
+
+/// What to offer.
+#[derive(Debug, Clone, Copy)]
+pub struct CeilingProbe {
+    /// Viewers (one receiving socket each).
+    pub viewers: usize,
+    /// Each viewer's bitrate in bits per second.
+    pub bitrate: u64,
+    /// Bytes of each datagram's payload (an RTP packet's size).
+    pub datagram: usize,
+    /// How long to send.
+    pub duration: Duration,
+    /// The sender's CPU.
+    pub sender_cpu: usize,
+    /// The receiver's CPU.
+    pub receiver_cpu: usize,
+}
+
+/// What one probe measured.
+#[derive(Debug, Clone, Copy)]
+pub struct CeilingResult {
+    /// Datagrams the sender handed to the kernel.
+    pub sent: u64,
+    /// Datagrams the receiver read.
+    pub received: u64,
+    /// Datagrams the schedule asked for (the sender fell behind when `sent` is lower).
+    pub offered: u64,
+    /// Wall seconds of the run.
+    pub seconds: f64,
+    /// The sender thread's CPU seconds (softirq work done in its context included).
+    pub sender_cpu: f64,
+    /// CPU seconds of the sender CPU's `ksoftirqd` (softirq work deferred to it).
+    pub sender_softirq: f64,
+    /// The receiver thread's CPU seconds.
+    pub receiver_cpu: f64,
+    /// CPU seconds of the receiver CPU's `ksoftirqd`.
+    pub receiver_softirq: f64,
+}
+
+impl CeilingResult {
+    /// The share of a core the sending side used (thread + its CPU's `ksoftirqd`).
+    pub fn sender_load(&self) -> f64 {
+        (self.sender_cpu + self.sender_softirq) / self.seconds
+    }
+
+    /// The share of a core the receiving side used.
+    pub fn receiver_load(&self) -> f64 {
+        (self.receiver_cpu + self.receiver_softirq) / self.seconds
+    }
+
+    /// Whether every datagram asked for was sent and read.
+    pub fn delivered_all(&self) -> bool {
+        self.sent >= self.offered && self.received >= self.sent
+    }
+}
+
+/// Runs one probe.
+pub fn run(probe: &CeilingProbe) -> std::io::Result<CeilingResult> {
+    let receivers: Vec<UdpSocket> =
+        (0..probe.viewers).map(|_| bind_receiver()).collect::<std::io::Result<_>>()?;
+    let targets: Vec<std::net::SocketAddr> =
+        receivers.iter().map(|s| s.local_addr()).collect::<std::io::Result<_>>()?;
+    let sender = UdpSocket::bind("127.0.0.1:0")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ksoftirqd = |cpu: usize| ksoftirqd_seconds(cpu);
+    let softirq_before = [ksoftirqd(probe.sender_cpu), ksoftirqd(probe.receiver_cpu)];
+    let started = Instant::now();
+    let receiver_cpu = probe.receiver_cpu;
+    let receiving = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> std::io::Result<(u64, f64)> {
+            pin(&[receiver_cpu])?;
+            let received = receive(&receivers, &stop)?;
+            Ok((received, thread_cpu_seconds()))
+        })
+    };
+    let p = *probe;
+    let sending = std::thread::spawn(move || -> std::io::Result<(u64, u64, f64)> {
+        pin(&[p.sender_cpu])?;
+        let (sent, offered) = send(&sender, &targets, &p)?;
+        Ok((sent, offered, thread_cpu_seconds()))
+    });
+    let (sent, offered, sender_cpu) = sending.join().map_err(|_| panicked())??;
+    // Whatever is still queued arrives within a few ticks.
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let (received, receiver_cpu) = receiving.join().map_err(|_| panicked())??;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(CeilingResult {
+        sent,
+        received,
+        offered,
+        seconds,
+        sender_cpu,
+        sender_softirq: ksoftirqd(probe.sender_cpu) - softirq_before[0],
+        receiver_cpu,
+        receiver_softirq: ksoftirqd(probe.receiver_cpu) - softirq_before[1],
+    })
+}
+
+fn panicked() -> std::io::Error {
+    std::io::Error::other("probe thread panicked")
+}
+
+fn bind_receiver() -> std::io::Result<UdpSocket> {
+    let s = UdpSocket::bind("127.0.0.1:0")?;
+    s.set_nonblocking(true)?;
+    // The viewers' 4 MiB (`sluice load rtsp --udp-rcvbuf`), forced past rmem_max as root can.
+    let size: libc::c_int = 4 << 20;
+    // SAFETY: setsockopt reads `size` (a live c_int of the length given).
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    Ok(s)
+}
+
+/// Sends each viewer its share of every 2 ms tick as GSO messages; returns datagrams sent and
+/// datagrams the schedule asked for.
+fn send(
+    socket: &UdpSocket,
+    targets: &[std::net::SocketAddr],
+    p: &CeilingProbe,
+) -> std::io::Result<(u64, u64)> {
+    let payload = vec![0x5au8; GSO_BYTES];
+    // Each viewer gets full GSO messages (sluice's pacing bursts), so the kernel's send path runs
+    // once per 60 KB rather than once per tick.
+    let burst = GSO_SEGMENTS.min(GSO_BYTES / p.datagram).max(1) as u64;
+    let per_viewer_per_s = p.bitrate as f64 / 8.0 / p.datagram as f64;
+    let addrs: Vec<(libc::sockaddr_in, libc::socklen_t)> = targets.iter().map(sockaddr_in).collect();
+    let control = segment_control(p.datagram as u16);
+    let start = Instant::now();
+    let mut owed_before = 0u64;
+    let (mut sent, mut offered) = (0u64, 0u64);
+    let mut messages: Vec<(usize, usize)> = Vec::with_capacity(SEND_BATCH); // (viewer, segments)
+    while start.elapsed() < p.duration {
+        let due = (start.elapsed().as_secs_f64() * per_viewer_per_s) as u64;
+        let owed = (due - owed_before) / burst * burst;
+        owed_before += owed;
+        offered += owed * targets.len() as u64;
+        for v in 0..targets.len() {
+            let mut left = owed as usize;
+            while left > 0 {
+                let n = left.min(burst as usize);
+                messages.push((v, n));
+                left -= n;
+                if messages.len() == SEND_BATCH {
+                    sent += send_batch(socket, &messages, &addrs, &payload, p.datagram, &control)?;
+                    messages.clear();
+                }
+            }
+        }
+        if !messages.is_empty() {
+            sent += send_batch(socket, &messages, &addrs, &payload, p.datagram, &control)?;
+            messages.clear();
+        }
+        let next =
+            TICK.saturating_sub(Duration::from_nanos((start.elapsed().as_nanos() % TICK.as_nanos()) as u64));
+        std::thread::sleep(next);
+    }
+    Ok((sent, offered))
+}
+
+fn send_batch(
+    socket: &UdpSocket,
+    messages: &[(usize, usize)],
+    addrs: &[(libc::sockaddr_in, libc::socklen_t)],
+    payload: &[u8],
+    datagram: usize,
+    control: &Control,
+) -> std::io::Result<u64> {
+    let mut iovs: Vec<libc::iovec> = messages
+        .iter()
+        .map(|&(_, n)| libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: n * datagram })
+        .collect();
+    let mut controls: Vec<Control> = vec![*control; messages.len()];
+    let mut addrs_out: Vec<libc::sockaddr_in> = messages.iter().map(|&(v, _)| addrs[v].0).collect();
+    let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(messages.len());
+    for (i, &(_, n)) in messages.iter().enumerate() {
+        // SAFETY: msghdr is plain data; zero is a valid empty header.
+        let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+        h.msg_name = (&mut addrs_out[i] as *mut libc::sockaddr_in).cast();
+        h.msg_namelen = addrs[messages[i].0].1;
+        h.msg_iov = &mut iovs[i];
+        h.msg_iovlen = 1;
+        if n > 1 {
+            h.msg_control = controls[i].0.as_mut_ptr().cast();
+            // SAFETY: CMSG_SPACE only computes a size.
+            h.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+        }
+        hdrs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
+    }
+    let mut done = 0;
+    let mut datagrams = 0u64;
+    while done < hdrs.len() {
+        // SAFETY: every header points at live buffers above (payload, iovecs, addresses,
+        // controls), which outlive the call; the count is the slice's length.
+        let r = unsafe {
+            libc::sendmmsg(
+                socket.as_raw_fd(),
+                hdrs[done..].as_mut_ptr(),
+                (hdrs.len() - done) as libc::c_uint,
+                0,
+            )
+        };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        datagrams += messages[done..done + r as usize].iter().map(|&(_, n)| n as u64).sum::<u64>();
+        done += r as usize;
+    }
+    Ok(datagrams)
+}
+
+/// Drains every socket until `stop`; returns the datagrams read.
+fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
+    // SAFETY: epoll_create1 has no pointer arguments.
+    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if ep < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    for (i, s) in sockets.iter().enumerate() {
+        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLET) as u32, u64: i as u64 };
+        // SAFETY: `ev` is a live epoll_event; the descriptors are open.
+        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, s.as_raw_fd(), &mut ev) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    let mut buf = vec![0u8; RECV_BATCH * 2048];
+    let mut iovs: Vec<libc::iovec> = buf
+        .chunks_mut(2048)
+        .map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: c.len() })
+        .collect();
+    let mut hdrs: Vec<libc::mmsghdr> = iovs
+        .iter_mut()
+        .map(|iov| {
+            // SAFETY: msghdr is plain data; zero is a valid empty header.
+            let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
+            h.msg_iov = iov;
+            h.msg_iovlen = 1;
+            libc::mmsghdr { msg_hdr: h, msg_len: 0 }
+        })
+        .collect();
+    // SAFETY: epoll_event is plain data.
+    let mut events = vec![unsafe { std::mem::zeroed::<libc::epoll_event>() }; 1024];
+    let mut received = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        // SAFETY: `events` is a live buffer of the length given.
+        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as libc::c_int, 20) };
+        for e in events.iter().take(n.max(0) as usize) {
+            let fd = sockets[e.u64 as usize].as_raw_fd();
+            loop {
+                // SAFETY: the headers point at `iovs`/`buf`, alive for the call.
+                let r = unsafe {
+                    libc::recvmmsg(
+                        fd,
+                        hdrs.as_mut_ptr(),
+                        RECV_BATCH as libc::c_uint,
+                        libc::MSG_DONTWAIT,
+                        std::ptr::null_mut(),
+                    )
+                };
+                if r <= 0 {
+                    break;
+                }
+                received += r as u64;
+            }
+        }
+    }
+    // SAFETY: `ep` is this function's descriptor.
+    unsafe { libc::close(ep) };
+    Ok(received)
+}
+
+/// The calling thread's user + system CPU seconds.
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: rusage is plain data, and getrusage fills it.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a live rusage.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
+/// CPU seconds so far of `ksoftirqd/CPU` (0 if it cannot be found). On a thread's own CPU, softirq
+/// work that runs on the way out of its system calls is already in the thread's time; what the
+/// kernel defers under load runs in this thread instead.
+fn ksoftirqd_seconds(cpu: usize) -> f64 {
+    let name = format!("ksoftirqd/{cpu}");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
+    for entry in dir.flatten() {
+        let path = entry.path();
+        if std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim() == name) {
+            let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+            return crate::machine::parse_stat(&stat).map_or(0.0, |(_, ticks)| ticks as f64 / clock_ticks());
+        }
+    }
+    0.0
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+}
+
+fn sockaddr_in(a: &std::net::SocketAddr) -> (libc::sockaddr_in, libc::socklen_t) {
+    let ip = match a.ip() {
+        std::net::IpAddr::V4(v4) => v4,
+        std::net::IpAddr::V6(_) => std::net::Ipv4Addr::LOCALHOST,
+    };
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(ip).to_be() },
+        sin_zero: [0; 8],
+    };
+    (sin, std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t)
+}
+
+/// A control buffer holding `UDP_SEGMENT = size`, aligned for `cmsghdr`.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct Control([u8; 32]);
+
+fn segment_control(size: u16) -> Control {
+    let mut c = Control([0; 32]);
+    // SAFETY: the buffer is aligned for cmsghdr and larger than CMSG_SPACE(2); the header and
+    // data pointers stay inside it.
+    unsafe {
+        let cmsg = c.0.as_mut_ptr().cast::<libc::cmsghdr>();
+        (*cmsg).cmsg_level = SOL_UDP;
+        (*cmsg).cmsg_type = UDP_SEGMENT;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(2) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_probe_delivers_every_datagram_it_sends() {
+        let cpus = crate::machine::all_cpus();
+        let probe = CeilingProbe {
+            viewers: 4,
+            bitrate: 2_000_000,
+            datagram: 1_300,
+            duration: Duration::from_millis(300),
+            sender_cpu: cpus[0],
+            receiver_cpu: *cpus.last().unwrap_or(&0),
+        };
+        let r = run(&probe).expect("probe runs");
+        assert!(r.offered > 100, "{r:?}");
+        assert_eq!(r.sent, r.offered, "{r:?}");
+        assert_eq!(r.received, r.sent, "{r:?}");
+        assert!(r.sender_cpu > 0.0 || r.receiver_cpu > 0.0, "{r:?}");
+    }
+}
