@@ -58,7 +58,8 @@ pub struct CeilingResult {
     pub sent: u64,
     /// Datagrams the receiver read.
     pub received: u64,
-    /// Datagrams the schedule asked for (the sender fell behind when `sent` is lower).
+    /// Datagrams the schedule asked for over the whole run: the viewers' bitrate × the duration
+    /// (the sender could not keep pace when `sent` is lower).
     pub offered: u64,
     /// Wall seconds of the run.
     pub seconds: f64,
@@ -86,6 +87,11 @@ impl CeilingResult {
     /// Whether every datagram asked for was sent and read.
     pub fn delivered_all(&self) -> bool {
         self.sent >= self.offered && self.received >= self.sent
+    }
+
+    /// The share of the schedule the sender kept (1.0: it kept pace).
+    pub fn kept_pace(&self) -> f64 {
+        self.sent as f64 / self.offered.max(1) as f64
     }
 }
 
@@ -155,8 +161,9 @@ fn bind_receiver() -> std::io::Result<UdpSocket> {
     Ok(s)
 }
 
-/// Sends each viewer its share of every 2 ms tick as GSO messages; returns datagrams sent and
-/// datagrams the schedule asked for.
+/// Sends each viewer its share of every 2 ms tick as GSO messages until the duration is over;
+/// returns datagrams sent and datagrams the schedule asked for over the duration (a sender that
+/// falls behind sends fewer: what it still owed at the end is not sent).
 fn send(
     socket: &UdpSocket,
     targets: &[std::net::SocketAddr],
@@ -171,13 +178,15 @@ fn send(
     let control = segment_control(p.datagram as u16);
     let start = Instant::now();
     let mut owed_before = 0u64;
-    let (mut sent, mut offered) = (0u64, 0u64);
+    let mut sent = 0u64;
+    let scheduled = (p.duration.as_secs_f64() * per_viewer_per_s) as u64 / burst * burst;
     let mut messages: Vec<(usize, usize)> = Vec::with_capacity(SEND_BATCH); // (viewer, segments)
-    while start.elapsed() < p.duration {
+                                                                            // A sender keeping pace finishes the schedule within a tick of the end; one that cannot, stops
+                                                                            // at a grace of a few ticks with the rest unsent.
+    while owed_before < scheduled && start.elapsed() < p.duration + 5 * TICK {
         let due = (start.elapsed().as_secs_f64() * per_viewer_per_s) as u64;
-        let owed = (due - owed_before) / burst * burst;
+        let owed = (due.min(scheduled) - owed_before) / burst * burst;
         owed_before += owed;
-        offered += owed * targets.len() as u64;
         for v in 0..targets.len() {
             let mut left = owed as usize;
             while left > 0 {
@@ -198,7 +207,7 @@ fn send(
             TICK.saturating_sub(Duration::from_nanos((start.elapsed().as_nanos() % TICK.as_nanos()) as u64));
         std::thread::sleep(next);
     }
-    Ok((sent, offered))
+    Ok((sent, scheduled * targets.len() as u64))
 }
 
 fn send_batch(

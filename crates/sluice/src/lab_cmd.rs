@@ -134,7 +134,7 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
 /// of its core (its thread plus the softirq time of its CPU).
 fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
     println!(
-        "viewers  offered/s  sent      read      delivered  sender core  (ksoftirqd)  receiver core  (ksoftirqd)"
+        "viewers  asked/s    sent/s     read/s     kept pace  delivered  sender core  (ksoftirqd)  receiver core  (ksoftirqd)"
     );
     for viewers in args.viewers {
         let probe = sluice_lab::ceiling::CeilingProbe {
@@ -147,10 +147,11 @@ fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
         };
         let r = sluice_lab::ceiling::run(&probe).context("running the probe")?;
         println!(
-            "{viewers:>7}  {:>9.0}  {:>8}  {:>8}  {:>9}  {:>10.0}%  {:>10.0}%  {:>12.0}%  {:>10.0}%",
+            "{viewers:>7}  {:>9.0}  {:>9.0}  {:>9.0}  {:>8.1}%  {:>9}  {:>10.0}%  {:>10.0}%  {:>12.0}%  {:>10.0}%",
             r.offered as f64 / args.duration.as_secs_f64(),
-            r.sent,
-            r.received,
+            r.sent as f64 / args.duration.as_secs_f64(),
+            r.received as f64 / args.duration.as_secs_f64(),
+            100.0 * r.kept_pace(),
             if r.delivered_all() {
                 "all".to_string()
             } else {
