@@ -19,6 +19,11 @@ use std::fmt::Write as _;
 use crate::experiment::FindingSpec;
 use crate::results::{higher_is_better, metric_heading, ExperimentResults, Row, RowOutcome};
 
+/// A first loss during which the rest of the machine used more than this share of a core (%) is
+/// said to have competed: E5 re-run on 2026-11-24 while other sessions ran test suites lost at 100
+/// and 150 UDP viewers that a quieter run sent perfectly to 300.
+const OTHER_CPU_NOTE_PCT: f64 = 10.0;
+
 /// Every finding of a run, in declaration order, then the rows that did not run.
 pub fn generate(results: &ExperimentResults) -> Vec<String> {
     let mut out = Vec::new();
@@ -313,6 +318,13 @@ fn perfect(results: &ExperimentResults, out: &mut Vec<String>) {
                             " It sent perfectly at higher counts, up to {h}: this loss did not recur (noise on a shared machine, or a transient)."
                         );
                     }
+                    if f.other_cpu_pct > OTHER_CPU_NOTE_PCT {
+                        let _ = write!(
+                            notes,
+                            " The rest of the machine used {:.0}% of a core during the row: the loss may be the competition's.",
+                            f.other_cpu_pct
+                        );
+                    }
                     let saturated = notes;
                     details.push(format!(
                         "{}: {server}'s first loss at {n} clients: {} of {n} perfect, mean {:.1} of {} samples (stdev {:.1}), {} video packets lost{udp}, {} clients failed, {} stalled (no media from more than 5 s before the end){dropped}; server CPU {:.0}%, generator CPU {:.0}%.{saturated}",
@@ -417,6 +429,7 @@ mod tests {
             generator_cpu_s: 10.0,
             generator_cpu_pct: 30.0,
             generator_cpus: 1,
+            other_cpu_pct: 2.0,
             server: Some(RtspServerCounters { frames_dropped: Some(0), ..Default::default() }),
             udp_rcvbuf_drops: Some(20),
         };
@@ -440,6 +453,35 @@ mod tests {
                 measurement: Measurement::Rtsp { rtsp: Box::new(figures), load: Box::new(report) },
             },
         }
+    }
+
+    /// `row` with the rest of the machine at `pct`% of a core.
+    fn competing(mut row: Row, pct: f64) -> Row {
+        if let RowOutcome::Measured { measurement: Measurement::Rtsp { rtsp, .. } } = &mut row.outcome {
+            rtsp.other_cpu_pct = pct;
+        }
+        row
+    }
+
+    #[test]
+    fn a_first_loss_while_the_machine_was_busy_says_so() {
+        use RtspTransport::Udp;
+        let quiet = ExperimentResults::for_tests(
+            Experiment::find("E5").unwrap(),
+            vec![rtsp_row("sluice epoll", Udp, 50, 50), rtsp_row("sluice epoll", Udp, 100, 90)],
+        );
+        let busy = ExperimentResults::for_tests(
+            Experiment::find("E5").unwrap(),
+            vec![
+                rtsp_row("sluice epoll", Udp, 50, 50),
+                competing(rtsp_row("sluice epoll", Udp, 100, 90), 40.0),
+            ],
+        );
+        let says = |r: &ExperimentResults| {
+            generate(r).iter().any(|l| l.contains("The rest of the machine used 40% of a core"))
+        };
+        assert!(!says(&quiet));
+        assert!(says(&busy), "{:?}", generate(&busy));
     }
 
     #[test]

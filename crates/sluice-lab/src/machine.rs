@@ -184,6 +184,27 @@ pub fn process_cpu_seconds() -> f64 {
     cpu as f64 / ticks
 }
 
+/// CPU seconds the whole machine has been busy (user, nice, system, irq, softirq and steal of
+/// `/proc/stat`'s `cpu` line): with the lab's and its server's own time taken out, what the rest
+/// of the machine (other processes, deferred softirq work, the hypervisor's steal) took from a
+/// row.
+pub fn machine_busy_seconds() -> f64 {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    text.lines().next().map_or(0.0, parse_machine_busy) / clock_ticks()
+}
+
+/// Busy ticks of a `/proc/stat` `cpu` line.
+fn parse_machine_busy(line: &str) -> f64 {
+    let fields: Vec<f64> = line.split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0.0)).collect();
+    // user nice system idle iowait irq softirq steal
+    [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| fields.get(i)).sum()
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
+}
+
 /// UDP datagrams this network namespace dropped because a socket's receive buffer was full
 /// (`RcvbufErrors` of `/proc/net/snmp`); `None` when the kernel does not say.
 pub fn udp_rcvbuf_errors() -> Option<u64> {
@@ -212,6 +233,12 @@ pub(crate) fn parse_stat(stat: &str) -> Option<(u32, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn machine_busy_counts_everything_but_idle_and_iowait() {
+        assert_eq!(parse_machine_busy("cpu  100 5 50 1000 20 1 4 3 0 0"), 163.0);
+        assert_eq!(parse_machine_busy("cpu"), 0.0);
+    }
 
     #[test]
     fn stat_lines_with_odd_names_parse() {

@@ -43,7 +43,7 @@ pub const METRICS: [(&str, &str); 22] = [
 ];
 
 /// Metrics of an RTSP experiment's rows (see [`RtspFigures::metric`]): name and heading.
-pub const RTSP_METRICS: [(&str, &str); 19] = [
+pub const RTSP_METRICS: [(&str, &str); 20] = [
     ("clients", "clients"),
     ("perfect_clients", "perfect clients"),
     ("perfect_pct", "perfect %"),
@@ -60,6 +60,7 @@ pub const RTSP_METRICS: [(&str, &str); 19] = [
     ("cpu_s", "server CPU s"),
     ("server_cpu_pct", "server CPU %"),
     ("generator_cpu_pct", "generator CPU %"),
+    ("other_cpu_pct", "rest of the machine CPU %"),
     ("frames_dropped", "server frames dropped"),
     ("udp_rcvbuf_drops", "UDP receive-buffer drops"),
     ("connect_spread_s", "connect spread s"),
@@ -377,6 +378,9 @@ pub struct RtspMeasures {
     pub server: Option<RtspServerCounters>,
     /// UDP datagrams the machine dropped at full receive buffers over the row.
     pub udp_rcvbuf_drops: Option<u64>,
+    /// CPU seconds the rest of the machine used over the row: its busy time less the lab's and
+    /// the server's.
+    pub other_cpu_s: f64,
     /// The streamed file's length, seconds.
     pub content_s: f64,
 }
@@ -436,6 +440,10 @@ pub struct RtspFigures {
     pub generator_cpu_pct: f64,
     /// CPUs the generator had (100 × this is its ceiling in %).
     pub generator_cpus: usize,
+    /// What the rest of the machine used over the row (other processes, deferred softirq work,
+    /// the hypervisor's steal), % of one core: a row that competed with something else says so.
+    #[serde(default)]
+    pub other_cpu_pct: f64,
     /// The server's own counters (sluice only).
     pub server: Option<RtspServerCounters>,
     /// UDP datagrams dropped because a socket's receive buffer was full, over the row, on the
@@ -492,6 +500,7 @@ impl RtspFigures {
             generator_cpu_s: m.generator_cpu_s,
             generator_cpu_pct: m.generator_cpu_s / secs * 100.0,
             generator_cpus: m.generator_cpus,
+            other_cpu_pct: m.other_cpu_s.max(0.0) / secs * 100.0,
             server: m.server,
             udp_rcvbuf_drops: m.udp_rcvbuf_drops,
         }
@@ -521,6 +530,7 @@ impl RtspFigures {
             "cpu_s" => self.cpu_s,
             "server_cpu_pct" => self.server_cpu_pct,
             "generator_cpu_pct" => self.generator_cpu_pct,
+            "other_cpu_pct" => self.other_cpu_pct,
             "frames_dropped" => return self.server.and_then(|c| c.frames_dropped).map(|v| v as f64),
             "udp_rcvbuf_drops" => return self.udp_rcvbuf_drops.map(|v| v as f64),
             "connect_spread_s" => self.connect_spread_s,
@@ -1140,10 +1150,12 @@ mod tests {
                 generator_cpus: 1,
                 server: None,
                 udp_rcvbuf_drops: Some(0),
+                other_cpu_s: 0.2,
                 content_s: 30.0,
             },
         );
         assert!((figures.server_cpu_pct - 50.0).abs() < 1e-9);
+        assert!((figures.other_cpu_pct - 10.0).abs() < 1e-9);
         assert!(!figures.all_perfect(), "no clients is not perfect sending");
         let outcome = RowOutcome::Measured {
             measurement: Measurement::Rtsp { rtsp: Box::new(figures), load: Box::new(report) },

@@ -26,7 +26,9 @@ use crate::budget::{CpuBudget, RowBudget, ServerCgroup};
 use crate::content::Content;
 use crate::error::LabError;
 use crate::experiment::{profile, Experiment, LoadModel, Point, ServerSpec};
-use crate::machine::{all_cpus, pin, process_cpu_seconds, udp_rcvbuf_errors, Machine, Placement};
+use crate::machine::{
+    all_cpus, machine_busy_seconds, pin, process_cpu_seconds, udp_rcvbuf_errors, Machine, Placement,
+};
 use crate::peer::{gstreamer_python, iperf3_loopback, RunningServer, ServerContext, StartError};
 use crate::results::{
     ExperimentResults, Figures, Measurement, Row, RowOutcome, RtspFigures, RtspMeasures, RtspServerCounters,
@@ -466,6 +468,7 @@ fn rtsp_row(
     let cpu_before = running.cpu_seconds();
     let counters_before = running.rtsp_counters();
     let generator_before = process_cpu_seconds();
+    let machine_before = machine_busy_seconds();
     let drops_before = udp_rcvbuf_errors();
     let mut observer =
         RtspBarObserver { bar, label: format!("{} @ {} {}", row.server, point.sweep, point.x_label()) };
@@ -476,6 +479,7 @@ fn rtsp_row(
         _ => None,
     };
     let server_cpu_s = running.cpu_seconds() - cpu_before;
+    let other_cpu_s = machine_busy_seconds() - machine_before - server_cpu_s - generator_cpu_s;
     let server = match (counters_before, running.rtsp_counters()) {
         (Some(before), Some(after)) => Some(RtspServerCounters::delta(&before, &after)),
         _ => None,
@@ -488,6 +492,7 @@ fn rtsp_row(
                 generator_cpus: threads,
                 server,
                 udp_rcvbuf_drops,
+                other_cpu_s,
                 content_s: f64::from(content.spec.seconds),
             };
             let rtsp = RtspFigures::derive(&report, &measures);
