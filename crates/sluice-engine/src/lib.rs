@@ -18,6 +18,7 @@ mod send;
 mod shutdown;
 mod threads;
 mod tokio_engine;
+pub mod udp_gso;
 mod uring;
 mod worker;
 

@@ -21,12 +21,10 @@ use std::time::{Duration, Instant};
 
 use crate::machine::pin;
 
-/// `SOL_UDP` and `UDP_SEGMENT` (linux/udp.h; not in every libc target).
-const SOL_UDP: libc::c_int = 17;
-const UDP_SEGMENT: libc::c_int = 103;
-/// The kernel's `UDP_MAX_SEGMENTS`, and the payload sluice's RTSP loop puts in one GSO message
-/// (a datagram's payload may not pass 65,507 bytes).
-const GSO_SEGMENTS: usize = 64;
+use sluice_engine::udp_gso::{SegmentControl, MAX_SEGMENTS as GSO_SEGMENTS};
+
+/// The payload of one GSO message at most: 60 KiB, about what sluice's RTSP loop puts in one
+/// (60,000 bytes; a datagram's payload may not pass 65,507).
 const GSO_BYTES: usize = 60 * 1024;
 /// Messages per `sendmmsg` (`UIO_MAXIOV`) and datagrams per `recvmmsg`.
 const SEND_BATCH: usize = 1024;
@@ -175,7 +173,7 @@ fn send(
     let burst = GSO_SEGMENTS.min(GSO_BYTES / p.datagram).max(1) as u64;
     let per_viewer_per_s = p.bitrate as f64 / 8.0 / p.datagram as f64;
     let addrs: Vec<(libc::sockaddr_in, libc::socklen_t)> = targets.iter().map(sockaddr_in).collect();
-    let control = segment_control(p.datagram as u16);
+    let control = SegmentControl::new(Some(p.datagram as u16));
     let start = Instant::now();
     let mut owed_before = 0u64;
     let mut sent = 0u64;
@@ -216,13 +214,13 @@ fn send_batch(
     addrs: &[(libc::sockaddr_in, libc::socklen_t)],
     payload: &[u8],
     datagram: usize,
-    control: &Control,
+    control: &SegmentControl,
 ) -> std::io::Result<u64> {
     let mut iovs: Vec<libc::iovec> = messages
         .iter()
         .map(|&(_, n)| libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: n * datagram })
         .collect();
-    let mut controls: Vec<Control> = vec![*control; messages.len()];
+    let mut controls: Vec<SegmentControl> = vec![*control; messages.len()];
     let mut addrs_out: Vec<libc::sockaddr_in> = messages.iter().map(|&(v, _)| addrs[v].0).collect();
     let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(messages.len());
     for (i, &(_, n)) in messages.iter().enumerate() {
@@ -233,9 +231,7 @@ fn send_batch(
         h.msg_iov = &mut iovs[i];
         h.msg_iovlen = 1;
         if n > 1 {
-            h.msg_control = controls[i].0.as_mut_ptr().cast();
-            // SAFETY: CMSG_SPACE only computes a size.
-            h.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+            controls[i].attach(&mut h);
         }
         hdrs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
     }
@@ -368,25 +364,6 @@ fn sockaddr_in(a: &std::net::SocketAddr) -> (libc::sockaddr_in, libc::socklen_t)
         sin_zero: [0; 8],
     };
     (sin, std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t)
-}
-
-/// A control buffer holding `UDP_SEGMENT = size`, aligned for `cmsghdr`.
-#[derive(Clone, Copy)]
-#[repr(C, align(8))]
-struct Control([u8; 32]);
-
-fn segment_control(size: u16) -> Control {
-    let mut c = Control([0; 32]);
-    // SAFETY: the buffer is aligned for cmsghdr and larger than CMSG_SPACE(2); the header and
-    // data pointers stay inside it.
-    unsafe {
-        let cmsg = c.0.as_mut_ptr().cast::<libc::cmsghdr>();
-        (*cmsg).cmsg_level = SOL_UDP;
-        (*cmsg).cmsg_type = UDP_SEGMENT;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(2) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
-    }
-    c
 }
 
 #[cfg(test)]

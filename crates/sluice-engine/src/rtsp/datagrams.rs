@@ -16,6 +16,8 @@ use std::net::SocketAddr;
 use sluice_media::rtsp::{DatagramSink, Port};
 
 use crate::listener::sockaddr_of;
+pub(crate) use crate::udp_gso::supported as gso_supported;
+use crate::udp_gso::SegmentControl;
 
 /// Datagrams a batch holds at most: `sendmmsg` takes up to `UIO_MAXIOV` (1024) messages a
 /// call, and a batch never has more messages than datagrams. 1024 datagrams of 1.4 KB is about
@@ -24,22 +26,9 @@ use crate::listener::sockaddr_of;
 pub(crate) const MAX_DATAGRAMS: usize = 1024;
 /// Bytes a batch holds at most (reserved once, so the data never moves while prepared).
 const MAX_BYTES: usize = MAX_DATAGRAMS * 1500;
-/// `SOL_UDP` and `UDP_SEGMENT` (linux/udp.h; not in every libc target).
-const SOL_UDP: libc::c_int = 17;
-const UDP_SEGMENT: libc::c_int = 103;
-/// Most segments in one GSO message (the kernel's `UDP_MAX_SEGMENTS`) and its largest payload.
-const GSO_MAX_SEGMENTS: usize = 64;
+/// Most segments in one GSO message and its largest payload.
+const GSO_MAX_SEGMENTS: usize = crate::udp_gso::MAX_SEGMENTS;
 const GSO_MAX_BYTES: usize = 60_000;
-
-/// Whether this kernel splits UDP GSO messages (`UDP_SEGMENT` is a known socket option).
-pub(crate) fn gso_supported(fd: libc::c_int) -> bool {
-    crate::listener::set_int_opt(fd, SOL_UDP, UDP_SEGMENT, 0).is_ok()
-}
-
-/// A control-message buffer for one `UDP_SEGMENT`, aligned for `cmsghdr`.
-#[derive(Clone, Copy)]
-#[repr(C, align(8))]
-struct Control([u8; 32]);
 
 struct Item {
     port: Port,
@@ -56,7 +45,7 @@ pub(crate) struct Datagrams {
     hdrs: [Vec<libc::mmsghdr>; 2],
     iovs: [Vec<libc::iovec>; 2],
     addrs: [Vec<(libc::sockaddr_storage, libc::socklen_t)>; 2],
-    controls: [Vec<Control>; 2],
+    controls: [Vec<SegmentControl>; 2],
     /// Datagrams in each message.
     segments: [Vec<usize>; 2],
     sent: [usize; 2],
@@ -137,7 +126,7 @@ impl Datagrams {
             let base = unsafe { self.data.as_mut_ptr().add(first.start) };
             self.iovs[p].push(libc::iovec { iov_base: base.cast(), iov_len: len });
             self.addrs[p].push(sockaddr_of(first.dest));
-            self.controls[p].push(segment_control(if count > 1 { Some(first.len as u16) } else { None }));
+            self.controls[p].push(SegmentControl::new(if count > 1 { Some(first.len as u16) } else { None }));
             self.segments[p].push(count);
             i += count;
         }
@@ -151,9 +140,7 @@ impl Datagrams {
                 hdr.msg_iov = &mut self.iovs[p][m];
                 hdr.msg_iovlen = 1;
                 if self.segments[p][m] > 1 {
-                    hdr.msg_control = self.controls[p][m].0.as_mut_ptr().cast();
-                    // SAFETY: CMSG_SPACE only computes a size.
-                    hdr.msg_controllen = unsafe { libc::CMSG_SPACE(2) } as _;
+                    self.controls[p][m].attach(&mut hdr);
                 }
                 self.hdrs[p].push(libc::mmsghdr { msg_hdr: hdr, msg_len: 0 });
             }
@@ -222,23 +209,6 @@ impl DatagramSink for Datagrams {
     }
 }
 
-/// A control buffer holding `UDP_SEGMENT = size`, or nothing.
-fn segment_control(size: Option<u16>) -> Control {
-    let mut c = Control([0; 32]);
-    if let Some(size) = size {
-        // SAFETY: the buffer is aligned for cmsghdr and larger than CMSG_SPACE(2) (24 bytes on
-        // 64-bit Linux); the header and data pointers stay inside it.
-        unsafe {
-            let cmsg = c.0.as_mut_ptr().cast::<libc::cmsghdr>();
-            (*cmsg).cmsg_level = SOL_UDP;
-            (*cmsg).cmsg_type = UDP_SEGMENT;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(2) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), size);
-        }
-    }
-    c
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,7 +264,7 @@ mod tests {
                 std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>()),
             )
         };
-        assert_eq!((level, kind, size), (SOL_UDP, UDP_SEGMENT, 1400));
+        assert_eq!((level, kind, size), (crate::udp_gso::SOL_UDP, crate::udp_gso::UDP_SEGMENT, 1400));
         assert_eq!(d.unsent(Port::Rtp)[1].msg_hdr.msg_controllen, 0, "a single datagram has no cmsg");
         assert_eq!(d.advance(Port::Rtp, 3), (6, 3 * 1400 + 700 + 2 * 1400));
     }
