@@ -210,6 +210,9 @@ impl RemoteLibrary {
             ahead: VecDeque::new(),
             may_block,
         };
+        if may_block {
+            stream.confirm_version()?;
+        }
         let ready = stream.step()?;
         if stream.pieces.is_empty() {
             return Ok(match <[Segment; 1]>::try_from(ready) {
@@ -353,6 +356,24 @@ impl SliceStream {
             self.look_ahead(AHEAD);
         }
         Ok(out)
+    }
+
+    /// Fetches the first slice the body needs that is not on disk, if any, and keeps it for its
+    /// turn. Every fetch is conditional on the version, so this checks the version with the
+    /// origin before the head goes out: an object replaced since its version was resolved (its
+    /// first slices still cached) fails here with [`CacheError::Changed`] and is answered again,
+    /// new and whole, instead of being cut after a head that named the old one. A replacement
+    /// later in the body can only cut it (never mix versions).
+    fn confirm_version(&mut self) -> Result<(), CacheError> {
+        let missing = self.pieces.iter().find_map(|p| match p {
+            Piece::Slice { index, .. } if !self.cache.has(&self.version, *index) => Some(*index),
+            _ => None,
+        });
+        let Some(index) = missing else { return Ok(()) };
+        self.look_ahead(AHEAD);
+        let file = self.open(index)?;
+        self.ahead.push_back((index, Ahead::Ready(file)));
+        Ok(())
     }
 
     /// The distinct slices the remaining pieces need after `current`, in order, at most `n`.
@@ -582,17 +603,23 @@ mod tests {
         }
     }
 
+    /// A library (its store's root and cache kept alive) over one object, `v.mp4`, and its version.
+    fn one_object(data: &[u8]) -> (tempfile::TempDir, tempfile::TempDir, RemoteLibrary, Arc<ObjectVersion>) {
+        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        put(root.path(), "v.mp4", data);
+        let lib = remote(root.path(), cache.path());
+        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
+        (root, cache, lib, version)
+    }
+
     fn misses(lib: &RemoteLibrary) -> u64 {
         lib.cache().stats().misses.load(Ordering::Relaxed)
     }
 
     #[test]
     fn a_range_is_sent_from_the_slices_it_spans() {
-        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
-        put(root.path(), "v.mp4", &data);
-        let lib = remote(root.path(), cache.path());
-        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
+        let (_root, _cache, lib, version) = one_object(&data);
         let req = get(Some("bytes=900-2099"));
         let cold = req.with(|r| lib.file_response(r, &version, 4, 0, false));
         assert!(matches!(cold, Err(CacheError::WouldBlock)), "a cold slice is not fetched on the loop");
@@ -607,11 +634,8 @@ mod tests {
 
     #[test]
     fn a_cold_body_starts_with_its_first_slice_and_fetches_the_rest_ahead() {
-        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let data: Vec<u8> = (0..9500u32).map(|i| (i * 13 % 251) as u8).collect();
-        put(root.path(), "v.mp4", &data);
-        let lib = remote(root.path(), cache.path());
-        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
+        let (_root, _cache, lib, version) = one_object(&data);
         let response = get(None).with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
         assert_eq!(response.status, Status::OK);
         let Body::Streamed(mut body) = response.body else { panic!("a cold whole object streams") };
@@ -640,11 +664,8 @@ mod tests {
 
     #[test]
     fn a_multipart_body_streams_its_boundaries_with_its_slices() {
-        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let data: Vec<u8> = (0..9500u32).map(|i| (i * 7 % 251) as u8).collect();
-        put(root.path(), "v.mp4", &data);
-        let lib = remote(root.path(), cache.path());
-        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
+        let (_root, _cache, lib, version) = one_object(&data);
         let req = get(Some("bytes=10-19,4000-7999,9400-"));
         let response = req.with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
         let expected = {
@@ -670,10 +691,7 @@ mod tests {
 
     #[test]
     fn an_object_replaced_mid_body_cuts_it_rather_than_mixing_versions() {
-        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        put(root.path(), "v.mp4", &[1u8; 9500]);
-        let lib = remote(root.path(), cache.path());
-        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
+        let (root, _cache, lib, version) = one_object(&[1u8; 9500]);
         let response = get(None).with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
         let Body::Streamed(mut body) = response.body else { panic!("a cold whole object streams") };
         std::thread::sleep(Duration::from_millis(1100));
@@ -688,5 +706,13 @@ mod tests {
         };
         assert!(failed.to_string().contains("changed"), "{failed}");
         assert!(sent.iter().all(|&b| b == 1), "never a byte of the new version");
+        // Replaced while only its first slices are cached: found before the head goes out, so
+        // the response is made again from the new version rather than cut.
+        let (root, _cache, lib, version) = one_object(&[3u8; 9500]);
+        lib.cache().read_at(&version, 0, &mut [0u8; 1000]).unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        put(root.path(), "v.mp4", &[4u8; 9500]);
+        let again = get(None).with(|r| lib.file_response(r, &version, 4, 0, true));
+        assert!(matches!(again, Err(CacheError::Changed)), "{again:?}");
     }
 }
