@@ -137,6 +137,26 @@ impl RemoteLibrary {
         }
     }
 
+    /// Fills `into` with the bytes of `version` at `offset` (blocking on a cold slice), and
+    /// starts fetching the slice after them in the background when it is neither cached nor
+    /// being fetched: RTSP reads samples in order on its loop's thread, so the slice it reaches
+    /// next is usually on disk by then, and only an object's first cold slice (or a seek) makes
+    /// the loop wait for the origin.
+    pub fn read_ahead(
+        &self,
+        version: &Arc<ObjectVersion>,
+        offset: u64,
+        into: &mut [u8],
+    ) -> Result<(), CacheError> {
+        self.cache.read_at(version, offset, into)?;
+        let next = (offset + into.len() as u64).div_ceil(self.cache.config().slice_len);
+        if next * self.cache.config().slice_len < version.len && !self.cache.has_or_fetching(version, next) {
+            // The receiver is dropped: the fetch only warms the cache.
+            let _ = fetch_in_background(&self.cache, version, next);
+        }
+        Ok(())
+    }
+
     /// The response to `req` for one object version, its body in cached slices.
     pub fn file_response(
         &self,
@@ -416,15 +436,7 @@ impl SliceStream {
 
     /// Starts fetching slice `index` on a thread of its own, unless too many are running.
     fn fetch_in_background(&self, index: u64) -> Option<Ahead> {
-        let permit = FetchPermit::take()?;
-        let (tx, rx) = mpsc::channel();
-        let (cache, version) = (Arc::clone(&self.cache), Arc::clone(&self.version));
-        let spawned = std::thread::Builder::new().name("sluice-fetch".into()).spawn(move || {
-            let _permit = permit;
-            // The response may be gone by now; the slice is cached for the next one anyway.
-            let _ = tx.send(cache.slice(&version, index, true));
-        });
-        spawned.ok().map(|_| Ahead::Fetching(rx))
+        fetch_in_background(&self.cache, &self.version, index).map(Ahead::Fetching)
     }
 
     /// Whether slice `index` can be sent without waiting.
@@ -455,6 +467,24 @@ impl SliceStream {
         }
         self.cache.slice(&self.version, index, self.may_block).map(Arc::new)
     }
+}
+
+/// Starts fetching slice `index` of `version` into the cache on a thread of its own, unless
+/// [`MAX_FETCHES_AHEAD`] are running; the receiver gets the slice, opened.
+fn fetch_in_background(
+    cache: &Arc<SliceCache>,
+    version: &Arc<ObjectVersion>,
+    index: u64,
+) -> Option<mpsc::Receiver<Result<File, CacheError>>> {
+    let permit = FetchPermit::take()?;
+    let (tx, rx) = mpsc::channel();
+    let (cache, version) = (Arc::clone(cache), Arc::clone(version));
+    let spawned = std::thread::Builder::new().name("sluice-fetch".into()).spawn(move || {
+        let _permit = permit;
+        // Whoever asked may be gone by now; the slice is cached for the next reader anyway.
+        let _ = tx.send(cache.slice(&version, index, true));
+    });
+    spawned.ok().map(|_| rx)
 }
 
 impl BodyTail for SliceStream {
@@ -660,6 +690,26 @@ mod tests {
         }
         assert!(sent == data, "the streamed body is the object");
         assert_eq!(misses(&lib), 10, "each slice fetched once");
+    }
+
+    #[test]
+    fn reading_ahead_warms_the_next_slice_without_waiting_for_it() {
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 253) as u8).collect();
+        let (_root, _cache, lib, version) = one_object(&data);
+        let mut buf = vec![0u8; 600];
+        lib.read_ahead(&version, 100, &mut buf).unwrap();
+        assert!(buf == data[100..700]);
+        // Slice 1 arrives without anyone reading it; slice 2 is not asked for yet.
+        let warmed = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            lib.cache().has(&version, 1)
+        });
+        assert!(warmed, "the next slice was not fetched ahead");
+        assert_eq!(misses(&lib), 2);
+        assert!(!lib.cache().has_or_fetching(&version, 2));
+        // The last slice has nothing after it.
+        lib.read_ahead(&version, 2400, &mut [0u8; 100]).unwrap();
+        assert_eq!(misses(&lib), 3);
     }
 
     #[test]
