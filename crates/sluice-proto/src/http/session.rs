@@ -2,7 +2,8 @@
 //!
 //! It owns the connection's reading state (between requests, inside a head, inside a body), its
 //! deadlines, keep-alive and pipelining, and the serialisation of each [`Response`] into the
-//! [`Outbox`]. It does not own what a request means (the [`Handler`]) or the socket (the engine).
+//! [`Outbox`], including a streamed body's later steps: each is a job the engine runs once the
+//! steps before it have been sent, so every engine streams with the job delivery it already has. It does not own what a request means (the [`Handler`]) or the socket (the engine).
 
 use std::time::Instant;
 
