@@ -11,6 +11,8 @@
 # per 1,000 client requests, cache hit ratio, RSS. Not measured here: two edges behind HAProxy
 # and nginx's caching proxy as the peer (the lab module's rows).
 # Usage: scripts/e7-edge-cache.sh [OUT_DIR]   (SLUICE=path/to/sluice, default target/release/sluice)
+#   cold-ttfb  cold whole GETs through fresh edges: time to first byte and to the last
+#              (e.g. FILES=1 FILE_MB=256 ROWS=cold-ttfb TTFB_BINS="old/sluice new/sluice")
 # Every process it starts it stops by pid. Traffic stays on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -161,5 +163,26 @@ serve s3-half --store s3://e7-edge/lib --s3-endpoint "http://127.0.0.1:$PROXYPOR
 pass s3-half whole
 pass s3-half range -H "$RANGE"
 kill "$SERVER_PID"
+fi
+if row_on cold-ttfb; then
+# A cold whole GET of each file through a fresh edge (an empty cache every time): the time to
+# the first byte and to the last, from curl. TTFB_BINS lists binaries to compare (default
+# $SLUICE); they alternate, ROUNDS rounds of each.
+echo "== cold whole GETs: time to first byte"
+: >"$OUT/cold-ttfb.jsonl"
+for round in $(seq "${ROUNDS:-3}"); do
+  for bin in ${TTFB_BINS:-$SLUICE}; do
+    rm -rf "$work/cache-ttfb"
+    SLUICE=$bin serve ttfb --store s3://e7-edge/lib --s3-endpoint "http://127.0.0.1:$PROXYPORT" \
+      --cache-dir "$work/cache-ttfb" --cache-size $((2 * LIB_BYTES))
+    for url in $(urls); do
+      times=$(curl -sf -o /dev/null -w '%{time_starttransfer} %{time_total} %{size_download}' "$url")
+      read -r first total size <<<"$times"
+      echo "{\"binary\": \"$bin\", \"round\": $round, \"url\": \"$url\", \"bytes\": $size, \"ttfb_s\": $first, \"total_s\": $total}" \
+        | tee -a "$OUT/cold-ttfb.jsonl"
+    done
+    kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+  done
+done
 fi
 echo "results: $OUT/results.jsonl"

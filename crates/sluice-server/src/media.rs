@@ -4,9 +4,11 @@
 //! Owns the index cache and the reading of samples (a `pread` each, from the page cache, when the
 //! RTSP core asks through [`MediaLibrary::read_at`]). A library in an object store is read
 //! through its slice cache: the index with ranged reads of the `moov` box, samples from the
-//! cached slices (a cold slice is fetched on the RTSP loop's thread: RTSP reads ahead of the
-//! play-out clock, so one slice's round trip delays sends, not the stream). It does not answer
-//! requests or decide what to read when (`sluice-media::rtsp` does).
+//! cached slices, each read starting the fetch of the slice after it in the background
+//! ([`RemoteLibrary::read_ahead`]), so that the RTSP loop's thread waits for the origin only on
+//! an object's first cold slice or after a seek (RTSP reads ahead of the play-out clock, so that
+//! round trip delays sends, not the stream). It does not answer requests or decide what to read
+//! when (`sluice-media::rtsp` does).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -145,7 +147,7 @@ impl MediaLibrary for MediaCatalogue {
         match (bytes, &self.source) {
             (MediaBytes::Local(file), _) => file.read_exact_at(into, offset),
             (MediaBytes::Remote(version), MediaSource::Remote(remote)) => {
-                remote.cache().read_at(version, offset, into).map_err(io::Error::other)
+                remote.read_ahead(version, offset, into).map_err(io::Error::other)
             }
             (MediaBytes::Remote(_), MediaSource::Local(_)) => Err(io::Error::from(io::ErrorKind::NotFound)),
         }

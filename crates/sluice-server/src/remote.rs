@@ -12,18 +12,24 @@
 //! otherwise [`answer_later`] hands the whole answer to a CPU-pool job ([`Reply::Compute`]),
 //! which may wait for the origin and comes back through the engine's job delivery (the same
 //! path as gzip work). A job rather than fetching inline because a cold 4 MiB slice costs a
-//! round trip plus its transfer, tens of milliseconds against the microseconds a hit costs. It
-//! does not parse HTTP nor decide the validators' semantics (`sluice_proto::http::file` does).
+//! round trip plus its transfer, tens of milliseconds against the microseconds a hit costs.
+//! The job waits for the response's first slice only: the head goes out with it, and the rest
+//! of the body is a [`SliceStream`], a [`BodyTail`] the session runs as one more job each time
+//! the engine has sent what was queued, while the next slices are fetched ahead. It does not
+//! parse HTTP nor decide the validators' semantics (`sluice_proto::http::file` does).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::fs::File;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
 
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::LibraryPath;
-use sluice_proto::http::{Body, Method, Reply, Request, Response, Status, Version};
+use sluice_proto::http::{
+    Body, BodyTail, BodyTailError, Method, Reply, Request, Response, Status, StreamedBody, Version,
+};
 use sluice_store::{CacheConfig, CacheError, Key, ObjectVersion, SliceCache, Store};
 
 use crate::library::Listed;
@@ -42,7 +48,7 @@ pub enum Found {
 /// See the module docs.
 #[derive(Debug)]
 pub struct RemoteLibrary {
-    cache: SliceCache,
+    cache: Arc<SliceCache>,
     /// Stands in for the file while `file_response` decides ranges; replaced before sending.
     placeholder: Arc<File>,
     location: String,
@@ -57,7 +63,7 @@ impl RemoteLibrary {
     ) -> Result<RemoteLibrary, CacheError> {
         let placeholder = Arc::new(File::open("/dev/null")?);
         Ok(RemoteLibrary {
-            cache: SliceCache::new(store, config)?,
+            cache: Arc::new(SliceCache::new(store, config)?),
             placeholder,
             location: location.to_string(),
         })
@@ -131,11 +137,31 @@ impl RemoteLibrary {
         }
     }
 
+    /// Fills `into` with the bytes of `version` at `offset` (blocking on a cold slice), and
+    /// starts fetching the slice after them in the background when it is neither cached nor
+    /// being fetched: RTSP reads samples in order on its loop's thread, so the slice it reaches
+    /// next is usually on disk by then, and only an object's first cold slice (or a seek) makes
+    /// the loop wait for the origin.
+    pub fn read_ahead(
+        &self,
+        version: &Arc<ObjectVersion>,
+        offset: u64,
+        into: &mut [u8],
+    ) -> Result<(), CacheError> {
+        self.cache.read_at(version, offset, into)?;
+        let next = (offset + into.len() as u64).div_ceil(self.cache.config().slice_len);
+        if next * self.cache.config().slice_len < version.len && !self.cache.has_or_fetching(version, next) {
+            // The receiver is dropped: the fetch only warms the cache.
+            let _ = fetch_in_background(&self.cache, version, next);
+        }
+        Ok(())
+    }
+
     /// The response to `req` for one object version, its body in cached slices.
     pub fn file_response(
         &self,
         req: &Request<'_>,
-        version: &ObjectVersion,
+        version: &Arc<ObjectVersion>,
         max_ranges: usize,
         boundary: u64,
         may_block: bool,
@@ -170,110 +196,306 @@ impl RemoteLibrary {
         Ok(response)
     }
 
-    /// `body` with every placeholder file slice replaced by slices of the cached files.
-    fn slices_for(&self, version: &ObjectVersion, body: Body, may_block: bool) -> Result<Body, CacheError> {
+    /// `body` with every placeholder file slice replaced by slices of the cached files. Without
+    /// blocking, only when every slice is on disk; otherwise the first slice is waited for and
+    /// the rest streams behind it (see [`SliceStream`]).
+    fn slices_for(
+        &self,
+        version: &Arc<ObjectVersion>,
+        body: Body,
+        may_block: bool,
+    ) -> Result<Body, CacheError> {
         let segments = match body {
             Body::File(slice) => vec![Segment::File(slice)],
             Body::Parts(parts) => parts,
             other => return Ok(other),
         };
-        let wanted = |s: &Segment| match s {
-            Segment::File(f) => Some(self.cache.slices_of(f.offset..f.offset + f.len)),
-            _ => None,
-        };
+        let len = segments.iter().map(Segment::len).sum();
+        let pieces = self.pieces(version, segments);
         if !may_block {
             // Only answer now if nothing is missing: a half-resolved body would be thrown away.
-            let all = segments.iter().filter_map(wanted).flatten();
-            if !all.into_iter().all(|i| self.cache.has(version, i)) {
+            let all_cached = pieces.iter().all(|p| match p {
+                Piece::Own(_) => true,
+                Piece::Slice { index, .. } => self.cache.has(version, *index),
+            });
+            if !all_cached {
                 return Err(CacheError::WouldBlock);
             }
         }
-        let mut files: HashMap<u64, Arc<File>> = HashMap::new();
+        let mut stream = SliceStream {
+            cache: Arc::clone(&self.cache),
+            version: Arc::clone(version),
+            pieces,
+            current: None,
+            ahead: VecDeque::new(),
+            may_block,
+        };
         if may_block {
-            let mut needed: Vec<u64> = segments.iter().filter_map(wanted).flatten().collect();
-            needed.sort_unstable();
-            needed.dedup();
-            needed.retain(|&i| !self.cache.has(version, i));
-            files = self.fetch_parallel(version, &needed)?;
+            stream.confirm_version()?;
         }
-        let mut out = Vec::with_capacity(segments.len());
+        let ready = stream.step()?;
+        if stream.pieces.is_empty() {
+            return Ok(match <[Segment; 1]>::try_from(ready) {
+                Ok([Segment::File(slice)]) => Body::File(slice),
+                Ok([other]) => Body::Parts(vec![other]),
+                Err(ready) => Body::Parts(ready),
+            });
+        }
+        Ok(Body::Streamed(StreamedBody { len, ready, tail: Box::new(stream) }))
+    }
+
+    /// The response's segments as pieces of slices (and the response's own bytes between them).
+    fn pieces(&self, version: &ObjectVersion, segments: Vec<Segment>) -> VecDeque<Piece> {
+        let mut pieces = VecDeque::with_capacity(segments.len());
         for segment in segments {
             let Segment::File(f) = segment else {
-                out.push(segment);
+                pieces.push_back(Piece::Own(segment));
                 continue;
             };
             let end = f.offset + f.len;
             for index in self.cache.slices_of(f.offset..end) {
                 let range = self.cache.slice_range(version, index);
-                let file = match files.get(&index) {
-                    Some(file) => Arc::clone(file),
-                    None => {
-                        let file = Arc::new(self.cache.slice(version, index, may_block)?);
-                        files.insert(index, Arc::clone(&file));
-                        file
-                    }
-                };
                 let from = f.offset.max(range.start);
                 let to = end.min(range.end);
-                out.push(Segment::File(FileSlice { file, offset: from - range.start, len: to - from }));
+                pieces.push_back(Piece::Slice { index, offset: from - range.start, len: to - from });
             }
         }
-        Ok(match out.len() {
-            1 => match out.pop() {
-                Some(Segment::File(slice)) => Body::File(slice),
-                Some(other) => Body::Parts(vec![other]),
-                None => Body::Empty,
-            },
-            _ => Body::Parts(out),
+        pieces
+    }
+}
+
+/// One piece of a response body as the cache sees it.
+#[derive(Debug)]
+enum Piece {
+    /// Bytes of the response itself (a multipart boundary).
+    Own(Segment),
+    /// `len` bytes at `offset` of slice `index`.
+    Slice { index: u64, offset: u64, len: u64 },
+}
+
+/// A slice fetched ahead of the one being sent.
+#[derive(Debug)]
+enum Ahead {
+    /// On disk and open: the descriptor holds it against eviction until it is sent.
+    Ready(Arc<File>),
+    /// Being fetched by a thread of its own.
+    Fetching(mpsc::Receiver<Result<File, CacheError>>),
+}
+
+/// The body of a response read through the cache, a step at a time: each step waits for the next
+/// slice only, so the first byte of a whole 2 GB object waits for its first slice rather than
+/// the object, and [`AHEAD`] slices are fetched while the ones before them are sent. A step
+/// also takes the slices after its first that are already on disk, up to [`STEP_SLICES`].
+///
+/// Nothing is held in memory but descriptors: a slice fetched ahead is written to the cache and
+/// kept open (an eviction before it is sent unlinks the name, not the bytes). The session asks
+/// for the next step only once the previous one has been sent, so a slow client holds back the
+/// fetching, never more than [`AHEAD`] slices beyond what it has read.
+#[derive(Debug)]
+struct SliceStream {
+    cache: Arc<SliceCache>,
+    version: Arc<ObjectVersion>,
+    pieces: VecDeque<Piece>,
+    /// The slice the last piece sent came from, still open for the next piece of it.
+    current: Option<(u64, Arc<File>)>,
+    /// The next slices after `current`, in the order they will be sent.
+    ahead: VecDeque<(u64, Ahead)>,
+    /// False on the event loop: only slices on disk, no fetching.
+    may_block: bool,
+}
+
+/// Slices fetched ahead of the one a response is sending. Two keep the origin busy while a slice
+/// goes out (as the earlier all-at-once fetch did, two at a time), and hold at most two slices
+/// of disk beyond what the client has read.
+const AHEAD: usize = 2;
+
+/// Most slices one step queues (when they are on disk already): bounds the descriptors a warm
+/// response holds open at once.
+const STEP_SLICES: usize = 4;
+
+/// Fetches ahead running in the whole process. Each holds its slice (4 MiB) in memory until it
+/// is written, so this bounds that memory (32 × 4 MiB = 128 MiB, the bound the CPU pool's 16
+/// threads with two fetches each had); past it a slice is fetched by the step that needs it.
+const MAX_FETCHES_AHEAD: usize = 32;
+
+static FETCHES_AHEAD: AtomicUsize = AtomicUsize::new(0);
+
+/// A place among [`MAX_FETCHES_AHEAD`], given back when dropped.
+struct FetchPermit;
+
+impl FetchPermit {
+    fn take() -> Option<FetchPermit> {
+        FETCHES_AHEAD
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_FETCHES_AHEAD).then_some(n + 1))
+            .ok()
+            .map(|_| FetchPermit)
+    }
+}
+
+impl Drop for FetchPermit {
+    fn drop(&mut self) {
+        FETCHES_AHEAD.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl SliceStream {
+    /// The next segments: every piece up to the first slice's end, and the pieces of the slices
+    /// after it that are ready now. Waits (when it may block) for the first slice only.
+    fn step(&mut self) -> Result<Vec<Segment>, CacheError> {
+        let mut out = Vec::new();
+        let mut slices = 0;
+        // On the loop every slice is on disk (or the call fails): the whole body at once.
+        let most = if self.may_block { STEP_SLICES } else { usize::MAX };
+        self.look_ahead(AHEAD);
+        while let Some(piece) = self.pieces.front() {
+            let (index, offset, len) = match piece {
+                Piece::Own(_) => {
+                    if let Some(Piece::Own(segment)) = self.pieces.pop_front() {
+                        out.push(segment);
+                    }
+                    continue;
+                }
+                Piece::Slice { index, offset, len } => (*index, *offset, *len),
+            };
+            let same = self.current.as_ref().is_some_and(|(i, _)| *i == index);
+            if !same {
+                if slices == most || (slices > 0 && self.may_block && !self.ready_now(index)) {
+                    break;
+                }
+                let file = self.open(index)?;
+                self.current = Some((index, file));
+                slices += 1;
+            }
+            let Some((_, file)) = &self.current else { break };
+            out.push(Segment::File(FileSlice { file: Arc::clone(file), offset, len }));
+            self.pieces.pop_front();
+        }
+        if self.pieces.is_empty() {
+            self.current = None;
+        } else {
+            self.look_ahead(AHEAD);
+        }
+        Ok(out)
+    }
+
+    /// Fetches the first slice the body needs that is not on disk, if any, and keeps it for its
+    /// turn. Every fetch is conditional on the version, so this checks the version with the
+    /// origin before the head goes out: an object replaced since its version was resolved (its
+    /// first slices still cached) fails here with [`CacheError::Changed`] and is answered again,
+    /// new and whole, instead of being cut after a head that named the old one. A replacement
+    /// later in the body can only cut it (never mix versions).
+    fn confirm_version(&mut self) -> Result<(), CacheError> {
+        let missing = self.pieces.iter().find_map(|p| match p {
+            Piece::Slice { index, .. } if !self.cache.has(&self.version, *index) => Some(*index),
+            _ => None,
+        });
+        let Some(index) = missing else { return Ok(()) };
+        self.look_ahead(AHEAD);
+        let file = self.open(index)?;
+        self.ahead.push_back((index, Ahead::Ready(file)));
+        Ok(())
+    }
+
+    /// The distinct slices the remaining pieces need after `current`, in order, at most `n`.
+    fn upcoming(&self, n: usize) -> Vec<u64> {
+        let current = self.current.as_ref().map(|(i, _)| *i);
+        let mut next: Vec<u64> = Vec::with_capacity(n);
+        for piece in &self.pieces {
+            if next.len() == n {
+                break;
+            }
+            if let Piece::Slice { index, .. } = piece {
+                if Some(*index) != current && !next.contains(index) {
+                    next.push(*index);
+                }
+            }
+        }
+        next
+    }
+
+    /// Makes sure the next `n` slices are open or being fetched (when blocking is allowed), and
+    /// forgets any that are no longer ahead.
+    fn look_ahead(&mut self, n: usize) {
+        let next = self.upcoming(n);
+        self.ahead.retain(|(i, _)| next.contains(i));
+        for index in next {
+            if self.ahead.iter().any(|(i, _)| *i == index) {
+                continue;
+            }
+            let ahead = match self.cache.slice(&self.version, index, false) {
+                Ok(file) => Ahead::Ready(Arc::new(file)),
+                Err(_) if !self.may_block => continue,
+                Err(_) => match self.fetch_in_background(index) {
+                    Some(fetching) => fetching,
+                    None => continue,
+                },
+            };
+            self.ahead.push_back((index, ahead));
+        }
+    }
+
+    /// Starts fetching slice `index` on a thread of its own, unless too many are running.
+    fn fetch_in_background(&self, index: u64) -> Option<Ahead> {
+        fetch_in_background(&self.cache, &self.version, index).map(Ahead::Fetching)
+    }
+
+    /// Whether slice `index` can be sent without waiting.
+    fn ready_now(&mut self, index: u64) -> bool {
+        let Some((_, ahead)) = self.ahead.iter_mut().find(|(i, _)| *i == index) else { return false };
+        if let Ahead::Fetching(rx) = ahead {
+            match rx.try_recv() {
+                Ok(Ok(file)) => *ahead = Ahead::Ready(Arc::new(file)),
+                // A failure is the blocking path's to report.
+                Ok(Err(_)) | Err(_) => return false,
+            }
+        }
+        true
+    }
+
+    /// Slice `index`, open: fetched ahead, or now (waiting when blocking is allowed).
+    fn open(&mut self, index: u64) -> Result<Arc<File>, CacheError> {
+        let position = self.ahead.iter().position(|(i, _)| *i == index);
+        if let Some((_, ahead)) = position.and_then(|p| self.ahead.remove(p)) {
+            match ahead {
+                Ahead::Ready(file) => return Ok(file),
+                Ahead::Fetching(rx) => {
+                    if let Ok(result) = rx.recv() {
+                        return result.map(Arc::new);
+                    }
+                }
+            }
+        }
+        self.cache.slice(&self.version, index, self.may_block).map(Arc::new)
+    }
+}
+
+/// Starts fetching slice `index` of `version` into the cache on a thread of its own, unless
+/// [`MAX_FETCHES_AHEAD`] are running; the receiver gets the slice, opened.
+fn fetch_in_background(
+    cache: &Arc<SliceCache>,
+    version: &Arc<ObjectVersion>,
+    index: u64,
+) -> Option<mpsc::Receiver<Result<File, CacheError>>> {
+    let permit = FetchPermit::take()?;
+    let (tx, rx) = mpsc::channel();
+    let (cache, version) = (Arc::clone(cache), Arc::clone(version));
+    let spawned = std::thread::Builder::new().name("sluice-fetch".into()).spawn(move || {
+        let _permit = permit;
+        // Whoever asked may be gone by now; the slice is cached for the next reader anyway.
+        let _ = tx.send(cache.slice(&version, index, true));
+    });
+    spawned.ok().map(|_| rx)
+}
+
+impl BodyTail for SliceStream {
+    fn next(&mut self) -> Result<Vec<Segment>, BodyTailError> {
+        self.step().map_err(|e| {
+            let key = self.version.key.as_str();
+            tracing::warn!(key, "origin: {e}; the response is cut short (its head is sent)");
+            BodyTailError(e.to_string())
         })
     }
 }
-
-impl RemoteLibrary {
-    /// Fetches `indexes` of `version`, up to [`PARALLEL_FETCHES`] at once: a cold whole-object
-    /// response waits for its slices' round trips side by side rather than one after another.
-    fn fetch_parallel(
-        &self,
-        version: &ObjectVersion,
-        indexes: &[u64],
-    ) -> Result<HashMap<u64, Arc<File>>, CacheError> {
-        if indexes.len() < 2 {
-            return Ok(HashMap::new());
-        }
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let fetched = std::sync::Mutex::new((HashMap::new(), None::<CacheError>));
-        std::thread::scope(|s| {
-            for _ in 0..PARALLEL_FETCHES.min(indexes.len()) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&index) = indexes.get(i) else { break };
-                    let result = self.cache.slice(version, index, true);
-                    let mut fetched = fetched.lock().unwrap_or_else(|e| e.into_inner());
-                    match result {
-                        Ok(file) => {
-                            fetched.0.insert(index, Arc::new(file));
-                        }
-                        Err(e) => {
-                            fetched.1.get_or_insert(e);
-                            // The others stop at their next slice.
-                            next.store(indexes.len(), std::sync::atomic::Ordering::Relaxed);
-                            break;
-                        }
-                    }
-                });
-            }
-        });
-        let (files, error) = fetched.into_inner().unwrap_or_else(|e| e.into_inner());
-        match error {
-            Some(e) => Err(e),
-            None => Ok(files),
-        }
-    }
-}
-
-/// Slices one response fetches at once. Each holds its 4 MiB in memory until written, so the
-/// heap's bound is this times the CPU pool's threads (2 × 16 × 4 MiB = 128 MiB at the defaults).
-const PARALLEL_FETCHES: usize = 2;
 
 /// A request copied out of the connection's buffer, so that a job can answer it later.
 #[derive(Debug)]
@@ -348,6 +570,7 @@ mod tests {
     use sluice_proto::http::path::normalize;
     use sluice_store::{LocalStore, PutOptions};
     use std::os::unix::fs::FileExt;
+    use std::sync::atomic::Ordering;
     use std::time::Duration;
 
     fn remote(root: &std::path::Path, cache: &std::path::Path) -> RemoteLibrary {
@@ -384,34 +607,162 @@ mod tests {
         assert!(matches!(lib.lookup(&normalize("/zz").unwrap(), true), Ok(Found::NotFound)));
     }
 
-    #[test]
-    fn a_range_is_sent_from_the_slices_it_spans() {
-        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
-        put(root.path(), "v.mp4", &data);
-        let lib = remote(root.path(), cache.path());
-        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
-        let req = OwnedRequest {
+    /// The bytes of `segments`, which hold files and boundaries.
+    fn read_segments(segments: &[Segment]) -> Vec<u8> {
+        let mut sent = Vec::new();
+        for segment in segments {
+            match segment {
+                Segment::File(f) => {
+                    let mut buf = vec![0u8; f.len as usize];
+                    f.file.read_exact_at(&mut buf, f.offset).unwrap();
+                    sent.extend(buf);
+                }
+                Segment::Bytes(b) => sent.extend_from_slice(b),
+                Segment::Static(b) => sent.extend_from_slice(b),
+            }
+        }
+        sent
+    }
+
+    fn get(range: Option<&str>) -> OwnedRequest {
+        OwnedRequest {
             method: Method::Get,
             target: "/v.mp4".into(),
             version: Version::Http11,
-            headers: vec![("Range".into(), b"bytes=900-2099".to_vec())],
-        };
+            headers: range.map(|r| ("Range".to_string(), r.as_bytes().to_vec())).into_iter().collect(),
+        }
+    }
+
+    /// A library (its store's root and cache kept alive) over one object, `v.mp4`, and its version.
+    fn one_object(data: &[u8]) -> (tempfile::TempDir, tempfile::TempDir, RemoteLibrary, Arc<ObjectVersion>) {
+        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        put(root.path(), "v.mp4", data);
+        let lib = remote(root.path(), cache.path());
+        let Ok(Found::File(version)) = lib.lookup(&normalize("/v.mp4").unwrap(), true) else { panic!() };
+        (root, cache, lib, version)
+    }
+
+    fn misses(lib: &RemoteLibrary) -> u64 {
+        lib.cache().stats().misses.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_range_is_sent_from_the_slices_it_spans() {
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+        let (_root, _cache, lib, version) = one_object(&data);
+        let req = get(Some("bytes=900-2099"));
         let cold = req.with(|r| lib.file_response(r, &version, 4, 0, false));
         assert!(matches!(cold, Err(CacheError::WouldBlock)), "a cold slice is not fetched on the loop");
-        let response = req.with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
+        // Warm every slice, then: answered on the loop, one segment per slice.
+        lib.cache().read_at(&version, 0, &mut vec![0u8; 2500]).unwrap();
+        let response = req.with(|r| lib.file_response(r, &version, 4, 0, false)).unwrap();
         assert_eq!(response.status, Status::PARTIAL_CONTENT);
         let Body::Parts(parts) = response.body else { panic!("one segment per slice") };
-        let mut sent = Vec::new();
-        for part in &parts {
-            let Segment::File(f) = part else { panic!("file segments only") };
-            let mut buf = vec![0u8; f.len as usize];
-            f.file.read_exact_at(&mut buf, f.offset).unwrap();
-            sent.extend(buf);
-        }
         assert_eq!(parts.iter().map(Segment::len).collect::<Vec<_>>(), [100, 1000, 100]);
-        assert_eq!(sent, data[900..2100]);
-        // Warm now: answered without blocking.
-        assert!(req.with(|r| lib.file_response(r, &version, 4, 0, false)).is_ok());
+        assert_eq!(read_segments(&parts), data[900..2100]);
+    }
+
+    #[test]
+    fn a_cold_body_starts_with_its_first_slice_and_fetches_the_rest_ahead() {
+        let data: Vec<u8> = (0..9500u32).map(|i| (i * 13 % 251) as u8).collect();
+        let (_root, _cache, lib, version) = one_object(&data);
+        let response = get(None).with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
+        assert_eq!(response.status, Status::OK);
+        let Body::Streamed(mut body) = response.body else { panic!("a cold whole object streams") };
+        assert_eq!(body.len, 9500);
+        // The first slice (and the next when its fetch ahead has already ended), then at most
+        // two more being fetched ahead: not the object.
+        let ready = read_segments(&body.ready);
+        assert!((1000..=2000).contains(&ready.len()), "{} bytes ready at first", ready.len());
+        assert!(ready == data[..ready.len()]);
+        let fetched = misses(&lib);
+        let bound = ready.len() as u64 / 1000 + AHEAD as u64;
+        assert!(fetched <= bound, "{fetched} slices fetched before the first byte");
+        let mut sent = read_segments(&body.ready);
+        while (sent.len() as u64) < body.len {
+            let step = body.tail.next().unwrap();
+            assert!(!step.is_empty());
+            let before = sent.len() as u64;
+            sent.extend(read_segments(&step));
+            // Never more than two slices beyond what has been queued.
+            assert!(misses(&lib) <= (sent.len() as u64).div_ceil(1000) + AHEAD as u64);
+            assert!(sent.len() as u64 > before);
+        }
+        assert!(sent == data, "the streamed body is the object");
+        assert_eq!(misses(&lib), 10, "each slice fetched once");
+    }
+
+    #[test]
+    fn reading_ahead_warms_the_next_slice_without_waiting_for_it() {
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 253) as u8).collect();
+        let (_root, _cache, lib, version) = one_object(&data);
+        let mut buf = vec![0u8; 600];
+        lib.read_ahead(&version, 100, &mut buf).unwrap();
+        assert!(buf == data[100..700]);
+        // Slice 1 arrives without anyone reading it; slice 2 is not asked for yet.
+        let warmed = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            lib.cache().has(&version, 1)
+        });
+        assert!(warmed, "the next slice was not fetched ahead");
+        assert_eq!(misses(&lib), 2);
+        assert!(!lib.cache().has_or_fetching(&version, 2));
+        // The last slice has nothing after it.
+        lib.read_ahead(&version, 2400, &mut [0u8; 100]).unwrap();
+        assert_eq!(misses(&lib), 3);
+    }
+
+    #[test]
+    fn a_multipart_body_streams_its_boundaries_with_its_slices() {
+        let data: Vec<u8> = (0..9500u32).map(|i| (i * 7 % 251) as u8).collect();
+        let (_root, _cache, lib, version) = one_object(&data);
+        let req = get(Some("bytes=10-19,4000-7999,9400-"));
+        let response = req.with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
+        let expected = {
+            lib.cache().read_at(&version, 0, &mut vec![0u8; 9500]).unwrap();
+            let warm = req.with(|r| lib.file_response(r, &version, 4, 0, false)).unwrap();
+            let Body::Parts(parts) = warm.body else { panic!("multipart") };
+            read_segments(&parts)
+        };
+        let mut sent = Vec::new();
+        match response.body {
+            Body::Streamed(mut body) => {
+                sent.extend(read_segments(&body.ready));
+                while (sent.len() as u64) < body.len {
+                    sent.extend(read_segments(&body.tail.next().unwrap()));
+                }
+                assert_eq!(sent.len() as u64, body.len);
+            }
+            Body::Parts(parts) => sent.extend(read_segments(&parts)),
+            other => panic!("{other:?}"),
+        }
+        assert!(sent == expected, "the same bytes as the warm multipart body");
+    }
+
+    #[test]
+    fn an_object_replaced_mid_body_cuts_it_rather_than_mixing_versions() {
+        let (root, _cache, lib, version) = one_object(&[1u8; 9500]);
+        let response = get(None).with(|r| lib.file_response(r, &version, 4, 0, true)).unwrap();
+        let Body::Streamed(mut body) = response.body else { panic!("a cold whole object streams") };
+        std::thread::sleep(Duration::from_millis(1100));
+        put(root.path(), "v.mp4", &[2u8; 9500]);
+        let mut sent = read_segments(&body.ready);
+        let failed = loop {
+            match body.tail.next() {
+                Ok(step) => sent.extend(read_segments(&step)),
+                Err(e) => break e,
+            }
+            assert!((sent.len() as u64) < body.len, "a whole body of the old version after a change");
+        };
+        assert!(failed.to_string().contains("changed"), "{failed}");
+        assert!(sent.iter().all(|&b| b == 1), "never a byte of the new version");
+        // Replaced while only its first slices are cached: found before the head goes out, so
+        // the response is made again from the new version rather than cut.
+        let (root, _cache, lib, version) = one_object(&[3u8; 9500]);
+        lib.cache().read_at(&version, 0, &mut [0u8; 1000]).unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        put(root.path(), "v.mp4", &[4u8; 9500]);
+        let again = get(None).with(|r| lib.file_response(r, &version, 4, 0, true));
+        assert!(matches!(again, Err(CacheError::Changed)), "{again:?}");
     }
 }

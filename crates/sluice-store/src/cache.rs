@@ -357,6 +357,13 @@ impl SliceCache {
         matches!(self.lock().slices.get(&id), Some(Slice::Ready { .. }))
     }
 
+    /// Whether slice `index` of `version` is on disk or being fetched now: asking for it would
+    /// not start another fetch.
+    pub fn has_or_fetching(&self, version: &ObjectVersion, index: u64) -> bool {
+        let id: SliceId = (version.key.as_str().to_string(), version.etag.clone(), index);
+        self.lock().slices.contains_key(&id)
+    }
+
     /// Slice `index` of `version`, opened: from the cache, or fetched (once, however many ask at
     /// the same time) when `may_block`. The descriptor stays valid after an eviction.
     pub fn slice(&self, version: &ObjectVersion, index: u64, may_block: bool) -> Result<File, CacheError> {

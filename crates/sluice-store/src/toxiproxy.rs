@@ -131,6 +131,12 @@ impl Toxiproxy {
         }
     }
 
+    /// Enables or disables proxy `proxy`; disabling closes its connections and stops listening,
+    /// as if the upstream had gone away at once.
+    pub fn set_enabled(&self, proxy: &str, enabled: bool) -> io::Result<()> {
+        self.call("POST", &format!("/proxies/{proxy}"), &format!(r#"{{"enabled":{enabled}}}"#))
+    }
+
     /// The round trip the lab models: a latency toxic of `each_way` on both streams.
     pub fn set_latency(&self, proxy: &str, each_way: Option<Duration>) -> io::Result<()> {
         for stream in [Stream::Upstream, Stream::Downstream] {

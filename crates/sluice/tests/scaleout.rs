@@ -23,7 +23,11 @@ use sluice_store::seaweedfs::SeaweedFs;
 use sluice_store::toxiproxy::{Stream, Toxiproxy};
 use sluice_store::{Key, PutOptions, S3Store};
 
-engine_matrix!(ranges_pages_and_conditionals_come_from_the_cache);
+engine_matrix!(
+    ranges_pages_and_conditionals_come_from_the_cache,
+    a_cold_whole_object_starts_before_its_last_slice_is_fetched,
+    an_origin_failure_mid_body_cuts_the_response_and_the_edge_serves_on
+);
 
 const MIB: usize = 1 << 20;
 const SLICE: usize = 4 * MIB;
@@ -140,6 +144,118 @@ fn ranges_pages_and_conditionals_come_from_the_cache(engine: &[&str]) {
     let again = request(addr, "GET", "/films/big.bin", &[]);
     assert_eq!(sha256(&again.body), sha256(data));
     assert_eq!(metric(&server.scrape(), "sluice_cache_misses_total"), 3);
+}
+
+/// Slices of the object the streaming tests read cold through a slowed origin.
+const STREAMED_SLICES: usize = 6;
+
+/// Six slices, the last one short.
+fn streamed_object() -> &'static [u8] {
+    static DATA: OnceLock<Vec<u8>> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let data = pseudo_random(STREAMED_SLICES * SLICE - 4321, 16);
+        put_object("edges/streamed", "big.bin", &data);
+        data
+    })
+}
+
+/// An edge for `engine` reaching SeaweedFS through a toxiproxy that gives each connection
+/// 8 MB/s, so that a slice takes about half a second to arrive: the edge's progress through a
+/// cold object can be seen between two slices.
+fn slowed_edge(engine: &[&str], dir: &Path) -> (Toxiproxy, Server) {
+    assert!(Toxiproxy::available(), "toxiproxy missing (scripts/test installs it)");
+    let toxiproxy = Toxiproxy::start(&dir.join("toxiproxy.log")).unwrap();
+    let upstream: SocketAddr = weed().s3_endpoint.trim_start_matches("http://").parse().unwrap();
+    let proxy = toxiproxy.proxy("s3", upstream).unwrap();
+    toxiproxy.add_toxic("s3", "slow", "bandwidth", Stream::Downstream, 1.0, r#"{"rate":8192}"#).unwrap();
+    let endpoint = format!("http://{proxy}");
+    let extra = ["--cache-size", "64M", "--s3-timeout", "5s"];
+    let server = edge_via(&endpoint, engine, "edges/streamed", &dir.join("cache"), &extra);
+    (toxiproxy, server)
+}
+
+/// Sends a whole GET of the streamed object, checks its head (a 200 with the whole length and
+/// the store's ETag) and reads the first slice of the body; returns the socket and the bytes read.
+fn read_first_slice(server: &Server) -> (TcpStream, Vec<u8>) {
+    let len = streamed_object().len();
+    let (mut s, head, mut body) = open_download(server.addr(), "/big.bin");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.lines().any(|l| l == format!("content-length: {len}")), "{head}");
+    assert!(head.contains("etag: "), "{head}");
+    let mut chunk = vec![0u8; 256 << 10];
+    while body.len() < SLICE {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed within the first slice");
+        body.extend_from_slice(&chunk[..n]);
+    }
+    (s, body)
+}
+
+/// Reads until the server closes the connection or the body reaches `len` bytes.
+fn read_rest(s: &mut TcpStream, body: &mut Vec<u8>, len: usize) -> bool {
+    let mut chunk = vec![0u8; 256 << 10];
+    while body.len() < len {
+        match s.read(&mut chunk) {
+            Ok(n) if n > 0 => body.extend_from_slice(&chunk[..n]),
+            _ => return false,
+        }
+    }
+    true
+}
+
+fn a_cold_whole_object_starts_before_its_last_slice_is_fetched(engine: &[&str]) {
+    let data = streamed_object();
+    let dir = tempfile::tempdir().unwrap();
+    let (_toxiproxy, server) = slowed_edge(engine, dir.path());
+    let (mut s, mut body) = read_first_slice(&server);
+    // The head and a whole slice are here, and the edge has not fetched the object: the first
+    // byte waited for its slice (and the two fetched ahead of it), not for the last one.
+    let text = server.scrape();
+    let fetched = metric(&text, "sluice_cache_misses_total");
+    assert!((fetched as usize) < STREAMED_SLICES, "{fetched} of {STREAMED_SLICES} slices fetched: {text}");
+    let from_origin = metric(&text, "sluice_cache_bytes_total{source=\"origin\"}");
+    assert!((from_origin as usize) < data.len(), "{from_origin} bytes from the origin");
+    assert!(read_rest(&mut s, &mut body, data.len()), "the body ended early");
+    assert_eq!(body.len(), data.len());
+    assert_eq!(sha256(&body), sha256(data), "the streamed object");
+    // Each slice was fetched once, and the keep-alive connection goes on.
+    s.write_all(&get("/big.bin", &[("Range", "bytes=0-99")])).unwrap();
+    let mut rest = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while find(&rest, b"\r\n\r\n").is_none_or(|end| rest.len() < end + 4 + 100) {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after a whole streamed body");
+        rest.extend_from_slice(&chunk[..n]);
+    }
+    let rest = rest.split_off(find(&rest, b"\r\n\r\n").unwrap() + 4);
+    assert_eq!(rest, data[..100], "a range on the same connection");
+    let text = server.scrape();
+    assert_eq!(metric(&text, "sluice_cache_misses_total"), STREAMED_SLICES as u64, "{text}");
+    assert_eq!(metric(&text, "sluice_cache_bytes_total{source=\"origin\"}"), data.len() as u64);
+    assert_eq!(metric(&text, "sluice_http_responses_cut_total"), 0, "{text}");
+}
+
+fn an_origin_failure_mid_body_cuts_the_response_and_the_edge_serves_on(engine: &[&str]) {
+    let data = streamed_object();
+    let dir = tempfile::tempdir().unwrap();
+    let (toxiproxy, server) = slowed_edge(engine, dir.path());
+    let (mut s, mut body) = read_first_slice(&server);
+    // The origin goes away with slices still to fetch: the head promised the whole object, so
+    // the connection closes short of it.
+    toxiproxy.set_enabled("s3", false).unwrap();
+    assert!(!read_rest(&mut s, &mut body, data.len()), "a whole body from an origin that went away");
+    assert!(body.len() < data.len());
+    assert!(body == data[..body.len()], "what was sent is the object's start");
+    // Counted as cut, with a line saying why; the edge serves what it has.
+    let cut = poll_until(Duration::from_secs(5), || {
+        metric(&server.scrape(), "sluice_http_responses_cut_total") == 1
+    });
+    assert!(cut, "the cut response was not counted: {}", server.scrape());
+    let logs = server.log_text();
+    assert!(logs.contains("the response is cut short"), "no line for the cut:\n{logs}");
+    let r = request(server.addr(), "GET", "/big.bin", &[("Range", "bytes=0-99")]);
+    r.expect_status(206, "a cached range after the cut");
+    assert_eq!(r.body, data[..100]);
 }
 
 #[test]
@@ -464,11 +580,23 @@ fn two_edges_behind_haproxy_survive_losing_one() {
         cache_b.path(),
         &[],
     );
+    let lb = Haproxy::start(&a, &b);
+    // HAProxy hashes the path (balance uri): find a name each edge owns, asking for objects that
+    // do not exist yet (the 404 says which edge answered).
+    let owned_by = |edge: &str, stem: &str| {
+        (0..64)
+            .map(|i| format!("/{stem}-{i}.bin"))
+            .find(|path| edge_of(&request(lb.http, "HEAD", path, &[])) == edge)
+            .unwrap_or_else(|| panic!("no name of 64 hashed to {edge}"))
+    };
+    let (big_path, small_path) = (owned_by("edge-a", "big"), owned_by("edge-b", "small"));
     // Uploads go through edge A (the uploads issue's PUT) into the bucket.
     let big = pseudo_random(24 * MIB + 77, 31);
+    let small = pseudo_random(6 * MIB + 5, 32);
     let mp4 =
         std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4")).unwrap();
-    for (path, body) in [("/big.bin", &big), ("/clips/demo.mp4", &mp4)] {
+    for (path, body) in [(big_path.as_str(), &big), (small_path.as_str(), &small), ("/clips/demo.mp4", &mp4)]
+    {
         let mut c = Conn::open(a.addr());
         let head = format!(
             "PUT {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
@@ -478,31 +606,33 @@ fn two_edges_behind_haproxy_survive_losing_one() {
         c.send(body.as_slice());
         c.response().expect_status(201, "an upload through edge A");
     }
-    let lb = Haproxy::start(&a, &b);
+    // Edge B remembers the 404 of its probe for up to a second.
+    let visible =
+        poll_until(Duration::from_secs(3), || request(lb.http, "HEAD", &small_path, &[]).status == 200);
+    assert!(visible, "{small_path} did not appear on edge B");
 
-    // Ranges through HAProxy, byte-exact, until edge B has answered some of them.
-    let mut from_b = 0;
-    for i in 0..8u64 {
-        let from = i * 3_000_001 % (big.len() as u64 - 70_000);
-        let range = format!("bytes={from}-{}", from + 65_535);
-        let r = request(lb.http, "GET", "/big.bin", &[("Range", &range)]);
-        r.expect_status(206, "a range through HAProxy");
-        assert_bytes_eq(&r.body, &big[from as usize..from as usize + 65_536], "a range through HAProxy");
-        from_b += usize::from(edge_of(&r) == "edge-b");
+    // Ranges through HAProxy, byte-exact, each object always from the edge that owns it: each
+    // object is cached on one edge, not on both.
+    for (path, data, owner) in [(&big_path, &big, "edge-a"), (&small_path, &small, "edge-b")] {
+        for i in 0..6u64 {
+            let from = i * 3_000_001 % (data.len() as u64 - 70_000);
+            let range = format!("bytes={from}-{}", from + 65_535);
+            let r = request(lb.http, "GET", path, &[("Range", &range)]);
+            r.expect_status(206, "a range through HAProxy");
+            assert_bytes_eq(&r.body, &data[from as usize..from as usize + 65_536], "a range through HAProxy");
+            assert_eq!(edge_of(&r), owner, "{path} from another edge than its owner");
+        }
     }
-    assert!(from_b > 0, "edge B answered none of the ranges");
+    let cached = |edge: &Server| metric(&edge.scrape(), "sluice_cache_bytes_total{source=\"origin\"}");
+    assert!(cached(&b) <= small.len() as u64, "edge B fetched more than its own object");
     // RTSP through HAProxy's TCP frontend: every frame.
     let (frames, stderr) = ffprobe_video_frames(&format!("rtsp://{}/clips/demo.mp4", lb.rtsp));
     assert_eq!(frames, "180", "frames over RTSP through HAProxy ({stderr})");
 
-    // A download that edge A serves, cut by killing A.
-    let (mut download, mut body) = loop {
-        let (s, head, body) = open_download(lb.http, "/big.bin");
-        if head.contains("x-sluice-edge: edge-a") {
-            assert!(head.starts_with("http/1.1 200"), "{head}");
-            break (s, body);
-        }
-    };
+    // A download that edge A serves (it owns the object), cut by killing A.
+    let (mut download, head, mut body) = open_download(lb.http, &big_path);
+    assert!(head.contains("x-sluice-edge: edge-a"), "{head}");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
     let mut chunk = vec![0u8; 256 << 10];
     while body.len() < 2 * MIB {
         let n = download.read(&mut chunk).unwrap();
@@ -515,10 +645,10 @@ fn two_edges_behind_haproxy_survive_losing_one() {
     let failed = AtomicUsize::new(0);
     let sent = AtomicUsize::new(0);
     let down_after = std::thread::scope(|s| {
-        let (failed, sent, big, lb) = (&failed, &sent, &big, &lb);
+        let (failed, sent, big, lb, big_path) = (&failed, &sent, &big, &lb, big_path.as_str());
         s.spawn(move || {
             while killed.elapsed() < Duration::from_secs(4) {
-                let r = request(lb.http, "GET", "/big.bin", &[("Range", "bytes=1000-1999")]);
+                let r = request(lb.http, "GET", big_path, &[("Range", "bytes=1000-1999")]);
                 sent.fetch_add(1, Ordering::Relaxed);
                 if r.status != 206 || r.body != big[1000..2000] {
                     failed.fetch_add(1, Ordering::Relaxed);
@@ -546,7 +676,7 @@ fn two_edges_behind_haproxy_survive_losing_one() {
     }
     assert!(body.len() < big.len(), "the download was not cut");
     let range = format!("bytes={}-", body.len());
-    let rest = request(lb.http, "GET", "/big.bin", &[("Range", &range)]);
+    let rest = request(lb.http, "GET", &big_path, &[("Range", &range)]);
     rest.expect_status(206, "the resumed download");
     assert_eq!(edge_of(&rest), "edge-b");
     body.extend_from_slice(&rest.body);

@@ -278,6 +278,7 @@ mod tests {
                     Segment::File(slice) => read_slice(slice),
                 })
                 .collect(),
+            Body::Streamed(_) => unreachable!("file_response builds no streamed body"),
         }
     }
 

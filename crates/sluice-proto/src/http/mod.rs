@@ -20,7 +20,7 @@ use std::time::Duration;
 
 pub use body::BodySink;
 pub use request::{Method, Request, RequestError, Version};
-pub use response::{Body, Reply, Response, Status};
+pub use response::{Body, BodyTail, BodyTailError, Reply, Response, Status, StreamedBody};
 pub use session::HttpSession;
 
 /// A header value a handler attaches to a response.

@@ -120,7 +120,42 @@ pub enum Body {
     File(FileSlice),
     /// Several pieces in order (a `multipart/byteranges` body).
     Parts(Vec<Segment>),
+    /// Pieces that become ready one after another (a cold object read through a cache): what is
+    /// ready now goes out at once, the rest as its [`BodyTail`] produces it.
+    Streamed(StreamedBody),
 }
+
+/// A body whose length is known before its bytes are: see [`Body::Streamed`].
+pub struct StreamedBody {
+    /// The whole body's length (what `Content-Length` says).
+    pub len: u64,
+    /// The leading segments, ready now.
+    pub ready: Vec<Segment>,
+    /// What produces the segments after them.
+    pub tail: Box<dyn BodyTail>,
+}
+
+impl std::fmt::Debug for StreamedBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamedBody").field("len", &self.len).field("ready", &self.ready).finish()
+    }
+}
+
+/// The rest of a [`Body::Streamed`]. The session asks for the next segments once everything
+/// queued before them has been sent, as a [`crate::conn::Job`], so `next` runs off the event
+/// loop and may block (on an origin); one call at a time, never ahead of the client: a slow
+/// reader holds the tail back instead of letting it pile bytes up in the outbox.
+pub trait BodyTail: Send {
+    /// The next segments, at least one byte; together with the earlier ones never more than
+    /// the body's length. An error cuts the response: its head is gone, so the connection
+    /// closes short of `Content-Length` (the implementation says why in the log).
+    fn next(&mut self) -> Result<Vec<Segment>, BodyTailError>;
+}
+
+/// Why a [`BodyTail`] could not produce the rest of its body.
+#[derive(Debug, thiserror::Error)]
+#[error("the body's tail failed: {0}")]
+pub struct BodyTailError(pub String);
 
 impl Body {
     /// The body's length in bytes, which becomes `Content-Length`.
@@ -130,6 +165,7 @@ impl Body {
             Body::Bytes(b) => b.len() as u64,
             Body::File(f) => f.len,
             Body::Parts(parts) => parts.iter().map(Segment::len).sum(),
+            Body::Streamed(s) => s.len,
         }
     }
 

@@ -2,13 +2,14 @@
 //!
 //! It owns the connection's reading state (between requests, inside a head, inside a body), its
 //! deadlines, keep-alive and pipelining, and the serialisation of each [`Response`] into the
-//! [`Outbox`]. It does not own what a request means (the [`Handler`]) or the socket (the engine).
+//! [`Outbox`], including a streamed body's later steps: each is a job the engine runs once the
+//! steps before it have been sent, so every engine streams with the job delivery it already has. It does not own what a request means (the [`Handler`]) or the socket (the engine).
 
 use std::time::Instant;
 
 use super::body::{BodyDecoder, BodyFraming, BodySink};
 use super::request::{parse_head, Framing, Method, Parsed, RequestError, Version, MAX_HEADERS};
-use super::response::{write_head, Body, Persistence, Reply, Response, Status};
+use super::response::{write_head, Body, BodyTail, BodyTailError, Persistence, Reply, Response, Status};
 use super::Handler;
 use crate::conn::{Clock, Job, JobOutput, Outbox, Segment, Session};
 
@@ -44,6 +45,26 @@ impl std::fmt::Debug for Wait {
     }
 }
 
+/// A response whose head and first segments are queued and whose body's tail is still to come.
+struct Streaming {
+    /// The tail, until the engine takes it to produce the next segments.
+    tail: Option<Box<dyn BodyTail>>,
+    /// Body bytes the tail has yet to produce.
+    left: u64,
+}
+
+impl std::fmt::Debug for Streaming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streaming").field("tail", &self.tail.is_some()).field("left", &self.left).finish()
+    }
+}
+
+/// What a body's tail produced in a job: the tail itself comes back with its segments.
+struct TailStep {
+    tail: Box<dyn BodyTail>,
+    segments: Result<Vec<Segment>, BodyTailError>,
+}
+
 /// Where a request body's payload goes while the session reads it.
 enum BodyUse {
     /// To the handler's sink (an upload), whose `finish` gives the reply.
@@ -75,6 +96,8 @@ enum ReadState {
     Body { decoder: BodyDecoder, body: BodyUse, then: Then, until: Option<Instant> },
     /// A reply is deferred; pipelined requests wait behind it.
     Waiting { wait: Wait, then: Then },
+    /// A response's body is being produced a step at a time; pipelined requests wait behind it.
+    Streaming { body: Streaming, then: Then },
     /// No more requests will be read; the connection closes once the outbox drains.
     Closed,
 }
@@ -106,7 +129,7 @@ impl<H: Handler> HttpSession<H> {
         let status = error.status();
         self.handler.refused(status, &error);
         let response = Response::error(status);
-        queue_response(&self.handler, out, Method::Get, response, Persistence::Close, clock);
+        let _ = queue_response(&self.handler, out, Method::Get, response, Persistence::Close, clock);
         self.close(out);
     }
 
@@ -186,7 +209,7 @@ impl<H: Handler> HttpSession<H> {
         match (decoded, refusal) {
             (_, Some(response)) => {
                 self.state = ReadState::Idle;
-                queue_response(&self.handler, out, Method::Get, response, Persistence::Close, clock);
+                let _ = queue_response(&self.handler, out, Method::Get, response, Persistence::Close, clock);
                 self.close(out);
                 input.len()
             }
@@ -225,8 +248,13 @@ impl<H: Handler> HttpSession<H> {
                     then.keep_alive = false;
                     then.persistence = Persistence::Close;
                 }
-                queue_response(&self.handler, out, then.method, response, then.persistence, clock);
-                self.after_response(then.keep_alive, out, clock);
+                match queue_response(&self.handler, out, then.method, response, then.persistence, clock) {
+                    Some(body) => {
+                        self.deadline = None;
+                        self.state = ReadState::Streaming { body, then };
+                    }
+                    None => self.after_response(then.keep_alive, out, clock),
+                }
             }
             Reply::After(delay, response) => {
                 let at = clock.now() + delay;
@@ -242,6 +270,31 @@ impl<H: Handler> HttpSession<H> {
                 let response = Response::error(Status::INTERNAL_SERVER_ERROR);
                 self.deliver(Reply::Now(response), then, out, clock)
             }
+        }
+    }
+
+    /// Queues the segments a streamed body's tail produced; the response ends when the last byte
+    /// of `Content-Length` is queued. A failed or misbehaving tail cuts the response: the head
+    /// promised more bytes than will come, so the connection closes after what is queued.
+    fn continue_stream(&mut self, step: TailStep, out: &mut Outbox, clock: &Clock) {
+        let ReadState::Streaming { body, .. } = &mut self.state else { return };
+        let segments = match step.segments {
+            Ok(segments) => segments,
+            Err(_) => return self.close(out),
+        };
+        let len: u64 = segments.iter().map(Segment::len).sum();
+        if len == 0 || len > body.left {
+            return self.close(out);
+        }
+        for segment in segments {
+            out.push(segment);
+        }
+        body.left -= len;
+        if body.left > 0 {
+            body.tail = Some(step.tail);
+        } else if let ReadState::Streaming { then, .. } = std::mem::replace(&mut self.state, ReadState::Idle)
+        {
+            self.after_response(then.keep_alive, out, clock);
         }
     }
 
@@ -263,7 +316,7 @@ impl<H: Handler> Session for HttpSession<H> {
         loop {
             match &mut self.state {
                 ReadState::Closed => return input.len(),
-                ReadState::Waiting { .. } => return pos,
+                ReadState::Waiting { .. } | ReadState::Streaming { .. } => return pos,
                 ReadState::Body { .. } => {
                     let used = self.on_body_bytes(&input[pos..], out, clock);
                     pos += used;
@@ -301,6 +354,10 @@ impl<H: Handler> Session for HttpSession<H> {
     }
 
     fn on_drained(&mut self, clock: &Clock) {
+        if matches!(self.state, ReadState::Streaming { .. }) {
+            // The queue ran dry between two steps of a body: the response is not whole yet.
+            return;
+        }
         self.handler.drained();
         if matches!(self.state, ReadState::Idle) {
             self.deadline = Some(clock.now() + self.handler.limits().keepalive_timeout);
@@ -319,7 +376,7 @@ impl<H: Handler> Session for HttpSession<H> {
                 }
             }
             // A job has no deadline of its own; the engine always reports back.
-            ReadState::Waiting { wait: Wait::Job(_), .. } => {}
+            ReadState::Waiting { wait: Wait::Job(_), .. } | ReadState::Streaming { .. } => {}
             ReadState::Head => self.refuse(RequestError::Timeout, out, clock),
             // Not answered yet: the body's reply waits for the body. Dropping the state drops an
             // upload's sink, which discards what it received.
@@ -332,7 +389,7 @@ impl<H: Handler> Session for HttpSession<H> {
     }
 
     fn wants_input(&self) -> bool {
-        !matches!(self.state, ReadState::Waiting { .. })
+        !matches!(self.state, ReadState::Waiting { .. } | ReadState::Streaming { .. })
     }
 
     fn take_job(&mut self) -> Option<Job> {
@@ -341,6 +398,13 @@ impl<H: Handler> Session for HttpSession<H> {
                 let job = job.take()?;
                 Some(Box::new(move || Box::new(job()) as JobOutput))
             }
+            ReadState::Streaming { body, .. } => {
+                let mut tail = body.tail.take()?;
+                Some(Box::new(move || {
+                    let segments = tail.next();
+                    Box::new(TailStep { tail, segments }) as JobOutput
+                }))
+            }
             _ => None,
         }
     }
@@ -348,7 +412,10 @@ impl<H: Handler> Session for HttpSession<H> {
     fn job_done(&mut self, output: JobOutput, out: &mut Outbox, clock: &Clock) {
         let reply = match output.downcast::<Reply>() {
             Ok(reply) => *reply,
-            Err(_) => Reply::Now(Response::error(Status::INTERNAL_SERVER_ERROR)),
+            Err(output) => match output.downcast::<TailStep>() {
+                Ok(step) => return self.continue_stream(*step, out, clock),
+                Err(_) => Reply::Now(Response::error(Status::INTERNAL_SERVER_ERROR)),
+            },
         };
         if let Some(then) = self.take_then() {
             self.deliver(reply, then, out, clock);
@@ -356,6 +423,10 @@ impl<H: Handler> Session for HttpSession<H> {
     }
 
     fn job_refused(&mut self, out: &mut Outbox, clock: &Clock) {
+        if matches!(self.state, ReadState::Streaming { .. }) {
+            // No job can run the tail now, and the head is gone: the response is cut.
+            return self.close(out);
+        }
         if let Some(then) = self.take_then() {
             let busy = Response::error(Status::SERVICE_UNAVAILABLE).with_header("Retry-After", "1");
             self.deliver(Reply::Now(busy), then, out, clock);
@@ -364,7 +435,7 @@ impl<H: Handler> Session for HttpSession<H> {
 
     fn on_overload(&mut self, out: &mut Outbox, clock: &Clock) {
         let busy = Response::error(Status::SERVICE_UNAVAILABLE).with_header("Retry-After", "1");
-        queue_response(&self.handler, out, Method::Get, busy, Persistence::Close, clock);
+        let _ = queue_response(&self.handler, out, Method::Get, busy, Persistence::Close, clock);
         self.close(out);
     }
 
@@ -381,13 +452,17 @@ impl<H: Handler> Session for HttpSession<H> {
                 false
             }
             ReadState::Closed => out.is_empty(),
-            ReadState::Head | ReadState::Body { .. } | ReadState::Waiting { .. } => false,
+            ReadState::Head
+            | ReadState::Body { .. }
+            | ReadState::Waiting { .. }
+            | ReadState::Streaming { .. } => false,
         }
     }
 }
 
 /// Serialises a response into the outbox, and tells the handler where it lies in the stream.
-/// HEAD and bodiless statuses send the head alone.
+/// HEAD and bodiless statuses send the head alone. A streamed body's ready segments are queued
+/// and its tail returned, still to run; the handler is told where the whole body will end.
 fn queue_response<H: Handler>(
     handler: &H,
     out: &mut Outbox,
@@ -395,7 +470,7 @@ fn queue_response<H: Handler>(
     response: Response,
     persistence: Persistence,
     clock: &Clock,
-) {
+) -> Option<Streaming> {
     let Response { status, headers, body } = response;
     let mut head = out.buffer();
     let content_length = (!status.forbids_body()).then(|| body.len());
@@ -403,6 +478,7 @@ fn queue_response<H: Handler>(
     let start = out.queued_total();
     let body_start = start + head.len() as u64;
     let send_body = method != Method::Head && !status.forbids_body();
+    let mut streaming = None;
     if !send_body {
         out.push(Segment::Bytes(head));
     } else {
@@ -430,10 +506,20 @@ fn queue_response<H: Handler>(
                     out.push(part);
                 }
             }
+            Body::Streamed(body) => {
+                out.push(Segment::Bytes(head));
+                for part in body.ready {
+                    out.push(part);
+                }
+                let left = (body_start + body.len).saturating_sub(out.queued_total());
+                streaming = (left > 0).then_some(Streaming { tail: Some(body.tail), left });
+            }
         }
     }
     out.note_response();
-    handler.queued(&super::Queued { status, start, body_start, end: out.queued_total() });
+    let end = out.queued_total() + streaming.as_ref().map_or(0, |s| s.left);
+    handler.queued(&super::Queued { status, start, body_start, end });
+    streaming
 }
 
 #[cfg(test)]
@@ -461,9 +547,35 @@ mod tests {
                 Some("/bad-target") => Reply::Now(Response::error(Status::BAD_REQUEST)),
                 Some("/later") => Reply::After(Duration::from_millis(100), response),
                 Some("/compute") => Reply::Compute(Box::new(move || Reply::Now(response))),
+                Some("/streamed") => Reply::Now(streamed(false)),
+                Some("/streamed-broken") => Reply::Now(streamed(true)),
                 _ => Reply::Now(response),
             }
         }
+    }
+
+    /// Gives "cd" then "ef" (or fails after "cd" when `broken`).
+    struct Steps {
+        steps: u32,
+        broken: bool,
+    }
+
+    impl BodyTail for Steps {
+        fn next(&mut self) -> Result<Vec<Segment>, BodyTailError> {
+            self.steps += 1;
+            match self.steps {
+                1 => Ok(vec![Segment::Static(b"cd")]),
+                _ if self.broken => Err(BodyTailError("the origin went away".into())),
+                _ => Ok(vec![Segment::Bytes(b"ef".to_vec())]),
+            }
+        }
+    }
+
+    /// A six-byte body of which "ab" is ready.
+    fn streamed(broken: bool) -> Response {
+        let tail = Box::new(Steps { steps: 0, broken });
+        let body = super::super::StreamedBody { len: 6, ready: vec![Segment::Static(b"ab")], tail };
+        Response { status: Status::OK, headers: vec![], body: Body::Streamed(body) }
     }
 
     /// Collects an upload's body; answers with what it received; a drop before `finish`
@@ -750,6 +862,55 @@ mod tests {
         let _ = s.take_job();
         s.job_refused(&mut out, &clock());
         assert!(drain(&mut out).starts_with("HTTP/1.1 503 Service Unavailable\r\n"));
+    }
+
+    #[test]
+    fn a_streamed_body_goes_out_a_step_at_a_time_and_holds_the_pipeline() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        let input = b"GET /streamed HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+        let used = s.receive(input, &mut out, &clock());
+        let first = drain(&mut out);
+        assert!(first.contains("Content-Length: 6\r\n"), "{first}");
+        assert!(first.ends_with("\r\n\r\nab"), "the head and the ready part go first: {first}");
+        assert!(!s.wants_input(), "the next request waits for the body");
+        s.on_drained(&clock());
+        let mut body = String::new();
+        while let Some(job) = s.take_job() {
+            assert!(s.take_job().is_none(), "one step at a time");
+            s.job_done(job(), &mut out, &clock());
+            body.push_str(&drain(&mut out));
+        }
+        assert_eq!(body, "cdef");
+        assert!(s.wants_input() && !out.closing(), "keep-alive once the body is whole");
+        s.receive(&input[used..], &mut out, &clock());
+        assert!(drain(&mut out).contains("GET /next"));
+    }
+
+    #[test]
+    fn a_failed_tail_cuts_the_response_and_closes() {
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.receive(b"GET /streamed-broken HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
+        let mut text = drain(&mut out);
+        while let Some(job) = s.take_job() {
+            s.job_done(job(), &mut out, &clock());
+            text.push_str(&drain(&mut out));
+        }
+        assert!(text.ends_with("\r\n\r\nabcd"), "{text}");
+        assert!(out.closing(), "fewer bytes than Content-Length, then the connection closes");
+        // A tail the engine cannot run (its queue is full) cuts the response too.
+        let mut s = session();
+        s.receive(b"GET /streamed HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
+        let _ = s.take_job();
+        s.job_refused(&mut out, &clock());
+        assert!(out.closing());
+        // HEAD sends the head alone and runs no tail.
+        let mut s = session();
+        let mut out = Outbox::new();
+        s.receive(b"HEAD /streamed HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
+        assert!(drain(&mut out).ends_with("Content-Length: 6\r\n\r\n"));
+        assert!(s.take_job().is_none() && s.wants_input());
     }
 
     #[test]
