@@ -41,6 +41,6 @@ pub use server::{
 };
 pub use session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Overload, Release, RtspConfig,
-    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, METHODS,
+    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget, METHODS,
 };
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};
