@@ -124,19 +124,38 @@ sluice_http_requests_total {}",
     m
 }
 
-/// The RTSP loop's headroom and the viewers of each stream, as the loop last reported them.
+/// The RTSP loops' headroom (each loop's, labelled `loop=`), their sessions, and the viewers of
+/// each stream (added up over the loops), as the loops last reported them.
 fn rtsp_gauges(m: &mut String, counters: &Counters) {
     let g = counters.rtsp_gauges().unwrap_or_default();
+    let loops = counters.rtsp_loops();
     let _ = writeln!(
         m,
-        "# HELP sluice_rtsp_loop_busy_ratio Share of the last 500 ms the busiest RTSP loop spent working (CPU time over wall time).\n\
-# TYPE sluice_rtsp_loop_busy_ratio gauge\nsluice_rtsp_loop_busy_ratio {:.3}",
-        g.busy
+        "# HELP sluice_rtsp_loop_busy_ratio Share of the last 500 ms each RTSP loop spent working (CPU time over wall time).\n\
+# TYPE sluice_rtsp_loop_busy_ratio gauge"
     );
+    for (index, l, _) in &loops {
+        let _ = writeln!(m, "sluice_rtsp_loop_busy_ratio{{loop=\"{index}\"}} {:.3}", l.busy);
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_loop_sessions RTSP sessions each loop holds now (they add up to sluice_rtsp_sessions).\n\
+# TYPE sluice_rtsp_loop_sessions gauge"
+    );
+    for (index, _, sessions) in &loops {
+        let _ = writeln!(m, "sluice_rtsp_loop_sessions{{loop=\"{index}\"}} {sessions}");
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_loop_viewers RTSP viewers streaming from each loop now.\n# TYPE sluice_rtsp_loop_viewers gauge"
+    );
+    for (index, l, _) in &loops {
+        let _ = writeln!(m, "sluice_rtsp_loop_viewers{{loop=\"{index}\"}} {}", l.streams.values().sum::<u64>());
+    }
     if let Some(room) = g.room {
         let _ = writeln!(
             m,
-            "# HELP sluice_rtsp_viewer_room RTSP viewers admitted at most now, from the loops' headroom.\n\
+            "# HELP sluice_rtsp_viewer_room RTSP viewers admitted at most now, from the loops' headroom (added up).\n\
 # TYPE sluice_rtsp_viewer_room gauge\nsluice_rtsp_viewer_room {room}"
         );
     }

@@ -198,7 +198,7 @@ impl Server {
         };
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
-                sockets: RtspSockets::bind(config.rtsp.listen)
+                sockets: RtspSockets::bind(config.rtsp.listen, config.rtsp_loops())
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 config: config.rtsp_config(),
                 media: Arc::new(MediaCatalogue::new(media)),
@@ -345,11 +345,14 @@ impl Server {
             let rtsp = match self.rtsp {
                 Some(Rtsp { sockets, config, media }) => {
                     // Announced before HTTP's line, which tells scripts the server is up.
-                    let (rtp, rtcp) = sockets.udp_ports();
+                    let ports: Vec<String> =
+                        sockets.udp_ports().iter().map(|(rtp, rtcp)| format!("{rtp}-{rtcp}")).collect();
                     tracing::info!(
-                        "listening on rtsp://{}/ loop={} rtp_ports={rtp}-{rtcp} session_timeout={}",
+                        "listening on rtsp://{}/ loop={} loops={} rtp_ports={} session_timeout={}",
                         sockets.local_addr(),
                         if engine.kind == EngineKind::Uring { "uring" } else { "epoll" },
+                        sockets.loops(),
+                        ports.join(","),
                         humantime::format_duration(config.session_timeout),
                     );
                     let kind = engine.kind;
