@@ -638,13 +638,30 @@ mod tests {
     }
 
     #[test]
+    fn rtsp_loops_are_set_or_follow_the_cores() {
+        let c: Config = toml::from_str("[rtsp]\nloops = 3").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rtsp_loops(), 3);
+        let c = Config::default();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let expected = if cores <= 2 { 1 } else { c.engine_config().workers.min(32) };
+        assert_eq!(c.rtsp_loops(), expected);
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_errors() {
         assert!(toml::from_str::<Config>("[http]\nlisten_on = \"x\"").is_err());
         assert!(toml::from_str::<Config>("[engine]\nkind = \"kqueue\"").is_err());
         assert!(toml::from_str::<Config>("[limits]\nheader_timeout = \"soon\"").is_err());
         let c: Config = toml::from_str("[engine]\nworkers = 0").unwrap();
         assert!(c.validate().is_err());
-        for bad in ["session_timeout = \"0s\"", "max_payload = 100", "max_payload = 70000"] {
+        for bad in [
+            "session_timeout = \"0s\"",
+            "max_payload = 100",
+            "max_payload = 70000",
+            "loops = 0",
+            "loops = 33",
+        ] {
             let c: Config = toml::from_str(&format!("[rtsp]\n{bad}")).unwrap();
             assert!(c.validate().is_err(), "{bad}");
         }

@@ -150,7 +150,8 @@ fn rtsp_gauges(m: &mut String, counters: &Counters) {
         "# HELP sluice_rtsp_loop_viewers RTSP viewers streaming from each loop now.\n# TYPE sluice_rtsp_loop_viewers gauge"
     );
     for (index, l, _) in &loops {
-        let _ = writeln!(m, "sluice_rtsp_loop_viewers{{loop=\"{index}\"}} {}", l.streams.values().sum::<u64>());
+        let _ =
+            writeln!(m, "sluice_rtsp_loop_viewers{{loop=\"{index}\"}} {}", l.streams.values().sum::<u64>());
     }
     if let Some(room) = g.room {
         let _ = writeln!(

@@ -119,7 +119,8 @@ mod tests {
         let _client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (stream, peer) = listener.accept().unwrap();
         let ends = Handoff::set(2).unwrap();
-        let (mine, other) = if owner(peer.ip(), 2) == 0 { (&ends[0], &ends[1]) } else { (&ends[1], &ends[0]) };
+        let (mine, other) =
+            if owner(peer.ip(), 2) == 0 { (&ends[0], &ends[1]) } else { (&ends[1], &ends[0]) };
         let kept = other.route(stream.try_clone().unwrap(), peer);
         assert!(kept.is_none(), "handed over");
         let mut fds = [libc::pollfd { fd: mine.wake_fd(), events: libc::POLLIN, revents: 0 }];

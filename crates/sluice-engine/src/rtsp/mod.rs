@@ -78,7 +78,9 @@ impl RtspSockets {
     /// UDP ports (even, and the next odd one, RFC 3550 §11) on the same address.
     pub fn bind(addr: SocketAddr, loops: usize) -> Result<RtspSockets, EngineError> {
         if !(1..=MAX_RTSP_LOOPS).contains(&loops) {
-            return Err(EngineError::Config(format!("RTSP loops must be 1 to {MAX_RTSP_LOOPS}, not {loops}")));
+            return Err(EngineError::Config(format!(
+                "RTSP loops must be 1 to {MAX_RTSP_LOOPS}, not {loops}"
+            )));
         }
         let control = TcpListener::bind(addr).map_err(|source| EngineError::Listen { addr, source })?;
         control
@@ -92,7 +94,8 @@ impl RtspSockets {
                     .map_err(|source| EngineError::Setup { what: "UDP O_NONBLOCK", source })?;
             }
             // Best effort: a smaller buffer only means more, smaller sendmmsg batches.
-            if set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, UDP_SEND_BUFFER).is_err() {
+            if set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, UDP_SEND_BUFFER).is_err()
+            {
                 let _ = set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, UDP_SEND_BUFFER);
             }
             udp.push((rtp, rtcp));
@@ -158,7 +161,8 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     let RtspSockets { control, udp } = sockets;
     let gso = std::env::var_os(NO_GSO_ENV).is_none()
         && udp.first().is_some_and(|(rtp, _)| datagrams::gso_supported(rtp.as_raw_fd()));
-    let handoffs = Handoff::set(udp.len()).map_err(|source| EngineError::Setup { what: "eventfd", source })?;
+    let handoffs =
+        Handoff::set(udp.len()).map_err(|source| EngineError::Setup { what: "eventfd", source })?;
     let budget = ViewerBudget::new(config.max_viewers);
     let mut loops = Vec::with_capacity(udp.len());
     for ((rtp, rtcp), handoff) in udp.into_iter().zip(handoffs) {

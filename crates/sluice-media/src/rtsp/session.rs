@@ -340,7 +340,9 @@ impl ViewerBudget {
 
     /// Takes a place; `false` when all `max` are held.
     fn take(&self) -> bool {
-        self.held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1)).is_ok()
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
+            .is_ok()
     }
 
     fn give_back(&self, n: usize) {
@@ -384,7 +386,13 @@ impl SessionTable {
     /// reproducible sequence.
     pub fn with_entropy(config: RtspConfig, entropy: impl FnMut() -> u64 + Send + 'static) -> SessionTable {
         let budget = ViewerBudget::new(config.max_viewers);
-        SessionTable { config, sessions: HashMap::new(), entropy: Box::new(entropy), room: usize::MAX, budget }
+        SessionTable {
+            config,
+            sessions: HashMap::new(),
+            entropy: Box::new(entropy),
+            room: usize::MAX,
+            budget,
+        }
     }
 
     /// The same table drawing its sessions from `budget` (shared by every loop's table, so
