@@ -30,14 +30,16 @@
 //! Not handled here yet: `TEARDOWN` of one track's URL releases the whole session (RFC 2326
 //! allows tearing down one stream), and `PLAY`/`PAUSE` always act on the whole session.
 
+pub mod admission;
 pub mod samples;
 pub mod server;
 pub mod session;
 pub mod stream;
 
+pub use admission::ADMIT_BUSY;
 pub use server::{
-    Control, DatagramSink, Headroom, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, ADMIT_BUSY,
-    LATE_SEND, LOAD_WINDOW, PACE_TICK,
+    Control, DatagramSink, Headroom, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, LATE_SEND,
+    LOAD_WINDOW, PACE_TICK,
 };
 pub use session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Overload, Release, RtspConfig,
