@@ -198,7 +198,7 @@ pub struct Headroom {
     pub busy: f64,
     /// Samples queued late in the window.
     pub late_sends: usize,
-    /// Viewers streaming at the window's start.
+    /// Viewers streaming, on average over the window (weighted by time).
     pub viewers: usize,
     /// Viewers the loop admits at most now (`usize::MAX`: no bound from the load).
     pub room: usize,
