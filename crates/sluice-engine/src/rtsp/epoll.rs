@@ -1,8 +1,9 @@
 //! The RTSP loop on epoll: edge-triggered readiness, `read`/`write` on control connections and one
 //! `sendmmsg` per UDP port for a batch of datagrams to many viewers.
 //!
-//! Owns the descriptors' registration and the system calls; everything else is the
-//! [`RtspServer`]'s. The loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
+//! Owns the descriptors' registration and the system calls (the shared listener, the loop's own
+//! UDP pair, and the eventfd through which other loops hand it connections, [`super::handoff`]);
+//! everything else is the [`RtspServer`]'s. The loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
 //! as exact as `epoll_wait`'s millisecond timeout, rounded up: a packet is never early.
 
 use std::io::{self, Read, Write};

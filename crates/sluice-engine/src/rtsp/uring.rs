@@ -5,7 +5,9 @@
 //! Owns the ring and the lifetime of memory the kernel reads: a connection's receive buffer and
 //! the output slice being sent stay in its slot until their completions arrive (a closing
 //! connection is shut down so they do, then freed), and a datagram batch is refilled only when
-//! every `sendmsg` of it has completed. Everything else is the [`RtspServer`]'s.
+//! every `sendmsg` of it has completed. A poll on the hand-over eventfd brings the connections
+//! other loops accepted for this one ([`super::handoff`]). Everything else is the
+//! [`RtspServer`]'s.
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd};
