@@ -237,6 +237,10 @@ const EVENTS: usize = Event::ALL.len();
 /// Enough shards that the threads engine's pool spreads thin; event loops get one each.
 const SHARDS: usize = 64;
 
+/// The ways an RTSP session is released.
+const RTSP_RELEASES: [Event; 3] =
+    [Event::RtspReleasedTeardown, Event::RtspReleasedTimeout, Event::RtspReleasedConnectionClosed];
+
 /// One thread's counters, on cache lines of their own.
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -273,12 +277,10 @@ impl Shard {
         self.events[event as usize].fetch_add(n, Ordering::Relaxed);
     }
 
-    /// RTSP sessions created and not yet released on this shard.
+    /// RTSP sessions created and not yet released on this shard (an RTSP loop's).
     fn rtsp_sessions(&self) -> u64 {
-        let released =
-            [Event::RtspReleasedTeardown, Event::RtspReleasedTimeout, Event::RtspReleasedConnectionClosed];
         let get = |e: Event| self.events[e as usize].load(Ordering::Relaxed);
-        get(Event::RtspSessionsCreated).saturating_sub(released.iter().map(|&e| get(e)).sum())
+        get(Event::RtspSessionsCreated).saturating_sub(RTSP_RELEASES.iter().map(|&e| get(e)).sum())
     }
 
     /// Updates this shard's RTSP gauges.
@@ -320,9 +322,11 @@ impl Counters {
         self.shards.iter().map(|s| s.events[event as usize].load(Ordering::Relaxed)).sum()
     }
 
-    /// RTSP sessions alive now.
+    /// RTSP sessions alive now (created less released, over all shards: a loop's session is
+    /// created and released on that loop's shard, but the totals need not be).
     pub fn rtsp_sessions(&self) -> u64 {
-        self.shards.iter().map(Shard::rtsp_sessions).sum()
+        let released = RTSP_RELEASES.iter().map(|&e| self.events(e)).sum();
+        self.events(Event::RtspSessionsCreated).saturating_sub(released)
     }
 
     /// The shard of RTSP loop `index` (the event loops count from the bottom of the range, the

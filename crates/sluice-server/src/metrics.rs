@@ -282,6 +282,15 @@ mod tests {
         assert!(text.contains("sluice_rtsp_sessions_released_total{reason=\"timeout\"} 1\n"));
         assert!(text.contains("sluice_rtsp_sessions_released_total{reason=\"teardown\"} 0\n"));
         assert_eq!(text.matches("# TYPE sluice_rtsp_sessions_released_total counter").count(), 1);
+        // Each RTSP loop's sessions and busy share, labelled by its index.
+        counters.rtsp_loop(1).add(Event::RtspSessionsCreated, 3);
+        counters.rtsp_loop(1).rtsp_gauges(|g| g.busy = 0.25);
+        counters.rtsp_loop(0);
+        let text = render(&EngineConfig::default(), &counters, &requests);
+        assert!(text.contains("sluice_rtsp_loop_sessions{loop=\"0\"} 0\n"), "{text}");
+        assert!(text.contains("sluice_rtsp_loop_sessions{loop=\"1\"} 3\n"), "{text}");
+        assert!(text.contains("sluice_rtsp_loop_busy_ratio{loop=\"1\"} 0.250\n"), "{text}");
+        assert!(text.contains("sluice_rtsp_sessions 4\n"), "{text}");
         assert!(text.contains("sluice_http_responses_total{class=\"2xx\"} 1\n"));
         assert!(text.contains("sluice_http_responses_total{class=\"4xx\"} 1\n"));
         assert!(text.contains("sluice_process_cpu_seconds_total{mode=\"user\"}"));
