@@ -434,6 +434,16 @@ impl Config {
         self.rtsp.loops.unwrap_or(if cores <= 2 { 1 } else { per_worker })
     }
 
+    /// Why [`Config::rtsp_loops`] is what it is, for the start-up line.
+    pub fn rtsp_loops_reason(&self) -> String {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match self.rtsp.loops {
+            Some(_) => "set".into(),
+            None if cores <= 2 => format!("default on {cores} cores"),
+            None => format!("default: one per worker on {cores} cores"),
+        }
+    }
+
     /// The RTSP side's settings (the UDP ports are filled in once bound).
     pub fn rtsp_config(&self) -> sluice_media::rtsp::RtspConfig {
         sluice_media::rtsp::RtspConfig {
