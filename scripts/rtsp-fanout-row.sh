@@ -9,7 +9,8 @@
 #          --rtsp-overload refuse
 #
 # MEDIA (default /tmp/fanout-media) holds hd.mp4, E5's content (made here with E5's ffmpeg line
-# when missing); RUNS (default /tmp/rtsp-fanout-runs) gets one directory per TAG.
+# when missing); RUNS (default /tmp/rtsp-fanout-runs) gets one directory per TAG; LOG_LEVEL (default
+# warn) is the server's --log-level, e.g. "warn,sluice::rtsp=debug" for each load window.
 set -eu
 BIN=$1; ENGINE=$2; N=$3; TAG=$4; shift 4
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,7 +28,7 @@ snmp() { awk '/^Udp:/{n++; if (n == 2) print "RcvbufErrors=" $6, "InErrors=" $4}
 snmp > "$OUT/snmp.before"
 grep -E '^(cpu[01]) ' /proc/stat > "$OUT/stat.before"
 taskset -c 0 "$BIN" serve --root "$MEDIA" --listen 127.0.0.1:$HP --rtsp-listen 127.0.0.1:$RP \
-  --admin-listen 127.0.0.1:$AP --engine "$ENGINE" --workers 1 --log-level warn "$@" > "$OUT/server.log" 2>&1 &
+  --admin-listen 127.0.0.1:$AP --engine "$ENGINE" --workers 1 --log-level "${LOG_LEVEL:-warn}" "$@" > "$OUT/server.log" 2>&1 &
 SP=$!
 trap 'kill $SP 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -sf 127.0.0.1:$AP/healthz > /dev/null && break; sleep 0.1; done
