@@ -237,6 +237,10 @@ const EVENTS: usize = Event::ALL.len();
 /// Enough shards that the threads engine's pool spreads thin; event loops get one each.
 const SHARDS: usize = 64;
 
+/// The ways an RTSP session is released.
+const RTSP_RELEASES: [Event; 3] =
+    [Event::RtspReleasedTeardown, Event::RtspReleasedTimeout, Event::RtspReleasedConnectionClosed];
+
 /// One thread's counters, on cache lines of their own.
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -250,6 +254,8 @@ pub struct Shard {
 /// What an RTSP loop last reported of its load (gauges, not counters).
 #[derive(Debug, Default, Clone)]
 pub struct RtspGauges {
+    /// The loop's index, set when it starts (`None`: not an RTSP loop's shard).
+    pub loop_index: Option<usize>,
     /// Share of the last window the loop spent working (CPU time over wall time).
     pub busy: f64,
     /// Viewers it admits at most now (`None`: no bound from the load).
@@ -269,6 +275,12 @@ impl Shard {
     #[inline]
     pub fn add(&self, event: Event, n: u64) {
         self.events[event as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// RTSP sessions created and not yet released on this shard (an RTSP loop's).
+    fn rtsp_sessions(&self) -> u64 {
+        let get = |e: Event| self.events[e as usize].load(Ordering::Relaxed);
+        get(Event::RtspSessionsCreated).saturating_sub(RTSP_RELEASES.iter().map(|&e| get(e)).sum())
     }
 
     /// Updates this shard's RTSP gauges.
@@ -310,11 +322,33 @@ impl Counters {
         self.shards.iter().map(|s| s.events[event as usize].load(Ordering::Relaxed)).sum()
     }
 
-    /// RTSP sessions alive now.
+    /// RTSP sessions alive now (created less released, over all shards: a loop's session is
+    /// created and released on that loop's shard, but the totals need not be).
     pub fn rtsp_sessions(&self) -> u64 {
-        let released =
-            [Event::RtspReleasedTeardown, Event::RtspReleasedTimeout, Event::RtspReleasedConnectionClosed];
-        self.events(Event::RtspSessionsCreated).saturating_sub(released.iter().map(|&e| self.events(e)).sum())
+        let released = RTSP_RELEASES.iter().map(|&e| self.events(e)).sum();
+        self.events(Event::RtspSessionsCreated).saturating_sub(released)
+    }
+
+    /// The shard of RTSP loop `index` (the event loops count from the bottom of the range, the
+    /// RTSP loops from the top), marked as that loop's so its gauges carry the index.
+    pub fn rtsp_loop(&self, index: usize) -> &Shard {
+        let shard = &self.shards[SHARDS - 1 - index % (SHARDS / 2)];
+        shard.rtsp_gauges(|g| g.loop_index = Some(index));
+        shard
+    }
+
+    /// Each RTSP loop's gauges and the sessions it holds now, by loop index.
+    pub fn rtsp_loops(&self) -> Vec<(usize, RtspGauges, u64)> {
+        let mut loops: Vec<(usize, RtspGauges, u64)> = self
+            .shards
+            .iter()
+            .filter_map(|shard| {
+                let g = shard.rtsp.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                Some((g.loop_index?, g, shard.rtsp_sessions()))
+            })
+            .collect();
+        loops.sort_by_key(|l| l.0);
+        loops
     }
 
     /// The RTSP loops' gauges, over every shard: the busiest loop's share, the rooms and the
@@ -323,7 +357,7 @@ impl Counters {
         let mut all: Option<RtspGauges> = None;
         for shard in self.shards.iter() {
             let g = shard.rtsp.lock().unwrap_or_else(|e| e.into_inner());
-            if g.room.is_none() && g.busy == 0.0 && g.streams.is_empty() {
+            if g.loop_index.is_none() && g.room.is_none() && g.busy == 0.0 && g.streams.is_empty() {
                 continue;
             }
             let sum = all.get_or_insert_with(RtspGauges::default);

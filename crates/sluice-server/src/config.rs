@@ -97,6 +97,9 @@ pub struct RtspSection {
     /// and keeps the others perfect, `degrade` admits it and every late viewer drops frames up to
     /// its next keyframe.
     pub overload: RtspOverload,
+    /// RTSP loops (threads), each with its own RTP/RTCP ports; clients are spread over them by
+    /// address. Unset: one on a machine with 2 cores or fewer, else one per engine worker.
+    pub loops: Option<usize>,
 }
 
 /// `rtsp.overload`
@@ -143,6 +146,7 @@ impl Default for RtspSection {
             max_payload: 1400,
             max_viewers: 10_000,
             overload: RtspOverload::Degrade,
+            loops: None,
         }
     }
 }
@@ -414,7 +418,30 @@ impl Config {
         if self.rtsp.max_viewers == 0 {
             return bad("rtsp.max_viewers must be at least 1");
         }
+        let max_loops = sluice_engine::rtsp::MAX_RTSP_LOOPS;
+        if self.rtsp.loops.is_some_and(|n| !(1..=max_loops).contains(&n)) {
+            return Err(ConfigError::Invalid(format!("rtsp.loops must be between 1 and {max_loops}")));
+        }
         Ok(())
+    }
+
+    /// RTSP loops to run: `rtsp.loops`, else one on a machine with 2 cores or fewer (the loop
+    /// and the HTTP side share them; a second loop would only compete) and one per engine worker
+    /// on a larger one.
+    pub fn rtsp_loops(&self) -> usize {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let per_worker = self.engine_config().workers.clamp(1, sluice_engine::rtsp::MAX_RTSP_LOOPS);
+        self.rtsp.loops.unwrap_or(if cores <= 2 { 1 } else { per_worker })
+    }
+
+    /// Why [`Config::rtsp_loops`] is what it is, for the start-up line.
+    pub fn rtsp_loops_reason(&self) -> String {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match self.rtsp.loops {
+            Some(_) => "set".into(),
+            None if cores <= 2 => format!("default on {cores} cores"),
+            None => format!("default: one per worker on {cores} cores"),
+        }
     }
 
     /// The RTSP side's settings (the UDP ports are filled in once bound).
@@ -621,13 +648,30 @@ mod tests {
     }
 
     #[test]
+    fn rtsp_loops_are_set_or_follow_the_cores() {
+        let c: Config = toml::from_str("[rtsp]\nloops = 3").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rtsp_loops(), 3);
+        let c = Config::default();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let expected = if cores <= 2 { 1 } else { c.engine_config().workers.min(32) };
+        assert_eq!(c.rtsp_loops(), expected);
+    }
+
+    #[test]
     fn unknown_keys_and_bad_values_are_errors() {
         assert!(toml::from_str::<Config>("[http]\nlisten_on = \"x\"").is_err());
         assert!(toml::from_str::<Config>("[engine]\nkind = \"kqueue\"").is_err());
         assert!(toml::from_str::<Config>("[limits]\nheader_timeout = \"soon\"").is_err());
         let c: Config = toml::from_str("[engine]\nworkers = 0").unwrap();
         assert!(c.validate().is_err());
-        for bad in ["session_timeout = \"0s\"", "max_payload = 100", "max_payload = 70000"] {
+        for bad in [
+            "session_timeout = \"0s\"",
+            "max_payload = 100",
+            "max_payload = 70000",
+            "loops = 0",
+            "loops = 33",
+        ] {
             let c: Config = toml::from_str(&format!("[rtsp]\n{bad}")).unwrap();
             assert!(c.validate().is_err(), "{bad}");
         }

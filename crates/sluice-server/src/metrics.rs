@@ -124,19 +124,39 @@ sluice_http_requests_total {}",
     m
 }
 
-/// The RTSP loop's headroom and the viewers of each stream, as the loop last reported them.
+/// The RTSP loops' headroom (each loop's, labelled `loop=`), their sessions, and the viewers of
+/// each stream (added up over the loops), as the loops last reported them.
 fn rtsp_gauges(m: &mut String, counters: &Counters) {
     let g = counters.rtsp_gauges().unwrap_or_default();
+    let loops = counters.rtsp_loops();
     let _ = writeln!(
         m,
-        "# HELP sluice_rtsp_loop_busy_ratio Share of the last 500 ms the busiest RTSP loop spent working (CPU time over wall time).\n\
-# TYPE sluice_rtsp_loop_busy_ratio gauge\nsluice_rtsp_loop_busy_ratio {:.3}",
-        g.busy
+        "# HELP sluice_rtsp_loop_busy_ratio Share of the last 500 ms each RTSP loop spent working (CPU time over wall time).\n\
+# TYPE sluice_rtsp_loop_busy_ratio gauge"
     );
+    for (index, l, _) in &loops {
+        let _ = writeln!(m, "sluice_rtsp_loop_busy_ratio{{loop=\"{index}\"}} {:.3}", l.busy);
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_loop_sessions RTSP sessions each loop holds now (they add up to sluice_rtsp_sessions).\n\
+# TYPE sluice_rtsp_loop_sessions gauge"
+    );
+    for (index, _, sessions) in &loops {
+        let _ = writeln!(m, "sluice_rtsp_loop_sessions{{loop=\"{index}\"}} {sessions}");
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_loop_viewers RTSP viewers streaming from each loop now.\n# TYPE sluice_rtsp_loop_viewers gauge"
+    );
+    for (index, l, _) in &loops {
+        let _ =
+            writeln!(m, "sluice_rtsp_loop_viewers{{loop=\"{index}\"}} {}", l.streams.values().sum::<u64>());
+    }
     if let Some(room) = g.room {
         let _ = writeln!(
             m,
-            "# HELP sluice_rtsp_viewer_room RTSP viewers admitted at most now, from the loops' headroom.\n\
+            "# HELP sluice_rtsp_viewer_room RTSP viewers admitted at most now, from the loops' headroom (added up).\n\
 # TYPE sluice_rtsp_viewer_room gauge\nsluice_rtsp_viewer_room {room}"
         );
     }
@@ -262,6 +282,15 @@ mod tests {
         assert!(text.contains("sluice_rtsp_sessions_released_total{reason=\"timeout\"} 1\n"));
         assert!(text.contains("sluice_rtsp_sessions_released_total{reason=\"teardown\"} 0\n"));
         assert_eq!(text.matches("# TYPE sluice_rtsp_sessions_released_total counter").count(), 1);
+        // Each RTSP loop's sessions and busy share, labelled by its index.
+        counters.rtsp_loop(1).add(Event::RtspSessionsCreated, 3);
+        counters.rtsp_loop(1).rtsp_gauges(|g| g.busy = 0.25);
+        counters.rtsp_loop(0);
+        let text = render(&EngineConfig::default(), &counters, &requests);
+        assert!(text.contains("sluice_rtsp_loop_sessions{loop=\"0\"} 0\n"), "{text}");
+        assert!(text.contains("sluice_rtsp_loop_sessions{loop=\"1\"} 3\n"), "{text}");
+        assert!(text.contains("sluice_rtsp_loop_busy_ratio{loop=\"1\"} 0.250\n"), "{text}");
+        assert!(text.contains("sluice_rtsp_sessions 4\n"), "{text}");
         assert!(text.contains("sluice_http_responses_total{class=\"2xx\"} 1\n"));
         assert!(text.contains("sluice_http_responses_total{class=\"4xx\"} 1\n"));
         assert!(text.contains("sluice_process_cpu_seconds_total{mode=\"user\"}"));

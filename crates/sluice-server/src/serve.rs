@@ -144,6 +144,8 @@ impl Service for HttpService {
 /// The RTSP side, bound.
 struct Rtsp {
     sockets: RtspSockets,
+    /// Why this many loops, for the start-up line.
+    loops_reason: String,
     config: sluice_media::rtsp::RtspConfig,
     media: Arc<MediaCatalogue>,
 }
@@ -198,8 +200,9 @@ impl Server {
         };
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
-                sockets: RtspSockets::bind(config.rtsp.listen)
+                sockets: RtspSockets::bind(config.rtsp.listen, config.rtsp_loops())
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
+                loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
                 media: Arc::new(MediaCatalogue::new(media)),
             }),
@@ -343,13 +346,16 @@ impl Server {
                 None => None,
             };
             let rtsp = match self.rtsp {
-                Some(Rtsp { sockets, config, media }) => {
+                Some(Rtsp { sockets, config, media, loops_reason }) => {
                     // Announced before HTTP's line, which tells scripts the server is up.
-                    let (rtp, rtcp) = sockets.udp_ports();
+                    let ports: Vec<String> =
+                        sockets.udp_ports().iter().map(|(rtp, rtcp)| format!("{rtp}-{rtcp}")).collect();
                     tracing::info!(
-                        "listening on rtsp://{}/ loop={} rtp_ports={rtp}-{rtcp} session_timeout={}",
+                        "listening on rtsp://{}/ loop={} loops={} ({loops_reason}) rtp_ports={} session_timeout={}",
                         sockets.local_addr(),
                         if engine.kind == EngineKind::Uring { "uring" } else { "epoll" },
+                        sockets.loops(),
+                        ports.join(","),
                         humantime::format_duration(config.session_timeout),
                     );
                     let kind = engine.kind;

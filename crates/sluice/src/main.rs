@@ -83,6 +83,10 @@ struct ServeArgs {
     /// perfect), or degrade (admit them; late viewers drop frames up to the next keyframe).
     #[arg(long, value_name = "POLICY")]
     rtsp_overload: Option<sluice_server::config::RtspOverload>,
+    /// RTSP loops (threads), each with its own RTP/RTCP UDP ports; clients are spread over them by
+    /// their address, so one client's connections, sessions and RTCP meet on one loop.
+    #[arg(long, value_name = "N")]
+    rtsp_loops: Option<usize>,
     /// I/O engine (RTSP runs on io_uring with uring, on epoll with every other engine).
     #[arg(long, value_parser = named::<EngineKind>(EngineKind::ALL.map(EngineKind::name).to_vec()))]
     engine: Option<EngineKind>,
@@ -170,6 +174,7 @@ fn with_defaults(cmd: clap::Command) -> clap::Command {
         ("rtsp_session_timeout", d(c.rtsp.session_timeout)),
         ("rtsp_max_viewers", c.rtsp.max_viewers.to_string()),
         ("rtsp_overload", c.rtsp.overload.name().into()),
+        ("rtsp_loops", format!("1 on 2 cores or fewer, else one per worker; here {}", c.rtsp_loops())),
         ("engine", c.engine.kind.name().into()),
         ("send", "splice on uring, sendfile on the others".into()),
         ("workers", format!("one per core, {}", e.workers)),
@@ -250,6 +255,9 @@ impl ServeArgs {
         set!(self.rtsp_session_timeout => rtsp.session_timeout);
         set!(self.rtsp_max_viewers => rtsp.max_viewers);
         set!(self.rtsp_overload => rtsp.overload);
+        if let Some(n) = self.rtsp_loops {
+            c.rtsp.loops = Some(n);
+        }
         set!(self.engine => engine.kind);
         if self.send.is_some() {
             c.engine.send = self.send;

@@ -34,6 +34,7 @@ use sluice_load::rtsp::{RtspReport, RtspTransport};
 rtsp_matrix!(
     ffprobe_reads_the_streams_over_rtsp,
     ffprobe_counts_every_video_frame_over_tcp,
+    ffprobe_counts_every_video_frame_with_two_rtsp_loops,
     ffmpeg_reads_to_the_end_over_udp,
     ffmpeg_reads_to_the_end_over_tcp,
     describe_returns_the_sdp_of_the_mp4,
@@ -497,12 +498,26 @@ fn ffprobe_reads_the_streams_over_rtsp(engine: &[&str]) {
 }
 
 fn ffprobe_counts_every_video_frame_over_tcp(engine: &[&str]) {
+    ffprobe_counts_every_video_frame(engine, "tcp", &[]);
+}
+
+/// With two RTSP loops, ffprobe (whose connection either loop may accept, and hand to the one
+/// its address belongs to) still counts every frame, over UDP and over TCP.
+fn ffprobe_counts_every_video_frame_with_two_rtsp_loops(engine: &[&str]) {
+    for transport in ["udp", "tcp"] {
+        ffprobe_counts_every_video_frame(engine, transport, &["--rtsp-loops", "2"]);
+    }
+}
+
+/// ffprobe decodes every video frame of the demo over RTSP with `transport`, from a server
+/// started with `extra`.
+fn ffprobe_counts_every_video_frame(engine: &[&str], transport: &str, extra: &[&str]) {
     let m = media();
     let fx = demo_library();
-    let server = Server::serve(engine, &fx, &[]);
+    let server = Server::serve(engine, &fx, extra);
     let url = rtsp_url(&server, DEMO_NAME);
     let mut cmd = tool("ffprobe");
-    cmd.args(["-v", "error", "-rtsp_transport", "tcp", "-timeout", "5000000", "-count_frames"])
+    cmd.args(["-v", "error", "-rtsp_transport", transport, "-timeout", "5000000", "-count_frames"])
         .args(["-select_streams", "v:0", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0"])
         .arg(&url);
     let started = Instant::now();
@@ -511,11 +526,11 @@ fn ffprobe_counts_every_video_frame_over_tcp(engine: &[&str]) {
     let stdout = String::from_utf8_lossy(&out);
     let stderr = String::from_utf8_lossy(&err);
     assert!(status.success(), "ffprobe {url} failed ({status}): {stderr}");
-    assert!(stderr.trim().is_empty(), "ffprobe reported errors reading {url} over TCP: {stderr}");
+    assert!(stderr.trim().is_empty(), "ffprobe reported errors reading {url} over {transport}: {stderr}");
     assert_eq!(
         stdout.trim().trim_end_matches(','),
         m.video_frames.to_string(),
-        "video frames ffprobe counts over RTSP/TCP vs in the file (stderr: {stderr})"
+        "video frames ffprobe counts over RTSP/{transport} {extra:?} vs in the file (stderr: {stderr})"
     );
     // Paced in real time: the whole file cannot arrive much faster than it plays.
     assert!(took.as_secs_f64() > m.duration - 1.5, "{} s of media read in {took:?}", m.duration);

@@ -1,19 +1,20 @@
 //! The RTSP loop on epoll: edge-triggered readiness, `read`/`write` on control connections and one
 //! `sendmmsg` per UDP port for a batch of datagrams to many viewers.
 //!
-//! Owns the descriptors' registration and the system calls; everything else is the
-//! [`RtspServer`]'s. The loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
+//! Owns the descriptors' registration and the system calls (the shared listener, the loop's own
+//! UDP pair, and the eventfd through which other loops hand it connections, [`super::handoff`]);
+//! everything else is the [`RtspServer`]'s. The loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
 //! as exact as `epoll_wait`'s millisecond timeout, rounded up: a packet is never early.
 
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{sendmmsg, thread_cpu, wall_clock, MediaLibrary, Parts, RtspSockets};
+use super::{sendmmsg, thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts};
 use crate::counters::{Event, Shard, Syscall};
 use crate::{cvt, EngineError, Shutdown};
 
@@ -21,6 +22,7 @@ const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
 const RTP: u64 = u64::MAX - 2;
 const RTCP: u64 = u64::MAX - 3;
+const INBOX: u64 = u64::MAX - 4;
 const EVENTS: usize = 256;
 
 /// The core as this loop holds it.
@@ -43,9 +45,10 @@ pub(crate) fn run<M: MediaLibrary>(
         // SAFETY: ev is live; both descriptors are open.
         cvt(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
     };
-    let RtspSockets { control, rtp, rtcp } = sockets;
+    let LoopSockets { control, rtp, rtcp, handoff } = sockets;
     register(control.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER).map_err(setup("epoll_ctl"))?;
     register(shutdown.fd(), libc::EPOLLIN, SHUTDOWN).map_err(setup("epoll_ctl"))?;
+    register(handoff.wake_fd(), libc::EPOLLIN, INBOX).map_err(setup("epoll_ctl"))?;
     register(rtp.as_raw_fd(), libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET, RTP)
         .map_err(setup("epoll_ctl"))?;
     register(rtcp.as_raw_fd(), libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLET, RTCP)
@@ -56,6 +59,20 @@ pub(crate) fn run<M: MediaLibrary>(
     let mut udp_blocked = false;
     let mut dirty = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
+    let mut arrivals = Vec::new();
+    // A connection this loop keeps: registered edge-triggered, both ways.
+    let adopt = |core: &mut Core<'_, M>, (stream, peer): (TcpStream, SocketAddr), now: Instant| {
+        if stream.set_nonblocking(true).is_err() {
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let fd = stream.as_raw_fd();
+        let key = core.accept(Socket { stream, unread: false }, peer, now);
+        let flags = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
+        if register(fd, flags, key as u64).is_err() {
+            core.remove(key, now);
+        }
+    };
     loop {
         let now = Instant::now();
         let timeout = match core.next_wake() {
@@ -79,15 +96,8 @@ pub(crate) fn run<M: MediaLibrary>(
                     counters.syscall(Syscall::Accept);
                     match control.accept() {
                         Ok((stream, peer)) => {
-                            if stream.set_nonblocking(true).is_err() {
-                                continue;
-                            }
-                            let _ = stream.set_nodelay(true);
-                            let fd = stream.as_raw_fd();
-                            let key = core.accept(Socket { stream, unread: false }, peer, now);
-                            let flags = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
-                            if register(fd, flags, key as u64).is_err() {
-                                core.remove(key, now);
+                            if let Some(mine) = handoff.route(stream, peer) {
+                                adopt(&mut core, mine, now);
                             }
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -98,6 +108,12 @@ pub(crate) fn run<M: MediaLibrary>(
                         }
                     }
                 },
+                INBOX => {
+                    handoff.take(&mut arrivals);
+                    for arrival in arrivals.drain(..) {
+                        adopt(&mut core, arrival, now);
+                    }
+                }
                 RTP => {} // writable again: the send below finds out
                 RTCP => drain_rtcp(&rtcp, &mut core, counters, &mut buf, now),
                 key => {

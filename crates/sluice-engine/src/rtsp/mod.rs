@@ -11,14 +11,22 @@
 //! submitted `send`/`sendmsg` operations for io_uring). A viewer is a queue and a timer entry, not
 //! a thread or a task: 300 viewers are 300 entries in one loop.
 //!
+//! Several loops (`--rtsp-loops`, one thread each) share the work on a machine with the cores
+//! for it: every loop accepts on the one control listener and keeps the connections of the
+//! clients whose address hashes to it, handing the others to their loop ([`handoff`]); each loop
+//! has its own RTP/RTCP port pair, which its `SETUP` replies name, so a client's RTCP reaches
+//! the loop holding its session. What must hold for the server rather than a loop is shared: the
+//! catalogue (one [`MediaLibrary`]), the `--rtsp-max-viewers` places (one [`ViewerBudget`]) and
+//! the counters (a shard per loop, added up, with the loop's gauges labelled by its index).
+//! Each loop keeps its own sample cache: viewers on different loops read a shared sample once
+//! per loop.
+//!
 //! Not here: what requests mean, SDP, packetization, interleaved framing, pacing
-//! (`sluice-media`, `sluice-proto`), or which files exist (the server's [`MediaLibrary`]). One
-//! loop serves all RTSP clients: sessions may be used from a second connection of the same client
-//! and RTCP arrives on one shared port, so the table lives in one place; spreading viewers over
-//! several loops is left for a machine with more cores than this project's 2.
+//! (`sluice-media`, `sluice-proto`), or which files exist (the server's [`MediaLibrary`]).
 
 mod datagrams;
 mod epoll;
+mod handoff;
 mod uring;
 
 use std::io;
@@ -29,19 +37,33 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use sluice_media::rtsp::MediaLibrary;
-use sluice_media::rtsp::{Note, Observer, Release, RtspConfig, RtspServer, SessionTable};
+use sluice_media::rtsp::{Note, Observer, Release, RtspConfig, RtspServer, SessionTable, ViewerBudget};
+
+use self::handoff::Handoff;
 
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::set_int_opt;
 use crate::{EngineError, EngineKind, Shutdown};
 
-/// The RTSP side's sockets, bound before the server announces itself.
+/// The RTSP side's sockets, bound before the server announces itself: the control listener
+/// and an RTP/RTCP port pair per loop.
 #[derive(Debug)]
 pub struct RtspSockets {
     control: TcpListener,
+    udp: Vec<(UdpSocket, UdpSocket)>,
+}
+
+/// One loop's sockets: the shared control listener, its own port pair, and its end of the
+/// hand-over of connections between loops.
+pub(crate) struct LoopSockets {
+    control: TcpListener,
     rtp: UdpSocket,
     rtcp: UdpSocket,
+    handoff: Handoff,
 }
+
+/// Loops the counters can tell apart (each has a shard of its own at the top of the range).
+pub const MAX_RTSP_LOOPS: usize = 32;
 
 /// Set (to anything) to send every RTP datagram on its own instead of with UDP GSO, for
 /// comparing the two.
@@ -52,23 +74,38 @@ pub const NO_GSO_ENV: &str = "SLUICE_NO_GSO";
 const UDP_SEND_BUFFER: i32 = 8 << 20;
 
 impl RtspSockets {
-    /// Binds the control listener at `addr` and an RTP/RTCP pair of UDP ports (even, and the next
-    /// odd one, RFC 3550 §11) on the same address.
-    pub fn bind(addr: SocketAddr) -> Result<RtspSockets, EngineError> {
-        let control = TcpListener::bind(addr).map_err(|source| EngineError::Listen { addr, source })?;
-        let (rtp, rtcp) = bind_udp_pair(addr).map_err(|source| EngineError::Listen { addr, source })?;
-        for s in [&rtp, &rtcp] {
-            s.set_nonblocking(true)
-                .map_err(|source| EngineError::Setup { what: "UDP O_NONBLOCK", source })?;
+    /// Binds the control listener at `addr` and, for each of `loops` loops, an RTP/RTCP pair of
+    /// UDP ports (even, and the next odd one, RFC 3550 §11) on the same address.
+    pub fn bind(addr: SocketAddr, loops: usize) -> Result<RtspSockets, EngineError> {
+        if !(1..=MAX_RTSP_LOOPS).contains(&loops) {
+            return Err(EngineError::Config(format!(
+                "RTSP loops must be 1 to {MAX_RTSP_LOOPS}, not {loops}"
+            )));
         }
+        let control = TcpListener::bind(addr).map_err(|source| EngineError::Listen { addr, source })?;
         control
             .set_nonblocking(true)
             .map_err(|source| EngineError::Setup { what: "RTSP listener O_NONBLOCK", source })?;
-        // Best effort: a smaller buffer only means more, smaller sendmmsg batches.
-        if set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, UDP_SEND_BUFFER).is_err() {
-            let _ = set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, UDP_SEND_BUFFER);
+        let mut udp = Vec::with_capacity(loops);
+        for _ in 0..loops {
+            let (rtp, rtcp) = bind_udp_pair(addr).map_err(|source| EngineError::Listen { addr, source })?;
+            for s in [&rtp, &rtcp] {
+                s.set_nonblocking(true)
+                    .map_err(|source| EngineError::Setup { what: "UDP O_NONBLOCK", source })?;
+            }
+            // Best effort: a smaller buffer only means more, smaller sendmmsg batches.
+            if set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, UDP_SEND_BUFFER).is_err()
+            {
+                let _ = set_int_opt(rtp.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, UDP_SEND_BUFFER);
+            }
+            udp.push((rtp, rtcp));
         }
-        Ok(RtspSockets { control, rtp, rtcp })
+        Ok(RtspSockets { control, udp })
+    }
+
+    /// How many loops the sockets are for.
+    pub fn loops(&self) -> usize {
+        self.udp.len()
     }
 
     /// The control address actually bound.
@@ -76,11 +113,14 @@ impl RtspSockets {
         self.control.local_addr().expect("a bound listener has an address")
     }
 
-    /// The server's RTP and RTCP ports.
-    pub fn udp_ports(&self) -> (u16, u16) {
-        let port = |s: &UdpSocket| s.local_addr().map_or(0, |a| a.port());
-        (port(&self.rtp), port(&self.rtcp))
+    /// Each loop's RTP and RTCP ports, by loop.
+    pub fn udp_ports(&self) -> Vec<(u16, u16)> {
+        self.udp.iter().map(|(rtp, rtcp)| (port_of(rtp), port_of(rtcp))).collect()
     }
+}
+
+fn port_of(s: &UdpSocket) -> u16 {
+    s.local_addr().map_or(0, |a| a.port())
 }
 
 /// An even port and the odd one after it, both free. The kernel picks a port for the first
@@ -106,39 +146,86 @@ fn bind_udp_pair(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSocket)> {
     Err(last)
 }
 
-/// Runs the RTSP loop for `engine` (io_uring for `uring`, epoll for the others) until `shutdown`;
-/// counts into `counters`. `config.udp_server_ports` is set from `sockets` here.
+/// Runs the RTSP loops for `engine` (io_uring for `uring`, epoll for the others), one per port
+/// pair of `sockets` on threads of their own, until `shutdown`; counts into `counters`, a shard
+/// per loop. Each loop's `config.udp_server_ports` is its own pair. A loop that fails triggers
+/// `shutdown`, so the others stop and the error is reported.
 pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     engine: EngineKind,
-    mut config: RtspConfig,
+    config: RtspConfig,
     sockets: RtspSockets,
     media: Arc<M>,
     shutdown: &Shutdown,
     counters: &Counters,
 ) -> Result<(), EngineError> {
-    config.udp_server_ports = Some(sockets.udp_ports());
-    let gso = std::env::var_os(NO_GSO_ENV).is_none() && datagrams::gso_supported(sockets.rtp.as_raw_fd());
-    // A shard of its own, past the event loops' (they use 0..workers).
-    let shard = counters.shard(usize::MAX);
-    match engine {
-        EngineKind::Uring => uring::run(Parts::new(config, &*media, shard, sockets, gso), shutdown),
-        _ => epoll::run(Parts::new(config, &*media, shard, sockets, gso), shutdown),
+    let RtspSockets { control, udp } = sockets;
+    let gso = std::env::var_os(NO_GSO_ENV).is_none()
+        && udp.first().is_some_and(|(rtp, _)| datagrams::gso_supported(rtp.as_raw_fd()));
+    let handoffs =
+        Handoff::set(udp.len()).map_err(|source| EngineError::Setup { what: "eventfd", source })?;
+    let budget = ViewerBudget::new(config.max_viewers);
+    let mut loops = Vec::with_capacity(udp.len());
+    for ((rtp, rtcp), handoff) in udp.into_iter().zip(handoffs) {
+        let control = control
+            .try_clone()
+            .map_err(|source| EngineError::Setup { what: "dup the RTSP listener", source })?;
+        let mut config = config.clone();
+        config.udp_server_ports = Some((port_of(&rtp), port_of(&rtcp)));
+        let table = SessionTable::with_entropy(config, os_entropy).sharing(Arc::clone(&budget));
+        loops.push((table, LoopSockets { control, rtp, rtcp, handoff }));
     }
+    let media = &*media;
+    let run_one = &|(table, sockets): (SessionTable, LoopSockets)| {
+        let shard = counters.rtsp_loop(sockets.handoff.index());
+        let result = match engine {
+            EngineKind::Uring => uring::run(Parts::new(table, media, shard, sockets, gso), shutdown),
+            _ => epoll::run(Parts::new(table, media, shard, sockets, gso), shutdown),
+        };
+        if result.is_err() {
+            shutdown.trigger();
+        }
+        result
+    };
+    std::thread::scope(|scope| {
+        let mut threads = Vec::new();
+        let last = loops.pop().expect("at least one loop");
+        for l in loops {
+            let index = l.1.handoff.index();
+            let spawned = std::thread::Builder::new()
+                .name(format!("sluice-rtsp-{index}"))
+                .spawn_scoped(scope, move || run_one(l))
+                .map_err(|source| EngineError::Setup { what: "spawn rtsp loop", source });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    shutdown.trigger();
+                    return Err(e);
+                }
+            }
+        }
+        // The last loop runs on the calling thread.
+        let mut result = run_one(last);
+        for t in threads {
+            let joined =
+                t.join().unwrap_or_else(|_| Err(EngineError::Config("an RTSP loop panicked".into())));
+            result = result.and(joined);
+        }
+        result
+    })
 }
 
 /// What a loop starts with: the core (holding the loop's per-connection state `T`), the counters
-/// it reports to, the sockets, and whether UDP GSO may be used.
+/// it reports to, its sockets, and whether UDP GSO may be used.
 pub(crate) struct Parts<'a, M: MediaLibrary, T> {
     core: RtspServer<'a, M, Shard, T>,
     counters: &'a Shard,
-    sockets: RtspSockets,
+    sockets: LoopSockets,
     gso: bool,
 }
 
 impl<'a, M: MediaLibrary, T> Parts<'a, M, T> {
-    fn new(config: RtspConfig, media: &'a M, counters: &'a Shard, sockets: RtspSockets, gso: bool) -> Self {
-        let core = RtspServer::new(SessionTable::with_entropy(config, os_entropy), media, counters);
-        Parts { core, counters, sockets, gso }
+    fn new(table: SessionTable, media: &'a M, counters: &'a Shard, sockets: LoopSockets, gso: bool) -> Self {
+        Parts { core: RtspServer::new(table, media, counters), counters, sockets, gso }
     }
 }
 

@@ -5,9 +5,11 @@
 //! Owns the ring and the lifetime of memory the kernel reads: a connection's receive buffer and
 //! the output slice being sent stay in its slot until their completions arrive (a closing
 //! connection is shut down so they do, then freed), and a datagram batch is refilled only when
-//! every `sendmsg` of it has completed. Everything else is the [`RtspServer`]'s.
+//! every `sendmsg` of it has completed. A poll on the hand-over eventfd brings the connections
+//! other loops accepted for this one ([`super::handoff`]). Everything else is the
+//! [`RtspServer`]'s.
 
-use std::net::{TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{thread_cpu, wall_clock, MediaLibrary, Parts, RtspSockets};
+use super::handoff::Handoff;
+use super::{thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
 use crate::{EngineError, Shutdown};
@@ -26,6 +29,7 @@ const RTCP: u64 = 3;
 const RECV: u64 = 4;
 const SEND: u64 = 5;
 const DATAGRAM: u64 = 6;
+const INBOX: u64 = 7;
 const RECV_BUFFER: usize = 16 * 1024;
 
 fn token(kind: u64, key: usize) -> u64 {
@@ -63,6 +67,8 @@ struct Loop<'c, 'a, M: MediaLibrary> {
     batch_sent: (usize, usize),
     rtcp_recv: Box<RtcpRecv>,
     dirty: Vec<usize>,
+    handoff: Handoff,
+    arrivals: Vec<(TcpStream, SocketAddr)>,
     stop: bool,
 }
 
@@ -75,7 +81,7 @@ pub(crate) fn run<M: MediaLibrary>(
         .setup_cqsize(16 * 1024)
         .build(1024)
         .map_err(|source| EngineError::Setup { what: "io_uring_setup (rtsp)", source })?;
-    let RtspSockets { control, rtp, rtcp } = sockets;
+    let LoopSockets { control, rtp, rtcp, handoff } = sockets;
     // SAFETY: a zeroed RtcpRecv is valid plain data; its pointers are set before use.
     let rtcp_recv: Box<RtcpRecv> = Box::new(unsafe { std::mem::zeroed() });
     let mut l = Loop {
@@ -87,6 +93,8 @@ pub(crate) fn run<M: MediaLibrary>(
         batch_sent: (0, 0),
         rtcp_recv,
         dirty: Vec::new(),
+        handoff,
+        arrivals: Vec::new(),
         stop: false,
     };
     l.push(
@@ -96,6 +104,7 @@ pub(crate) fn run<M: MediaLibrary>(
     );
     l.arm_accept(&control);
     l.arm_rtcp(&rtcp);
+    l.arm_inbox();
     let mut now = Instant::now();
     while !l.stop {
         l.core.tick(now, wall_clock());
@@ -171,6 +180,26 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
                 .build()
                 .user_data(token(ACCEPT, 0));
         self.push(accept);
+    }
+
+    /// Watches the eventfd other loops wake this one with when they hand it connections.
+    fn arm_inbox(&mut self) {
+        let fd = types::Fd(self.handoff.wake_fd());
+        self.push(opcode::PollAdd::new(fd, libc::POLLIN as u32).build().user_data(token(INBOX, 0)));
+    }
+
+    /// A connection this loop keeps: into the core, and its first operations.
+    fn adopt(&mut self, stream: TcpStream, peer: SocketAddr, now: Instant) {
+        let _ = stream.set_nodelay(true);
+        let socket = Socket {
+            stream,
+            buf: vec![0; RECV_BUFFER].into_boxed_slice(),
+            recv_armed: false,
+            send_armed: false,
+            closing: false,
+        };
+        let key = self.core.accept(socket, peer, now);
+        self.drive(key, now);
     }
 
     fn arm_rtcp(&mut self, rtcp: &UdpSocket) {
@@ -267,18 +296,11 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
                     if res >= 0 {
                         // SAFETY: a fresh descriptor the kernel gave us.
                         let stream = unsafe { TcpStream::from_raw_fd(res) };
-                        let _ = stream.set_nodelay(true);
                         match stream.peer_addr() {
                             Ok(peer) => {
-                                let socket = Socket {
-                                    stream,
-                                    buf: vec![0; RECV_BUFFER].into_boxed_slice(),
-                                    recv_armed: false,
-                                    send_armed: false,
-                                    closing: false,
-                                };
-                                let key = self.core.accept(socket, peer, now);
-                                self.drive(key, now);
+                                if let Some((stream, peer)) = self.handoff.route(stream, peer) {
+                                    self.adopt(stream, peer, now);
+                                }
                             }
                             Err(_) => self.counters.add(Event::SocketErrors, 1),
                         }
@@ -294,6 +316,15 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
                         }
                     }
                     self.arm_rtcp(rtcp);
+                }
+                INBOX => {
+                    let mut arrivals = std::mem::take(&mut self.arrivals);
+                    self.handoff.take(&mut arrivals);
+                    for (stream, peer) in arrivals.drain(..) {
+                        self.adopt(stream, peer, now);
+                    }
+                    self.arrivals = arrivals;
+                    self.arm_inbox();
                 }
                 RECV => self.on_recv(key, res, now),
                 SEND => self.on_send(key, res, now),

@@ -30,17 +30,19 @@
 //! Not handled here yet: `TEARDOWN` of one track's URL releases the whole session (RFC 2326
 //! allows tearing down one stream), and `PLAY`/`PAUSE` always act on the whole session.
 
+pub mod admission;
 pub mod samples;
 pub mod server;
 pub mod session;
 pub mod stream;
 
+pub use admission::ADMIT_BUSY;
 pub use server::{
-    Control, DatagramSink, Headroom, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, ADMIT_BUSY,
-    LATE_SEND, LOAD_WINDOW, PACE_TICK,
+    Control, DatagramSink, Headroom, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, LATE_SEND,
+    LOAD_WINDOW, PACE_TICK,
 };
 pub use session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Overload, Release, RtspConfig,
-    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, METHODS,
+    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget, METHODS,
 };
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
 use sluice_proto::rtsp::{interleaved_header, RtspError};
 
+use super::admission::{Admission, Window};
 use super::samples::{SampleCache, SAMPLE_CACHE_BYTES};
 use super::session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, Output, Overload, Release, RtspConfig,
@@ -78,10 +79,6 @@ const PACE_FALLBACK_RATE: f64 = 8.0e6;
 /// intervals of every viewer (their keyframes fall at different times), short enough to follow a
 /// ramp of newcomers.
 pub const LOAD_WINDOW: Duration = Duration::from_millis(500);
-/// Share of the loop's time (CPU time over wall time) the refuse policy fills with viewers. The
-/// rest absorbs keyframes arriving together and the ramp's own SETUPs. At 0.9 the estimate admitted 190 epoll viewers of whom 1 stayed perfect, and 175 io_uring
-/// viewers, all perfect (2026-11-24, issue 18): the loop's edge lies in between.
-pub const ADMIT_BUSY: f64 = 0.8;
 /// A sample queued this long after it was due is a late send; under [`Overload::Degrade`] its
 /// viewer drops frames up to the next keyframe instead of sending them later still.
 pub const LATE_SEND: Duration = Duration::from_millis(50);
@@ -94,8 +91,6 @@ pub const DEGRADE_BEHIND: Duration = Duration::from_millis(500);
 /// pace) drops frames up to its next keyframe: about 0.4 s of a 23 Mbps stream, well before its
 /// queue's one second overflows.
 pub const DEGRADE_BACKLOG: Duration = Duration::from_millis(100);
-/// Viewers the first estimate of a viewer's cost needs (fewer are mostly the loop's fixed cost).
-const ESTIMATE_VIEWERS: usize = 16;
 
 /// What the core serves: the indexed MP4 files of [`Catalogue`], and their bytes. The server
 /// implements it; reading is its business (the core only asks).
@@ -203,19 +198,23 @@ pub struct Headroom {
     pub busy: f64,
     /// Samples queued late in the window.
     pub late_sends: usize,
-    /// Viewers streaming at the window's start.
+    /// Viewers streaming, on average over the window (weighted by time).
     pub viewers: usize,
     /// Viewers the loop admits at most now (`usize::MAX`: no bound from the load).
     pub room: usize,
 }
 
 /// The loop's CPU time against wall time, window by window, and the viewers it can carry.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct LoadMeter {
-    start: Option<(Instant, Duration, usize)>,
+    /// The window's start and the loop's CPU time then.
+    start: Option<(Instant, Duration)>,
+    /// The last [`RtspServer::account`] call and the viewers streaming then.
+    last: Option<(Instant, usize)>,
+    /// Viewer-seconds streamed in the window so far.
+    viewer_seconds: f64,
     late: usize,
-    /// CPU share of one streaming viewer, smoothed over windows.
-    per_viewer: Option<f64>,
+    admission: Admission,
 }
 
 /// The one hook through which the core reports what it did (counters, access logs).
@@ -384,7 +383,10 @@ pub struct RtspServer<'a, M: MediaLibrary, O: Observer, T> {
 
 impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
     /// A core serving `media` with the sessions of `table`, reporting to `observer`.
-    pub fn new(table: SessionTable, media: &'a M, observer: &'a O) -> Self {
+    pub fn new(mut table: SessionTable, media: &'a M, observer: &'a O) -> Self {
+        if table.config().overload == Overload::Refuse {
+            table.set_room(Admission::first_room());
+        }
         RtspServer {
             media,
             observer,
@@ -403,7 +405,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             samples: SampleCache::new(SAMPLE_CACHE_BYTES),
             reports: Vec::new(),
             scratch_ids: Vec::new(),
-            load: LoadMeter { start: None, late: 0, per_viewer: None },
+            load: LoadMeter::default(),
             per_stream: HashMap::new(),
             epoch: Instant::now(),
             wall_anchor: None,
@@ -700,34 +702,34 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
     pub fn account(&mut self, cpu: Duration, now: Instant) {
         let streaming =
             self.viewers.values().filter(|v| v.next_wake.is_some() || !v.queue.is_empty()).count();
-        let Some((since, cpu_then, viewers)) = self.load.start else {
-            self.load.start = Some((now, cpu, streaming));
+        // Viewers weighted by the time they streamed: a ramp's newcomers count for their part of
+        // the window. The mean of the window's start and end, used before, counted viewers that
+        // arrived early in a window at half and those that arrived late at half too.
+        if let Some((at, viewers)) = self.load.last {
+            self.load.viewer_seconds += viewers as f64 * now.saturating_duration_since(at).as_secs_f64();
+        }
+        self.load.last = Some((now, streaming));
+        let Some((since, cpu_then)) = self.load.start else {
+            self.load.start = Some((now, cpu));
             return;
         };
         let wall = now.saturating_duration_since(since);
         if wall < LOAD_WINDOW {
             return;
         }
-        let busy = cpu.saturating_sub(cpu_then).as_secs_f64() / wall.as_secs_f64();
+        let seconds = wall.as_secs_f64();
+        let busy = cpu.saturating_sub(cpu_then).as_secs_f64() / seconds;
         let late_sends = std::mem::take(&mut self.load.late);
-        // Viewers arriving during the window (a ramp) cost part of it: count the mean of its
-        // start and end. Counting only those there at the start made the estimate 1.5x too
-        // high during the lab's 4 s ramp: 126 of 200 viewers admitted with the loop at about
-        // 60% (2026-11-24, docs/BENCHMARKS.md, issue 18).
-        let viewers = (viewers + streaming).div_ceil(2);
-        if viewers >= ESTIMATE_VIEWERS {
-            let sample = busy / viewers as f64;
-            self.load.per_viewer = Some(self.load.per_viewer.map_or(sample, |p| (p + sample) / 2.0));
-        }
-        let room = match (self.config().overload, self.load.per_viewer) {
-            (Overload::Degrade, _) | (Overload::Refuse, None) => usize::MAX,
-            // Late already: no newcomer until the loop keeps time again.
-            (Overload::Refuse, Some(_)) if late_sends > 0 => self.table.len().min(self.table.admits()),
-            (Overload::Refuse, Some(p)) => (ADMIT_BUSY / p.max(1e-6)) as usize,
+        let viewers = std::mem::take(&mut self.load.viewer_seconds) / seconds;
+        let window = Window { busy, viewers, late_sends, sessions: self.table.len() };
+        let room = match self.config().overload {
+            Overload::Degrade => usize::MAX,
+            Overload::Refuse => self.load.admission.room(window),
         };
         self.table.set_room(room);
+        let viewers = viewers.round() as usize;
         self.observer.note(Note::Headroom(Headroom { busy, late_sends, viewers, room }));
-        self.load.start = Some((now, cpu, streaming));
+        self.load.start = Some((now, cpu));
     }
 
     /// When the loop must call [`RtspServer::tick`] next, if ever.
@@ -1285,7 +1287,13 @@ mod tests {
 
     /// A UDP viewer from its own address (`10.0.0.<n>`) that has played since `at`.
     fn udp_viewer(server: &mut Server<'_>, n: u8, at: Instant) -> Result<SocketAddr, String> {
-        let key = server.accept((), SocketAddr::from(([10, 0, 0, n], 40000)), at);
+        udp_viewer_at(server, [10, 0, 0, n], at)
+    }
+
+    /// A UDP viewer from `ip` that has played since `at`; the refusal's reply if it was refused.
+    fn udp_viewer_at(server: &mut Server<'_>, ip: [u8; 4], at: Instant) -> Result<SocketAddr, String> {
+        let n = ip;
+        let key = server.accept((), SocketAddr::from((n, 40000)), at);
         let reply = ask(server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), at);
         if !reply.starts_with("RTSP/1.0 200") {
             return Err(reply);
@@ -1294,7 +1302,7 @@ mod tests {
         if !reply.starts_with("RTSP/1.0 200") {
             return Err(reply);
         }
-        Ok(SocketAddr::from(([10, 0, 0, n], 5000)))
+        Ok(SocketAddr::from((n, 5000)))
     }
 
     /// Runs the core from `from` to `to`, waking exactly when it asks, as an idle loop would;
@@ -1449,5 +1457,111 @@ mod tests {
         assert!(tally.frames_dropped.get() > 0);
         run_on_time(&mut server, t0 + Duration::from_millis(600), t0 + Duration::from_secs(2));
         assert!(server.samples.held() < reads_on_time, "the skipped frames were never read");
+    }
+
+    /// A loop whose CPU demand is `demand(streaming viewers)` of each second (one core at most:
+    /// a loop asked for more falls behind), run in 10 ms turns from `t0` for `span`, with
+    /// newcomers from `10.1.x.y` arriving at `arrivals` after `t0`; returns the addresses admitted.
+    fn simulate_ramp(
+        server: &mut Server<'_>,
+        t0: Instant,
+        span: Duration,
+        arrivals: &[Duration],
+        demand: impl Fn(usize) -> f64,
+    ) -> Vec<SocketAddr> {
+        let turn = Duration::from_millis(10);
+        let (mut cpu, mut now, mut next) = (Duration::ZERO, t0, 0);
+        let mut admitted = Vec::new();
+        server.account(cpu, now);
+        while now < t0 + span {
+            while next < arrivals.len() && t0 + arrivals[next] <= now {
+                let ip = [10, 1, (next / 250) as u8, (next % 250) as u8 + 1];
+                if let Ok(to) = udp_viewer_at(server, ip, now) {
+                    admitted.push(to);
+                }
+                next += 1;
+            }
+            now += turn;
+            server.tick(now, Duration::from_secs(1_800_000_000));
+            server.fill_datagrams(&mut Discard, now);
+            cpu += turn.mul_f64(demand(admitted.len()).min(1.0));
+            server.account(cpu, now);
+        }
+        admitted
+    }
+
+    /// `n` arrivals evenly spread over `over`, from `from`.
+    fn spread(n: usize, from: Duration, over: Duration) -> impl Iterator<Item = Duration> {
+        (0..n).map(move |i| from + over.mul_f64(i as f64 / n as f64))
+    }
+
+    /// A batch with room for everything, keeping nothing.
+    struct Discard;
+
+    impl DatagramSink for Discard {
+        fn fits(&self, _: usize) -> bool {
+            true
+        }
+
+        fn push(&mut self, _: Port, _: SocketAddr, _: &[u8]) {}
+    }
+
+    #[test]
+    fn a_fast_ramp_beyond_capacity_admits_no_more_than_the_loop_carries_and_they_stay_on_time() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(refusing(), &media, &tally);
+        // 2% fixed and 0.7% a viewer: one core carries 140, the 80% target 111. A burst of 150
+        // newcomers in a quarter of a second (admitted whole, they would take 107% of a core),
+        // then 150 more over 2.5 s.
+        let demand = |v: usize| 0.02 + 0.007 * v as f64;
+        let t0 = Instant::now();
+        let span = Duration::from_secs(3);
+        let ms = Duration::from_millis;
+        let arrivals: Vec<Duration> =
+            spread(150, ms(0), ms(250)).chain(spread(150, ms(250), ms(2500))).collect();
+        let admitted = simulate_ramp(&mut server, t0, span, &arrivals, demand);
+        let n = admitted.len();
+        assert!(
+            demand(n) <= super::super::admission::ADMIT_BUSY + 0.01,
+            "{n} admitted load the loop to {:.2}",
+            demand(n)
+        );
+        assert!(n >= 100, "only {n} admitted: the loop had room for 111");
+        assert_eq!(tally.refused.get(), 300 - n);
+        // The admitted streamed on time (the simulated loop is never behind below one core), and
+        // go on.
+        let out = run_on_time(&mut server, t0 + span, t0 + span + Duration::from_secs(1));
+        assert_eq!((tally.late.get(), tally.frames_dropped.get()), (0, 0));
+        for to in &admitted {
+            assert!(out.datagrams.iter().any(|(d, _)| d == to), "admitted viewer {to} got nothing");
+        }
+    }
+
+    #[test]
+    fn a_cost_growing_with_the_viewers_stops_the_lab_ramp_below_a_core() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(refusing(), &media, &tally);
+        // Superlinear, like the kernel's UDP path near a core's limit: one core carries 129.
+        let demand = |v: usize| 0.02 + 0.005 * v as f64 + 0.00002 * (v * v) as f64;
+        // The lab's ramp: 300 viewers over 4 s.
+        let t0 = Instant::now();
+        let ramp: Vec<Duration> = spread(300, Duration::ZERO, Duration::from_secs(4)).collect();
+        let admitted = simulate_ramp(&mut server, t0, Duration::from_secs(5), &ramp, demand).len();
+        assert!(demand(admitted) <= 0.9, "{admitted} admitted load the loop to {:.2}", demand(admitted));
+        assert!(admitted >= 90, "only {admitted} admitted: {:.2} busy", demand(admitted));
+    }
+
+    #[test]
+    fn a_loop_at_40_percent_still_admits() {
+        let (media, tally) = (demo(), Tally::default());
+        let mut server: Server<'_> = RtspServer::new(refusing(), &media, &tally);
+        // Forty viewers at 1% each, arriving over the first second, then steady for two.
+        let t0 = Instant::now();
+        let arrivals: Vec<Duration> = spread(40, Duration::ZERO, Duration::from_secs(1)).collect();
+        let admitted = simulate_ramp(&mut server, t0, Duration::from_secs(3), &arrivals, |v| 0.01 * v as f64);
+        assert_eq!(admitted.len(), 40);
+        let h = *tally.headroom.borrow().last().expect("windows closed");
+        assert!((h.busy - 0.4).abs() < 0.01 && h.room > 40, "{h:?}");
+        udp_viewer_at(&mut server, [10, 2, 0, 1], t0 + Duration::from_secs(3)).expect("a newcomer at 40%");
     }
 }

@@ -24,6 +24,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -311,6 +312,44 @@ impl Output {
     }
 }
 
+/// The sessions every RTSP loop's [`SessionTable`] holds, counted against
+/// [`RtspConfig::max_viewers`]: with several loops the bound is the server's, not each loop's, so
+/// the tables take and give back places here (an atomic count, no lock) rather than comparing
+/// their own sizes.
+#[derive(Debug)]
+pub struct ViewerBudget {
+    max: usize,
+    held: AtomicUsize,
+}
+
+impl ViewerBudget {
+    /// A budget of `max` sessions, none held.
+    pub fn new(max: usize) -> Arc<ViewerBudget> {
+        Arc::new(ViewerBudget { max, held: AtomicUsize::new(0) })
+    }
+
+    /// Sessions held now, over every table sharing it.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
+    }
+
+    /// Whether no place is left.
+    fn is_full(&self) -> bool {
+        self.held() >= self.max
+    }
+
+    /// Takes a place; `false` when all `max` are held.
+    fn take(&self) -> bool {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
+            .is_ok()
+    }
+
+    fn give_back(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
 /// Random numbers for ids, SSRCs, sequence numbers and timestamp offsets.
 type Entropy = Box<dyn FnMut() -> u64 + Send>;
 
@@ -321,6 +360,14 @@ pub struct SessionTable {
     entropy: Entropy,
     /// Viewers the loop says it can carry now (its headroom), below `config.max_viewers`.
     room: usize,
+    /// The places of `config.max_viewers`, shared with the other loops' tables.
+    budget: Arc<ViewerBudget>,
+}
+
+impl Drop for SessionTable {
+    fn drop(&mut self) {
+        self.budget.give_back(self.sessions.len());
+    }
 }
 
 impl fmt::Debug for SessionTable {
@@ -338,7 +385,30 @@ impl SessionTable {
     /// be unguessable; reading it is a system call, so the engine does it), tests and fuzzing a
     /// reproducible sequence.
     pub fn with_entropy(config: RtspConfig, entropy: impl FnMut() -> u64 + Send + 'static) -> SessionTable {
-        SessionTable { config, sessions: HashMap::new(), entropy: Box::new(entropy), room: usize::MAX }
+        let budget = ViewerBudget::new(config.max_viewers);
+        SessionTable {
+            config,
+            sessions: HashMap::new(),
+            entropy: Box::new(entropy),
+            room: usize::MAX,
+            budget,
+        }
+    }
+
+    /// The same table drawing its sessions from `budget` (shared by every loop's table, so
+    /// [`RtspConfig::max_viewers`] bounds the server) instead of a budget of its own.
+    pub fn sharing(mut self, budget: Arc<ViewerBudget>) -> SessionTable {
+        self.budget.give_back(self.sessions.len());
+        for _ in 0..self.sessions.len() {
+            budget.take();
+        }
+        self.budget = budget;
+        self
+    }
+
+    /// The budget this table draws from.
+    pub fn budget(&self) -> &Arc<ViewerBudget> {
+        &self.budget
     }
 
     /// How many viewers the loop can carry now, from its measured headroom: a new session
@@ -424,9 +494,18 @@ impl SessionTable {
         // Sorted so the events do not depend on the hash map's order.
         gone.sort_by_key(|id| id.0);
         for id in gone {
-            self.sessions.remove(&id);
+            self.remove(id);
             events.push(Event::Released(id, why));
         }
+    }
+
+    /// Removes a session and gives its place back.
+    fn remove(&mut self, id: SessionId) -> Option<RtspSession> {
+        let gone = self.sessions.remove(&id);
+        if gone.is_some() {
+            self.budget.give_back(1);
+        }
+        gone
     }
 
     fn random(&mut self) -> u64 {
@@ -638,7 +717,7 @@ impl RtspConnection {
             }
             Method::Teardown => {
                 let id = self.session(x.request, x.table)?;
-                x.table.sessions.remove(&id);
+                x.table.remove(id);
                 self.sessions.retain(|s| *s != id);
                 x.out.events.push(Event::Released(id, Release::Teardown));
                 Ok(ok())
@@ -715,7 +794,11 @@ impl RtspConnection {
                 {
                     return Err(RtspError::Overloaded);
                 }
-                if x.table.sessions.len() >= x.table.admits() {
+                // This loop's room, then the server's bound (taken for real below, when the
+                // session is inserted: the other loops may have taken the last place since).
+                if x.table.sessions.len() >= x.table.room.min(x.table.config.max_viewers)
+                    || x.table.budget.is_full()
+                {
                     return Err(RtspError::NotEnoughBandwidth);
                 }
                 x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?
@@ -759,6 +842,9 @@ impl RtspConnection {
         let id = match existing {
             Some(id) => id,
             None => {
+                if !x.table.budget.take() {
+                    return Err(RtspError::NotEnoughBandwidth);
+                }
                 let id = x.table.new_id();
                 x.table.sessions.insert(
                     id,
@@ -1440,6 +1526,36 @@ mod tests {
         setup_udp(&mut c, &mut table, &cat, now);
         let third_session = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP/TCP;unicast");
         assert_eq!(status(&c.send(&third_session, now, &mut table, &cat)), 503, "sessions per connection");
+    }
+
+    #[test]
+    fn tables_sharing_a_budget_hold_max_viewers_between_them() {
+        let cat = demo();
+        let config = RtspConfig { max_viewers: 3, ..RtspConfig::default() };
+        let budget = ViewerBudget::new(config.max_viewers);
+        let mut a = SessionTable::with_entropy(config.clone(), counter()).sharing(budget.clone());
+        let mut b = SessionTable::with_entropy(config, counter()).sharing(budget.clone());
+        let now = Instant::now();
+        let (mut ca, mut cb) = (Client::new(1, [10, 0, 0, 1]), Client::new(2, [10, 0, 0, 2]));
+        let udp = setup(&format!("{URL}/trackID=0"), None, "RTP/AVP;unicast;client_port=5000-5001");
+        setup_udp(&mut ca, &mut a, &cat, now);
+        let gone = setup_udp(&mut ca, &mut a, &cat, now);
+        setup_udp(&mut cb, &mut b, &cat, now);
+        assert_eq!(budget.held(), 3);
+        // The fourth is refused by whichever table it reaches.
+        assert_eq!(status(&cb.send(&udp, now, &mut b, &cat)), 453);
+        assert_eq!(status(&Client::new(3, [10, 0, 0, 3]).send(&udp, now, &mut a, &cat)), 453);
+        // A TEARDOWN on one table makes room on the other; a timeout gives places back too.
+        let teardown = format!("TEARDOWN {URL} RTSP/1.0\r\nCSeq: 7\r\nSession: {gone}\r\n\r\n");
+        assert_eq!(status(&ca.send(&teardown, now, &mut a, &cat)), 200);
+        assert_eq!(budget.held(), 2);
+        setup_udp(&mut cb, &mut b, &cat, now);
+        assert_eq!(budget.held(), 3);
+        let mut events = Vec::new();
+        b.expire(now + Duration::from_secs(3600), &mut events);
+        assert_eq!((events.len(), budget.held()), (2, 1));
+        drop(a);
+        assert_eq!(budget.held(), 0, "a table dropped gives its places back");
     }
 
     #[test]

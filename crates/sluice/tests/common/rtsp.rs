@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -212,6 +212,17 @@ impl RtspConn {
         assert!(addr.ip().is_loopback(), "tests only talk to loopback, not {addr}");
         let stream = TcpStream::connect_timeout(&addr, IO_TIMEOUT)
             .unwrap_or_else(|e| panic!("connect to rtsp://{addr}: {e}"));
+        stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+        let _ = stream.set_nodelay(true);
+        RtspConn { stream, addr, buf: Vec::new(), eof: false, next_cseq: 1, pending: VecDeque::new() }
+    }
+
+    /// Connects from the loopback address `from` (127.0.0.2, 127.0.0.3, ...: a server with
+    /// several RTSP loops spreads clients by address); panics on failure.
+    #[track_caller]
+    pub fn open_from(addr: SocketAddr, from: IpAddr) -> RtspConn {
+        let stream = connect_from(from, addr);
         stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
         let _ = stream.set_nodelay(true);
@@ -501,17 +512,117 @@ pub fn h264_nal_types(payload: &[u8]) -> Result<Vec<u8>, String> {
 
 /// Two UDP sockets on 127.0.0.1 with consecutive ports, the first even (RTP, then RTCP).
 pub fn udp_port_pair() -> (UdpSocket, UdpSocket) {
+    udp_port_pair_on(IpAddr::from([127, 0, 0, 1]))
+}
+
+/// Two UDP sockets on the loopback address `ip` with consecutive ports, the first even.
+pub fn udp_port_pair_on(ip: IpAddr) -> (UdpSocket, UdpSocket) {
+    assert!(ip.is_loopback(), "tests only use loopback, not {ip}");
     for _ in 0..200 {
-        let rtp = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket on 127.0.0.1");
+        let rtp = UdpSocket::bind((ip, 0)).unwrap_or_else(|e| panic!("bind a UDP socket on {ip}: {e}"));
         let port = rtp.local_addr().unwrap().port();
         if !port.is_multiple_of(2) || port == u16::MAX {
             continue;
         }
-        if let Ok(rtcp) = UdpSocket::bind(("127.0.0.1", port + 1)) {
+        if let Ok(rtcp) = UdpSocket::bind((ip, port + 1)) {
             return (rtp, rtcp);
         }
     }
-    panic!("no free pair of consecutive UDP ports on 127.0.0.1 after 200 tries");
+    panic!("no free pair of consecutive UDP ports on {ip} after 200 tries");
+}
+
+/// A TCP connection to `to` from the loopback address `from` (std cannot bind before
+/// connecting); panics on failure.
+#[track_caller]
+pub fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    assert!(from.is_loopback() && to.ip().is_loopback(), "tests only talk over loopback: {from} -> {to}");
+    let (IpAddr::V4(from), SocketAddr::V4(to)) = (from, to) else { panic!("IPv4 only: {from} -> {to}") };
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(ip).to_be() },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: socket(2) takes no pointers; the descriptor is owned by the TcpStream below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
+    // SAFETY: a fresh descriptor we own from here on.
+    let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    let (local, remote) = (sockaddr(from, 0), sockaddr(*to.ip(), to.port()));
+    // SAFETY: both addresses are live sockaddr_in of `len` bytes.
+    let bound = unsafe { libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) };
+    assert_eq!(bound, 0, "bind to {from}: {}", io::Error::last_os_error());
+    // SAFETY: as above.
+    let connected = unsafe { libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) };
+    assert_eq!(connected, 0, "connect {from} -> {to}: {}", io::Error::last_os_error());
+    stream
+}
+
+/// A viewer of one video track over UDP, written by hand so it can come from any loopback
+/// address: its RTSP connection, its session, the server's RTP/RTCP ports its `SETUP` reply
+/// named, what arrives on its RTP port, and its RTCP socket (for receiver reports).
+pub struct UdpViewer {
+    pub from: IpAddr,
+    pub conn: RtspConn,
+    pub session: String,
+    pub server_ports: (u16, u16),
+    pub rtp: UdpSink,
+    pub rtcp: UdpSocket,
+    path: String,
+}
+
+impl UdpViewer {
+    /// Connects from `from` and sets up track 0 of `path` over UDP; the reply when it is not 200.
+    pub fn setup(server: SocketAddr, from: IpAddr, path: &str) -> Result<UdpViewer, RtspResponse> {
+        let mut conn = RtspConn::open_from(server, from);
+        let (rtp, rtcp) = udp_port_pair_on(from);
+        let ports = (rtp.local_addr().unwrap().port(), rtcp.local_addr().unwrap().port());
+        let transport = format!("RTP/AVP;unicast;client_port={}-{}", ports.0, ports.1);
+        let url = format!("{}/trackID=0", conn.url(path));
+        let r = conn.request("SETUP", &url, &[("Transport", &transport)]);
+        if r.status != 200 {
+            return Err(r);
+        }
+        let session = r.session_id().expect("a Session header in a SETUP reply");
+        let server_ports = r
+            .header("transport")
+            .and_then(|t| param(t, "server_port"))
+            .and_then(|p| pair(&p))
+            .unwrap_or_else(|| panic!("no server_port in the SETUP reply:\n{r:?}"));
+        Ok(UdpViewer {
+            from,
+            conn,
+            session,
+            server_ports,
+            rtp: UdpSink::start(rtp),
+            rtcp,
+            path: path.to_string(),
+        })
+    }
+
+    /// PLAY; panics unless 200.
+    #[track_caller]
+    pub fn play(&mut self) {
+        let url = self.conn.url(&self.path);
+        self.conn.request("PLAY", &url, &[("Session", &self.session)]).expect(200, "PLAY");
+    }
+
+    /// TEARDOWN on a new connection from the same address (the first may have been closed as
+    /// idle; a UDP session outlives it); the reply.
+    pub fn teardown(&self) -> RtspResponse {
+        let mut c = RtspConn::open_from(self.conn.addr(), self.from);
+        let url = c.url(&self.path);
+        c.request("TEARDOWN", &url, &[("Session", &self.session)])
+    }
+
+    /// Sends an empty RTCP receiver report to the server's RTCP port `port`.
+    pub fn receiver_report(&self, port: u16) {
+        let rr = [0x80, 201, 0, 1, 0x12, 0x34, 0x56, 0x78];
+        let to = SocketAddr::new(self.conn.addr().ip(), port);
+        self.rtcp.send_to(&rr, to).unwrap_or_else(|e| panic!("RTCP to {to}: {e}"));
+    }
 }
 
 /// A datagram a [`UdpSink`] received.

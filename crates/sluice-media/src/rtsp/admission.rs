@@ -1,0 +1,148 @@
+//! How many viewers an RTSP loop admits under [`Overload::Refuse`](super::Overload::Refuse), from
+//! its load window by window: a cost model, sans-I/O (the windows' numbers are arguments).
+//!
+//! A viewer's cost is what one more streaming viewer adds to the loop's busy share at the current
+//! bit rate mix. Two estimates of it, each smoothed over windows: the mean (busy share over the
+//! viewers the window held on average, weighted by time, so a ramp's newcomers count for the part
+//! of the window they streamed), and the marginal (the change in busy share over the change in
+//! viewers between windows far enough apart), which is the larger when the cost per viewer grows
+//! with their number (the kernel's UDP path near a core's limit). The larger of the two, the
+//! marginal bounded to [`MARGINAL_MAX`] times the mean so one noisy pair of windows does not shut
+//! the door, sets the room: the sessions whose projected load stays within [`ADMIT_BUSY`]. Every
+//! session held counts at full cost, those set up or just started included (pending admissions
+//! are load before it shows), and at most [`NEWCOMERS_SHARE`] of the sessions held (at least
+//! [`FIRST_ADMITS`]) are admitted a window, before anything is known too: a fast ramp waits a
+//! window for its cost to show rather than overshooting on an old estimate. Late sends stop
+//! admission until the loop keeps time again. It owns the estimates, not the windows' measurement
+//! (the [`RtspServer`](super::RtspServer) does that) or the refusal (the [`SessionTable`]'s).
+//!
+//! [`SessionTable`]: super::SessionTable
+
+/// Share of the loop's time (CPU time over wall time) the refuse policy fills with viewers. The
+/// rest absorbs keyframes arriving together and the ramp's own SETUPs. At 0.9 the estimate admitted 190 epoll viewers of whom 1 stayed perfect, and 175 io_uring
+/// viewers, all perfect (2026-11-24, issue 18): the loop's edge lies in between.
+pub const ADMIT_BUSY: f64 = 0.8;
+/// Viewers (time-weighted mean over a window) the first estimate of a viewer's cost needs: fewer
+/// are mostly the loop's fixed cost.
+pub const ESTIMATE_VIEWERS: f64 = 16.0;
+/// Newcomers admitted in a window at least, and all that are admitted while no cost is known: a
+/// fifth of the 23 Mbps viewers one loop of this project's machine carried perfectly (189 and 175,
+/// docs/BENCHMARKS.md, issue 18), about a window and a half of the lab's 4 s ramp of 300.
+pub const FIRST_ADMITS: usize = 48;
+/// Newcomers admitted in one window at most, as a share of the sessions held.
+pub const NEWCOMERS_SHARE: f64 = 0.5;
+/// Change in the mean viewers between two windows that makes a marginal cost sample; closer ones
+/// are mostly noise.
+pub const MARGINAL_SPREAD: f64 = 8.0;
+/// The marginal cost counts up to this many times the mean cost.
+pub const MARGINAL_MAX: f64 = 1.5;
+
+/// One closed load window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// Share of the window the loop spent working.
+    pub busy: f64,
+    /// Viewers streaming, on average over the window (weighted by time).
+    pub viewers: f64,
+    /// Samples queued late in the window.
+    pub late_sends: usize,
+    /// Sessions held at its end (set up or streaming).
+    pub sessions: usize,
+}
+
+/// The cost estimates; see the module docs.
+#[derive(Debug, Default, Clone)]
+pub struct Admission {
+    /// Mean busy share of one viewer, smoothed.
+    mean: Option<f64>,
+    /// Marginal busy share of one more viewer, smoothed.
+    marginal: Option<f64>,
+    /// The last window a marginal sample was taken against: (viewers, busy).
+    anchor: Option<(f64, f64)>,
+}
+
+impl Admission {
+    /// Sessions admitted at most before the first window closes.
+    pub fn first_room() -> usize {
+        FIRST_ADMITS
+    }
+
+    /// The busy share one viewer is counted at now, if known.
+    pub fn cost(&self) -> Option<f64> {
+        let mean = self.mean?;
+        let marginal = self.marginal.map_or(0.0, |m| m.min(MARGINAL_MAX * mean));
+        Some(mean.max(marginal).max(1e-6))
+    }
+
+    /// Takes a closed window into the estimates; returns the sessions admitted at most until the
+    /// next one closes.
+    pub fn room(&mut self, w: Window) -> usize {
+        if w.viewers >= ESTIMATE_VIEWERS {
+            let sample = w.busy / w.viewers;
+            self.mean = Some(self.mean.map_or(sample, |m| (m + sample) / 2.0));
+            match self.anchor {
+                Some((viewers, busy)) if (w.viewers - viewers).abs() >= MARGINAL_SPREAD => {
+                    let sample = (w.busy - busy) / (w.viewers - viewers);
+                    if sample > 0.0 {
+                        self.marginal = Some(self.marginal.map_or(sample, |m| (m + sample) / 2.0));
+                    }
+                    self.anchor = Some((w.viewers, w.busy));
+                }
+                Some(_) => {}
+                None => self.anchor = Some((w.viewers, w.busy)),
+            }
+        }
+        let newcomers = FIRST_ADMITS.max((w.sessions as f64 * NEWCOMERS_SHARE) as usize);
+        match self.cost() {
+            None => w.sessions + newcomers,
+            // Late already: no newcomer until the loop keeps time again.
+            Some(_) if w.late_sends > 0 => w.sessions,
+            Some(cost) => ((ADMIT_BUSY / cost) as usize).min(w.sessions + newcomers),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(busy: f64, viewers: f64, sessions: usize) -> Window {
+        Window { busy, viewers, late_sends: 0, sessions }
+    }
+
+    #[test]
+    fn admits_in_steps_until_the_cost_is_known_then_to_the_projected_limit() {
+        let mut a = Admission::default();
+        assert_eq!(a.room(window(0.05, 4.0, 8)), 8 + FIRST_ADMITS, "too few viewers to estimate");
+        // 0.5% a viewer: room for 160, but no more than FIRST_ADMITS (or half again the sessions
+        // held) newcomers a window.
+        assert_eq!(a.room(window(0.2, 40.0, 40)), 40 + FIRST_ADMITS);
+        // 1% now: the mean (0.75%) says 106, the margin (2%, bounded to 1.5 times the mean) 71.
+        assert_eq!(a.room(window(0.6, 60.0, 80)), 71);
+        // Late: no newcomer, whatever the estimate.
+        let late = Window { late_sends: 3, ..window(0.5, 50.0, 50) };
+        assert_eq!(a.room(late), 50);
+    }
+
+    #[test]
+    fn a_cost_that_grows_with_the_viewers_counts_at_its_margin() {
+        let mut a = Admission::default();
+        // busy = v/100 + (v/100)^2 / 2: 0.29 at 26, 0.57 at 46; the mean cost is 1.23% at 46,
+        // the margin 1.36%.
+        let busy = |v: f64| v / 100.0 + (v / 100.0).powi(2) / 2.0;
+        a.room(window(busy(26.0), 26.0, 26));
+        let room = a.room(window(busy(46.0), 46.0, 46));
+        let mean = busy(46.0) / 46.0;
+        assert!(room < (ADMIT_BUSY / mean) as usize, "room {room} from the mean alone");
+        assert!(busy(room as f64) <= 1.0, "room {room} costs {}", busy(room as f64));
+    }
+
+    #[test]
+    fn one_noisy_pair_of_windows_bounds_the_margin() {
+        let mut a = Admission::default();
+        a.room(window(0.2, 20.0, 20));
+        // A keyframe-heavy window: +0.4 for +10 viewers.
+        let room = a.room(window(0.6, 30.0, 30));
+        assert!(room >= (ADMIT_BUSY / (MARGINAL_MAX * 0.015)) as usize, "{room}");
+    }
+}
