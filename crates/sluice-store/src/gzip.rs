@@ -178,16 +178,23 @@ impl ObjectWriter for GzipCandidate {
             }
         }
         let compressed = gzip(&buffer);
-        let body = if policy.keeps(buffer.len() as u64, compressed.len() as u64) {
+        if policy.keeps(buffer.len() as u64, compressed.len() as u64) {
             // Verified above on the plain bytes; the stored bytes are the gzip form.
-            options.checksum = None;
-            options.content_encoding = Some("gzip".into());
-            compressed
-        } else {
-            buffer
-        };
+            let gzip =
+                PutOptions { checksum: None, content_encoding: Some("gzip".into()), ..options.clone() };
+            match store.put(&key, gzip) {
+                Ok(mut writer) => {
+                    writer.write(&compressed)?;
+                    return writer.commit();
+                }
+                // A store with no room for the gzip form's name keeps the plain form.
+                Err(StoreError::BadKey(crate::KeyError::TooLong)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        options.checksum = None;
         let mut writer = store.put(&key, options)?;
-        writer.write(&body)?;
+        writer.write(&buffer)?;
         writer.commit()
     }
 }

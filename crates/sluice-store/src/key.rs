@@ -1,10 +1,38 @@
-//! Object keys: relative, `/`-separated names that can never leave the store's root.
+//! Object keys: relative, `/`-separated names that can never leave the store's root, and the
+//! names sluice keeps for itself beside them.
+//!
+//! A key is the name the user gave, as UTF-8, once: the same string names a file under a local
+//! root and, byte for byte, an object under an S3 prefix (the S3 backend leaves its own URL
+//! encoding to `object_store`). This module does not map keys to paths or objects; the backends do.
 
 use std::fmt;
 
-/// A validated object key: non-empty segments separated by `/`, none of them `.` or `..`, no NUL,
-/// no backslash, no leading or trailing `/`. The same key names a file under a local root and an
-/// object under an S3 prefix.
+/// Segments starting with this are sluice's own files (temporary uploads, stored gzip forms): no
+/// client may upload, list or request them.
+pub const RESERVED_PREFIX: &str = ".sluice-";
+
+/// Before a file's name, the name of its stored gzip form beside it (`dir/.sluice-gzip.x.html`
+/// for `dir/x.html`).
+pub(crate) const GZIP_FORM_PREFIX: &str = ".sluice-gzip.";
+
+/// The name under which a local root keeps the gzip form of `relative` (a key or a library path):
+/// a hidden name in the same directory, in the reserved namespace, so it is never a name a client
+/// can upload, list or request. The app's gzip route and the store both use this, so they agree.
+pub fn gzip_form_name(relative: &str) -> String {
+    match relative.rsplit_once('/') {
+        Some((dir, name)) => format!("{dir}/{GZIP_FORM_PREFIX}{name}"),
+        None => format!("{GZIP_FORM_PREFIX}{relative}"),
+    }
+}
+
+/// Whether any segment of `relative` is in the reserved namespace ([`RESERVED_PREFIX`]).
+pub fn is_reserved(relative: &str) -> bool {
+    relative.split('/').any(|segment| segment.starts_with(RESERVED_PREFIX))
+}
+
+/// A validated object key: non-empty segments separated by `/`, none of them `.` or `..` nor in
+/// the reserved namespace, no control character, no backslash, no leading or trailing `/`. The
+/// same key names a file under a local root and an object under an S3 prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key(String);
 
@@ -12,13 +40,19 @@ pub struct Key(String);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     /// Empty, or an empty segment (`a//b`, a trailing `/`).
-    #[error("empty name or segment")]
+    #[error("the name is empty or has an empty segment")]
     Empty,
-    /// A `.` or `..` segment, or a NUL or backslash.
-    #[error("segment not allowed")]
+    /// A `.` or `..` segment, or a backslash.
+    #[error("the name has a `.` or `..` segment or a backslash")]
     Forbidden,
+    /// A control character (NUL, newline, tab, DEL, ...).
+    #[error("the name contains a control character")]
+    Control,
+    /// A segment in sluice's reserved namespace.
+    #[error("names starting with `{RESERVED_PREFIX}` are reserved for sluice's own files")]
+    Reserved,
     /// Longer than object stores accept (1024 bytes).
-    #[error("name too long")]
+    #[error("the name is longer than 1024 bytes")]
     TooLong,
 }
 
@@ -31,12 +65,18 @@ impl Key {
         if name.is_empty() {
             return Err(KeyError::Empty);
         }
+        if name.chars().any(char::is_control) {
+            return Err(KeyError::Control);
+        }
         for segment in name.split('/') {
             if segment.is_empty() {
                 return Err(KeyError::Empty);
             }
-            if segment == "." || segment == ".." || segment.contains(['\0', '\\']) {
+            if segment == "." || segment == ".." || segment.contains('\\') {
                 return Err(KeyError::Forbidden);
+            }
+            if segment.starts_with(RESERVED_PREFIX) {
+                return Err(KeyError::Reserved);
             }
         }
         Ok(Key(name.to_string()))
@@ -61,9 +101,31 @@ mod tests {
     #[test]
     fn keys_stay_beneath_the_root() {
         assert_eq!(Key::new("a/b.mp4").unwrap().as_str(), "a/b.mp4");
-        for bad in ["", "/a", "a/", "a//b", "../a", "a/../b", "./a", "a\\b", "a\0b"] {
+        for bad in ["", "/a", "a/", "a//b", "../a", "a/../b", "./a", "a\\b"] {
             assert!(Key::new(bad).is_err(), "{bad:?}");
         }
         assert_eq!(Key::new(&"a".repeat(1025)), Err(KeyError::TooLong));
+    }
+
+    #[test]
+    fn names_are_the_users_bytes_without_control_characters() {
+        for good in
+            ["my clip – été 日本.mp4", "a+b=c&d.mp4", "100%.mp4", "caf%C3%A9.mp4", "x.html.gz", ".hidden"]
+        {
+            assert_eq!(Key::new(good).unwrap().as_str(), good);
+        }
+        for bad in ["a\0b", "a\nb", "tab\there", "del\u{7f}", "c1\u{85}"] {
+            assert_eq!(Key::new(bad), Err(KeyError::Control), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn gzip_forms_are_reserved_hidden_names_beside_the_original() {
+        assert_eq!(gzip_form_name("x.html"), ".sluice-gzip.x.html");
+        assert_eq!(gzip_form_name("a/b/x.html"), "a/b/.sluice-gzip.x.html");
+        assert!(is_reserved(&gzip_form_name("a/x.html")));
+        assert_eq!(Key::new(&gzip_form_name("a/x.html")), Err(KeyError::Reserved));
+        assert_eq!(Key::new("a/.sluice-upload-1-2/x"), Err(KeyError::Reserved));
+        assert!(!is_reserved("a/x.html.gz") && !is_reserved(".sluicefile"));
     }
 }

@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+pub mod beneath;
 pub mod cache;
 mod checksum;
 mod error;
@@ -17,6 +18,7 @@ pub mod gzip;
 mod key;
 mod local;
 mod local_process;
+mod location;
 mod loopback_http;
 mod s3;
 pub mod seaweedfs;
@@ -28,8 +30,9 @@ use std::time::SystemTime;
 pub use cache::{CacheConfig, CacheError, CacheStats, ObjectVersion, SliceCache};
 pub use checksum::{Checksum, ChecksumError, Hasher};
 pub use error::StoreError;
-pub use key::{Key, KeyError};
-pub use local::LocalStore;
+pub use key::{gzip_form_name, is_reserved, Key, KeyError, RESERVED_PREFIX};
+pub use local::{LocalStore, TEMP_PREFIX};
+pub use location::{Location, LocationError, S3Location};
 pub use s3::{S3Config, S3Store};
 
 /// What the store knows about one object.
@@ -189,16 +192,21 @@ pub fn put_bytes(
 }
 
 /// Opens the store a location names: `s3://bucket/prefix` (with `s3` giving the endpoint and
-/// credentials) or a local directory.
+/// credentials) or a local directory. The location is parsed by [`Location`], the one parser.
 pub fn open(location: &str, s3: Option<S3Config>) -> Result<Box<dyn Store>, StoreError> {
-    match location.strip_prefix("s3://") {
-        Some(rest) => {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            let mut config = s3.unwrap_or_default();
-            config.bucket = bucket.to_string();
-            config.prefix = prefix.trim_matches('/').to_string();
+    let location: Location =
+        location.parse().map_err(|e: LocationError| StoreError::Config(e.to_string()))?;
+    open_location(&location, s3)
+}
+
+/// [`open`] for a parsed location.
+pub fn open_location(location: &Location, s3: Option<S3Config>) -> Result<Box<dyn Store>, StoreError> {
+    match location {
+        Location::S3(S3Location { bucket, prefix }) => {
+            let config =
+                S3Config { bucket: bucket.clone(), prefix: prefix.clone(), ..s3.unwrap_or_default() };
             Ok(Box::new(S3Store::new(config)?))
         }
-        None => Ok(Box::new(LocalStore::open(std::path::Path::new(location))?)),
+        Location::Local(dir) => Ok(Box::new(LocalStore::open(dir)?)),
     }
 }

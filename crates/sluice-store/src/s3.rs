@@ -6,11 +6,24 @@
 //! A write below [`MULTIPART_THRESHOLD`] is buffered and sent as one PutObject; a larger one becomes
 //! a multipart upload whose parts are sent while the body still arrives, at most
 //! [`PARTS_IN_FLIGHT`] at a time (so memory stays at a few parts whatever the object's size), and
-//! which is aborted when the writer is dropped or any part fails. Conditions are checked with a
-//! HEAD just before the object is made visible: S3 has no portable conditional PUT, so a racing
-//! writer in another process can slip between the two (documented, not hidden).
+//! which is aborted when the writer is dropped or any part fails.
+//!
+//! A key is the object's name, byte for byte: [`S3Store`] maps it to an `object_store` path with
+//! `Path::parse` (which keeps the string as it is), never `Path::from` (which percent-encodes
+//! `%`, non-ASCII and a few ASCII characters into the key itself), so an object another client
+//! wrote as `été 日本.mp4` is found under that name and a name given as `caf%C3%A9.mp4` is stored
+//! as exactly that. `object_store` alone encodes the key into the request URL.
+//!
+//! Conditions are S3 conditional writes: `If-None-Match: *` becomes `PutMode::Create` and
+//! `If-Match` becomes `PutMode::Update`, decided by the store in the one request that writes the
+//! object, so racing writers in other processes get exactly one winner. A store that answers a
+//! conditional write with 501 Not Implemented is remembered as lacking them, and from then on the
+//! condition is checked with a HEAD just before the write (a racing writer can slip between the
+//! two; said in the log once). A multipart upload (objects above [`MULTIPART_THRESHOLD`]) cannot
+//! carry a condition through `object_store`, so it is checked with a HEAD before completing.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -18,7 +31,8 @@ use futures::TryStreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{
-    Attribute, Attributes, ClientConfigKey, MultipartUpload, ObjectStore, PutMultipartOptions, PutPayload,
+    Attribute, Attributes, ClientConfigKey, MultipartUpload, ObjectStore, PutMode, PutMultipartOptions,
+    PutPayload, UpdateVersion,
 };
 use tokio::task::JoinHandle;
 
@@ -67,6 +81,8 @@ struct Inner {
     client: Arc<AmazonS3>,
     prefix: String,
     runtime: tokio::runtime::Runtime,
+    /// Cleared when the store answers a conditional write 501: conditions fall back to HEAD.
+    conditional_writes: AtomicBool,
 }
 
 impl Drop for Inner {
@@ -119,15 +135,23 @@ impl S3Store {
             .build()
             .map_err(|e| StoreError::Config(format!("runtime: {e}")))?;
         let prefix = config.prefix.trim_matches('/').to_string();
-        Ok(S3Store { inner: Arc::new(Inner { client: Arc::new(client), prefix, runtime }) })
+        if !prefix.is_empty() {
+            ObjectPath::parse(&prefix).map_err(|e| StoreError::Config(format!("prefix `{prefix}`: {e}")))?;
+        }
+        let conditional_writes = AtomicBool::new(true);
+        Ok(S3Store {
+            inner: Arc::new(Inner { client: Arc::new(client), prefix, runtime, conditional_writes }),
+        })
     }
 
-    fn path_of(&self, key: &str) -> ObjectPath {
-        if self.inner.prefix.is_empty() {
-            ObjectPath::from(key)
-        } else {
-            ObjectPath::from(format!("{}/{key}", self.inner.prefix))
-        }
+    /// The object path of a key: the prefix and the key, as they are (see the module's docs).
+    fn path_of(&self, key: &Key) -> Result<ObjectPath, StoreError> {
+        let full = match self.inner.prefix.as_str() {
+            "" => key.as_str().to_string(),
+            prefix => format!("{prefix}/{key}"),
+        };
+        // A key has no control character, empty, `.` or `..` segment: parse keeps it verbatim.
+        ObjectPath::parse(&full).map_err(|e| StoreError::Remote(format!("key `{key}`: {e}")))
     }
 
     /// Runs a future on the store's runtime and waits for it from this (any) thread.
@@ -139,12 +163,13 @@ impl S3Store {
     }
 
     fn meta_of(&self, meta: object_store::ObjectMeta) -> ObjectMeta {
-        let full = meta.location.to_string();
+        let full: String = meta.location.into();
         let key = match self.inner.prefix.as_str() {
             "" => full,
-            prefix => {
-                full.strip_prefix(prefix).map_or(full.clone(), |k| k.trim_start_matches('/').to_string())
-            }
+            prefix => full
+                .strip_prefix(prefix)
+                .and_then(|k| k.strip_prefix('/'))
+                .map_or_else(|| full.clone(), str::to_string),
         };
         let etag =
             meta.e_tag.map_or_else(String::new, |t| if t.starts_with('"') { t } else { format!("\"{t}\"") });
@@ -159,7 +184,7 @@ impl S3Store {
 
     fn current(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
         let client = Arc::clone(&self.inner.client);
-        let path = self.path_of(key.as_str());
+        let path = self.path_of(key)?;
         // A HEAD through `get_opts` rather than `head`: only it returns the attributes, and a
         // reader must know that an object is stored gzipped (`Content-Encoding`).
         let options = object_store::GetOptions { head: true, ..Default::default() };
@@ -190,19 +215,26 @@ impl Store for S3Store {
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let client = Arc::clone(&self.inner.client);
-        let base = (!self.inner.prefix.is_empty()).then(|| ObjectPath::from(self.inner.prefix.as_str()));
+        let base = match self.inner.prefix.as_str() {
+            "" => None,
+            prefix => Some(ObjectPath::parse(prefix).map_err(|e| StoreError::Config(e.to_string()))?),
+        };
         let listed = self.run(async move {
             client.list(base.as_ref()).try_collect::<Vec<_>>().await.map_err(StoreError::from)
         })?;
-        let mut found: Vec<ObjectMeta> =
-            listed.into_iter().map(|m| self.meta_of(m)).filter(|m| m.key.starts_with(prefix)).collect();
+        let mut found: Vec<ObjectMeta> = listed
+            .into_iter()
+            .map(|m| self.meta_of(m))
+            // sluice's reserved names are nobody's objects, wherever they came from.
+            .filter(|m| m.key.starts_with(prefix) && !crate::is_reserved(&m.key))
+            .collect();
         found.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(found)
     }
 
     fn read_range(&self, key: &Key, range: Range<u64>) -> Result<Vec<u8>, StoreError> {
         let client = Arc::clone(&self.inner.client);
-        let path = self.path_of(key.as_str());
+        let path = self.path_of(key)?;
         let bytes =
             self.run(async move { client.get_range(&path, range).await.map_err(StoreError::from) })?;
         Ok(bytes.to_vec())
@@ -210,7 +242,7 @@ impl Store for S3Store {
 
     fn read_range_if(&self, key: &Key, range: Range<u64>, etag: &str) -> Result<Vec<u8>, StoreError> {
         let client = Arc::clone(&self.inner.client);
-        let path = self.path_of(key.as_str());
+        let path = self.path_of(key)?;
         let options = object_store::GetOptions {
             if_match: Some(etag.to_string()),
             range: Some(object_store::GetRange::Bounded(range)),
@@ -250,7 +282,7 @@ impl Store for S3Store {
             return Err(StoreError::PreconditionFailed);
         }
         let client = Arc::clone(&self.inner.client);
-        let path = self.path_of(key.as_str());
+        let path = self.path_of(key)?;
         self.run(async move { client.delete(&path).await.map_err(StoreError::from) })
     }
 }
@@ -259,6 +291,26 @@ impl Store for S3Store {
 struct Multipart {
     upload: Box<dyn MultipartUpload>,
     parts: Vec<JoinHandle<Result<(), StoreError>>>,
+}
+
+/// Why a conditional write did not happen.
+enum Conditional {
+    /// The store does not do conditional writes.
+    Unsupported(String),
+    /// It does, and this one failed (412 included).
+    Failed(StoreError),
+}
+
+/// Whether an error says the store does not implement a conditional write (501).
+fn unsupported(e: &object_store::Error) -> bool {
+    match e {
+        object_store::Error::NotImplemented => true,
+        object_store::Error::Generic { .. } | object_store::Error::NotSupported { .. } => {
+            let text = format!("{e:?}");
+            text.contains("501") || text.contains("NotImplemented")
+        }
+        _ => false,
+    }
 }
 
 /// An object being written to S3.
@@ -275,13 +327,103 @@ struct S3Writer {
     multipart: Option<Multipart>,
 }
 
+/// How one PutObject is sent.
+enum Put {
+    /// Whatever is there.
+    Overwrite,
+    /// Only if nothing is there (`If-None-Match: *`).
+    Create,
+    /// Only if this version is there (`If-Match: TAG`).
+    Update(String),
+}
+
 impl S3Writer {
+    /// Sends one PutObject with `mode`.
+    fn send(&self, payload: PutPayload, mode: Put) -> Result<object_store::PutResult, object_store::Error> {
+        let client = Arc::clone(&self.store.inner.client);
+        let path = self
+            .store
+            .path_of(&self.key)
+            .map_err(|e| object_store::Error::Generic { store: "S3", source: e.to_string().into() })?;
+        let mode = match mode {
+            Put::Overwrite => PutMode::Overwrite,
+            Put::Create => PutMode::Create,
+            Put::Update(tag) => PutMode::Update(UpdateVersion { e_tag: Some(tag), version: None }),
+        };
+        let opts =
+            object_store::PutOptions { mode, attributes: self.attributes.clone(), ..Default::default() };
+        let task = self.store.inner.runtime.spawn(async move { client.put_opts(&path, payload, opts).await });
+        futures::executor::block_on(task)
+            .map_err(|e| object_store::Error::Generic { store: "S3", source: Box::new(e) })?
+    }
+
+    /// Writes the object in one PutObject, the condition decided by the store; whether it was
+    /// created. Falls back to HEAD-then-PUT once a store is known to lack conditional writes.
+    fn put_object(&self, payload: PutPayload) -> Result<(object_store::PutResult, bool), StoreError> {
+        if self.store.inner.conditional_writes.load(Ordering::Relaxed) {
+            match self.put_conditionally(payload.clone()) {
+                Err(Conditional::Unsupported(e)) => {
+                    tracing::warn!(
+                        "the object store does not support conditional writes ({e}); checking conditions \
+                         with a HEAD before each write instead, which a concurrent writer can race"
+                    );
+                    self.store.inner.conditional_writes.store(false, Ordering::Relaxed);
+                }
+                Err(Conditional::Failed(e)) => return Err(e),
+                Ok(done) => return Ok(done),
+            }
+        }
+        let current = match self.condition != Condition::Always || self.report_created {
+            true => self.store.current(&self.key)?,
+            false => None,
+        };
+        if !self.condition.allows(current.as_ref()) {
+            return Err(StoreError::PreconditionFailed);
+        }
+        let done = self.send(payload, Put::Overwrite)?;
+        Ok((done, current.is_none()))
+    }
+
+    fn put_conditionally(&self, payload: PutPayload) -> Result<(object_store::PutResult, bool), Conditional> {
+        let attempt = |payload: PutPayload, mode: Put| {
+            self.send(payload, mode).map_err(|e| match unsupported(&e) {
+                true => Conditional::Unsupported(e.to_string()),
+                false => Conditional::Failed(e.into()),
+            })
+        };
+        match &self.condition {
+            Condition::CreateOnly => Ok((attempt(payload, Put::Create)?, true)),
+            Condition::IfMatch(tags) if tags.len() == 1 && tags[0] != "*" && !tags[0].starts_with("W/") => {
+                Ok((attempt(payload, Put::Update(tags[0].clone()))?, false))
+            }
+            Condition::IfMatch(_) => {
+                // `*`, several tags or weak ones: the current version decides, and the write is
+                // conditional on that version still being there.
+                let current = self.store.current(&self.key).map_err(Conditional::Failed)?;
+                match current {
+                    Some(meta) if self.condition.allows(Some(&meta)) => {
+                        Ok((attempt(payload, Put::Update(meta.etag))?, false))
+                    }
+                    _ => Err(Conditional::Failed(StoreError::PreconditionFailed)),
+                }
+            }
+            Condition::Always if self.report_created => match attempt(payload.clone(), Put::Create) {
+                // One request for a new key; a replacement costs a second.
+                Err(Conditional::Failed(StoreError::PreconditionFailed)) => {
+                    Ok((attempt(payload, Put::Overwrite)?, false))
+                }
+                other => Ok((other?, true)),
+            },
+            Condition::Always => Ok((attempt(payload, Put::Overwrite)?, true)),
+        }
+    }
+
     /// Sends the buffer as the next part, starting the multipart upload if need be, after waiting
     /// for parts in flight beyond the bound.
     fn send_part(&mut self) -> Result<(), StoreError> {
         if self.multipart.is_none() {
             let client = Arc::clone(&self.store.inner.client);
-            let path = self.store.path_of(self.key.as_str());
+            let path = self.store.path_of(&self.key)?;
             let opts = PutMultipartOptions { attributes: self.attributes.clone(), ..Default::default() };
             let upload = self
                 .store
@@ -317,29 +459,25 @@ impl ObjectWriter for S3Writer {
     }
 
     fn commit(mut self: Box<Self>) -> Result<Committed, StoreError> {
-        // Every request here is a round trip to the store (the seed's ~114 ms each): a HEAD only
-        // when a condition or the caller needs it, and the stored object's tag from the PUT's own
-        // answer rather than another HEAD.
-        let current = match self.condition != Condition::Always || self.report_created {
-            true => self.store.current(&self.key)?,
-            false => None,
-        };
-        if !self.condition.allows(current.as_ref()) {
-            return Err(StoreError::PreconditionFailed);
-        }
-        let client = Arc::clone(&self.store.inner.client);
-        let path = self.store.path_of(self.key.as_str());
-        let result = if self.multipart.is_none() {
+        // Every request here is a round trip to the store (the seed's ~114 ms each): one PUT whose
+        // condition the store decides where it can, a HEAD only where it cannot, and the stored
+        // object's tag from the PUT's own answer rather than another HEAD.
+        let (result, created) = if self.multipart.is_none() {
             let payload = PutPayload::from(std::mem::take(&mut self.buffer));
-            let opts = object_store::PutOptions { attributes: self.attributes.clone(), ..Default::default() };
-            self.store
-                .run(async move { client.put_opts(&path, payload, opts).await.map_err(StoreError::from) })?
+            self.put_object(payload)?
         } else {
+            let current = match self.condition != Condition::Always || self.report_created {
+                true => self.store.current(&self.key)?,
+                false => None,
+            };
+            if !self.condition.allows(current.as_ref()) {
+                return Err(StoreError::PreconditionFailed);
+            }
             if !self.buffer.is_empty() {
                 self.send_part()?;
             }
-            let Multipart { mut upload, parts } = self.multipart.take().expect("multipart");
-            self.store.run(async move {
+            let Multipart { mut upload, parts } = self.multipart.take().ok_or(StoreError::NotFound)?;
+            let done = self.store.run(async move {
                 for part in parts {
                     if let Err(e) = part.await.map_err(|e| StoreError::Remote(e.to_string())).and_then(|r| r)
                     {
@@ -354,7 +492,8 @@ impl ObjectWriter for S3Writer {
                         Err(StoreError::from(e))
                     }
                 }
-            })?
+            })?;
+            (done, current.is_none())
         };
         let etag =
             result
@@ -367,7 +506,7 @@ impl ObjectWriter for S3Writer {
             modified: Some(SystemTime::now()),
             encoding: self.attributes.get(&Attribute::ContentEncoding).map(|v| v.to_string()),
         };
-        Ok(Committed { created: current.is_none(), meta })
+        Ok(Committed { created, meta })
     }
 }
 
