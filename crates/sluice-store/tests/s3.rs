@@ -101,3 +101,103 @@ fn a_large_object_goes_multipart_and_a_dropped_one_leaves_no_upload() {
     }
     assert!(store.head(&cut).unwrap().is_none());
 }
+
+/// Keys in the bucket as another S3 client (boto3) lists them, under `prefix/`.
+fn keys_by_boto3(bucket: &str, prefix: &str) -> Vec<String> {
+    let weed = weed();
+    let script = "import boto3,sys\n\
+        s3=boto3.client('s3',endpoint_url=sys.argv[1],aws_access_key_id=sys.argv[2],\
+        aws_secret_access_key=sys.argv[3],region_name='us-east-1')\n\
+        r=s3.list_objects_v2(Bucket=sys.argv[4],Prefix=sys.argv[5])\n\
+        print('\\n'.join(o['Key'] for o in r.get('Contents',[])))\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, &weed.s3_endpoint])
+        .args([sluice_store::seaweedfs::ACCESS_KEY, sluice_store::seaweedfs::SECRET_KEY, bucket])
+        .arg(format!("{prefix}/"))
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "boto3: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    // One key a line: a key has no control character.
+    let mut keys: Vec<String> = text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn keys_are_the_names_given_byte_for_byte() {
+    let store = store("names");
+    let names = ["sub/my clip – été 日本.mp4", "a+b=c&d.mp4", "100%.mp4", "caf%C3%A9.mp4", "x.html.gz"];
+    for (i, name) in names.iter().enumerate() {
+        let key = Key::new(name).unwrap();
+        sluice_store::put_bytes(&store, &key, name.as_bytes(), PutOptions::default()).unwrap();
+        assert_eq!(store.head(&key).unwrap().unwrap().len, name.len() as u64, "{name}");
+        assert_eq!(store.read_range(&key, 0..100).unwrap(), name.as_bytes(), "{name} (#{i})");
+    }
+    let mut expected: Vec<String> = names.iter().map(|n| format!("names/{n}")).collect();
+    expected.sort();
+    assert_eq!(keys_by_boto3(&weed().bucket, "names"), expected, "the keys as another client sees them");
+    let mut listed: Vec<String> = store.list("").unwrap().into_iter().map(|m| m.key).collect();
+    listed.sort();
+    let mut names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    names.sort();
+    assert_eq!(listed, names);
+}
+
+#[test]
+fn racing_create_only_writes_have_one_winner() {
+    // A bucket of its own, so SeaweedFS's request counts are this test's.
+    let weed = weed();
+    let mut config = weed.s3_config("race");
+    config.bucket = "race".into();
+    let store = std::sync::Arc::new(S3Store::new(config).unwrap());
+    let head_count = || {
+        let text = weed.metrics_text().unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("SeaweedFS_s3_request_total{") && l.contains("bucket=\"race\""))
+            .filter(|l| l.contains("type=\"HEAD\"") || l.contains("type=\"GET\""))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    // The bucket exists once something is written into it.
+    sluice_store::put_bytes(&*store, &Key::new("first").unwrap(), b"x", PutOptions::default()).unwrap();
+    let heads_before = head_count();
+    let mut won = Vec::new();
+    for round in 0..10 {
+        let key = Key::new(&format!("k{round}")).unwrap();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let racers: Vec<_> = (0..2u8)
+            .map(|who| {
+                let (store, key, barrier) = (store.clone(), key.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    let create_only = PutOptions { condition: Condition::CreateOnly, ..Default::default() };
+                    let mut w = store.put(&key, create_only).unwrap();
+                    w.write(&[who; 100]).unwrap();
+                    barrier.wait();
+                    w.commit().map(|_| who)
+                })
+            })
+            .collect();
+        let results: Vec<_> = racers.into_iter().map(|r| r.join().unwrap()).collect();
+        let winners: Vec<u8> = results.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        assert!(results.iter().any(|r| matches!(r, Err(StoreError::PreconditionFailed))), "{results:?}");
+        won.push((key, winners[0]));
+    }
+    assert_eq!(head_count(), heads_before, "create-only is one conditional PUT, no HEAD");
+    for (key, winner) in won {
+        assert_eq!(store.read_range(&key, 0..100).unwrap(), [winner; 100], "the winner's bytes");
+    }
+    // If-Match is conditional in the store too: a stale tag is refused, the current one replaces.
+    let key = Key::new("k0").unwrap();
+    let tag = store.head(&key).unwrap().unwrap().etag;
+    let stale = PutOptions { condition: Condition::IfMatch(vec!["\"0000\"".into()]), ..Default::default() };
+    let mut w = store.put(&key, stale).unwrap();
+    w.write(b"stale").unwrap();
+    assert!(matches!(w.commit(), Err(StoreError::PreconditionFailed)));
+    let fresh = PutOptions { condition: Condition::IfMatch(vec![tag]), ..Default::default() };
+    let mut w = store.put(&key, fresh).unwrap();
+    w.write(b"fresh").unwrap();
+    assert!(!w.commit().unwrap().created);
+    assert_eq!(store.read_range(&key, 0..100).unwrap(), b"fresh");
+}
