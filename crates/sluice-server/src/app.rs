@@ -171,6 +171,10 @@ impl App {
             Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND).into(),
             Err(PathError::Malformed) => return Response::error(Status::BAD_REQUEST).into(),
         };
+        // sluice's own files (stored gzip forms, temporary uploads) are no client's to request.
+        if sluice_store::is_reserved(path.relative()) {
+            return Response::error(Status::NOT_FOUND).into();
+        }
         match &self.library {
             Source::Local(library) => self.file(req, library, raw_path, path).into(),
             Source::Remote(remote) => self.remote_file(req, remote, path),
@@ -248,12 +252,13 @@ impl App {
         Some(self.hls.respond(req, hls))
     }
 
-    /// A file the store keeps only gzipped (`name.gz`), else 404.
+    /// A file the store keeps only gzipped (under its hidden gzip form name), else 404.
     fn gzip_form(&self, req: &Request<'_>, library: &Library, path: &LibraryPath) -> Response {
         if path.names_directory() || path.relative().is_empty() {
             return Response::error(Status::NOT_FOUND);
         }
-        match decoded_path(&format!("{}.gz", path.relative())).map(|gz| library.open_entry(&gz)) {
+        let gz = sluice_store::gzip_form_name(path.relative());
+        match decoded_path(&gz).map(|gz| library.open_entry(&gz)) {
             Some(Ok(Entry::File(file, meta))) => {
                 crate::gzip_static::respond(req, path.relative(), file, &meta, self.settings.max_ranges)
             }

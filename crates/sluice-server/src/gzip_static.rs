@@ -1,5 +1,7 @@
-//! Serving objects the store keeps gzipped (`name.gz` beside a missing `name`), as nginx's
-//! `gzip_static` with `gunzip` does.
+//! Serving objects the store keeps gzipped, as nginx's `gzip_static` with `gunzip` does: on a
+//! local root the gzip form of `name` is the hidden file [`sluice_store::gzip_form_name`] gives
+//! (a name no client can upload, list or request, so a user's own `name.gz` is a file like any
+//! other); in an object store it is the object itself, stored with `Content-Encoding: gzip`.
 //!
 //! A client that accepts gzip gets the stored bytes with `Content-Encoding: gzip` (ranges apply to
 //! them); one that does not gets them decompressed, into an anonymous memory file so that ranges,
@@ -34,7 +36,7 @@ pub fn accepts_gzip(req: &Request<'_>) -> bool {
     })
 }
 
-/// The response for `relative` (a library path with no plain file) from its gzip form `gz`.
+/// The response for `relative` (a library path with no plain file) from its stored gzip form `gz`.
 pub fn respond(
     req: &Request<'_>,
     relative: &str,

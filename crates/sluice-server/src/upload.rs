@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use percent_encoding::utf8_percent_encode;
 use serde::{Deserialize, Serialize};
 use sluice_proto::http::body::BodySink;
 use sluice_proto::http::file::content_type_for;
@@ -250,21 +251,23 @@ impl Uploads {
     /// Answers a PUT or DELETE.
     pub fn route(&self, req: &Request<'_>, raw_path: &str) -> Reply {
         if !self.enabled() {
-            return Response::error(Status::FORBIDDEN).into();
+            return refusal(
+                Status::FORBIDDEN,
+                "uploads are off on this server (no upload token is configured)",
+            )
+            .into();
         }
         if !self.authorized(req) {
-            return Response::error(Status::UNAUTHORIZED).with_header("WWW-Authenticate", "Bearer").into();
+            return refusal(
+                Status::UNAUTHORIZED,
+                "a valid upload token is required (Authorization: Bearer TOKEN)",
+            )
+            .with_header("WWW-Authenticate", "Bearer")
+            .into();
         }
-        let key = match normalize(raw_path) {
-            Ok(p) if p.names_directory() || p.relative().is_empty() => {
-                return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into()
-            }
-            Ok(p) => match Key::new(p.relative()) {
-                Ok(k) => k,
-                Err(_) => return Response::error(Status::BAD_REQUEST).into(),
-            },
-            Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND).into(),
-            Err(PathError::Malformed) => return Response::error(Status::BAD_REQUEST).into(),
+        let key = match key_of(raw_path) {
+            Ok(key) => key,
+            Err(response) => return response.into(),
         };
         let condition = match condition_of(req) {
             Ok(c) => c,
@@ -283,13 +286,26 @@ impl Uploads {
                     Err(e) => store_error(&key, e).into(),
                 }))
             }
-            _ => Response::error(Status::METHOD_NOT_ALLOWED).into(),
+            _ => refusal(Status::METHOD_NOT_ALLOWED, "uploads take PUT and DELETE")
+                .with_header("Allow", "GET, HEAD, PUT, DELETE")
+                .into(),
         }
     }
 
     fn put(&self, req: &Request<'_>, key: Key, condition: Condition) -> Reply {
-        if req.header("content-length").is_none() && req.header("transfer-encoding").is_none() {
-            return Response::error(Status::LENGTH_REQUIRED).into();
+        let chunked = req.header("transfer-encoding").is_some();
+        let declared =
+            req.header("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok());
+        if declared.is_none() && !chunked {
+            return refusal(
+                Status::LENGTH_REQUIRED,
+                "a PUT needs Content-Length or Transfer-Encoding: chunked",
+            )
+            .into();
+        }
+        if let Some(len) = declared.filter(|len: &u64| *len > self.max_size) {
+            return too_large(format_args!("the upload is {len} bytes, the limit is {}", self.max_size))
+                .into();
         }
         let checksum = match checksum_of(req) {
             Ok(c) => c,
@@ -310,7 +326,11 @@ impl Uploads {
         match put_with_policy(Arc::clone(&self.store), &key, options, self.gzip) {
             Ok(writer) => {
                 let changed = self.changed.clone();
-                Reply::Body(Box::new(UploadSink { key, writer, max: self.max_size, changed }))
+                // A declared length was checked above; a chunked body is counted as it arrives, so
+                // that going over the limit is refused with the reason rather than by the framing.
+                let max_len = if declared.is_some() { self.max_size } else { u64::MAX };
+                let limit = self.max_size;
+                Reply::Body(Box::new(UploadSink { key, writer, max_len, limit, received: 0, changed }))
             }
             Err(e) => store_error(&key, e).into(),
         }
@@ -342,51 +362,115 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// An error response whose body says why in one line: `413 Content Too Large: the upload is …`.
+fn refusal(status: Status, why: impl std::fmt::Display) -> Response {
+    // One line, whatever the cause's text holds (an object store's XML error has several).
+    let why = why.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = format!("{} {}: {why}\n", status.0, status.reason());
+    Response {
+        status,
+        headers: vec![("Content-Type", std::borrow::Cow::Borrowed("text/plain; charset=utf-8"))],
+        body: sluice_proto::http::Body::Bytes(std::borrow::Cow::Owned(text.into_bytes())),
+    }
+}
+
+fn too_large(why: impl std::fmt::Display) -> Response {
+    refusal(Status::CONTENT_TOO_LARGE, why)
+}
+
+/// The key a PUT or DELETE names, or the response refusing it.
+fn key_of(raw_path: &str) -> Result<Key, Response> {
+    let path = match normalize(raw_path) {
+        Ok(p) => p,
+        Err(PathError::Escapes) => {
+            return Err(refusal(Status::NOT_FOUND, "the path leads out of the library"))
+        }
+        Err(PathError::Malformed) => {
+            return Err(refusal(
+                Status::BAD_REQUEST,
+                "the path is not valid percent-encoded UTF-8, or it holds a NUL or a backslash",
+            ))
+        }
+    };
+    if path.names_directory() || path.relative().is_empty() {
+        return Err(refusal(
+            Status::METHOD_NOT_ALLOWED,
+            "a directory is not an object: PUT and DELETE take a file's path",
+        )
+        .with_header("Allow", "GET, HEAD"));
+    }
+    Key::new(path.relative())
+        .map_err(|e| refusal(Status::BAD_REQUEST, format_args!("`{}`: {e}", path.relative())))
+}
+
 fn condition_of(req: &Request<'_>) -> Result<Condition, Response> {
     if let Some(v) = req.header("if-none-match") {
-        return match text(v)? {
+        return match text(v, "If-None-Match")? {
             "*" => Ok(Condition::CreateOnly),
             // A tag list only makes sense for reads; for writes only `*` is meaningful here.
-            _ => Err(Response::error(Status::BAD_REQUEST)),
+            _ => Err(refusal(Status::BAD_REQUEST, "If-None-Match on a PUT or DELETE takes only `*`")),
         };
     }
     let mut tags = Vec::new();
     for v in req.header_values("if-match") {
-        tags.extend(text(v)?.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()));
+        tags.extend(text(v, "If-Match")?.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()));
     }
     Ok(if tags.is_empty() { Condition::Always } else { Condition::IfMatch(tags) })
 }
 
-fn text(v: &[u8]) -> Result<&str, Response> {
-    std::str::from_utf8(v).map(str::trim).map_err(|_| Response::error(Status::BAD_REQUEST))
+fn text<'a>(v: &'a [u8], name: &str) -> Result<&'a str, Response> {
+    std::str::from_utf8(v)
+        .map(str::trim)
+        .map_err(|_| refusal(Status::BAD_REQUEST, format_args!("{name} is not valid UTF-8")))
 }
 
 fn checksum_of(req: &Request<'_>) -> Result<Option<Checksum>, Response> {
-    let bad = |_| Response::error(Status::BAD_REQUEST);
     if let Some(v) = req.header("repr-digest") {
-        return Checksum::from_repr_digest(text(v)?).map(Some).map_err(bad);
+        return Checksum::from_repr_digest(text(v, "Repr-Digest")?)
+            .map(Some)
+            .map_err(|e| refusal(Status::BAD_REQUEST, format_args!("Repr-Digest: {e}")));
     }
     if let Some(v) = req.header("content-md5") {
-        return Checksum::from_content_md5(text(v)?).map(Some).map_err(bad);
+        return Checksum::from_content_md5(text(v, "Content-MD5")?)
+            .map(Some)
+            .map_err(|e| refusal(Status::BAD_REQUEST, format_args!("Content-MD5: {e}")));
     }
     Ok(None)
 }
 
-/// The response for a store failure.
+/// The response for a store failure, with its reason (and a log line for the server's own).
 fn store_error(key: &Key, e: StoreError) -> Response {
-    let status = match e {
-        StoreError::NotFound => Status::NOT_FOUND,
-        StoreError::PreconditionFailed => Status::PRECONDITION_FAILED,
-        StoreError::ChecksumMismatch | StoreError::BadKey(_) => Status::BAD_REQUEST,
-        StoreError::NoSpace => Status::INSUFFICIENT_STORAGE,
-        StoreError::Conflict => Status(409),
-        StoreError::Remote(_) => Status::BAD_GATEWAY,
-        StoreError::Io(_) | StoreError::Config(_) => Status::INTERNAL_SERVER_ERROR,
+    let (status, why) = match &e {
+        StoreError::NotFound => (Status::NOT_FOUND, format!("no object `{key}`")),
+        StoreError::PreconditionFailed => (
+            Status::PRECONDITION_FAILED,
+            format!(
+                "`{key}`: the condition (If-Match or If-None-Match: *) does not hold; nothing was changed"
+            ),
+        ),
+        StoreError::ChecksumMismatch => (
+            Status::BAD_REQUEST,
+            format!("`{key}`: the body does not match its Content-MD5 or Repr-Digest; nothing was stored"),
+        ),
+        StoreError::BadKey(reason) => (Status::BAD_REQUEST, format!("`{key}`: {reason}")),
+        StoreError::NoSpace => {
+            (Status::INSUFFICIENT_STORAGE, format!("`{key}`: no space left in the store; nothing was stored"))
+        }
+        StoreError::Conflict => (
+            Status(409),
+            format!(
+                "`{key}`: the name is a directory, or a file stands where a directory of its path would be"
+            ),
+        ),
+        StoreError::Remote(cause) => (Status::BAD_GATEWAY, format!("the object store failed: {cause}")),
+        StoreError::Io(_) | StoreError::Config(_) => {
+            (Status::INTERNAL_SERVER_ERROR, "the store failed (the server's log says why)".to_string())
+        }
     };
     if status.0 >= 500 {
         tracing::warn!(%key, "upload failed: {e}");
     }
-    Response::error(status)
+    refusal(status, why)
 }
 
 /// An upload's body on its way into the store.
@@ -394,15 +478,27 @@ struct UploadSink {
     changed: Changed,
     key: Key,
     writer: Box<dyn ObjectWriter>,
-    max: u64,
+    /// What the framing may deliver (the limit for a declared length; unbounded for chunked).
+    max_len: u64,
+    /// Most bytes an upload may have.
+    limit: u64,
+    received: u64,
 }
 
 impl BodySink for UploadSink {
     fn max_len(&self) -> u64 {
-        self.max
+        self.max_len
     }
 
     fn write(&mut self, payload: &[u8]) -> Result<(), Response> {
+        self.received += payload.len() as u64;
+        if self.received > self.limit {
+            // Dropping the writer (with the sink) stores nothing.
+            return Err(too_large(format_args!(
+                "the upload is over {} bytes (the limit) after {} bytes of its chunked body",
+                self.limit, self.received
+            )));
+        }
         self.writer.write(payload).map_err(|e| store_error(&self.key, e))
     }
 
@@ -420,7 +516,12 @@ impl BodySink for UploadSink {
                         .with_header("ETag", done.meta.etag)
                         .with_header("Sluice-Stored-Length", done.meta.len.to_string());
                     if done.created {
-                        response = response.with_header("Location", format!("/{key}"));
+                        let location: Vec<String> = key
+                            .as_str()
+                            .split('/')
+                            .map(|s| utf8_percent_encode(s, crate::page::SEGMENT).to_string())
+                            .collect();
+                        response = response.with_header("Location", format!("/{}", location.join("/")));
                     }
                     response.into()
                 }
