@@ -153,17 +153,20 @@ impl Library {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(self.root.join(dir.relative()))? {
             let entry = entry?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            if name.starts_with('.') {
-                continue;
-            }
+            let file_name = entry.file_name();
+            let Some(file_name) = file_name.to_str() else { continue };
+            // A stored gzip form is listed under the name it is the form of; other hidden names
+            // (sluice's own files included) not at all.
+            let Some(name) = sluice_store::listed_name(file_name) else { continue };
             let rel = if dir.relative().is_empty() {
-                name.to_string()
+                file_name.to_string()
             } else {
-                format!("{}/{}", dir.relative(), name)
+                format!("{}/{}", dir.relative(), file_name)
             };
-            let Ok(lp) = sluice_proto::http::path::normalize(&format!("/{rel}")) else { continue };
+            // `rel` is a decoded name: `%` is encoded again so that normalising does not decode it.
+            let Ok(lp) = sluice_proto::http::path::normalize(&format!("/{}", rel.replace('%', "%25"))) else {
+                continue;
+            };
             match self.open_entry(&lp) {
                 Ok(Entry::File(_, meta)) => {
                     out.push(Listed { name: name.to_string(), is_dir: false, len: meta.len() })
@@ -173,6 +176,8 @@ impl Library {
             }
         }
         out.sort_by(|a, b| (!a.is_dir, &a.name).cmp(&(!b.is_dir, &b.name)));
+        // A name with both forms (a replacement cut between its two steps) is listed once.
+        out.dedup_by(|a, b| a.name == b.name && a.is_dir == b.is_dir);
         Ok(out)
     }
 }
@@ -184,7 +189,10 @@ impl Library {
         let mut out = Vec::new();
         let mut dirs = vec![(String::new(), 0usize)];
         while let Some((dir, depth)) = dirs.pop() {
-            let Ok(path) = sluice_proto::http::path::normalize(&format!("{dir}/")) else { continue };
+            let Ok(path) = sluice_proto::http::path::normalize(&format!("{}/", dir.replace('%', "%25")))
+            else {
+                continue;
+            };
             let Ok(entries) = self.list(&path) else { continue };
             let mut subdirs = Vec::new();
             for e in entries {

@@ -25,6 +25,16 @@ pub fn gzip_form_name(relative: &str) -> String {
     }
 }
 
+/// The name a directory listing shows for the file `file_name`: itself, the original's name for a
+/// stored gzip form, and `None` for hidden files (a leading `.`: sluice's own and the user's).
+pub fn listed_name(file_name: &str) -> Option<&str> {
+    match file_name.strip_prefix(GZIP_FORM_PREFIX) {
+        Some(original) if !original.is_empty() && !original.starts_with('.') => Some(original),
+        _ if file_name.starts_with('.') => None,
+        _ => Some(file_name),
+    }
+}
+
 /// Whether any segment of `relative` is in the reserved namespace ([`RESERVED_PREFIX`]).
 pub fn is_reserved(relative: &str) -> bool {
     relative.split('/').any(|segment| segment.starts_with(RESERVED_PREFIX))
@@ -127,5 +137,9 @@ mod tests {
         assert_eq!(Key::new(&gzip_form_name("a/x.html")), Err(KeyError::Reserved));
         assert_eq!(Key::new("a/.sluice-upload-1-2/x"), Err(KeyError::Reserved));
         assert!(!is_reserved("a/x.html.gz") && !is_reserved(".sluicefile"));
+        assert_eq!(listed_name(".sluice-gzip.x.html"), Some("x.html"));
+        assert_eq!(listed_name("x.html.gz"), Some("x.html.gz"));
+        assert_eq!(listed_name(".sluice-upload-1-2"), None);
+        assert_eq!(listed_name(".hidden"), None);
     }
 }

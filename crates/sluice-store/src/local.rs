@@ -40,6 +40,10 @@ pub struct LocalStore {
     counter: Arc<AtomicU64>,
 }
 
+/// A key's file opened to read: the file, its metadata and its encoding (`Some("gzip")` for a
+/// stored gzip form).
+type Opened = (File, fs::Metadata, Option<&'static str>);
+
 /// A key's directory (`""` for the root) and its file name.
 fn split(rel: &str) -> (&str, &str) {
     rel.rsplit_once('/').unwrap_or(("", rel))
@@ -102,10 +106,7 @@ impl LocalStore {
     }
 
     /// The key's file (plain, else its gzip form) opened to read, with its encoding.
-    fn open_object(
-        &self,
-        key: &Key,
-    ) -> Result<Option<(File, fs::Metadata, Option<&'static str>)>, StoreError> {
+    fn open_object(&self, key: &Key) -> Result<Option<Opened>, StoreError> {
         for (rel, encoding) in
             [(key.as_str().to_string(), None), (gzip_form_name(key.as_str()), Some("gzip"))]
         {

@@ -302,8 +302,13 @@ fn round_trip(server: &Server, hls: bool) {
     }
     if hls {
         let url = format!("http://{}/n/sub/{}/master.m3u8", server.addr(), encode(NAMES[0]));
+        // The HLS demuxer also lists its streams under a program: the same count, printed twice.
         let (frames, stderr) = ffprobe_video_frames(&url);
-        assert_eq!(frames, "180", "frames over {url} (stderr: {stderr})");
+        let counts: Vec<&str> = frames.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(
+            !counts.is_empty() && counts.iter().all(|c| *c == "180"),
+            "frames over {url}: {frames:?} ({stderr})"
+        );
     }
 }
 
