@@ -103,11 +103,16 @@ impl fmt::Display for S3Location {
 impl FromStr for Location {
     type Err = LocationError;
 
-    /// `s3://…` is a bucket, any other `scheme://…` is refused, and the rest is a directory.
+    /// `s3://…` is a bucket, any other `scheme://…` is refused, and the rest is a directory
+    /// (`/srv/a://b` included: a scheme has no `/`).
     fn from_str(text: &str) -> Result<Location, LocationError> {
+        let is_scheme = |s: &str| {
+            s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        };
         match text.split_once("://") {
-            Some(_) => text.parse().map(Location::S3),
-            None => Ok(Location::Local(PathBuf::from(text))),
+            Some((scheme, _)) if is_scheme(scheme) => text.parse().map(Location::S3),
+            _ => Ok(Location::Local(PathBuf::from(text))),
         }
     }
 }
@@ -145,6 +150,7 @@ mod tests {
         assert_eq!("s3://media/été 日本".parse::<S3Location>().unwrap().prefix, "été 日本");
         assert_eq!("/srv/media".parse::<Location>().unwrap(), Location::Local(PathBuf::from("/srv/media")));
         assert!("s3://m-1.x/p".parse::<Location>().unwrap().is_remote());
+        assert_eq!("/srv/a://b".parse::<Location>().unwrap(), Location::Local(PathBuf::from("/srv/a://b")));
     }
 
     #[test]
