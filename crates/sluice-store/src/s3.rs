@@ -526,3 +526,20 @@ impl Drop for S3Writer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_without_conditional_writes_is_told_apart_from_a_failed_condition() {
+        assert!(unsupported(&object_store::Error::NotImplemented));
+        let generic =
+            |text: &str| object_store::Error::Generic { store: "S3", source: text.to_string().into() };
+        assert!(unsupported(&generic("Server returned non-2xx status code: 501 Not Implemented")));
+        assert!(!unsupported(&generic("Server returned non-2xx status code: 503 Service Unavailable")));
+        let precondition = object_store::Error::Precondition { path: "k".into(), source: "412".into() };
+        assert!(!unsupported(&precondition));
+        assert!(matches!(StoreError::from(precondition), StoreError::PreconditionFailed));
+    }
+}

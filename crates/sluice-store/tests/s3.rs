@@ -201,3 +201,29 @@ fn racing_create_only_writes_have_one_winner() {
     assert!(!w.commit().unwrap().created);
     assert_eq!(store.read_range(&key, 0..100).unwrap(), b"fresh");
 }
+
+#[test]
+fn an_upload_that_reports_created_is_one_request_for_a_new_key() {
+    let weed = weed();
+    let mut config = weed.s3_config("count");
+    config.bucket = "count".into();
+    let store = S3Store::new(config).unwrap();
+    let requests = |kind: &str| {
+        let text = weed.metrics_text().unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("SeaweedFS_s3_request_total{") && l.contains("bucket=\"count\""))
+            .filter(|l| l.contains(&format!("type=\"{kind}\"")))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    let report = || PutOptions { report_created: true, ..Default::default() };
+    sluice_store::put_bytes(&store, &Key::new("warm").unwrap(), b"w", PutOptions::default()).unwrap();
+    let (gets, puts) = (requests("GET") + requests("HEAD"), requests("PUT"));
+    let key = Key::new("new.txt").unwrap();
+    assert!(sluice_store::put_bytes(&store, &key, b"one", report()).unwrap().created);
+    assert_eq!((requests("GET") + requests("HEAD"), requests("PUT")), (gets, puts + 1), "one PUT, no HEAD");
+    // A replacement is told apart by the store's refusal of the create, then written: two PUTs.
+    assert!(!sluice_store::put_bytes(&store, &key, b"two", report()).unwrap().created);
+    assert_eq!(requests("PUT"), puts + 3);
+    assert_eq!(store.read_range(&key, 0..10).unwrap(), b"two");
+}
