@@ -201,16 +201,21 @@ impl SegmentIndex {
     }
 }
 
-/// Presentation time of a video sample in its ticks as the packaged segments present it: the
-/// composition time with the edit list's start taken off (see [`super::fmp4`]).
+/// Presentation time of a sample in its track's ticks: the composition time with the edit list's
+/// start taken off, as the file and the packaged segments (whose init segment carries the same
+/// edit, see [`super::fmp4`]) present it.
 fn presentation(track: &Track, s: &crate::mp4::Sample) -> u64 {
     s.composition_time().saturating_sub(track.edit_start)
 }
 
-/// Index of the first audio sample presented at or after `time` (in `timescale` ticks).
+/// Index of the first audio sample presented at or after `time` (in `timescale` ticks). An
+/// AAC frame's composition time is its decode time; the priming frames before the edit's start
+/// are presented before 0.
 fn first_audio_at(audio: &Track, time: u64, timescale: u32) -> u32 {
     let at = u128::from(time) * u128::from(audio.timescale);
-    audio.samples.partition_point(|s| u128::from(s.decode_time()) * u128::from(timescale) < at) as u32
+    audio.samples.partition_point(|s| {
+        u128::from(s.decode_time().saturating_sub(audio.edit_start)) * u128::from(timescale) < at
+    }) as u32
 }
 
 /// Duration of sample `i` of `track` in its ticks: up to the next sample's decode time; the last
