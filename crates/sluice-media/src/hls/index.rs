@@ -11,7 +11,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use crate::mp4::{Mp4File, Track, TrackKind};
+use crate::mp4::{Mp4File, NothingToStream, Track, TrackKind};
 
 use super::HlsError;
 
@@ -58,15 +58,14 @@ impl SegmentIndex {
     pub fn build(file: &Mp4File, target: Duration) -> Result<SegmentIndex, HlsError> {
         let video = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::H264(_)));
         let audio = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::Aac(_)));
+        file.streamable().map_err(|why| match why {
+            NothingToStream::Fragmented => HlsError::Fragmented,
+            NothingToStream::NoTrack(reasons) => HlsError::UnsupportedCodec(reasons),
+        })?;
+        // Every track indexed is H.264 or AAC, and there is one.
         let main = match video.or(audio) {
             Some(i) => &file.tracks[i],
-            None if file.fragmented => return Err(HlsError::Fragmented),
-            None => {
-                let reasons: Vec<String> =
-                    file.skipped.iter().map(|s| format!("track {}: {}", s.id, s.reason)).collect();
-                let reasons = if reasons.is_empty() { "no tracks".to_string() } else { reasons.join("; ") };
-                return Err(HlsError::UnsupportedCodec(reasons));
-            }
+            None => return Err(HlsError::UnsupportedCodec("no tracks".into())),
         };
         let audio_track = audio.map(|i| &file.tracks[i]);
         let target_ticks = (target.as_secs_f64() * f64::from(main.timescale)).max(1.0) as u64;

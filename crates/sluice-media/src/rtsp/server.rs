@@ -34,6 +34,7 @@ use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
 use sluice_proto::rtsp::{interleaved_header, RtspError};
 
 use super::admission::{Admission, Window};
+use super::playable::first_refusal;
 use super::samples::{SampleCache, SAMPLE_CACHE_BYTES};
 use super::session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, Output, Overload, Release, RtspConfig,
@@ -159,6 +160,17 @@ pub enum Note<'a> {
         path: &'a str,
         /// Why.
         error: &'a io::Error,
+    },
+    /// A presentation cannot be streamed and requests for it are refused with `status`: noted the
+    /// first time this process refuses the path for this reason (a warning for the operator),
+    /// not on every request.
+    Unplayable {
+        /// The URL path.
+        path: &'a str,
+        /// The status the requests get.
+        status: u16,
+        /// Why.
+        reason: &'a str,
     },
     /// A viewer's queue refused a frame of `packets` packets (its connection or the network is
     /// slower than the stream).
@@ -520,6 +532,12 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                     self.observer.note(Note::ViewerRefused);
                 }
                 self.observer.note(Note::Refused(error));
+            }
+            for (path, refusal) in &self.output.unplayable {
+                if first_refusal(path, refusal) {
+                    let (status, reason) = (refusal.status, refusal.reason.as_str());
+                    self.observer.note(Note::Unplayable { path, status, reason });
+                }
             }
             let peer = c.rtsp.context().peer;
             for answered in &self.output.access {
