@@ -206,7 +206,8 @@ impl AccessUnits {
 /// `degrade` policy drops whole frames before they are packetized, so no sequence number goes
 /// missing) leaves a hole in that span, which is how a viewer that lost no packet can still fall
 /// short. Constant memory per viewer: a viewer of an hour keeps the same five numbers as one of
-/// a second.
+/// a second. It assumes a constant frame rate (the smallest step is every step); a file with a
+/// variable one is judged with `--expect-samples` instead.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct SentSpan {
     /// Earliest and latest presentation time received, in RTP clock ticks from the start.
