@@ -18,5 +18,7 @@ pub mod mp4;
 pub mod rtsp;
 pub mod sdp;
 
-pub use mp4::{AacConfig, H264Config, Mp4Error, Mp4File, Sample, SkippedTrack, Track, TrackKind};
+pub use mp4::{
+    AacConfig, H264Config, Mp4Error, Mp4File, NothingToStream, Sample, SkippedTrack, Track, TrackKind,
+};
 pub use sdp::{session_description, SdpOptions};

@@ -242,6 +242,17 @@ pub struct SkippedTrack {
     pub reason: String,
 }
 
+/// Why an indexed file has nothing to stream (over RTSP or as HLS).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NothingToStream {
+    /// The samples live in movie fragments (`moof`), which this module does not read.
+    #[error("fragmented MP4 (moof boxes): only progressive MP4 files are served")]
+    Fragmented,
+    /// No track is H.264 or AAC; why each track was skipped.
+    #[error("no H.264 or AAC track ({0})")]
+    NoTrack(String),
+}
+
 /// An indexed MP4 file.
 #[derive(Debug, Clone)]
 pub struct Mp4File {
@@ -295,6 +306,24 @@ impl Mp4File {
             }
         }
         Ok(file)
+    }
+
+    /// Whether the file has a track to stream: an H.264 or AAC track with samples. The one check
+    /// every protocol makes before serving a file.
+    pub fn streamable(&self) -> Result<(), NothingToStream> {
+        if !self.tracks.is_empty() {
+            return Ok(());
+        }
+        if self.fragmented {
+            return Err(NothingToStream::Fragmented);
+        }
+        let reasons: Vec<String> =
+            self.skipped.iter().map(|s| format!("track {}: {}", s.id, s.reason)).collect();
+        Err(NothingToStream::NoTrack(if reasons.is_empty() {
+            "no tracks".to_string()
+        } else {
+            reasons.join("; ")
+        }))
     }
 
     /// Duration of the longest track in seconds (the SDP `a=range`).

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use sluice_media::mp4::Mp4File;
-use sluice_media::rtsp::{Catalogue, MediaLibrary, NotFound};
+use sluice_media::rtsp::{playable, Catalogue, MediaLibrary, NotFound, Refusal, Unplayable};
 use sluice_proto::http::path::normalize;
 
 use crate::library::{Entry, Library};
@@ -104,7 +104,21 @@ impl MediaCatalogue {
 
 impl Catalogue for MediaCatalogue {
     fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound> {
-        let (key, bytes, made) = self.open_file(path).map_err(|_| NotFound)?;
+        self.index(path).map_err(|_| NotFound)
+    }
+
+    fn open_playable(&self, path: &str) -> Result<Arc<Mp4File>, Refusal> {
+        let file = self.index(path)?;
+        playable(&file).map_err(Refusal::Unplayable)?;
+        Ok(file)
+    }
+}
+
+impl MediaCatalogue {
+    /// The indexed file at `path`; an MP4-named file that cannot be indexed is
+    /// [`Refusal::Unplayable`] (500, with the demuxer's reason), anything else missing is 404.
+    fn index(&self, path: &str) -> Result<Arc<Mp4File>, Refusal> {
+        let (key, bytes, made) = self.open_file(path).map_err(|_| Refusal::NotFound)?;
         let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = index.get(&key).filter(|i| i.made == made) {
             return Ok(Arc::clone(&i.file));
@@ -119,14 +133,14 @@ impl Catalogue for MediaCatalogue {
                 let reader = BufReader::with_capacity(256 << 10, remote.cache().reader(version));
                 Mp4File::read(reader, version.len)
             }
-            (MediaBytes::Remote(_), MediaSource::Local(_)) => return Err(NotFound),
+            (MediaBytes::Remote(_), MediaSource::Local(_)) => return Err(Refusal::NotFound),
         };
         let indexed = match read {
             Ok(f) => Arc::new(f),
-            Err(e) => {
-                tracing::debug!("rtsp: {key} is not a playable MP4: {e}");
-                return Err(NotFound);
+            Err(e) if crate::page::is_mp4(&key) => {
+                return Err(Refusal::Unplayable(Unplayable::unreadable(&e)))
             }
+            Err(_) => return Err(Refusal::NotFound),
         };
         if index.len() >= MAX_INDEXED {
             index.clear();

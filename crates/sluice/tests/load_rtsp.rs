@@ -191,6 +191,50 @@ fn expected_count_stops_viewers_and_defines_perfect() {
     assert!(report.viewers.iter().all(|v| v.samples == 30));
 }
 
+/// A ramp with a deadline before the file's end: every viewer plays less of it than the one
+/// before, none loses anything, so each is perfect against what it was sent in its own time
+/// (judged against the first viewer's count, only that one would be).
+#[test]
+fn viewers_cut_off_by_the_deadline_are_judged_by_what_they_were_sent() {
+    let server = GstServer::start(&["--no-shared"]);
+    let json = temp_json("ramp");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["load", "rtsp", &server.url, "--json"])
+        .arg(&json)
+        .args(["--clients", "6", "--ramp", "3s", "--duration", "5s", "--idle-end", "2s", "--threads", "2"])
+        .output()
+        .expect("run sluice load rtsp");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "sluice load rtsp failed: {}\n{stdout}", out.status);
+    let report = RtspReport::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    let s = &report.summary;
+    let detail = || format!("{s:#?}\n{:#?}", report.viewers);
+    assert_eq!(s.failures.total(), 0, "{}", detail());
+    assert_eq!(s.ends.deadline, 6, "the deadline stops every viewer before the end: {}", detail());
+    assert!(
+        s.samples_max - s.samples_min >= 60,
+        "the ramp gives the viewers different shares of the file: {}",
+        detail()
+    );
+    for v in &report.viewers {
+        // What a viewer was owed follows from how long it played: 30 frames a second, give or
+        // take the first frame's wait and the frames in flight at the deadline.
+        let played = v.playing_ms.unwrap() as f64 / 1000.0;
+        let owed = v.expected_samples as f64;
+        assert!(
+            owed <= played * 30.0 + 15.0 && owed >= played * 30.0 - 30.0,
+            "viewer {} played {played:.2} s and was owed {owed}: {}",
+            v.index,
+            detail()
+        );
+        assert_eq!(v.samples, v.expected_samples, "viewer {}: {}", v.index, detail());
+        assert_eq!(v.video_lost_packets, 0, "viewer {}: {}", v.index, detail());
+    }
+    assert_eq!(s.perfect_clients, 6, "{}", detail());
+    assert!(stdout.contains("6 of 6 viewers received all samples sent to them"), "{stdout}");
+}
+
 #[test]
 fn non_loopback_targets_are_refused() {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))

@@ -192,6 +192,7 @@ const RTP_PACKETS: &str = "sluice_rtp_packets_sent_total";
 const RTP_BYTES: &str = "sluice_rtp_bytes_sent_total";
 const FRAMES_DROPPED: &str = "sluice_rtp_frames_dropped_total";
 const PACKETS_DROPPED: &str = "sluice_rtp_packets_dropped_total";
+const LATE_SENDS: &str = "sluice_rtp_late_sends_total";
 
 fn released(reason: &str) -> String {
     format!("sluice_rtsp_sessions_released_total{{reason=\"{reason}\"}}")
@@ -1292,31 +1293,54 @@ fn fifty_viewers(engine: &[&str], transport: RtspTransport) {
     let report = RtspReport::from_json(&text).expect("the JSON report reads back");
     assert_eq!(report.settings.transport, transport);
     let s = &report.summary;
+    let text = wait_metrics(&server, "the viewers' sessions are released", |t| metric(t, SESSIONS) == 0);
+    let dropped = metric(&text, FRAMES_DROPPED);
+    // What the machine was doing, for the messages: the server drops frames (under its default
+    // `degrade` policy) when its RTSP loop falls behind, which a busy CI machine makes happen.
+    let load = format!(
+        "server: {dropped} frames dropped, {} samples sent late (> 50 ms), {} packets dropped; \
+         machine load average {}",
+        metric(&text, LATE_SENDS),
+        metric(&text, PACKETS_DROPPED),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
     let detail = || {
         format!(
-            "{s:#?}\nviewers with a problem: {:#?}",
+            "{load}\n{s:#?}\nviewers with a problem: {:#?}",
             report
                 .viewers
                 .iter()
-                .filter(|v| v.samples != m.video_frames || v.lost_packets > 0 || v.failure.is_some())
+                .filter(|v| v.samples != m.video_frames
+                    || v.audio_frames != m.audio_frames
+                    || v.lost_packets > 0
+                    || v.failure.is_some())
                 .collect::<Vec<_>>()
         )
     };
     assert_eq!(s.clients, 50, "{}", detail());
     assert_eq!(s.failures.total(), 0, "failed viewers: {}", detail());
     assert_eq!(s.playing_clients, 50, "{}", detail());
-    for v in &report.viewers {
-        assert_eq!(v.samples, m.video_frames, "viewer {} video samples: {}", v.index, detail());
-        assert_eq!(v.audio_frames, m.audio_frames, "viewer {} audio frames: {}", v.index, detail());
-        assert_eq!(v.lost_packets, 0, "viewer {} lost packets: {}", v.index, detail());
-    }
-    assert_eq!(s.perfect_clients, 50, "{}", detail());
-    assert_eq!(s.lost_packets, 0, "{}", detail());
+    assert_eq!(s.lost_packets, 0, "every packet the server sent arrives: {}", detail());
     assert_eq!(s.ends.stream_end + s.ends.closed, 50, "every viewer reached the end: {}", detail());
-    let text = wait_metrics(&server, "the viewers' sessions are released", |t| metric(t, SESSIONS) == 0);
     assert_eq!(metric(&text, CREATED), 50, "one session per viewer");
-    assert_eq!(metric(&text, FRAMES_DROPPED), 0);
-    assert_eq!(metric(&text, PACKETS_DROPPED), 0);
+    // Every sample a viewer misses must be a frame the server says it dropped, and no other:
+    // on a quiet machine none is, and all 50 viewers get every sample; on a busy one the loop
+    // may fall behind and drop whole frames (counted in its metrics), never lose one silently.
+    let missing: u64 = report
+        .viewers
+        .iter()
+        .map(|v| {
+            assert!(v.samples <= m.video_frames, "viewer {} got more than the file: {}", v.index, detail());
+            assert!(v.audio_frames <= m.audio_frames, "viewer {}: {}", v.index, detail());
+            (m.video_frames - v.samples) + (m.audio_frames - v.audio_frames)
+        })
+        .sum();
+    assert_eq!(missing, dropped, "samples the viewers missed vs frames the server dropped: {}", detail());
+    if dropped == 0 {
+        assert_eq!(s.perfect_clients, 50, "{}", detail());
+    } else {
+        eprintln!("fifty viewers over {}: {load}", transport.name());
+    }
 }
 
 fn fifty_viewers_over_tcp_get_every_sample(engine: &[&str]) {

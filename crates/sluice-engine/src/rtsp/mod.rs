@@ -283,6 +283,9 @@ impl Observer for Shard {
                 )
             }
             Note::SampleRead => self.syscall(Syscall::Pread),
+            Note::Unplayable { path, status, reason } => {
+                tracing::warn!(target: "sluice::rtsp", path, status, "rtsp: cannot stream {path}: {reason}")
+            }
             Note::Unreadable { path, error } => {
                 tracing::warn!("rtsp: cannot open {path} to stream it: {error}")
             }

@@ -4,8 +4,9 @@
 //! retina reports). Viewers start spread evenly over a ramp, all run as tasks on one tokio runtime,
 //! and each stops at the stream's end (no media for `idle_end`), at the expected sample count, or
 //! at the run's deadline, whichever comes first, so every run is bounded in time. The result is an
-//! [`RtspReport`]: per-viewer counts plus the E5 summary (perfect-sending clients, mean and
-//! standard deviation of samples, lost packets, failures by kind).
+//! [`RtspReport`]: per-viewer counts plus the E5 summary (perfect-sending clients, each judged
+//! against what it was sent while it played, mean and standard deviation of samples, lost
+//! packets, failures by kind).
 //!
 //! It owns the viewers and their accounting. It does not own the command line nor any server.
 //!
@@ -74,8 +75,9 @@ pub struct RtspConfig {
     /// Deadline of the whole run, from its start (ramp included); `None` means
     /// [`DEFAULT_MAX_DURATION`], with viewers normally ending at the stream's end.
     pub duration: Option<Duration>,
-    /// Video samples a viewer must receive to count as perfect; when `None` the most any viewer
-    /// received is the reference. A viewer that reaches it stops.
+    /// Video samples every viewer must receive to count as perfect (the whole file is
+    /// expected); when `None` each viewer must receive every sample sent to it for the time it
+    /// played, from its RTP timestamps. A viewer that reaches it stops.
     pub expect_samples: Option<u64>,
     /// A playing viewer that receives nothing for this long has reached the stream's end.
     pub idle_end: Duration,

@@ -1,5 +1,6 @@
 //! The result of an RTSP viewer run as data: the settings, one [`ViewerResult`] per viewer and
-//! the E5 summary built from them (perfect-sending clients against a reference sample count,
+//! the E5 summary built from them (perfect-sending clients, each judged against its own count
+//! of the samples sent to it, or against `--expect-samples` when the whole file is expected,
 //! mean and standard deviation of samples received, lost packets, failures and end reasons by
 //! kind). It serializes to JSON and reads back (the lab keeps runs), and renders the readable
 //! end-of-run summary. It measures nothing.
@@ -27,6 +28,11 @@ pub struct ViewerResult {
     pub playing_ms: Option<u64>,
     /// Complete video access units received.
     pub samples: u64,
+    /// Video samples the server sent it for the time it played, from the RTP timestamps it
+    /// received (see the module docs): what it must have received to be perfect, unless the
+    /// run expects a count of every viewer (`--expect-samples`).
+    #[serde(default)]
+    pub expected_samples: u64,
     /// Audio frames received.
     pub audio_frames: u64,
     /// RTP packets lost (sequence-number gaps, all streams).
@@ -53,6 +59,7 @@ impl ViewerResult {
             first_sample_ms: None,
             playing_ms: None,
             samples: 0,
+            expected_samples: 0,
             audio_frames: 0,
             lost_packets: 0,
             video_lost_packets: 0,
@@ -139,11 +146,14 @@ pub struct EndCounts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReferenceSource {
-    /// Given with `--expect-samples`.
+    /// Given with `--expect-samples`: every viewer must receive the whole file.
     Expected,
-    /// The most samples any viewer received (the server's SDP range times the frame rate is not a
-    /// reliable count).
+    /// The most samples any viewer received (reports of earlier versions; a viewer that started
+    /// later and was stopped by the deadline fell short of it without losing anything).
     MaxReceived,
+    /// Each viewer's own: the samples sent to it for the time it played, from its RTP
+    /// timestamps ([`ViewerResult::expected_samples`]); the reference count is the largest.
+    SentToEach,
 }
 
 /// The run's figures (E5's).
@@ -153,9 +163,12 @@ pub struct RtspSummary {
     pub clients: usize,
     /// Viewers that got a PLAY response.
     pub playing_clients: usize,
-    /// Viewers that received at least the reference count of samples ("perfect sending").
+    /// Viewers that lost no video packet and received every sample they were owed: all
+    /// `--expect-samples`, else every sample sent to them for the time they played ("perfect
+    /// sending").
     pub perfect_clients: usize,
-    /// The sample count a perfect viewer reaches.
+    /// The sample count a perfect viewer reaches: `--expect-samples`, else the largest of the
+    /// viewers' own counts.
     pub reference_samples: u64,
     /// Where `reference_samples` came from.
     pub reference: ReferenceSource,
@@ -196,7 +209,13 @@ impl RtspSummary {
         let samples_min = viewers.iter().map(|v| v.samples).min().unwrap_or(0);
         let (reference_samples, reference) = match expect {
             Some(e) => (e, ReferenceSource::Expected),
-            None => (samples_max, ReferenceSource::MaxReceived),
+            None => {
+                (viewers.iter().map(|v| v.expected_samples).max().unwrap_or(0), ReferenceSource::SentToEach)
+            }
+        };
+        let owed = |v: &ViewerResult| expect.unwrap_or(v.expected_samples);
+        let perfect = |v: &ViewerResult| {
+            v.failure.is_none() && v.video_lost_packets == 0 && owed(v) > 0 && v.samples >= owed(v)
         };
         let samples_total: u64 = viewers.iter().map(|v| v.samples).sum();
         let samples_mean = if n == 0 { 0.0 } else { samples_total as f64 / n as f64 };
@@ -226,10 +245,7 @@ impl RtspSummary {
         RtspSummary {
             clients: n,
             playing_clients: viewers.iter().filter(|v| v.setup_ms.is_some()).count(),
-            perfect_clients: viewers
-                .iter()
-                .filter(|v| reference_samples > 0 && v.samples >= reference_samples)
-                .count(),
+            perfect_clients: viewers.iter().filter(|v| perfect(v)).count(),
             reference_samples,
             reference,
             samples_mean,
@@ -357,15 +373,24 @@ impl RtspReport {
             self.duration_s
         )?;
         writeln!(out, "    {}\n", st.url)?;
-        let reference = match s.reference {
-            ReferenceSource::Expected => "expected",
-            ReferenceSource::MaxReceived => "most received",
-        };
-        writeln!(
-            out,
-            "  perfect    {} of {} viewers received all {} samples ({reference})",
-            s.perfect_clients, s.clients, s.reference_samples
-        )?;
+        match s.reference {
+            ReferenceSource::Expected => writeln!(
+                out,
+                "  perfect    {} of {} viewers received all {} samples (expected)",
+                s.perfect_clients, s.clients, s.reference_samples
+            )?,
+            ReferenceSource::MaxReceived => writeln!(
+                out,
+                "  perfect    {} of {} viewers received all {} samples (most received)",
+                s.perfect_clients, s.clients, s.reference_samples
+            )?,
+            ReferenceSource::SentToEach => writeln!(
+                out,
+                "  perfect    {} of {} viewers received all samples sent to them while they played \
+                 (up to {}), losing none",
+                s.perfect_clients, s.clients, s.reference_samples
+            )?,
+        }
         writeln!(
             out,
             "  samples    mean={:.1} stdev={:.1} min={} max={} total={}",
@@ -413,14 +438,52 @@ mod tests {
     fn viewer(index: usize, samples: u64, lost: u64, end: EndReason) -> ViewerResult {
         let mut v = ViewerResult::new(index, 0);
         v.samples = samples;
+        v.expected_samples = 180;
         v.lost_packets = lost;
+        v.video_lost_packets = lost;
         v.end = end;
         v.setup_ms = Some(5);
         v
     }
 
+    /// A viewer stopped by the deadline after receiving `samples` of the `sent` it was sent.
+    fn cut_off(index: usize, samples: u64, sent: u64) -> ViewerResult {
+        let mut v = viewer(index, samples, 0, EndReason::Deadline);
+        v.expected_samples = sent;
+        v
+    }
+
     #[test]
-    fn summary_against_the_most_received() {
+    fn viewers_that_started_later_are_judged_by_what_they_were_sent() {
+        // A ramp: each viewer played less of the file before the deadline, lost nothing and got
+        // all it was sent; one more lost no packet but was sent only 80 of its 90 frames' span.
+        let viewers =
+            vec![cut_off(0, 150, 150), cut_off(1, 120, 120), cut_off(2, 90, 90), cut_off(3, 80, 90)];
+        let s = RtspSummary::from_viewers(&viewers, None, Duration::from_secs(8));
+        assert_eq!((s.perfect_clients, s.reference_samples), (3, 150), "{s:#?}");
+        assert_eq!(s.reference, ReferenceSource::SentToEach);
+        // A video packet lost is never perfect, whatever the count; an audio one is not judged.
+        let mut lossy = cut_off(4, 90, 90);
+        lossy.video_lost_packets = 1;
+        lossy.lost_packets = 1;
+        let mut audio_gap = cut_off(5, 90, 90);
+        audio_gap.lost_packets = 1;
+        let s = RtspSummary::from_viewers(&[lossy, audio_gap], None, Duration::from_secs(8));
+        assert_eq!(s.perfect_clients, 1);
+        // With --expect-samples the whole file is expected of every viewer.
+        let s = RtspSummary::from_viewers(&viewers, Some(150), Duration::from_secs(8));
+        assert_eq!((s.perfect_clients, s.reference), (1, ReferenceSource::Expected));
+        let mut out = Vec::new();
+        let config = RtspConfig::new("rtsp://127.0.0.1:8554/x.mp4", 4);
+        RtspReport::build(&config, SystemTime::now(), Duration::from_secs(8), viewers)
+            .write_summary(&mut out)
+            .unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("3 of 4 viewers received all samples sent to them"), "{out}");
+    }
+
+    #[test]
+    fn summary_against_what_each_was_sent() {
         let viewers = vec![
             viewer(0, 180, 0, EndReason::StreamEnd),
             viewer(1, 180, 0, EndReason::StreamEnd),
@@ -429,7 +492,7 @@ mod tests {
         ];
         let s = RtspSummary::from_viewers(&viewers, None, Duration::from_secs(2));
         assert_eq!((s.clients, s.playing_clients, s.perfect_clients), (4, 3, 2));
-        assert_eq!((s.reference_samples, s.reference), (180, ReferenceSource::MaxReceived));
+        assert_eq!((s.reference_samples, s.reference), (180, ReferenceSource::SentToEach));
         assert_eq!((s.samples_min, s.samples_max, s.samples_total), (0, 180, 530));
         assert!((s.samples_mean - 132.5).abs() < 1e-9);
         // Population stdev of 180, 180, 170, 0.

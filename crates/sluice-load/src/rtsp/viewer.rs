@@ -199,6 +199,58 @@ impl AccessUnits {
     }
 }
 
+/// The video samples a viewer was sent for the time it played, from the RTP timestamps of its
+/// packets: the span of presentation times from the `PLAY`'s start (`RTP-Info`'s `rtptime`, time
+/// 0 of retina's timestamps) to the latest one received, divided by the frame interval (the
+/// smallest step between two packets' timestamps). A frame the server skipped (its
+/// `degrade` policy drops whole frames before they are packetized, so no sequence number goes
+/// missing) leaves a hole in that span, which is how a viewer that lost no packet can still fall
+/// short. Constant memory per viewer: a viewer of an hour keeps the same five numbers as one of
+/// a second. It assumes a constant frame rate (the smallest step is every step); a file with a
+/// variable one is judged with `--expect-samples` instead.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SentSpan {
+    /// Earliest and latest presentation time received, in RTP clock ticks from the start.
+    first: i64,
+    last: Option<i64>,
+    /// The previous packet's timestamp.
+    previous: Option<i64>,
+    /// The smallest nonzero step between consecutive packets' timestamps: one frame.
+    interval: Option<i64>,
+    /// How far behind the latest timestamp a packet arrived at most (B-frames come after the
+    /// frame they precede): frames a viewer cut off mid-stream may still be owed at its end.
+    behind: i64,
+}
+
+impl SentSpan {
+    /// A video packet with RTP timestamp `ticks` since the start arrived.
+    pub(crate) fn push(&mut self, ticks: i64) {
+        self.first = self.first.min(ticks);
+        let last = self.last.map_or(ticks, |l| l.max(ticks));
+        self.behind = self.behind.max(last - ticks);
+        self.last = Some(last);
+        if let Some(step) = self.previous.map(|p| (ticks - p).abs()).filter(|&d| d > 0) {
+            self.interval = Some(self.interval.map_or(step, |i| i.min(step)));
+        }
+        self.previous = Some(ticks);
+    }
+
+    /// The samples sent for the span played. `cut`: the viewer stopped before the stream's end,
+    /// so the frames presented before its latest one but sent after it (reordered, at most
+    /// the deepest reordering seen) are not owed.
+    pub(crate) fn expected(&self, cut: bool) -> u64 {
+        let Some(last) = self.last else { return 0 };
+        let Some(interval) = self.interval else { return 1 };
+        let frames = |ticks: i64| ((ticks + interval / 2) / interval) as u64;
+        let span = frames(last - self.first) + 1;
+        if cut {
+            span.saturating_sub(frames(self.behind))
+        } else {
+            span
+        }
+    }
+}
+
 /// Audio frames in an RTP payload: the AU headers of AAC-hbr (RFC 3640 §3.2.1, 16 bits each), or
 /// one frame a packet for other encodings.
 fn audio_frames(payload: &[u8], aac: bool) -> u64 {
@@ -331,6 +383,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         if got_first { last_media + plan.idle_end } else { setup_deadline }.min(plan.deadline)
     };
     let mut units = AccessUnits::default();
+    let mut sent = SentSpan::default();
     let timer = tokio::time::sleep_until(limit(false, last_media));
     tokio::pin!(timer);
     loop {
@@ -370,6 +423,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
                     continue;
                 }
                 result.video_lost_packets += u64::from(loss);
+                sent.push(packet.timestamp().elapsed());
                 if units.push(loss, packet.mark()) != Some(true) {
                     continue;
                 }
@@ -404,6 +458,10 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         }
     }
     result.playing_ms = Some(ms_between(playing_at, Instant::now()));
+    // It was sent at least what it received (the reordering allowance of a cut-off viewer can
+    // excuse more than was missing).
+    let cut = matches!(result.end, EndReason::Deadline | EndReason::Expected);
+    result.expected_samples = sent.expected(cut).max(result.samples);
     result
 }
 
@@ -424,6 +482,59 @@ mod tests {
         assert_eq!(u.push(0, true), Some(true));
         // A loss right before a marker: that unit lost its first packets.
         assert_eq!(u.push(1, true), Some(false));
+    }
+
+    /// 30 fps at 90 kHz, two B-frames: decode order I0 P3 B1 B2 P6 B4 B5 ...
+    const FRAME: i64 = 3000;
+
+    fn ibbp(frames: usize) -> Vec<i64> {
+        let order = [0, 3, 1, 2, 6, 4, 5, 9, 7, 8];
+        order.iter().take(frames).map(|&f| f * FRAME).collect()
+    }
+
+    #[test]
+    fn the_span_sent_counts_every_frame_of_a_stream_played_to_its_end() {
+        let mut sent = SentSpan::default();
+        // Several packets a frame (same timestamp), as a large frame is fragmented.
+        for ts in ibbp(10) {
+            sent.push(ts);
+            sent.push(ts);
+        }
+        assert_eq!(sent.expected(false), 10);
+        assert_eq!(SentSpan::default().expected(false), 0);
+    }
+
+    #[test]
+    fn a_viewer_cut_off_is_not_owed_the_frames_reordered_past_its_end() {
+        // Stopped right after P6: B4 and B5 were not sent yet; the five received are all.
+        let mut sent = SentSpan::default();
+        for ts in ibbp(5) {
+            sent.push(ts);
+        }
+        assert_eq!(sent.expected(true), 5);
+        // Played to the end, the same packets would be two short.
+        assert_eq!(sent.expected(false), 7);
+    }
+
+    #[test]
+    fn frames_the_server_skipped_are_owed() {
+        // Frames 10 to 29 never sent (dropped up to the next keyframe), no sequence gap.
+        let mut sent = SentSpan::default();
+        for f in (0..10).chain(30..40) {
+            sent.push(f * FRAME);
+        }
+        assert_eq!(sent.expected(false), 40);
+        assert_eq!(sent.expected(true), 40, "no reordering, so nothing is excused at the end");
+    }
+
+    #[test]
+    fn a_stream_started_at_a_seek_counts_from_its_start() {
+        // Timestamps are from the PLAY's start; a keyframe slightly before it is still sent.
+        let mut sent = SentSpan::default();
+        for f in -1..29 {
+            sent.push(f * FRAME);
+        }
+        assert_eq!(sent.expected(false), 30);
     }
 
     #[test]

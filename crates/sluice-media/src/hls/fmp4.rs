@@ -9,17 +9,22 @@
 //! segments start ([`super::index`] does).
 //!
 //! Timing: `tfdt` is the first sample's decode time from the original tables, so it is
-//! continuous across segments by construction. Video composition offsets are written as signed
-//! (`trun` version 1) with the edit list's start taken off, so the first frame is presented at
-//! time 0 without an edit list in the init segment (CMAF's way; players ignore `elst` in
-//! fragmented files more often than not).
+//! continuous across segments by construction, and each `trun` carries the file's own
+//! composition offsets. Where the file's edit list starts a track later than its media time 0
+//! (the B-frame delay of H.264, the encoder delay or "priming" of AAC, 1,024 samples from
+//! ffmpeg's encoder), the init segment carries the same start as a one-entry edit list
+//! (`segment_duration` 0: the whole media), as CMAF packagers do: ffmpeg, Chromium's and
+//! Firefox's MSE and Safari all shift the track by it, so the priming samples are presented
+//! before time 0 and dropped, and audio and video keep the offsets they have in the MP4. (Taking
+//! the delay off the composition offsets instead cannot express audio priming, whose decode and
+//! presentation times are equal, and ffmpeg shifts negative offsets back up.)
 
 use std::ops::Range;
 
 use mp4_atom::{
-    Audio, Avc1, Avcc, Dinf, Dref, Encode, Esds, Ftyp, Hdlr, Mdhd, Mdia, Mfhd, Minf, Moof, Moov, Mp4a, Mvex,
-    Mvhd, Smhd, Stbl, Stco, Stsc, Stsd, Stsz, Stts, Tfdt, Tfhd, Tkhd, Traf, Trak, Trex, Trun, TrunEntry,
-    TrunSamples, Url, Visual, Vmhd,
+    Audio, Avc1, Avcc, Dinf, Dref, Edts, Elst, ElstEntry, Encode, Esds, Ftyp, Hdlr, Mdhd, Mdia, Mfhd, Minf,
+    Moof, Moov, Mp4a, Mvex, Mvhd, Smhd, Stbl, Stco, Stsc, Stsd, Stsz, Stts, Tfdt, Tfhd, Tkhd, Traf, Trak,
+    Trex, Trun, TrunEntry, TrunSamples, Url, Visual, Vmhd,
 };
 
 use super::index::{sample_duration, Packaged, SegmentIndex};
@@ -178,6 +183,7 @@ fn init_trak(track: &Track, id: u32) -> Trak {
     };
     Trak {
         tkhd,
+        edts: edit_list(track),
         mdia: Mdia {
             mdhd: Mdhd { timescale: track.timescale, language: "und".into(), ..Default::default() },
             hdlr: Hdlr { handler: handler.into(), name: "sluice".into() },
@@ -198,6 +204,20 @@ fn init_trak(track: &Track, id: u32) -> Trak {
         },
         ..Default::default()
     }
+}
+
+/// The track's edit list for the init segment: where presentation starts in its media time, for
+/// the whole of the media (`segment_duration` 0); `None` when it starts at 0.
+fn edit_list(track: &Track) -> Option<Edts> {
+    (track.edit_start > 0).then(|| Edts {
+        elst: Some(Elst {
+            entries: vec![ElstEntry {
+                segment_duration: 0,
+                media_time: Some(track.edit_start),
+                media_rate: 1.into(),
+            }],
+        }),
+    })
 }
 
 /// One `trun`'s worth of samples: consecutive samples of one track lying back to back in the
@@ -268,15 +288,11 @@ pub fn media_segment(file: &Mp4File, index: &SegmentIndex, n: usize) -> Result<S
             .clone()
             .map(|i| {
                 let s = &track.samples[i];
-                let cts = match which {
-                    Packaged::Video => i64::from(s.composition_offset()) - track.edit_start as i64,
-                    Packaged::Audio => 0,
-                };
                 TrunEntry {
                     duration: Some(sample_duration(track, i)),
                     size: Some(s.size()),
                     flags: Some(if s.is_sync() { SYNC_FLAGS } else { NON_SYNC_FLAGS }),
-                    cts: (which == Packaged::Video).then_some(cts),
+                    cts: (which == Packaged::Video).then_some(i64::from(s.composition_offset())),
                 }
             })
             .collect();
@@ -345,6 +361,56 @@ mod tests {
         assert_eq!(moov.mvex.as_ref().unwrap().trex.len(), 2);
         assert_eq!(moov.trak[0].mdia.mdhd.timescale, 15360);
         assert_eq!(moov.trak[1].mdia.mdhd.timescale, 48000);
+        // Each track starts where the file's edit list starts it: the video after its B-frame
+        // delay, the audio after the AAC encoder's 1,024 priming samples (ffprobe on the demo:
+        // the first audio packet at -0.021333 s, with skip_samples=1024).
+        for (trak, track) in moov.trak.iter().zip(&file.tracks) {
+            assert!(track.edit_start > 0, "the demo has an edit on track {}", track.id);
+            let elst = trak.edts.as_ref().and_then(|e| e.elst.as_ref()).expect("an edit list");
+            assert_eq!(elst.entries.len(), 1);
+            assert_eq!(elst.entries[0].media_time, Some(track.edit_start));
+            assert_eq!(elst.entries[0].segment_duration, 0, "the whole media");
+        }
+        assert_eq!(file.tracks[1].edit_start, 1024, "AAC priming");
+    }
+
+    #[test]
+    fn tracks_without_an_edit_get_no_edit_list() {
+        let mut file = Mp4File::from_bytes(&demo_bytes()).unwrap();
+        for track in &mut file.tracks {
+            track.edit_start = 0;
+        }
+        let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
+        let init = init_segment(&file, &index).unwrap();
+        let mut buf = init.as_slice();
+        Ftyp::decode(&mut buf).unwrap();
+        let moov = Moov::decode(&mut buf).unwrap();
+        assert!(moov.trak.iter().all(|t| t.edts.is_none()));
+    }
+
+    /// The `trun`s carry the file's own composition offsets (the edit list does the shift).
+    #[test]
+    fn segments_keep_the_files_composition_offsets() {
+        let data = demo_bytes();
+        let file = Mp4File::from_bytes(&data).unwrap();
+        let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
+        let video = &file.tracks[0];
+        let mut offsets = Vec::new();
+        for n in 0..index.segments() {
+            let plan = media_segment(&file, &index, n).unwrap();
+            let moof = Moof::decode(&mut plan.header.as_slice()).unwrap();
+            for trun in &moof.traf[0].trun {
+                let TrunSamples::Explicit(entries) = &trun.samples else { panic!("explicit entries") };
+                offsets.extend(entries.iter().map(|e| e.cts.expect("video has offsets")));
+            }
+            assert!(moof.traf[1].trun.iter().all(|t| match &t.samples {
+                TrunSamples::Explicit(e) => e.iter().all(|e| e.cts.is_none()),
+                _ => false,
+            }));
+        }
+        let expected: Vec<i64> = video.samples.iter().map(|s| i64::from(s.composition_offset())).collect();
+        assert_eq!(offsets, expected);
+        assert!(offsets.iter().all(|&o| o >= 0) && offsets[0] == video.edit_start as i64);
     }
 
     /// Every sample of every track is in exactly one segment, at the place its `trun` says,

@@ -11,7 +11,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use crate::mp4::{Mp4File, Track, TrackKind};
+use crate::mp4::{Mp4File, NothingToStream, Track, TrackKind};
 
 use super::HlsError;
 
@@ -58,15 +58,14 @@ impl SegmentIndex {
     pub fn build(file: &Mp4File, target: Duration) -> Result<SegmentIndex, HlsError> {
         let video = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::H264(_)));
         let audio = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::Aac(_)));
+        file.streamable().map_err(|why| match why {
+            NothingToStream::Fragmented => HlsError::Fragmented,
+            NothingToStream::NoTrack(reasons) => HlsError::UnsupportedCodec(reasons),
+        })?;
+        // Every track indexed is H.264 or AAC, and there is one.
         let main = match video.or(audio) {
             Some(i) => &file.tracks[i],
-            None if file.fragmented => return Err(HlsError::Fragmented),
-            None => {
-                let reasons: Vec<String> =
-                    file.skipped.iter().map(|s| format!("track {}: {}", s.id, s.reason)).collect();
-                let reasons = if reasons.is_empty() { "no tracks".to_string() } else { reasons.join("; ") };
-                return Err(HlsError::UnsupportedCodec(reasons));
-            }
+            None => return Err(HlsError::UnsupportedCodec("no tracks".into())),
         };
         let audio_track = audio.map(|i| &file.tracks[i]);
         let target_ticks = (target.as_secs_f64() * f64::from(main.timescale)).max(1.0) as u64;
@@ -201,16 +200,21 @@ impl SegmentIndex {
     }
 }
 
-/// Presentation time of a video sample in its ticks as the packaged segments present it: the
-/// composition time with the edit list's start taken off (see [`super::fmp4`]).
+/// Presentation time of a sample in its track's ticks: the composition time with the edit list's
+/// start taken off, as the file and the packaged segments (whose init segment carries the same
+/// edit, see [`super::fmp4`]) present it.
 fn presentation(track: &Track, s: &crate::mp4::Sample) -> u64 {
     s.composition_time().saturating_sub(track.edit_start)
 }
 
-/// Index of the first audio sample presented at or after `time` (in `timescale` ticks).
+/// Index of the first audio sample presented at or after `time` (in `timescale` ticks). An
+/// AAC frame's composition time is its decode time; the priming frames before the edit's start
+/// are presented before 0.
 fn first_audio_at(audio: &Track, time: u64, timescale: u32) -> u32 {
     let at = u128::from(time) * u128::from(audio.timescale);
-    audio.samples.partition_point(|s| u128::from(s.decode_time()) * u128::from(timescale) < at) as u32
+    audio.samples.partition_point(|s| {
+        u128::from(s.decode_time().saturating_sub(audio.edit_start)) * u128::from(timescale) < at
+    }) as u32
 }
 
 /// Duration of sample `i` of `track` in its ticks: up to the next sample's decode time; the last

@@ -27,16 +27,22 @@
 //!    [`Streamer::is_done`], the session has sent everything. [`Event::Play`] comes again after a
 //!    seek (`PLAY` with `Range` while playing): the streamer's positions changed under the engine.
 //!
+//! A file RTSP cannot stream (fragmented, no H.264 or AAC track, not an MP4 at all) is refused
+//! at `DESCRIBE`, `SETUP` and `PLAY` with the status HLS answers for it and the reason in the
+//! `Sluice-Reason` header ([`playable`], whose predicate the server's pages share).
+//!
 //! Not handled here yet: `TEARDOWN` of one track's URL releases the whole session (RFC 2326
 //! allows tearing down one stream), and `PLAY`/`PAUSE` always act on the whole session.
 
 pub mod admission;
+pub mod playable;
 pub mod samples;
 pub mod server;
 pub mod session;
 pub mod stream;
 
 pub use admission::ADMIT_BUSY;
+pub use playable::{first_refusal, playable, Refusal, Unplayable, REASON_HEADER};
 pub use server::{
     Control, DatagramSink, Headroom, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, LATE_SEND,
     LOAD_WINDOW, PACE_TICK,

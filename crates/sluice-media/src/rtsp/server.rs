@@ -34,6 +34,7 @@ use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
 use sluice_proto::rtsp::{interleaved_header, RtspError};
 
 use super::admission::{Admission, Window};
+use super::playable::first_refusal;
 use super::samples::{SampleCache, SAMPLE_CACHE_BYTES};
 use super::session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, Output, Overload, Release, RtspConfig,
@@ -159,6 +160,17 @@ pub enum Note<'a> {
         path: &'a str,
         /// Why.
         error: &'a io::Error,
+    },
+    /// A presentation cannot be streamed and requests for it are refused with `status`: noted the
+    /// first time this process refuses the path for this reason (a warning for the operator),
+    /// not on every request.
+    Unplayable {
+        /// The URL path.
+        path: &'a str,
+        /// The status the requests get.
+        status: u16,
+        /// Why.
+        reason: &'a str,
     },
     /// A viewer's queue refused a frame of `packets` packets (its connection or the network is
     /// slower than the stream).
@@ -520,6 +532,12 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                     self.observer.note(Note::ViewerRefused);
                 }
                 self.observer.note(Note::Refused(error));
+            }
+            for (path, refusal) in &self.output.unplayable {
+                if first_refusal(path, refusal) {
+                    let (status, reason) = (refusal.status, refusal.reason.as_str());
+                    self.observer.note(Note::Unplayable { path, status, reason });
+                }
             }
             let peer = c.rtsp.context().peer;
             for answered in &self.output.access {
@@ -1026,6 +1044,7 @@ mod tests {
         frames_dropped: Cell<usize>,
         headroom: RefCell<Vec<Headroom>>,
         streams: RefCell<HashMap<String, usize>>,
+        unplayable: RefCell<Vec<(String, u16)>>,
     }
 
     impl Observer for Tally {
@@ -1042,6 +1061,9 @@ mod tests {
                 Note::Headroom(h) => self.headroom.borrow_mut().push(h),
                 Note::StreamViewers { path, viewers } => {
                     self.streams.borrow_mut().insert(path.to_string(), viewers);
+                }
+                Note::Unplayable { path, status, .. } => {
+                    self.unplayable.borrow_mut().push((path.into(), status))
                 }
                 _ => {}
             }
@@ -1148,6 +1170,38 @@ mod tests {
             epoch + Duration::from_secs(5)
         );
         assert_eq!(server.report_clock(later, epoch), epoch + Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_streamed_is_refused_on_every_request_and_noted_once() {
+        // The demo's index as a fragmented file would have it: tracks without samples.
+        let mut media = demo();
+        media.file = Arc::new(Mp4File {
+            tracks: vec![],
+            skipped: vec![crate::mp4::SkippedTrack { id: 1, reason: "no samples".into() }],
+            file_len: media.bytes.len() as u64,
+            fragmented: true,
+        });
+        let tally = Tally::default();
+        let mut server: Server<'_> = RtspServer::new(table(), &media, &tally);
+        let now = Instant::now();
+        for _ in 0..2 {
+            let key = server.accept((), PEER.parse().unwrap(), now);
+            for request in
+                [format!("DESCRIBE {URL} RTSP/1.0\r\nCSeq: 1\r\n\r\n"), setup(0, None, "RTP/AVP/TCP;unicast")]
+            {
+                let reply = ask(&mut server, key, &request, now);
+                assert!(reply.starts_with("RTSP/1.0 501 Not Implemented\r\n"), "{reply}");
+                assert!(
+                    reply.contains(
+                        "\r\nSluice-Reason: cannot stream /sluice-demo.mp4 over RTSP: fragmented MP4"
+                    ),
+                    "{reply}"
+                );
+            }
+        }
+        assert_eq!(*tally.unplayable.borrow(), [("/sluice-demo.mp4".to_string(), 501)], "noted once");
+        assert_eq!(server.table.len(), 0);
     }
 
     #[test]

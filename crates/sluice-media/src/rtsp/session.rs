@@ -36,6 +36,7 @@ use sluice_proto::rtsp::{
     NptStart, Reply, RtpInfoEntry, RtspError, StatusCode, TransportSpec,
 };
 
+use super::playable::{checked, Refusal, Unplayable, REASON_HEADER};
 use super::stream::{StreamTrack, Streamer};
 use crate::mp4::Mp4File;
 use crate::sdp::{payload_type, session_description, to_bytes, SdpOptions};
@@ -61,6 +62,14 @@ pub trait Catalogue {
     /// The indexed file at the URL path `path` (as in the request, e.g. `/films/a.mp4`, still
     /// percent-encoded). The server decodes it and confines it to the media root, as for HTTP.
     fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound>;
+
+    /// The indexed file at `path` if RTSP can stream it, else why not. The default is
+    /// [`Catalogue::open`] (every failure a 404) then [`super::playable()`]; a catalogue that tells a
+    /// missing file from one it cannot index answers [`Refusal::Unplayable`] with
+    /// [`Unplayable::unreadable`] for the latter, so the client (and the log) learns why.
+    fn open_playable(&self, path: &str) -> Result<Arc<Mp4File>, Refusal> {
+        checked(self.open(path).map_err(|NotFound| Refusal::NotFound)?)
+    }
 }
 
 /// What the server does when one more viewer would take more than the RTSP loop has left.
@@ -283,6 +292,9 @@ pub struct Output {
     pub refused: Vec<RtspError>,
     /// What each answered request was, for the access log (when [`RtspConfig::access_log`]).
     pub access: Vec<Answered>,
+    /// Presentations refused because they cannot be streamed, by URL path, with why (the
+    /// server logs each the first time, see [`super::playable::first_refusal`]).
+    pub unplayable: Vec<(String, Unplayable)>,
 }
 
 /// One answered request, as the access log tells it.
@@ -309,6 +321,7 @@ impl Output {
         self.close = false;
         self.refused.clear();
         self.access.clear();
+        self.unplayable.clear();
     }
 }
 
@@ -536,6 +549,26 @@ fn split_url(url: &Url) -> (String, Option<Result<usize, RtspError>>) {
     }
 }
 
+/// The answer to a request for `path`, which the catalogue refused: 404, or the refusal's status
+/// with its reason in the [`REASON_HEADER`] header and a `text/plain` body (and noted in
+/// [`Output::unplayable`] for the log).
+fn refuse(x: &mut Exchange<'_>, path: String, refusal: Refusal) -> Result<Reply, RtspError> {
+    let unplayable = match refusal {
+        Refusal::NotFound => return Err(RtspError::NotFound),
+        Refusal::Unplayable(u) => u,
+    };
+    let status = StatusCode::from(unplayable.status);
+    // One line: a header value cannot hold a line break, and a path may hold anything.
+    let reason: String = format!("cannot stream {path} over RTSP: {}", unplayable.reason)
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let body = format!("{} {status}: {reason}\n", unplayable.status).into_bytes();
+    let header = headers::HeaderName::from_static_str(REASON_HEADER).expect("an ASCII header name");
+    x.out.unplayable.push((path, unplayable));
+    Ok(Reply::new(status, Some(x.cseq)).header(header, reason).body("text/plain; charset=utf-8", body))
+}
+
 /// What answering one request works with.
 struct Exchange<'a> {
     request: &'a Request<Vec<u8>>,
@@ -739,13 +772,16 @@ impl RtspConnection {
         }
     }
 
-    fn describe(&self, x: &Exchange<'_>) -> Result<Reply, RtspError> {
+    fn describe(&self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
         let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
         let (path, track) = split_url(url);
         if track.is_some() {
             return Err(RtspError::NotFound);
         }
-        let file = x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?;
+        let file = match x.catalogue.open_playable(&path) {
+            Ok(file) => file,
+            Err(refusal) => return refuse(x, path, refusal),
+        };
         let options = SdpOptions { session_name: path, ..SdpOptions::default() };
         let sdp = to_bytes(&session_description(&file, &options));
         // Track URLs (`a=control:trackID=N`) resolve against Content-Base, which must end in '/'.
@@ -801,7 +837,10 @@ impl RtspConnection {
                 {
                     return Err(RtspError::NotEnoughBandwidth);
                 }
-                x.catalogue.open(&path).map_err(|_| RtspError::NotFound)?
+                match x.catalogue.open_playable(&path) {
+                    Ok(file) => file,
+                    Err(refusal) => return refuse(x, path, refusal),
+                }
             }
         };
         let index = match track {
@@ -909,7 +948,20 @@ impl RtspConnection {
     }
 
     fn play(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
-        let id = self.session(x.request, x.table)?;
+        let id = match self.session(x.request, x.table) {
+            Ok(id) => id,
+            Err(e) => {
+                // No session can exist for a file that cannot be streamed: say why rather than
+                // 455 or 454 (a client that skipped DESCRIBE, or ignored its answer).
+                let path = x.request.request_uri().map(|url| split_url(url).0);
+                if let Some(path) = path {
+                    if let Err(refusal @ Refusal::Unplayable(_)) = x.catalogue.open_playable(&path) {
+                        return refuse(x, path, refusal);
+                    }
+                }
+                return Err(e);
+            }
+        };
         let range = parse_range(x.request)?;
         let max_payload = x.table.config.max_payload;
         let timeout = x.table.config.session_timeout;
@@ -1566,5 +1618,68 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.to_string().len(), 16);
         assert_eq!(SessionId::parse(&a.to_string()), Some(a));
+    }
+
+    /// A library with one fragmented MP4 (indexed, nothing to stream) and one damaged file.
+    struct Unstreamable;
+
+    impl Catalogue for Unstreamable {
+        fn open(&self, _: &str) -> Result<Arc<Mp4File>, NotFound> {
+            Err(NotFound)
+        }
+
+        fn open_playable(&self, path: &str) -> Result<Arc<Mp4File>, Refusal> {
+            match path {
+                "/frag.mp4" => checked(Arc::new(Mp4File {
+                    tracks: vec![],
+                    skipped: vec![crate::mp4::SkippedTrack { id: 1, reason: "no samples".into() }],
+                    file_len: 1000,
+                    fragmented: true,
+                })),
+                "/broken.mp4" => Err(Refusal::Unplayable(Unplayable::unreadable(
+                    &Mp4File::from_bytes(b"\0\0\0\x08free").unwrap_err(),
+                ))),
+                _ => Err(Refusal::NotFound),
+            }
+        }
+    }
+
+    #[test]
+    fn unstreamable_files_are_refused_with_the_reason() {
+        let mut table = table();
+        let mut conn =
+            RtspConnection::new(ConnectionId(1), SocketAddr::from(([10, 0, 0, 1], 40000)), Instant::now());
+        let mut out = Output::default();
+        let requests = [
+            ("DESCRIBE", "frag.mp4", "", 501, "fragmented MP4"),
+            ("SETUP", "frag.mp4/trackID=0", "Transport: RTP/AVP/TCP;unicast\r\n", 501, "fragmented MP4"),
+            ("PLAY", "frag.mp4", "Session: 0123456789abcdef\r\n", 501, "fragmented MP4"),
+            ("DESCRIBE", "broken.mp4", "", 500, "no moov box"),
+            ("DESCRIBE", "missing.mp4", "", 404, ""),
+            ("PLAY", "missing.mp4", "Session: 0123456789abcdef\r\n", 454, ""),
+        ];
+        for (cseq, (method, path, extra, status, reason)) in requests.into_iter().enumerate() {
+            let text =
+                format!("{method} rtsp://127.0.0.1:8554/{path} RTSP/1.0\r\nCSeq: {cseq}\r\n{extra}\r\n");
+            out.clear();
+            conn.receive(text.as_bytes(), Instant::now(), &mut table, &Unstreamable, &mut out);
+            let replies = parse_responses(&out.replies);
+            assert_eq!(replies.len(), 1, "{text}");
+            let r = &replies[0];
+            assert_eq!(u16::from(r.status()), status, "{text}");
+            let header = headers::HeaderName::from_static_str(REASON_HEADER).unwrap();
+            match r.header(&header) {
+                Some(v) if !reason.is_empty() => {
+                    let v = v.as_str();
+                    assert!(v.contains(reason) && v.contains(path.split('/').next().unwrap()), "{v}");
+                    let body = String::from_utf8(r.body().clone()).unwrap();
+                    assert!(body.starts_with(&format!("{status} ")) && body.contains(reason), "{body}");
+                    assert_eq!(out.unplayable.len(), 1);
+                }
+                None if reason.is_empty() => assert!(out.unplayable.is_empty()),
+                other => panic!("{text}: reason header {other:?}"),
+            }
+        }
+        assert!(table.is_empty(), "no session for a file that cannot be streamed");
     }
 }
