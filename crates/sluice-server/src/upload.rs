@@ -32,6 +32,7 @@ pub struct UploadsSection {
     #[serde(skip_serializing)]
     pub tokens: Vec<String>,
     /// Largest upload in bytes; a declared length above it is 413 before the body is read.
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub max_size: u64,
     /// `auto` (gzip compressible types when it saves enough), `always` or `never`.
     pub gzip: String,
@@ -78,6 +79,7 @@ pub struct StoreSection {
     /// system's temporary directory).
     pub cache_dir: Option<std::path::PathBuf>,
     /// Most bytes of slices the cache keeps on disk (beyond the slices being fetched).
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub cache_size: u64,
     /// Object metadata older than this is checked with the store (by entity tag).
     #[serde(

@@ -108,7 +108,7 @@ fn five_hundred_files_at_concurrency_16_into_seaweedfs() {
         src.to_str().unwrap(),
         "--concurrency",
         "16",
-        "--endpoint",
+        "--s3-endpoint",
         &weed.s3_endpoint,
     ]);
     assert!(ok, "exit status: {report}");

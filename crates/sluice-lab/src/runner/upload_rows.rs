@@ -189,8 +189,11 @@ impl Run<'_> {
         };
         row.server_command = running.as_ref().map(|s| s.command_line.clone()).unwrap_or_default();
         let token = if running.is_some() { " --token-file TOKENS" } else { "" };
-        let s3_flags =
-            if running.is_some() { String::new() } else { format!(" --endpoint {endpoint} --gzip {gzip}") };
+        let s3_flags = if running.is_some() {
+            String::new()
+        } else {
+            format!(" --s3-endpoint {endpoint} --gzip {gzip}")
+        };
         row.load_command = format!(
             "sluice upload {target} --generate {payload} --count {count} --concurrency {concurrency}{s3_flags}{token} \
              (after {warmup} not counted)"
