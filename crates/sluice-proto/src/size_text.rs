@@ -53,7 +53,7 @@ pub fn parse(text: &str) -> Result<u64, String> {
     let mantissa: u128 = if digits.is_empty() { 0 } else { digits.parse().map_err(|_| not_a_size())? };
     let divisor = 10u128.checked_pow(fraction.len() as u32).ok_or_else(not_a_size)?;
     let scaled = mantissa.checked_mul(u128::from(scale)).ok_or_else(too_large)?;
-    if scaled % divisor != 0 {
+    if !scaled.is_multiple_of(divisor) {
         return Err(format!("`{trimmed}` is not a whole number of bytes"));
     }
     u64::try_from(scaled / divisor).map_err(|_| too_large())
@@ -69,7 +69,7 @@ pub fn parse_usize(text: &str) -> Result<usize, String> {
 /// exactly (`64MiB`), else bytes.
 pub fn format(bytes: u64) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }

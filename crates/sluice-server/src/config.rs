@@ -645,6 +645,20 @@ mod tests {
     }
 
     #[test]
+    fn sizes_are_an_integer_or_a_size_string() {
+        let c = Config::from_text(
+            "[store]\ncache_size = \"64MiB\"\n[uploads]\nmax_size = 1000\n[limits]\nmax_head = \"16K\"\n",
+        )
+        .unwrap();
+        assert_eq!((c.store.cache_size, c.uploads.max_size, c.limits.max_head), (64 << 20, 1000, 16 << 10));
+        let (line, _, message) = Config::from_text("[uploads]\nmax_size = \"1.5XB\"\n").unwrap_err();
+        assert_eq!(line, 2);
+        assert!(message.contains("1.5XB") && message.contains("KiB"), "{message}");
+        assert!(Config::from_text("[uploads]\nmax_size = -1\n").is_err());
+        assert!(Config::from_text("[rtsp]\nmax_payload = \"1T\"\n").is_ok_and(|c| c.validate().is_err()));
+    }
+
+    #[test]
     fn effective_settings_read_back_as_the_same_configuration() {
         let c = Config::default();
         let back = Config::from_text(&c.effective_toml()).unwrap();

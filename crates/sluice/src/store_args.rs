@@ -43,6 +43,10 @@ pub struct StoreArgs {
     /// Object metadata older than this is revalidated with the store by ETag (default 60s).
     #[arg(long, value_parser = sluice_server::config::parse_duration, value_name = "DURATION")]
     cache_revalidate: Option<std::time::Duration>,
+    /// When the s3:// store does not answer at start-up (a missing bucket, refused credentials),
+    /// start anyway, unready (/readyz 503 with the reason) until it answers, instead of exiting 2.
+    #[arg(long)]
+    store_wait: bool,
 }
 
 impl StoreArgs {
@@ -74,6 +78,9 @@ impl StoreArgs {
         }
         if let Some(d) = self.cache_revalidate {
             c.store.cache_revalidate = d;
+        }
+        if self.store_wait {
+            c.store.wait = true;
         }
     }
 }
