@@ -39,7 +39,7 @@ struct CeilingArgs {
     /// 1380 or 1K.
     #[arg(long, default_value_t = 1_380, value_parser = crate::load_cmd::parse_size_usize, value_name = "SIZE")]
     datagram: usize,
-    /// Seconds per viewer count.
+    /// Time per viewer count, e.g. 10s.
     #[arg(long, default_value = "10s", value_parser = sluice_load::duration_text::parse)]
     duration: std::time::Duration,
     /// The sender's CPU (the server's in E5).
