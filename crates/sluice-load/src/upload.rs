@@ -608,8 +608,11 @@ fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
         lines.next(); // the first chunk's size
     }
     let phrase = r.reason.unwrap_or("").trim().to_string();
+    let code = r.code.map(|c| format!("{c} ")).unwrap_or_default();
+    // A body that only repeats the status line (`413 Content Too Large`) adds nothing.
+    let repeats = |line: &str| line.strip_prefix(code.as_str()).unwrap_or(line).eq_ignore_ascii_case(&phrase);
     let reason = match lines.next() {
-        Some(line) if !line.eq_ignore_ascii_case(&phrase) && line != "0" => {
+        Some(line) if !repeats(line) && line != "0" => {
             let line: String = line.chars().take(300).collect();
             if phrase.is_empty() {
                 line
@@ -814,6 +817,8 @@ mod tests {
     fn the_reason_is_the_body_first_line_else_the_phrase() {
         let raw = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 40\r\n\r\nthe upload is larger than 1024 bytes\n";
         assert_eq!(head_facts(raw).1, "Payload Too Large: the upload is larger than 1024 bytes");
+        let raw = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 22\r\n\r\n413 Content Too Large\n";
+        assert_eq!(head_facts(raw).1, "Content Too Large");
         let raw = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(head_facts(raw).1, "Unauthorized");
         let raw = b"HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nuploads are off\n\r\n0\r\n\r\n";

@@ -240,15 +240,9 @@ impl Run<'_> {
     }
 }
 
-/// `email:50KB` → (email, 50 000).
+/// `email:50KB` → (email, 50 000): the one payload-spec parser (`PayloadKind::parse_spec`).
 fn parse_payload(text: &str) -> Option<(PayloadKind, usize)> {
-    let (kind, size) = text.split_once(':')?;
-    let size = size.trim().to_ascii_uppercase();
-    let (digits, scale) = match size.strip_suffix("KB") {
-        Some(d) => (d, 1000),
-        None => (size.strip_suffix('B').unwrap_or(&size), 1),
-    };
-    Some((PayloadKind::parse(kind)?, digits.trim().parse::<usize>().ok()? * scale))
+    PayloadKind::parse_spec(text).ok()
 }
 
 /// objects/s over the same server's at concurrency 1 of the same sweep.
