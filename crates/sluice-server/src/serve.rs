@@ -167,12 +167,12 @@ fn root_directory(root: &std::path::Path) -> Result<(), ServeError> {
 /// Two listeners on one port of overlapping addresses: named as such, before binding reports it
 /// as a port "in use by another process".
 fn same_address(config: &Config) -> Result<(), ServeError> {
-    let mut listeners = vec![("--listen", config.http.listen)];
+    let mut listeners = vec![("--listen (http.listen)", config.http.listen)];
     if config.admin.enabled {
-        listeners.push(("--admin-listen", config.admin.listen));
+        listeners.push(("--admin-listen (admin.listen)", config.admin.listen));
     }
     if config.rtsp.enabled {
-        listeners.push(("--rtsp-listen", config.rtsp.listen));
+        listeners.push(("--rtsp-listen (rtsp.listen)", config.rtsp.listen));
     }
     for (i, (first, a)) in listeners.iter().enumerate() {
         for (second, b) in &listeners[i + 1..] {
@@ -620,7 +620,7 @@ mod tests {
         c.http.listen = "127.0.0.1:7000".parse().unwrap();
         c.admin.listen = "0.0.0.0:7000".parse().unwrap();
         let e = same_address(&c).unwrap_err().to_string();
-        assert!(e.contains("--listen and --admin-listen"), "{e}");
+        assert!(e.contains("--listen (http.listen) and --admin-listen (admin.listen)"), "{e}");
         c.admin.enabled = false;
         assert!(same_address(&c).is_ok());
         c.rtsp.listen = "127.0.0.1:7000".parse().unwrap();
