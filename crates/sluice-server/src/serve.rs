@@ -140,6 +140,14 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
     if let Some(location) = &config.store.location {
         let failed = |reason: String| ServeError::Store { location: location.clone(), reason };
         if config.store.is_remote() {
+            if let Some(endpoint) = &config.store.s3_endpoint {
+                let scheme = endpoint.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+                if !matches!(scheme.as_deref(), Some("http" | "https")) {
+                    return Err(failed(format!(
+                        "--s3-endpoint `{endpoint}` is not an http:// or https:// URL (e.g. http://127.0.0.1:8333)"
+                    )));
+                }
+            }
             // Builds the client only (no request): a location or endpoint that does not parse.
             sluice_store::open(location, Some(config.store.s3_config()))
                 .map_err(|e| failed(e.to_string()))?;

@@ -191,6 +191,11 @@ fn check_and_serve_refuse_broken_configurations_alike() {
             vec!["store", "not a directory"],
         ),
         (
+            "an S3 endpoint that is not a URL",
+            strings(&["--root", &root, "--store", "s3://media/lib", "--s3-endpoint", "127.0.0.1:8333"]),
+            vec!["--s3-endpoint", "http://"],
+        ),
+        (
             "invalid value",
             strings(&["--root", &root, "--config", &toml("payload.toml", "[rtsp]\nmax_payload = \"100\"\n")]),
             vec!["max_payload"],
@@ -199,6 +204,17 @@ fn check_and_serve_refuse_broken_configurations_alike() {
     assert!(cases.len() >= 10);
     for (name, args, expected) in &cases {
         agree(name, args, expected);
+    }
+}
+
+/// Locations the store's one `s3://` parser refuses: no bucket, a name S3 does not accept.
+#[test]
+fn bad_s3_locations_are_refused_alike() {
+    let fx = Fixture::new();
+    let root = fx.root_arg();
+    for location in ["s3://", "s3:///lib", "s3://Bad_Bucket/lib"] {
+        let args = strings(&["--root", &root, "--store", location, "--s3-endpoint", "http://127.0.0.1:1"]);
+        agree(location, &args, &["bucket"]);
     }
 }
 
