@@ -625,6 +625,22 @@ fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
     (stored, reason)
 }
 
+/// The HTTP status an object store answered and its S3 error code, from a store error's one-line
+/// text (`... status code: 403 Forbidden: InvalidAccessKeyId: The access key ...`); `None` when
+/// no answer came (a reset, a timeout, a refused connection).
+fn s3_answer(text: &str) -> Option<(u16, Option<String>)> {
+    let at = text.find("status code: ")? + "status code: ".len();
+    let rest = &text[at..];
+    let status: u16 = rest.get(..3)?.parse().ok()?;
+    let code = rest
+        .splitn(3, ": ")
+        .nth(1)
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
+        .map(str::to_string);
+    Some((status, code))
+}
+
 /// A mutex's value; a worker that panicked holding it left nothing half-written worth refusing.
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -778,20 +794,19 @@ fn put_s3(store: &Arc<dyn Store>, item: &Item, body: &[u8], gzip: GzipPolicy) ->
         ..Default::default()
     };
     let remote = |e: sluice_store::StoreError| {
-        let retry = matches!(e, sluice_store::StoreError::Remote(_));
-        // Grouped by the S3 error code when there is one (the message names keys and requests).
+        let network = matches!(e, sluice_store::StoreError::Remote(_));
         let text = e.to_string();
-        let kind = match (text.find("<Code>"), text.find("</Code>")) {
-            (Some(a), Some(b)) if a < b => text[a + 6..b].to_string(),
-            _ => text.chars().take(80).collect(),
+        let answer = s3_answer(&text);
+        // Grouped by the S3 error code when there is one (the message names keys and requests).
+        let kind = match &answer {
+            Some((_, Some(code))) => code.clone(),
+            Some((status, None)) => format!("HTTP {status}"),
+            None => text.chars().take(80).collect(),
         };
-        // A server-side S3 error code is worth retrying; a client-side one will not change.
-        let retry = retry
-            && (!text.contains("<Code>")
-                || matches!(kind.as_str(), "InternalError" | "SlowDown" | "ServiceUnavailable"));
-        let reason =
-            text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").chars().take(300).collect();
-        Failure { kind: format!("s3: {kind}"), retry, status: None, reason }
+        // Resets, timeouts and 5xx are worth another try; a 4xx will not change.
+        let retry = network && answer.as_ref().is_none_or(|(status, _)| *status >= 500);
+        let reason = text.chars().take(500).collect();
+        Failure { kind: format!("s3: {kind}"), retry, status: answer.map(|(status, _)| status), reason }
     };
     let mut writer = put_with_policy(Arc::clone(store), &key, options, gzip).map_err(remote)?;
     writer.write(body).map_err(remote)?;
@@ -801,6 +816,15 @@ fn put_s3(store: &Arc<dyn Store>, item: &Item, body: &[u8], gzip: GzipPolicy) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_s3_answer_gives_its_status_and_code() {
+        let text = "object store: Error performing PUT http://h/b/k in 5ms - Server returned non-2xx status code: 403 Forbidden: InvalidAccessKeyId: The access key ID you provided does not exist";
+        assert_eq!(s3_answer(text), Some((403, Some("InvalidAccessKeyId".into()))));
+        let text = "object store: ... status code: 503 Service Unavailable: ";
+        assert_eq!(s3_answer(text), Some((503, None)));
+        assert_eq!(s3_answer("object store: connection refused"), None);
+    }
 
     #[test]
     fn each_segment_is_percent_encoded_once() {

@@ -27,7 +27,7 @@ use std::time::SystemTime;
 
 pub use cache::{CacheConfig, CacheError, CacheStats, ObjectVersion, SliceCache};
 pub use checksum::{Checksum, ChecksumError, Hasher};
-pub use error::StoreError;
+pub use error::{one_line, StoreError};
 pub use key::{Key, KeyError};
 pub use local::LocalStore;
 pub use s3::{S3Config, S3Store};

@@ -148,10 +148,13 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
     if failed > listed {
         crate::eprintln_safe(&format!("sluice: ... and {} more failed (counts above)", failed - listed));
     }
+    let s3 = args.target.starts_with("s3://");
     if let Some(stop) = &report.stopped {
         crate::eprintln_safe(&format!(
-            "sluice: stopped: the server refused the credentials ({}); check --token-file{}",
+            "sluice: stopped: the {} refused the credentials ({}); check {}{}",
+            if s3 { "store" } else { "server" },
             stop.reason,
+            if s3 { "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" } else { "--token-file" },
             if report.skipped > 0 {
                 format!(" ({} object(s) not tried)", report.skipped)
             } else {
