@@ -633,7 +633,7 @@ fn s3_answer(text: &str) -> Option<(u16, Option<String>)> {
     let rest = &text[at..];
     let status: u16 = rest.get(..3)?.parse().ok()?;
     let code = rest
-        .splitn(3, ": ")
+        .split(": ")
         .nth(1)
         .map(str::trim)
         .filter(|c| !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
