@@ -125,6 +125,8 @@ pub struct UploadConfig {
 struct Item {
     key: String,
     origin: Origin,
+    /// Whether the file's name is UTF-8 (a key is; a name that is not would be stored mangled).
+    utf8_name: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -173,7 +175,11 @@ fn items(source: &Source) -> Result<Vec<Item>, String> {
         Source::Generate { kind, size, count } => {
             for i in 0..*count {
                 let key = format!("{}-{i:06}.{}", kind_name(*kind), kind.extension());
-                out.push(Item { key, origin: Origin::Generated(*kind, *size, i as u64 + 1) });
+                out.push(Item {
+                    key,
+                    origin: Origin::Generated(*kind, *size, i as u64 + 1),
+                    utf8_name: true,
+                });
             }
         }
         Source::Paths(paths) => {
@@ -187,15 +193,18 @@ fn items(source: &Source) -> Result<Vec<Item>, String> {
                             if p.is_dir() {
                                 dirs.push(p);
                             } else if p.is_file() {
-                                let rel = p.strip_prefix(path).unwrap_or(&p).to_string_lossy().into_owned();
-                                out.push(Item { key: rel, origin: Origin::File(p) });
+                                let rel = p.strip_prefix(path).unwrap_or(&p);
+                                let utf8_name = rel.to_str().is_some();
+                                let key = rel.to_string_lossy().into_owned();
+                                out.push(Item { key, origin: Origin::File(p), utf8_name });
                             }
                         }
                     }
                 } else {
-                    let name =
-                        path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-                    out.push(Item { key: name, origin: Origin::File(path.clone()) });
+                    let name = path.file_name().unwrap_or_default();
+                    let utf8_name = name.to_str().is_some();
+                    let key = name.to_string_lossy().into_owned();
+                    out.push(Item { key, origin: Origin::File(path.clone()), utf8_name });
                 }
             }
             out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -683,6 +692,15 @@ pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<Up
                 while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
                     if stop.load(Ordering::Relaxed) {
                         break;
+                    }
+                    if !item.utf8_name {
+                        let reason = "the file's name is not UTF-8 (object names are)".to_string();
+                        fail(
+                            item,
+                            Failure { kind: "name not UTF-8".into(), retry: false, status: None, reason },
+                        );
+                        progress.objects.fetch_add(1, Ordering::Relaxed);
+                        continue;
                     }
                     let body = match item.bytes() {
                         Ok(b) => b,
