@@ -69,7 +69,7 @@ done
 
 mkdir -p "$work/lib"
 for i in $(seq -w 1 "$FILES"); do head -c $((FILE_MB << 20)) /dev/urandom >"$work/lib/f$i.mp4"; done
-"$SLUICE" upload --quiet s3://e7-edge/lib "$work/lib" --endpoint "http://127.0.0.1:$S3PORT" --concurrency 8 >"$work/upload.log" || { cat "$work/upload.log"; exit 1; }
+"$SLUICE" upload --quiet s3://e7-edge/lib "$work/lib" --s3-endpoint "http://127.0.0.1:$S3PORT" --concurrency 8 >"$work/upload.log" || { cat "$work/upload.log"; exit 1; }
 LIB_BYTES=$((FILES * FILE_MB << 20))
 
 serve() { # name args... ; sets HTTP, ADMIN, SERVER_PID

@@ -27,6 +27,16 @@ impl PayloadKind {
         }
     }
 
+    /// Parses a payload spec `KIND:SIZE`, e.g. `email:50KB` or `random:5M`; SIZE is read by the
+    /// one size parser ([`sluice_proto::size_text`]: `5M` is 5 MiB, `5MB` is 5,000,000 bytes).
+    pub fn parse_spec(spec: &str) -> Result<(PayloadKind, usize), String> {
+        let (kind, size) =
+            spec.split_once(':').ok_or_else(|| format!("`{spec}` is not KIND:SIZE, e.g. email:50KB"))?;
+        let kind = PayloadKind::parse(kind.trim())
+            .ok_or_else(|| format!("unknown payload kind `{kind}` (email, sms or random)"))?;
+        Ok((kind, sluice_proto::size_text::parse_usize(size)?))
+    }
+
     /// The payload's media type.
     pub fn content_type(self) -> &'static str {
         match self {
@@ -198,6 +208,17 @@ pub fn sms(len: usize, seed: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn specs_use_the_one_size_syntax() {
+        assert_eq!(PayloadKind::parse_spec("email:5M"), Ok((PayloadKind::Email, 5 << 20)));
+        assert_eq!(PayloadKind::parse_spec("email:50KB"), Ok((PayloadKind::Email, 50_000)));
+        assert_eq!(PayloadKind::parse_spec("sms:80"), Ok((PayloadKind::Sms, 80)));
+        assert_eq!(PayloadKind::parse_spec("random:1.5MB"), Ok((PayloadKind::Random, 1_500_000)));
+        assert!(PayloadKind::parse_spec("random:1.5XB").unwrap_err().contains("not a size"));
+        assert!(PayloadKind::parse_spec("video:1M").unwrap_err().contains("kind"));
+        assert!(PayloadKind::parse_spec("email").unwrap_err().contains("KIND:SIZE"));
+    }
 
     #[test]
     fn payloads_have_their_length_and_are_deterministic() {

@@ -5,10 +5,14 @@
 //! Each object carries its SHA-256 (`Repr-Digest`), so the receiver stores nothing that arrived
 //! damaged. A failure that may be transient (a 5xx, a reset, a timeout) is retried a bounded
 //! number of times with exponential backoff on a fresh connection; an object whose upload was
-//! acknowledged (any final response) is never sent again, and 4xx answers are final. The report
-//! has per-object latency percentiles (HDR), objects/s, bytes raw against stored, connections
-//! opened and failures by kind. It owns the client side only; the server and the store are
-//! `sluice-server` and `sluice-store`.
+//! acknowledged (any final response) is never sent again, and 4xx answers are final: a refusal
+//! answered while the body was still going out (413 before the body, a closed connection after
+//! it) is read and reported as the refusal, not retried as a reset. A 401 or 403 stops the run
+//! (every other object would get the same answer). Bodies from 1 MiB ask `Expect: 100-continue`,
+//! so a refused large body is not sent at all. The report has per-object latency percentiles
+//! (HDR), objects/s, bytes raw against stored, connections opened, failures by kind and each
+//! failed object with its status and the server's one-line reason. It owns the client side only;
+//! the server and the store are `sluice-server` and `sluice-store`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -64,9 +68,13 @@ impl Destination {
             let config = S3Config { bucket: bucket.into(), prefix: prefix.trim_matches('/').into(), ..s3 };
             return Ok(Destination::S3 { config, gzip });
         }
-        let url = url::Url::parse(target).map_err(|e| format!("{target}: {e}"))?;
+        let forms = "http://HOST:PORT/PREFIX (a sluice server) or s3://BUCKET/PREFIX";
+        if !target.contains("://") {
+            return Err(format!("`{target}` has no scheme: a destination is {forms}"));
+        }
+        let url = url::Url::parse(target).map_err(|e| format!("`{target}`: {e}"))?;
         if url.scheme() != "http" {
-            return Err(format!("{target}: only http:// and s3:// destinations"));
+            return Err(format!("`{target}`: a destination is {forms}"));
         }
         let host = url.host_str().ok_or_else(|| format!("{target}: no host"))?.to_string();
         let port = url.port_or_known_default().unwrap_or(80);
@@ -117,6 +125,8 @@ pub struct UploadConfig {
 struct Item {
     key: String,
     origin: Origin,
+    /// Whether the file's name is UTF-8 (a key is; a name that is not would be stored mangled).
+    utf8_name: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -157,13 +167,19 @@ fn content_type_of(p: &Path) -> &'static str {
     }
 }
 
-fn items(source: &Source) -> std::io::Result<Vec<Item>> {
+/// The objects of `source`; a directory that cannot be read is an error naming it. A path that
+/// does not exist is kept as an object, to fail with its name like any unreadable file.
+fn items(source: &Source) -> Result<Vec<Item>, String> {
     let mut out = Vec::new();
     match source {
         Source::Generate { kind, size, count } => {
             for i in 0..*count {
                 let key = format!("{}-{i:06}.{}", kind_name(*kind), kind.extension());
-                out.push(Item { key, origin: Origin::Generated(*kind, *size, i as u64 + 1) });
+                out.push(Item {
+                    key,
+                    origin: Origin::Generated(*kind, *size, i as u64 + 1),
+                    utf8_name: true,
+                });
             }
         }
         Source::Paths(paths) => {
@@ -171,20 +187,24 @@ fn items(source: &Source) -> std::io::Result<Vec<Item>> {
                 if path.is_dir() {
                     let mut dirs = vec![path.clone()];
                     while let Some(dir) = dirs.pop() {
-                        for entry in std::fs::read_dir(&dir)? {
-                            let p = entry?.path();
+                        let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", dir.display());
+                        for entry in std::fs::read_dir(&dir).map_err(unreadable)? {
+                            let p = entry.map_err(unreadable)?.path();
                             if p.is_dir() {
                                 dirs.push(p);
                             } else if p.is_file() {
-                                let rel = p.strip_prefix(path).unwrap_or(&p).to_string_lossy().into_owned();
-                                out.push(Item { key: rel, origin: Origin::File(p) });
+                                let rel = p.strip_prefix(path).unwrap_or(&p);
+                                let utf8_name = rel.to_str().is_some();
+                                let key = rel.to_string_lossy().into_owned();
+                                out.push(Item { key, origin: Origin::File(p), utf8_name });
                             }
                         }
                     }
                 } else {
-                    let name =
-                        path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-                    out.push(Item { key: name, origin: Origin::File(path.clone()) });
+                    let name = path.file_name().unwrap_or_default();
+                    let utf8_name = name.to_str().is_some();
+                    let key = name.to_string_lossy().into_owned();
+                    out.push(Item { key, origin: Origin::File(path.clone()), utf8_name });
                 }
             }
             out.sort_by(|a, b| a.key.cmp(&b.key));
@@ -208,6 +228,16 @@ pub struct UploadReport {
     pub objects_ok: u64,
     /// Objects that failed after their retries, by kind of the last failure.
     pub failures: BTreeMap<String, u64>,
+    /// The failed objects one by one (the first 1,000), each with its status and reason.
+    #[serde(default)]
+    pub failed_objects: Vec<FailedObject>,
+    /// Why the run stopped before trying every object (the server refused the credentials: every
+    /// other object would be refused the same way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<FailedObject>,
+    /// Objects not tried because the run stopped.
+    #[serde(default)]
+    pub skipped: u64,
     /// Retries made (attempts beyond each object's first).
     pub retries: u64,
     /// Payload bytes of the uploaded objects.
@@ -240,9 +270,9 @@ pub struct LatencySummary {
 }
 
 impl UploadReport {
-    /// Whether any object failed.
+    /// Whether any object failed or was skipped.
     pub fn failed(&self) -> bool {
-        self.failures.values().sum::<u64>() > 0
+        self.failures.values().sum::<u64>() > 0 || self.skipped > 0
     }
 
     /// The summary for people.
@@ -272,6 +302,13 @@ impl UploadReport {
         for (kind, n) in &self.failures {
             s.push_str(&format!("failed: {n} × {kind}\n"));
         }
+        if let Some(stop) = &self.stopped {
+            s.push_str(&format!(
+                "stopped after {}: {} object(s) not tried\n",
+                stop.status.map_or_else(|| stop.reason.clone(), |c| format!("HTTP {c}")),
+                self.skipped
+            ));
+        }
         s
     }
 }
@@ -290,8 +327,13 @@ pub struct UploadProgress {
 /// Why one attempt failed, and whether it is worth another.
 #[derive(Debug)]
 struct Failure {
+    /// What the failures are grouped by in the report (`HTTP 413`, `reset`, `s3: NoSuchBucket`).
     kind: String,
     retry: bool,
+    /// The HTTP status, when a server answered.
+    status: Option<u16>,
+    /// One line saying why, for the failed object's line in the report.
+    reason: String,
 }
 
 impl Failure {
@@ -303,9 +345,59 @@ impl Failure {
             std::io::ErrorKind::UnexpectedEof => "closed".to_string(),
             k => format!("io: {k}"),
         };
-        Failure { kind, retry: true }
+        Failure { reason: format!("{kind}: {e}"), kind, retry: true, status: None }
+    }
+
+    fn transient(kind: &str) -> Failure {
+        Failure { kind: kind.to_string(), retry: true, status: None, reason: kind.to_string() }
+    }
+
+    /// A server's final answer other than 2xx: 5xx may pass, anything else will not change.
+    fn http(answer: &Answer) -> Failure {
+        Failure {
+            kind: format!("HTTP {}", answer.status),
+            retry: (500..=599).contains(&answer.status),
+            status: Some(answer.status),
+            reason: format!("HTTP {} {}", answer.status, answer.reason),
+        }
     }
 }
+
+/// A response as the uploader needs it.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    /// The server's one-line reason: the body's first line, else the status line's phrase.
+    reason: String,
+    /// `Sluice-Stored-Length`, when given.
+    stored: Option<u64>,
+}
+
+/// One object that could not be uploaded, with why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailedObject {
+    /// The object's key (its path under the destination).
+    pub key: String,
+    /// The file it came from, for files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// The HTTP status of the last answer, when a server answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why, on one line.
+    pub reason: String,
+}
+
+/// Failed objects the report lists one by one (the counts by kind cover the rest).
+const MAX_FAILED_LISTED: usize = 1000;
+
+/// Bodies from this size ask `Expect: 100-continue` first: a refusal then costs a round trip,
+/// not the body. Smaller ones are sent at once (the round trip would cost more than the body).
+const EXPECT_CONTINUE_FROM: usize = 1 << 20;
+
+/// How long to wait for `100 Continue` before sending the body anyway (RFC 9110 section 10.1.1),
+/// for servers that ignore `Expect`.
+const CONTINUE_WAIT: Duration = Duration::from_secs(1);
 
 /// One worker's connection to a sluice server.
 struct HttpConnection {
@@ -332,14 +424,8 @@ impl HttpConnection {
             self.stream = Some(s);
             self.buf.clear();
         }
-        let stream = self.stream.as_mut().expect("connected above");
         let digest = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body));
-        let path: String = item
-            .key
-            .split('/')
-            .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
-            .collect::<Vec<_>>()
-            .join("/");
+        let path = url_path(&item.key);
         let mut head = format!(
             "PUT {prefix}/{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nContent-Type: {}\r\nRepr-Digest: sha-256=:{digest}:\r\n",
             body.len(),
@@ -348,43 +434,118 @@ impl HttpConnection {
         if let Some(t) = token {
             head.push_str(&format!("Authorization: Bearer {t}\r\n"));
         }
-        head.push_str("\r\n");
-        let sent = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body));
-        if let Err(e) = sent {
-            self.stream = None;
-            return Err(Failure::io(&e));
+        let expect = body.len() >= EXPECT_CONTINUE_FROM;
+        if expect {
+            head.push_str("Expect: 100-continue\r\n");
         }
+        head.push_str("\r\n");
+        let answer = if expect {
+            self.write(head.as_bytes())?;
+            match self.read_answer(Some(CONTINUE_WAIT)) {
+                Ok(a) if a.status == 100 => {
+                    self.write(body)?;
+                    self.read_answer(None)?
+                }
+                Ok(final_answer) => {
+                    // Refused before the body: the connection is not worth reusing.
+                    self.stream = None;
+                    final_answer
+                }
+                // No answer yet: a server that ignores `Expect` waits for the body.
+                Err(f) if f.kind == "timeout" && self.stream.is_some() => {
+                    self.write(body)?;
+                    self.read_answer(None)?
+                }
+                Err(f) => return Err(f),
+            }
+        } else {
+            let mut request = head.into_bytes();
+            request.extend_from_slice(body);
+            self.write(&request)?;
+            self.read_answer(None)?
+        };
+        match answer.status {
+            200..=299 => Ok(answer.stored.unwrap_or(body.len() as u64)),
+            _ => Err(Failure::http(&answer)),
+        }
+    }
+
+    /// Sends `bytes`. When the server cut the connection while they went out, its answer (a 413
+    /// or 401 sent before it closed) is read and becomes the failure; only without one is it a
+    /// reset worth a retry.
+    fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        let stream = self.stream.as_mut().ok_or_else(|| Failure::transient("closed"))?;
+        match stream.write_all(bytes) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let answer = self.read_answer(Some(CONTINUE_WAIT));
+                self.stream = None;
+                match answer {
+                    Ok(a) if a.status >= 200 => Err(Failure::http(&a)),
+                    _ => Err(Failure::io(&e)),
+                }
+            }
+        }
+    }
+
+    /// Reads one response (skipping nothing: a `100 Continue` is returned as such), waiting at most
+    /// `wait` for each read when given, else the connection's timeout.
+    fn read_answer(&mut self, wait: Option<Duration>) -> Result<Answer, Failure> {
+        let Some(stream) = self.stream.as_mut() else { return Err(Failure::transient("closed")) };
+        let previous = stream.read_timeout().ok().flatten();
+        if wait.is_some() {
+            stream.set_read_timeout(wait).ok();
+        }
+        let answer = self.read_answer_inner();
+        if wait.is_some() {
+            if let Some(stream) = self.stream.as_mut() {
+                stream.set_read_timeout(previous).ok();
+            }
+        }
+        answer
+    }
+
+    fn read_answer_inner(&mut self) -> Result<Answer, Failure> {
         let mut reader = ResponseReader::new();
         reader.start(false);
-        let mut stored = None;
+        // The response's own bytes (head and the start of the body), for its reason.
+        let mut raw: Vec<u8> = Vec::new();
         let mut chunk = [0u8; 16 * 1024];
         loop {
             if !self.buf.is_empty() {
-                if stored.is_none() {
-                    stored = stored_length(&self.buf);
-                }
                 match reader.feed(&self.buf) {
                     Ok(Progress::Complete { consumed }) => {
+                        keep_start(&mut raw, &self.buf[..consumed]);
                         self.buf.drain(..consumed);
                         break;
                     }
                     Ok(Progress::NeedMore { consumed }) => {
+                        keep_start(&mut raw, &self.buf[..consumed]);
                         self.buf.drain(..consumed);
                     }
                     Err(e) => {
                         self.stream = None;
-                        return Err(Failure { kind: format!("malformed response: {e}"), retry: true });
+                        return Err(Failure::transient(&format!("malformed response: {e}")));
                     }
                 }
             }
-            let stream = self.stream.as_mut().expect("open");
+            let Some(stream) = self.stream.as_mut() else { return Err(Failure::transient("closed")) };
             match stream.read(&mut chunk) {
                 Ok(0) => {
                     self.stream = None;
-                    return Err(Failure { kind: "closed".into(), retry: true });
+                    if reader.head_done() && reader.finish().is_ok() {
+                        break;
+                    }
+                    return Err(Failure::transient("closed"));
                 }
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    // Still open: a caller waiting for `100 Continue` may go on.
+                    return Err(Failure::io(&e));
+                }
                 Err(e) => {
                     self.stream = None;
                     return Err(Failure::io(&e));
@@ -394,12 +555,24 @@ impl HttpConnection {
         if !reader.keep_alive() {
             self.stream = None;
         }
-        match reader.status() {
-            200..=299 => Ok(stored.unwrap_or(body.len() as u64)),
-            s @ 500..=599 => Err(Failure { kind: format!("HTTP {s}"), retry: true }),
-            s => Err(Failure { kind: format!("HTTP {s}"), retry: false }),
-        }
+        let (stored, reason) = head_facts(&raw);
+        Ok(Answer { status: reader.status(), reason, stored })
     }
+}
+
+/// Keeps the first 8 KiB of a response: its head and enough of an error body for the reason.
+fn keep_start(raw: &mut Vec<u8>, bytes: &[u8]) {
+    let room = (8usize << 10).saturating_sub(raw.len());
+    raw.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+/// A key as a URL path: each `/`-separated segment percent-encoded once, so the server decodes
+/// exactly the name given (`caf%C3%A9.mp4` goes out as `caf%25C3%25A9.mp4`).
+fn url_path(key: &str) -> String {
+    key.split('/')
+        .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Characters escaped in a path segment.
@@ -413,25 +586,78 @@ const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'>')
     .add(b'`')
     .add(b'{')
-    .add(b'}');
+    .add(b'}')
+    .add(b'/')
+    .add(b'\\')
+    .add(b'+')
+    .add(b'&')
+    .add(b'=')
+    .add(b';');
 
-/// The `Sluice-Stored-Length` of a response head, if the head is complete and has one.
-fn stored_length(buf: &[u8]) -> Option<u64> {
+/// From a response's first bytes: its `Sluice-Stored-Length` and its one-line reason (the body's
+/// first non-empty line, else the status line's phrase).
+fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut r = httparse::Response::new(&mut headers);
-    match r.parse(buf) {
-        Ok(httparse::Status::Complete(_)) => r
-            .headers
+    let Ok(httparse::Status::Complete(head_len)) = r.parse(raw) else {
+        return (None, String::new());
+    };
+    let header = |name: &str| {
+        r.headers
             .iter()
-            .find(|h| h.name.eq_ignore_ascii_case("sluice-stored-length"))
-            .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok()),
-        _ => None,
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(str::trim)
+    };
+    let stored = header("sluice-stored-length").and_then(|v| v.parse().ok());
+    let chunked = header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let body = String::from_utf8_lossy(&raw[head_len..]);
+    let mut lines = body.lines().map(str::trim).filter(|l| !l.is_empty());
+    if chunked {
+        lines.next(); // the first chunk's size
     }
+    let phrase = r.reason.unwrap_or("").trim().to_string();
+    let code = r.code.map(|c| format!("{c} ")).unwrap_or_default();
+    // A body that only repeats the status line (`413 Content Too Large`) adds nothing.
+    let repeats = |line: &str| line.strip_prefix(code.as_str()).unwrap_or(line).eq_ignore_ascii_case(&phrase);
+    let reason = match lines.next() {
+        Some(line) if !repeats(line) && line != "0" => {
+            let line: String = line.chars().take(300).collect();
+            if phrase.is_empty() {
+                line
+            } else {
+                format!("{phrase}: {line}")
+            }
+        }
+        _ => phrase,
+    };
+    (stored, reason)
+}
+
+/// The HTTP status an object store answered and its S3 error code, from a store error's one-line
+/// text (`... status code: 403 Forbidden: InvalidAccessKeyId: The access key ...`); `None` when
+/// no answer came (a reset, a timeout, a refused connection).
+fn s3_answer(text: &str) -> Option<(u16, Option<String>)> {
+    let at = text.find("status code: ")? + "status code: ".len();
+    let rest = &text[at..];
+    let status: u16 = rest.get(..3)?.parse().ok()?;
+    let code = rest
+        .split(": ")
+        .nth(1)
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
+        .map(str::to_string);
+    Some((status, code))
+}
+
+/// A mutex's value; a worker that panicked holding it left nothing half-written worth refusing.
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Uploads everything; `progress` is updated as objects finish.
 pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<UploadReport, String> {
-    let items = items(&config.source).map_err(|e| format!("reading the sources: {e}"))?;
+    let items = items(&config.source)?;
     progress.total.store(items.len() as u64, Ordering::Relaxed);
     let s3: Option<Arc<dyn Store>> = match &config.destination {
         Destination::S3 { config, .. } => {
@@ -442,6 +668,20 @@ pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<Up
     let next = AtomicUsize::new(0);
     let histogram = Mutex::new(Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"));
     let failures = Mutex::new(BTreeMap::<String, u64>::new());
+    let failed_objects = Mutex::new(Vec::<FailedObject>::new());
+    let stopped = Mutex::new(None::<FailedObject>);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let fail = |item: &Item, f: Failure| {
+        *locked(&failures).entry(f.kind).or_default() += 1;
+        let mut listed = locked(&failed_objects);
+        if listed.len() < MAX_FAILED_LISTED {
+            let path = match &item.origin {
+                Origin::File(p) => Some(p.clone()),
+                Origin::Generated(..) => None,
+            };
+            listed.push(FailedObject { key: item.key.clone(), path, status: f.status, reason: f.reason });
+        }
+    };
     let (ok, retries, raw, stored, opened) =
         (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
     let start = Instant::now();
@@ -450,14 +690,27 @@ pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<Up
             scope.spawn(|| {
                 let mut conn = HttpConnection { stream: None, opened: 0, buf: Vec::new() };
                 while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    if !item.utf8_name {
+                        let reason = "the file's name is not UTF-8 (object names are)".to_string();
+                        fail(
+                            item,
+                            Failure { kind: "name not UTF-8".into(), retry: false, status: None, reason },
+                        );
+                        progress.objects.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
                     let body = match item.bytes() {
                         Ok(b) => b,
                         Err(e) => {
-                            *failures
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .entry(format!("read: {}", e.kind()))
-                                .or_default() += 1;
+                            let reason = match &item.origin {
+                                Origin::File(p) => format!("cannot read {}: {e}", p.display()),
+                                Origin::Generated(..) => e.to_string(),
+                            };
+                            let kind = "unreadable file".to_string();
+                            fail(item, Failure { kind, retry: false, status: None, reason });
                             progress.objects.fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
@@ -494,11 +747,15 @@ pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<Up
                                 .saturating_record(us);
                         }
                         Err(f) => {
-                            *failures
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .entry(f.kind)
-                                .or_default() += 1
+                            if matches!(f.status, Some(401 | 403)) && !stop.swap(true, Ordering::Relaxed) {
+                                *locked(&stopped) = Some(FailedObject {
+                                    key: item.key.clone(),
+                                    path: None,
+                                    status: f.status,
+                                    reason: f.reason.clone(),
+                                });
+                            }
+                            fail(item, f);
                         }
                     }
                     progress.objects.fetch_add(1, Ordering::Relaxed);
@@ -509,12 +766,20 @@ pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<Up
         }
     });
     let elapsed = start.elapsed().as_secs_f64();
+    let failures = failures.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut failed_objects = failed_objects.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    failed_objects.sort_by(|a, b| a.key.cmp(&b.key));
+    let stopped = stopped.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let attempted = ok.load(Ordering::Relaxed) + failures.values().sum::<u64>();
     let h = histogram.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     let ms = |us: u64| us as f64 / 1000.0;
     let objects_ok = ok.load(Ordering::Relaxed);
     Ok(UploadReport {
         objects_ok,
-        failures: failures.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner),
+        failures,
+        failed_objects,
+        skipped: if stopped.is_some() { (items.len() as u64).saturating_sub(attempted) } else { 0 },
+        stopped,
         retries: retries.load(Ordering::Relaxed),
         bytes_raw: raw.load(Ordering::Relaxed),
         bytes_stored: stored.load(Ordering::Relaxed),
@@ -533,7 +798,12 @@ pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<Up
 }
 
 fn put_s3(store: &Arc<dyn Store>, item: &Item, body: &[u8], gzip: GzipPolicy) -> Result<u64, Failure> {
-    let key = Key::new(&item.key).map_err(|e| Failure { kind: format!("key: {e}"), retry: false })?;
+    let key = Key::new(&item.key).map_err(|e| Failure {
+        kind: "key".into(),
+        retry: false,
+        status: None,
+        reason: format!("not a valid key: {e}"),
+    })?;
     let mut hasher = sluice_store::Checksum::Sha256([0; 32]).hasher();
     hasher.update(body);
     let options = PutOptions {
@@ -542,18 +812,19 @@ fn put_s3(store: &Arc<dyn Store>, item: &Item, body: &[u8], gzip: GzipPolicy) ->
         ..Default::default()
     };
     let remote = |e: sluice_store::StoreError| {
-        let retry = matches!(e, sluice_store::StoreError::Remote(_));
-        // Grouped by the S3 error code when there is one (the message names keys and requests).
+        let network = matches!(e, sluice_store::StoreError::Remote(_));
         let text = e.to_string();
-        let kind = match (text.find("<Code>"), text.find("</Code>")) {
-            (Some(a), Some(b)) if a < b => text[a + 6..b].to_string(),
-            _ => text.chars().take(80).collect(),
+        let answer = s3_answer(&text);
+        // Grouped by the S3 error code when there is one (the message names keys and requests).
+        let kind = match &answer {
+            Some((_, Some(code))) => code.clone(),
+            Some((status, None)) => format!("HTTP {status}"),
+            None => text.chars().take(80).collect(),
         };
-        // A server-side S3 error code is worth retrying; a client-side one will not change.
-        let retry = retry
-            && (!text.contains("<Code>")
-                || matches!(kind.as_str(), "InternalError" | "SlowDown" | "ServiceUnavailable"));
-        Failure { kind: format!("s3: {kind}"), retry }
+        // Resets, timeouts and 5xx are worth another try; a 4xx will not change.
+        let retry = network && answer.as_ref().is_none_or(|(status, _)| *status >= 500);
+        let reason = text.chars().take(500).collect();
+        Failure { kind: format!("s3: {kind}"), retry, status: answer.map(|(status, _)| status), reason }
     };
     let mut writer = put_with_policy(Arc::clone(store), &key, options, gzip).map_err(remote)?;
     writer.write(body).map_err(remote)?;
@@ -563,6 +834,40 @@ fn put_s3(store: &Arc<dyn Store>, item: &Item, body: &[u8], gzip: GzipPolicy) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_s3_answer_gives_its_status_and_code() {
+        let text = "object store: Error performing PUT http://h/b/k in 5ms - Server returned non-2xx status code: 403 Forbidden: InvalidAccessKeyId: The access key ID you provided does not exist";
+        assert_eq!(s3_answer(text), Some((403, Some("InvalidAccessKeyId".into()))));
+        let text = "object store: ... status code: 503 Service Unavailable: ";
+        assert_eq!(s3_answer(text), Some((503, None)));
+        assert_eq!(s3_answer("object store: connection refused"), None);
+    }
+
+    #[test]
+    fn each_segment_is_percent_encoded_once() {
+        assert_eq!(url_path("caf%C3%A9.mp4"), "caf%25C3%25A9.mp4");
+        assert_eq!(
+            url_path("sub/my clip – été 日本.mp4"),
+            "sub/my%20clip%20%E2%80%93%20%C3%A9t%C3%A9%20%E6%97%A5%E6%9C%AC.mp4"
+        );
+        assert_eq!(url_path("a+b=c&d.mp4"), "a%2Bb%3Dc%26d.mp4");
+        assert_eq!(url_path("100%.mp4"), "100%25.mp4");
+    }
+
+    #[test]
+    fn the_reason_is_the_body_first_line_else_the_phrase() {
+        let raw = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 40\r\n\r\nthe upload is larger than 1024 bytes\n";
+        assert_eq!(head_facts(raw).1, "Payload Too Large: the upload is larger than 1024 bytes");
+        let raw = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 22\r\n\r\n413 Content Too Large\n";
+        assert_eq!(head_facts(raw).1, "Content Too Large");
+        let raw = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(head_facts(raw).1, "Unauthorized");
+        let raw = b"HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nuploads are off\n\r\n0\r\n\r\n";
+        assert_eq!(head_facts(raw).1, "Forbidden: uploads are off");
+        let raw = b"HTTP/1.1 201 Created\r\nSluice-Stored-Length: 12\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(head_facts(raw).0, Some(12));
+    }
 
     #[test]
     fn destinations_parse() {

@@ -15,5 +15,6 @@ pub mod fuzzing;
 pub mod http;
 pub mod rtp;
 pub mod rtsp;
+pub mod size_text;
 
 pub use conn::{Clock, FileSlice, Job, JobOutput, Outbox, Segment, Session};

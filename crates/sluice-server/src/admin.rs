@@ -25,13 +25,43 @@ pub struct Admin {
     http: SocketAddr,
     rtsp: Option<SocketAddr>,
     shutdown: Shutdown,
+    ready: Readiness,
+}
+
+/// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
+/// before its store answered is up (`/healthz` 200) but not ready (`/readyz` 503 with the reason)
+/// until the store answers.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Readiness {
+    /// Marks the server not ready, for `reason` (one line).
+    pub fn set_unready(&self, reason: String) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(reason);
+    }
+
+    /// Marks the server ready.
+    pub fn set_ready(&self) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// Why the server is not ready, if it is not.
+    pub fn unready_reason(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
 }
 
 impl Admin {
     /// Endpoints reporting on `app`, served at `http` (and `rtsp`); `/readyz` fails once
     /// `shutdown` is triggered.
     pub fn new(app: Arc<App>, http: SocketAddr, rtsp: Option<SocketAddr>, shutdown: Shutdown) -> Admin {
-        Admin { app, http, rtsp, shutdown }
+        Admin { app, http, rtsp, shutdown, ready: Readiness::default() }
+    }
+
+    /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
+    pub fn with_readiness(mut self, ready: Readiness) -> Admin {
+        self.ready = ready;
+        self
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
@@ -92,7 +122,10 @@ impl Admin {
                 text(Status::SERVICE_UNAVAILABLE, PLAIN, "shutting down\n".into())
             }
             Some("/healthz") => text(Status::OK, PLAIN, "ok\n".into()),
-            Some("/readyz") => text(Status::OK, PLAIN, "ready\n".into()),
+            Some("/readyz") => match self.ready.unready_reason() {
+                Some(reason) => text(Status::SERVICE_UNAVAILABLE, PLAIN, format!("not ready: {reason}\n")),
+                None => text(Status::OK, PLAIN, "ready\n".into()),
+            },
             Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
             Some("/") => text(Status::OK, PLAIN, "sluice admin: /metrics /healthz /readyz /streams\n".into()),
             _ => Response::error(Status::NOT_FOUND),

@@ -90,6 +90,7 @@ pub struct RtspSection {
     pub session_timeout: Duration,
     /// Largest RTP payload in bytes (a path MTU of 1500 leaves 1472 after IP and UDP, 1460 after
     /// the RTP header; 1400 leaves room for tunnels).
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub max_payload: usize,
     /// Viewers (sessions) served at once at most; one more is answered 453 Not Enough Bandwidth.
     pub max_viewers: usize,
@@ -240,10 +241,13 @@ pub struct LimitsSection {
     #[serde(deserialize_with = "duration", serialize_with = "sluice_proto::duration_text::serialize")]
     pub shutdown_grace: Duration,
     /// Longest request line (414 beyond).
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub max_request_line: usize,
     /// Longest request head (431 beyond).
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub max_head: usize,
     /// Largest unwanted request body read and discarded (413 beyond).
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub max_discarded_body: u64,
     /// Most pipelined responses queued per connection.
     pub max_pipelined: usize,
@@ -495,6 +499,8 @@ impl Config {
 /// The one duration parser of `sluice serve` and `sluice load`: `10s`, `250ms`, `1m30s`, `1.5s`.
 pub use sluice_proto::duration_text::format as format_duration;
 pub use sluice_proto::duration_text::parse as parse_duration;
+/// The one size parser of every flag and key that is a size: `512`, `64MiB`, `1M`, `50KB`, `1.5GB`.
+pub use sluice_proto::size_text::parse as parse_size;
 
 /// Parses a listening address: `127.0.0.1:8080`, `[::]:8080`, `localhost:8080`, or a port alone
 /// (`8080`), which keeps the default host 127.0.0.1 (serving beyond this machine is asked for by
@@ -636,6 +642,20 @@ mod tests {
         let c = Config::from_text("[http]\nlisten = \"9000\"\n[limits]\nsend_timeout = \"1.5s\"\n").unwrap();
         assert_eq!(c.http.listen.port(), 9000);
         assert_eq!(c.limits.send_timeout, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn sizes_are_an_integer_or_a_size_string() {
+        let c = Config::from_text(
+            "[store]\ncache_size = \"64MiB\"\n[uploads]\nmax_size = 1000\n[limits]\nmax_head = \"16K\"\n",
+        )
+        .unwrap();
+        assert_eq!((c.store.cache_size, c.uploads.max_size, c.limits.max_head), (64 << 20, 1000, 16 << 10));
+        let (line, _, message) = Config::from_text("[uploads]\nmax_size = \"1.5XB\"\n").unwrap_err();
+        assert_eq!(line, 2);
+        assert!(message.contains("1.5XB") && message.contains("KiB"), "{message}");
+        assert!(Config::from_text("[uploads]\nmax_size = -1\n").is_err());
+        assert!(Config::from_text("[rtsp]\nmax_payload = \"1T\"\n").is_ok_and(|c| c.validate().is_err()));
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub enum ServeError {
         source: std::io::Error,
     },
     /// The object store or the cache in front of it cannot be set up.
-    #[error("cannot serve the library in {location}: {reason}")]
+    #[error("cannot serve the library in {location}: {}", one_line(reason))]
     RemoteLibrary {
         /// The store's location.
         location: String,
@@ -66,6 +66,26 @@ pub enum ServeError {
     /// The upload store or tokens cannot be set up.
     #[error(transparent)]
     Uploads(#[from] crate::upload::UploadSetupError),
+    /// The store (`--store`) cannot be used: a location that does not parse, a directory that
+    /// is not one, or an object store that does not answer (a missing bucket, refused
+    /// credentials, nothing listening).
+    #[error("cannot use the store {location}: {}", one_line(reason))]
+    Store {
+        /// The store's location.
+        location: String,
+        /// The reason.
+        reason: String,
+    },
+    /// Two listeners of this server ask for the same address and port.
+    #[error("{first} and {second} both ask for {addr}: each listener needs its own port")]
+    SameAddress {
+        /// The first listener's flag.
+        first: &'static str,
+        /// The second listener's flag.
+        second: &'static str,
+        /// The address both ask for.
+        addr: SocketAddr,
+    },
     /// The shutdown grace ran out with responses still in flight; they were cut off.
     #[error("the shutdown grace ({grace}) ran out: {responses} response(s) cut off")]
     GraceExpired {
@@ -83,30 +103,130 @@ impl ServeError {
         match self {
             ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
             ServeError::RemoteLibrary { .. } => 2,
-            ServeError::Uploads(_) => 2,
+            ServeError::Uploads(_) | ServeError::Store { .. } | ServeError::SameAddress { .. } => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
         }
     }
 }
 
-/// `sluice serve --check`: whether `config` can start a server, binding nothing. Returns the
-/// settings as they would run (the engine settled: io_uring probed, falling back to epoll unless
-/// `demanded`) and, for a fallback, why.
-pub fn check(config: &Config, demanded: bool) -> Result<(Config, Option<String>), ServeError> {
-    config.validate()?;
+/// `sluice serve --check`: whether `config` can start a server, binding nothing, with the checks
+/// and messages `serve` itself uses ([`preflight`]); with `connect`, also whether an s3:// store
+/// answers. Returns the settings as they would run (the engine settled: io_uring probed, falling
+/// back to epoll unless `demanded`) and, for a fallback, why.
+pub fn check(config: &Config, demanded: bool, connect: bool) -> Result<(Config, Option<String>), ServeError> {
+    preflight(config)?;
     let mut config = config.clone();
     let (kind, fallback) = sluice_engine::resolve_engine(config.engine.kind, demanded)?;
     config.engine.kind = kind;
     sluice_engine::check(&config.engine_config())?;
-    if let Some(root) = &config.library.root {
-        if !root.is_dir() {
-            let source = std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory");
-            return Err(ServeError::Library { path: root.clone(), source });
-        }
+    if connect {
+        probe_store(&config)?;
     }
     Ok((config, fallback.map(|r| r.to_string())))
 }
+
+/// Everything about `config` that can be checked without binding or connecting, in the order
+/// `serve` meets it, so that `serve --check` and `serve` refuse a configuration with the same
+/// line: the values, the listeners' addresses, the root, the token files, the store's location.
+pub fn preflight(config: &Config) -> Result<(), ServeError> {
+    config.validate()?;
+    same_address(config)?;
+    if let Some(root) = &config.library.root {
+        root_directory(root)?;
+    }
+    config.uploads.load_tokens()?;
+    config.uploads.gzip_mode()?;
+    if let Some(location) = &config.store.location {
+        let failed = |reason: String| ServeError::Store { location: location.clone(), reason };
+        if config.store.is_remote() {
+            if let Some(endpoint) = &config.store.s3_endpoint {
+                let scheme = endpoint.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+                if !matches!(scheme.as_deref(), Some("http" | "https")) {
+                    return Err(failed(format!(
+                        "--s3-endpoint `{endpoint}` is not an http:// or https:// URL (e.g. http://127.0.0.1:8333)"
+                    )));
+                }
+            }
+            // Builds the client only (no request): a location or endpoint that does not parse.
+            sluice_store::open(location, Some(config.store.s3_config()))
+                .map_err(|e| failed(e.to_string()))?;
+        } else {
+            match std::fs::metadata(location) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(failed("not a directory".into())),
+                Err(e) => return Err(failed(e.to_string())),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The library root must be a directory; the one message for `serve` and `serve --check`.
+fn root_directory(root: &std::path::Path) -> Result<(), ServeError> {
+    let source = match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+        Err(e) => e,
+    };
+    Err(ServeError::Library { path: root.to_path_buf(), source })
+}
+
+/// Two listeners on one port of overlapping addresses: named as such, before binding reports it
+/// as a port "in use by another process".
+fn same_address(config: &Config) -> Result<(), ServeError> {
+    let mut listeners = vec![("--listen (http.listen)", config.http.listen)];
+    if config.admin.enabled {
+        listeners.push(("--admin-listen (admin.listen)", config.admin.listen));
+    }
+    if config.rtsp.enabled {
+        listeners.push(("--rtsp-listen (rtsp.listen)", config.rtsp.listen));
+    }
+    for (i, (first, a)) in listeners.iter().enumerate() {
+        for (second, b) in &listeners[i + 1..] {
+            let overlap = a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified();
+            if a.port() != 0 && a.port() == b.port() && overlap {
+                return Err(ServeError::SameAddress { first, second, addr: *b });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether an s3:// store answers: its bucket is listed (a missing bucket, refused credentials
+/// or an endpoint that does not answer are errors). A local store answers by being there.
+pub fn probe_store(config: &Config) -> Result<(), ServeError> {
+    let Some(location) = config.store.location.as_deref().filter(|_| config.store.is_remote()) else {
+        return Ok(());
+    };
+    let failed = |reason: String| ServeError::Store { location: location.into(), reason };
+    let store =
+        sluice_store::open(location, Some(config.store.s3_config())).map_err(|e| failed(e.to_string()))?;
+    // A listing, not a HEAD: a HEAD of a missing bucket is a bare 404, like a missing key.
+    store.list("").map(drop).map_err(|e| failed(e.to_string()))
+}
+
+/// A store's error on one line (an S3 error document folded into its code and message).
+pub use sluice_store::one_line;
+
+/// The default cache directory of an s3:// library (`sluice-cache-PID` under the temporary
+/// directory), private to this process and so removed when it stops; a `--cache-dir` the
+/// operator chose is kept and reused.
+#[derive(Debug)]
+struct DefaultCacheDir(PathBuf);
+
+impl Drop for DefaultCacheDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!("cannot remove the cache directory {}: {e}", self.0.display());
+            }
+        }
+    }
+}
+
+/// How often an edge started with `--store-wait` asks its store again.
+const STORE_RETRY: Duration = Duration::from_secs(2);
 
 /// Maps a bind failure to an error naming the listener and the flag that moves it.
 fn address_error(what: &'static str, flag: &'static str) -> impl Fn(EngineError) -> ServeError {
@@ -125,6 +245,26 @@ fn address_error(what: &'static str, flag: &'static str) -> impl Fn(EngineError)
             ServeError::Address { what, flag, addr, reason }
         }
         other => ServeError::Engine(other),
+    }
+}
+
+/// Asks the store again every [`STORE_RETRY`] until it answers (then the server is ready) or the
+/// server shuts down.
+fn wait_for_store(config: &Config, readiness: &crate::admin::Readiness, shutdown: &Shutdown) {
+    let mut since = Instant::now();
+    while !shutdown.is_triggered() {
+        if since.elapsed() >= STORE_RETRY {
+            since = Instant::now();
+            match probe_store(config) {
+                Ok(()) => {
+                    readiness.set_ready();
+                    tracing::info!("the store answers: ready");
+                    return;
+                }
+                Err(e) => readiness.set_unready(e.to_string()),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -158,13 +298,19 @@ pub struct Server {
     admin: Option<Listeners>,
     counters: Arc<Counters>,
     demo: bool,
+    /// Not ready until the store answers (`--store-wait`).
+    readiness: crate::admin::Readiness,
+    /// The configuration, for asking the store again while not ready.
+    config: Config,
+    /// Removed when the server is dropped.
+    _default_cache_dir: Option<DefaultCacheDir>,
 }
 
 impl Server {
     /// Settles the engine (io_uring is probed here; `demanded` means a refusal is an error rather
     /// than a fall back to epoll), opens the library and binds the listening sockets.
     pub fn bind(mut config: Config, demanded: bool) -> Result<Server, ServeError> {
-        config.validate()?;
+        preflight(&config)?;
         let (kind, fallback) = sluice_engine::resolve_engine(config.engine.kind, demanded)?;
         if let Some(reason) = fallback {
             tracing::warn!("{reason}");
@@ -177,6 +323,16 @@ impl Server {
             config.engine.cpu_workers = Some(REMOTE_CPU_WORKERS);
         }
         sluice_engine::check(&config.engine_config())?;
+        let readiness = crate::admin::Readiness::default();
+        if let Err(e) = probe_store(&config) {
+            if !config.store.wait {
+                return Err(e);
+            }
+            tracing::warn!("not ready: {e}; asking again every {}s (--store-wait)", STORE_RETRY.as_secs());
+            readiness.set_unready(e.to_string());
+        }
+        let default_cache_dir = (config.store.is_remote() && config.store.cache_dir_is_default())
+            .then(|| DefaultCacheDir(config.store.cache_config().dir));
         let (root, demo) = match &config.library.root {
             Some(root) => (root.clone(), false),
             None => (
@@ -236,7 +392,17 @@ impl Server {
             uploads = uploads.on_change(move |key| remote.cache().forget(key));
         }
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
-        Ok(Server { app, listeners, rtsp, admin, counters, demo })
+        Ok(Server {
+            app,
+            listeners,
+            rtsp,
+            admin,
+            counters,
+            demo,
+            readiness,
+            config,
+            _default_cache_dir: default_cache_dir,
+        })
     }
 
     /// The admin listener's address, if it is on.
@@ -294,10 +460,12 @@ impl Server {
                 addr,
                 self.rtsp.as_ref().map(|r| r.sockets.local_addr()),
                 shutdown.clone(),
-            );
+            )
+            .with_readiness(self.readiness.clone());
             (listeners, Arc::new(AdminService(Arc::new(admin))))
         });
         let service = Arc::new(HttpService { app: self.app });
+        let (config, readiness) = (&self.config, &self.readiness);
         let counters = &self.counters;
         let grace = engine.shutdown_grace;
         let app = Arc::clone(&service.app);
@@ -318,6 +486,14 @@ impl Server {
             });
             if let Err(source) = watcher {
                 return Err(EngineError::Setup { what: "spawn grace watcher", source });
+            }
+            if readiness.unready_reason().is_some() {
+                let spawned = std::thread::Builder::new()
+                    .name("sluice-store-wait".into())
+                    .spawn_scoped(scope, || wait_for_store(config, readiness, shutdown));
+                if let Err(source) = spawned {
+                    return Err(EngineError::Setup { what: "spawn store wait", source });
+                }
             }
             let admin = match admin {
                 Some((listeners, service)) => {
@@ -411,5 +587,28 @@ impl Server {
         }
         tracing::info!("stopped");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_listeners_on_one_port_are_named() {
+        let mut c = Config::default();
+        c.http.listen = "127.0.0.1:7000".parse().unwrap();
+        c.admin.listen = "0.0.0.0:7000".parse().unwrap();
+        let e = same_address(&c).unwrap_err().to_string();
+        assert!(e.contains("--listen (http.listen) and --admin-listen (admin.listen)"), "{e}");
+        c.admin.enabled = false;
+        assert!(same_address(&c).is_ok());
+        c.rtsp.listen = "127.0.0.1:7000".parse().unwrap();
+        assert!(same_address(&c).unwrap_err().to_string().contains("--rtsp-listen"));
+        c.rtsp.listen = "127.0.0.2:7000".parse().unwrap();
+        assert!(same_address(&c).is_ok(), "another address, the same port");
+        c.http.listen = "127.0.0.1:0".parse().unwrap();
+        c.rtsp.listen = "127.0.0.1:0".parse().unwrap();
+        assert!(same_address(&c).is_ok(), "port 0 is a free port each");
     }
 }

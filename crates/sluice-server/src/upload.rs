@@ -25,19 +25,49 @@ use sluice_store::{Checksum, Condition, Key, ObjectWriter, PutOptions, Store, St
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UploadsSection {
-    /// A file of bearer tokens, one a line (blank lines and `#` comments ignored). Uploads are
-    /// off while no token is configured.
+    /// A file of bearer tokens, one a line (blank lines and `#` comments ignored). It must be
+    /// readable and hold at least one token. Uploads are off while no token is configured.
     pub token_file: Option<PathBuf>,
     /// Tokens given inline (prefer `token_file`, which keeps them out of the config). Never
     /// printed by `serve --check`.
     #[serde(skip_serializing)]
     pub tokens: Vec<String>,
     /// Largest upload in bytes; a declared length above it is 413 before the body is read.
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub max_size: u64,
     /// `auto` (gzip compressible types when it saves enough), `always` or `never`.
     pub gzip: String,
     /// Least saving for `auto`, as a fraction of the plain size (also at least 512 bytes).
     pub gzip_min_saving: f64,
+}
+
+impl UploadsSection {
+    /// The tokens that may write: `tokens` and every line of `token_file`. A token file that
+    /// cannot be read or holds no token is an error (`serve` and `serve --check` alike).
+    pub fn load_tokens(&self) -> Result<Vec<Vec<u8>>, UploadSetupError> {
+        let mut tokens: Vec<Vec<u8>> = self.tokens.iter().map(|t| t.trim().as_bytes().to_vec()).collect();
+        if let Some(path) = &self.token_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|source| UploadSetupError::TokenFile { path: path.clone(), source })?;
+            let before = tokens.len();
+            tokens.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(|l| l.as_bytes().to_vec()),
+            );
+            if tokens.len() == before {
+                return Err(UploadSetupError::NoToken { path: path.clone() });
+            }
+        }
+        tokens.retain(|t| !t.is_empty());
+        Ok(tokens)
+    }
+
+    /// The gzip policy's mode.
+    pub fn gzip_mode(&self) -> Result<sluice_store::gzip::GzipMode, UploadSetupError> {
+        self.gzip.parse().map_err(UploadSetupError::Gzip)
+    }
 }
 
 impl Default for UploadsSection {
@@ -79,6 +109,7 @@ pub struct StoreSection {
     /// system's temporary directory).
     pub cache_dir: Option<std::path::PathBuf>,
     /// Most bytes of slices the cache keeps on disk (beyond the slices being fetched).
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
     pub cache_size: u64,
     /// Object metadata older than this is checked with the store (by entity tag).
     #[serde(
@@ -86,6 +117,9 @@ pub struct StoreSection {
         serialize_with = "sluice_proto::duration_text::serialize"
     )]
     pub cache_revalidate: std::time::Duration,
+    /// When an s3:// store does not answer at start-up: off, `serve` exits 2 with the reason; on,
+    /// it starts unready (`/readyz` 503 with the reason) and becomes ready once the store answers.
+    pub wait: bool,
 }
 
 impl Default for StoreSection {
@@ -101,6 +135,7 @@ impl Default for StoreSection {
             cache_dir: None,
             cache_size: 1 << 30,
             cache_revalidate: std::time::Duration::from_secs(60),
+            wait: false,
         }
     }
 }
@@ -125,6 +160,12 @@ impl StoreSection {
     /// Whether the store is an object store, and so the library.
     pub fn is_remote(&self) -> bool {
         self.location.as_deref().is_some_and(|l| l.starts_with("s3://"))
+    }
+
+    /// Whether the cache directory is the default one, private to this process (and so removed
+    /// when it exits).
+    pub fn cache_dir_is_default(&self) -> bool {
+        self.cache_dir.is_none()
     }
 
     /// The cache settings of an s3:// library.
@@ -165,6 +206,12 @@ pub enum UploadSetupError {
         path: PathBuf,
         /// Why.
         source: std::io::Error,
+    },
+    /// The token file holds no token: uploads would be off, which a token file never asks for.
+    #[error("the upload token file {} holds no token (one a line; blank lines and '#' comments are skipped)", path.display())]
+    NoToken {
+        /// The file.
+        path: PathBuf,
     },
     /// The gzip setting is not one of its values.
     #[error("[uploads] {0}")]
@@ -213,21 +260,10 @@ impl Uploads {
         store: &StoreSection,
         library_root: &std::path::Path,
     ) -> Result<Uploads, UploadSetupError> {
-        let mut tokens: Vec<Vec<u8>> = uploads.tokens.iter().map(|t| t.trim().as_bytes().to_vec()).collect();
-        if let Some(path) = &uploads.token_file {
-            let text = std::fs::read_to_string(path)
-                .map_err(|source| UploadSetupError::TokenFile { path: path.clone(), source })?;
-            tokens.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                    .map(|l| l.as_bytes().to_vec()),
-            );
-        }
-        tokens.retain(|t| !t.is_empty());
+        let tokens = uploads.load_tokens()?;
         let location = store.location.clone().unwrap_or_else(|| library_root.display().to_string());
         let store: Arc<dyn Store> = Arc::from(sluice_store::open(&location, Some(store.s3_config()))?);
-        let mode = uploads.gzip.parse().map_err(UploadSetupError::Gzip)?;
+        let mode = uploads.gzip_mode()?;
         let gzip = GzipPolicy { mode, min_saving: uploads.gzip_min_saving, ..GzipPolicy::default() };
         Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip, changed: Changed::default() })
     }

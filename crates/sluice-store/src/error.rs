@@ -64,8 +64,44 @@ impl From<object_store::Error> for StoreError {
                     }
                     source = cause.source();
                 }
-                StoreError::Remote(text)
+                StoreError::Remote(one_line(&text))
             }
         }
+    }
+}
+
+/// A store's error on one line: an S3 error document (`<Code>`, `<Message>`) becomes
+/// `Code: Message`, and any other text has its line breaks folded.
+pub fn one_line(text: &str) -> String {
+    let tag = |name: &str| {
+        let open = format!("<{name}>");
+        let start = text.find(&open)? + open.len();
+        let end = text[start..].find(&format!("</{name}>"))? + start;
+        Some(text[start..end].trim().to_string())
+    };
+    let folded = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    match (tag("Code"), text.find("<?xml").or_else(|| text.find("<Error>"))) {
+        (Some(code), Some(xml_at)) => {
+            let before = folded(text[..xml_at].trim_end_matches([':', ' ', '\n']));
+            let message = tag("Message").map(|m| format!(": {m}")).unwrap_or_default();
+            let before = if before.is_empty() { String::new() } else { format!("{before}: ") };
+            format!("{before}{code}{message}")
+        }
+        _ => folded(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_error_document_is_one_line() {
+        let text = "object store: Error performing GET http://h/b in 3ms - 404 Not Found: <?xml version=\"1.0\"?>\n<Error><Code>NoSuchBucket</Code><Message>The specified bucket does not exist</Message><RequestId>1</RequestId></Error>";
+        assert_eq!(
+            one_line(text),
+            "object store: Error performing GET http://h/b in 3ms - 404 Not Found: NoSuchBucket: The specified bucket does not exist"
+        );
+        assert_eq!(one_line("connection refused\n  at line 2"), "connection refused at line 2");
     }
 }

@@ -35,10 +35,11 @@ struct CeilingArgs {
     /// Each viewer's bitrate in bits per second (E5's file: 23.7 Mbit/s with audio).
     #[arg(long, default_value_t = 23_700_000)]
     bitrate: u64,
-    /// Bytes per datagram (sluice's RTP packets of E5's file average about 1,380).
-    #[arg(long, default_value_t = 1_380)]
+    /// Bytes per datagram (sluice's RTP packets of E5's file average about 1,380); a size, e.g.
+    /// 1380 or 1K.
+    #[arg(long, default_value_t = 1_380, value_parser = crate::load_cmd::parse_size_usize, value_name = "SIZE")]
     datagram: usize,
-    /// Seconds per viewer count.
+    /// Time per viewer count, e.g. 10s.
     #[arg(long, default_value = "10s", value_parser = sluice_load::duration_text::parse)]
     duration: std::time::Duration,
     /// The sender's CPU (the server's in E5).

@@ -117,8 +117,14 @@ pub struct RtspArgs {
     /// Set up only the video stream, not the audio stream.
     #[arg(long)]
     video_only: bool,
-    /// Receive buffer of each viewer's UDP sockets in bytes (0: the kernel's default).
-    #[arg(long, default_value_t = sluice_load::rtsp::DEFAULT_UDP_RECEIVE_BUFFER, value_name = "BYTES")]
+    /// Receive buffer of each viewer's UDP sockets (0: the kernel's default), e.g. 4M; SIZE:
+    /// bytes, or K/M/G/T, KiB/MiB/GiB/TiB (powers of 1024), KB/MB/GB/TB (powers of 1000).
+    #[arg(
+        long,
+        default_value_t = sluice_load::rtsp::DEFAULT_UDP_RECEIVE_BUFFER,
+        value_parser = parse_size_usize,
+        value_name = "SIZE"
+    )]
     udp_rcvbuf: usize,
     /// Runtime worker threads [default: the usable cores].
     #[arg(long, value_name = "N")]
@@ -246,6 +252,12 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         LoadProtocol::Http(http) => run_http(*http),
         LoadProtocol::Rtsp(rtsp) => run_rtsp(rtsp),
     }
+}
+
+/// The one size parser, for flags that are buffer lengths.
+pub(crate) fn parse_size_usize(s: &str) -> Result<usize, String> {
+    sluice_server::config::parse_size(s)
+        .and_then(|n| usize::try_from(n).map_err(|_| format!("`{s}` is too large")))
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -156,10 +156,14 @@ struct ServeArgs {
     /// Append logs to this file instead of stderr; SIGUSR1 reopens it (after logrotate moved it).
     #[arg(long, value_name = "PATH")]
     log_file: Option<PathBuf>,
-    /// Check the configuration, print the effective settings as sluice.toml text, and exit
-    /// (0 when it is usable, 2 when not).
+    /// Check the configuration with the checks `serve` makes before binding (values, addresses,
+    /// the root, token files, the store's location), print the effective settings as sluice.toml
+    /// text, and exit (0 when it is usable, 2 when not, with the message `serve` would give).
     #[arg(long)]
     check: bool,
+    /// With --check: also ask an s3:// store whether its bucket answers.
+    #[arg(long, requires = "check")]
+    connect: bool,
 }
 
 /// Appends each setting's default, from `Config::default()`, to its flag's help.
@@ -308,9 +312,9 @@ fn return_large_blocks() {
 }
 
 /// `sluice serve --check`: the effective settings on stdout, a note on stderr.
-fn check(config: &Config, demanded: bool) -> Result<(), ServeError> {
+fn check(config: &Config, demanded: bool, connect: bool) -> Result<(), ServeError> {
     use std::io::Write;
-    let (effective, fallback) = sluice_server::serve::check(config, demanded)?;
+    let (effective, fallback) = sluice_server::serve::check(config, demanded, connect)?;
     if let Some(reason) = fallback {
         eprintln_safe(&format!("sluice: note: {reason}"));
     }
@@ -325,10 +329,10 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // Asking for uring on the command line is a demand: if the kernel refuses io_uring, say why
     // and stop. Asking in the configuration file is a preference that falls back to epoll.
     let demanded = args.engine == Some(EngineKind::Uring);
-    let only_check = args.check;
+    let (only_check, connect) = (args.check, args.connect);
     let config = args.into_config().map_err(ServeError::from)?;
     if only_check {
-        return Ok(check(&config, demanded)?);
+        return Ok(check(&config, demanded, connect)?);
     }
     let log = sluice_server::logging::init(&config.log).map_err(ServeError::from)?;
     raise_nofile_limit();

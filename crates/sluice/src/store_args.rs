@@ -4,16 +4,19 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use sluice_server::config::parse_size;
 use sluice_server::Config;
 
 /// Where uploads go and who may send them.
 #[derive(Args, Debug, Default)]
 pub struct StoreArgs {
-    /// Bearer tokens allowed to PUT and DELETE, one a line; without any, uploads are off (403).
-    #[arg(long)]
+    /// Bearer tokens allowed to PUT and DELETE, one a line ('#' comments); the file must hold at
+    /// least one. Without a token file (or `tokens` in the file), uploads are off (403).
+    #[arg(long, value_name = "FILE")]
     upload_token_file: Option<PathBuf>,
-    /// Largest upload in bytes (413 before the body beyond it).
-    #[arg(long)]
+    /// Largest upload (413 before the body beyond it), e.g. 1M, 64MiB, 5GB (default 64GiB). SIZE:
+    /// bytes, or K/M/G/T, KiB/MiB/GiB/TiB (powers of 1024), KB/MB/GB/TB (powers of 1000).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     max_upload: Option<u64>,
     /// Where uploads are stored: a directory or s3://BUCKET/PREFIX (default: the library root);
     /// an s3:// store is also the library served, through a local cache (--cache-*).
@@ -29,35 +32,21 @@ pub struct StoreArgs {
     /// answers 504 past it).
     #[arg(long, value_parser = sluice_server::config::parse_duration, value_name = "DURATION")]
     s3_timeout: Option<std::time::Duration>,
-    /// Directory of the local cache of an s3:// library (default: under the temporary directory).
+    /// Directory of the local cache of an s3:// library (default: sluice-cache-PID under the
+    /// temporary directory, removed when sluice exits; a directory given here is kept and reused).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
-    /// Most bytes the cache keeps on disk, e.g. 512M or 20G (default 1G).
+    /// Most bytes the cache keeps on disk, e.g. 512M, 64MiB or 20GB (default 1GiB); the SIZE
+    /// syntax of --max-upload.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     cache_size: Option<u64>,
     /// Object metadata older than this is revalidated with the store by ETag (default 60s).
     #[arg(long, value_parser = sluice_server::config::parse_duration, value_name = "DURATION")]
     cache_revalidate: Option<std::time::Duration>,
-}
-
-/// A byte count with an optional K, M, G or T suffix (powers of 1024).
-fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let (digits, shift) = match text.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("{text:?}: the suffix must be K, M, G or T")),
-            };
-            (&text[..i], shift)
-        }
-        _ => (text, 0),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a size such as 512M"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
+    /// When the s3:// store does not answer at start-up (a missing bucket, refused credentials),
+    /// start anyway, unready (/readyz 503 with the reason) until it answers, instead of exiting 2.
+    #[arg(long)]
+    store_wait: bool,
 }
 
 impl StoreArgs {
@@ -89,6 +78,9 @@ impl StoreArgs {
         }
         if let Some(d) = self.cache_revalidate {
             c.store.cache_revalidate = d;
+        }
+        if self.store_wait {
+            c.store.wait = true;
         }
     }
 }

@@ -1,53 +1,61 @@
 //! `sluice upload`: the command-line face of `sluice_load::upload` (the batch uploader). Parses
-//! flags, shows a progress line (objects, bytes, objects/s), prints the summary or `--json`, and
-//! exits non-zero when any object failed.
+//! flags, shows a progress line (objects, bytes, objects/s), prints the summary or `--json`, names
+//! each failed object on stderr with the server's reason, and exits 1 when any object failed, 2
+//! for a usage error (as `serve` and `load` do).
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use clap::Args;
 use sluice_load::payload::PayloadKind;
 use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
 use sluice_store::gzip::{GzipMode, GzipPolicy};
 use sluice_store::S3Config;
 
+use crate::load_cmd::UsageError;
+
 /// Exit code when the run finished but some objects failed.
 pub const UPLOADS_FAILED: i32 = 1;
 
 /// Upload files, a tree, or generated payloads to a sluice server or an S3 bucket.
+///
+/// Exit status: 0 when every object was stored, 1 when any failed (each named on stderr with the
+/// server's reason), 2 for a usage error.
 #[derive(Args, Debug)]
 pub struct UploadArgs {
     /// Destination: http://HOST:PORT/PREFIX (a sluice server) or s3://BUCKET/PREFIX.
     target: String,
-    /// Files and directories to upload (directories recursively, keyed by relative path).
+    /// Files and directories to upload (directories recursively, keyed by relative path; a name
+    /// is stored as given, UTF-8 and all).
     paths: Vec<PathBuf>,
-    /// Generated payloads instead of files: KIND:SIZE, KIND one of email, sms, random; SIZE in
-    /// bytes with an optional KB/MB suffix (1000-based), e.g. email:50KB.
-    #[arg(long, conflicts_with = "paths")]
-    generate: Option<String>,
+    /// Generated payloads instead of files: KIND:SIZE, KIND one of email, sms, random, e.g.
+    /// email:50KB. SIZE: bytes, or K/M/G/T, KiB/MiB/GiB/TiB (powers of 1024), KB/MB/GB/TB
+    /// (powers of 1000); a decimal must come to whole bytes (random:1.5MB).
+    #[arg(long, conflicts_with = "paths", value_parser = PayloadKind::parse_spec, value_name = "KIND:SIZE")]
+    generate: Option<(PayloadKind, usize)>,
     /// How many payloads to generate.
     #[arg(long, default_value_t = 100)]
     count: usize,
     /// Parallel uploads, each over its own kept-alive connection.
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
-    /// Bearer token for a sluice server (the first line of this file).
-    #[arg(long)]
+    /// Bearer token for a sluice server (the first line of this file that is not a `#` comment).
+    #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// S3 endpoint URL for s3:// destinations (SeaweedFS, MinIO); credentials from AWS_*.
-    #[arg(long)]
-    endpoint: Option<String>,
+    #[arg(long, alias = "endpoint", value_name = "URL")]
+    s3_endpoint: Option<String>,
     /// Which objects to store gzipped when writing straight to S3 (a sluice server applies its own).
     #[arg(long, default_value = "auto")]
     gzip: String,
-    /// Retries per object on 5xx, resets and timeouts.
+    /// Retries per object on 5xx, resets and timeouts (a 4xx is final, never retried).
     #[arg(long, default_value_t = 3)]
     retries: u32,
-    /// Longest wait for any single read or write, in seconds.
-    #[arg(long, default_value_t = 30)]
-    timeout: u64,
+    /// Longest wait for any single read or write, e.g. 30s, 500ms, 2m.
+    #[arg(long, default_value = "30s", value_parser = sluice_load::duration_text::parse, value_name = "DURATION")]
+    timeout: Duration,
     /// Write the report as JSON to this file (`-` for standard output).
     #[arg(long)]
     json: Option<String>,
@@ -56,58 +64,42 @@ pub struct UploadArgs {
     quiet: bool,
 }
 
-fn parse_size(text: &str) -> anyhow::Result<usize> {
-    let t = text.trim().to_ascii_uppercase();
-    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => t.split_at(i),
-        None => (t.as_str(), ""),
-    };
-    let n: usize = digits.parse().with_context(|| format!("size `{text}`"))?;
-    let unit = match unit.trim() {
-        "" | "B" => 1,
-        "KB" | "K" => 1000,
-        "MB" | "M" => 1_000_000,
-        "KIB" => 1024,
-        "MIB" => 1 << 20,
-        other => bail!("unknown size unit `{other}`"),
-    };
-    Ok(n * unit)
+/// An error the user must fix on the command line: exit status 2.
+fn usage(message: String) -> anyhow::Error {
+    anyhow!(message).context(UsageError)
+}
+
+/// The token: the first line of `path` that is neither blank nor a `#` comment.
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| usage(format!("cannot read the token file {}: {e}", path.display())))?;
+    let token = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#'));
+    token
+        .map(str::to_string)
+        .ok_or_else(|| usage(format!("the token file {} holds no token", path.display())))
 }
 
 /// Runs `sluice upload`.
 pub fn run(args: UploadArgs) -> anyhow::Result<()> {
-    let source = match &args.generate {
-        Some(spec) => {
-            let (kind, size) = spec.split_once(':').ok_or_else(|| anyhow!("--generate wants KIND:SIZE"))?;
-            let kind = PayloadKind::parse(kind).ok_or_else(|| anyhow!("unknown payload kind `{kind}`"))?;
-            Source::Generate { kind, size: parse_size(size)?, count: args.count }
+    let source = match args.generate {
+        Some((kind, size)) => Source::Generate { kind, size, count: args.count },
+        None if args.paths.is_empty() => {
+            return Err(usage("nothing to upload: give files or directories, or --generate KIND:SIZE".into()))
         }
-        None if args.paths.is_empty() => bail!("nothing to upload: give paths or --generate"),
         None => Source::Paths(args.paths.clone()),
     };
-    let token = match &args.token_file {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .with_context(|| format!("reading {}", p.display()))?
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty() && !l.starts_with('#'))
-                .ok_or_else(|| anyhow!("{} holds no token", p.display()))?
-                .to_string(),
-        ),
-        None => None,
-    };
-    let mode: GzipMode = args.gzip.parse().map_err(|e: String| anyhow!(e))?;
-    let s3 = S3Config { endpoint: args.endpoint.clone(), ..S3Config::default() };
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let mode: GzipMode = args.gzip.parse().map_err(|e: String| usage(format!("--gzip: {e}")))?;
+    let s3 = S3Config { endpoint: args.s3_endpoint.clone(), ..S3Config::default() };
     let destination =
         Destination::parse(&args.target, token, s3, GzipPolicy { mode, ..GzipPolicy::default() })
-            .map_err(|e| anyhow!(e))?;
+            .map_err(usage)?;
     let config = UploadConfig {
         destination,
         source,
         concurrency: args.concurrency,
         retries: args.retries,
-        timeout: Duration::from_secs(args.timeout),
+        timeout: args.timeout,
     };
     let progress = UploadProgress::default();
     let done = std::sync::atomic::AtomicBool::new(false);
@@ -147,7 +139,32 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         }
         None => print!("{}", report.render()),
     }
+    for failed in &report.failed_objects {
+        let from = failed.path.as_ref().map(|p| format!(" (from {})", p.display())).unwrap_or_default();
+        crate::eprintln_safe(&format!("sluice: failed: {}{from}: {}", failed.key, failed.reason));
+    }
+    let listed = report.failed_objects.len() as u64;
+    let failed: u64 = report.failures.values().sum();
+    if failed > listed {
+        crate::eprintln_safe(&format!("sluice: ... and {} more failed (counts above)", failed - listed));
+    }
+    let s3 = args.target.starts_with("s3://");
+    if let Some(stop) = &report.stopped {
+        crate::eprintln_safe(&format!(
+            "sluice: stopped: the {} refused the credentials ({}); check {}{}",
+            if s3 { "store" } else { "server" },
+            stop.reason,
+            if s3 { "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" } else { "--token-file" },
+            if report.skipped > 0 {
+                format!(" ({} object(s) not tried)", report.skipped)
+            } else {
+                String::new()
+            }
+        ));
+    }
     if report.failed() {
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
         std::process::exit(UPLOADS_FAILED);
     }
     Ok(())

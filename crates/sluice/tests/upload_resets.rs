@@ -67,7 +67,7 @@ fn a_thousand_uploads_land_intact_with_five_percent_of_connections_reset() {
     }
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
     cmd.args(["upload", &format!("http://{front}/resets"), src.to_str().unwrap()])
-        .args(["--concurrency", "8", "--retries", "6", "--timeout", "10", "--token-file"])
+        .args(["--concurrency", "8", "--retries", "6", "--timeout", "10s", "--token-file"])
         .arg(&tokens)
         .args(["--quiet", "--json", "-"]);
     let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(120));

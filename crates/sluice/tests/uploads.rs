@@ -260,7 +260,9 @@ fn uploads_to_s3_land_and_cut_ones_leave_nothing(engine: &[&str]) {
     let server = upload_server(
         engine,
         &fx,
-        &["--store", &store_arg, "--s3-endpoint", &weed.s3_endpoint, "--body-timeout", "1s"],
+        // The bucket does not exist until the first upload creates it: without --store-wait an
+        // edge refuses to start on a missing bucket.
+        &["--store", &store_arg, "--s3-endpoint", &weed.s3_endpoint, "--body-timeout", "1s", "--store-wait"],
     );
     let mut config = weed.s3_config("p");
     config.bucket = bucket.clone();

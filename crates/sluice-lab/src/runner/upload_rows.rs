@@ -189,8 +189,11 @@ impl Run<'_> {
         };
         row.server_command = running.as_ref().map(|s| s.command_line.clone()).unwrap_or_default();
         let token = if running.is_some() { " --token-file TOKENS" } else { "" };
-        let s3_flags =
-            if running.is_some() { String::new() } else { format!(" --endpoint {endpoint} --gzip {gzip}") };
+        let s3_flags = if running.is_some() {
+            String::new()
+        } else {
+            format!(" --s3-endpoint {endpoint} --gzip {gzip}")
+        };
         row.load_command = format!(
             "sluice upload {target} --generate {payload} --count {count} --concurrency {concurrency}{s3_flags}{token} \
              (after {warmup} not counted)"
@@ -237,15 +240,9 @@ impl Run<'_> {
     }
 }
 
-/// `email:50KB` → (email, 50 000).
+/// `email:50KB` → (email, 50 000): the one payload-spec parser (`PayloadKind::parse_spec`).
 fn parse_payload(text: &str) -> Option<(PayloadKind, usize)> {
-    let (kind, size) = text.split_once(':')?;
-    let size = size.trim().to_ascii_uppercase();
-    let (digits, scale) = match size.strip_suffix("KB") {
-        Some(d) => (d, 1000),
-        None => (size.strip_suffix('B').unwrap_or(&size), 1),
-    };
-    Some((PayloadKind::parse(kind)?, digits.trim().parse::<usize>().ok()? * scale))
+    PayloadKind::parse_spec(text).ok()
 }
 
 /// objects/s over the same server's at concurrency 1 of the same sweep.
