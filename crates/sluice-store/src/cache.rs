@@ -235,10 +235,19 @@ pub struct SliceCache {
     /// A caller that could not block found a slice file gone: the next one that can looks for
     /// what else is gone.
     needs_repair: AtomicBool,
-    /// One repair at a time; holds the vanished-slice count the last repair line reported.
-    repairing: Mutex<u64>,
+    /// One repair at a time, and what the last one reported.
+    repairing: Mutex<RepairLog>,
     /// When the last write failure was logged (one line a minute, the counter says the rest).
     write_failure_logged: Mutex<Option<Instant>>,
+}
+
+/// What repairs of the cache directory have logged, so that a lasting failure is one line.
+#[derive(Debug, Default)]
+struct RepairLog {
+    /// [`CacheStats::vanished_slices`] when the last line was written.
+    vanished: u64,
+    /// The directory could not be restored, and that was logged.
+    failing: bool,
 }
 
 /// Write failures are logged at most this often.
@@ -259,7 +268,7 @@ impl SliceCache {
             fetched: Condvar::new(),
             stats: CacheStats::default(),
             needs_repair: AtomicBool::new(false),
-            repairing: Mutex::new(0),
+            repairing: Mutex::new(RepairLog::default()),
             write_failure_logged: Mutex::new(None),
             config,
         };
@@ -498,7 +507,8 @@ impl SliceCache {
     /// the same time) when `may_block`. The descriptor stays valid after an eviction.
     pub fn slice(&self, version: &ObjectVersion, index: u64, may_block: bool) -> Result<File, CacheError> {
         if may_block && self.needs_repair.swap(false, Ordering::Relaxed) {
-            self.repair();
+            // Failing, it has logged why; a fetch then serves from memory.
+            let _ = self.repair();
         }
         let name = self.name_of(version, index);
         let mut state = self.lock();
@@ -514,7 +524,7 @@ impl SliceCache {
                             self.forget_vanished(&mut state, &name);
                             if may_block {
                                 drop(state);
-                                self.repair();
+                                let _ = self.repair();
                                 state = self.lock();
                             } else {
                                 self.needs_repair.store(true, Ordering::Relaxed);
@@ -630,14 +640,14 @@ impl SliceCache {
     /// Writes fetched `bytes` as slice file `name`, putting the directory back first if
     /// something removed it; the bytes are served from memory if that fails.
     fn store_slice(&self, name: &str, bytes: &[u8]) -> Result<Fetched, CacheError> {
-        // One stat a slice: a removed or emptied directory took the lock file with it.
-        if !self.dir.lock_is_intact() {
-            self.repair();
-        }
-        let mut written = self.dir.write(name, bytes);
-        if matches!(&written, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+        // One stat a slice: a removed or emptied directory took the lock file with it. One this
+        // cache cannot take back (another process holds it now) is not written to.
+        let mut written = match self.dir.lock_is_intact() || self.repair() {
+            true => self.dir.write(name, bytes),
+            false => Err(io::Error::other("the cache directory could not be restored")),
+        };
+        if matches!(&written, Err(e) if e.kind() == io::ErrorKind::NotFound) && self.repair() {
             // Removed between the check and the write.
-            self.repair();
             written = self.dir.write(name, bytes);
         }
         match written {
@@ -660,17 +670,24 @@ impl SliceCache {
 
     /// Puts the directory and its lock back if they are gone, and forgets the slices whose
     /// files are gone (a tmp cleaner, an operator freeing disk); logs one line when it found any.
-    fn repair(&self) {
-        let mut reported = self.repairing.lock().unwrap_or_else(|e| e.into_inner());
+    /// Returns whether the directory is this cache's (again).
+    fn repair(&self) -> bool {
+        let mut log = self.repairing.lock().unwrap_or_else(|e| e.into_inner());
         let dir = self.config.dir.display();
         let restored = match self.dir.restore() {
             Ok(restored) => restored,
             Err(e) => {
                 // Slices are served from memory until the directory can be written again.
-                tracing::error!("cache: the cache directory {dir} is gone and cannot be made again: {e}");
-                return;
+                if !log.failing {
+                    log.failing = true;
+                    tracing::error!(
+                        "cache: cannot restore the cache directory {dir}: {e}; slices are served from memory until it can be"
+                    );
+                }
+                return false;
             }
         };
+        log.failing = false;
         let ready: Vec<SliceName> = {
             let state = self.lock();
             state
@@ -692,8 +709,8 @@ impl SliceCache {
             }
         }
         let vanished = self.stats.vanished_slices.load(Ordering::Relaxed);
-        let new = vanished - *reported;
-        *reported = vanished;
+        let new = vanished - log.vanished;
+        log.vanished = vanished;
         if restored.recreated {
             self.stats.dir_recreations.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
@@ -704,6 +721,7 @@ impl SliceCache {
                 "cache: {new} slice file(s) were removed from the cache directory {dir} by another process; forgotten, fetched again when asked for"
             );
         }
+        true
     }
 
     /// Forgets a ready slice whose file is gone.
@@ -1053,5 +1071,24 @@ mod tests {
         assert_eq!(count(&s.write_failures), 1);
         assert_eq!(count(&s.misses), 4);
         assert_eq!(count(&s.held_bytes), 2500);
+    }
+
+    #[test]
+    fn a_directory_another_cache_took_while_it_was_gone_is_not_written_to() {
+        let (root, parent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let dir = parent.path().join("cache");
+        let data = pattern(2000, 8);
+        put(root.path(), "a.bin", &data);
+        let first = cache_of(root.path(), &dir, 1 << 20);
+        read_whole(&first, "a.bin", &data);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let second = cache_of(root.path(), &dir, 1 << 20);
+        // The first still serves, from memory, and leaves the second's directory alone.
+        read_whole(&first, "a.bin", &data);
+        read_whole(&first, "a.bin", &data);
+        assert_eq!(count(&first.stats().write_failures), 4);
+        assert!(slice_files(&dir).is_empty(), "nothing written into the directory the second holds");
+        read_whole(&second, "a.bin", &data);
+        assert_eq!(slice_files(&dir).len(), 2);
     }
 }
