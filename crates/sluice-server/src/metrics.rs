@@ -189,6 +189,26 @@ pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
             &stats.origin_requests,
         ),
         ("origin_errors_total", "Requests to the object store that failed.", &stats.origin_errors),
+        (
+            "cache_write_failures_total",
+            "Fetched slices the cache directory would not take (disk full, I/O errors), served from memory.",
+            &stats.write_failures,
+        ),
+        (
+            "cache_vanished_slices_total",
+            "Slices whose files something else removed from the cache directory, fetched again when asked for.",
+            &stats.vanished_slices,
+        ),
+        (
+            "cache_dir_recreations_total",
+            "Times the cache directory was removed while in use and made again.",
+            &stats.dir_recreations,
+        ),
+        (
+            "cache_reused_slices_total",
+            "Slices a previous process left whole in the cache directory, reused at start.",
+            &stats.reused_slices,
+        ),
     ];
     for (name, help, c) in counters {
         let _ = writeln!(

@@ -48,6 +48,10 @@ pub enum ServeError {
         /// The reason.
         reason: String,
     },
+    /// Another process (most often a second edge started with the same `--cache-dir`) holds
+    /// the cache directory.
+    #[error("{0}; give each sluice its own --cache-dir")]
+    CacheDirInUse(sluice_store::cache::CacheDirInUse),
     /// An address cannot be listened on (most often: another process holds the port).
     #[error("cannot listen on {addr} for {what}: {reason}; choose another address with {flag}")]
     Address {
@@ -102,7 +106,7 @@ impl ServeError {
     pub fn exit_code(&self) -> u8 {
         match self {
             ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
-            ServeError::RemoteLibrary { .. } => 2,
+            ServeError::RemoteLibrary { .. } | ServeError::CacheDirInUse(_) => 2,
             ServeError::Uploads(_) | ServeError::Store { .. } | ServeError::SameAddress { .. } => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
@@ -348,7 +352,10 @@ impl Server {
                 let store = sluice_store::open(location, Some(config.store.s3_config()))
                     .map_err(|e| failed(e.to_string()))?;
                 let remote = RemoteLibrary::open(Arc::from(store), config.store.cache_config(), location)
-                    .map_err(|e| failed(e.to_string()))?;
+                    .map_err(|e| match e.dir_in_use() {
+                        Some(busy) => ServeError::CacheDirInUse(busy.clone()),
+                        None => failed(e.to_string()),
+                    })?;
                 let remote = Arc::new(remote);
                 (Source::Remote(Arc::clone(&remote)), MediaSource::Remote(remote))
             }

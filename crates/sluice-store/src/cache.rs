@@ -16,20 +16,37 @@
 //! for another period (stale on error: cached slices keep serving while the origin is down). The bytes held are bounded by
 //! [`CacheConfig::max_bytes`] plus the slices being fetched: inserting a slice evicts the least
 //! recently used ones (unlinking their files; a response still sending one keeps its descriptor,
-//! so eviction never corrupts a response, and the kernel frees the blocks when it ends). The
-//! cache starts empty: files left by an earlier process are removed at start.
+//! so eviction never corrupts a response, and the kernel frees the blocks when it ends).
+//!
+//! The directory is the cache's alone and the cache outlives what happens to it (its layout and
+//! lock are the `dir` module's):
+//! - One process at a time: it is locked for the cache's life, and a second cache on it fails
+//!   to start with [`CacheDirInUse`], naming the holder.
+//! - A restart reuses it: slice files an earlier process left whole (a crash included) are
+//!   taken back at start, oldest first as least recently used, within the size; the rest
+//!   (temporary files, short files) are removed. A reused slice is only ever found for the
+//!   entity tag it was fetched with, like any other.
+//! - Something else removing slice files or the whole directory (a tmp cleaner, an operator
+//!   freeing disk) costs refetches, not errors: a slice whose file is gone is forgotten and
+//!   fetched again, and the directory and its lock are made again (one log line).
+//! - A slice the disk will not take (full, failing) is still served: from the bytes just
+//!   fetched, in an anonymous in-memory file, and counted in [`CacheStats::write_failures`].
 //!
 //! The API is blocking, like [`Store`]: callers that must not block (an event-loop worker) ask
 //! with `may_block = false` and get [`CacheError::WouldBlock`] when the origin is needed, then
 //! repeat the call where blocking is fine (a job). This module does not speak HTTP.
 
+mod dir;
+
+pub use dir::CacheDirInUse;
+
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -49,7 +66,8 @@ const MAX_KNOWN_OBJECTS: usize = 100_000;
 /// How the cache is set up.
 #[derive(Debug, Clone)]
 pub struct CacheConfig {
-    /// Where slice files live (created if missing; the cache's own files in it are removed).
+    /// Where slice files live (created if missing; locked while the cache lives; slices left in
+    /// it whole are reused, the cache's other files in it removed).
     pub dir: PathBuf,
     /// Most bytes of slices kept, beyond the slices being fetched.
     pub max_bytes: u64,
@@ -77,7 +95,8 @@ pub enum CacheError {
     /// The origin failed.
     #[error("origin: {0}")]
     Origin(String),
-    /// The cache directory failed.
+    /// The cache directory failed (at start, [`CacheDirInUse`] when another process holds it:
+    /// see [`CacheError::dir_in_use`]).
     #[error("cache i/o: {0}")]
     Io(#[from] io::Error),
 }
@@ -98,6 +117,16 @@ impl CacheError {
                     CacheError::Origin(text)
                 }
             }
+        }
+    }
+
+    /// The process holding the cache directory, when that is why [`SliceCache::new`] failed.
+    /// (It travels as an I/O error, "resource busy", so that the mapping of run-time failures
+    /// to responses needs no case for an error only the start can meet.)
+    pub fn dir_in_use(&self) -> Option<&CacheDirInUse> {
+        match self {
+            CacheError::Io(e) => e.get_ref()?.downcast_ref::<CacheDirInUse>(),
+            _ => None,
         }
     }
 }
@@ -143,17 +172,34 @@ pub struct CacheStats {
     pub held_bytes: AtomicU64,
     /// Bytes of slices being fetched now.
     pub fetching_bytes: AtomicU64,
+    /// Fetched slices the cache directory would not take (disk full, I/O errors): served from
+    /// memory instead, and fetched again next time.
+    pub write_failures: AtomicU64,
+    /// Slices whose files something else removed, forgotten (and fetched again when asked for).
+    pub vanished_slices: AtomicU64,
+    /// Times the cache directory was gone and was made again.
+    pub dir_recreations: AtomicU64,
+    /// Slices an earlier process left whole, reused at start.
+    pub reused_slices: AtomicU64,
 }
 
-/// (key, entity tag, slice index).
-type SliceId = (String, String, u64);
+/// A slice's file name in the cache directory, which says its version and index (see `dir`).
+type SliceName = String;
 
 #[derive(Debug)]
 enum Slice {
     /// Someone is fetching it; `generation` tells waiters whether the fetch they waited for ended.
     Fetching { generation: u64 },
     /// On disk.
-    Ready { path: PathBuf, len: u64, used: u64 },
+    Ready { len: u64, used: u64 },
+}
+
+/// A fetched slice, open.
+enum Fetched {
+    /// Written to the cache directory.
+    Stored(File),
+    /// The directory would not take it: its bytes in memory, for this caller only.
+    InMemory(File),
 }
 
 #[derive(Debug, Default)]
@@ -162,13 +208,17 @@ struct State {
     objects: HashMap<String, (Option<Arc<ObjectVersion>>, Instant)>,
     /// The last listing of the whole store and when it was made.
     listing: Option<(Arc<Vec<ObjectMeta>>, Instant)>,
-    slices: HashMap<SliceId, Slice>,
+    slices: HashMap<SliceName, Slice>,
     /// Ready slices by last use (a tick), oldest first.
-    lru: BTreeMap<u64, SliceId>,
+    lru: BTreeMap<u64, SliceName>,
     /// Keys whose metadata someone is fetching.
     resolving: std::collections::HashSet<String>,
     /// Fetches that failed, by generation, so their waiters fail too instead of each retrying.
     failed: HashMap<u64, String>,
+    /// Versions whose slices an earlier process left, as (name prefix, object length), by the
+    /// key part of the prefix: dropped when their key next resolves, and forgotten if that
+    /// finds another version (nothing else knows they are stale).
+    leftovers: HashMap<String, Vec<(String, u64)>>,
     held: u64,
     tick: u64,
 }
@@ -178,29 +228,85 @@ struct State {
 pub struct SliceCache {
     store: Arc<dyn Store>,
     config: CacheConfig,
+    dir: dir::CacheDir,
     state: Mutex<State>,
     fetched: Condvar,
     stats: CacheStats,
+    /// A caller that could not block found a slice file gone: the next one that can looks for
+    /// what else is gone.
+    needs_repair: AtomicBool,
+    /// One repair at a time, and what the last one reported.
+    repairing: Mutex<RepairLog>,
+    /// When the last write failure was logged (one line a minute, the counter says the rest).
+    write_failure_logged: Mutex<Option<Instant>>,
 }
 
+/// What repairs of the cache directory have logged, so that a lasting failure is one line.
+#[derive(Debug, Default)]
+struct RepairLog {
+    /// [`CacheStats::vanished_slices`] when the last line was written.
+    vanished: u64,
+    /// The directory could not be restored, and that was logged.
+    failing: bool,
+}
+
+/// Write failures are logged at most this often.
+const WRITE_FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
+
 impl SliceCache {
-    /// A cache of `store` in `config.dir`, emptied.
+    /// A cache of `store` in `config.dir`, which it locks: the slices found there whole are
+    /// reused, the cache's other files there are removed. Fails with [`CacheDirInUse`] (see
+    /// [`CacheError::dir_in_use`]) when another process uses the directory.
     pub fn new(store: Arc<dyn Store>, config: CacheConfig) -> Result<SliceCache, CacheError> {
-        std::fs::create_dir_all(&config.dir)?;
-        for entry in std::fs::read_dir(&config.dir)? {
-            let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "slice") {
-                std::fs::remove_file(&path)?;
-            }
-        }
         let config = CacheConfig { slice_len: config.slice_len.max(1), ..config };
-        Ok(SliceCache {
+        let dir = dir::CacheDir::open(&config.dir)?;
+        let scan = dir.scan(config.slice_len)?;
+        let cache = SliceCache {
             store,
-            config,
+            dir,
             state: Mutex::new(State::default()),
             fetched: Condvar::new(),
             stats: CacheStats::default(),
-        })
+            needs_repair: AtomicBool::new(false),
+            repairing: Mutex::new(RepairLog::default()),
+            write_failure_logged: Mutex::new(None),
+            config,
+        };
+        cache.adopt(scan);
+        Ok(cache)
+    }
+
+    /// Takes back the slices an earlier process left whole, the oldest as least recently used,
+    /// and evicts what is beyond the size.
+    fn adopt(&self, mut scan: dir::Scan) {
+        let mut state = self.lock();
+        scan.whole.sort_by_key(|l| l.modified);
+        let (found, found_bytes) = (scan.whole.len(), scan.whole.iter().map(|l| l.len).sum::<u64>());
+        for leftover in scan.whole {
+            state.tick += 1;
+            let tick = state.tick;
+            state.lru.insert(tick, leftover.name.clone());
+            state.slices.insert(leftover.name, Slice::Ready { len: leftover.len, used: tick });
+            state.held += leftover.len;
+            let versions = state.leftovers.entry(dir::key_part(&leftover.version).to_string()).or_default();
+            let version = (leftover.version, leftover.object_len);
+            if !versions.contains(&version) {
+                versions.push(version);
+            }
+        }
+        self.evict(&mut state, None);
+        let kept = state.slices.len();
+        self.stats.reused_slices.store(kept as u64, Ordering::Relaxed);
+        self.stats.held_bytes.store(state.held, Ordering::Relaxed);
+        if found > 0 || scan.removed > 0 {
+            tracing::info!(
+                "cache: reusing {kept} slice(s) ({} bytes) left in {}{}; removed {} file(s) that were not whole slices",
+                state.held,
+                self.config.dir.display(),
+                if kept < found { format!(" ({found} found, {found_bytes} bytes: beyond the size)") } else { String::new() },
+                scan.removed,
+            );
+        }
     }
 
     /// What the cache has done so far.
@@ -291,6 +397,7 @@ impl SliceCache {
             // Replaced or gone: its slices will never be read again.
             self.forget_version(&mut state, &old);
         }
+        self.drop_leftovers(&mut state, key, current.as_deref());
         if state.objects.len() >= MAX_KNOWN_OBJECTS {
             // Requests for made-up names must not grow memory without end. Forgetting metadata
             // costs a HEAD; a slice of an unchanged object stays valid.
@@ -302,12 +409,43 @@ impl SliceCache {
         Ok(current)
     }
 
+    /// The name prefix of the slices of `version`.
+    fn prefix_of(version: &ObjectVersion) -> String {
+        dir::version_prefix(version.key.as_str(), &version.etag)
+    }
+
+    /// The file name of slice `index` of `version`.
+    fn name_of(&self, version: &ObjectVersion, index: u64) -> SliceName {
+        dir::slice_name(&Self::prefix_of(version), self.config.slice_len, version.len, index)
+    }
+
     fn forget_version(&self, state: &mut State, old: &ObjectVersion) {
-        let slices = old.len.div_ceil(self.config.slice_len);
-        for index in 0..slices {
-            let id = (old.key.as_str().to_string(), old.etag.clone(), index);
-            if let Some(Slice::Ready { .. }) = state.slices.get(&id) {
-                self.remove_ready(state, &id);
+        self.forget_slices(state, &Self::prefix_of(old), old.len);
+    }
+
+    fn forget_slices(&self, state: &mut State, prefix: &str, object_len: u64) {
+        for index in 0..object_len.div_ceil(self.config.slice_len) {
+            let name = dir::slice_name(prefix, self.config.slice_len, object_len, index);
+            if let Some(Slice::Ready { .. }) = state.slices.get(&name) {
+                self.remove_ready(state, &name);
+            }
+        }
+    }
+
+    /// The leftovers of `key` are known for what they are now that the key resolved to
+    /// `current`: those of another version are forgotten (and removed).
+    fn drop_leftovers(&self, state: &mut State, key: &Key, current: Option<&ObjectVersion>) {
+        if state.leftovers.is_empty() {
+            return;
+        }
+        let current = current.map(|c| (Self::prefix_of(c), c.len));
+        let key_part = match &current {
+            Some((prefix, _)) => dir::key_part(prefix).to_string(),
+            None => dir::key_part(&dir::version_prefix(key.as_str(), "")).to_string(),
+        };
+        for (prefix, object_len) in state.leftovers.remove(&key_part).unwrap_or_default() {
+            if current.as_ref().is_none_or(|(p, len)| *p != prefix || *len != object_len) {
+                self.forget_slices(state, &prefix, object_len);
             }
         }
     }
@@ -319,6 +457,7 @@ impl SliceCache {
         if let Some((Some(old), _)) = state.objects.remove(key.as_str()) {
             self.forget_version(&mut state, &old);
         }
+        self.drop_leftovers(&mut state, key, None);
         state.listing = None;
     }
 
@@ -353,33 +492,52 @@ impl SliceCache {
 
     /// Whether slice `index` of `version` is on disk now.
     pub fn has(&self, version: &ObjectVersion, index: u64) -> bool {
-        let id: SliceId = (version.key.as_str().to_string(), version.etag.clone(), index);
-        matches!(self.lock().slices.get(&id), Some(Slice::Ready { .. }))
+        let name = self.name_of(version, index);
+        matches!(self.lock().slices.get(&name), Some(Slice::Ready { .. }))
     }
 
     /// Whether slice `index` of `version` is on disk or being fetched now: asking for it would
     /// not start another fetch.
     pub fn has_or_fetching(&self, version: &ObjectVersion, index: u64) -> bool {
-        let id: SliceId = (version.key.as_str().to_string(), version.etag.clone(), index);
-        self.lock().slices.contains_key(&id)
+        let name = self.name_of(version, index);
+        self.lock().slices.contains_key(&name)
     }
 
     /// Slice `index` of `version`, opened: from the cache, or fetched (once, however many ask at
     /// the same time) when `may_block`. The descriptor stays valid after an eviction.
     pub fn slice(&self, version: &ObjectVersion, index: u64, may_block: bool) -> Result<File, CacheError> {
-        let id: SliceId = (version.key.as_str().to_string(), version.etag.clone(), index);
+        if may_block && self.needs_repair.swap(false, Ordering::Relaxed) {
+            // Failing, it has logged why; a fetch then serves from memory.
+            let _ = self.repair();
+        }
+        let name = self.name_of(version, index);
         let mut state = self.lock();
         let mut waited_for = None;
         loop {
-            match state.slices.get(&id) {
-                Some(Slice::Ready { path, len, used }) => {
-                    let file = File::open(path)?;
+            match state.slices.get(&name) {
+                Some(Slice::Ready { len, used }) => {
                     let (len, old) = (*len, *used);
+                    let file = match self.dir.open_slice(&name) {
+                        Ok(file) => file,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            // Removed behind the cache's back: fetched again, like a miss.
+                            self.forget_vanished(&mut state, &name);
+                            if may_block {
+                                drop(state);
+                                let _ = self.repair();
+                                state = self.lock();
+                            } else {
+                                self.needs_repair.store(true, Ordering::Relaxed);
+                            }
+                            continue;
+                        }
+                        Err(e) => return Err(e.into()),
+                    };
                     state.tick += 1;
                     let tick = state.tick;
                     state.lru.remove(&old);
-                    state.lru.insert(tick, id.clone());
-                    if let Some(Slice::Ready { used, .. }) = state.slices.get_mut(&id) {
+                    state.lru.insert(tick, name.clone());
+                    if let Some(Slice::Ready { used, .. }) = state.slices.get_mut(&name) {
                         *used = tick;
                     }
                     if waited_for.is_none() {
@@ -414,27 +572,32 @@ impl SliceCache {
         }
         state.tick += 1;
         let generation = state.tick;
-        state.slices.insert(id.clone(), Slice::Fetching { generation });
+        state.slices.insert(name.clone(), Slice::Fetching { generation });
         drop(state);
         let range = self.slice_range(version, index);
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
         self.stats.fetching_bytes.fetch_add(range.end - range.start, Ordering::Relaxed);
-        let fetched = self.fetch(version, index, range.clone());
+        let fetched = self.fetch(version, index, range.clone(), &name);
         self.stats.fetching_bytes.fetch_sub(range.end - range.start, Ordering::Relaxed);
         let mut state = self.lock();
         let result = match fetched {
-            Ok((path, file)) => {
+            Ok(Fetched::Stored(file)) => {
                 let len = range.end - range.start;
                 state.tick += 1;
                 let tick = state.tick;
-                state.slices.insert(id.clone(), Slice::Ready { path, len, used: tick });
-                state.lru.insert(tick, id.clone());
+                state.slices.insert(name.clone(), Slice::Ready { len, used: tick });
+                state.lru.insert(tick, name.clone());
                 state.held += len;
-                self.evict(&mut state, &id);
+                self.evict(&mut state, Some(&name));
+                Ok(file)
+            }
+            Ok(Fetched::InMemory(file)) => {
+                // Not cached: whoever waited for it fetches it again (and may find room).
+                state.slices.remove(&name);
                 Ok(file)
             }
             Err(e) => {
-                state.slices.remove(&id);
+                state.slices.remove(&name);
                 if matches!(e, CacheError::Changed | CacheError::NotFound) {
                     // Resolve the version again on the next request.
                     state.objects.remove(version.key.as_str());
@@ -453,13 +616,15 @@ impl SliceCache {
         result
     }
 
-    /// Fetches one slice into a new file of the cache; returns its path and an open descriptor.
+    /// Fetches one slice into the cache directory as `name` (or, when the directory will not
+    /// take it, into memory); returns it open.
     fn fetch(
         &self,
         version: &ObjectVersion,
         index: u64,
         range: Range<u64>,
-    ) -> Result<(PathBuf, File), CacheError> {
+        name: &str,
+    ) -> Result<Fetched, CacheError> {
         let want = range.end - range.start;
         let bytes = self
             .origin(|| self.store.read_range_if(&version.key, range, &version.etag))
@@ -469,43 +634,122 @@ impl SliceCache {
             return Err(CacheError::Origin(format!("slice {index}: {} bytes, not {want}", bytes.len())));
         }
         self.stats.bytes_from_origin.fetch_add(want, Ordering::Relaxed);
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let path = self.config.dir.join(format!(
-            "{}-{}.slice",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-            file.write_all(&bytes)?;
-            file.seek(SeekFrom::Start(0))?;
-            Ok::<File, io::Error>(file)
-        })();
+        self.store_slice(name, &bytes)
+    }
+
+    /// Writes fetched `bytes` as slice file `name`, putting the directory back first if
+    /// something removed it; the bytes are served from memory if that fails.
+    fn store_slice(&self, name: &str, bytes: &[u8]) -> Result<Fetched, CacheError> {
+        // One stat a slice: a removed or emptied directory took the lock file with it. One this
+        // cache cannot take back (another process holds it now) is not written to.
+        let mut written = match self.dir.lock_is_intact() || self.repair() {
+            true => self.dir.write(name, bytes),
+            false => Err(io::Error::other("the cache directory could not be restored")),
+        };
+        if matches!(&written, Err(e) if e.kind() == io::ErrorKind::NotFound) && self.repair() {
+            // Removed between the check and the write.
+            written = self.dir.write(name, bytes);
+        }
         match written {
-            Ok(file) => Ok((path, file)),
+            Ok(file) => Ok(Fetched::Stored(file)),
             Err(e) => {
-                let _ = std::fs::remove_file(&path);
-                Err(CacheError::Io(e))
+                let failures = self.stats.write_failures.fetch_add(1, Ordering::Relaxed) + 1;
+                let mut logged = self.write_failure_logged.lock().unwrap_or_else(|e| e.into_inner());
+                if logged.is_none_or(|at| at.elapsed() >= WRITE_FAILURE_LOG_EVERY) {
+                    *logged = Some(Instant::now());
+                    tracing::warn!(
+                        "cache: cannot write a slice to {}: {e}; serving it from memory ({failures} slice write(s) failed so far)",
+                        self.config.dir.display()
+                    );
+                }
+                drop(logged);
+                Ok(Fetched::InMemory(dir::in_memory(bytes)?))
             }
         }
     }
 
+    /// Puts the directory and its lock back if they are gone, and forgets the slices whose
+    /// files are gone (a tmp cleaner, an operator freeing disk); logs one line when it found any.
+    /// Returns whether the directory is this cache's (again).
+    fn repair(&self) -> bool {
+        let mut log = self.repairing.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = self.config.dir.display();
+        let restored = match self.dir.restore() {
+            Ok(restored) => restored,
+            Err(e) => {
+                // Slices are served from memory until the directory can be written again.
+                if !log.failing {
+                    log.failing = true;
+                    tracing::error!(
+                        "cache: cannot restore the cache directory {dir}: {e}; slices are served from memory until it can be"
+                    );
+                }
+                return false;
+            }
+        };
+        log.failing = false;
+        let ready: Vec<SliceName> = {
+            let state = self.lock();
+            state
+                .slices
+                .iter()
+                .filter(|(_, s)| matches!(s, Slice::Ready { .. }))
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        if let Ok(present) = self.dir.names() {
+            let gone: Vec<SliceName> =
+                ready.into_iter().filter(|n| !present.contains(std::ffi::OsStr::new(n.as_str()))).collect();
+            let mut state = self.lock();
+            for name in gone {
+                // Written again since the listing was read, or not: the file decides.
+                if matches!(state.slices.get(&name), Some(Slice::Ready { .. })) && !self.dir.exists(&name) {
+                    self.forget_vanished(&mut state, &name);
+                }
+            }
+        }
+        let vanished = self.stats.vanished_slices.load(Ordering::Relaxed);
+        let new = vanished - log.vanished;
+        log.vanished = vanished;
+        if restored.recreated {
+            self.stats.dir_recreations.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "cache: the cache directory {dir} was removed while in use; recreated it ({new} slice(s) forgotten, fetched again when asked for)"
+            );
+        } else if new > 0 || restored.relocked {
+            tracing::warn!(
+                "cache: {new} slice file(s) were removed from the cache directory {dir} by another process; forgotten, fetched again when asked for"
+            );
+        }
+        true
+    }
+
+    /// Forgets a ready slice whose file is gone.
+    fn forget_vanished(&self, state: &mut State, name: &str) {
+        if let Some(Slice::Ready { len, used }) = state.slices.remove(name) {
+            state.lru.remove(&used);
+            state.held -= len;
+            self.stats.vanished_slices.fetch_add(1, Ordering::Relaxed);
+            self.stats.held_bytes.store(state.held, Ordering::Relaxed);
+        }
+    }
+
     /// Evicts least recently used slices (never `keep`, the one just added) until within size.
-    fn evict(&self, state: &mut State, keep: &SliceId) {
+    fn evict(&self, state: &mut State, keep: Option<&str>) {
         while state.held > self.config.max_bytes {
-            let victim = state.lru.values().find(|id| *id != keep).cloned();
+            let victim = state.lru.values().find(|name| Some(name.as_str()) != keep).cloned();
             let Some(victim) = victim else { break };
             self.remove_ready(state, &victim);
             self.stats.evictions.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    fn remove_ready(&self, state: &mut State, id: &SliceId) {
-        if let Some(Slice::Ready { path, len, used }) = state.slices.remove(id) {
+    fn remove_ready(&self, state: &mut State, name: &str) {
+        if let Some(Slice::Ready { len, used }) = state.slices.remove(name) {
             state.lru.remove(&used);
             state.held -= len;
-            if let Err(e) = std::fs::remove_file(&path) {
-                tracing::warn!("cache: cannot remove {}: {e}", path.display());
+            if let Err(e) = self.dir.remove(name) {
+                tracing::warn!("cache: cannot remove {name} from {}: {e}", self.config.dir.display());
             }
         }
         self.stats.held_bytes.store(state.held, Ordering::Relaxed);
@@ -592,6 +836,33 @@ mod tests {
         crate::put_bytes(&store, &Key::new(name).unwrap(), bytes, PutOptions::default()).unwrap();
     }
 
+    /// The slice files in `dir`, sorted.
+    fn slice_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "slice"))
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// The whole of `key` read through `cache`, checked against `data`.
+    fn read_whole(cache: &SliceCache, key: &str, data: &[u8]) {
+        let v = cache.version(&Key::new(key).unwrap(), true).unwrap().unwrap();
+        let mut all = vec![0u8; v.len as usize];
+        cache.read_at(&v, 0, &mut all).unwrap();
+        assert!(all == data, "{key} read back whole and correct");
+    }
+
+    fn count(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+
+    fn pattern(len: usize, seed: u32) -> Vec<u8> {
+        (0..len as u32).map(|i| (i.wrapping_mul(31).wrapping_add(seed) % 251) as u8).collect()
+    }
+
     #[test]
     fn slices_are_fetched_once_and_the_size_holds() {
         let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -607,8 +878,7 @@ mod tests {
         assert_eq!(s.misses.load(Ordering::Relaxed), 10);
         assert_eq!(s.evictions.load(Ordering::Relaxed), 7);
         assert!(s.held_bytes.load(Ordering::Relaxed) <= 3000);
-        let files = std::fs::read_dir(dir.path()).unwrap().count();
-        assert_eq!(files, 3, "evicted slices leave no file");
+        assert_eq!(slice_files(dir.path()).len(), 3, "evicted slices leave no file");
         // The last three slices are warm; reading them again costs no origin request.
         let before = s.origin_requests.load(Ordering::Relaxed);
         let mut tail = vec![0u8; 2500];
@@ -653,5 +923,172 @@ mod tests {
         let mut all = vec![0u8; 2500];
         cache.read_at(&new, 0, &mut all).unwrap();
         assert_eq!(all, [2u8; 2500]);
+    }
+
+    #[test]
+    fn a_second_cache_on_the_directory_is_refused_naming_the_first() {
+        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = cache_of(root.path(), dir.path(), 1 << 20);
+        let store: Arc<dyn Store> = Arc::new(LocalStore::open(root.path()).unwrap());
+        let config = first.config().clone();
+        let refused = SliceCache::new(Arc::clone(&store), config.clone()).unwrap_err();
+        let busy = refused.dir_in_use().expect("refused because the directory is held");
+        assert_eq!(busy.pid, Some(std::process::id()));
+        assert!(refused.to_string().contains("is in use by sluice pid"), "{refused}");
+        drop(first);
+        SliceCache::new(store, config).expect("the directory is free once the first cache is gone");
+    }
+
+    #[test]
+    fn whole_leftover_slices_are_reused_and_the_rest_removed() {
+        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let data = pattern(4500, 1);
+        put(root.path(), "a.bin", &data);
+        let first = cache_of(root.path(), dir.path(), 1 << 20);
+        read_whole(&first, "a.bin", &data);
+        // Dropping a cache cleans nothing up: the directory is as a SIGKILL leaves it.
+        drop(first);
+        let files = slice_files(dir.path());
+        assert_eq!(files.len(), 5);
+        // One slice cut short, a temporary file, a slice of an older layout, a stranger's file.
+        let short = &files[1];
+        std::fs::OpenOptions::new().write(true).open(short).unwrap().set_len(999).unwrap();
+        std::fs::write(format!("{}.3.tmp", files[2].display()), b"partial").unwrap();
+        std::fs::write(dir.path().join("1234-5.slice"), b"old").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"an operator's").unwrap();
+
+        let second = cache_of(root.path(), dir.path(), 1 << 20);
+        let s = second.stats();
+        assert_eq!(count(&s.reused_slices), 4);
+        assert_eq!(count(&s.held_bytes), 4500 - 1000);
+        assert!(!short.exists(), "the short slice is removed");
+        assert!(!dir.path().join("1234-5.slice").exists());
+        assert!(dir.path().join("notes.txt").exists(), "files not the cache's are left alone");
+        read_whole(&second, "a.bin", &data);
+        assert_eq!(count(&s.misses), 1, "only the short slice is fetched again");
+        assert_eq!(count(&s.hits), 4);
+        assert_eq!(slice_files(dir.path()).len(), 5);
+    }
+
+    #[test]
+    fn leftovers_of_a_replaced_object_are_never_served_and_are_removed() {
+        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let old = pattern(2500, 2);
+        put(root.path(), "a.bin", &old);
+        let first = cache_of(root.path(), dir.path(), 1 << 20);
+        read_whole(&first, "a.bin", &old);
+        drop(first);
+        std::thread::sleep(Duration::from_millis(1100));
+        let new = pattern(2500, 3);
+        put(root.path(), "a.bin", &new);
+        let second = cache_of(root.path(), dir.path(), 1 << 20);
+        assert_eq!(count(&second.stats().reused_slices), 3);
+        read_whole(&second, "a.bin", &new);
+        assert_eq!(count(&second.stats().misses), 3, "every slice of the new version is fetched");
+        assert_eq!(slice_files(dir.path()).len(), 3, "the old version's slices are removed");
+        assert_eq!(count(&second.stats().held_bytes), 2500);
+    }
+
+    #[test]
+    fn leftovers_beyond_the_size_are_evicted_oldest_first() {
+        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let data = pattern(5000, 4);
+        put(root.path(), "a.bin", &data);
+        read_whole(&cache_of(root.path(), dir.path(), 1 << 20), "a.bin", &data);
+        let second = cache_of(root.path(), dir.path(), 2000);
+        assert_eq!(count(&second.stats().reused_slices), 2);
+        assert_eq!(count(&second.stats().held_bytes), 2000);
+        assert_eq!(slice_files(dir.path()).len(), 2);
+    }
+
+    #[test]
+    fn a_removed_directory_is_recreated_and_refilled() {
+        let (root, parent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let dir = parent.path().join("cache");
+        let data = pattern(3000, 5);
+        put(root.path(), "a.bin", &data);
+        let cache = cache_of(root.path(), &dir, 1 << 20);
+        read_whole(&cache, "a.bin", &data);
+        std::fs::remove_dir_all(&dir).unwrap();
+        read_whole(&cache, "a.bin", &data);
+        let s = cache.stats();
+        assert_eq!(count(&s.dir_recreations), 1);
+        assert_eq!(count(&s.vanished_slices), 3);
+        assert_eq!(count(&s.misses), 6);
+        assert_eq!(count(&s.held_bytes), 3000);
+        assert_eq!(slice_files(&dir).len(), 3, "refilled");
+        let store: Arc<dyn Store> = Arc::new(LocalStore::open(root.path()).unwrap());
+        let again = SliceCache::new(store, cache.config().clone()).unwrap_err();
+        assert!(again.dir_in_use().is_some(), "the recreated directory is locked again");
+        // And again, warm.
+        read_whole(&cache, "a.bin", &data);
+        assert_eq!(count(&s.misses), 6);
+    }
+
+    #[test]
+    fn slices_removed_by_another_process_are_forgotten_and_fetched_again() {
+        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let data = pattern(3000, 6);
+        put(root.path(), "a.bin", &data);
+        let cache = cache_of(root.path(), dir.path(), 1 << 20);
+        read_whole(&cache, "a.bin", &data);
+        let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
+        // Every file removed, the lock file too (`rm -rf dir/*`).
+        for entry in std::fs::read_dir(dir.path()).unwrap() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+        // On an event loop: not served as a missing file, not fetched there either.
+        assert!(matches!(cache.slice(&v, 0, false), Err(CacheError::WouldBlock)));
+        assert!(!cache.has(&v, 0));
+        read_whole(&cache, "a.bin", &data);
+        let s = cache.stats();
+        assert_eq!(count(&s.vanished_slices), 3, "the other two found by the repair, not served missing");
+        assert_eq!(count(&s.dir_recreations), 0);
+        assert_eq!(count(&s.held_bytes), 3000);
+        assert!(dir.path().join(dir::LOCK_FILE).exists(), "the lock is taken again");
+        assert_eq!(slice_files(dir.path()).len(), 3);
+    }
+
+    #[test]
+    fn a_slice_the_disk_will_not_take_is_served_from_memory_and_counted() {
+        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let data = pattern(2500, 7);
+        put(root.path(), "a.bin", &data);
+        let cache = cache_of(root.path(), dir.path(), 1 << 20);
+        cache.dir.failing_writes.store(1, Ordering::Relaxed);
+        let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
+        let first = cache.slice(&v, 0, true).unwrap();
+        let mut bytes = vec![0u8; 1000];
+        first.read_exact_at(&mut bytes, 0).unwrap();
+        assert!(bytes == data[..1000], "the failed slice's bytes are served");
+        let s = cache.stats();
+        assert_eq!(count(&s.write_failures), 1);
+        assert!(!cache.has(&v, 0), "not cached");
+        assert!(slice_files(dir.path()).is_empty(), "no partial file is left");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the lock file");
+        // The disk takes the next ones.
+        read_whole(&cache, "a.bin", &data);
+        assert_eq!(count(&s.write_failures), 1);
+        assert_eq!(count(&s.misses), 4);
+        assert_eq!(count(&s.held_bytes), 2500);
+    }
+
+    #[test]
+    fn a_directory_another_cache_took_while_it_was_gone_is_not_written_to() {
+        let (root, parent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let dir = parent.path().join("cache");
+        let data = pattern(2000, 8);
+        put(root.path(), "a.bin", &data);
+        let first = cache_of(root.path(), &dir, 1 << 20);
+        read_whole(&first, "a.bin", &data);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let second = cache_of(root.path(), &dir, 1 << 20);
+        // The first still serves, from memory, and leaves the second's directory alone.
+        read_whole(&first, "a.bin", &data);
+        read_whole(&first, "a.bin", &data);
+        assert_eq!(count(&first.stats().write_failures), 4);
+        assert!(slice_files(&dir).is_empty(), "nothing written into the directory the second holds");
+        read_whole(&second, "a.bin", &data);
+        assert_eq!(slice_files(&dir).len(), 2);
     }
 }

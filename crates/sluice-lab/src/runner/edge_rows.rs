@@ -199,6 +199,9 @@ impl Run<'_> {
         let edge = |name: &str| -> Result<RunningServer, StartError> {
             let mut spec = (*server).clone();
             let cache = work.join(format!("cache-{name}"));
+            // An edge reuses the slices it finds: the first sweep must meet a cold cache, also
+            // when the lab runs again into the same output directory.
+            let _ = std::fs::remove_dir_all(&cache);
             spec.args.extend([
                 "--store".into(),
                 format!("s3://{BUCKET}/{PREFIX}"),
