@@ -27,7 +27,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 use sluice_store::gzip::{put_with_policy, GzipPolicy};
-use sluice_store::{Key, PutOptions, S3Config, S3Store, Store};
+use sluice_store::{Key, LocationError, PutOptions, S3Config, S3Location, S3Store, Store};
 
 use crate::payload::PayloadKind;
 use crate::response::{Progress, ResponseReader};
@@ -63,9 +63,9 @@ impl Destination {
         s3: S3Config,
         gzip: GzipPolicy,
     ) -> Result<Destination, String> {
-        if let Some(rest) = target.strip_prefix("s3://") {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            let config = S3Config { bucket: bucket.into(), prefix: prefix.trim_matches('/').into(), ..s3 };
+        if target.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("s3://")) {
+            let location: S3Location = target.parse().map_err(|e: LocationError| e.to_string())?;
+            let config = S3Config { bucket: location.bucket, prefix: location.prefix, ..s3 };
             return Ok(Destination::S3 { config, gzip });
         }
         let forms = "http://HOST:PORT/PREFIX (a sluice server) or s3://BUCKET/PREFIX";

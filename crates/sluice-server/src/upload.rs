@@ -159,7 +159,11 @@ fn serialize_optional_duration<S: serde::Serializer>(
 impl StoreSection {
     /// Whether the store is an object store, and so the library.
     pub fn is_remote(&self) -> bool {
-        self.location.as_deref().is_some_and(|l| l.starts_with("s3://"))
+        // A location that fails to parse named a scheme (a directory always parses): not a
+        // directory either, and opening it says why.
+        self.location
+            .as_deref()
+            .is_some_and(|l| l.parse::<sluice_store::Location>().ok().is_none_or(|l| l.is_remote()))
     }
 
     /// Whether the cache directory is the default one, private to this process (and so removed
@@ -287,14 +291,14 @@ impl Uploads {
     /// Answers a PUT or DELETE.
     pub fn route(&self, req: &Request<'_>, raw_path: &str) -> Reply {
         if !self.enabled() {
-            return refusal(
+            return Response::refusal(
                 Status::FORBIDDEN,
                 "uploads are off on this server (no upload token is configured)",
             )
             .into();
         }
         if !self.authorized(req) {
-            return refusal(
+            return Response::refusal(
                 Status::UNAUTHORIZED,
                 "a valid upload token is required (Authorization: Bearer TOKEN)",
             )
@@ -322,7 +326,7 @@ impl Uploads {
                     Err(e) => store_error(&key, e).into(),
                 }))
             }
-            _ => refusal(Status::METHOD_NOT_ALLOWED, "uploads take PUT and DELETE")
+            _ => Response::refusal(Status::METHOD_NOT_ALLOWED, "uploads take PUT and DELETE")
                 .with_header("Allow", "GET, HEAD, PUT, DELETE")
                 .into(),
         }
@@ -333,7 +337,7 @@ impl Uploads {
         let declared =
             req.header("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok());
         if declared.is_none() && !chunked {
-            return refusal(
+            return Response::refusal(
                 Status::LENGTH_REQUIRED,
                 "a PUT needs Content-Length or Transfer-Encoding: chunked",
             )
@@ -398,20 +402,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// An error response whose body says why in one line: `413 Content Too Large: the upload is …`.
-fn refusal(status: Status, why: impl std::fmt::Display) -> Response {
-    // One line, whatever the cause's text holds (an object store's XML error has several).
-    let why = why.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
-    let text = format!("{} {}: {why}\n", status.0, status.reason());
-    Response {
-        status,
-        headers: vec![("Content-Type", std::borrow::Cow::Borrowed("text/plain; charset=utf-8"))],
-        body: sluice_proto::http::Body::Bytes(std::borrow::Cow::Owned(text.into_bytes())),
-    }
-}
-
 fn too_large(why: impl std::fmt::Display) -> Response {
-    refusal(Status::CONTENT_TOO_LARGE, why)
+    Response::refusal(Status::CONTENT_TOO_LARGE, why)
 }
 
 /// The key a PUT or DELETE names, or the response refusing it.
@@ -419,24 +411,24 @@ fn key_of(raw_path: &str) -> Result<Key, Response> {
     let path = match normalize(raw_path) {
         Ok(p) => p,
         Err(PathError::Escapes) => {
-            return Err(refusal(Status::NOT_FOUND, "the path leads out of the library"))
+            return Err(Response::refusal(Status::NOT_FOUND, "the path leads out of the library"))
         }
         Err(PathError::Malformed) => {
-            return Err(refusal(
+            return Err(Response::refusal(
                 Status::BAD_REQUEST,
                 "the path is not valid percent-encoded UTF-8, or it holds a NUL or a backslash",
             ))
         }
     };
     if path.names_directory() || path.relative().is_empty() {
-        return Err(refusal(
+        return Err(Response::refusal(
             Status::METHOD_NOT_ALLOWED,
             "a directory is not an object: PUT and DELETE take a file's path",
         )
         .with_header("Allow", "GET, HEAD"));
     }
     Key::new(path.relative())
-        .map_err(|e| refusal(Status::BAD_REQUEST, format_args!("`{}`: {e}", path.relative())))
+        .map_err(|e| Response::refusal(Status::BAD_REQUEST, format_args!("`{}`: {e}", path.relative())))
 }
 
 fn condition_of(req: &Request<'_>) -> Result<Condition, Response> {
@@ -444,7 +436,9 @@ fn condition_of(req: &Request<'_>) -> Result<Condition, Response> {
         return match text(v, "If-None-Match")? {
             "*" => Ok(Condition::CreateOnly),
             // A tag list only makes sense for reads; for writes only `*` is meaningful here.
-            _ => Err(refusal(Status::BAD_REQUEST, "If-None-Match on a PUT or DELETE takes only `*`")),
+            _ => {
+                Err(Response::refusal(Status::BAD_REQUEST, "If-None-Match on a PUT or DELETE takes only `*`"))
+            }
         };
     }
     let mut tags = Vec::new();
@@ -457,19 +451,19 @@ fn condition_of(req: &Request<'_>) -> Result<Condition, Response> {
 fn text<'a>(v: &'a [u8], name: &str) -> Result<&'a str, Response> {
     std::str::from_utf8(v)
         .map(str::trim)
-        .map_err(|_| refusal(Status::BAD_REQUEST, format_args!("{name} is not valid UTF-8")))
+        .map_err(|_| Response::refusal(Status::BAD_REQUEST, format_args!("{name} is not valid UTF-8")))
 }
 
 fn checksum_of(req: &Request<'_>) -> Result<Option<Checksum>, Response> {
     if let Some(v) = req.header("repr-digest") {
         return Checksum::from_repr_digest(text(v, "Repr-Digest")?)
             .map(Some)
-            .map_err(|e| refusal(Status::BAD_REQUEST, format_args!("Repr-Digest: {e}")));
+            .map_err(|e| Response::refusal(Status::BAD_REQUEST, format_args!("Repr-Digest: {e}")));
     }
     if let Some(v) = req.header("content-md5") {
         return Checksum::from_content_md5(text(v, "Content-MD5")?)
             .map(Some)
-            .map_err(|e| refusal(Status::BAD_REQUEST, format_args!("Content-MD5: {e}")));
+            .map_err(|e| Response::refusal(Status::BAD_REQUEST, format_args!("Content-MD5: {e}")));
     }
     Ok(None)
 }
@@ -506,7 +500,7 @@ fn store_error(key: &Key, e: StoreError) -> Response {
     if status.0 >= 500 {
         tracing::warn!(%key, "upload failed: {e}");
     }
-    refusal(status, why)
+    Response::refusal(status, why)
 }
 
 /// An upload's body on its way into the store.

@@ -88,7 +88,8 @@ EXAMPLE
 Each viewer does DESCRIBE, SETUP (video, plus audio when offered), PLAY, then counts complete video
 samples until the stream ends (no media for --idle-end), --expect-samples arrive, or --duration
 (from the run's start, ramp included; 1 h when not given) passes. A viewer is perfect when it
-received --expect-samples samples, or without that flag as many as the best viewer.")]
+received --expect-samples samples, or without that flag every sample sent to it while it played
+(judged from its RTP timestamps and RTP-Info), and lost no packet.")]
 pub struct RtspArgs {
     /// rtsp://host:port/path of the stream.
     #[arg(value_name = "URL")]

@@ -211,6 +211,19 @@ impl Response {
         }
     }
 
+    /// An error response whose body says why in one line: `413 Content Too Large: the upload
+    /// is 2000 bytes, the limit is 1000`. The reason is folded onto one line whatever its text
+    /// holds (an object store's XML error document has several).
+    pub fn refusal(status: Status, why: impl std::fmt::Display) -> Self {
+        let why = why.to_string().split_whitespace().collect::<Vec<_>>().join(" ");
+        let text = format!("{} {}: {why}\n", status.0, status.reason());
+        Response {
+            status,
+            headers: vec![("Content-Type", Cow::Borrowed("text/plain; charset=utf-8"))],
+            body: Body::Bytes(Cow::Owned(text.into_bytes())),
+        }
+    }
+
     /// Adds a header field.
     pub fn with_header(mut self, name: &'static str, value: impl Into<HeaderValue>) -> Self {
         self.headers.push((name, value.into()));

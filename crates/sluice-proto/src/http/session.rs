@@ -128,7 +128,7 @@ impl<H: Handler> HttpSession<H> {
     fn refuse(&mut self, error: RequestError, out: &mut Outbox, clock: &Clock) {
         let status = error.status();
         self.handler.refused(status, &error);
-        let response = Response::error(status);
+        let response = Response::refusal(status, &error);
         let _ = queue_response(&self.handler, out, Method::Get, response, Persistence::Close, clock);
         self.close(out);
     }
