@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod app;
 pub mod bench;
+pub mod catalogue;
 pub mod config;
 pub mod gzip_static;
 pub mod hls;

@@ -32,7 +32,7 @@ use sluice_proto::http::{
 };
 use sluice_store::{CacheConfig, CacheError, Key, ObjectVersion, SliceCache, Store};
 
-use crate::library::Listed;
+use crate::library::{LibraryError, Listed};
 
 /// What a library path names in the store.
 #[derive(Debug)]
@@ -120,7 +120,8 @@ impl RemoteLibrary {
             {
                 continue;
             }
-            out.push(Listed { name: name.to_string(), is_dir, len: if is_dir { 0 } else { meta.len } });
+            let (len, tag) = if is_dir { (0, None) } else { (meta.len, Some(meta.etag.clone())) };
+            out.push(Listed { name: name.to_string(), is_dir, len, tag });
         }
         out.sort_by(|a, b| (!a.is_dir, &a.name).cmp(&(!b.is_dir, &b.name)));
         Ok(out)
@@ -155,6 +156,29 @@ impl RemoteLibrary {
             let _ = fetch_in_background(&self.cache, version, next);
         }
         Ok(())
+    }
+
+    /// A stand-in for the object in `file_response`'s and `entity_response`'s file slices,
+    /// which [`RemoteLibrary::cached_body`] replaces with slices of the cached files.
+    pub fn placeholder(&self) -> &Arc<File> {
+        &self.placeholder
+    }
+
+    /// `response` (built over [`RemoteLibrary::placeholder`]) with its body in slices of the
+    /// cached files of `version`; a HEAD's body is never read and stays as it is.
+    pub fn cached_body(
+        &self,
+        req: &Request<'_>,
+        version: &Arc<ObjectVersion>,
+        mut response: Response,
+        may_block: bool,
+    ) -> Result<Response, CacheError> {
+        if req.method == Method::Head {
+            return Ok(response);
+        }
+        let body = std::mem::replace(&mut response.body, Body::Empty);
+        response.body = self.slices_for(version, body, may_block)?;
+        Ok(response)
     }
 
     /// The response to `req` for one object version, its body in cached slices.
@@ -525,22 +549,22 @@ impl OwnedRequest {
     }
 }
 
-/// Answers now when `answer` can without the origin, else in a job where it may block. A job
+/// Answers now when `answer` can without blocking, else in a job where it may block. A job
 /// whose object changed under it answers again once, against the new version.
 pub fn answer_later<F>(req: &Request<'_>, answer: F) -> Reply
 where
-    F: Fn(&Request<'_>, bool) -> Result<Response, CacheError> + Send + 'static,
+    F: Fn(&Request<'_>, bool) -> Result<Response, LibraryError> + Send + 'static,
 {
     match answer(req, false) {
         Ok(response) => return response.into(),
-        Err(CacheError::WouldBlock) => {}
+        Err(LibraryError::WouldBlock) => {}
         Err(e) => return error_response(req.target, e).into(),
     }
     let owned = OwnedRequest::of(req);
     Reply::Compute(Box::new(move || {
         owned.with(|req| {
             let result = match answer(req, true) {
-                Err(CacheError::Changed) => answer(req, true),
+                Err(LibraryError::Cache(CacheError::Changed)) => answer(req, true),
                 other => other,
             };
             result.unwrap_or_else(|e| error_response(req.target, e)).into()
@@ -548,15 +572,18 @@ where
     }))
 }
 
-/// The status an origin failure calls for, with a log line.
-pub fn error_response(target: &str, e: CacheError) -> Response {
+/// The status a library failure calls for, with a log line.
+pub fn error_response(target: &str, e: LibraryError) -> Response {
     let status = match &e {
-        CacheError::NotFound => return Response::error(Status::NOT_FOUND),
-        CacheError::Timeout(_) => Status::GATEWAY_TIMEOUT,
-        CacheError::Origin(_) | CacheError::Changed | CacheError::WouldBlock => Status::BAD_GATEWAY,
-        CacheError::Io(_) => Status::INTERNAL_SERVER_ERROR,
+        LibraryError::Cache(CacheError::NotFound) => return Response::error(Status::NOT_FOUND),
+        LibraryError::Forbidden => return Response::error(Status::FORBIDDEN),
+        LibraryError::Cache(CacheError::Timeout(_)) => Status::GATEWAY_TIMEOUT,
+        LibraryError::Cache(CacheError::Origin(_) | CacheError::Changed | CacheError::WouldBlock)
+        | LibraryError::WouldBlock => Status::BAD_GATEWAY,
+        LibraryError::Cache(CacheError::Io(_)) | LibraryError::Io(_) => Status::INTERNAL_SERVER_ERROR,
     };
-    tracing::warn!(uri = target, status = status.0, "origin: {e}");
+    let origin = matches!(e, LibraryError::Cache(_));
+    tracing::warn!(uri = target, status = status.0, "{}{e}", if origin { "origin: " } else { "" });
     Response {
         status,
         headers: vec![("Cache-Control", Cow::Borrowed("no-store"))],

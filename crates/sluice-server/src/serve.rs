@@ -17,10 +17,11 @@ use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
 use crate::admin::{host_port, Admin, AdminService};
-use crate::app::{App, AppSettings, ConnectionHandler, Source};
+use crate::app::{App, AppSettings, ConnectionHandler};
+use crate::catalogue::{Catalogue, CATALOGUE_BYTES};
 use crate::config::Config;
 use crate::library::{unpack_demo, Library};
-use crate::media::{MediaCatalogue, MediaSource};
+use crate::media::RtspMedia;
 use crate::remote::RemoteLibrary;
 
 /// CPU-pool threads when the library is in an object store and `engine.cpu_workers` is unset.
@@ -147,8 +148,11 @@ struct Rtsp {
     /// Why this many loops, for the start-up line.
     loops_reason: String,
     config: sluice_media::rtsp::RtspConfig,
-    media: Arc<MediaCatalogue>,
+    media: Arc<RtspMedia>,
 }
+
+/// MP4s `first_stream_url` indexes at most to find one RTSP can stream.
+const FIRST_STREAM_TRIES: usize = 16;
 
 /// A server bound to its address, ready to run.
 pub struct Server {
@@ -184,27 +188,28 @@ impl Server {
                 true,
             ),
         };
-        let open =
-            || Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source });
-        let (library, media) = match config.store.location.as_deref().filter(|_| config.store.is_remote()) {
+        // One library for every route and protocol, with the one catalogue of MP4 indexes.
+        let catalogue = Catalogue::new(CATALOGUE_BYTES, config.library.hls_segment);
+        let library = match config.store.location.as_deref().filter(|_| config.store.is_remote()) {
             Some(location) => {
                 let failed = |reason: String| ServeError::RemoteLibrary { location: location.into(), reason };
                 let store = sluice_store::open(location, Some(config.store.s3_config()))
                     .map_err(|e| failed(e.to_string()))?;
                 let remote = RemoteLibrary::open(Arc::from(store), config.store.cache_config(), location)
                     .map_err(|e| failed(e.to_string()))?;
-                let remote = Arc::new(remote);
-                (Source::Remote(Arc::clone(&remote)), MediaSource::Remote(remote))
+                Library::remote(remote, catalogue)
             }
-            None => (Source::Local(open()?), MediaSource::Local(open()?)),
+            None => Library::local(&root, catalogue)
+                .map_err(|source| ServeError::Library { path: root.clone(), source })?,
         };
+        let library = Arc::new(library);
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind(config.rtsp.listen, config.rtsp_loops())
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
-                media: Arc::new(MediaCatalogue::new(media)),
+                media: Arc::new(RtspMedia::new(Arc::clone(&library))),
             }),
             false => None,
         };
@@ -224,17 +229,12 @@ impl Server {
         let settings = AppSettings {
             limits: config.protocol_limits(),
             max_ranges: config.library.max_ranges,
-            hls_segment: config.library.hls_segment,
             access_log: config.http.access_log,
             bench: config.http.bench,
             rtsp: rtsp.as_ref().map(|r| r.sockets.local_addr()),
             engine,
         };
-        let mut uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
-        if let Source::Remote(remote) = &library {
-            let remote = Arc::clone(remote);
-            uploads = uploads.on_change(move |key| remote.cache().forget(key));
-        }
+        let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
         Ok(Server { app, listeners, rtsp, admin, counters, demo })
     }
@@ -249,10 +249,15 @@ impl Server {
         &self.counters
     }
 
-    /// The first stream to try: the library's first MP4 over RTSP when RTSP is on, else over
-    /// HTTP; `None` for a library without MP4s.
+    /// The first stream to try: the library's first MP4 RTSP can stream over RTSP when RTSP is
+    /// on, else its first MP4 over HTTP; `None` for a library without one (of the first few
+    /// MP4s, which are indexed here).
     pub fn first_stream_url(&self) -> Option<String> {
-        let (path, _) = self.app.library().files(1000).into_iter().find(|(p, _)| crate::page::is_mp4(p))?;
+        let rtsp = self.rtsp_addr().is_some();
+        let files = self.app.library().files(1000);
+        let mp4s = files.into_iter().filter(|(p, _)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
+        let (path, _) =
+            mp4s.into_iter().find(|(p, _)| !rtsp || self.app.offers(p.trim_start_matches('/')).rtsp)?;
         let path: String = path
             .split('/')
             .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())

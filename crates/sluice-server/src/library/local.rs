@@ -1,4 +1,4 @@
-//! The media library: a directory opened once, and files opened beneath it only.
+//! A library in a local directory: the directory opened once, and files opened beneath it only.
 //!
 //! Owns the wall between requests and the rest of the file system. `sluice_proto::http::path` rules out `..`;
 //! what remains is symlinks, which only the kernel can judge at open time, so files are opened with
@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sluice_proto::http::path::LibraryPath;
+
+use super::Listed;
 
 /// What opening a library path found.
 #[derive(Debug)]
@@ -42,15 +44,15 @@ pub enum OpenError {
 
 /// A served directory.
 #[derive(Debug)]
-pub struct Library {
+pub struct LocalRoot {
     root: PathBuf,
     root_fd: OwnedFd,
     openat2: AtomicBool,
 }
 
-impl Library {
+impl LocalRoot {
     /// Opens `root` as a library.
-    pub fn open(root: &Path) -> io::Result<Library> {
+    pub fn open(root: &Path) -> io::Result<LocalRoot> {
         let root = root.canonicalize()?;
         let c = CString::new(root.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in root path"))?;
@@ -61,7 +63,7 @@ impl Library {
         }
         // SAFETY: fd is fresh and ours.
         let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let library = Library { root, root_fd, openat2: AtomicBool::new(true) };
+        let library = LocalRoot { root, root_fd, openat2: AtomicBool::new(true) };
         // Probe once: a kernel before 5.6 says ENOSYS, and seccomp profiles that predate openat2
         // say EPERM, which at request time would be indistinguishable from a forbidden file.
         if let Err(e) = library.open_beneath(".") {
@@ -166,9 +168,11 @@ impl Library {
             let Ok(lp) = sluice_proto::http::path::normalize(&format!("/{rel}")) else { continue };
             match self.open_entry(&lp) {
                 Ok(Entry::File(_, meta)) => {
-                    out.push(Listed { name: name.to_string(), is_dir: false, len: meta.len() })
+                    out.push(Listed { name: name.to_string(), is_dir: false, len: meta.len(), tag: None })
                 }
-                Ok(Entry::Directory) => out.push(Listed { name: name.to_string(), is_dir: true, len: 0 }),
+                Ok(Entry::Directory) => {
+                    out.push(Listed { name: name.to_string(), is_dir: true, len: 0, tag: None })
+                }
                 Err(_) => {}
             }
         }
@@ -177,7 +181,7 @@ impl Library {
     }
 }
 
-impl Library {
+impl LocalRoot {
     /// Every file of the library as (URL path, size), depth first in listing order, at most
     /// `limit` of them and at most 16 directories deep (a listing must stay cheap on a huge tree).
     pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
@@ -206,19 +210,8 @@ impl Library {
     }
 }
 
-/// One entry of a directory listing.
-#[derive(Debug, Clone)]
-pub struct Listed {
-    /// The file name.
-    pub name: String,
-    /// Whether it is a directory.
-    pub is_dir: bool,
-    /// Size in bytes (files).
-    pub len: u64,
-}
-
 /// The built-in demo video, embedded so that `sluice serve` works with no arguments.
-const DEMO_MP4: &[u8] = include_bytes!("../demo/sluice-demo.mp4");
+const DEMO_MP4: &[u8] = include_bytes!("../../demo/sluice-demo.mp4");
 
 /// Unpacks the demo library into a directory of its own under the system's temporary directory
 /// (a real file, so that `sendfile` has something to send) and returns that directory.
@@ -256,7 +249,7 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.path().join("link.txt")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.path().join("dirlink")).unwrap();
         std::os::unix::fs::symlink("ok.txt", root.path().join("inside.txt")).unwrap();
-        let lib = Library::open(root.path()).unwrap();
+        let lib = LocalRoot::open(root.path()).unwrap();
         assert!(matches!(lib.open_entry(&normalize("/ok.txt").unwrap()), Ok(Entry::File(..))));
         assert!(matches!(lib.open_entry(&normalize("/inside.txt").unwrap()), Ok(Entry::File(..))));
         assert!(matches!(lib.open_entry(&normalize("/link.txt").unwrap()), Err(OpenError::NotFound)));
