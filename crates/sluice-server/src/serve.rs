@@ -183,9 +183,10 @@ impl Server {
         sluice_engine::check(&config.engine_config())?;
         let (root, demo) = match &config.library.root {
             Some(root) => (root.clone(), false),
+            // An s3:// library is not the demo (its directory stays the uploads' local root).
             None => (
                 unpack_demo().map_err(|source| ServeError::Library { path: std::env::temp_dir(), source })?,
-                true,
+                !config.store.is_remote(),
             ),
         };
         // One library for every route and protocol, with the one catalogue of MP4 indexes.
@@ -250,14 +251,14 @@ impl Server {
     }
 
     /// The first stream to try: the library's first MP4 RTSP can stream over RTSP when RTSP is
-    /// on, else its first MP4 over HTTP; `None` for a library without one (of the first few
-    /// MP4s, which are indexed here).
+    /// on (of the first few, indexed here), else its first MP4 over HTTP; `None` for a library
+    /// without one. An object store's MP4s are not indexed for it: start-up does not wait for
+    /// the origin's `moov`s.
     pub fn first_stream_url(&self) -> Option<String> {
-        let rtsp = self.rtsp_addr().is_some();
+        let check = self.rtsp_addr().is_some() && self.app.library().as_remote().is_none();
         let files = self.app.library().files(1000);
-        let mp4s = files.into_iter().filter(|(p, _)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
-        let (path, _) =
-            mp4s.into_iter().find(|(p, _)| !rtsp || self.app.offers(p.trim_start_matches('/')).rtsp)?;
+        let mut mp4s = files.into_iter().filter(|(p, _)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
+        let (path, _) = mp4s.find(|(p, _)| !check || self.app.offers(p.trim_start_matches('/')).rtsp)?;
         let path: String = path
             .split('/')
             .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())

@@ -85,6 +85,7 @@ macro_rules! rtsp_matrix {
     };
 }
 
+pub mod browser;
 mod fixture;
 mod headers;
 mod http;
