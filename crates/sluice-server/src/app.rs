@@ -181,6 +181,11 @@ impl App {
         path: &LibraryPath,
         may_block: bool,
     ) -> Result<Response, LibraryError> {
+        // HLS first: `FILE.mp4/seg-3.m4s` names nothing in a directory (`FILE.mp4` is a file), and
+        // an object store would be asked for every segment's name before finding that out.
+        if let Some(response) = self.hls(req, path, may_block)? {
+            return Ok(response);
+        }
         match self.library.lookup(path, may_block)? {
             // "/file.mp4/" names a directory that is not there.
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
@@ -190,10 +195,7 @@ impl App {
             }
             Found::Directory if !path.names_directory() => Ok(directory_redirect(req, path)),
             Found::Directory => self.directory(req, path, may_block),
-            Found::NotFound => match self.hls(req, path, may_block)? {
-                Some(response) => Ok(response),
-                None => self.gzip_form(req, path, may_block),
-            },
+            Found::NotFound => self.gzip_form(req, path, may_block),
         }
     }
 

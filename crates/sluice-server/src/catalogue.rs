@@ -83,6 +83,11 @@ impl Described {
         let file = match tables {
             Ok(file) => file,
             Err(reason) => {
+                tracing::warn!(
+                    path,
+                    status = 500,
+                    "HLS: cannot package {path}: not a playable MP4: {reason}"
+                );
                 let reason = format!("cannot package {path} as HLS: not a playable MP4: {reason}");
                 return Described {
                     hls: Err(Refusal { status: Status::INTERNAL_SERVER_ERROR, reason }),
