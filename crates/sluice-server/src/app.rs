@@ -23,10 +23,10 @@ use sluice_proto::http::{
 
 use crate::bench;
 use crate::hls::HlsRequest;
+use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
 use crate::metrics::RequestCounts;
 use crate::page::Offers;
-use crate::remote::{answer_later, error_response};
 use crate::upload::Uploads;
 
 /// How the application is set up, besides its library.

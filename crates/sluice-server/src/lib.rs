@@ -19,7 +19,6 @@ pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;
-pub mod remote;
 pub mod serve;
 pub mod upload;
 

@@ -20,9 +20,9 @@ use crate::admin::{host_port, Admin, AdminService};
 use crate::app::{App, AppSettings, ConnectionHandler};
 use crate::catalogue::{Catalogue, CATALOGUE_BYTES};
 use crate::config::Config;
+use crate::library::remote::RemoteLibrary;
 use crate::library::{unpack_demo, Library};
 use crate::media::RtspMedia;
-use crate::remote::RemoteLibrary;
 
 /// CPU-pool threads when the library is in an object store and `engine.cpu_workers` is unset.
 const REMOTE_CPU_WORKERS: usize = 16;

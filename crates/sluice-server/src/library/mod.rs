@@ -8,11 +8,14 @@
 //! RTSP, HLS, the page and `/streams` share. A local root confines every open beneath it
 //! ([`local`]); an object store is read through its slice cache ([`crate::remote`]). Calls take
 //! `may_block`: false on an event loop, where anything that would wait for the origin (or for
-//! another thread's `moov` read) fails with [`LibraryError::WouldBlock`] so the caller answers
-//! from a job. It does not decide responses (the routes do).
+//! another thread's `moov` read) fails with [`LibraryError::WouldBlock`], and [`answer_later`]
+//! makes the same answer again in a CPU-pool job where it may wait. It does not decide
+//! responses (the routes do).
 
 pub mod local;
+pub mod remote;
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, BufReader};
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -24,12 +27,12 @@ use sluice_media::mp4::{Mp4Error, Mp4File};
 use sluice_proto::http::conditional::entity_tag;
 use sluice_proto::http::file::{file_response, FileMeta};
 use sluice_proto::http::path::{normalize, LibraryPath};
-use sluice_proto::http::Response;
+use sluice_proto::http::{Body, Method, Reply, Request, Response, Status, Version};
 use sluice_store::{CacheError, Key, ObjectVersion};
 
 pub use self::local::{unpack_demo, Entry, LocalRoot, OpenError};
+use self::remote::RemoteLibrary;
 use crate::catalogue::{Catalogue, Described, Tables, VersionKey, WouldBlock};
-use crate::remote::{self, RemoteLibrary};
 
 /// One entry of a directory listing.
 #[derive(Debug, Clone)]
@@ -272,7 +275,7 @@ impl Library {
     /// rest of a cold body streaming behind its first slice).
     pub fn sendable(
         &self,
-        req: &sluice_proto::http::Request<'_>,
+        req: &Request<'_>,
         version: &FileVersion,
         response: Response,
         may_block: bool,
@@ -288,7 +291,7 @@ impl Library {
     /// The response to `req` for the bytes of `version` (ranges, validators), sendable.
     pub fn file_response(
         &self,
-        req: &sluice_proto::http::Request<'_>,
+        req: &Request<'_>,
         version: &FileVersion,
         content_type: &'static str,
         max_ranges: usize,
@@ -378,6 +381,76 @@ impl Library {
             remote.cache().forget(key);
         }
         self.catalogue.forget(key.as_str());
+    }
+}
+
+/// A request copied out of the connection's buffer, so that a job can answer it later.
+#[derive(Debug)]
+pub struct OwnedRequest {
+    method: Method,
+    target: String,
+    version: Version,
+    headers: Vec<(String, Vec<u8>)>,
+}
+
+impl OwnedRequest {
+    /// A copy of `req`.
+    pub fn of(req: &Request<'_>) -> OwnedRequest {
+        OwnedRequest {
+            method: req.method,
+            target: req.target.to_string(),
+            version: req.version,
+            headers: req.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect(),
+        }
+    }
+
+    /// Calls `f` with the request as the handler first saw it.
+    pub fn with<R>(&self, f: impl FnOnce(&Request<'_>) -> R) -> R {
+        let headers: Vec<httparse::Header<'_>> =
+            self.headers.iter().map(|(name, value)| httparse::Header { name, value }).collect();
+        f(&Request { method: self.method, target: &self.target, version: self.version, headers: &headers })
+    }
+}
+
+/// Answers now when `answer` can without blocking, else in a job where it may block. A job
+/// whose object changed under it answers again once, against the new version.
+pub fn answer_later<F>(req: &Request<'_>, answer: F) -> Reply
+where
+    F: Fn(&Request<'_>, bool) -> Result<Response, LibraryError> + Send + 'static,
+{
+    match answer(req, false) {
+        Ok(response) => return response.into(),
+        Err(LibraryError::WouldBlock) => {}
+        Err(e) => return error_response(req.target, e).into(),
+    }
+    let owned = OwnedRequest::of(req);
+    Reply::Compute(Box::new(move || {
+        owned.with(|req| {
+            let result = match answer(req, true) {
+                Err(LibraryError::Cache(CacheError::Changed)) => answer(req, true),
+                other => other,
+            };
+            result.unwrap_or_else(|e| error_response(req.target, e)).into()
+        })
+    }))
+}
+
+/// The status a library failure calls for, with a log line.
+pub fn error_response(target: &str, e: LibraryError) -> Response {
+    let status = match &e {
+        LibraryError::Cache(CacheError::NotFound) => return Response::error(Status::NOT_FOUND),
+        LibraryError::Forbidden => return Response::error(Status::FORBIDDEN),
+        LibraryError::Cache(CacheError::Timeout(_)) => Status::GATEWAY_TIMEOUT,
+        LibraryError::Cache(CacheError::Origin(_) | CacheError::Changed | CacheError::WouldBlock)
+        | LibraryError::WouldBlock => Status::BAD_GATEWAY,
+        LibraryError::Cache(CacheError::Io(_)) | LibraryError::Io(_) => Status::INTERNAL_SERVER_ERROR,
+    };
+    let origin = matches!(e, LibraryError::Cache(_));
+    tracing::warn!(uri = target, status = status.0, "{}{e}", if origin { "origin: " } else { "" });
+    Response {
+        status,
+        headers: vec![("Cache-Control", Cow::Borrowed("no-store"))],
+        body: Body::Bytes(Cow::Owned(format!("{} {}\n", status.0, status.reason()).into_bytes())),
     }
 }
 

@@ -9,16 +9,15 @@
 //! Engines run handlers on their event-loop workers, where a round trip to the origin would stall
 //! every other connection of the worker. So the first pass never blocks: when everything a
 //! response needs (metadata, listing, slices) is in memory or on disk it is answered at once;
-//! otherwise [`answer_later`] hands the whole answer to a CPU-pool job ([`Reply::Compute`]),
+//! otherwise [`super::answer_later`] hands the whole answer to a CPU-pool job ([`Reply::Compute`]),
 //! which may wait for the origin and comes back through the engine's job delivery (the same
-//! path as gzip work). A job rather than fetching inline because a cold 4 MiB slice costs a
+//! path as gzip work; see [`super::answer_later`]). A job rather than fetching inline because a cold 4 MiB slice costs a
 //! round trip plus its transfer, tens of milliseconds against the microseconds a hit costs.
 //! The job waits for the response's first slice only: the head goes out with it, and the rest
 //! of the body is a [`SliceStream`], a [`BodyTail`] the session runs as one more job each time
 //! the engine has sent what was queued, while the next slices are fetched ahead. It does not
 //! parse HTTP nor decide the validators' semantics (`sluice_proto::http::file` does).
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,12 +26,10 @@ use std::sync::{mpsc, Arc};
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::LibraryPath;
-use sluice_proto::http::{
-    Body, BodyTail, BodyTailError, Method, Reply, Request, Response, Status, StreamedBody, Version,
-};
+use sluice_proto::http::{Body, BodyTail, BodyTailError, Method, Request, Response, Status, StreamedBody};
 use sluice_store::{CacheConfig, CacheError, Key, ObjectVersion, SliceCache, Store};
 
-use crate::library::{LibraryError, Listed};
+use super::Listed;
 
 /// What a library path names in the store.
 #[derive(Debug)]
@@ -521,80 +518,12 @@ impl BodyTail for SliceStream {
     }
 }
 
-/// A request copied out of the connection's buffer, so that a job can answer it later.
-#[derive(Debug)]
-pub struct OwnedRequest {
-    method: Method,
-    target: String,
-    version: Version,
-    headers: Vec<(String, Vec<u8>)>,
-}
-
-impl OwnedRequest {
-    /// A copy of `req`.
-    pub fn of(req: &Request<'_>) -> OwnedRequest {
-        OwnedRequest {
-            method: req.method,
-            target: req.target.to_string(),
-            version: req.version,
-            headers: req.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect(),
-        }
-    }
-
-    /// Calls `f` with the request as the handler first saw it.
-    pub fn with<R>(&self, f: impl FnOnce(&Request<'_>) -> R) -> R {
-        let headers: Vec<httparse::Header<'_>> =
-            self.headers.iter().map(|(name, value)| httparse::Header { name, value }).collect();
-        f(&Request { method: self.method, target: &self.target, version: self.version, headers: &headers })
-    }
-}
-
-/// Answers now when `answer` can without blocking, else in a job where it may block. A job
-/// whose object changed under it answers again once, against the new version.
-pub fn answer_later<F>(req: &Request<'_>, answer: F) -> Reply
-where
-    F: Fn(&Request<'_>, bool) -> Result<Response, LibraryError> + Send + 'static,
-{
-    match answer(req, false) {
-        Ok(response) => return response.into(),
-        Err(LibraryError::WouldBlock) => {}
-        Err(e) => return error_response(req.target, e).into(),
-    }
-    let owned = OwnedRequest::of(req);
-    Reply::Compute(Box::new(move || {
-        owned.with(|req| {
-            let result = match answer(req, true) {
-                Err(LibraryError::Cache(CacheError::Changed)) => answer(req, true),
-                other => other,
-            };
-            result.unwrap_or_else(|e| error_response(req.target, e)).into()
-        })
-    }))
-}
-
-/// The status a library failure calls for, with a log line.
-pub fn error_response(target: &str, e: LibraryError) -> Response {
-    let status = match &e {
-        LibraryError::Cache(CacheError::NotFound) => return Response::error(Status::NOT_FOUND),
-        LibraryError::Forbidden => return Response::error(Status::FORBIDDEN),
-        LibraryError::Cache(CacheError::Timeout(_)) => Status::GATEWAY_TIMEOUT,
-        LibraryError::Cache(CacheError::Origin(_) | CacheError::Changed | CacheError::WouldBlock)
-        | LibraryError::WouldBlock => Status::BAD_GATEWAY,
-        LibraryError::Cache(CacheError::Io(_)) | LibraryError::Io(_) => Status::INTERNAL_SERVER_ERROR,
-    };
-    let origin = matches!(e, LibraryError::Cache(_));
-    tracing::warn!(uri = target, status = status.0, "{}{e}", if origin { "origin: " } else { "" });
-    Response {
-        status,
-        headers: vec![("Cache-Control", Cow::Borrowed("no-store"))],
-        body: Body::Bytes(Cow::Owned(format!("{} {}\n", status.0, status.reason()).into_bytes())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::library::OwnedRequest;
     use sluice_proto::http::path::normalize;
+    use sluice_proto::http::Version;
     use sluice_store::{LocalStore, PutOptions};
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::Ordering;
