@@ -21,7 +21,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use sluice_media::hls::{init_segment, HlsError, SegmentIndex};
-use sluice_media::mp4::{Mp4File, TrackKind};
+use sluice_media::mp4::{Mp4File, Sample, TrackKind};
 use sluice_proto::http::Status;
 
 use crate::page::{Offers, VideoInfo};
@@ -146,7 +146,7 @@ pub fn tables_cost(tables: &Tables) -> usize {
     };
     let mut bytes = std::mem::size_of::<Mp4File>();
     for track in &file.tracks {
-        bytes += std::mem::size_of_val(track) + std::mem::size_of_val(&track.samples[..]);
+        bytes += std::mem::size_of_val(track) + track.samples.capacity() * std::mem::size_of::<Sample>();
         bytes += match &track.kind {
             TrackKind::H264(h) => {
                 let sets = h.sps.iter().chain(&h.pps);

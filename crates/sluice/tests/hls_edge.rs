@@ -356,12 +356,31 @@ fn held() -> isize {
     HELD.with(Cell::get)
 }
 
+/// An hour of tiny video (30 fps, a keyframe every 2 s) and 48 kHz AAC, made in `dir`: ten
+/// seconds encoded, looped to an hour without re-encoding.
+fn one_hour_mp4(dir: &Path) -> std::path::PathBuf {
+    let ten = dir.join("ten.mp4");
+    let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
+    cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x36:rate=30"])
+        .args(["-f", "lavfi", "-i", "sine=sample_rate=48000", "-t", "10", "-c:v", "libx264"])
+        .args(["-preset", "ultrafast", "-g", "60", "-c:a", "aac", "-b:a", "16k"])
+        .arg(&ten);
+    assert!(run_bounded(&mut cmd, Duration::from_secs(120)).0.success());
+    let hour = dir.join("hour.mp4");
+    let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
+    cmd.args(["-v", "error", "-y", "-stream_loop", "359", "-i"]).arg(&ten).args(["-c", "copy"]).arg(&hour);
+    assert!(run_bounded(&mut cmd, Duration::from_secs(300)).0.success());
+    hour
+}
+
 /// What the catalogue counts for an entry is what the allocator holds for it, within a margin:
 /// the estimate is what keeps its bound honest.
 #[test]
 fn the_catalogue_counts_the_bytes_its_indexes_hold() {
     use sluice_server::catalogue::{tables_cost, Described};
-    for (name, bytes) in [("clip", big_mp4().to_vec()), ("demo", std::fs::read(DEMO).unwrap())] {
+    let dir = tempfile::tempdir().unwrap();
+    let hour = std::fs::read(one_hour_mp4(dir.path())).unwrap();
+    for (name, bytes) in [("one hour", hour), ("demo", std::fs::read(DEMO).unwrap())] {
         let before = held();
         let tables: sluice_server::catalogue::Tables =
             Ok(Arc::new(sluice_media::mp4::Mp4File::from_bytes(&bytes).unwrap()));
@@ -392,18 +411,7 @@ fn a_thousand_one_hour_files_fit_one_catalogue() {
     use sluice_server::catalogue::{Catalogue, CATALOGUE_BYTES};
     use sluice_server::library::Library;
     let dir = tempfile::tempdir().unwrap();
-    // Ten seconds of tiny video and AAC, looped to an hour without re-encoding.
-    let ten = dir.path().join("ten.mp4");
-    let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
-    cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=64x36:rate=30"])
-        .args(["-f", "lavfi", "-i", "sine=sample_rate=48000", "-t", "10", "-c:v", "libx264"])
-        .args(["-preset", "ultrafast", "-g", "60", "-c:a", "aac", "-b:a", "16k"])
-        .arg(&ten);
-    assert!(run_bounded(&mut cmd, Duration::from_secs(120)).0.success());
-    let hour = dir.path().join("hour.mp4");
-    let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
-    cmd.args(["-v", "error", "-y", "-stream_loop", "359", "-i"]).arg(&ten).args(["-c", "copy"]).arg(&hour);
-    assert!(run_bounded(&mut cmd, Duration::from_secs(300)).0.success());
+    let hour = one_hour_mp4(dir.path());
     let root = dir.path().join("library");
     std::fs::create_dir(&root).unwrap();
     for i in 0..1000 {
