@@ -27,9 +27,10 @@ use sluice_proto::http::Status;
 use crate::page::{Offers, VideoInfo};
 
 /// Bytes of indexes the catalogue keeps. Below the 64 MiB a server may spend on indexes, with
-/// room for the allocator's overhead and for what the estimate leaves out: it holds the
-/// descriptions of thousands of one-hour files and the full tables of the few played last.
-pub const CATALOGUE_BYTES: usize = 48 << 20;
+/// room for the allocator's overhead (freed sample tables leave holes in the heap): it holds
+/// the descriptions of thousands of one-hour files and, within half of it, the full tables of
+/// the few played last.
+pub const CATALOGUE_BYTES: usize = 40 << 20;
 
 /// One version of one file: the entries' key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -212,7 +213,7 @@ impl Catalogue {
     pub fn new(budget: usize, segment: Duration) -> Catalogue {
         Catalogue {
             segment,
-            lru: Mutex::new(Lru::new(budget)),
+            lru: Mutex::new(Lru::new(budget, &[budget / 2, budget])),
             loaded: Condvar::new(),
             stats: CatalogueStats::default(),
         }
@@ -326,7 +327,11 @@ impl Catalogue {
         lru.loading.remove(&key);
         if let Ok(value) = &loaded {
             let cost = value.cost() + 2 * (key.0.path.len() + key.0.version.len()) + ENTRY_OVERHEAD;
-            let evicted = lru.insert(key, value.clone(), cost);
+            let class = match key.1 {
+                Kind::Tables => TABLES,
+                Kind::Described => DESCRIBED,
+            };
+            let evicted = lru.insert(key, value.clone(), cost, class);
             self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
         }
         self.publish(&lru);
@@ -335,6 +340,12 @@ impl Catalogue {
         Ok(loaded)
     }
 }
+
+/// The LRU's classes: sample tables (a few MB for an hour of video) may take half the budget,
+/// so the descriptions of thousands of files (about 11 KB an hour) stay while the tables of the
+/// files played last come and go.
+const TABLES: usize = 0;
+const DESCRIBED: usize = 1;
 
 /// Bytes an entry costs besides its value and key strings: its slots in the map and the LRU
 /// order, and the strings' headers.
@@ -370,27 +381,31 @@ impl Drop for LoadingGuard<'_> {
     }
 }
 
-/// A map bounded in bytes that evicts its least recently used entries.
+/// A map bounded in bytes that evicts its least recently used entries. Each entry belongs to a
+/// class (its index in `caps`) with a cap of its own within the whole budget, so that a few
+/// large entries (sample tables) cannot push out thousands of small ones (descriptions).
 #[derive(Debug)]
 struct Lru<K, V> {
     budget: usize,
     bytes: usize,
     tick: u64,
-    entries: HashMap<K, (V, usize, u64)>,
-    /// Keys by last use, oldest first.
-    order: BTreeMap<u64, K>,
+    /// Value, bytes, last use and class of each key.
+    entries: HashMap<K, (V, usize, u64, usize)>,
+    /// Per class: the most bytes it may hold, the bytes it holds, and its keys by last use,
+    /// oldest first.
+    classes: Vec<(usize, usize, BTreeMap<u64, K>)>,
     /// Keys being loaded.
     loading: HashMap<K, ()>,
 }
 
 impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
-    fn new(budget: usize) -> Lru<K, V> {
+    fn new(budget: usize, caps: &[usize]) -> Lru<K, V> {
         Lru {
             budget,
             bytes: 0,
             tick: 0,
             entries: HashMap::new(),
-            order: BTreeMap::new(),
+            classes: caps.iter().map(|&cap| (cap.min(budget), 0, BTreeMap::new())).collect(),
             loading: HashMap::new(),
         }
     }
@@ -402,38 +417,56 @@ impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
     fn get(&mut self, key: &K) -> Option<V> {
         self.tick += 1;
         let tick = self.tick;
-        let (value, _, used) = self.entries.get_mut(key)?;
-        self.order.remove(used);
+        let (value, _, used, class) = self.entries.get_mut(key)?;
+        let order = &mut self.classes[*class].2;
+        order.remove(used);
         *used = tick;
-        self.order.insert(tick, key.clone());
+        order.insert(tick, key.clone());
         Some(value.clone())
     }
 
-    /// Inserts `value` of `cost` bytes, evicting the least recently used entries beyond the
-    /// budget; returns how many were evicted. A value larger than the whole budget is not kept.
-    fn insert(&mut self, key: K, value: V, cost: usize) -> u64 {
+    /// Inserts `value` of `cost` bytes in `class`, evicting the least recently used entries of
+    /// its class beyond the class's cap, then of any class beyond the budget; returns how many
+    /// were evicted. A value larger than its cap is not kept.
+    fn insert(&mut self, key: K, value: V, cost: usize, class: usize) -> u64 {
         self.remove(&key);
-        if cost > self.budget {
+        if cost > self.classes[class].0 {
             return 0;
         }
         let mut evicted = 0;
+        while self.classes[class].1 + cost > self.classes[class].0 && self.evict_oldest_of(class) {
+            evicted += 1;
+        }
         while self.bytes + cost > self.budget {
-            let Some((_, oldest)) = self.order.pop_first() else { break };
-            if let Some((_, bytes, _)) = self.entries.remove(&oldest) {
-                self.bytes -= bytes;
-                evicted += 1;
+            // The least recently used entry of any class.
+            let oldest = (0..self.classes.len())
+                .filter_map(|c| Some((*self.classes[c].2.first_key_value()?.0, c)))
+                .min();
+            match oldest {
+                Some((_, c)) if self.evict_oldest_of(c) => evicted += 1,
+                _ => break,
             }
         }
         self.tick += 1;
-        self.order.insert(self.tick, key.clone());
-        self.entries.insert(key, (value, cost, self.tick));
+        self.classes[class].2.insert(self.tick, key.clone());
+        self.classes[class].1 += cost;
+        self.entries.insert(key, (value, cost, self.tick, class));
         self.bytes += cost;
         evicted
     }
 
+    fn evict_oldest_of(&mut self, class: usize) -> bool {
+        let Some((_, oldest)) = self.classes[class].2.first_key_value() else { return false };
+        let oldest = oldest.clone();
+        self.remove(&oldest);
+        true
+    }
+
     fn remove(&mut self, key: &K) {
-        if let Some((_, bytes, used)) = self.entries.remove(key) {
-            self.order.remove(&used);
+        if let Some((_, bytes, used, class)) = self.entries.remove(key) {
+            let (_, held, order) = &mut self.classes[class];
+            order.remove(&used);
+            *held -= bytes;
             self.bytes -= bytes;
         }
     }
@@ -463,20 +496,43 @@ mod tests {
 
     #[test]
     fn the_lru_stays_within_its_bytes_and_evicts_the_least_recently_used() {
-        let mut lru: Lru<&str, u32> = Lru::new(100);
-        assert_eq!(lru.insert("a", 1, 40), 0);
-        assert_eq!(lru.insert("b", 2, 40), 0);
+        let mut lru: Lru<&str, u32> = Lru::new(100, &[100]);
+        assert_eq!(lru.insert("a", 1, 40, 0), 0);
+        assert_eq!(lru.insert("b", 2, 40, 0), 0);
         assert_eq!(lru.get(&"a"), Some(1), "a is now the most recently used");
-        assert_eq!(lru.insert("c", 3, 40), 1);
+        assert_eq!(lru.insert("c", 3, 40, 0), 1);
         assert_eq!(lru.get(&"b"), None, "b was the least recently used");
         assert_eq!((lru.get(&"a"), lru.get(&"c")), (Some(1), Some(3)));
         assert_eq!(lru.bytes, 80);
-        assert_eq!(lru.insert("huge", 9, 101), 0);
+        assert_eq!(lru.insert("huge", 9, 101, 0), 0);
         assert_eq!(lru.get(&"huge"), None, "larger than the budget: not kept");
-        assert_eq!(lru.insert("d", 4, 100), 2, "everything else goes for one that fills it");
+        assert_eq!(lru.insert("d", 4, 100, 0), 2, "everything else goes for one that fills it");
         assert_eq!((lru.len(), lru.bytes), (1, 100));
-        lru.insert("d", 5, 10);
+        lru.insert("d", 5, 10, 0);
         assert_eq!((lru.len(), lru.bytes, lru.get(&"d")), (1, 10, Some(5)), "replaced, not added");
+    }
+
+    #[test]
+    fn large_entries_take_no_more_than_their_class_allows() {
+        // Class 0 (tables) may hold 50 of 100 bytes; class 1 (descriptions) all of it.
+        let mut lru: Lru<&str, u32> = Lru::new(100, &[50, 100]);
+        for small in ["s1", "s2", "s3", "s4"] {
+            lru.insert(small, 0, 10, 1);
+        }
+        assert_eq!(lru.insert("t1", 0, 30, 0), 0);
+        assert_eq!(lru.insert("t2", 0, 30, 0), 1, "t1 goes: the class is full, not the budget");
+        assert_eq!(lru.get(&"t1"), None);
+        assert_eq!(lru.len(), 5, "every small entry stays");
+        assert_eq!(lru.insert("t3", 0, 51, 0), 0, "larger than its class: not kept");
+        // Past the whole budget, the least recently used of any class goes.
+        for small in ["s5", "s6", "s7"] {
+            lru.insert(small, 0, 10, 1);
+        }
+        assert_eq!(lru.bytes, 100);
+        assert_eq!(lru.get(&"s1"), Some(0));
+        assert_eq!(lru.insert("s8", 0, 10, 1), 1);
+        assert_eq!(lru.get(&"s2"), None, "s2 was the least recently used");
+        assert_eq!(lru.get(&"t2"), Some(0));
     }
 
     #[test]
@@ -522,7 +578,8 @@ mod tests {
     fn tables_are_evicted_before_the_budget_is_passed() {
         let tables = demo_tables();
         let one = tables_cost(&tables) + 2 * "a.mp4v1".len() + ENTRY_OVERHEAD;
-        let catalogue = Catalogue::new(2 * one + one / 2, Duration::from_secs(6));
+        // Tables may take half the budget: two of them.
+        let catalogue = Catalogue::new(5 * one, Duration::from_secs(6));
         for name in ["a.mp4", "b.mp4", "c.mp4"] {
             let t = catalogue.tables(&key(name, "v1"), true, || Ok::<_, ()>(tables.clone())).unwrap();
             assert!(t.unwrap().is_ok());
