@@ -44,9 +44,9 @@ impl Admin {
             .library()
             .files(MAX_LISTED)
             .into_iter()
-            .map(|(path, bytes)| {
+            .map(|(path, bytes, tag)| {
                 let url_path = url_path(&path);
-                let offers = self.app.offers(path.trim_start_matches('/'));
+                let offers = self.app.offers(path.trim_start_matches('/'), tag.as_deref());
                 let rtsp =
                     self.rtsp.filter(|_| offers.rtsp).map(|a| format!("rtsp://{}{url_path}", host_port(a)));
                 let hls = offers

@@ -103,12 +103,16 @@ impl App {
         &self.counters
     }
 
-    /// What may be offered of the file at library-relative `relative` (decoded): its HLS URL
-    /// when it packages, its RTSP URL when RTSP can stream it. Indexes it if it must, so the
-    /// caller must be allowed to block (the admin listener, start-up).
-    pub fn offers(&self, relative: &str) -> Offers {
+    /// What may be offered of the file at library-relative `relative` (decoded), in the
+    /// version `tag` names when a listing said: its HLS URL when it packages, its RTSP URL when
+    /// RTSP can stream it. Indexes it if it must, so the caller must be allowed to block (the
+    /// admin listener, start-up).
+    pub fn offers(&self, relative: &str, tag: Option<&str>) -> Offers {
         if !crate::page::is_mp4(relative) {
             return Offers::default();
+        }
+        if let Some(known) = tag.and_then(|tag| self.library.known(relative, tag)) {
+            return known.offers();
         }
         match self.library.file(relative, true) {
             Ok(Some(version)) => match self.library.described(relative, &version, true) {
@@ -503,10 +507,10 @@ mod tests {
         .unwrap();
         std::fs::write(dir.path().join("broken.mp4"), b"not a film").unwrap();
         let app = app(dir.path());
-        let demo = app.offers("demo.mp4");
+        let demo = app.offers("demo.mp4", None);
         assert!(demo.rtsp && demo.video.is_some(), "{demo:?}");
-        assert_eq!(app.offers("broken.mp4"), Offers::default());
-        assert_eq!(app.offers("missing.mp4"), Offers::default());
+        assert_eq!(app.offers("broken.mp4", None), Offers::default());
+        assert_eq!(app.offers("missing.mp4", None), Offers::default());
         let get = OwnedRequest::of(&Request {
             method: Method::Get,
             target: "/",

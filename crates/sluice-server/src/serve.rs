@@ -257,8 +257,9 @@ impl Server {
     pub fn first_stream_url(&self) -> Option<String> {
         let check = self.rtsp_addr().is_some() && self.app.library().as_remote().is_none();
         let files = self.app.library().files(1000);
-        let mut mp4s = files.into_iter().filter(|(p, _)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
-        let (path, _) = mp4s.find(|(p, _)| !check || self.app.offers(p.trim_start_matches('/')).rtsp)?;
+        let mut mp4s = files.into_iter().filter(|(p, ..)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
+        let (path, ..) =
+            mp4s.find(|(p, ..)| !check || self.app.offers(p.trim_start_matches('/'), None).rtsp)?;
         let path: String = path
             .split('/')
             .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())

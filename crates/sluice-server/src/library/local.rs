@@ -182,9 +182,9 @@ impl LocalRoot {
 }
 
 impl LocalRoot {
-    /// Every file of the library as (URL path, size), depth first in listing order, at most
+    /// Every file of the library as (URL path, size, no tag), depth first in listing order, at most
     /// `limit` of them and at most 16 directories deep (a listing must stay cheap on a huge tree).
-    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+    pub fn files(&self, limit: usize) -> Vec<(String, u64, Option<String>)> {
         let mut out = Vec::new();
         let mut dirs = vec![(String::new(), 0usize)];
         while let Some((dir, depth)) = dirs.pop() {
@@ -201,7 +201,7 @@ impl LocalRoot {
                         subdirs.push((rel, depth + 1));
                     }
                 } else {
-                    out.push((rel, e.len));
+                    out.push((rel, e.len, None));
                 }
             }
             dirs.extend(subdirs.into_iter().rev());

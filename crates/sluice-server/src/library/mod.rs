@@ -241,8 +241,9 @@ impl Library {
         }
     }
 
-    /// Every file as (URL path, size), at most `limit` (blocks for an object store's listing).
-    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+    /// Every file as (URL path, size, the version's tag when the listing knows it), at most
+    /// `limit` (blocks for an object store's listing).
+    pub fn files(&self, limit: usize) -> Vec<(String, u64, Option<String>)> {
         match &self.source {
             Source::Local(root) => root.files(limit),
             Source::Remote(remote) => remote.files(limit),

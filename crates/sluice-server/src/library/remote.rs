@@ -124,10 +124,14 @@ impl RemoteLibrary {
         Ok(out)
     }
 
-    /// Every object as (URL path, size), at most `limit` (blocks for a listing).
-    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+    /// Every object as (URL path, size, entity tag), at most `limit` (blocks for a listing).
+    pub fn files(&self, limit: usize) -> Vec<(String, u64, Option<String>)> {
         match self.cache.list(true) {
-            Ok(listing) => listing.iter().take(limit).map(|m| (format!("/{}", m.key), m.len)).collect(),
+            Ok(listing) => listing
+                .iter()
+                .take(limit)
+                .map(|m| (format!("/{}", m.key), m.len, Some(m.etag.clone())))
+                .collect(),
             Err(e) => {
                 tracing::warn!("cannot list {}: {e}", self.location);
                 Vec::new()
