@@ -65,20 +65,23 @@ impl Admin {
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
-    /// and, when RTSP is on, its RTSP URL (MediaMTX's `/v3/paths/list` is the model).
+    /// when it packages and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
+    /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
+    /// listener's own thread may wait), so the catalogue is warm for the players that follow.
     pub fn streams_json(&self) -> String {
         let items: Vec<serde_json::Value> = self
             .app
             .library()
             .files(MAX_LISTED)
             .into_iter()
-            .map(|(path, bytes)| {
+            .map(|(path, bytes, tag)| {
                 let url_path = url_path(&path);
-                let rtsp = self
-                    .rtsp
-                    .filter(|_| crate::page::is_mp4(&path))
-                    .map(|a| format!("rtsp://{}{url_path}", host_port(a)));
-                let hls = crate::page::is_mp4(&path)
+                let offers = self.app.offers(path.trim_start_matches('/'), tag.as_deref());
+                let rtsp =
+                    self.rtsp.filter(|_| offers.rtsp).map(|a| format!("rtsp://{}{url_path}", host_port(a)));
+                let hls = offers
+                    .video
+                    .is_some()
                     .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
                 serde_json::json!({
                     "path": path,
@@ -111,9 +114,10 @@ impl Admin {
             Some("/metrics") => {
                 let app = &self.app;
                 let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
-                if let crate::app::Source::Remote(remote) = app.library() {
+                if let Some(remote) = app.library().as_remote() {
                     crate::metrics::render_cache(&mut body, remote.cache().stats());
                 }
+                crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
                 text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", body)
             }
             // A load balancer checks /healthz: failing it while draining takes the server out

@@ -6,8 +6,8 @@
 //! everything else gets its precise error. It does not parse HTTP or touch sockets.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,45 +15,19 @@ use std::time::Instant;
 
 use percent_encoding::utf8_percent_encode;
 use sluice_engine::{Counters, EngineConfig};
-use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
+use sluice_proto::http::file::content_type_for;
 use sluice_proto::http::path::{normalize, LibraryPath, PathError};
 use sluice_proto::http::{
     Body, Handler, Limits, Method, Queued, Reply, Request, RequestError, Response, Status,
 };
 
 use crate::bench;
-use crate::hls::{HlsPackager, HlsRequest};
-use crate::library::{Entry, Library, OpenError};
+use crate::hls::HlsRequest;
+use crate::library::{answer_later, error_response};
+use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
 use crate::metrics::RequestCounts;
-use crate::remote::{answer_later, Found, RemoteLibrary};
+use crate::page::Offers;
 use crate::upload::Uploads;
-
-/// Where the library's files come from.
-#[derive(Debug)]
-pub enum Source {
-    /// A local directory.
-    Local(Library),
-    /// An object store, through a local cache of slices.
-    Remote(Arc<RemoteLibrary>),
-}
-
-impl Source {
-    /// Every file as (URL path, size), at most `limit`.
-    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
-        match self {
-            Source::Local(library) => library.files(limit),
-            Source::Remote(remote) => remote.files(limit),
-        }
-    }
-
-    /// The root directory or the store's location, for the start-up line.
-    pub fn describe(&self) -> String {
-        match self {
-            Source::Local(library) => library.root().display().to_string(),
-            Source::Remote(remote) => remote.location().to_string(),
-        }
-    }
-}
 
 /// How the application is set up, besides its library.
 #[derive(Debug, Clone)]
@@ -62,8 +36,6 @@ pub struct AppSettings {
     pub limits: Limits,
     /// Most byte ranges honoured per request.
     pub max_ranges: usize,
-    /// Target duration of an HLS segment.
-    pub hls_segment: std::time::Duration,
     /// Whether to log a line per request.
     pub access_log: bool,
     /// Whether `/bench/` endpoints are served.
@@ -77,18 +49,17 @@ pub struct AppSettings {
 /// The application shared by every connection.
 #[derive(Debug)]
 pub struct App {
-    library: Source,
+    library: Arc<Library>,
     settings: AppSettings,
     counters: Arc<Counters>,
     requests: RequestCounts,
     boundary: AtomicU64,
     uploads: Option<Uploads>,
-    hls: HlsPackager,
 }
 
 impl App {
     /// An app serving `library`, reporting the engine's `counters` at `/metrics`.
-    pub fn new(library: Source, settings: AppSettings, counters: Arc<Counters>) -> Self {
+    pub fn new(library: Arc<Library>, settings: AppSettings, counters: Arc<Counters>) -> Self {
         // Multipart boundaries only need to be absent from the parts; a time-seeded counter makes
         // them differ between responses without a random source.
         let seed = std::time::SystemTime::now()
@@ -96,7 +67,6 @@ impl App {
             .map_or(1, |d| d.as_nanos() as u64);
         App {
             library,
-            hls: HlsPackager::new(settings.hls_segment),
             settings,
             counters,
             requests: RequestCounts::default(),
@@ -105,9 +75,11 @@ impl App {
         }
     }
 
-    /// Accepts uploads (`PUT`, `DELETE`) into this store; without it they are 403.
+    /// Accepts uploads (`PUT`, `DELETE`) into this store; without it they are 403. The library
+    /// is told of every change, so that its caches forget the old version at once.
     pub fn with_uploads(mut self, uploads: Uploads) -> Self {
-        self.uploads = Some(uploads);
+        let library = Arc::clone(&self.library);
+        self.uploads = Some(uploads.on_change(move |key| library.changed(key)));
         self
     }
 
@@ -122,13 +94,36 @@ impl App {
     }
 
     /// The library being served.
-    pub fn library(&self) -> &Source {
+    pub fn library(&self) -> &Arc<Library> {
         &self.library
     }
 
     /// The engine's counters (the admin listener reports them).
     pub fn counters(&self) -> &Arc<Counters> {
         &self.counters
+    }
+
+    /// What may be offered of the file at library-relative `relative` (decoded), in the
+    /// version `tag` names when a listing said: its HLS URL when it packages, its RTSP URL when
+    /// RTSP can stream it. Indexes it if it must, so the caller must be allowed to block (the
+    /// admin listener, start-up).
+    pub fn offers(&self, relative: &str, tag: Option<&str>) -> Offers {
+        if !crate::page::is_mp4(relative) {
+            return Offers::default();
+        }
+        if let Some(known) = tag.and_then(|tag| self.library.known(relative, tag)) {
+            return known.offers();
+        }
+        match self.library.file(relative, true) {
+            Ok(Some(version)) => match self.library.described(relative, &version, true) {
+                Ok(described) => described.offers(),
+                Err(e) => {
+                    tracing::warn!(path = relative, "cannot index: {e}");
+                    Offers::default()
+                }
+            },
+            _ => Offers::default(),
+        }
     }
 
     /// `rtsp://HOST:PORT` as a client of this request reaches the RTSP listener: the bound
@@ -146,7 +141,7 @@ impl App {
         Some(format!("rtsp://{name}:{}", addr.port()))
     }
 
-    fn route(&self, req: &Request<'_>) -> Reply {
+    fn route(self: &Arc<Self>, req: &Request<'_>) -> Reply {
         if matches!(req.method, Method::Put | Method::Delete) {
             let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
             return match &self.uploads {
@@ -175,145 +170,167 @@ impl App {
         if sluice_store::is_reserved(path.relative()) {
             return Response::error(Status::NOT_FOUND).into();
         }
-        match &self.library {
-            Source::Local(library) => self.file(req, library, raw_path, path).into(),
-            Source::Remote(remote) => self.remote_file(req, remote, path),
+        if self.library.as_remote().is_none() {
+            // A local library answers on the loop: opens and `moov` reads come from the page
+            // cache, as the files themselves do.
+            return self.answer(req, &path, true).unwrap_or_else(|e| error_response(req.target, e)).into();
         }
+        // An object store's answers may wait for the origin: at once when nothing is missing,
+        // else from a job.
+        let app = Arc::clone(self);
+        answer_later(req, move |req, may_block| app.answer(req, &path, may_block))
     }
 
-    /// A path of a library in an object store: answered now from the cache, or by a job.
-    fn remote_file(&self, req: &Request<'_>, remote: &Arc<RemoteLibrary>, path: LibraryPath) -> Reply {
-        let remote = Arc::clone(remote);
-        let max_ranges = self.settings.max_ranges;
-        let boundary = self.boundary.fetch_add(1, Ordering::Relaxed);
-        let rtsp = self.rtsp_base(req);
-        answer_later(req, move |req, may_block| match remote.lookup(&path, may_block)? {
+    /// The response to a GET or HEAD of `path`; [`LibraryError::WouldBlock`] when it needs to
+    /// wait and `may_block` is false.
+    fn answer(
+        &self,
+        req: &Request<'_>,
+        path: &LibraryPath,
+        may_block: bool,
+    ) -> Result<Response, LibraryError> {
+        // HLS first: `FILE.mp4/seg-3.m4s` names nothing in a directory (`FILE.mp4` is a file), and
+        // an object store would be asked for every segment's name before finding that out.
+        if let Some(response) = self.hls(req, path, may_block)? {
+            return Ok(response);
+        }
+        match self.library.lookup(path, may_block)? {
+            // "/file.mp4/" names a directory that is not there.
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
-            Found::File(version) => remote.file_response(req, &version, max_ranges, boundary, may_block),
-            Found::Directory if !path.names_directory() => Ok(directory_redirect(req, &path)),
-            Found::Directory => {
-                let entries = remote.list(&path, may_block)?;
-                // An s3:// library's page lists its files without HLS details: packaging reads
-                // the MP4's sample tables from a local file (the cache's slices are not one).
-                Ok(listing_response(&path, &entries, rtsp.as_deref(), |_| None))
+            Found::File(version) => {
+                let content_type = content_type_for(path.relative());
+                self.file_response(req, &version, content_type, self.settings.max_ranges, may_block)
             }
-            Found::NotFound => Ok(Response::error(Status::NOT_FOUND)),
-        })
+            Found::Directory if !path.names_directory() => Ok(directory_redirect(req, path)),
+            Found::Directory => self.directory(req, path, may_block),
+            Found::NotFound => self.gzip_form(req, path, may_block),
+        }
     }
 
-    fn file(&self, req: &Request<'_>, library: &Library, raw_path: &str, path: LibraryPath) -> Response {
-        match library.open_entry(&path) {
-            Ok(Entry::File(file, meta)) => {
-                if path.names_directory() {
-                    // "/file.mp4/" names a directory that is not there.
-                    return Response::error(Status::NOT_FOUND);
-                }
-                let file_meta = FileMeta {
-                    len: meta.len(),
-                    modified: meta.modified().ok(),
-                    content_type: content_type_for(path.relative()),
-                    etag: None,
-                };
-                let boundary = self.boundary.fetch_add(1, Ordering::Relaxed);
-                file_response(req, Arc::new(file), &file_meta, self.settings.max_ranges, boundary)
-            }
-            Ok(Entry::Directory) if !path.names_directory() => directory_redirect(req, &path),
-            Ok(Entry::Directory) => self.directory(req, library, &path),
-            Err(OpenError::NotFound) => {
-                self.hls(req, library, &path).unwrap_or_else(|| self.gzip_form(req, library, &path))
-            }
-            Err(OpenError::Forbidden) => Response::error(Status::FORBIDDEN),
-            Err(OpenError::Io(e)) => {
-                tracing::warn!(path = raw_path, "open failed: {e}");
-                Response::error(Status::INTERNAL_SERVER_ERROR)
-            }
-        }
+    /// A file's bytes, with ranges and validators.
+    fn file_response(
+        &self,
+        req: &Request<'_>,
+        version: &FileVersion,
+        content_type: &'static str,
+        max_ranges: usize,
+        may_block: bool,
+    ) -> Result<Response, LibraryError> {
+        let boundary = self.boundary.fetch_add(1, Ordering::Relaxed);
+        self.library.file_response(req, version, content_type, max_ranges, boundary, may_block)
     }
 
     /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS packaging; `None` when the
     /// path is not of that form or names no file.
-    fn hls(&self, req: &Request<'_>, library: &Library, path: &LibraryPath) -> Option<Response> {
-        let (parent, name) = path.relative().rsplit_once('/')?;
-        let resource = sluice_media::hls::playlist::Resource::parse(name)?;
+    fn hls(
+        &self,
+        req: &Request<'_>,
+        path: &LibraryPath,
+        may_block: bool,
+    ) -> Result<Option<Response>, LibraryError> {
+        let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
+        let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
         if !crate::page::is_mp4(parent) {
-            return None;
+            return Ok(None);
         }
-        let Ok(Entry::File(file, meta)) = library.open_entry(&decoded_path(parent)?) else {
-            return None;
-        };
+        let Some(version) = self.library.file(parent, may_block)? else { return Ok(None) };
         let hls = HlsRequest {
-            key: parent,
-            file,
-            meta,
+            relative: parent,
+            version: &version,
             resource,
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
         };
-        Some(self.hls.respond(req, hls))
+        crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
     }
 
-    /// A file the store keeps only gzipped (under its hidden gzip form name), else 404.
-    fn gzip_form(&self, req: &Request<'_>, library: &Library, path: &LibraryPath) -> Response {
-        if path.names_directory() || path.relative().is_empty() {
-            return Response::error(Status::NOT_FOUND);
+    /// A file a local library keeps only gzipped (under its hidden gzip form's name), else 404.
+    /// (An object store marks a gzipped object in its metadata instead, and the file route
+    /// serves it.)
+    fn gzip_form(
+        &self,
+        req: &Request<'_>,
+        path: &LibraryPath,
+        may_block: bool,
+    ) -> Result<Response, LibraryError> {
+        if path.names_directory() || path.relative().is_empty() || self.library.as_remote().is_some() {
+            return Ok(Response::error(Status::NOT_FOUND));
         }
-        let gz = sluice_store::gzip_form_name(path.relative());
-        match decoded_path(&gz).map(|gz| library.open_entry(&gz)) {
-            Some(Ok(Entry::File(file, meta))) => {
-                crate::gzip_static::respond(req, path.relative(), file, &meta, self.settings.max_ranges)
-            }
-            _ => Response::error(Status::NOT_FOUND),
+        match self.library.file(&sluice_store::gzip_form_name(path.relative()), may_block)? {
+            Some(FileVersion::Local { file, meta }) => match Arc::try_unwrap(file) {
+                Ok(file) => Ok(crate::gzip_static::respond(
+                    req,
+                    path.relative(),
+                    file,
+                    &meta,
+                    self.settings.max_ranges,
+                )),
+                Err(_) => Ok(Response::error(Status::INTERNAL_SERVER_ERROR)),
+            },
+            _ => Ok(Response::error(Status::NOT_FOUND)),
         }
     }
 
     /// A directory's `index.html` when it has one, else a page listing it.
-    fn directory(&self, req: &Request<'_>, library: &Library, dir: &LibraryPath) -> Response {
-        let index = if dir.relative().is_empty() {
-            "/index.html".to_string()
-        } else {
-            format!("/{}/index.html", dir.relative())
+    fn directory(
+        &self,
+        req: &Request<'_>,
+        dir: &LibraryPath,
+        may_block: bool,
+    ) -> Result<Response, LibraryError> {
+        let join = |name: &str| match dir.relative() {
+            "" => name.to_string(),
+            rel => format!("{rel}/{name}"),
         };
-        if let Ok(index_path) = normalize(&index) {
-            if let Ok(Entry::File(file, meta)) = library.open_entry(&index_path) {
-                let file_meta = FileMeta {
-                    len: meta.len(),
-                    modified: meta.modified().ok(),
-                    content_type: "text/html; charset=utf-8",
-                    etag: None,
-                };
-                return file_response(req, Arc::new(file), &file_meta, 0, 0);
-            }
+        if let Some(index) = self.library.file(&join("index.html"), may_block)? {
+            return self.file_response(req, &index, "text/html; charset=utf-8", 0, may_block);
         }
-        match library.list(dir) {
-            Ok(entries) => {
-                // Files not indexed yet are indexed for the page up to a bound per page view;
-                // the rest show their details once played or on a later view.
-                let may_index = std::cell::Cell::new(crate::hls::INDEXED_PER_PAGE);
-                let describe = |name: &str| {
-                    let rel = if dir.relative().is_empty() {
-                        name.to_string()
-                    } else {
-                        format!("{}/{name}", dir.relative())
-                    };
-                    let Ok(Entry::File(file, meta)) = library.open_entry(&decoded_path(&rel)?) else {
-                        return None;
-                    };
-                    self.hls.describe(&rel, file, &meta, &may_index)
-                };
-                listing_response(dir, &entries, self.rtsp_base(req).as_deref(), describe)
+        let entries = self.library.list(dir, may_block)?;
+        let tags: HashMap<&str, &str> =
+            entries.iter().filter_map(|e| Some((e.name.as_str(), e.tag.as_deref()?))).collect();
+        // Files not indexed yet are indexed for the page up to a bound per page view; the rest
+        // show their details once played or on a later view. Where blocking is not allowed, a
+        // page that needs an index (or an object's version) is made again by a job.
+        let may_index = Cell::new(crate::hls::INDEXED_PER_PAGE);
+        let needs_job = Cell::new(false);
+        let describe = |name: &str| -> Offers {
+            let relative = join(name);
+            if let Some(known) = tags.get(name).and_then(|tag| self.library.known(&relative, tag)) {
+                return known.offers();
             }
-            Err(e) => {
-                tracing::warn!(dir = dir.relative(), "listing failed: {e}");
-                Response::error(Status::INTERNAL_SERVER_ERROR)
+            let version = match self.library.file(&relative, may_block) {
+                Ok(Some(version)) => version,
+                Err(LibraryError::WouldBlock) => {
+                    needs_job.set(true);
+                    return Offers::default();
+                }
+                Ok(None) | Err(_) => return Offers::default(),
+            };
+            if let Ok(known) = self.library.described(&relative, &version, false) {
+                return known.offers();
             }
+            if may_index.get() == 0 {
+                return Offers::default();
+            }
+            if !may_block {
+                needs_job.set(true);
+                return Offers::default();
+            }
+            may_index.set(may_index.get() - 1);
+            match self.library.described(&relative, &version, true) {
+                Ok(described) => described.offers(),
+                Err(e) => {
+                    tracing::warn!(path = relative, "cannot index: {e}");
+                    Offers::default()
+                }
+            }
+        };
+        let page = listing_response(dir, &entries, self.rtsp_base(req).as_deref(), describe);
+        if needs_job.get() {
+            return Err(LibraryError::WouldBlock);
         }
+        Ok(page)
     }
-}
-
-/// The library path of `relative`, a path that is already decoded (a [`LibraryPath`]'s, or one
-/// built from it): `%` is encoded again so that normalising does not decode it twice.
-fn decoded_path(relative: &str) -> Option<LibraryPath> {
-    normalize(&format!("/{}", relative.replace('%', "%25"))).ok()
 }
 
 /// A directory addressed without its trailing slash: redirected to it, as nginx does, so that
@@ -336,9 +353,9 @@ fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
 /// The page listing a directory's entries, with what `describe` knows of each video.
 fn listing_response(
     dir: &LibraryPath,
-    entries: &[crate::library::Listed],
+    entries: &[Listed],
     rtsp: Option<&str>,
-    describe: impl Fn(&str) -> Option<crate::page::VideoInfo>,
+    describe: impl Fn(&str) -> Offers,
 ) -> Response {
     let page = crate::page::library_page(dir, entries, rtsp, describe);
     Response {
@@ -462,5 +479,57 @@ impl Handler for ConnectionHandler {
 
     fn closed(&self, sent_total: u64) {
         self.ended(Some(sent_total));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::Catalogue;
+    use crate::library::OwnedRequest;
+    use std::time::Duration;
+
+    fn app(dir: &std::path::Path) -> Arc<App> {
+        let library = Library::local(dir, Catalogue::new(1 << 20, Duration::from_secs(6))).unwrap();
+        let settings = AppSettings {
+            limits: Limits::default(),
+            max_ranges: 4,
+            access_log: false,
+            bench: false,
+            rtsp: Some(SocketAddr::from(([127, 0, 0, 1], 8554))),
+            engine: EngineConfig::default(),
+        };
+        Arc::new(App::new(Arc::new(library), settings, Counters::new()))
+    }
+
+    #[test]
+    fn the_page_and_offers_name_only_what_plays() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/demo/sluice-demo.mp4"),
+            dir.path().join("demo.mp4"),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("broken.mp4"), b"not a film").unwrap();
+        let app = app(dir.path());
+        let demo = app.offers("demo.mp4", None);
+        assert!(demo.rtsp && demo.video.is_some(), "{demo:?}");
+        assert_eq!(app.offers("broken.mp4", None), Offers::default());
+        assert_eq!(app.offers("missing.mp4", None), Offers::default());
+        let get = OwnedRequest::of(&Request {
+            method: Method::Get,
+            target: "/",
+            version: sluice_proto::http::Version::Http11,
+            headers: &[],
+        });
+        let page = get.with(|req| app.answer(req, &normalize("/").unwrap(), true)).unwrap();
+        let Body::Bytes(html) = page.body else { panic!("a page") };
+        let html = String::from_utf8_lossy(&html);
+        assert!(html.contains("data-hls=\"./demo.mp4/master.m3u8\""), "{html}");
+        assert!(html.contains("rtsp://127.0.0.1:8554/demo.mp4"), "{html}");
+        assert!(!html.contains("broken.mp4/master.m3u8") && !html.contains("8554/broken.mp4"), "{html}");
+        // Indexed once for the page and the offers: the tables and the description.
+        let stats = app.library().catalogue().stats();
+        assert_eq!(stats.misses.load(Ordering::Relaxed), 4, "two files, two entries each");
     }
 }

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod app;
 pub mod bench;
+pub mod catalogue;
 pub mod config;
 pub mod gzip_static;
 pub mod hls;
@@ -18,7 +19,6 @@ pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;
-pub mod remote;
 pub mod serve;
 pub mod upload;
 

@@ -240,6 +240,38 @@ pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
     );
 }
 
+/// The catalogue of parsed MP4 indexes RTSP, HLS and the page share: what it holds and how
+/// often it was enough.
+pub fn render_catalogue(m: &mut String, stats: &crate::catalogue::CatalogueStats) {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let series = [
+        (
+            "catalogue_entries",
+            "gauge",
+            "MP4 indexes held (sample tables and HLS packagings).",
+            &stats.entries,
+        ),
+        ("catalogue_bytes", "gauge", "Estimated heap bytes of the indexes held.", &stats.bytes),
+        ("catalogue_hits_total", "counter", "Index lookups answered from the catalogue.", &stats.hits),
+        (
+            "catalogue_misses_total",
+            "counter",
+            "Index lookups that read a file's moov or built a packaging.",
+            &stats.misses,
+        ),
+        (
+            "catalogue_evictions_total",
+            "counter",
+            "Indexes evicted to keep the catalogue within its bytes.",
+            &stats.evictions,
+        ),
+    ];
+    for (name, kind, help, c) in series {
+        let _ =
+            writeln!(m, "# HELP sluice_{name} {help}\n# TYPE sluice_{name} {kind}\nsluice_{name} {}", get(c));
+    }
+}
+
 /// CPU time, context switches and resident memory of this process, from the kernel.
 fn process(m: &mut String) {
     // SAFETY: getrusage fills a zeroed rusage we own.

@@ -91,6 +91,16 @@ pub struct VideoInfo {
     pub bitrate: u64,
 }
 
+/// What the page offers of an MP4: only what works for it. Unknown (not indexed yet) offers
+/// nothing beyond the file itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Offers {
+    /// Its details and HLS URL, when it packages as HLS.
+    pub video: Option<VideoInfo>,
+    /// Whether RTSP can stream it.
+    pub rtsp: bool,
+}
+
 /// Where sluice serves its vendored copy of hls.js (npm `hls.js`, `dist/hls.min.js`).
 pub const HLS_JS_PATH: &str = "/.sluice/hls.min.js";
 
@@ -149,13 +159,12 @@ fn human_duration(secs: f64) -> String {
 }
 
 /// Renders the page for directory `dir` with its `entries`; `rtsp` is `rtsp://HOST:PORT` when
-/// RTSP is served; `describe` says what an MP4 holds when it can be packaged as HLS (given the
-/// entry's name).
+/// RTSP is served; `describe` says what may be offered of an MP4 (given the entry's name).
 pub fn library_page(
     dir: &LibraryPath,
     entries: &[Listed],
     rtsp: Option<&str>,
-    describe: impl Fn(&str) -> Option<VideoInfo>,
+    describe: impl Fn(&str) -> Offers,
 ) -> String {
     let title = if dir.relative().is_empty() {
         "sluice media library".to_string()
@@ -201,7 +210,8 @@ pub fn library_page(
             let _ = writeln!(html, "<li data-name=\"{key}\"><a href=\"{href}\">{name}</a><span class=\"size\">{size}</span></li>");
             continue;
         }
-        let info = if is_mp4(&e.name) { describe(&e.name) } else { None };
+        let offers = if is_mp4(&e.name) { describe(&e.name) } else { Offers::default() };
+        let info = offers.video;
         let _ = write!(
             html,
             "<li data-name=\"{key}\"><a href=\"{href}\">{name}</a><span class=\"size\">{size}</span>"
@@ -227,7 +237,7 @@ pub fn library_page(
             "<div class=\"url\">{http_label}: <code id=\"u{i}h\" data-rel=\"{http_url}\">{http_url}</code>\
 <button class=\"copy\" data-for=\"u{i}h\">Copy</button></div>"
         );
-        if let Some(base) = rtsp.filter(|_| is_mp4(&e.name)) {
+        if let Some(base) = rtsp.filter(|_| offers.rtsp) {
             let mut url = base.to_string();
             for segment in dir.segments() {
                 url.push('/');
@@ -263,9 +273,9 @@ mod tests {
     #[test]
     fn videos_get_players_and_names_are_escaped() {
         let entries = vec![
-            Listed { name: "a <b>.mp4".into(), is_dir: false, len: 275_311 },
-            Listed { name: "notes.txt".into(), is_dir: false, len: 12 },
-            Listed { name: "shows".into(), is_dir: true, len: 0 },
+            Listed { name: "a <b>.mp4".into(), is_dir: false, len: 275_311, tag: None },
+            Listed { name: "notes.txt".into(), is_dir: false, len: 12, tag: None },
+            Listed { name: "shows".into(), is_dir: true, len: 0, tag: None },
         ];
         let info = VideoInfo {
             duration_secs: 6.0,
@@ -275,7 +285,7 @@ mod tests {
         };
         let html = library_page(&normalize("/").unwrap(), &entries, Some("rtsp://127.0.0.1:8554"), |name| {
             assert_eq!(name, "a <b>.mp4");
-            Some(info.clone())
+            Offers { video: Some(info.clone()), rtsp: true }
         });
         assert!(html.contains(">rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
         assert!(html.contains("data-hls=\"./a%20%3Cb%3E.mp4/master.m3u8\""), "{html}");
@@ -289,8 +299,8 @@ mod tests {
         assert!(html.contains("<script src=\"/.sluice/hls.min.js"));
         assert!(!html.contains("id=\"search\""), "no search box for three entries");
         assert!(html.contains("<a href=\"./shows/\">shows/</a>"));
-        let evil = vec![Listed { name: "javascript:alert(1)".into(), is_dir: false, len: 1 }];
-        let html = library_page(&normalize("/").unwrap(), &evil, None, |_| None);
+        let evil = vec![Listed { name: "javascript:alert(1)".into(), is_dir: false, len: 1, tag: None }];
+        let html = library_page(&normalize("/").unwrap(), &evil, None, |_| Offers::default());
         assert!(html.contains("href=\"./javascript%3Aalert(1)\""), "{html}");
         assert!(!html.contains("<script"), "no player without videos");
     }
@@ -298,10 +308,12 @@ mod tests {
     #[test]
     fn large_folders_get_a_search_box_and_durations_read_well() {
         let entries: Vec<Listed> = (0..=SEARCH_FROM)
-            .map(|i| Listed { name: format!("clip{i}.mp4"), is_dir: false, len: 1 })
+            .map(|i| Listed { name: format!("clip{i}.mp4"), is_dir: false, len: 1, tag: None })
             .collect();
-        let html = library_page(&normalize("/").unwrap(), &entries, None, |_| None);
+        let html =
+            library_page(&normalize("/").unwrap(), &entries, Some("rtsp://h:1"), |_| Offers::default());
         assert!(html.contains("id=\"search\""));
+        assert!(!html.contains("rtsp://"), "no RTSP URL for a file RTSP cannot stream");
         assert!(html.contains("data-src=\"./clip3.mp4\""), "unpackaged MP4s play as files");
         assert!(!html.contains("data-hls"));
         assert_eq!(human_duration(6.04), "6.0 s");

@@ -17,11 +17,12 @@ use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
 use crate::admin::{host_port, Admin, AdminService};
-use crate::app::{App, AppSettings, ConnectionHandler, Source};
+use crate::app::{App, AppSettings, ConnectionHandler};
+use crate::catalogue::{Catalogue, CATALOGUE_BYTES};
 use crate::config::Config;
+use crate::library::remote::RemoteLibrary;
 use crate::library::{unpack_demo, Library};
-use crate::media::{MediaCatalogue, MediaSource};
-use crate::remote::RemoteLibrary;
+use crate::media::RtspMedia;
 
 /// CPU-pool threads when the library is in an object store and `engine.cpu_workers` is unset.
 const REMOTE_CPU_WORKERS: usize = 16;
@@ -291,8 +292,11 @@ struct Rtsp {
     /// Why this many loops, for the start-up line.
     loops_reason: String,
     config: sluice_media::rtsp::RtspConfig,
-    media: Arc<MediaCatalogue>,
+    media: Arc<RtspMedia>,
 }
+
+/// MP4s `first_stream_url` indexes at most to find one RTSP can stream.
+const FIRST_STREAM_TRIES: usize = 16;
 
 /// A server bound to its address, ready to run.
 pub struct Server {
@@ -339,14 +343,15 @@ impl Server {
             .then(|| DefaultCacheDir(config.store.cache_config().dir));
         let (root, demo) = match &config.library.root {
             Some(root) => (root.clone(), false),
+            // An s3:// library is not the demo (its directory stays the uploads' local root).
             None => (
                 unpack_demo().map_err(|source| ServeError::Library { path: std::env::temp_dir(), source })?,
-                true,
+                !config.store.is_remote(),
             ),
         };
-        let open =
-            || Library::open(&root).map_err(|source| ServeError::Library { path: root.clone(), source });
-        let (library, media) = match config.store.location.as_deref().filter(|_| config.store.is_remote()) {
+        // One library for every route and protocol, with the one catalogue of MP4 indexes.
+        let catalogue = Catalogue::new(CATALOGUE_BYTES, config.library.hls_segment);
+        let library = match config.store.location.as_deref().filter(|_| config.store.is_remote()) {
             Some(location) => {
                 let failed = |reason: String| ServeError::RemoteLibrary { location: location.into(), reason };
                 let store = sluice_store::open(location, Some(config.store.s3_config()))
@@ -356,18 +361,19 @@ impl Server {
                         Some(busy) => ServeError::CacheDirInUse(busy.clone()),
                         None => failed(e.to_string()),
                     })?;
-                let remote = Arc::new(remote);
-                (Source::Remote(Arc::clone(&remote)), MediaSource::Remote(remote))
+                Library::remote(remote, catalogue)
             }
-            None => (Source::Local(open()?), MediaSource::Local(open()?)),
+            None => Library::local(&root, catalogue)
+                .map_err(|source| ServeError::Library { path: root.clone(), source })?,
         };
+        let library = Arc::new(library);
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind(config.rtsp.listen, config.rtsp_loops())
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
-                media: Arc::new(MediaCatalogue::new(media)),
+                media: Arc::new(RtspMedia::new(Arc::clone(&library))),
             }),
             false => None,
         };
@@ -387,17 +393,12 @@ impl Server {
         let settings = AppSettings {
             limits: config.protocol_limits(),
             max_ranges: config.library.max_ranges,
-            hls_segment: config.library.hls_segment,
             access_log: config.http.access_log,
             bench: config.http.bench,
             rtsp: rtsp.as_ref().map(|r| r.sockets.local_addr()),
             engine,
         };
-        let mut uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
-        if let Source::Remote(remote) = &library {
-            let remote = Arc::clone(remote);
-            uploads = uploads.on_change(move |key| remote.cache().forget(key));
-        }
+        let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
         let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
         Ok(Server {
             app,
@@ -422,10 +423,16 @@ impl Server {
         &self.counters
     }
 
-    /// The first stream to try: the library's first MP4 over RTSP when RTSP is on, else over
-    /// HTTP; `None` for a library without MP4s.
+    /// The first stream to try: the library's first MP4 RTSP can stream over RTSP when RTSP is
+    /// on (of the first few, indexed here), else its first MP4 over HTTP; `None` for a library
+    /// without one. An object store's MP4s are not indexed for it: start-up does not wait for
+    /// the origin's `moov`s.
     pub fn first_stream_url(&self) -> Option<String> {
-        let (path, _) = self.app.library().files(1000).into_iter().find(|(p, _)| crate::page::is_mp4(p))?;
+        let check = self.rtsp_addr().is_some() && self.app.library().as_remote().is_none();
+        let files = self.app.library().files(1000);
+        let mut mp4s = files.into_iter().filter(|(p, ..)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
+        let (path, ..) =
+            mp4s.find(|(p, ..)| !check || self.app.offers(p.trim_start_matches('/'), None).rtsp)?;
         let path: String = path
             .split('/')
             .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())

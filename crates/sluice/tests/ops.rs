@@ -130,7 +130,9 @@ fn admin_endpoints_live_on_their_own_port(engine: &[&str]) {
     let fx = Fixture::new();
     fx.write("metrics", b"a library file named metrics\n");
     fx.write("bench/hello", b"a library folder named bench\n");
-    fx.write("clip.mp4", b"not really a video");
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+    fx.write("clip.mp4", &std::fs::read(demo).unwrap());
+    fx.write("broken.mp4", b"not really a video");
     let server = Server::serve(engine, &fx, &["--no-bench"]);
     // The media port serves the library, whatever the names.
     let r = fetch_get(server.addr(), "/metrics", &[]);
@@ -156,10 +158,13 @@ fn admin_endpoints_live_on_their_own_port(engine: &[&str]) {
     assert_eq!(clip["rtsp"], rtsp.as_str(), "{list}");
     let hls = format!("http://{}/clip.mp4/master.m3u8", server.addr());
     assert_eq!(clip["hls"], hls.as_str(), "{list}");
-    assert!(
-        items.iter().any(|i| i["path"] == "/metrics" && i["rtsp"].is_null() && i["hls"].is_null()),
-        "{list}"
-    );
+    // Only URLs that work: none for what is not a playable MP4.
+    for path in ["/metrics", "/broken.mp4"] {
+        assert!(
+            items.iter().any(|i| i["path"] == path && i["rtsp"].is_null() && i["hls"].is_null()),
+            "{list}"
+        );
+    }
     fetch_get(admin, "/t1.html", &[]).expect_status(404, "the admin port serves no library");
     // Prometheus's own linter reads the scrape (scripts/test installs it).
     let promtool = require_tool("promtool", "prometheus");

@@ -85,6 +85,7 @@ macro_rules! rtsp_matrix {
     };
 }
 
+pub mod browser;
 pub mod edge;
 mod fixture;
 mod headers;

@@ -1,21 +1,20 @@
-//! The media library: a directory opened once, and files opened beneath it only.
+//! A library in a local directory: the directory opened once, and files opened beneath it only.
 //!
-//! Owns the wall between requests and the rest of the file system. `sluice_proto::http::path` rules out `..`;
-//! what remains is symlinks, which only the kernel can judge at open time, so files are opened with
-//! `openat2(RESOLVE_BENEATH)` relative to the root's descriptor: a link that leaves the root fails
-//! to open, whatever the path says. Kernels without `openat2` (before 5.6) get the same rule by
-//! canonicalising the path and checking its prefix. This module also unpacks the built-in demo
-//! library. It does not decide responses.
+//! Owns what a request may open of the root. `sluice_proto::http::path` rules out `..`; what
+//! remains is symlinks, which only the kernel can judge at open time, so files are opened by
+//! [`sluice_store::beneath`] (`openat2(RESOLVE_BENEATH)` relative to the root's descriptor), the
+//! same rule the local store writes uploads with: a link that leaves the root fails to open,
+//! whatever the path says. This module also unpacks the built-in demo library. It does not
+//! decide responses.
 
-use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use sluice_proto::http::path::LibraryPath;
+use sluice_store::beneath::Beneath;
+
+use super::Listed;
 
 /// What opening a library path found.
 #[derive(Debug)]
@@ -42,40 +41,20 @@ pub enum OpenError {
 
 /// A served directory.
 #[derive(Debug)]
-pub struct Library {
-    root: PathBuf,
-    root_fd: OwnedFd,
-    openat2: AtomicBool,
+pub struct LocalRoot {
+    /// The root, and the one rule for opening beneath it (shared with the local store).
+    beneath: Beneath,
 }
 
-impl Library {
+impl LocalRoot {
     /// Opens `root` as a library.
-    pub fn open(root: &Path) -> io::Result<Library> {
-        let root = root.canonicalize()?;
-        let c = CString::new(root.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in root path"))?;
-        // SAFETY: c is a valid C string; the result is checked.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is fresh and ours.
-        let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let library = Library { root, root_fd, openat2: AtomicBool::new(true) };
-        // Probe once: a kernel before 5.6 says ENOSYS, and seccomp profiles that predate openat2
-        // say EPERM, which at request time would be indistinguishable from a forbidden file.
-        if let Err(e) = library.open_beneath(".") {
-            if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
-                tracing::warn!("openat2 refused ({e}); checking paths by canonicalising them instead");
-                library.openat2.store(false, Ordering::Relaxed);
-            }
-        }
-        Ok(library)
+    pub fn open(root: &Path) -> io::Result<LocalRoot> {
+        Ok(LocalRoot { beneath: Beneath::open(root)? })
     }
 
     /// The canonical root directory.
     pub fn root(&self) -> &Path {
-        &self.root
+        self.beneath.root()
     }
 
     /// Opens a normalised path beneath the root.
@@ -100,58 +79,14 @@ impl Library {
     }
 
     fn open_beneath(&self, rel: &str) -> io::Result<File> {
-        let c = CString::new(rel).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
-        // O_NONBLOCK so that a FIFO planted in the library cannot block the opening thread;
-        // reads of regular files ignore it.
-        let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
-        if self.openat2.load(Ordering::Relaxed) {
-            // SAFETY: zeroed open_how is valid; fields are set below.
-            let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-            how.flags = flags as u64;
-            how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-            // SAFETY: passes a valid C string and a live open_how of the right size.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    self.root_fd.as_raw_fd(),
-                    c.as_ptr(),
-                    &how as *const libc::open_how,
-                    std::mem::size_of::<libc::open_how>(),
-                )
-            };
-            if fd >= 0 {
-                // SAFETY: a fresh descriptor we own.
-                return Ok(unsafe { File::from_raw_fd(fd as i32) });
-            }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::ENOSYS) => {
-                    tracing::warn!("openat2 is not available; checking paths by canonicalising them");
-                    self.openat2.store(false, Ordering::Relaxed);
-                }
-                _ => return Err(err),
-            }
-        }
-        let full = self.root.join(rel).canonicalize()?;
-        if !full.starts_with(&self.root) {
-            return Err(io::Error::from_raw_os_error(libc::EXDEV));
-        }
-        let c = CString::new(full.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
-        // SAFETY: valid C string; result checked.
-        let fd = unsafe { libc::open(c.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        Ok(unsafe { File::from_raw_fd(fd) })
+        self.beneath.open_read(rel)
     }
 
     /// Files and directories directly in a library directory, sorted, hidden names left out.
     /// Symbolic links are listed only if they resolve to something beneath the root.
     pub fn list(&self, dir: &LibraryPath) -> io::Result<Vec<Listed>> {
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(self.root.join(dir.relative()))? {
+        for entry in std::fs::read_dir(self.beneath.root().join(dir.relative()))? {
             let entry = entry?;
             let file_name = entry.file_name();
             let Some(file_name) = file_name.to_str() else { continue };
@@ -169,9 +104,11 @@ impl Library {
             };
             match self.open_entry(&lp) {
                 Ok(Entry::File(_, meta)) => {
-                    out.push(Listed { name: name.to_string(), is_dir: false, len: meta.len() })
+                    out.push(Listed { name: name.to_string(), is_dir: false, len: meta.len(), tag: None })
                 }
-                Ok(Entry::Directory) => out.push(Listed { name: name.to_string(), is_dir: true, len: 0 }),
+                Ok(Entry::Directory) => {
+                    out.push(Listed { name: name.to_string(), is_dir: true, len: 0, tag: None })
+                }
                 Err(_) => {}
             }
         }
@@ -182,10 +119,10 @@ impl Library {
     }
 }
 
-impl Library {
-    /// Every file of the library as (URL path, size), depth first in listing order, at most
+impl LocalRoot {
+    /// Every file of the library as (URL path, size, no tag), depth first in listing order, at most
     /// `limit` of them and at most 16 directories deep (a listing must stay cheap on a huge tree).
-    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+    pub fn files(&self, limit: usize) -> Vec<(String, u64, Option<String>)> {
         let mut out = Vec::new();
         let mut dirs = vec![(String::new(), 0usize)];
         while let Some((dir, depth)) = dirs.pop() {
@@ -205,7 +142,7 @@ impl Library {
                         subdirs.push((rel, depth + 1));
                     }
                 } else {
-                    out.push((rel, e.len));
+                    out.push((rel, e.len, None));
                 }
             }
             dirs.extend(subdirs.into_iter().rev());
@@ -214,19 +151,8 @@ impl Library {
     }
 }
 
-/// One entry of a directory listing.
-#[derive(Debug, Clone)]
-pub struct Listed {
-    /// The file name.
-    pub name: String,
-    /// Whether it is a directory.
-    pub is_dir: bool,
-    /// Size in bytes (files).
-    pub len: u64,
-}
-
 /// The built-in demo video, embedded so that `sluice serve` works with no arguments.
-const DEMO_MP4: &[u8] = include_bytes!("../demo/sluice-demo.mp4");
+const DEMO_MP4: &[u8] = include_bytes!("../../demo/sluice-demo.mp4");
 
 /// Unpacks the demo library into a directory of its own under the system's temporary directory
 /// (a real file, so that `sendfile` has something to send) and returns that directory.
@@ -264,7 +190,7 @@ mod tests {
         std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.path().join("link.txt")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.path().join("dirlink")).unwrap();
         std::os::unix::fs::symlink("ok.txt", root.path().join("inside.txt")).unwrap();
-        let lib = Library::open(root.path()).unwrap();
+        let lib = LocalRoot::open(root.path()).unwrap();
         assert!(matches!(lib.open_entry(&normalize("/ok.txt").unwrap()), Ok(Entry::File(..))));
         assert!(matches!(lib.open_entry(&normalize("/inside.txt").unwrap()), Ok(Entry::File(..))));
         assert!(matches!(lib.open_entry(&normalize("/link.txt").unwrap()), Err(OpenError::NotFound)));

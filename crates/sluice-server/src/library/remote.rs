@@ -9,16 +9,15 @@
 //! Engines run handlers on their event-loop workers, where a round trip to the origin would stall
 //! every other connection of the worker. So the first pass never blocks: when everything a
 //! response needs (metadata, listing, slices) is in memory or on disk it is answered at once;
-//! otherwise [`answer_later`] hands the whole answer to a CPU-pool job ([`Reply::Compute`]),
+//! otherwise [`super::answer_later`] hands the whole answer to a CPU-pool job ([`Reply::Compute`]),
 //! which may wait for the origin and comes back through the engine's job delivery (the same
-//! path as gzip work). A job rather than fetching inline because a cold 4 MiB slice costs a
+//! path as gzip work; see [`super::answer_later`]). A job rather than fetching inline because a cold 4 MiB slice costs a
 //! round trip plus its transfer, tens of milliseconds against the microseconds a hit costs.
 //! The job waits for the response's first slice only: the head goes out with it, and the rest
 //! of the body is a [`SliceStream`], a [`BodyTail`] the session runs as one more job each time
 //! the engine has sent what was queued, while the next slices are fetched ahead. It does not
 //! parse HTTP nor decide the validators' semantics (`sluice_proto::http::file` does).
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,12 +26,10 @@ use std::sync::{mpsc, Arc};
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::LibraryPath;
-use sluice_proto::http::{
-    Body, BodyTail, BodyTailError, Method, Reply, Request, Response, Status, StreamedBody, Version,
-};
+use sluice_proto::http::{Body, BodyTail, BodyTailError, Method, Request, Response, Status, StreamedBody};
 use sluice_store::{CacheConfig, CacheError, Key, ObjectVersion, SliceCache, Store};
 
-use crate::library::Listed;
+use super::Listed;
 
 /// What a library path names in the store.
 #[derive(Debug)]
@@ -120,16 +117,21 @@ impl RemoteLibrary {
             {
                 continue;
             }
-            out.push(Listed { name: name.to_string(), is_dir, len: if is_dir { 0 } else { meta.len } });
+            let (len, tag) = if is_dir { (0, None) } else { (meta.len, Some(meta.etag.clone())) };
+            out.push(Listed { name: name.to_string(), is_dir, len, tag });
         }
         out.sort_by(|a, b| (!a.is_dir, &a.name).cmp(&(!b.is_dir, &b.name)));
         Ok(out)
     }
 
-    /// Every object as (URL path, size), at most `limit` (blocks for a listing).
-    pub fn files(&self, limit: usize) -> Vec<(String, u64)> {
+    /// Every object as (URL path, size, entity tag), at most `limit` (blocks for a listing).
+    pub fn files(&self, limit: usize) -> Vec<(String, u64, Option<String>)> {
         match self.cache.list(true) {
-            Ok(listing) => listing.iter().take(limit).map(|m| (format!("/{}", m.key), m.len)).collect(),
+            Ok(listing) => listing
+                .iter()
+                .take(limit)
+                .map(|m| (format!("/{}", m.key), m.len, Some(m.etag.clone())))
+                .collect(),
             Err(e) => {
                 tracing::warn!("cannot list {}: {e}", self.location);
                 Vec::new()
@@ -155,6 +157,29 @@ impl RemoteLibrary {
             let _ = fetch_in_background(&self.cache, version, next);
         }
         Ok(())
+    }
+
+    /// A stand-in for the object in `file_response`'s and `entity_response`'s file slices,
+    /// which [`RemoteLibrary::cached_body`] replaces with slices of the cached files.
+    pub fn placeholder(&self) -> &Arc<File> {
+        &self.placeholder
+    }
+
+    /// `response` (built over [`RemoteLibrary::placeholder`]) with its body in slices of the
+    /// cached files of `version`; a HEAD's body is never read and stays as it is.
+    pub fn cached_body(
+        &self,
+        req: &Request<'_>,
+        version: &Arc<ObjectVersion>,
+        mut response: Response,
+        may_block: bool,
+    ) -> Result<Response, CacheError> {
+        if req.method == Method::Head {
+            return Ok(response);
+        }
+        let body = std::mem::replace(&mut response.body, Body::Empty);
+        response.body = self.slices_for(version, body, may_block)?;
+        Ok(response)
     }
 
     /// The response to `req` for one object version, its body in cached slices.
@@ -497,77 +522,12 @@ impl BodyTail for SliceStream {
     }
 }
 
-/// A request copied out of the connection's buffer, so that a job can answer it later.
-#[derive(Debug)]
-pub struct OwnedRequest {
-    method: Method,
-    target: String,
-    version: Version,
-    headers: Vec<(String, Vec<u8>)>,
-}
-
-impl OwnedRequest {
-    /// A copy of `req`.
-    pub fn of(req: &Request<'_>) -> OwnedRequest {
-        OwnedRequest {
-            method: req.method,
-            target: req.target.to_string(),
-            version: req.version,
-            headers: req.headers.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect(),
-        }
-    }
-
-    /// Calls `f` with the request as the handler first saw it.
-    pub fn with<R>(&self, f: impl FnOnce(&Request<'_>) -> R) -> R {
-        let headers: Vec<httparse::Header<'_>> =
-            self.headers.iter().map(|(name, value)| httparse::Header { name, value }).collect();
-        f(&Request { method: self.method, target: &self.target, version: self.version, headers: &headers })
-    }
-}
-
-/// Answers now when `answer` can without the origin, else in a job where it may block. A job
-/// whose object changed under it answers again once, against the new version.
-pub fn answer_later<F>(req: &Request<'_>, answer: F) -> Reply
-where
-    F: Fn(&Request<'_>, bool) -> Result<Response, CacheError> + Send + 'static,
-{
-    match answer(req, false) {
-        Ok(response) => return response.into(),
-        Err(CacheError::WouldBlock) => {}
-        Err(e) => return error_response(req.target, e).into(),
-    }
-    let owned = OwnedRequest::of(req);
-    Reply::Compute(Box::new(move || {
-        owned.with(|req| {
-            let result = match answer(req, true) {
-                Err(CacheError::Changed) => answer(req, true),
-                other => other,
-            };
-            result.unwrap_or_else(|e| error_response(req.target, e)).into()
-        })
-    }))
-}
-
-/// The status an origin failure calls for, with a log line.
-pub fn error_response(target: &str, e: CacheError) -> Response {
-    let status = match &e {
-        CacheError::NotFound => return Response::error(Status::NOT_FOUND),
-        CacheError::Timeout(_) => Status::GATEWAY_TIMEOUT,
-        CacheError::Origin(_) | CacheError::Changed | CacheError::WouldBlock => Status::BAD_GATEWAY,
-        CacheError::Io(_) => Status::INTERNAL_SERVER_ERROR,
-    };
-    tracing::warn!(uri = target, status = status.0, "origin: {e}");
-    Response {
-        status,
-        headers: vec![("Cache-Control", Cow::Borrowed("no-store"))],
-        body: Body::Bytes(Cow::Owned(format!("{} {}\n", status.0, status.reason()).into_bytes())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::library::OwnedRequest;
     use sluice_proto::http::path::normalize;
+    use sluice_proto::http::Version;
     use sluice_store::{LocalStore, PutOptions};
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::Ordering;

@@ -1,0 +1,638 @@
+//! The catalogue: every parsed MP4 index the server keeps, for RTSP, HLS and the library page.
+//!
+//! Owns one least-recently-used map, bounded in bytes (an estimate of each entry's heap, see
+//! [`tables_cost`] and [`Described::cost`]), of two kinds of entries per file version (a path and
+//! the version's tag, so a replaced file is a new entry and never reads an old index):
+//! - the full sample tables ([`Mp4File`]), which RTSP streams from and an HLS media segment's
+//!   `moof` is written from (24 bytes a sample: several MB for an hour of video);
+//! - what the file is as a video ([`Described`]): its HLS segment index and init segment, or why
+//!   it cannot be packaged, and whether RTSP can stream it (about 11 KB for an hour), which
+//!   playlists, the page and `/streams` need.
+//!
+//! Failures to parse are entries too, so a broken file is read and logged once per version.
+//! Concurrent misses for one entry load it once: the first caller reads the `moov` (through the
+//! slice cache for an object store) and the others wait for it. A caller that may not block
+//! (an event-loop thread) gets [`WouldBlock`] instead of loading or waiting. It does not open
+//! files or decide responses (the library and the routes do).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use sluice_media::hls::{init_segment, HlsError, SegmentIndex};
+use sluice_media::mp4::{Mp4File, Sample, TrackKind};
+use sluice_proto::http::Status;
+
+use crate::page::{Offers, VideoInfo};
+
+/// Bytes of indexes the catalogue keeps. Below the 64 MiB a server may spend on indexes, with
+/// room for the allocator's overhead (freed sample tables leave holes in the heap): it holds
+/// the descriptions of thousands of one-hour files and, within half of it, the full tables of
+/// the few played last.
+pub const CATALOGUE_BYTES: usize = 40 << 20;
+
+/// One version of one file: the entries' key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VersionKey {
+    /// The file's path in the library (decoded, no leading slash).
+    pub path: String,
+    /// What changes when the file does: an object's entity tag, a local file's identity, size
+    /// and modification time.
+    pub version: String,
+}
+
+/// An answer the caller must get where blocking is allowed (a CPU-pool job).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the index is not in the catalogue and loading it would block")]
+pub struct WouldBlock;
+
+/// The sample tables of a version, or why it has none (not an MP4, broken, too large).
+pub type Tables = Result<Arc<Mp4File>, Arc<str>>;
+
+/// A file's HLS packaging: its segment index and init segment.
+#[derive(Debug)]
+pub struct Packaging {
+    /// Where each segment starts.
+    pub index: SegmentIndex,
+    /// The init segment (`ftyp` + `moov`).
+    pub init: Box<[u8]>,
+}
+
+/// Why a file has no HLS packaging, as the response says it.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// 415 for codecs HLS does not carry, 501 for fragmented files, 500 for broken ones.
+    pub status: Status,
+    /// The sentence the response body carries.
+    pub reason: String,
+}
+
+/// What a file version is as a video: what every protocol may offer of it.
+#[derive(Debug)]
+pub struct Described {
+    /// Its HLS packaging, or why there is none.
+    pub hls: Result<Packaging, Refusal>,
+    /// Whether RTSP can stream it: at least one H.264 or AAC track with samples.
+    pub rtsp: bool,
+}
+
+impl Described {
+    /// Describes the version whose tables (or failure to parse) are `tables`, cutting HLS
+    /// segments of about `segment`.
+    pub fn of(path: &str, tables: &Tables, segment: Duration) -> Described {
+        let file = match tables {
+            Ok(file) => file,
+            Err(reason) => {
+                tracing::warn!(
+                    path,
+                    status = 500,
+                    "HLS: cannot package {path}: not a playable MP4: {reason}"
+                );
+                let reason = format!("cannot package {path} as HLS: not a playable MP4: {reason}");
+                return Described {
+                    hls: Err(Refusal { status: Status::INTERNAL_SERVER_ERROR, reason }),
+                    rtsp: false,
+                };
+            }
+        };
+        let rtsp = file.tracks.iter().any(|t| !t.samples.is_empty());
+        let hls = SegmentIndex::build(file, segment).and_then(|index| {
+            let init = init_segment(file, &index)?;
+            Ok(Packaging { index, init: init.into_boxed_slice() })
+        });
+        let hls = hls.map_err(|e| {
+            let status = match e {
+                HlsError::UnsupportedCodec(_) => Status::UNSUPPORTED_MEDIA_TYPE,
+                HlsError::Fragmented => Status::NOT_IMPLEMENTED,
+                _ => Status::INTERNAL_SERVER_ERROR,
+            };
+            tracing::warn!(path, status = status.0, "HLS: cannot package {path}: {e}");
+            Refusal { status, reason: format!("cannot package {path} as HLS: {e}") }
+        });
+        Described { hls, rtsp }
+    }
+
+    /// What the library page shows of it; `None` when it cannot be packaged.
+    pub fn video_info(&self) -> Option<VideoInfo> {
+        let index = &self.hls.as_ref().ok()?.index;
+        Some(VideoInfo {
+            duration_secs: index.duration(),
+            resolution: index.resolution(),
+            codecs: index.codecs().to_string(),
+            bitrate: index.average_bandwidth(),
+        })
+    }
+
+    /// What the page and `/streams` may offer of it.
+    pub fn offers(&self) -> Offers {
+        Offers { video: self.video_info(), rtsp: self.rtsp }
+    }
+
+    /// Bytes it holds on the heap, with its own size.
+    pub fn cost(&self) -> usize {
+        std::mem::size_of::<Described>()
+            + match &self.hls {
+                Ok(p) => p.index.heap_bytes() + p.init.len(),
+                Err(r) => r.reason.capacity(),
+            }
+    }
+}
+
+/// Bytes the tables of a version (or their failure) hold on the heap, with their own size.
+pub fn tables_cost(tables: &Tables) -> usize {
+    let file = match tables {
+        Ok(file) => file,
+        Err(reason) => return reason.len() + 16,
+    };
+    let mut bytes = std::mem::size_of::<Mp4File>();
+    for track in &file.tracks {
+        bytes += std::mem::size_of_val(track) + track.samples.capacity() * std::mem::size_of::<Sample>();
+        bytes += match &track.kind {
+            TrackKind::H264(h) => {
+                let sets = h.sps.iter().chain(&h.pps);
+                sets.map(|s| s.capacity() + std::mem::size_of::<Vec<u8>>()).sum::<usize>()
+            }
+            TrackKind::Aac(a) => a.audio_specific_config.capacity(),
+        };
+    }
+    for skipped in &file.skipped {
+        bytes += std::mem::size_of_val(skipped) + skipped.reason.capacity();
+    }
+    bytes
+}
+
+/// A catalogue entry's value.
+#[derive(Debug, Clone)]
+enum Value {
+    Tables(Tables),
+    Described(Arc<Described>),
+}
+
+impl Value {
+    fn cost(&self) -> usize {
+        match self {
+            Value::Tables(t) => tables_cost(t),
+            Value::Described(d) => d.cost(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Tables,
+    Described,
+}
+
+/// What `/metrics` reports of the catalogue. `entries` and `bytes` are gauges.
+#[derive(Debug, Default)]
+pub struct CatalogueStats {
+    /// Entries held.
+    pub entries: AtomicU64,
+    /// Their estimated bytes.
+    pub bytes: AtomicU64,
+    /// Lookups answered from the catalogue.
+    pub hits: AtomicU64,
+    /// Lookups that loaded the entry (read a `moov`, or built a segment index).
+    pub misses: AtomicU64,
+    /// Entries evicted to stay within the budget.
+    pub evictions: AtomicU64,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Catalogue {
+    segment: Duration,
+    lru: Mutex<Lru<(VersionKey, Kind), Value>>,
+    loaded: Condvar,
+    stats: CatalogueStats,
+}
+
+impl Catalogue {
+    /// A catalogue of at most `budget` bytes, packaging HLS segments of about `segment`.
+    pub fn new(budget: usize, segment: Duration) -> Catalogue {
+        Catalogue {
+            segment,
+            lru: Mutex::new(Lru::new(budget, &[budget / 2, budget])),
+            loaded: Condvar::new(),
+            stats: CatalogueStats::default(),
+        }
+    }
+
+    /// What it has done, for `/metrics`.
+    pub fn stats(&self) -> &CatalogueStats {
+        &self.stats
+    }
+
+    /// The HLS segment target.
+    pub fn segment(&self) -> Duration {
+        self.segment
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Lru<(VersionKey, Kind), Value>> {
+        self.lru.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The sample tables of `key`, loaded by `read` on a miss. An error of `read` is the
+    /// caller's (an origin that timed out): nothing is kept, the next call reads again.
+    pub fn tables<E>(
+        &self,
+        key: &VersionKey,
+        may_block: bool,
+        read: impl FnOnce() -> Result<Tables, E>,
+    ) -> Result<Result<Tables, E>, WouldBlock> {
+        let loaded =
+            self.get_or_load((key.clone(), Kind::Tables), may_block, || read().map(Value::Tables))?;
+        Ok(loaded.map(|v| match v {
+            Value::Tables(t) => t,
+            Value::Described(_) => Err(Arc::from("catalogue entry of the wrong kind")),
+        }))
+    }
+
+    /// What `key` is as a video, from its tables (through [`Catalogue::tables`] with `read`).
+    pub fn described<E>(
+        &self,
+        key: &VersionKey,
+        may_block: bool,
+        read: impl FnOnce() -> Result<Tables, E>,
+    ) -> Result<Result<Arc<Described>, E>, WouldBlock> {
+        let loaded = self.get_or_load((key.clone(), Kind::Described), may_block, || {
+            let tables = match self.tables(key, may_block, read) {
+                Ok(Ok(tables)) => tables,
+                Ok(Err(e)) => return Err(LoadError::Caller(e)),
+                Err(WouldBlock) => return Err(LoadError::WouldBlock),
+            };
+            Ok(Value::Described(Arc::new(Described::of(&key.path, &tables, self.segment))))
+        });
+        match loaded {
+            Ok(Ok(Value::Described(d))) => Ok(Ok(d)),
+            Ok(Ok(Value::Tables(_))) => unreachable_kind(),
+            Ok(Err(LoadError::Caller(e))) => Ok(Err(e)),
+            Ok(Err(LoadError::WouldBlock)) | Err(WouldBlock) => Err(WouldBlock),
+        }
+    }
+
+    /// What is known of `key` as a video, without loading anything.
+    pub fn peek_described(&self, key: &VersionKey) -> Option<Arc<Described>> {
+        match self.lock().get(&(key.clone(), Kind::Described)) {
+            Some(Value::Described(d)) => {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                Some(d)
+            }
+            _ => None,
+        }
+    }
+
+    /// Forgets every version of `path` (it was replaced or deleted through this server).
+    pub fn forget(&self, path: &str) {
+        let mut lru = self.lock();
+        lru.remove_where(|(key, _)| key.path == path);
+        self.publish(&lru);
+    }
+
+    fn publish(&self, lru: &Lru<(VersionKey, Kind), Value>) {
+        self.stats.entries.store(lru.len() as u64, Ordering::Relaxed);
+        self.stats.bytes.store(lru.bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The entry at `key`, or loaded by `load` once however many ask at the same time.
+    fn get_or_load<E>(
+        &self,
+        key: (VersionKey, Kind),
+        may_block: bool,
+        load: impl FnOnce() -> Result<Value, E>,
+    ) -> Result<Result<Value, E>, WouldBlock> {
+        let mut lru = self.lock();
+        loop {
+            if let Some(value) = lru.get(&key) {
+                self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Ok(value));
+            }
+            if !may_block {
+                return Err(WouldBlock);
+            }
+            if !lru.loading.contains_key(&key) {
+                break;
+            }
+            lru = self.loaded.wait(lru).unwrap_or_else(|e| e.into_inner());
+        }
+        self.stats.misses.fetch_add(1, Ordering::Relaxed);
+        lru.loading.insert(key.clone(), ());
+        drop(lru);
+        // Taken off the loading set even if `load` panics, so waiters never wait for nothing.
+        let guard = LoadingGuard { catalogue: self, key: Some(key) };
+        let loaded = load();
+        let key = guard.finish();
+        let mut lru = self.lock();
+        lru.loading.remove(&key);
+        let mut freed = 0;
+        if let Ok(value) = &loaded {
+            let cost = value.cost() + 2 * (key.0.path.len() + key.0.version.len()) + ENTRY_OVERHEAD;
+            let class = match key.1 {
+                Kind::Tables => TABLES,
+                Kind::Described => DESCRIBED,
+            };
+            let held = lru.bytes;
+            let evicted = lru.insert(key, value.clone(), cost, class);
+            self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
+            freed = (held + cost).saturating_sub(lru.bytes);
+        }
+        self.publish(&lru);
+        drop(lru);
+        self.loaded.notify_all();
+        if freed >= RETURN_FREED {
+            return_freed_memory();
+        }
+        Ok(loaded)
+    }
+}
+
+/// Evicted bytes past which the allocator is asked to give freed memory back.
+const RETURN_FREED: usize = 1 << 20;
+
+/// Gives the pages of freed heap memory back to the kernel. Evicted sample tables are blocks of
+/// megabytes in the middle of the heap, between the descriptions that outlive them: glibc keeps
+/// such holes resident (it trims only the heap's top), and over a library of one-hour files they
+/// would make the process hold about twice what the catalogue counts.
+fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists and advises the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The LRU's classes: sample tables (a few MB for an hour of video) may take half the budget,
+/// so the descriptions of thousands of files (about 11 KB an hour) stay while the tables of the
+/// files played last come and go.
+const TABLES: usize = 0;
+const DESCRIBED: usize = 1;
+
+/// Bytes an entry costs besides its value and key strings: its slots in the map and the LRU
+/// order, and the strings' headers.
+const ENTRY_OVERHEAD: usize = 160;
+
+fn unreachable_kind<T>() -> T {
+    // A key's kind decides its value's kind; `get_or_load` stores what `load` made.
+    panic!("catalogue entry of the wrong kind")
+}
+
+enum LoadError<E> {
+    Caller(E),
+    WouldBlock,
+}
+
+struct LoadingGuard<'a> {
+    catalogue: &'a Catalogue,
+    key: Option<(VersionKey, Kind)>,
+}
+
+impl LoadingGuard<'_> {
+    fn finish(mut self) -> (VersionKey, Kind) {
+        self.key.take().unwrap_or_else(unreachable_kind)
+    }
+}
+
+impl Drop for LoadingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.catalogue.lock().loading.remove(&key);
+            self.catalogue.loaded.notify_all();
+        }
+    }
+}
+
+/// A map bounded in bytes that evicts its least recently used entries. Each entry belongs to a
+/// class (its index in `caps`) with a cap of its own within the whole budget, so that a few
+/// large entries (sample tables) cannot push out thousands of small ones (descriptions).
+#[derive(Debug)]
+struct Lru<K, V> {
+    budget: usize,
+    bytes: usize,
+    tick: u64,
+    /// Value, bytes, last use and class of each key.
+    entries: HashMap<K, (V, usize, u64, usize)>,
+    /// Per class: the most bytes it may hold, the bytes it holds, and its keys by last use,
+    /// oldest first.
+    classes: Vec<(usize, usize, BTreeMap<u64, K>)>,
+    /// Keys being loaded.
+    loading: HashMap<K, ()>,
+}
+
+impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
+    fn new(budget: usize, caps: &[usize]) -> Lru<K, V> {
+        Lru {
+            budget,
+            bytes: 0,
+            tick: 0,
+            entries: HashMap::new(),
+            classes: caps.iter().map(|&cap| (cap.min(budget), 0, BTreeMap::new())).collect(),
+            loading: HashMap::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn get(&mut self, key: &K) -> Option<V> {
+        self.tick += 1;
+        let tick = self.tick;
+        let (value, _, used, class) = self.entries.get_mut(key)?;
+        let order = &mut self.classes[*class].2;
+        order.remove(used);
+        *used = tick;
+        order.insert(tick, key.clone());
+        Some(value.clone())
+    }
+
+    /// Inserts `value` of `cost` bytes in `class`, evicting the least recently used entries of
+    /// its class beyond the class's cap, then of any class beyond the budget; returns how many
+    /// were evicted. A value larger than its cap is not kept.
+    fn insert(&mut self, key: K, value: V, cost: usize, class: usize) -> u64 {
+        self.remove(&key);
+        if cost > self.classes[class].0 {
+            return 0;
+        }
+        let mut evicted = 0;
+        while self.classes[class].1 + cost > self.classes[class].0 && self.evict_oldest_of(class) {
+            evicted += 1;
+        }
+        while self.bytes + cost > self.budget {
+            // The least recently used entry of any class.
+            let oldest = (0..self.classes.len())
+                .filter_map(|c| Some((*self.classes[c].2.first_key_value()?.0, c)))
+                .min();
+            match oldest {
+                Some((_, c)) if self.evict_oldest_of(c) => evicted += 1,
+                _ => break,
+            }
+        }
+        self.tick += 1;
+        self.classes[class].2.insert(self.tick, key.clone());
+        self.classes[class].1 += cost;
+        self.entries.insert(key, (value, cost, self.tick, class));
+        self.bytes += cost;
+        evicted
+    }
+
+    fn evict_oldest_of(&mut self, class: usize) -> bool {
+        let Some((_, oldest)) = self.classes[class].2.first_key_value() else { return false };
+        let oldest = oldest.clone();
+        self.remove(&oldest);
+        true
+    }
+
+    fn remove(&mut self, key: &K) {
+        if let Some((_, bytes, used, class)) = self.entries.remove(key) {
+            let (_, held, order) = &mut self.classes[class];
+            order.remove(&used);
+            *held -= bytes;
+            self.bytes -= bytes;
+        }
+    }
+
+    fn remove_where(&mut self, doomed: impl Fn(&K) -> bool) {
+        let keys: Vec<K> = self.entries.keys().filter(|k| doomed(k)).cloned().collect();
+        for key in keys {
+            self.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufReader;
+
+    fn demo_tables() -> Tables {
+        let file = std::fs::File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/demo/sluice-demo.mp4")).unwrap();
+        let len = file.metadata().unwrap().len();
+        Ok(Arc::new(Mp4File::read(BufReader::new(file), len).unwrap()))
+    }
+
+    fn key(path: &str, version: &str) -> VersionKey {
+        VersionKey { path: path.into(), version: version.into() }
+    }
+
+    #[test]
+    fn the_lru_stays_within_its_bytes_and_evicts_the_least_recently_used() {
+        let mut lru: Lru<&str, u32> = Lru::new(100, &[100]);
+        assert_eq!(lru.insert("a", 1, 40, 0), 0);
+        assert_eq!(lru.insert("b", 2, 40, 0), 0);
+        assert_eq!(lru.get(&"a"), Some(1), "a is now the most recently used");
+        assert_eq!(lru.insert("c", 3, 40, 0), 1);
+        assert_eq!(lru.get(&"b"), None, "b was the least recently used");
+        assert_eq!((lru.get(&"a"), lru.get(&"c")), (Some(1), Some(3)));
+        assert_eq!(lru.bytes, 80);
+        assert_eq!(lru.insert("huge", 9, 101, 0), 0);
+        assert_eq!(lru.get(&"huge"), None, "larger than the budget: not kept");
+        assert_eq!(lru.insert("d", 4, 100, 0), 2, "everything else goes for one that fills it");
+        assert_eq!((lru.len(), lru.bytes), (1, 100));
+        lru.insert("d", 5, 10, 0);
+        assert_eq!((lru.len(), lru.bytes, lru.get(&"d")), (1, 10, Some(5)), "replaced, not added");
+    }
+
+    #[test]
+    fn large_entries_take_no_more_than_their_class_allows() {
+        // Class 0 (tables) may hold 50 of 100 bytes; class 1 (descriptions) all of it.
+        let mut lru: Lru<&str, u32> = Lru::new(100, &[50, 100]);
+        for small in ["s1", "s2", "s3", "s4"] {
+            lru.insert(small, 0, 10, 1);
+        }
+        assert_eq!(lru.insert("t1", 0, 30, 0), 0);
+        assert_eq!(lru.insert("t2", 0, 30, 0), 1, "t1 goes: the class is full, not the budget");
+        assert_eq!(lru.get(&"t1"), None);
+        assert_eq!(lru.len(), 5, "every small entry stays");
+        assert_eq!(lru.insert("t3", 0, 51, 0), 0, "larger than its class: not kept");
+        // Past the whole budget, the least recently used of any class goes.
+        for small in ["s5", "s6", "s7"] {
+            lru.insert(small, 0, 10, 1);
+        }
+        assert_eq!(lru.bytes, 100);
+        assert_eq!(lru.get(&"s1"), Some(0));
+        assert_eq!(lru.insert("s8", 0, 10, 1), 1);
+        assert_eq!(lru.get(&"s2"), None, "s2 was the least recently used");
+        assert_eq!(lru.get(&"t2"), Some(0));
+    }
+
+    #[test]
+    fn entries_are_per_version_loaded_once_and_counted() {
+        let catalogue = Catalogue::new(1 << 20, Duration::from_secs(6));
+        let reads = std::cell::Cell::new(0);
+        let read = || {
+            reads.set(reads.get() + 1);
+            Ok::<_, ()>(demo_tables())
+        };
+        let v1 = key("a.mp4", "v1");
+        assert_eq!(catalogue.described(&v1, false, read).err(), Some(WouldBlock), "no loading on a loop");
+        let d = catalogue.described(&v1, true, read).unwrap().unwrap();
+        assert!(d.rtsp);
+        let info = d.video_info().unwrap();
+        assert_eq!(info.resolution, Some((640, 360)));
+        assert_eq!(reads.get(), 1);
+        assert!(catalogue.described(&v1, false, read).is_ok(), "a hit needs no blocking");
+        assert!(catalogue.tables(&v1, false, read).unwrap().unwrap().is_ok(), "the tables were kept too");
+        assert_eq!(reads.get(), 1);
+        // A new version is a new entry: read again.
+        catalogue.described(&key("a.mp4", "v2"), true, read).unwrap().unwrap();
+        assert_eq!(reads.get(), 2);
+        let stats = catalogue.stats();
+        assert_eq!(stats.entries.load(Ordering::Relaxed), 4);
+        assert_eq!(stats.misses.load(Ordering::Relaxed), 4, "tables and description, twice");
+        assert_eq!(stats.hits.load(Ordering::Relaxed), 2);
+        catalogue.forget("a.mp4");
+        assert_eq!(stats.entries.load(Ordering::Relaxed), 0);
+        assert_eq!(stats.bytes.load(Ordering::Relaxed), 0);
+        // A caller's error (the origin timed out) is not kept.
+        let failed = catalogue.described(&v1, true, || Err::<Tables, _>("timeout")).unwrap();
+        assert_eq!(failed.err(), Some("timeout"));
+        assert_eq!(stats.entries.load(Ordering::Relaxed), 0);
+        // A broken file is: described once as not packagable nor streamable.
+        let broken = catalogue.described(&v1, true, || Ok::<_, ()>(Err(Arc::from("no moov")))).unwrap();
+        let broken = broken.unwrap();
+        assert!(!broken.rtsp && broken.video_info().is_none());
+        assert!(catalogue.peek_described(&v1).is_some());
+    }
+
+    #[test]
+    fn tables_are_evicted_before_the_budget_is_passed() {
+        let tables = demo_tables();
+        let one = tables_cost(&tables) + 2 * "a.mp4v1".len() + ENTRY_OVERHEAD;
+        // Tables may take half the budget: two of them.
+        let catalogue = Catalogue::new(5 * one, Duration::from_secs(6));
+        for name in ["a.mp4", "b.mp4", "c.mp4"] {
+            let t = catalogue.tables(&key(name, "v1"), true, || Ok::<_, ()>(tables.clone())).unwrap();
+            assert!(t.unwrap().is_ok());
+        }
+        let stats = catalogue.stats();
+        assert_eq!(stats.entries.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.evictions.load(Ordering::Relaxed), 1);
+        assert!(stats.bytes.load(Ordering::Relaxed) as usize <= 2 * one + one / 2);
+        let a_again = catalogue.tables(&key("a.mp4", "v1"), false, || Ok::<_, ()>(tables.clone()));
+        assert!(a_again.is_err(), "the oldest went");
+    }
+
+    #[test]
+    fn concurrent_misses_load_once() {
+        let catalogue = Arc::new(Catalogue::new(1 << 20, Duration::from_secs(6)));
+        let reads = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (catalogue, reads) = (Arc::clone(&catalogue), Arc::clone(&reads));
+                std::thread::spawn(move || {
+                    let read = || {
+                        reads.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(50));
+                        Ok::<_, ()>(demo_tables())
+                    };
+                    catalogue.described(&key("a.mp4", "v1"), true, read).unwrap().unwrap()
+                })
+            })
+            .collect();
+        for t in threads {
+            assert!(t.join().unwrap().rtsp);
+        }
+        assert_eq!(reads.load(Ordering::Relaxed), 1);
+    }
+}

@@ -1,0 +1,192 @@
+//! Headless Chromium driven over the DevTools protocol on a pipe (Debian's `chromium`, no
+//! network beyond 127.0.0.1), and the script that plays a library page's first HLS video through
+//! to its end and seeks; for the tests that play HLS in a real browser.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use super::require_tool;
+
+/// Held while a browser runs, so that two browsers never compete for the two cores of CI.
+pub static ONE_BROWSER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Chromium with its DevTools protocol on fds 3 (commands in) and 4 (replies out).
+pub struct Browser {
+    child: Child,
+    commands: File,
+    replies: BufReader<File>,
+    next_id: u64,
+    /// The page session commands go to, once attached.
+    pub session: Option<String>,
+    _profile: tempfile::TempDir,
+}
+
+/// A pipe's two ends, moved above the standard descriptors and 3 and 4, close-on-exec.
+fn pipe_high() -> (RawFd, RawFd) {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid two-element array; the result is checked.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let high = fds.map(|fd| {
+        // SAFETY: fd is a descriptor we own; F_DUPFD_CLOEXEC returns a new one >= 10 or -1.
+        let h = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 10) };
+        assert!(h >= 10);
+        // SAFETY: closing the original, which nothing else uses.
+        unsafe { libc::close(fd) };
+        h
+    });
+    (high[0], high[1])
+}
+
+impl Browser {
+    /// Starts headless Chromium on `about:blank`.
+    pub fn start() -> Browser {
+        let chromium = require_tool("chromium", "chromium");
+        let profile = tempfile::tempdir().unwrap();
+        let (to_browser_r, to_browser_w) = pipe_high();
+        let (from_browser_r, from_browser_w) = pipe_high();
+        let mut cmd = Command::new(chromium);
+        cmd.args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--mute-audio",
+            "--no-first-run",
+            "--no-proxy-server",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--autoplay-policy=no-user-gesture-required",
+            "--window-size=1100,900",
+            "--remote-debugging-pipe",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg("about:blank")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        // SAFETY: between fork and exec only dup2 runs, which is async-signal-safe; dup2 leaves
+        // the new descriptors without close-on-exec, so the browser inherits exactly 3 and 4.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(to_browser_r, 3) < 0 || libc::dup2(from_browser_w, 4) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        // SAFETY: the browser has its copies now; ours of its ends are closed, and the ends we
+        // keep are owned by the Files from here on.
+        let (commands, replies) = unsafe {
+            libc::close(to_browser_r);
+            libc::close(from_browser_w);
+            (File::from_raw_fd(to_browser_w), File::from_raw_fd(from_browser_r))
+        };
+        Browser {
+            child,
+            commands,
+            replies: BufReader::new(replies),
+            next_id: 0,
+            session: None,
+            _profile: profile,
+        }
+    }
+
+    /// Sends a command (to the attached page, once attached) and waits for its reply, skipping
+    /// events; panics on a protocol error.
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = &self.session {
+            msg["sessionId"] = json!(s);
+        }
+        let mut bytes = serde_json::to_vec(&msg).unwrap();
+        bytes.push(0);
+        self.commands.write_all(&bytes).unwrap();
+        loop {
+            let mut buf = Vec::new();
+            let n = self.replies.read_until(0, &mut buf).unwrap();
+            assert!(n > 0, "the browser closed its DevTools pipe during {method}");
+            buf.pop();
+            let reply: Value = serde_json::from_slice(&buf).unwrap();
+            if reply["id"] == json!(id) {
+                assert!(reply.get("error").is_none(), "{method}: {reply}");
+                return reply["result"].clone();
+            }
+        }
+    }
+
+    /// Evaluates `expression` in the page, awaiting a promise; its value.
+    pub fn eval(&mut self, expression: &str) -> Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            json!({ "expression": expression, "awaitPromise": true, "returnByValue": true }),
+        );
+        assert!(r.get("exceptionDetails").is_none(), "{expression}: {}", r["exceptionDetails"]);
+        r["result"]["value"].clone()
+    }
+}
+
+impl Browser {
+    /// Attaches to the browser's page and loads `url` in it, waiting (bounded) until it and
+    /// its hls.js have loaded.
+    pub fn open_page(&mut self, url: &str) {
+        let targets = self.call("Target.getTargets", json!({}));
+        let page =
+            targets["targetInfos"].as_array().unwrap().iter().find(|t| t["type"] == "page").unwrap().clone();
+        let attached =
+            self.call("Target.attachToTarget", json!({ "targetId": page["targetId"], "flatten": true }));
+        self.session = Some(attached["sessionId"].as_str().unwrap().to_string());
+        self.call("Page.navigate", json!({ "url": url }));
+        assert!(
+            super::poll_until(super::IO_TIMEOUT, || self
+                .eval("document.readyState === 'complete' && !!window.Hls")
+                == json!(true)),
+            "the page and its hls.js load"
+        );
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // Stopped by its own pid (the whole tree goes with the browser process's pipe).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Presses Play on the first packaged video, waits (at most 30 s) for the end, seeks to the
+/// middle and waits for half a second of playback after the seek.
+pub const PLAY_THROUGH: &str = r#"(async () => {
+  const v = document.getElementById('player');
+  const wait = (ev, ms) => new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error('no ' + ev + ' by ' + ms + ' ms, at ' + v.currentTime)), ms);
+    v.addEventListener(ev, () => { clearTimeout(t); res(); }, { once: true });
+  });
+  const ended = wait('ended', 30000);
+  document.querySelector('button.play[data-hls]').click();
+  await ended;
+  const q = v.getVideoPlaybackQuality();
+  const first = { duration: v.duration, at: v.currentTime, frames: q.totalVideoFrames, error: v.error && v.error.code };
+  const mid = v.duration / 2;
+  const seeked = wait('seeked', 10000);
+  v.currentTime = mid;
+  await seeked;
+  const landed = v.currentTime;
+  await v.play();
+  await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error('stalled after the seek, at ' + v.currentTime)), 10000);
+    const on = () => { if (v.currentTime >= landed + 0.5) { clearTimeout(t); v.removeEventListener('timeupdate', on); res(); } };
+    v.addEventListener('timeupdate', on);
+  });
+  v.pause();
+  const p = window.sluicePlayer;
+  return { hlsJs: !!(p && p.hls), version: window.Hls ? Hls.version : null, src: p && p.src, first, mid, landed,
+           after: v.currentTime, error: v.error && v.error.code };
+})()"#;
