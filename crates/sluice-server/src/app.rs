@@ -143,16 +143,20 @@ impl App {
 
     fn route(self: &Arc<Self>, req: &Request<'_>) -> Reply {
         if matches!(req.method, Method::Put | Method::Delete) {
-            let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
+            let Some(raw_path) = req.path() else { return not_a_path().into() };
             return match &self.uploads {
                 Some(uploads) => uploads.route(req, raw_path),
-                None => Response::error(Status::FORBIDDEN).into(),
+                None => Response::refusal(
+                    Status::FORBIDDEN,
+                    "uploads are off on this server (no upload token is configured)",
+                )
+                .into(),
             };
         }
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
-        let Some(raw_path) = req.path() else { return Response::error(Status::BAD_REQUEST).into() };
+        let Some(raw_path) = req.path() else { return not_a_path().into() };
         if raw_path == crate::page::HLS_JS_PATH {
             return crate::hls::player_script(req).into();
         }
@@ -164,7 +168,7 @@ impl App {
         let path = match normalize(raw_path) {
             Ok(p) => p,
             Err(PathError::Escapes) => return Response::error(Status::NOT_FOUND).into(),
-            Err(PathError::Malformed) => return Response::error(Status::BAD_REQUEST).into(),
+            Err(e @ PathError::Malformed) => return Response::refusal(Status::BAD_REQUEST, e).into(),
         };
         // sluice's own files (stored gzip forms, temporary uploads) are no client's to request.
         if sluice_store::is_reserved(path.relative()) {
@@ -331,6 +335,11 @@ impl App {
         }
         Ok(page)
     }
+}
+
+/// The answer to a request target that is no path (`*`, or an absolute URL without one).
+fn not_a_path() -> Response {
+    Response::refusal(Status::BAD_REQUEST, "the request target is not a path")
 }
 
 /// A directory addressed without its trailing slash: redirected to it, as nginx does, so that

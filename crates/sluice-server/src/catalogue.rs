@@ -96,7 +96,8 @@ impl Described {
                 };
             }
         };
-        let rtsp = file.tracks.iter().any(|t| !t.samples.is_empty());
+        // The RTSP core's own test, so the page never offers a URL that DESCRIBE refuses.
+        let rtsp = sluice_media::rtsp::playable(file).is_ok();
         let hls = SegmentIndex::build(file, segment).and_then(|index| {
             let init = init_segment(file, &index)?;
             Ok(Packaging { index, init: init.into_boxed_slice() })

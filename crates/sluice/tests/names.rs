@@ -35,7 +35,7 @@ engine_matrix!(
 const TOKEN: &str = "names-token-0123456789";
 
 /// HLS from an s3:// library: flip once edges package HLS, and every edge round trip checks it.
-const HLS_ON_EDGES: bool = false;
+const HLS_ON_EDGES: bool = true;
 
 /// The names every round trip uses, exactly as the user gave them (`caf%C3%A9.mp4` literally).
 const NAMES: [&str; 4] = ["my clip – été 日本.mp4", "a+b=c&d.mp4", "100%.mp4", "caf%C3%A9.mp4"];

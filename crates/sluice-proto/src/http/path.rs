@@ -11,7 +11,10 @@ use percent_encoding::percent_decode_str;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
     /// Not a path at all (no leading `/`, invalid percent-encoding, not UTF-8, NUL, backslash).
-    #[error("malformed path")]
+    #[error(
+        "the path is malformed (it must start with `/`, be valid UTF-8 once percent-decoded, and hold \
+         no NUL or backslash)"
+    )]
     Malformed,
     /// A `..` that would climb above the root.
     #[error("path leaves the root")]
