@@ -686,6 +686,12 @@ fn parse_avcc(track: u32, avcc: &[u8], width: u16, height: u16) -> Result<H264Co
     Ok(H264Config { sps, pps, nal_length_size, profile_level_id, width, height })
 }
 
+/// The built-in demo file, indexed: the fixture of this crate's unit tests.
+#[cfg(test)]
+pub(crate) fn demo_file() -> Mp4File {
+    Mp4File::from_bytes(&tests::demo()).expect("the demo indexes")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

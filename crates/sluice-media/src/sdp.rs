@@ -124,9 +124,7 @@ pub fn to_bytes(session: &Session) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn demo() -> Mp4File {
-        Mp4File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4")).unwrap()
-    }
+    use crate::mp4::demo_file as demo;
 
     fn fmtp_params(value: &str) -> Vec<(String, String)> {
         let (_, params) = value.split_once(' ').unwrap();

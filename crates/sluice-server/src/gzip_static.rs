@@ -82,7 +82,10 @@ pub fn respond_from(
 }
 
 /// Inflates a gzip file into an anonymous in-memory file; its length.
-fn gunzip_to_memfd(gz: File) -> io::Result<(File, u64)> {
+fn gunzip_to_memfd(mut gz: File) -> io::Result<(File, u64)> {
+    // From the first byte whatever the handle's offset: a slice the cache has just written is
+    // handed over still positioned at its end.
+    io::Seek::seek(&mut gz, io::SeekFrom::Start(0))?;
     // SAFETY: a constant NUL-terminated name; the result is checked.
     let fd = unsafe { libc::memfd_create(c"sluice-gunzip".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {

@@ -25,10 +25,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::browser::{Browser, ONE_BROWSER_AT_A_TIME, PLAY_THROUGH};
+use common::edge::{put_object, weed_slice_gets};
 use common::*;
 use serde_json::{json, Value};
 use sluice_store::seaweedfs::SeaweedFs;
-use sluice_store::{Key, PutOptions, S3Store};
 
 engine_matrix!(
     an_edge_packages_hls_that_players_decode_whole,
@@ -65,15 +65,6 @@ fn weed() -> &'static SeaweedFs {
     shared_seaweedfs("hlsedge")
 }
 
-/// Writes an object straight into `BUCKET/PREFIX`.
-fn put_object(location: &str, name: &str, bytes: &[u8]) {
-    let (bucket, prefix) = location.split_once('/').unwrap();
-    let mut config = weed().s3_config(prefix);
-    config.bucket = bucket.to_string();
-    let store = S3Store::new(config).unwrap();
-    sluice_store::put_bytes(&store, &Key::new(name).unwrap(), bytes, PutOptions::default()).unwrap();
-}
-
 /// An edge serving `s3://LOCATION` with its cache in `cache`, 2 s HLS segments.
 fn edge(engine: &[&str], location: &str, cache: &Path) -> Server {
     let store = format!("s3://{location}");
@@ -102,17 +93,6 @@ fn library() -> &'static str {
         put_object("hlsedge/lib", "films/broken.mp4", b"not a film at all\n");
     });
     "hlsedge/lib"
-}
-
-/// Ranged GETs SeaweedFS answered in `bucket`: the slice fetches.
-fn weed_slice_gets(bucket: &str) -> u64 {
-    let text = weed().metrics_text().unwrap();
-    let bucket = format!("bucket=\"{bucket}\"");
-    text.lines()
-        .filter(|l| l.starts_with("SeaweedFS_s3_request_total{") && l.contains(&bucket))
-        .filter(|l| l.contains("type=\"GET\"") && l.contains("code=\"206\""))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum::<f64>() as u64
 }
 
 fn ok(addr: std::net::SocketAddr, target: &str, headers: &[(&str, &str)]) -> Response {

@@ -17,11 +17,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::edge::{put_object, sha256_hex as sha256, start_edge as edge, weed_slice_gets};
 use common::*;
-use sha2::{Digest, Sha256};
 use sluice_store::seaweedfs::SeaweedFs;
 use sluice_store::toxiproxy::{Stream, Toxiproxy};
-use sluice_store::{Key, PutOptions, S3Store};
 
 engine_matrix!(
     ranges_pages_and_conditionals_come_from_the_cache,
@@ -38,21 +37,7 @@ fn weed() -> &'static SeaweedFs {
     shared_seaweedfs("edges")
 }
 
-/// Writes an object straight into `BUCKET/PREFIX` (SeaweedFS makes a bucket on first write).
-fn put_object(location: &str, name: &str, bytes: &[u8]) {
-    let (bucket, prefix) = location.split_once('/').unwrap();
-    let mut config = weed().s3_config(prefix);
-    config.bucket = bucket.to_string();
-    let store = S3Store::new(config).unwrap();
-    sluice_store::put_bytes(&store, &Key::new(name).unwrap(), bytes, PutOptions::default()).unwrap();
-}
-
-/// An edge serving `s3://BUCKET/PREFIX` with its cache in `cache`.
-fn edge(engine: &[&str], location: &str, cache: &Path, extra: &[&str]) -> Server {
-    edge_via(&weed().s3_endpoint, engine, location, cache, extra)
-}
-
-/// [`edge`], reaching the store at `endpoint`.
+/// An edge like [`edge`]'s, reaching the store at `endpoint` (a toxiproxy in front of it).
 fn edge_via(endpoint: &str, engine: &[&str], location: &str, cache: &Path, extra: &[&str]) -> Server {
     let store = format!("s3://{location}");
     let cache = cache.to_str().unwrap().to_string();
@@ -61,26 +46,10 @@ fn edge_via(endpoint: &str, engine: &[&str], location: &str, cache: &Path, extra
     Server::start(engine, &args)
 }
 
-/// Ranged GETs (answered 206) SeaweedFS counted in `bucket`: the slice fetches. (SeaweedFS
-/// counts a HEAD as a GET answered 200.)
-fn weed_slice_gets(bucket: &str) -> u64 {
-    let text = weed().metrics_text().unwrap();
-    let bucket = format!("bucket=\"{bucket}\"");
-    text.lines()
-        .filter(|l| l.starts_with("SeaweedFS_s3_request_total{") && l.contains(&bucket))
-        .filter(|l| l.contains("type=\"GET\"") && l.contains("code=\"206\""))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
 fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
     let mut c = Conn::open(addr);
     c.send(common::request(method, path, headers));
     c.read_response(method == "HEAD").unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The object the engine matrix reads: three slices, the last one short.

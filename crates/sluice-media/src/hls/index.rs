@@ -253,10 +253,7 @@ mod tests {
     use super::*;
     use crate::mp4::{AacConfig, H264Config, Sample};
 
-    fn demo() -> Mp4File {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
-        Mp4File::from_bytes(&std::fs::read(path).unwrap()).unwrap()
-    }
+    use crate::mp4::demo_file as demo;
 
     #[test]
     fn demo_cuts_at_its_keyframes() {

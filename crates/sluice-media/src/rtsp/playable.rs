@@ -94,10 +94,7 @@ mod tests {
     use super::*;
     use crate::mp4::SkippedTrack;
 
-    fn demo() -> Mp4File {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
-        Mp4File::from_bytes(&std::fs::read(path).unwrap()).unwrap()
-    }
+    use crate::mp4::demo_file as demo;
 
     #[test]
     fn the_demo_is_playable() {
