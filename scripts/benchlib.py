@@ -13,9 +13,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(cmd, port, timeout=10):
-    """Starts a server in its own process group and waits until it accepts on `port`."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+def start(cmd, port, timeout=10, env=None):
+    """Starts a server in its own process group (with `env` added to the environment) and waits
+    until it accepts on `port`."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, **env} if env else None)
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
