@@ -49,6 +49,7 @@ pub use server::{
 };
 pub use session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Overload, Release, RtspConfig,
-    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget, METHODS,
+    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget, METHODS, WARM_RETRY,
+    WARM_TIMEOUT,
 };
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};
