@@ -1394,14 +1394,7 @@ mod tests {
         let mut session = None;
         let mut at = t0;
         for _ in 0..100_000 {
-            loop {
-                let Some(c) = server.control(key) else { break };
-                let Some(bytes) = c.out.pending() else { break };
-                let n = bytes.len();
-                written.extend_from_slice(bytes);
-                c.out.advance(n);
-                server.wrote(key, at);
-            }
+            written.extend(drain(server, key, at));
             if session.is_none() {
                 if let Some(reply) = replies(&written).first() {
                     assert!(reply.starts_with("RTSP/1.0 200"), "{reply}");
