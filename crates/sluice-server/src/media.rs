@@ -246,4 +246,70 @@ mod tests {
         assert!(c.open_bytes("/films/a%20b.mp4").is_ok());
         assert!(c.open_bytes("/films/../../x").is_err());
     }
+
+    /// An object store's presentation is never waited for on the RTSP loop: the first asks are
+    /// [`Refusal::Warming`] while a background job looks it up and indexes it; a local root's is
+    /// answered at once.
+    #[test]
+    fn an_object_is_warmed_off_the_loop_and_a_local_file_is_answered_at_once() {
+        use crate::library::remote::RemoteLibrary;
+        use sluice_store::{CacheConfig, Key, LocalStore, PutOptions, Store};
+
+        let demo = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/demo/sluice-demo.mp4")).unwrap();
+        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let store = LocalStore::open(root.path()).unwrap();
+        sluice_store::put_bytes(&store, &Key::new("a.mp4").unwrap(), &demo, PutOptions::default()).unwrap();
+        let store: Arc<dyn Store> = Arc::new(store);
+        let config = CacheConfig {
+            dir: cache.path().to_path_buf(),
+            max_bytes: 16 << 20,
+            slice_len: 64 << 10,
+            revalidate: Duration::from_secs(60),
+        };
+        let remote = RemoteLibrary::open(store, config, "test").unwrap();
+        let indexes = Indexes::new(1 << 20, Duration::from_secs(6));
+        let c = RtspMedia::new(Arc::new(Library::remote(remote, indexes)));
+        assert_eq!(c.open_playable("/a.mp4").err(), Some(Refusal::Warming), "cold: not read here");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let file = loop {
+            match c.open_playable("/a.mp4") {
+                Ok(file) => break file,
+                Err(Refusal::Warming) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(other) => panic!("{other:?}"),
+            }
+        };
+        assert!(!file.tracks.is_empty());
+        assert!(Arc::ptr_eq(&file, &c.open_playable("/a.mp4").unwrap()), "indexed once");
+        // Its samples: a slice not on disk would block, and is fetched in the background.
+        let bytes = c.open_bytes("/a.mp4").unwrap();
+        let last = demo.len() as u64 - 100;
+        let mut into = [0u8; 100];
+        let mut tries = 0;
+        loop {
+            match c.read_at(&bytes, last, &mut into) {
+                Ok(()) => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && tries < 2000 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(&into[..], &demo[demo.len() - 100..]);
+        assert_eq!(
+            c.open_playable("/missing.mp4").err(),
+            Some(Refusal::Warming),
+            "looked up off the loop too"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.mp4"), &demo).unwrap();
+        let indexes = Indexes::new(1 << 20, Duration::from_secs(6));
+        let local = RtspMedia::new(Arc::new(Library::local(dir.path(), indexes).unwrap()));
+        assert!(local.open_playable("/a.mp4").is_ok(), "a local file is indexed at once");
+        let bytes = local.open_bytes("/a.mp4").unwrap();
+        local.read_at(&bytes, last, &mut into).unwrap();
+    }
 }
