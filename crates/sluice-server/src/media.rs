@@ -25,9 +25,9 @@ use sluice_store::CacheError;
 
 use crate::library::{remote, FileVersion, Found, Library, LibraryError};
 
-/// A failed warm-up is told to the requests asking within this long (they ask every few ticks);
-/// one asking later starts another.
-const FAILURE_KEPT: Duration = Duration::from_secs(2);
+/// A failed warm-up is told to the requests asking within this long (the held ones ask every
+/// few ticks); one asking later starts another, so an origin that answers again is asked again.
+const FAILURE_KEPT: Duration = Duration::from_millis(250);
 
 /// A presentation being looked up and indexed off the RTSP loop, or how that ended badly.
 #[derive(Debug)]
@@ -142,16 +142,18 @@ impl RtspMedia {
     }
 
     /// What a warm-up of `path` says now: still running ([`Refusal::Warming`]), failed lately
-    /// (its refusal, told once), or nothing (done, or never started).
+    /// (its refusal, for every request asking within [`FAILURE_KEPT`]), or nothing (done, or
+    /// never started).
     fn warm_up_outcome(&self, path: &str) -> Option<Refusal> {
         let mut warming = self.warming.lock().unwrap_or_else(|e| e.into_inner());
-        match warming.remove(path)? {
-            Warming::Running => {
-                warming.insert(path.to_string(), Warming::Running);
-                Some(Refusal::Warming)
+        match warming.get(path)? {
+            Warming::Running => Some(Refusal::Warming),
+            Warming::Failed(unplayable, at) if at.elapsed() < FAILURE_KEPT => {
+                Some(Refusal::Unplayable(unplayable.clone()))
             }
-            Warming::Failed(unplayable, at) => {
-                (at.elapsed() < FAILURE_KEPT).then_some(Refusal::Unplayable(unplayable))
+            Warming::Failed(..) => {
+                warming.remove(path);
+                None
             }
         }
     }

@@ -20,9 +20,12 @@ use std::time::{Duration, Instant};
 use common::edge::put_object;
 use common::rtsp::*;
 use common::*;
-use sluice_store::toxiproxy::Toxiproxy;
+use sluice_store::toxiproxy::{Stream, Toxiproxy};
 
-rtsp_matrix!(a_cold_object_is_fetched_off_the_rtsp_loop_while_a_viewer_plays_on_it);
+rtsp_matrix!(
+    a_cold_object_is_fetched_off_the_rtsp_loop_while_a_viewer_plays_on_it,
+    a_silent_origin_is_answered_504_with_the_reason_while_a_viewer_plays_on
+);
 
 const LOCATION: &str = "rtspedge/lib";
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
@@ -79,19 +82,26 @@ fn longest_gap(sink: &UdpSink, from: Instant, to: Instant) -> Duration {
     longest.max(to.saturating_duration_since(at))
 }
 
-fn a_cold_object_is_fetched_off_the_rtsp_loop_while_a_viewer_plays_on_it(engine: &[&str]) {
+/// An edge on `engine` reaching the shared SeaweedFS through a new toxiproxy (its proxy named
+/// `s3`), with `--s3-timeout` `timeout`.
+fn proxied_edge(engine: &[&str], dir: &std::path::Path, timeout: &str) -> (Toxiproxy, Server) {
     let location = library();
-    let dir = tempfile::tempdir().unwrap();
     assert!(Toxiproxy::available(), "toxiproxy missing (scripts/test installs it)");
-    let toxiproxy = Toxiproxy::start(&dir.path().join("toxiproxy.log")).unwrap();
+    let toxiproxy = Toxiproxy::start(&dir.join("toxiproxy.log")).unwrap();
     let weed = shared_seaweedfs("rtspedge");
     let upstream: SocketAddr = weed.s3_endpoint.trim_start_matches("http://").parse().unwrap();
     let proxy = toxiproxy.proxy("s3", upstream).unwrap();
     let (store, endpoint) = (format!("s3://{location}"), format!("http://{proxy}"));
-    let cache = dir.path().join("cache");
+    let cache = dir.join("cache");
     let args = ["--store", &store, "--s3-endpoint", &endpoint, "--cache-dir", cache.to_str().unwrap()];
-    let extra = ["--s3-timeout", "20s", "--cache-revalidate", "60s", "--cache-size", "256M"];
+    let extra = ["--s3-timeout", timeout, "--cache-revalidate", "60s", "--cache-size", "256M"];
     let server = Server::start(engine, &[&args[..], &extra[..]].concat());
+    (toxiproxy, server)
+}
+
+fn a_cold_object_is_fetched_off_the_rtsp_loop_while_a_viewer_plays_on_it(engine: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (toxiproxy, server) = proxied_edge(engine, dir.path(), "20s");
     let rtsp = server.rtsp_addr();
     // Both viewers come from one address: one RTSP loop serves them.
     let from: IpAddr = [127, 0, 0, 1].into();
@@ -147,4 +157,49 @@ fn a_cold_object_is_fetched_off_the_rtsp_loop_while_a_viewer_plays_on_it(engine:
     let markers = cold_rtp.datagrams().iter().filter(|d| parse_rtp(&d.data).is_ok_and(|p| p.marker)).count();
     assert!(markers > 0, "the UDP viewer of the cold object got whole frames");
     drop(toxiproxy);
+}
+
+fn a_silent_origin_is_answered_504_with_the_reason_while_a_viewer_plays_on(engine: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let (toxiproxy, server) = proxied_edge(engine, dir.path(), "1s");
+    let rtsp = server.rtsp_addr();
+    let from: IpAddr = [127, 0, 0, 1].into();
+    let mut warm = UdpViewer::setup(rtsp, from, "/warm.mp4").unwrap_or_else(|r| panic!("SETUP warm: {r:?}"));
+    warm.play();
+    assert!(poll_until(IO_TIMEOUT, || warm.rtp.count() >= 30), "the warm viewer's stream started");
+    // The origin stops answering: the cold object's DESCRIBE waits (off the loop) for the
+    // edge's --s3-timeout, then is refused with the reason.
+    toxiproxy.add_toxic("s3", "silent", "timeout", Stream::Downstream, 1.0, r#"{"timeout":0}"#).unwrap();
+    let asked = Instant::now();
+    let mut cold = RtspConn::open_from(rtsp, from);
+    let url = cold.url("/cold.mp4");
+    let r = cold.request("DESCRIBE", &url, &[("Accept", "application/sdp")]);
+    let until = Instant::now();
+    r.expect(504, "DESCRIBE of a cold object while the origin is silent");
+    let reason = r.header("sluice-reason").unwrap_or_else(|| panic!("a reason: {r:?}"));
+    assert!(reason.contains("/cold.mp4") && reason.contains("origin"), "{reason}");
+    assert!(
+        until - asked >= Duration::from_secs(1),
+        "answered after the origin's timeout: {:?}",
+        until - asked
+    );
+    assert!(
+        poll_until(Duration::from_secs(1), || warm.rtp.last_at().is_some_and(|last| last > until)),
+        "the warm viewer was still playing when the refusal came"
+    );
+    let gap = longest_gap(&warm.rtp, asked, until);
+    assert!(gap < MAX_GAP, "the playing viewer went {gap:?} without a packet while the origin was silent");
+    // The origin answers again: the object is asked for again (not refused from memory), and
+    // plays.
+    toxiproxy.remove_toxic("s3", "silent").unwrap();
+    let mut last = None;
+    let answered = poll_until(IO_TIMEOUT * 2, || {
+        let mut c = RtspConn::open_from(rtsp, from);
+        let status = c.request("DESCRIBE", &url, &[("Accept", "application/sdp")]).status;
+        last = Some(status);
+        status == 200
+    });
+    assert!(answered, "DESCRIBE once the origin answers again: last {last:?}");
+    let (frames, stderr) = ffprobe_video_frames(&format!("rtsp://{rtsp}/cold.mp4"));
+    assert_eq!(frames, "180", "the cold object's frames once the origin answers ({stderr})");
 }

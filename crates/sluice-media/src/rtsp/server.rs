@@ -915,8 +915,11 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             let (media, observer) = (self.media, self.observer);
             let read = self.samples.get_or_read(&file, d.offset, d.size, |into| match &v.bytes {
                 Some(b) => {
-                    observer.note(Note::SampleRead);
-                    media.read_at(b, d.offset, into)
+                    let read = media.read_at(b, d.offset, into);
+                    if read.is_ok() {
+                        observer.note(Note::SampleRead);
+                    }
+                    read
                 }
                 None => Err(io::Error::from(io::ErrorKind::NotFound)),
             });
