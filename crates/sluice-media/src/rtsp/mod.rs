@@ -27,6 +27,13 @@
 //!    [`Streamer::is_done`], the session has sent everything. [`Event::Play`] comes again after a
 //!    seek (`PLAY` with `Range` while playing): the streamer's positions changed under the engine.
 //!
+//! The server never makes the loop wait for an origin: a presentation it is still fetching is
+//! [`Refusal::Warming`], and the request stays in the connection's input (the ones pipelined
+//! behind it with it, so replies keep their order) to be answered again at
+//! [`RtspConnection::retry_at`] (part of [`RtspServer::next_wake`]), up to [`WARM_TIMEOUT`]
+//! (then 504 with the reason); a sample read that fails with `io::ErrorKind::WouldBlock` holds
+//! that viewer's due samples, in order, and is tried again [`WARM_RETRY`] later.
+//!
 //! A file RTSP cannot stream (fragmented, no H.264 or AAC track, not an MP4 at all) is refused
 //! at `DESCRIBE`, `SETUP` and `PLAY` with the status HLS answers for it and the reason in the
 //! `Sluice-Reason` header ([`playable`], whose predicate the server's pages share).
@@ -49,6 +56,7 @@ pub use server::{
 };
 pub use session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Overload, Release, RtspConfig,
-    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget, METHODS,
+    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget, METHODS, WARM_RETRY,
+    WARM_TIMEOUT,
 };
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};

@@ -59,6 +59,11 @@ pub enum Refusal {
     NotFound,
     /// A file that cannot be streamed, and why.
     Unplayable(Unplayable),
+    /// Not known yet: the server is reading the presentation's index (or looking the file up)
+    /// off the RTSP loop, from an origin that takes a round trip or more. The core holds the
+    /// request and asks again ([`super::session::WARM_RETRY`]), up to
+    /// [`super::session::WARM_TIMEOUT`].
+    Warming,
 }
 
 /// Whether RTSP can stream `file`: at least one H.264 or AAC track with samples in the `moov`

@@ -38,7 +38,7 @@ use super::playable::first_refusal;
 use super::samples::{SampleCache, SAMPLE_CACHE_BYTES};
 use super::session::{
     Answered, Catalogue, ConnectionId, Delivery, Event, Output, Overload, Release, RtspConfig,
-    RtspConnection, SessionId, SessionTable,
+    RtspConnection, SessionId, SessionTable, WARM_RETRY, WARM_TIMEOUT,
 };
 use super::stream::Due;
 use crate::mp4::TrackKind;
@@ -352,12 +352,37 @@ struct Viewer<B> {
     /// The control connection (slot key) its interleaved packets go out on, if any.
     control: Option<usize>,
     bytes: Option<B>,
+    /// Opening the bytes failed for good (noted once): its samples are missed.
+    unreadable: bool,
+    /// Samples due but not sent because their bytes are still being fetched
+    /// ([`io::ErrorKind::WouldBlock`] from [`MediaLibrary::read_at`]), in order, and since when:
+    /// they go first at the viewer's next turn, [`WARM_RETRY`] later.
+    stalled: VecDeque<Due>,
+    stalled_since: Option<Instant>,
     deliveries: Vec<Delivery>,
     queue: ViewerQueue,
     next_wake: Option<Instant>,
     /// Listed in `udp_ready`.
     ready: bool,
     pacer: Pacer,
+}
+
+/// Opens `v`'s bytes for the presentation at `path` unless open: a presentation still being
+/// fetched ([`io::ErrorKind::WouldBlock`]) is tried again at the viewer's next turn; any other
+/// failure is noted once, and the viewer misses its samples and times out (the index said the
+/// file was there).
+fn open_bytes<M: MediaLibrary, O: Observer>(media: &M, observer: &O, v: &mut Viewer<M::Bytes>, path: &str) {
+    if v.bytes.is_some() || v.unreadable {
+        return;
+    }
+    match media.open_bytes(path) {
+        Ok(b) => v.bytes = Some(b),
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+        Err(error) => {
+            v.unreadable = true;
+            observer.note(Note::Unreadable { path, error: &error });
+        }
+    }
 }
 
 /// See the module docs.
@@ -554,7 +579,8 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let Some(c) = self.control(key) else { return };
         // Waiting on output (more requests to answer once it drains) keeps it open; an
         // incomplete request at the end will never be completed.
-        let answered_all = c.input.is_empty() || c.out.len() <= OUTPUT_HIGH;
+        // A request held while its presentation warms is answered later, on a tick.
+        let answered_all = !c.rtsp.is_holding() && (c.input.is_empty() || c.out.len() <= OUTPUT_HIGH);
         if c.input_ended && !c.closing && answered_all {
             c.closing = true;
             self.mark(key);
@@ -631,6 +657,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                             video: Vec::new(),
                             control: None,
                             bytes: None,
+                            unreadable: false,
+                            stalled: VecDeque::new(),
+                            stalled_since: None,
                             deliveries: Vec::new(),
                             queue: ViewerQueue::new(self.queue_limits),
                             next_wake: None,
@@ -675,13 +704,10 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             .iter()
             .map(|t| tracks.get(t.stream.index).is_some_and(|t| matches!(t.kind, TrackKind::H264(_))))
             .collect();
-        if v.bytes.is_none() {
-            match self.media.open_bytes(session.path()) {
-                Ok(b) => v.bytes = Some(b),
-                // The viewer gets no packets and times out; the index said the file was there.
-                Err(error) => self.observer.note(Note::Unreadable { path: session.path(), error: &error }),
-            }
-        }
+        open_bytes(self.media, self.observer, v, session.path());
+        // A seek: what waited for its bytes belongs to the old position.
+        v.stalled.clear();
+        v.stalled_since = None;
         let interleaved = v.deliveries.iter().any(|d| matches!(d, Delivery::Interleaved { .. }));
         if interleaved && v.control.is_none() {
             let owner = session.owner().0 as u32 as usize;
@@ -756,7 +782,13 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let controls = self
             .connections()
             .filter(|(_, c)| !c.drop_output)
-            .map(|(_, c)| c.rtsp.deadline(&self.table))
+            .map(|(_, c)| {
+                let deadline = c.rtsp.deadline(&self.table);
+                c.rtsp
+                    .retry_at()
+                    .filter(|_| !c.closing && c.out.len() <= OUTPUT_HIGH)
+                    .map_or(deadline, |retry| retry.min(deadline))
+            })
             .min();
         let at = [viewers, controls, self.table.deadline(), self.pace_wake].into_iter().flatten().min()?;
         // Rounded up to the grid: never early, at most a step late.
@@ -786,6 +818,17 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 c.drop_output = true;
             }
             self.mark(key);
+        }
+        // Requests held while their presentations warm are asked again.
+        let retry: Vec<usize> = self
+            .connections()
+            .filter(|(_, c)| {
+                !c.closing && c.out.len() <= OUTPUT_HIGH && c.rtsp.retry_at().is_some_and(|at| at <= now)
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for key in retry {
+            self.answer(key, now);
         }
         let mut due_ids = std::mem::take(&mut self.scratch_ids);
         due_ids.clear();
@@ -840,10 +883,23 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let Some(session) = self.table.get_mut(id) else { return };
         let Some(v) = self.viewers.get_mut(&id) else { return };
         let file = session.file().clone();
+        if v.bytes.is_none() {
+            open_bytes(self.media, self.observer, v, session.path());
+        }
+        let waiting = v.bytes.is_none() && !v.unreadable;
         let Some(streamer) = session.streamer_mut() else { return };
         self.due.clear();
+        self.due.extend(v.stalled.drain(..));
         streamer.due(now, &mut self.due);
-        for d in &self.due {
+        // Bytes still being fetched hold the viewer's samples (in order) rather than lose them,
+        // up to WARM_TIMEOUT; past it they are missed as lost frames would be.
+        let give_up = v.stalled_since.is_some_and(|t| now.saturating_duration_since(t) >= WARM_TIMEOUT);
+        let mut stall_from = None;
+        for (i, d) in self.due.iter().enumerate() {
+            if waiting && !give_up {
+                stall_from = Some(i);
+                break;
+            }
             if v.skipping && v.video.get(d.track) == Some(&true) {
                 if !d.keyframe {
                     // Under degrade and late: this frame is dropped unread (the work is what
@@ -859,11 +915,18 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             let (media, observer) = (self.media, self.observer);
             let read = self.samples.get_or_read(&file, d.offset, d.size, |into| match &v.bytes {
                 Some(b) => {
-                    observer.note(Note::SampleRead);
-                    media.read_at(b, d.offset, into)
+                    let read = media.read_at(b, d.offset, into);
+                    if read.is_ok() {
+                        observer.note(Note::SampleRead);
+                    }
+                    read
                 }
                 None => Err(io::Error::from(io::ErrorKind::NotFound)),
             });
+            if matches!(&read, Err(e) if e.kind() == io::ErrorKind::WouldBlock) && !give_up {
+                stall_from = Some(i);
+                break;
+            }
             self.packets.clear();
             let packed = read.map(|sample| streamer.packetize(d, sample, &mut self.packets));
             if !matches!(packed, Ok(Ok(_))) {
@@ -876,13 +939,27 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 self.observer.note(Note::FrameDropped { packets });
             }
         }
+        match stall_from {
+            Some(i) => {
+                v.stalled.extend(self.due.drain(i..));
+                v.stalled_since.get_or_insert(now);
+            }
+            None => v.stalled_since = None,
+        }
         self.reports.clear();
         streamer.sender_reports(now, wall, CNAME, &mut self.reports);
-        streamer.goodbyes(now, wall, CNAME, &mut self.reports);
+        if v.stalled.is_empty() {
+            // The goodbye goes after the last sample, not before samples still waiting.
+            streamer.goodbyes(now, wall, CNAME, &mut self.reports);
+        }
         for (track, report) in &self.reports {
             let _ = v.queue.push_packet((track * 2 + 1) as u8, report);
         }
         v.next_wake = streamer.next_wake();
+        if !v.stalled.is_empty() {
+            let retry = now + WARM_RETRY;
+            v.next_wake = Some(v.next_wake.map_or(retry, |w| w.min(retry)));
+        }
         if v.queue.is_empty() {
             return;
         }
@@ -1089,7 +1166,11 @@ mod tests {
     }
 
     /// Everything `key` has to write, as the loop would write it.
-    fn drain(server: &mut Server<'_>, key: usize, now: Instant) -> Vec<u8> {
+    fn drain<M: MediaLibrary>(
+        server: &mut RtspServer<'_, M, Tally, ()>,
+        key: usize,
+        now: Instant,
+    ) -> Vec<u8> {
         let mut written = Vec::new();
         loop {
             let Some(c) = server.control(key) else { return written };
@@ -1265,6 +1346,161 @@ mod tests {
         // The connection goes, and its interleaved session with it.
         server.remove(key, end);
         assert_eq!(*tally.released.borrow(), [Release::ConnectionClosed]);
+    }
+
+    /// The demo behind an origin: its index is [`Refusal::Warming`] for the first `warming`
+    /// asks, and the first `blocked_reads` sample reads would block.
+    struct Cold {
+        demo: Demo,
+        warming: Cell<usize>,
+        blocked_reads: Cell<usize>,
+    }
+
+    impl Catalogue for Cold {
+        fn open(&self, path: &str) -> Result<Arc<Mp4File>, NotFound> {
+            self.demo.open(path)
+        }
+
+        fn open_playable(&self, path: &str) -> Result<Arc<Mp4File>, crate::rtsp::Refusal> {
+            if self.warming.get() > 0 {
+                self.warming.set(self.warming.get() - 1);
+                return Err(crate::rtsp::Refusal::Warming);
+            }
+            self.demo.open_playable(path)
+        }
+    }
+
+    impl MediaLibrary for Cold {
+        type Bytes = ();
+
+        fn open_bytes(&self, path: &str) -> io::Result<()> {
+            self.demo.open_bytes(path)
+        }
+
+        fn read_at(&self, b: &(), offset: u64, into: &mut [u8]) -> io::Result<()> {
+            if self.blocked_reads.get() > 0 {
+                self.blocked_reads.set(self.blocked_reads.get() - 1);
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            self.demo.read_at(b, offset, into)
+        }
+    }
+
+    /// Plays the demo's first track interleaved on a new connection of `server` from `t0` to
+    /// its end, a wake-up at a time; returns what was written.
+    fn play_through<M: MediaLibrary>(server: &mut RtspServer<'_, M, Tally, ()>, t0: Instant) -> Vec<u8> {
+        let key = server.accept((), PEER.parse().unwrap(), t0);
+        let request = setup(0, None, "RTP/AVP/TCP;unicast;interleaved=0-1");
+        server.received(key, request.as_bytes(), t0);
+        let mut written = Vec::new();
+        let end = t0 + Duration::from_secs(60);
+        let mut session = None;
+        let mut at = t0;
+        for _ in 0..100_000 {
+            written.extend(drain(server, key, at));
+            if session.is_none() {
+                if let Some(reply) = replies(&written).first() {
+                    assert!(reply.starts_with("RTSP/1.0 200"), "{reply}");
+                    let id = session_of(reply);
+                    server.received(key, play(&id).as_bytes(), at);
+                    session = Some(id);
+                    continue;
+                }
+            }
+            let Some(next) = server.next_wake().filter(|w| *w <= end) else { break };
+            at = next;
+            server.tick(at, Duration::from_secs(1_800_000_000));
+        }
+        written
+    }
+
+    /// The RTP sequence numbers on channel 0 of `written`.
+    fn sequence_numbers(written: &[u8]) -> Vec<u16> {
+        frames(written)
+            .into_iter()
+            .filter_map(|f| f.ok())
+            .filter(|(channel, _)| *channel == 0)
+            .map(|(_, payload)| RtpPacket::parse(&payload).expect("an RTP packet").sequence)
+            .collect()
+    }
+
+    #[test]
+    fn a_request_for_a_warming_presentation_is_held_and_those_behind_it_wait_their_turn() {
+        let media = Cold { demo: demo(), warming: Cell::new(3), blocked_reads: Cell::new(0) };
+        let tally = Tally::default();
+        let mut server: RtspServer<'_, Cold, Tally, ()> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let key = server.accept((), PEER.parse().unwrap(), t0);
+        let describe = format!("DESCRIBE {URL} RTSP/1.0\r\nCSeq: 1\r\n\r\n");
+        server.received(key, format!("{describe}OPTIONS * RTSP/1.0\r\nCSeq: 2\r\n\r\n").as_bytes(), t0);
+        // The client half-closes: its requests are still answered, in order, once warm.
+        server.input_ended(key, t0);
+        assert!(server.control(key).unwrap().out.is_empty(), "held: nothing answered yet");
+        assert!(!server.control(key).unwrap().should_close(), "a held request keeps it open");
+        let mut written = Vec::new();
+        let mut at = t0;
+        for _ in 0..10 {
+            let wake = server.next_wake().expect("a retry is due");
+            assert!(wake <= at + WARM_RETRY + PACE_TICK, "asked again within a retry");
+            at = wake;
+            server.tick(at, Duration::from_secs(1_800_000_000));
+            let c = server.control(key).unwrap();
+            if let Some(bytes) = c.out.pending() {
+                written.extend_from_slice(bytes);
+                let n = bytes.len();
+                c.out.advance(n);
+                break;
+            }
+        }
+        let r = replies(&written);
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert!(r[0].starts_with("RTSP/1.0 200") && r[0].contains("CSeq: 1\r\n"), "{}", r[0]);
+        assert!(r[0].contains("application/sdp"), "{}", r[0]);
+        assert!(r[1].starts_with("RTSP/1.0 200") && r[1].contains("CSeq: 2\r\n"), "{}", r[1]);
+        assert_eq!(media.warming.get(), 0, "asked until warm");
+        assert!(at < t0 + 5 * (WARM_RETRY + PACE_TICK), "retried on ticks, not late");
+        assert!(server.control(key).unwrap().should_close(), "half-closed and answered");
+    }
+
+    #[test]
+    fn a_presentation_that_never_warms_is_answered_504_with_the_reason() {
+        let media = Cold { demo: demo(), warming: Cell::new(usize::MAX), blocked_reads: Cell::new(0) };
+        let tally = Tally::default();
+        let mut server: RtspServer<'_, Cold, Tally, ()> = RtspServer::new(table(), &media, &tally);
+        let t0 = Instant::now();
+        let key = server.accept((), PEER.parse().unwrap(), t0);
+        server.received(key, format!("DESCRIBE {URL} RTSP/1.0\r\nCSeq: 1\r\n\r\n").as_bytes(), t0);
+        server.tick(t0 + WARM_TIMEOUT / 2, Duration::from_secs(1_800_000_000));
+        assert!(server.control(key).unwrap().out.is_empty(), "still held");
+        let late = t0 + WARM_TIMEOUT + PACE_TICK;
+        server.tick(late, Duration::from_secs(1_800_000_000));
+        let r = replies(&drain(&mut server, key, late));
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].starts_with("RTSP/1.0 504"), "{}", r[0]);
+        assert!(
+            r[0].contains(
+                "Sluice-Reason: cannot stream /sluice-demo.mp4 over RTSP: the origin did not answer"
+            ),
+            "{}",
+            r[0]
+        );
+    }
+
+    #[test]
+    fn samples_whose_bytes_are_still_being_fetched_wait_and_then_all_go_in_order() {
+        let warm = demo();
+        let tally = Tally::default();
+        let mut server: Server<'_> = RtspServer::new(table(), &warm, &tally);
+        let expected = sequence_numbers(&play_through(&mut server, Instant::now()));
+        assert!(expected.len() > 100, "{}", expected.len());
+
+        let media = Cold { demo: demo(), warming: Cell::new(2), blocked_reads: Cell::new(40) };
+        let tally = Tally::default();
+        let mut server: RtspServer<'_, Cold, Tally, ()> = RtspServer::new(table(), &media, &tally);
+        let got = sequence_numbers(&play_through(&mut server, Instant::now()));
+        assert_eq!(media.blocked_reads.get(), 0, "reads were held");
+        assert_eq!(got.len(), expected.len(), "every packet, none lost to a held read");
+        assert!(got.windows(2).all(|w| w[1] == w[0].wrapping_add(1)), "in order, without gaps");
     }
 
     /// Datagrams a batch took: (port, destination, length).

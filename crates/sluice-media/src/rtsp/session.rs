@@ -86,6 +86,15 @@ pub enum Overload {
     Degrade,
 }
 
+/// How often a request held for a presentation the server is still fetching
+/// ([`Refusal::Warming`]) is asked again: a few ticks of the loop, so a warm-up that finished is
+/// seen within a frame's time, while a held request costs the loop a lookup now and then.
+pub const WARM_RETRY: Duration = Duration::from_millis(20);
+/// A request held this long for a presentation the server is still fetching is answered 504,
+/// with the reason: the origin did not answer in time (the server's own origin timeout usually
+/// answers first, with its reason).
+pub const WARM_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Settings and bounds of the RTSP side.
 #[derive(Debug, Clone)]
 pub struct RtspConfig {
@@ -556,6 +565,15 @@ fn refuse(x: &mut Exchange<'_>, path: String, refusal: Refusal) -> Result<Reply,
     let unplayable = match refusal {
         Refusal::NotFound => return Err(RtspError::NotFound),
         Refusal::Unplayable(u) => u,
+        Refusal::Warming if x.give_up => Unplayable {
+            status: 504,
+            reason: format!("the origin did not answer within {}s", WARM_TIMEOUT.as_secs()),
+        },
+        Refusal::Warming => {
+            // Held, not answered: this error is never written (see `RtspConnection::answer`).
+            x.held = true;
+            return Err(RtspError::NotFound);
+        }
     };
     let status = StatusCode::from(unplayable.status);
     // One line: a header value cannot hold a line break, and a path may hold anything.
@@ -577,6 +595,10 @@ struct Exchange<'a> {
     table: &'a mut SessionTable,
     catalogue: &'a dyn Catalogue,
     out: &'a mut Output,
+    /// The request waited [`WARM_TIMEOUT`] already: a presentation still warming is refused.
+    give_up: bool,
+    /// Set when the presentation is still warming: the request is held, nothing is answered.
+    held: bool,
 }
 
 /// One RTSP control connection.
@@ -591,12 +613,35 @@ pub struct RtspConnection {
     closed: bool,
     /// The last time a request or an interleaved frame arrived (or the connection opened).
     last_activity: Instant,
+    /// The request at the head of the input is held for a presentation the server is still
+    /// fetching ([`Refusal::Warming`]): since when, and when it was last asked again. The
+    /// requests pipelined behind it wait their turn (replies go out in order).
+    held: Option<(Instant, Instant)>,
 }
 
 impl RtspConnection {
     /// A connection the engine calls `id`, from client address `peer`, accepted at `now`.
     pub fn new(id: ConnectionId, peer: SocketAddr, now: Instant) -> RtspConnection {
-        RtspConnection { id, peer, position: 0, sessions: Vec::new(), closed: false, last_activity: now }
+        RtspConnection {
+            id,
+            peer,
+            position: 0,
+            sessions: Vec::new(),
+            closed: false,
+            last_activity: now,
+            held: None,
+        }
+    }
+
+    /// When the engine must call [`RtspConnection::receive`] again (with the same input) for the
+    /// request held while its presentation warms, if one is.
+    pub fn retry_at(&self) -> Option<Instant> {
+        self.held.map(|(_, tried)| tried + WARM_RETRY)
+    }
+
+    /// Whether a request is held while its presentation warms (the input is not all answered).
+    pub fn is_holding(&self) -> bool {
+        self.held.is_some()
     }
 
     /// The connection as errors name it.
@@ -649,9 +694,15 @@ impl RtspConnection {
                 }
                 Ok(Message::Complete(request, n)) => {
                     let at = self.position + consumed as u64;
+                    if !self.answer(&request, at, now, table, catalogue, out) {
+                        // Held: the request stays in the input, and so does what follows it.
+                        let since = self.held.map_or(now, |(since, _)| since);
+                        self.held = Some((since, now));
+                        break;
+                    }
+                    self.held = None;
                     consumed += n;
                     answered += 1;
-                    self.answer(&request, at, now, table, catalogue, out);
                 }
                 Err(e) => {
                     // Framing is lost: answer, then close without reading further.
@@ -679,6 +730,8 @@ impl RtspConnection {
         }
     }
 
+    /// Answers `request` into `out`; false when it is held instead (its presentation is still
+    /// warming), with nothing written.
     fn answer(
         &mut self,
         request: &Request<Vec<u8>>,
@@ -687,11 +740,21 @@ impl RtspConnection {
         table: &mut SessionTable,
         catalogue: &dyn Catalogue,
         out: &mut Output,
-    ) {
+    ) -> bool {
         let cseq = cseq(request);
+        let give_up =
+            self.held.is_some_and(|(since, _)| now.saturating_duration_since(since) >= WARM_TIMEOUT);
+        let mut held = false;
         let reply = cseq.clone().and_then(|cseq| {
-            self.handle(&mut Exchange { request, cseq, now, table, catalogue, out: &mut *out })
+            let mut x =
+                Exchange { request, cseq, now, table, catalogue, out: &mut *out, give_up, held: false };
+            let reply = self.handle(&mut x);
+            held = x.held;
+            reply
         });
+        if held {
+            return false;
+        }
         let reply = reply.unwrap_or_else(|e| {
             if e.closes_connection() {
                 self.close(out);
@@ -713,6 +776,7 @@ impl RtspConnection {
         }
         reply.write(&mut out.replies);
         out.answered += 1;
+        true
     }
 
     fn handle(&mut self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {

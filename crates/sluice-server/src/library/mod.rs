@@ -250,13 +250,25 @@ impl Library {
         }
     }
 
-    /// Fills `into` with the bytes of `version` at `offset`. For an object store this blocks on
-    /// a cold slice and starts fetching the slice after it (RTSP reads samples in order).
-    pub fn read_at(&self, version: &FileVersion, offset: u64, into: &mut [u8]) -> io::Result<()> {
+    /// Fills `into` with the bytes of `version` at `offset`. For an object store this starts
+    /// fetching the slice after them (RTSP reads samples in order) and, on a slice not on disk,
+    /// blocks when `may_block`, else fetches it in the background and fails with
+    /// [`io::ErrorKind::WouldBlock`]. A local file is read at once either way (the page cache).
+    pub fn read_at(
+        &self,
+        version: &FileVersion,
+        offset: u64,
+        into: &mut [u8],
+        may_block: bool,
+    ) -> io::Result<()> {
         match (version, &self.source) {
             (FileVersion::Local { file, .. }, _) => file.read_exact_at(into, offset),
             (FileVersion::Remote(v), Source::Remote(remote)) => {
-                remote.read_ahead(v, offset, into).map_err(io::Error::other)
+                match remote.read_ahead(v, offset, into, may_block) {
+                    Ok(()) => Ok(()),
+                    Err(CacheError::WouldBlock) => Err(io::ErrorKind::WouldBlock.into()),
+                    Err(e) => Err(io::Error::other(e)),
+                }
             }
             (FileVersion::Remote(_), Source::Local(_)) => Err(io::Error::from(io::ErrorKind::NotFound)),
         }

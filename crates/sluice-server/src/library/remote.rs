@@ -139,22 +139,69 @@ impl RemoteLibrary {
         }
     }
 
-    /// Fills `into` with the bytes of `version` at `offset` (blocking on a cold slice), and
-    /// starts fetching the slice after them in the background when it is neither cached nor
-    /// being fetched: RTSP reads samples in order on its loop's thread, so the slice it reaches
-    /// next is usually on disk by then, and only an object's first cold slice (or a seek) makes
-    /// the loop wait for the origin.
+    /// Fills `into` with the bytes of `version` at `offset`, and starts fetching the slice after
+    /// them in the background when it is neither cached nor being fetched: RTSP reads samples in
+    /// order on its loop's thread, so the slice it reaches next is usually on disk by then.
+    /// Without `may_block` (the RTSP loop) a slice that is not on disk is fetched in the
+    /// background too and the read fails with [`CacheError::WouldBlock`], to be tried again.
     pub fn read_ahead(
         &self,
         version: &Arc<ObjectVersion>,
         offset: u64,
         into: &mut [u8],
+        may_block: bool,
     ) -> Result<(), CacheError> {
-        self.cache.read_at(version, offset, into)?;
+        if may_block {
+            self.cache.read_at(version, offset, into)?;
+        } else {
+            self.read_cached(version, offset, into)?;
+        }
         let next = (offset + into.len() as u64).div_ceil(self.cache.config().slice_len);
-        if next * self.cache.config().slice_len < version.len && !self.cache.has_or_fetching(version, next) {
-            // The receiver is dropped: the fetch only warms the cache.
-            let _ = fetch_in_background(&self.cache, version, next);
+        if next * self.cache.config().slice_len < version.len {
+            self.warm_slice(version, next);
+        }
+        Ok(())
+    }
+
+    /// Starts fetching slice `index` of `version` in the background unless it is on disk or
+    /// being fetched. The receiver is dropped: the fetch only warms the cache.
+    fn warm_slice(&self, version: &Arc<ObjectVersion>, index: u64) {
+        if !self.cache.has_or_fetching(version, index) {
+            let _ = fetch_in_background(&self.cache, version, index);
+        }
+    }
+
+    /// [`SliceCache::read_at`] from the slices on disk only: a missing one is fetched in the
+    /// background and the read fails with [`CacheError::WouldBlock`].
+    fn read_cached(
+        &self,
+        version: &Arc<ObjectVersion>,
+        offset: u64,
+        into: &mut [u8],
+    ) -> Result<(), CacheError> {
+        let end = offset + into.len() as u64;
+        if end > version.len {
+            return Err(CacheError::Io(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)));
+        }
+        let mut done = 0usize;
+        for index in self.cache.slices_of(offset..end) {
+            let range = self.cache.slice_range(version, index);
+            let file = match self.cache.slice(version, index, false) {
+                Ok(file) => file,
+                Err(CacheError::WouldBlock) => {
+                    self.warm_slice(version, index);
+                    return Err(CacheError::WouldBlock);
+                }
+                Err(e) => return Err(e),
+            };
+            let from = (offset + done as u64).max(range.start);
+            let take = (range.end.min(end) - from) as usize;
+            std::os::unix::fs::FileExt::read_exact_at(
+                &file,
+                &mut into[done..done + take],
+                from - range.start,
+            )?;
+            done += take;
         }
         Ok(())
     }
@@ -494,20 +541,30 @@ impl SliceStream {
     }
 }
 
-/// Starts fetching slice `index` of `version` into the cache on a thread of its own, unless
-/// [`MAX_FETCHES_AHEAD`] are running; the receiver gets the slice, opened.
+/// Starts fetching slice `index` of `version` into the cache in the background (see
+/// [`in_background`]); the receiver gets the slice, opened.
 fn fetch_in_background(
     cache: &Arc<SliceCache>,
     version: &Arc<ObjectVersion>,
     index: u64,
 ) -> Option<mpsc::Receiver<Result<File, CacheError>>> {
+    let (cache, version) = (Arc::clone(cache), Arc::clone(version));
+    in_background(move || cache.slice(&version, index, true))
+}
+
+/// Runs `work`, which waits for the origin (a slice fetched ahead, an MP4 index read for the
+/// RTSP loop), on a thread of its own, unless [`MAX_FETCHES_AHEAD`] such are running (`None`:
+/// the caller asks again later, or does the work where it may block); the receiver gets the
+/// result.
+pub(crate) fn in_background<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<mpsc::Receiver<T>> {
     let permit = FetchPermit::take()?;
     let (tx, rx) = mpsc::channel();
-    let (cache, version) = (Arc::clone(cache), Arc::clone(version));
     let spawned = std::thread::Builder::new().name("sluice-fetch".into()).spawn(move || {
         let _permit = permit;
-        // Whoever asked may be gone by now; the slice is cached for the next reader anyway.
-        let _ = tx.send(cache.slice(&version, index, true));
+        // Whoever asked may be gone by now; what was fetched is cached for the next reader.
+        let _ = tx.send(work());
     });
     spawned.ok().map(|_| rx)
 }
@@ -657,7 +714,7 @@ mod tests {
         let data: Vec<u8> = (0..2500u32).map(|i| (i % 253) as u8).collect();
         let (_root, _cache, lib, version) = one_object(&data);
         let mut buf = vec![0u8; 600];
-        lib.read_ahead(&version, 100, &mut buf).unwrap();
+        lib.read_ahead(&version, 100, &mut buf, true).unwrap();
         assert!(buf == data[100..700]);
         // Slice 1 arrives without anyone reading it; slice 2 is not asked for yet.
         let warmed = (0..500).any(|_| {
@@ -668,7 +725,7 @@ mod tests {
         assert_eq!(misses(&lib), 2);
         assert!(!lib.cache().has_or_fetching(&version, 2));
         // The last slice has nothing after it.
-        lib.read_ahead(&version, 2400, &mut [0u8; 100]).unwrap();
+        lib.read_ahead(&version, 2400, &mut [0u8; 100], true).unwrap();
         assert_eq!(misses(&lib), 3);
     }
 
