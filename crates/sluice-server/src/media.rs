@@ -29,6 +29,10 @@ use crate::library::{remote, FileVersion, Found, Library, LibraryError};
 /// few ticks); one asking later starts another, so an origin that answers again is asked again.
 const FAILURE_KEPT: Duration = Duration::from_millis(250);
 
+/// Warm-ups (running, or failed lately) past which the failures that are no longer told are
+/// dropped. Running ones are bounded by the background places (`remote::in_background`).
+const MAX_WARMUPS: usize = 4096;
+
 /// A presentation being looked up and indexed off the RTSP loop, or how that ended badly.
 #[derive(Debug)]
 enum Warming {
@@ -179,6 +183,14 @@ impl RtspMedia {
                 _ => None,
             };
             let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+            if table.len() >= MAX_WARMUPS {
+                // Names made up by a client while the origin fails must not grow the table
+                // without end: failures nobody asked about again go first.
+                table.retain(|_, w| match w {
+                    Warming::Running => true,
+                    Warming::Failed(_, at) => at.elapsed() < FAILURE_KEPT,
+                });
+            }
             match outcome {
                 Some(failed) => table.insert(key, failed),
                 None => table.remove(&key),

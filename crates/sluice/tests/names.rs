@@ -15,6 +15,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use common::rtsp::RtspConn;
 use common::*;
 use sluice_store::seaweedfs::SeaweedFs;
 
@@ -282,7 +283,8 @@ fn demo_mp4() -> Vec<u8> {
 }
 
 /// Every name round-trips: PUT under its encoded path, its link on the page, GET through that
-/// link, and (when `hls`) its `master.m3u8`, with ffprobe reading the first name's video.
+/// link, RTSP `DESCRIBE`, and (when `hls`) its `master.m3u8`, with ffprobe reading the first
+/// name's video over RTSP and HLS.
 fn round_trip(server: &Server, hls: bool) {
     let mp4 = demo_mp4();
     for name in NAMES {
@@ -300,6 +302,18 @@ fn round_trip(server: &Server, hls: bool) {
             assert!(r.body.starts_with(b"#EXTM3U"), "{name}: {r:?}");
         }
     }
+    // RTSP: every name DESCRIBEs to a session description with its video, and ffprobe plays the
+    // first (spaces, a dash and non-ASCII) whole over RTSP.
+    let mut rtsp = RtspConn::open(server.rtsp_addr());
+    for name in NAMES {
+        let url = rtsp.url(&format!("/n/sub/{}", encode(name)));
+        let r = rtsp.request("DESCRIBE", &url, &[("Accept", "application/sdp")]);
+        r.expect(200, &format!("DESCRIBE {name}"));
+        assert!(String::from_utf8_lossy(&r.body).contains("m=video"), "{name}: no video in its SDP");
+    }
+    let url = format!("rtsp://{}/n/sub/{}", server.rtsp_addr(), encode(NAMES[0]));
+    let (frames, stderr) = ffprobe_video_frames(&url);
+    assert_eq!(frames, "180", "frames over {url} ({stderr})");
     if hls {
         let url = format!("http://{}/n/sub/{}/master.m3u8", server.addr(), encode(NAMES[0]));
         // The HLS demuxer also lists its streams under a program: the same count, printed twice.

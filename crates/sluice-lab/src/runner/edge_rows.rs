@@ -9,11 +9,12 @@
 //! no figures' arithmetic (`results`) and renders nothing.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
 use sluice_load::{ConnectionMode, ExpectedStatus, LoadConfig, TargetSpec};
 use sluice_store::gzip::{GzipMode, GzipPolicy};
+use sluice_store::seaweedfs::SeaweedFs;
 use sluice_store::S3Config;
 
 use super::upload_rows::Store;
@@ -134,6 +135,28 @@ fn origin_requests(weed_metrics: &str) -> f64 {
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum()
 }
+
+/// SeaweedFS's origin requests once its counters have stopped moving: it counts a request a
+/// moment after answering it, and an edge's fetches ahead may still be landing when a row's load
+/// ends, so a reading taken at once can charge one row's last requests to the next (a local
+/// root's row read 2 origin requests that way).
+fn settled_origin_requests(weed: &SeaweedFs) -> Option<f64> {
+    let read = || weed.metrics_text().ok().map(|t| origin_requests(&t));
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    let mut last = read()?;
+    loop {
+        std::thread::sleep(SETTLE_STEP);
+        let now = read()?;
+        if now == last || Instant::now() > deadline {
+            return Some(now);
+        }
+        last = now;
+    }
+}
+
+/// How long SeaweedFS's counters must stay still to count as settled, and the longest wait.
+const SETTLE_STEP: Duration = Duration::from_millis(500);
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// Counters read at a row's start and end.
 struct Snapshot {
@@ -263,7 +286,7 @@ impl Run<'_> {
         let weed = store.weed.as_ref().ok();
         let snapshot = || Snapshot {
             cpu: rig.cpu_seconds(),
-            origin: weed.and_then(|w| w.metrics_text().ok()).map(|t| origin_requests(&t)),
+            origin: weed.and_then(settled_origin_requests),
             cache: rig.cache_counters(),
         };
         let before = snapshot();
