@@ -25,6 +25,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::browser::{Browser, ONE_BROWSER_AT_A_TIME, PLAY_THROUGH};
+use common::edge::multi_slice_clip as big_mp4;
 use common::edge::{put_object, weed_slice_gets};
 use common::*;
 use serde_json::{json, Value};
@@ -35,28 +36,6 @@ engine_matrix!(
     the_edge_page_and_streams_offer_only_what_works,
     many_players_starting_at_once_read_the_moov_once
 );
-
-/// The MP4 edges package: 6 s of noisy 640×360 video (30 fps, a keyframe every 2 s) and AAC,
-/// large enough to span several 4 MiB slices, its `moov` at the end (ffmpeg's default).
-fn big_mp4() -> &'static [u8] {
-    static MP4: OnceLock<Vec<u8>> = OnceLock::new();
-    MP4.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("clip.mp4");
-        let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
-        cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-            .arg("testsrc2=size=640x360:rate=30,noise=alls=30:allf=t")
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "6"])
-            .args(["-c:v", "libx264", "-preset", "ultrafast", "-g", "60", "-keyint_min", "60"])
-            .args(["-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "64k"])
-            .arg(&out);
-        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
-        assert!(status.success(), "ffmpeg made no clip: {}", String::from_utf8_lossy(&err));
-        let bytes = std::fs::read(&out).unwrap();
-        assert!(bytes.len() > 3 * SLICE, "the clip spans several slices ({} bytes)", bytes.len());
-        bytes
-    })
-}
 
 const SLICE: usize = 4 << 20;
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");

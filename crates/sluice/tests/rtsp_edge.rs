@@ -13,10 +13,10 @@
 mod common;
 
 use std::net::{IpAddr, SocketAddr};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::edge::multi_slice_clip as big_mp4;
 use common::edge::put_object;
 use common::rtsp::*;
 use common::*;
@@ -29,7 +29,6 @@ rtsp_matrix!(
 
 const LOCATION: &str = "rtspedge/lib";
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
-const SLICE: usize = 4 << 20;
 /// The latency toxiproxy adds each way: every request to the origin takes 0.8 s at least, and a
 /// cold `DESCRIBE` of `cold.mp4` three of them (its version, the slice at its start, the slice
 /// holding its `moov`), well within the 6 s the warm viewer plays.
@@ -37,28 +36,6 @@ const EACH_WAY: Duration = Duration::from_millis(400);
 /// The longest a playing viewer may go without a packet: half the origin's round trip. A loop
 /// that waited for the origin (one round trip at least, for a `HEAD` or a slice) breaks it.
 const MAX_GAP: Duration = Duration::from_millis(400);
-
-/// 6 s of noisy 640×360 video (30 fps) and AAC spanning several 4 MiB slices, its `moov` at
-/// the end (ffmpeg's default): the cold object, whose samples need slices nobody fetched yet.
-fn big_mp4() -> &'static [u8] {
-    static MP4: OnceLock<Vec<u8>> = OnceLock::new();
-    MP4.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("clip.mp4");
-        let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
-        cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-            .arg("testsrc2=size=640x360:rate=30,noise=alls=30:allf=t")
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "6"])
-            .args(["-c:v", "libx264", "-preset", "ultrafast", "-g", "60", "-keyint_min", "60"])
-            .args(["-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "64k"])
-            .arg(&out);
-        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
-        assert!(status.success(), "ffmpeg made no clip: {}", String::from_utf8_lossy(&err));
-        let bytes = std::fs::read(&out).unwrap();
-        assert!(bytes.len() > 2 * SLICE, "the clip spans several slices ({} bytes)", bytes.len());
-        bytes
-    })
-}
 
 /// The objects, written once per test binary: `warm.mp4` (the demo, one slice) and `cold.mp4`.
 fn library() -> &'static str {

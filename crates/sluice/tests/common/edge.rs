@@ -6,6 +6,10 @@
 
 use super::*;
 
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
 use sha2::{Digest, Sha256};
 use sluice_store::{Key, PutOptions, S3Store};
 
@@ -57,4 +61,27 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub fn engine_tag(engine: &[&str]) -> String {
     let value = |flag: &str| engine.iter().position(|a| *a == flag).and_then(|i| engine.get(i + 1)).copied();
     ["--engine", "--threads-mode", "--send"].iter().filter_map(|f| value(f)).collect::<Vec<_>>().join("-")
+}
+
+/// 6 s of noisy 640×360 video (30 fps, a keyframe every 2 s) and AAC, large enough to span more
+/// than three 4 MiB slices, its `moov` at the end (ffmpeg's default): an object whose index and
+/// samples need slices nobody fetched yet. Made once per test binary.
+pub fn multi_slice_clip() -> &'static [u8] {
+    static MP4: OnceLock<Vec<u8>> = OnceLock::new();
+    MP4.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("clip.mp4");
+        let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
+        cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+            .arg("testsrc2=size=640x360:rate=30,noise=alls=30:allf=t")
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "6"])
+            .args(["-c:v", "libx264", "-preset", "ultrafast", "-g", "60", "-keyint_min", "60"])
+            .args(["-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "64k"])
+            .arg(&out);
+        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
+        assert!(status.success(), "ffmpeg made no clip: {}", String::from_utf8_lossy(&err));
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(bytes.len() > 3 * (4 << 20), "the clip spans several slices ({} bytes)", bytes.len());
+        bytes
+    })
 }
