@@ -1,5 +1,5 @@
 #!/bin/bash
-# One row of docs/BENCHMARKS.md's "RTSP fan-out (issue 18)" section: a sluice server pinned to
+# One row of docs/BENCHMARKS.md's "RTSP fan-out" section: a sluice server pinned to
 # CPU 0 with one worker, `sluice load rtsp` viewers over UDP pinned to CPU 1 (E5's generator
 # settings), the server's /metrics, the generator's CPU and the machine's UDP receive-buffer drops
 # over the run; prints the row's summary. Run it inside /work/wt/measure on a shared machine.

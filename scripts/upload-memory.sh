@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory of uploads (issue 13): the server's peak RSS growth for a 1 GiB PUT into a local root and
+# Memory of uploads: the server's peak RSS growth for a 1 GiB PUT into a local root and
 # into SeaweedFS (multipart), and `sluice upload`'s peak RSS for 10,000 objects at concurrency 64.
 # Usage: scripts/upload-memory.sh   (SLUICE=path/to/sluice, default target/release/sluice)
 set -euo pipefail

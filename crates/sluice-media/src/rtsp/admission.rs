@@ -20,14 +20,14 @@
 
 /// Share of the loop's time (CPU time over wall time) the refuse policy fills with viewers. The
 /// rest absorbs keyframes arriving together and the ramp's own SETUPs. At 0.9 the estimate admitted 190 epoll viewers of whom 1 stayed perfect, and 175 io_uring
-/// viewers, all perfect (2026-11-24, issue 18): the loop's edge lies in between.
+/// viewers, all perfect (2026-11-24): the loop's edge lies in between.
 pub const ADMIT_BUSY: f64 = 0.8;
 /// Viewers (time-weighted mean over a window) the first estimate of a viewer's cost needs: fewer
 /// are mostly the loop's fixed cost.
 pub const ESTIMATE_VIEWERS: f64 = 16.0;
 /// Newcomers admitted in a window at least, and all that are admitted while no cost is known: a
 /// fifth of the 23 Mbps viewers one loop of this project's machine carried perfectly (189 and 175,
-/// docs/BENCHMARKS.md, issue 18), about a window and a half of the lab's 4 s ramp of 300.
+/// docs/BENCHMARKS.md), about a window and a half of the lab's 4 s ramp of 300.
 pub const FIRST_ADMITS: usize = 48;
 /// Newcomers admitted in one window at most, as a share of the sessions held.
 pub const NEWCOMERS_SHARE: f64 = 0.5;

@@ -72,7 +72,7 @@ const PACE_BURST: f64 = 60_000.0;
 /// samples fall due at their own times (30 video and 47 audio samples a second each, spread by
 /// the ramp), and waking for each made the io_uring loop (exact timeouts) enter 7,600 times a
 /// second and the epoll loop 3,200 times for 114 to 126 viewers, a few datagrams a turn
-/// (2026-11-24, issue 18). On the grid a turn serves every viewer due in the step.
+/// (2026-11-24). On the grid a turn serves every viewer due in the step.
 pub const PACE_TICK: Duration = Duration::from_millis(2);
 /// The pacing rate for a presentation whose size and duration are unknown (8 MB/s).
 const PACE_FALLBACK_RATE: f64 = 8.0e6;
@@ -842,11 +842,11 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 // Late to queue the viewer's samples, or late to send what it queued: at 400 UDP
                 // viewers the loop kept its ticks on time but its sends fell seconds behind,
                 // and the queues overflowed (144,877 frames dropped against 843 late ticks,
-                // 2026-11-24, issue 18).
+                // 2026-11-24).
                 // The backlog is measured in sending time at the viewer's pace (4x its mean rate):
                 // a queue merely not empty when the next sample comes is normal (a keyframe
                 // takes ~20 ms to leave), and counting that as late gave 60,952 late sends at
-                // 175 perfect io_uring viewers (2026-11-24, issue 18).
+                // 175 perfect io_uring viewers (2026-11-24).
                 let late_by = now.saturating_duration_since(v.next_wake.unwrap_or(now));
                 let backlog = match v.control {
                     None => Duration::from_secs_f64(v.queue.queued_bytes() as f64 / v.pacer.rate),
@@ -911,7 +911,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             }
             // Shared: viewers at the same position read a sample once. For 200 UDP viewers of the
             // 23 Mbps file this took a run's reads from 461,600 `pread`s (one per viewer and
-            // sample) to 2,303 (2026-11-24, docs/BENCHMARKS.md, issue 18).
+            // sample) to 2,303 (2026-11-24, docs/BENCHMARKS.md).
             let (media, observer) = (self.media, self.observer);
             let read = self.samples.get_or_read(&file, d.offset, d.size, |into| match &v.bytes {
                 Some(b) => {

@@ -125,7 +125,7 @@ impl ViewerQueue {
     /// is left empty. Into an empty queue the packets' buffer is taken whole (swapped for the
     /// queue's own, which the packetizer reuses) rather than copied: at 400 UDP viewers of a 23
     /// Mbps stream each copy of the fan-out's bytes costs about a tenth of a core (memmove was
-    /// 17% of the server's samples for three of them at 200 viewers, 2026-11-24, issue 18).
+    /// 17% of the server's samples for three of them at 200 viewers, 2026-11-24).
     pub fn push_packets(&mut self, stream: u8, keyframe: bool, packets: &mut Packets) -> Offer {
         let offer = if self.entries.is_empty() {
             match self.admit(stream, keyframe, packets.len(), packets.total_bytes()) {
