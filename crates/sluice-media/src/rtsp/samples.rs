@@ -23,7 +23,7 @@ type Key = (usize, u64, u32);
 pub struct SampleCache {
     budget: usize,
     held: usize,
-    entries: HashMap<Key, (Arc<Mp4File>, Vec<u8>)>,
+    entries: HashMap<Key, (Arc<Mp4File>, Arc<Vec<u8>>)>,
     order: VecDeque<Key>,
     /// Buffers of evicted entries, reused for the next reads.
     spare: Vec<Vec<u8>>,
@@ -45,14 +45,16 @@ impl SampleCache {
     }
 
     /// Reads the sample with `read` (given a buffer of `size` bytes) unless it is kept, keeps
-    /// it, and returns its bytes; `Ok(None)` after a failed read (nothing is kept then).
+    /// it, and returns its bytes, shared: packets refer to them rather than copy them
+    /// ([`sluice_proto::rtp::Packets::reference`]), and hold them past their eviction while queued;
+    /// the error after a failed read (nothing is kept then).
     pub fn get_or_read<E>(
         &mut self,
         file: &Arc<Mp4File>,
         offset: u64,
         size: u32,
         read: impl FnOnce(&mut [u8]) -> Result<(), E>,
-    ) -> Result<&[u8], E> {
+    ) -> Result<&Arc<Vec<u8>>, E> {
         let key = Self::key(file, offset, size);
         if !self.entries.contains_key(&key) {
             let len = size as usize;
@@ -67,17 +69,19 @@ impl SampleCache {
             while self.held > self.budget && !self.order.is_empty() {
                 self.evict();
             }
-            self.entries.insert(key, (file.clone(), buf));
+            self.entries.insert(key, (file.clone(), Arc::new(buf)));
             self.order.push_back(key);
         }
-        Ok(self.entries.get(&key).map(|(_, b)| b.as_slice()).expect("inserted above"))
+        Ok(self.entries.get(&key).map(|(_, b)| b).expect("inserted above"))
     }
 
     fn evict(&mut self) {
         let Some(key) = self.order.pop_front() else { return };
         if let Some((_, buf)) = self.entries.remove(&key) {
             self.held -= buf.len();
-            if self.spare.len() < 8 {
+            // A sample still referred to by queued packets lives on with them; one no packet
+            // holds any more is reused.
+            if let (true, Ok(buf)) = (self.spare.len() < 8, Arc::try_unwrap(buf)) {
                 self.spare.push(buf);
             }
         }
@@ -114,7 +118,7 @@ mod tests {
                 reads += 1;
                 read(1)(b)
             });
-            assert_eq!(bytes.unwrap(), &[1; 60][..]);
+            assert_eq!(bytes.unwrap().as_slice(), &[1; 60][..]);
         }
         assert_eq!(reads, 1, "kept after the first read");
         cache.get_or_read(&f, 60, 60, read(2)).unwrap();

@@ -30,7 +30,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use sluice_proto::rtp::{Offer, Packets, QueueLimits, ViewerQueue};
+use sluice_proto::rtp::{Body, Offer, Packets, QueueLimits, ViewerQueue};
 use sluice_proto::rtsp::{interleaved_header, RtspError};
 
 use super::admission::{Admission, Window};
@@ -120,8 +120,10 @@ pub enum Port {
 pub trait DatagramSink {
     /// Whether a datagram of `len` bytes fits now.
     fn fits(&self, len: usize) -> bool;
-    /// Adds a datagram from `port` to `dest`; called only after [`DatagramSink::fits`] said yes.
-    fn push(&mut self, port: Port, dest: SocketAddr, bytes: &[u8]);
+    /// Adds a datagram from `port` to `dest`: `head`, then `body` (payload bytes in a shared
+    /// sample, which the sink may hold, by cloning it, until the datagram has left); called only
+    /// after [`DatagramSink::fits`] said yes for their total length.
+    fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>);
 }
 
 /// Something the core did, for the loop's counters and logs.
@@ -928,7 +930,13 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 break;
             }
             self.packets.clear();
-            let packed = read.map(|sample| streamer.packetize(d, sample, &mut self.packets));
+            let packets = &mut self.packets;
+            let packed = read.map(|sample| {
+                // The packets refer to the shared sample's bytes rather than copy them: the
+                // kernel's copy into each viewer's datagrams is the only one.
+                packets.reference(sample);
+                streamer.packetize(d, sample, packets)
+            });
             if !matches!(packed, Ok(Ok(_))) {
                 // The file changed under its index, or the sample is malformed: the viewer
                 // misses it, as it would a lost frame; the stream goes on.
@@ -985,7 +993,8 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         for id in &c.viewers {
             let Some(v) = self.viewers.get_mut(id) else { continue };
             while c.out.len() < OUTPUT_HIGH {
-                let Some((stream, packet)) = v.queue.front() else { break };
+                let Some(packet) = v.queue.front() else { break };
+                let stream = packet.stream;
                 let channel = match v.deliveries.get(usize::from(stream / 2)) {
                     Some(Delivery::Interleaved { rtp, rtcp }) => {
                         Some(if stream % 2 == 0 { *rtp } else { *rtcp })
@@ -998,7 +1007,10 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 match header {
                     Some(header) => {
                         c.out.push(&header);
-                        c.out.push(packet);
+                        c.out.push(packet.head);
+                        if let Some(body) = packet.body {
+                            c.out.push(body.as_slice());
+                        }
                         packets += 1;
                         bytes += packet.len();
                     }
@@ -1024,7 +1036,8 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         for _ in 0..self.udp_ready.len() {
             let Some(id) = self.udp_ready.pop_front() else { break };
             let Some(v) = self.viewers.get_mut(&id) else { continue };
-            while let Some((stream, packet)) = v.queue.front() {
+            while let Some(packet) = v.queue.front() {
+                let stream = packet.stream;
                 if !batch.fits(packet.len()) {
                     // Full: this viewer and the ones behind it go first next time.
                     self.udp_ready.push_front(id);
@@ -1041,7 +1054,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 }
                 if let Some(Delivery::Udp { rtp, rtcp }) = v.deliveries.get(usize::from(stream / 2)) {
                     let (port, dest) = if stream % 2 == 0 { (Port::Rtp, *rtp) } else { (Port::Rtcp, *rtcp) };
-                    batch.push(port, dest, packet);
+                    batch.push(port, dest, packet.head, packet.body);
                 }
                 v.queue.pop();
             }
@@ -1515,8 +1528,8 @@ mod tests {
             self.datagrams.len() < self.room
         }
 
-        fn push(&mut self, port: Port, dest: SocketAddr, bytes: &[u8]) {
-            self.datagrams.push((port, dest, bytes.len()));
+        fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>) {
+            self.datagrams.push((port, dest, head.len() + body.map_or(0, Body::len)));
         }
     }
 
@@ -1570,8 +1583,10 @@ mod tests {
             true
         }
 
-        fn push(&mut self, _: Port, dest: SocketAddr, bytes: &[u8]) {
-            self.datagrams.push((dest, bytes.to_vec()));
+        fn push(&mut self, _: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>) {
+            let mut bytes = head.to_vec();
+            bytes.extend_from_slice(body.map_or(&[][..], Body::as_slice));
+            self.datagrams.push((dest, bytes));
         }
     }
 
@@ -1793,7 +1808,7 @@ mod tests {
             true
         }
 
-        fn push(&mut self, _: Port, _: SocketAddr, _: &[u8]) {}
+        fn push(&mut self, _: Port, _: SocketAddr, _: &[u8], _: Option<&Body>) {}
     }
 
     #[test]

@@ -1,21 +1,31 @@
 //! The RTP fixed header (RFC 3550 §5.1): writing it for a stream, parsing it back, and the
 //! reusable buffer packets are written into.
 
+use std::sync::Arc;
+
 use super::rtcp::SenderReport;
 use super::DepacketizeError;
 
 /// Bytes of the RTP fixed header sluice writes (no CSRCs, no extension).
 pub const RTP_HEADER_LEN: usize = 12;
 
-/// Packets written back to back into one reusable buffer.
+/// Packets written back to back into one reusable buffer, or, with a referenced sample, their
+/// headers only, each packet's payload tail a range of the one shared sample.
 ///
 /// One `Vec` of bytes and one of end offsets: clearing keeps both allocations, so steady-state
-/// packetization allocates nothing, and the contiguous bytes map directly onto the `iovec`s of a
-/// `sendmmsg` batch.
+/// packetization allocates nothing. With [`Packets::reference`] set to the sample being
+/// packetized, a packet's last payload part that lies in the sample (an FU-A fragment, a whole
+/// NAL unit, an AAC frame) is not copied: the packet is its header bytes here (the RTP header, and
+/// the FU-A or AU headers) followed by that range of the sample, and its datagram leaves as two
+/// `iovec`s, so the kernel's copy is the only one.
 #[derive(Debug, Default, Clone)]
 pub struct Packets {
     data: Vec<u8>,
     ends: Vec<usize>,
+    /// Per packet, the range of the referenced sample that follows its bytes in `data`.
+    bodies: Vec<Option<(usize, usize)>>,
+    body_bytes: usize,
+    sample: Option<Arc<Vec<u8>>>,
 }
 
 impl Packets {
@@ -24,10 +34,24 @@ impl Packets {
         Packets::default()
     }
 
-    /// Forgets the packets, keeping the memory.
+    /// Forgets the packets and the referenced sample, keeping the memory.
     pub fn clear(&mut self) {
         self.data.clear();
         self.ends.clear();
+        self.bodies.clear();
+        self.body_bytes = 0;
+        self.sample = None;
+    }
+
+    /// Packets written from now on (until [`Packets::clear`]) refer to `sample` for payload
+    /// bytes that lie in it rather than copy them; packetize `&sample[..]` itself.
+    pub fn reference(&mut self, sample: &Arc<Vec<u8>>) {
+        self.sample = Some(Arc::clone(sample));
+    }
+
+    /// The referenced sample, if any.
+    pub fn sample(&self) -> Option<&Arc<Vec<u8>>> {
+        self.sample.as_ref()
     }
 
     /// Number of packets.
@@ -40,19 +64,34 @@ impl Packets {
         self.ends.is_empty()
     }
 
-    /// Total bytes of all packets.
+    /// Total bytes of all packets (referenced payload included).
     pub fn total_bytes(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.body_bytes
     }
 
-    /// Packet `i`.
+    /// Packet `i`'s own bytes: the whole packet when written without a referenced sample,
+    /// otherwise the part before its [`Packets::body`].
     pub fn get(&self, i: usize) -> Option<&[u8]> {
         let end = *self.ends.get(i)?;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         Some(&self.data[start..end])
     }
 
-    /// The packets in order.
+    /// The range of the referenced sample that ends packet `i`, if its payload refers to it.
+    pub fn body(&self, i: usize) -> Option<(usize, usize)> {
+        self.bodies.get(i).copied().flatten()
+    }
+
+    /// Packet `i` whole, copied (for tests and checks; the send path uses the parts).
+    pub fn to_vec(&self, i: usize) -> Option<Vec<u8>> {
+        let mut v = self.get(i)?.to_vec();
+        if let (Some((start, len)), Some(sample)) = (self.body(i), &self.sample) {
+            v.extend_from_slice(&sample[start..start + len]);
+        }
+        Some(v)
+    }
+
+    /// The packets in order (each one's own bytes, see [`Packets::get`]).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
         (0..self.ends.len()).map(|i| self.get(i).expect("index in range"))
     }
@@ -68,13 +107,23 @@ impl Packets {
         self.data.clear();
     }
 
+    /// Where `part` lies in the referenced sample, if it does.
+    fn locate(&self, part: &[u8]) -> Option<(usize, usize)> {
+        let sample = self.sample.as_ref()?;
+        let base = sample.as_ptr() as usize;
+        let at = (part.as_ptr() as usize).checked_sub(base)?;
+        (!part.is_empty() && at + part.len() <= sample.len()).then_some((at, part.len()))
+    }
+
     /// Opens a packet: the bytes written from here to [`Packets::finish`] are one packet.
     fn start(&mut self) -> &mut Vec<u8> {
         &mut self.data
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self, body: Option<(usize, usize)>) {
         self.ends.push(self.data.len());
+        self.bodies.push(body);
+        self.body_bytes += body.map_or(0, |(_, len)| len);
     }
 }
 
@@ -138,6 +187,14 @@ impl RtpStream {
 
     /// Writes one packet: the header, then `payload` parts in order.
     pub(super) fn write(&mut self, out: &mut Packets, marker: bool, timestamp: u32, payload: &[&[u8]]) {
+        // The last part is referenced rather than copied when it lies in the referenced sample.
+        let (copied, body) = match payload.split_last() {
+            Some((last, rest)) => match out.locate(last) {
+                Some(body) => (rest, Some(body)),
+                None => (payload, None),
+            },
+            None => (payload, None),
+        };
         let buf = out.start();
         let seq = self.next_sequence;
         buf.push(0x80); // V=2, no padding, no extension, no CSRC
@@ -145,12 +202,12 @@ impl RtpStream {
         buf.extend_from_slice(&seq.to_be_bytes());
         buf.extend_from_slice(&timestamp.to_be_bytes());
         buf.extend_from_slice(&self.config.ssrc.to_be_bytes());
-        let mut len = 0;
-        for part in payload {
+        let mut len = body.map_or(0, |(_, len)| len);
+        for part in copied {
             buf.extend_from_slice(part);
             len += part.len();
         }
-        out.finish();
+        out.finish(body);
         self.next_sequence = seq.wrapping_add(1);
         self.packet_count = self.packet_count.wrapping_add(1);
         self.octet_count = self.octet_count.wrapping_add(len as u32);

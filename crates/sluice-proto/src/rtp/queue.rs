@@ -13,6 +13,7 @@
 //! [`dropped_frames`]: ViewerQueue::dropped_frames
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::Packets;
 
@@ -46,22 +47,92 @@ pub enum Offer {
     Dropped,
 }
 
+/// The payload tail of a queued packet that stays in the shared sample it came from: a range of
+/// the sample's bytes, and a hold on them until the packet has left (the engine's batch clones
+/// it to keep the bytes alive while the kernel reads them).
+#[derive(Debug, Clone)]
+pub struct Body {
+    sample: Arc<Vec<u8>>,
+    start: usize,
+    len: usize,
+}
+
+impl Body {
+    /// `len` bytes of `sample` from `start`; `None` when that is not within it.
+    pub fn new(sample: Arc<Vec<u8>>, start: usize, len: usize) -> Option<Body> {
+        (start.checked_add(len)? <= sample.len()).then_some(Body { sample, start, len })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.sample[self.start..self.start + self.len]
+    }
+
+    /// How many bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it is empty (never, for a packet's body).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A queued packet: its own bytes (the whole packet, or its headers when the payload stays in
+/// the shared sample) and the rest from the sample.
 #[derive(Debug, Clone, Copy)]
+pub struct Queued<'a> {
+    /// The stream it was queued on.
+    pub stream: u8,
+    /// The packet's first bytes (all of them when there is no body).
+    pub head: &'a [u8],
+    /// The payload bytes that follow, in the shared sample.
+    pub body: Option<&'a Body>,
+}
+
+impl Queued<'_> {
+    /// The packet's length.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body.map_or(0, Body::len)
+    }
+
+    /// Whether the packet is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The packet's bytes, copied (for tests and checks).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = self.head.to_vec();
+        if let Some(b) = self.body {
+            v.extend_from_slice(b.as_slice());
+        }
+        v
+    }
+}
+
+#[derive(Debug, Clone)]
 struct Entry {
+    /// Bytes of `data` (the head).
     len: usize,
     stream: u8,
+    body: Option<Body>,
 }
 
 /// A bounded FIFO of packets for one viewer, admitting whole frames only.
 ///
 /// Packet bytes live back to back in one buffer that is compacted as it drains, so a viewer in
-/// steady state allocates nothing per packet.
+/// steady state allocates nothing per packet; a packet's payload that stays in its shared sample
+/// (a [`Body`]) is held, not copied.
 #[derive(Debug, Clone)]
 pub struct ViewerQueue {
     limits: QueueLimits,
     data: Vec<u8>,
     /// Bytes of `data` already popped.
     head: usize,
+    /// Bytes of the queued packets' bodies (in shared samples, not in `data`).
+    body_bytes: usize,
     entries: VecDeque<Entry>,
     /// Streams that lost a frame and wait for a keyframe (bit `stream`).
     skipping: u64,
@@ -76,6 +147,7 @@ impl ViewerQueue {
             limits,
             data: Vec::new(),
             head: 0,
+            body_bytes: 0,
             entries: VecDeque::new(),
             skipping: 0,
             dropped_frames: 0,
@@ -100,7 +172,7 @@ impl ViewerQueue {
         self.compact();
         for p in packets {
             self.data.extend_from_slice(p);
-            self.entries.push_back(Entry { len: p.len(), stream });
+            self.entries.push_back(Entry { len: p.len(), stream, body: None });
         }
         Offer::Queued
     }
@@ -122,28 +194,41 @@ impl ViewerQueue {
     }
 
     /// [`ViewerQueue::push_frame`] for the packets a packetizer wrote for one sample; `packets`
-    /// is left empty. Into an empty queue the packets' buffer is taken whole (swapped for the
-    /// queue's own, which the packetizer reuses) rather than copied: at 400 UDP viewers of a 23
-    /// Mbps stream each copy of the fan-out's bytes costs about a tenth of a core (memmove was
-    /// 17% of the server's samples for three of them at 200 viewers, 2026-11-24).
+    /// is left empty. A packet whose payload refers to the shared sample ([`Packets::reference`])
+    /// keeps referring to it (a [`Body`]): only its headers are queued here, so the sample's bytes
+    /// are copied once, by the kernel, however many viewers send them. Into an empty queue the
+    /// packets' buffer is taken whole (swapped for the queue's own, which the packetizer reuses)
+    /// rather than copied.
     pub fn push_packets(&mut self, stream: u8, keyframe: bool, packets: &mut Packets) -> Offer {
-        let offer = if self.entries.is_empty() {
-            match self.admit(stream, keyframe, packets.len(), packets.total_bytes()) {
-                Offer::Dropped => Offer::Dropped,
-                Offer::Queued => {
+        let offer = match self.admit(stream, keyframe, packets.len(), packets.total_bytes()) {
+            Offer::Dropped => Offer::Dropped,
+            Offer::Queued => {
+                let body = |i: usize| {
+                    let (start, len) = packets.body(i)?;
+                    let sample = Arc::clone(packets.sample().expect("a packet with a body has a sample"));
+                    Some(Body { sample, start, len })
+                };
+                let swap = self.entries.is_empty();
+                if swap {
                     self.head = 0;
-                    let mut start = 0;
-                    for &end in packets.ends() {
-                        self.entries.push_back(Entry { len: end - start, stream });
-                        start = end;
-                    }
-                    packets.swap_data(&mut self.data);
-                    Offer::Queued
+                } else {
+                    self.compact();
                 }
+                let mut start = 0;
+                for (i, &end) in packets.ends().iter().enumerate() {
+                    let body = body(i);
+                    self.body_bytes += body.as_ref().map_or(0, Body::len);
+                    if !swap {
+                        self.data.extend_from_slice(packets.get(i).expect("index in range"));
+                    }
+                    self.entries.push_back(Entry { len: end - start, stream, body });
+                    start = end;
+                }
+                if swap {
+                    packets.swap_data(&mut self.data);
+                }
+                Offer::Queued
             }
-        } else {
-            let all = &*packets;
-            self.push_frame(stream, keyframe, (0..all.len()).map(|i| all.get(i).expect("index in range")))
         };
         packets.clear();
         offer
@@ -157,7 +242,7 @@ impl ViewerQueue {
         {
             self.compact();
             self.data.extend_from_slice(packet);
-            self.entries.push_back(Entry { len: packet.len(), stream });
+            self.entries.push_back(Entry { len: packet.len(), stream, body: None });
             Offer::Queued
         } else {
             self.dropped_packets += 1;
@@ -165,16 +250,21 @@ impl ViewerQueue {
         }
     }
 
-    /// The oldest packet and its stream, if any.
-    pub fn front(&self) -> Option<(u8, &[u8])> {
+    /// The oldest packet, if any.
+    pub fn front(&self) -> Option<Queued<'_>> {
         let e = self.entries.front()?;
-        Some((e.stream, &self.data[self.head..self.head + e.len]))
+        Some(Queued {
+            stream: e.stream,
+            head: &self.data[self.head..self.head + e.len],
+            body: e.body.as_ref(),
+        })
     }
 
-    /// Removes the oldest packet (after the engine has sent it).
+    /// Removes the oldest packet (after the engine has sent it, or holds its body).
     pub fn pop(&mut self) {
         if let Some(e) = self.entries.pop_front() {
             self.head += e.len;
+            self.body_bytes -= e.body.as_ref().map_or(0, Body::len);
             if self.entries.is_empty() {
                 self.data.clear();
                 self.head = 0;
@@ -192,9 +282,9 @@ impl ViewerQueue {
         self.entries.is_empty()
     }
 
-    /// Bytes queued.
+    /// Bytes queued (the packets' whole length, shared payload included).
     pub fn queued_bytes(&self) -> usize {
-        self.data.len() - self.head
+        self.data.len() - self.head + self.body_bytes
     }
 
     /// Frames dropped so far (those that did not fit, and those after them up to a keyframe).
@@ -231,8 +321,8 @@ mod tests {
 
     fn drain(q: &mut ViewerQueue) -> Vec<(u8, Vec<u8>)> {
         let mut out = Vec::new();
-        while let Some((s, p)) = q.front() {
-            out.push((s, p.to_vec()));
+        while let Some(p) = q.front() {
+            out.push((p.stream, p.to_vec()));
             q.pop();
         }
         out
@@ -287,7 +377,7 @@ mod tests {
         assert!(packets.is_empty(), "taken");
         packets = copy.clone();
         assert_eq!(q.push_packets(2, true, &mut packets), Offer::Dropped);
-        assert_eq!(q.front().map(|(s, p)| (s, p.to_vec())), Some((2, copy.get(0).unwrap().to_vec())));
+        assert_eq!(q.front().map(|p| (p.stream, p.to_vec())), Some((2, copy.get(0).unwrap().to_vec())));
         // Into a queue that holds something, the packets are copied behind it.
         let mut q = ViewerQueue::new(QueueLimits { max_bytes: 1000, max_packets: 10 });
         assert_eq!(q.push_packet(3, &[7; 20]), Offer::Queued);
@@ -295,6 +385,47 @@ mod tests {
         assert_eq!(q.push_packets(2, true, &mut packets), Offer::Queued);
         assert!(packets.is_empty());
         assert_eq!(drain(&mut q), [(3, vec![7; 20]), (2, copy.get(0).unwrap().to_vec())]);
+    }
+
+    #[test]
+    fn packets_referring_to_a_shared_sample_queue_their_headers_and_send_the_same_bytes() {
+        use crate::rtp::{H264Packetizer, StreamConfig};
+        let config = StreamConfig { ssrc: 7, payload_type: 96, initial_sequence: 100 };
+        // One access unit: a NAL unit of 3,000 bytes (FU-A fragments) and a small one.
+        let mut au = vec![0, 0, 0x0b, 0xb8, 0x65];
+        au.extend((0..2999u32).map(|i| i as u8));
+        au.extend_from_slice(&[0, 0, 0, 3, 0x41, 1, 2]);
+        let sample = Arc::new(au);
+        let (mut copied, mut referred) = (Packets::new(), Packets::new());
+        H264Packetizer::new(config, 1400, 4).unwrap().packetize(&sample, 9, &mut copied).unwrap();
+        referred.reference(&sample);
+        H264Packetizer::new(config, 1400, 4).unwrap().packetize(&sample, 9, &mut referred).unwrap();
+        assert_eq!((referred.len(), referred.total_bytes()), (copied.len(), copied.total_bytes()));
+        for i in 0..copied.len() {
+            assert_eq!(referred.to_vec(i).unwrap(), copied.get(i).unwrap(), "packet {i}");
+            assert!(referred.body(i).is_some(), "packet {i} refers to the sample");
+            assert!(referred.get(i).unwrap().len() <= 14, "only headers are copied");
+        }
+        let whole: Vec<Vec<u8>> = copied.iter().map(<[u8]>::to_vec).collect();
+        // Into an empty queue and behind a queued packet, the packets leave as they were written.
+        for ahead in [false, true] {
+            let mut q = ViewerQueue::new(QueueLimits::default());
+            if ahead {
+                q.push_packet(1, &[1; 28]);
+            }
+            let mut packets = referred.clone();
+            assert_eq!(q.push_packets(0, true, &mut packets), Offer::Queued);
+            assert_eq!(q.queued_bytes(), copied.total_bytes() + if ahead { 28 } else { 0 });
+            let got: Vec<Vec<u8>> =
+                drain(&mut q).into_iter().filter(|(s, _)| *s == 0).map(|(_, p)| p).collect();
+            assert_eq!(got, whole);
+            assert_eq!(q.queued_bytes(), 0);
+        }
+        assert_eq!(
+            Arc::strong_count(&sample),
+            2,
+            "the queue let go of the sample (one hold is `referred`'s)"
+        );
     }
 
     #[test]
