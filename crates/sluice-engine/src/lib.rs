@@ -12,6 +12,7 @@ mod connection;
 pub mod counters;
 mod epoll;
 mod listener;
+mod mailbox;
 mod pool;
 pub mod rtsp;
 mod send;

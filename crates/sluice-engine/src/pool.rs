@@ -6,58 +6,19 @@
 //! through that loop's [`Mailbox`], which wakes it with an eventfd. This module does not know what
 //! jobs compute.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 
 use sluice_proto::{Job, JobOutput};
 
-use crate::{cvt, EngineError};
+use crate::EngineError;
 
 /// A finished job on its way back: which connection (slab key and identity) and what it made.
 pub(crate) type Delivery = (usize, u64, JobOutput);
 
 /// Where a loop collects finished jobs.
-pub(crate) struct Mailbox {
-    done: Mutex<Vec<Delivery>>,
-    event: OwnedFd,
-}
-
-impl Mailbox {
-    pub fn new() -> Result<Arc<Mailbox>, EngineError> {
-        // SAFETY: eventfd takes no pointers; the result is checked.
-        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
-            .map_err(|source| EngineError::Setup { what: "eventfd", source })?;
-        // SAFETY: a fresh descriptor we own.
-        let event = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Arc::new(Mailbox { done: Mutex::new(Vec::new()), event }))
-    }
-
-    /// The descriptor that becomes readable when deliveries wait.
-    pub fn fd(&self) -> RawFd {
-        self.event.as_raw_fd()
-    }
-
-    fn deliver(&self, delivery: Delivery) {
-        if let Ok(mut done) = self.done.lock() {
-            done.push(delivery);
-        }
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-        unsafe { libc::write(self.event.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// Takes every waiting delivery (and resets the eventfd) into `into`.
-    pub fn collect(&self, into: &mut Vec<Delivery>) {
-        let mut count: u64 = 0;
-        // SAFETY: reads 8 bytes into a live u64; EAGAIN (nothing waiting) is fine.
-        unsafe { libc::read(self.event.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-        if let Ok(mut done) = self.done.lock() {
-            into.append(&mut done);
-        }
-    }
-}
+pub(crate) type Mailbox = crate::mailbox::Mailbox<Delivery>;
 
 type Task = Box<dyn FnOnce() + Send>;
 

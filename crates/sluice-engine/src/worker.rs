@@ -145,7 +145,9 @@ impl<'a> LoopCore<'a> {
             counters,
             limit,
             pool,
-            mailbox: Mailbox::new()?,
+            mailbox: Arc::new(
+                Mailbox::new().map_err(|source| EngineError::Setup { what: "eventfd", source })?,
+            ),
             clock: new_clock(),
             next_id: 0,
             next_wake: Instant::now() + SWEEP,

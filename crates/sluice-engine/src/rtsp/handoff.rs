@@ -6,15 +6,15 @@
 //! `TEARDOWN` on a second one) meet its sessions in one table, and its RTCP, sent to the UDP
 //! ports that loop's `SETUP` reply named, reaches the same loop. A connection accepted by
 //! another loop is put in the owner's [`Handoff`] inbox and the owner is woken through an eventfd
-//! that its epoll set or io_uring ring watches. Owns the inboxes and the hash; not the accept
+//! that its epoll set or io_uring ring watches. Owns the hash and who holds which inbox; not the accept
 //! itself or what a loop does with a connection (the loops').
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::os::fd::RawFd;
+use std::sync::Arc;
 
-use crate::cvt;
+use crate::mailbox::Mailbox;
 
 /// The loop (of `loops`) that serves clients at `ip`: a multiplicative hash of the address, so
 /// neighbouring addresses spread.
@@ -32,29 +32,17 @@ pub(crate) fn owner(ip: IpAddr, loops: usize) -> usize {
 /// A control connection accepted by one loop for another.
 pub(crate) type Arrival = (TcpStream, SocketAddr);
 
-/// One loop's inbox: what other loops handed to it, and the eventfd that wakes it.
-struct Inbox {
-    wake: OwnedFd,
-    queue: Mutex<Vec<Arrival>>,
-}
-
-/// One loop's end of the hand-over: its index among the loops, and every loop's inbox.
+/// One loop's end of the hand-over: its index among the loops, and every loop's inbox (the
+/// engine's [`Mailbox`], as the CPU pool's results come back).
 pub(crate) struct Handoff {
-    inboxes: Arc<[Inbox]>,
+    inboxes: Arc<[Mailbox<Arrival>]>,
     me: usize,
 }
 
 impl Handoff {
     /// One end per loop, `loops` in all.
     pub(crate) fn set(loops: usize) -> io::Result<Vec<Handoff>> {
-        let inboxes = (0..loops.max(1))
-            .map(|_| {
-                // SAFETY: eventfd takes no pointers; the result is checked.
-                let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
-                // SAFETY: a fresh descriptor we own.
-                Ok(Inbox { wake: unsafe { OwnedFd::from_raw_fd(fd) }, queue: Mutex::new(Vec::new()) })
-            })
-            .collect::<io::Result<Arc<[Inbox]>>>()?;
+        let inboxes = (0..loops.max(1)).map(|_| Mailbox::new()).collect::<io::Result<Arc<[_]>>>()?;
         Ok((0..inboxes.len()).map(|me| Handoff { inboxes: Arc::clone(&inboxes), me }).collect())
     }
 
@@ -70,28 +58,18 @@ impl Handoff {
         if to == self.me {
             return Some((stream, peer));
         }
-        let inbox = &self.inboxes[to];
-        inbox.queue.lock().unwrap_or_else(|e| e.into_inner()).push((stream, peer));
-        let one = 1u64;
-        // SAFETY: writes 8 bytes from a live u64 to an eventfd the inbox owns. A full counter
-        // (EAGAIN) already means "wake up".
-        unsafe { libc::write(inbox.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        self.inboxes[to].deliver((stream, peer));
         None
     }
 
     /// The eventfd that is readable while other loops have handed this one connections.
     pub(crate) fn wake_fd(&self) -> RawFd {
-        self.inboxes[self.me].wake.as_raw_fd()
+        self.inboxes[self.me].fd()
     }
 
     /// Clears the wake-up and moves what was handed over into `into`.
     pub(crate) fn take(&self, into: &mut Vec<Arrival>) {
-        let inbox = &self.inboxes[self.me];
-        let mut count = 0u64;
-        // SAFETY: reads 8 bytes into a live u64 from an eventfd the inbox owns; nothing to read
-        // (EAGAIN) is fine.
-        unsafe { libc::read(inbox.wake.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-        into.append(&mut inbox.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        self.inboxes[self.me].collect(into);
     }
 }
 
