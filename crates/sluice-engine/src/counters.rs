@@ -9,7 +9,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::worker::ConnectionLimit;
 
 /// System calls engines make, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -293,11 +295,13 @@ impl Shard {
 #[derive(Debug)]
 pub struct Counters {
     shards: Box<[Shard]>,
+    /// The `max_connections` places the HTTP workers and the RTSP loops counted here share.
+    connections: OnceLock<Arc<ConnectionLimit>>,
 }
 
 impl Default for Counters {
     fn default() -> Self {
-        Counters { shards: (0..SHARDS).map(|_| Shard::default()).collect() }
+        Counters { shards: (0..SHARDS).map(|_| Shard::default()).collect(), connections: OnceLock::new() }
     }
 }
 
@@ -305,6 +309,18 @@ impl Counters {
     /// A fresh set, all zero.
     pub fn new() -> Arc<Counters> {
         Arc::new(Counters::default())
+    }
+
+    /// Sets the connection limit that every side counting here shares (HTTP connections and RTSP
+    /// control connections alike) to `max`, unless one is set already; call it before starting
+    /// them.
+    pub fn limit_connections(&self, max: usize) {
+        self.connection_limit(max);
+    }
+
+    /// The shared connection limit, made with `max` if none was set.
+    pub(crate) fn connection_limit(&self, max: usize) -> Arc<ConnectionLimit> {
+        Arc::clone(self.connections.get_or_init(|| Arc::new(ConnectionLimit::new(max))))
     }
 
     /// The shard for worker or thread number `index`.

@@ -19,7 +19,7 @@ use crate::counters::{Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
-use crate::worker::{self, ConnectionLimit, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
+use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
 use crate::{cvt, per_listener, read_clock, EngineError, Launch, Service, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
@@ -35,9 +35,9 @@ const READS_PER_TURN: usize = 16;
 
 pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> {
     let Launch { config, listeners, service, shutdown, counters } = launch;
-    let limit = ConnectionLimit::new(config.max_connections);
+    let limit = counters.connection_limit(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
-    let (limit, pool) = (&limit, &pool);
+    let (limit, pool) = (&*limit, &pool);
     per_listener("epoll", listeners, |index, listener| {
         let core = LoopCore::new(config, counters.shard(index), limit, pool)?;
         Worker::new(core, listener, &*service, shutdown)?.run();

@@ -45,7 +45,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
     let Some(listener) = listeners.into_sockets().into_iter().next() else {
         return Err(EngineError::Config("no listener".into()));
     };
-    let limit = ConnectionLimit::new(config.max_connections);
+    let limit = counters.connection_limit(config.max_connections);
     let jobs = JobGate::new(config.cpu_workers, config.cpu_queue);
     let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs };
     let acceptor = counters.shard(0);

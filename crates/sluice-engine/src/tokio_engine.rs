@@ -10,6 +10,7 @@
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sluice_proto::Session;
@@ -38,13 +39,17 @@ impl AsRawFd for Borrowed {
 
 /// Counts tasks still serving a connection, and wakes shutdown when the last one ends.
 struct Open {
-    limit: ConnectionLimit,
+    /// Shared with the RTSP loops, whose control connections take places too.
+    limit: Arc<ConnectionLimit>,
+    /// This engine's connections (the limit's count includes RTSP's).
+    tasks: AtomicUsize,
     idle: Notify,
 }
 
 impl Open {
     fn leave(&self) {
-        if self.limit.leave() == 0 {
+        self.limit.leave();
+        if self.tasks.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.idle.notify_waiters();
         }
     }
@@ -67,8 +72,11 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
         .map_err(setup("tokio runtime"))?;
     let result = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(false);
-        let open =
-            Arc::new(Open { limit: ConnectionLimit::new(config.max_connections), idle: Notify::new() });
+        let open = Arc::new(Open {
+            limit: counters.connection_limit(config.max_connections),
+            tasks: AtomicUsize::new(0),
+            idle: Notify::new(),
+        });
         let config: Arc<EngineConfig> = Arc::new(config.clone());
         for listener in listeners.into_sockets() {
             listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
@@ -95,7 +103,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
         tokio::pin!(grace);
         loop {
             let idle = open.idle.notified();
-            if open.limit.open() == 0 {
+            if open.tasks.load(Ordering::Acquire) == 0 {
                 break;
             }
             tokio::select! {
@@ -142,6 +150,7 @@ async fn accept_loop<S: Service>(
         if !open.limit.admit(acceptor) {
             continue;
         }
+        open.tasks.fetch_add(1, Ordering::AcqRel);
         acceptor.syscall(Syscall::Setsockopt);
         let _ = stream.set_nodelay(true);
         accepted += 1;

@@ -52,14 +52,32 @@ impl ConnectionLimit {
         true
     }
 
+    /// Takes a place for a connection as [`ConnectionLimit::admit`] does, returned when the
+    /// [`Place`] is dropped (with the connection it travels with).
+    pub fn place(self: &Arc<Self>, counters: &Shard) -> Option<Place> {
+        self.admit(counters).then(|| Place(Arc::clone(self)))
+    }
+
     /// Gives back the place of a connection that has closed; returns how many are still open.
     pub fn leave(&self) -> usize {
         self.open.fetch_sub(1, Ordering::AcqRel).saturating_sub(1)
     }
 
     /// Connections open now.
+    #[cfg(test)]
     pub fn open(&self) -> usize {
         self.open.load(Ordering::Acquire)
+    }
+}
+
+/// A connection's place under a [`ConnectionLimit`], given back when dropped: an RTSP control
+/// connection holds one in its loop's slot, however the slot is freed.
+#[derive(Debug)]
+pub(crate) struct Place(Arc<ConnectionLimit>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.leave();
     }
 }
 

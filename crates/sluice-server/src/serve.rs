@@ -481,6 +481,8 @@ impl Server {
         let service = Arc::new(HttpService { app: self.app });
         let (config, readiness) = (&self.config, &self.readiness);
         let counters = &self.counters;
+        // RTSP control connections and HTTP connections share --max-connections.
+        counters.limit_connections(engine.max_connections);
         let grace = engine.shutdown_grace;
         let app = Arc::clone(&service.app);
         // When the shutdown was seen (within 20 ms of it) and how many responses had been cut by

@@ -102,7 +102,7 @@ struct ServeArgs {
     /// Threads in the pool (threads engine, pool mode).
     #[arg(long)]
     pool_size: Option<usize>,
-    /// Most connections open at once.
+    /// Most connections open at once: HTTP connections and RTSP control connections together.
     #[arg(long)]
     max_connections: Option<usize>,
     /// Threads for CPU-bound requests on the event-loop engines.

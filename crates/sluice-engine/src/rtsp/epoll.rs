@@ -14,8 +14,9 @@ use std::time::Instant;
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{sendmmsg, thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts};
+use super::{sendmmsg, thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{Event, Shard, Syscall};
+use crate::worker::Place;
 use crate::{cvt, EngineError, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
@@ -32,7 +33,7 @@ pub(crate) fn run<M: MediaLibrary>(
     parts: Parts<'_, M, Socket>,
     shutdown: &Shutdown,
 ) -> Result<(), EngineError> {
-    let Parts { mut core, counters, sockets, gso } = parts;
+    let Parts { mut core, counters, sockets, gso, limit } = parts;
     let setup = |what| move |source| EngineError::Setup { what, source };
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
     let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;
@@ -60,14 +61,18 @@ pub(crate) fn run<M: MediaLibrary>(
     let mut dirty = Vec::new();
     let mut buf = vec![0u8; 16 * 1024];
     let mut arrivals = Vec::new();
+    // Set at shutdown: until then the loop says goodbye to every viewer, then returns.
+    let mut draining: Option<Instant> = None;
     // A connection this loop keeps: registered edge-triggered, both ways.
     let adopt = |core: &mut Core<'_, M>, (stream, peer): (TcpStream, SocketAddr), now: Instant| {
+        // Past --max-connections the connection is closed at once (dropped), as HTTP's are.
+        let Some(place) = limit.place(counters) else { return };
         if stream.set_nonblocking(true).is_err() {
             return;
         }
         let _ = stream.set_nodelay(true);
         let fd = stream.as_raw_fd();
-        let key = core.accept(Socket { stream, unread: false }, peer, now);
+        let key = core.accept(Socket { stream, unread: false, _place: place }, peer, now);
         let flags = libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET;
         if register(fd, flags, key as u64).is_err() {
             core.remove(key, now);
@@ -85,13 +90,31 @@ pub(crate) fn run<M: MediaLibrary>(
         // A full UDP socket is retried within a millisecond even if its writable edge never
         // comes: the edge is the kernel's promise, this is the loop's guarantee of progress.
         let timeout = if udp_blocked { timeout.clamp(0, 1) } else { timeout };
+        let timeout = match draining {
+            Some(_) => timeout.clamp(0, DRAIN_TURN.as_millis() as i32),
+            None => timeout,
+        };
         counters.syscall(Syscall::EpollWait);
         // SAFETY: events has EVENTS initialised slots.
         let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), EVENTS as i32, timeout) };
         let now = Instant::now();
         for ev in events.iter().take(n.max(0) as usize) {
             match ev.u64 {
-                SHUTDOWN => return Ok(()),
+                SHUTDOWN => {
+                    if draining.is_none() {
+                        // Level-triggered and readable for good: out of the set, or every wait
+                        // would return at once.
+                        counters.syscall(Syscall::EpollCtl);
+                        // SAFETY: both descriptors are open; a null event is allowed for DEL.
+                        unsafe {
+                            libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, shutdown.fd(), std::ptr::null_mut())
+                        };
+                        core.farewell(now, wall_clock());
+                        draining = Some(now + DRAIN);
+                    }
+                }
+                // Draining: no newcomers (they are closed when the loop returns).
+                LISTENER | INBOX if draining.is_some() => {}
                 LISTENER => loop {
                     counters.syscall(Syscall::Accept);
                     match control.accept() {
@@ -137,6 +160,9 @@ pub(crate) fn run<M: MediaLibrary>(
         }
         udp_blocked = send_datagrams(&mut core, counters, &mut batch, [&rtp, &rtcp], now);
         core.account(thread_cpu(), Instant::now());
+        if draining.is_some_and(|until| (core.drained() && !udp_blocked) || Instant::now() >= until) {
+            return Ok(());
+        }
     }
 }
 
@@ -145,6 +171,8 @@ pub(crate) struct Socket {
     stream: TcpStream,
     /// Input may be waiting that was not read because the core wanted none (an edge was spent).
     unread: bool,
+    /// Its place under the connection limit, given back when the slot is freed.
+    _place: Place,
 }
 
 /// Reads what `key` has, while it wants input; `Err` when the connection failed. End of file is

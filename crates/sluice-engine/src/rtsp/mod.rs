@@ -43,6 +43,7 @@ use self::handoff::Handoff;
 
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::set_int_opt;
+use crate::worker::ConnectionLimit;
 use crate::{EngineError, EngineKind, Shutdown};
 
 /// The RTSP side's sockets, bound before the server announces itself: the control listener
@@ -61,6 +62,12 @@ pub(crate) struct LoopSockets {
     rtcp: UdpSocket,
     handoff: Handoff,
 }
+
+/// How long a loop keeps sending after shutdown starts, for the final RTCP BYE to every viewer
+/// and the last writes to control connections ([`RtspServer::farewell`]), at most.
+pub(crate) const DRAIN: Duration = Duration::from_secs(1);
+/// The longest a draining loop sleeps between turns.
+pub(crate) const DRAIN_TURN: Duration = Duration::from_millis(5);
 
 /// Loops the counters can tell apart (each has a shard of its own at the top of the range).
 pub const MAX_RTSP_LOOPS: usize = 32;
@@ -164,6 +171,8 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     let handoffs =
         Handoff::set(udp.len()).map_err(|source| EngineError::Setup { what: "eventfd", source })?;
     let budget = ViewerBudget::new(config.max_viewers);
+    // Control connections take places under the server's --max-connections, as HTTP's do.
+    let limit = counters.connection_limit(usize::MAX);
     let mut loops = Vec::with_capacity(udp.len());
     for ((rtp, rtcp), handoff) in udp.into_iter().zip(handoffs) {
         let control = control
@@ -177,9 +186,10 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     let media = &*media;
     let run_one = &|(table, sockets): (SessionTable, LoopSockets)| {
         let shard = counters.rtsp_loop(sockets.handoff.index());
+        let limit = Arc::clone(&limit);
         let result = match engine {
-            EngineKind::Uring => uring::run(Parts::new(table, media, shard, sockets, gso), shutdown),
-            _ => epoll::run(Parts::new(table, media, shard, sockets, gso), shutdown),
+            EngineKind::Uring => uring::run(Parts::new(table, media, shard, sockets, gso, limit), shutdown),
+            _ => epoll::run(Parts::new(table, media, shard, sockets, gso, limit), shutdown),
         };
         if result.is_err() {
             shutdown.trigger();
@@ -215,17 +225,26 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
 }
 
 /// What a loop starts with: the core (holding the loop's per-connection state `T`), the counters
-/// it reports to, its sockets, and whether UDP GSO may be used.
+/// it reports to, its sockets, whether UDP GSO may be used, and the connection limit its control
+/// connections share with HTTP's.
 pub(crate) struct Parts<'a, M: MediaLibrary, T> {
     core: RtspServer<'a, M, Shard, T>,
     counters: &'a Shard,
     sockets: LoopSockets,
     gso: bool,
+    limit: Arc<ConnectionLimit>,
 }
 
 impl<'a, M: MediaLibrary, T> Parts<'a, M, T> {
-    fn new(table: SessionTable, media: &'a M, counters: &'a Shard, sockets: LoopSockets, gso: bool) -> Self {
-        Parts { core: RtspServer::new(table, media, counters), counters, sockets, gso }
+    fn new(
+        table: SessionTable,
+        media: &'a M,
+        counters: &'a Shard,
+        sockets: LoopSockets,
+        gso: bool,
+        limit: Arc<ConnectionLimit>,
+    ) -> Self {
+        Parts { core: RtspServer::new(table, media, counters), counters, sockets, gso, limit }
     }
 }
 

@@ -11,6 +11,7 @@
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
@@ -18,9 +19,10 @@ use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
 use super::handoff::Handoff;
-use super::{thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts};
+use super::{thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
+use crate::worker::{ConnectionLimit, Place};
 use crate::{EngineError, Shutdown};
 
 const ACCEPT: u64 = 1;
@@ -38,6 +40,8 @@ fn token(kind: u64, key: usize) -> u64 {
 
 /// A control connection as this loop holds it.
 pub(crate) struct Socket {
+    /// Its place under the connection limit, given back when the slot is freed.
+    _place: Place,
     stream: TcpStream,
     buf: Box<[u8]>,
     recv_armed: bool,
@@ -69,14 +73,17 @@ struct Loop<'c, 'a, M: MediaLibrary> {
     dirty: Vec<usize>,
     handoff: Handoff,
     arrivals: Vec<(TcpStream, SocketAddr)>,
-    stop: bool,
+    /// Set at shutdown: until then the loop says goodbye to every viewer, then stops.
+    draining: Option<Instant>,
+    /// The connection limit control connections share with HTTP's.
+    limit: Arc<ConnectionLimit>,
 }
 
 pub(crate) fn run<M: MediaLibrary>(
     parts: Parts<'_, M, Socket>,
     shutdown: &Shutdown,
 ) -> Result<(), EngineError> {
-    let Parts { mut core, counters, sockets, gso } = parts;
+    let Parts { mut core, counters, sockets, gso, limit } = parts;
     let ring = IoUring::builder()
         .setup_cqsize(16 * 1024)
         .build(1024)
@@ -95,7 +102,8 @@ pub(crate) fn run<M: MediaLibrary>(
         dirty: Vec::new(),
         handoff,
         arrivals: Vec::new(),
-        stop: false,
+        draining: None,
+        limit,
     };
     l.push(
         opcode::PollAdd::new(types::Fd(shutdown.fd()), libc::POLLIN as u32)
@@ -106,7 +114,10 @@ pub(crate) fn run<M: MediaLibrary>(
     l.arm_rtcp(&rtcp);
     l.arm_inbox();
     let mut now = Instant::now();
-    while !l.stop {
+    loop {
+        if l.draining.is_some_and(|until| (l.core.drained() && l.in_flight == 0) || now >= until) {
+            break;
+        }
         l.core.tick(now, wall_clock());
         l.core.take_dirty(&mut l.dirty);
         for key in std::mem::take(&mut l.dirty) {
@@ -122,6 +133,9 @@ pub(crate) fn run<M: MediaLibrary>(
             // they end the wait; a pacer's wake-up that has passed must not make every turn a
             // non-blocking enter meanwhile.
             timeout = timeout.map(|t| t.max(Duration::from_millis(1)));
+        }
+        if l.draining.is_some() {
+            timeout = Some(timeout.map_or(DRAIN_TURN, |t| t.min(DRAIN_TURN)));
         }
         l.enter(timeout);
         now = Instant::now();
@@ -190,8 +204,14 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
 
     /// A connection this loop keeps: into the core, and its first operations.
     fn adopt(&mut self, stream: TcpStream, peer: SocketAddr, now: Instant) {
+        if self.draining.is_some() {
+            return; // shutting down: a newcomer is closed (dropped)
+        }
+        // Past --max-connections the connection is closed at once (dropped), as HTTP's are.
+        let Some(place) = self.limit.place(self.counters) else { return };
         let _ = stream.set_nodelay(true);
         let socket = Socket {
+            _place: place,
             stream,
             buf: vec![0; RECV_BUFFER].into_boxed_slice(),
             recv_armed: false,
@@ -291,7 +311,10 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
         for (data, res) in cqes {
             let key = (data & ((1 << 56) - 1)) as usize;
             match data >> 56 {
-                SHUTDOWN => self.stop = true,
+                SHUTDOWN if self.draining.is_none() => {
+                    self.core.farewell(now, wall_clock());
+                    self.draining = Some(now + DRAIN);
+                }
                 ACCEPT => {
                     if res >= 0 {
                         // SAFETY: a fresh descriptor the kernel gave us.

@@ -45,7 +45,7 @@ use crate::counters::{Event, Syscall};
 use crate::listener::{set_int_opt, socket_addr_from};
 use crate::pool::CpuPool;
 use crate::send::{Pipe, PipePool};
-use crate::worker::{self, ConnectionLimit, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
+use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
 use crate::{per_listener, read_clock, EngineError, Launch, Service, Shutdown};
 
 /// Completions a worker with connections waits for in one `io_uring_enter` when the kernel has
@@ -119,9 +119,9 @@ fn untoken(data: u64) -> (u8, usize, u64) {
 pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> {
     let Launch { config, listeners, service, shutdown, counters } = launch;
     let support = probe::support().map_err(|reason| probe::refusal(&reason))?;
-    let limit = ConnectionLimit::new(config.max_connections);
+    let limit = counters.connection_limit(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
-    let (limit, pool) = (&limit, &pool);
+    let (limit, pool) = (&*limit, &pool);
     let per_worker = config.max_connections.div_ceil(config.workers.max(1));
     per_listener("uring", listeners, |index, listener| {
         let core = LoopCore::new(config, counters.shard(index), limit, pool)?;

@@ -1026,6 +1026,54 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         }
     }
 
+    /// The server is shutting down: every viewer's queued packets give way to a final RTCP BYE
+    /// per track (sender report and BYE, RFC 3550 §6.6), which goes out as its packets do (on
+    /// its RTCP port, or interleaved on its connection), and every control connection closes
+    /// once what it has to write is written. The loop keeps sending until [`RtspServer::drained`]
+    /// (or its own time limit).
+    pub fn farewell(&mut self, now: Instant, wall: Duration) {
+        let wall = self.report_clock(now, wall);
+        let ids: Vec<SessionId> = self.viewers.keys().copied().collect();
+        let mut connections = Vec::new();
+        for id in ids {
+            let Some(session) = self.table.get_mut(id) else { continue };
+            let Some(v) = self.viewers.get_mut(&id) else { continue };
+            let Some(streamer) = session.streamer_mut() else { continue };
+            self.reports.clear();
+            streamer.farewell(now, wall, CNAME, &mut self.reports);
+            v.queue.clear();
+            v.stalled.clear();
+            v.next_wake = None;
+            for (track, report) in &self.reports {
+                let _ = v.queue.push_packet((track * 2 + 1) as u8, report);
+            }
+            match v.control {
+                Some(key) => connections.push(key),
+                None if !v.queue.is_empty() && !v.ready => {
+                    v.ready = true;
+                    self.udp_ready.push_back(id);
+                }
+                None => {}
+            }
+        }
+        for key in connections {
+            self.feed_interleaved(key);
+        }
+        let keys = self.keys();
+        for key in keys {
+            if let Some(c) = self.control(key) {
+                c.closing = true;
+            }
+            self.mark(key);
+        }
+    }
+
+    /// After [`RtspServer::farewell`], whether everything is out: no UDP viewer has packets
+    /// queued and every control connection is gone.
+    pub fn drained(&self) -> bool {
+        self.udp_ready.is_empty() && self.controls.iter().all(Option::is_none)
+    }
+
     /// Moves queued packets of UDP viewers into `batch`, viewer by viewer, as far as each one's
     /// pacer allows; returns whether the batch filled up (more may be sendable at once). The loop
     /// reports what actually left with [`RtspServer::sent_datagrams`].

@@ -172,6 +172,8 @@ pub struct Streamer {
     tracks: Vec<TrackState>,
     clock: Clock,
     next_report: Option<Instant>,
+    /// The BYE went out (at the end, or at the server's shutdown) since the last `play`.
+    said_bye: bool,
 }
 
 impl Streamer {
@@ -204,6 +206,7 @@ impl Streamer {
             tracks: states,
             clock: Clock::Paused { position: Duration::ZERO },
             next_report: None,
+            said_bye: false,
         };
         streamer.seek(Duration::ZERO, None);
         Ok(streamer)
@@ -261,6 +264,7 @@ impl Streamer {
             self.clock = Clock::Playing { since: now, position };
             // A report right away lets receivers synchronise audio and video from the start.
             self.next_report = Some(now);
+            self.said_bye = false;
         }
     }
 
@@ -399,6 +403,26 @@ impl Streamer {
         }
         self.write_reports(now, wall_clock, cname, true, out);
         self.next_report = None;
+        self.said_bye = true;
+        true
+    }
+
+    /// Appends each track's final report with an RTCP BYE now, whether or not the presentation
+    /// has ended, unless one went out already, and stops: the server is shutting down
+    /// (RFC 3550 §6.6, a participant leaving the session). Returns whether it wrote them.
+    pub fn farewell(
+        &mut self,
+        now: Instant,
+        wall_clock: Duration,
+        cname: &str,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) -> bool {
+        if self.said_bye {
+            return false;
+        }
+        self.write_reports(now, wall_clock, cname, true, out);
+        self.pause(now);
+        self.said_bye = true;
         true
     }
 

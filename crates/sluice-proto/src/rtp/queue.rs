@@ -272,6 +272,14 @@ impl ViewerQueue {
         }
     }
 
+    /// Forgets every queued packet (not counted as dropped: the viewer is leaving).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.data.clear();
+        self.head = 0;
+        self.body_bytes = 0;
+    }
+
     /// Packets queued.
     pub fn len(&self) -> usize {
         self.entries.len()
