@@ -190,12 +190,27 @@ fn two_loops_share_the_viewers_and_each_gets_the_whole_stream(engine: &[&str]) {
     for v in &mut viewers {
         v.play();
     }
-    // Every viewer gets every video frame, without a gap (the demo lasts 6 s).
-    let all_in =
-        poll_until(Duration::from_secs(20), || viewers.iter().all(|v| frames_received(v).0 >= samples));
+    // Every viewer gets every video frame, without a gap (the demo lasts 6 s), or, on a busy
+    // machine where a loop falls behind (the default `degrade` policy drops whole frames then),
+    // misses exactly the frames the server reports it dropped, and no other.
+    let ended = |v: &UdpViewer| v.rtp.last_at().is_some_and(|t| t.elapsed() > Duration::from_secs(1));
+    poll_until(Duration::from_secs(20), || {
+        viewers.iter().all(|v| frames_received(v).0 >= samples || ended(v))
+    });
     let got: Vec<(IpAddr, (usize, bool))> = viewers.iter().map(|v| (v.from, frames_received(v))).collect();
-    assert!(all_in, "video frames per viewer, of {samples}: {got:?}");
-    assert!(got.iter().all(|(_, (n, gapless))| *n == samples && *gapless), "{got:?}");
+    let text = server.scrape();
+    let dropped = metric(&text, "sluice_rtp_frames_dropped_total");
+    let missing: u64 = got.iter().map(|(_, (n, _))| samples.saturating_sub(*n) as u64).sum();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    assert_eq!(
+        missing, dropped,
+        "frames the viewers missed vs frames the server dropped (load {load}): {got:?}"
+    );
+    if dropped == 0 {
+        assert!(got.iter().all(|(_, (n, gapless))| *n == samples && *gapless), "{got:?}");
+    } else {
+        eprintln!("two loops: the server dropped {dropped} frames; load average {load}");
+    }
     let text = wait_metrics(&server, "both loops report their load", |t| {
         t.contains("sluice_rtsp_loop_busy_ratio{loop=\"0\"}")
             && t.contains("sluice_rtsp_loop_busy_ratio{loop=\"1\"}")
