@@ -25,6 +25,8 @@ const RTP: u64 = u64::MAX - 2;
 const RTCP: u64 = u64::MAX - 3;
 const INBOX: u64 = u64::MAX - 4;
 const EVENTS: usize = 256;
+/// Slices one `writev` of a control connection takes at most (the kernel's `UIO_MAXIOV` is 1024).
+const WRITEV_SLICES: usize = 256;
 
 /// The core as this loop holds it.
 pub(crate) type Core<'a, M> = RtspServer<'a, M, Shard, Socket>;
@@ -229,9 +231,14 @@ fn drive<M: MediaLibrary>(
             core.remove(key, now);
             return;
         }
-        let Some(bytes) = c.out.pending() else { return };
+        // Replies and frame headers, and payloads in the shared samples: one writev.
+        let slices: Vec<io::IoSlice<'_>> =
+            c.out.pending_slices(WRITEV_SLICES).into_iter().map(io::IoSlice::new).collect();
+        if slices.is_empty() {
+            return;
+        }
         counters.syscall(Syscall::Write);
-        match c.io.stream.write(bytes) {
+        match c.io.stream.write_vectored(&slices) {
             Ok(n) => {
                 counters.add(Event::BytesOut, n as u64);
                 c.out.advance(n);

@@ -44,10 +44,22 @@ pub(crate) struct Socket {
     _place: Place,
     stream: TcpStream,
     buf: Box<[u8]>,
+    /// The `sendmsg` in flight: its header and iovecs (replies and frame headers, and payloads
+    /// in the shared samples), on the heap so they stay put while the slot moves.
+    send: Box<SendSlices>,
     recv_armed: bool,
     send_armed: bool,
     closing: bool,
 }
+
+/// A control connection's `sendmsg`: what the kernel reads until the send completes.
+struct SendSlices {
+    hdr: libc::msghdr,
+    iovs: Vec<libc::iovec>,
+}
+
+/// Slices one `sendmsg` of a control connection takes at most (the kernel's `UIO_MAXIOV` is 1024).
+const SEND_SLICES: usize = 256;
 
 /// The RTCP port's receive, at a stable address while armed.
 struct RtcpRecv {
@@ -214,6 +226,11 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
             _place: place,
             stream,
             buf: vec![0; RECV_BUFFER].into_boxed_slice(),
+            // SAFETY: a zeroed msghdr is valid plain data; its pointers are set before use.
+            send: Box::new(SendSlices {
+                hdr: unsafe { std::mem::zeroed() },
+                iovs: Vec::with_capacity(SEND_SLICES),
+            }),
             recv_armed: false,
             send_armed: false,
             closing: false,
@@ -267,13 +284,20 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
         let fd = types::Fd(c.io.stream.as_raw_fd());
         let mut entries = [None, None];
         if !c.io.send_armed {
-            if let Some(bytes) = c.out.pending() {
+            let send = &mut *c.io.send;
+            send.iovs.clear();
+            // The slices stay put until the send completes and `advance` is called.
+            send.iovs.extend(
+                c.out
+                    .pending_slices(SEND_SLICES)
+                    .into_iter()
+                    .map(|s| libc::iovec { iov_base: s.as_ptr() as *mut _, iov_len: s.len() }),
+            );
+            if !send.iovs.is_empty() {
                 c.io.send_armed = true;
-                entries[0] = Some(
-                    opcode::Send::new(fd, bytes.as_ptr(), bytes.len() as u32)
-                        .build()
-                        .user_data(token(SEND, key)),
-                );
+                send.hdr.msg_iov = send.iovs.as_mut_ptr();
+                send.hdr.msg_iovlen = send.iovs.len() as _;
+                entries[0] = Some(opcode::SendMsg::new(fd, &send.hdr).build().user_data(token(SEND, key)));
             }
         }
         if !c.io.recv_armed && wants_input {

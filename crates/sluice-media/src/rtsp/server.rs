@@ -237,23 +237,89 @@ pub trait Observer {
     fn note(&self, note: Note<'_>);
 }
 
-/// What a control connection has to write, in two buffers so bytes handed to the kernel stay put
-/// while more are appended (io_uring reads them after submission).
+/// What a control connection has to write, in two generations so bytes handed to the kernel stay
+/// put while more are appended (io_uring reads them after submission). Replies and frame headers
+/// are bytes of its own; an interleaved packet's payload that lies in a shared sample is a piece
+/// referring to it, so the loop writes the connection with `writev` of the slices (the kernel's
+/// copy is the only copy, as for UDP viewers).
 #[derive(Debug, Default)]
 pub struct OutBuf {
-    queued: Vec<u8>,
-    sending: Vec<u8>,
+    queued: Pieces,
+    sending: Pieces,
+    /// Bytes of `sending` written.
     sent: usize,
+}
+
+/// Bytes to write in order: runs of `bytes`, and shared samples' slices.
+#[derive(Debug, Default)]
+struct Pieces {
+    bytes: Vec<u8>,
+    pieces: Vec<Piece>,
+    len: usize,
+}
+
+#[derive(Debug)]
+enum Piece {
+    /// `bytes[start..start + len]`.
+    Own {
+        start: usize,
+        len: usize,
+    },
+    Shared(Body),
+}
+
+impl Pieces {
+    fn push(&mut self, more: &[u8]) {
+        if more.is_empty() {
+            return;
+        }
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(more);
+        self.len += more.len();
+        match self.pieces.last_mut() {
+            Some(Piece::Own { start: s, len }) if *s + *len == start => *len += more.len(),
+            _ => self.pieces.push(Piece::Own { start, len: more.len() }),
+        }
+    }
+
+    fn push_shared(&mut self, body: &Body) {
+        self.len += body.len();
+        self.pieces.push(Piece::Shared(body.clone()));
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.pieces.clear();
+        self.len = 0;
+    }
+
+    /// The slices from byte `from` on.
+    fn slices(&self, from: usize) -> impl Iterator<Item = &[u8]> {
+        let mut skip = from;
+        self.pieces.iter().filter_map(move |p| {
+            let all = match p {
+                Piece::Own { start, len } => &self.bytes[*start..*start + *len],
+                Piece::Shared(b) => b.as_slice(),
+            };
+            let cut = skip.min(all.len());
+            skip -= cut;
+            (cut < all.len()).then(|| &all[cut..])
+        })
+    }
 }
 
 impl OutBuf {
     fn push(&mut self, bytes: &[u8]) {
-        self.queued.extend_from_slice(bytes);
+        self.queued.push(bytes);
+    }
+
+    fn push_shared(&mut self, body: &Body) {
+        self.queued.push_shared(body);
     }
 
     /// Bytes not yet written.
     pub fn len(&self) -> usize {
-        self.queued.len() + self.sending.len() - self.sent
+        self.queued.len + self.sending.len - self.sent
     }
 
     /// Whether everything has been written.
@@ -261,19 +327,32 @@ impl OutBuf {
         self.len() == 0
     }
 
-    /// The bytes to write next (stable until [`OutBuf::advance`]), or `None` when done.
-    pub fn pending(&mut self) -> Option<&[u8]> {
-        if self.sent == self.sending.len() {
+    /// Moves what is queued to sending once sending is written.
+    fn turn(&mut self) {
+        if self.sent == self.sending.len {
             self.sending.clear();
             self.sent = 0;
             std::mem::swap(&mut self.queued, &mut self.sending);
         }
-        (!self.sending.is_empty()).then(|| &self.sending[self.sent..])
     }
 
-    /// `n` bytes of what [`OutBuf::pending`] gave were written.
+    /// The first run of bytes to write next (stable until [`OutBuf::advance`]), or `None` when
+    /// done; [`OutBuf::pending_slices`] gives all of them, for `writev`.
+    pub fn pending(&mut self) -> Option<&[u8]> {
+        self.turn();
+        self.sending.slices(self.sent).next()
+    }
+
+    /// Up to `max` slices to write next, in order (stable until [`OutBuf::advance`]); empty when
+    /// done.
+    pub fn pending_slices(&mut self, max: usize) -> Vec<&[u8]> {
+        self.turn();
+        self.sending.slices(self.sent).take(max).collect()
+    }
+
+    /// `n` bytes of what [`OutBuf::pending`] or [`OutBuf::pending_slices`] gave were written.
     pub fn advance(&mut self, n: usize) {
-        self.sent = (self.sent + n).min(self.sending.len());
+        self.sent = (self.sent + n).min(self.sending.len);
     }
 }
 
@@ -1009,7 +1088,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                         c.out.push(&header);
                         c.out.push(packet.head);
                         if let Some(body) = packet.body {
-                            c.out.push(body.as_slice());
+                            c.out.push_shared(body);
                         }
                         packets += 1;
                         bytes += packet.len();
@@ -1579,6 +1658,28 @@ mod tests {
         fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>) {
             self.datagrams.push((port, dest, head.len() + body.map_or(0, Body::len)));
         }
+    }
+
+    #[test]
+    fn output_is_written_as_its_own_bytes_and_shared_slices_and_survives_partial_writes() {
+        let sample = Arc::new((0u8..100).collect::<Vec<u8>>());
+        let body = Body::new(Arc::clone(&sample), 10, 20).unwrap();
+        let mut out = OutBuf::default();
+        out.push(b"$\x00");
+        out.push(b"ab");
+        out.push_shared(&body);
+        out.push(b"cd");
+        assert_eq!(out.len(), 26);
+        let slices: Vec<Vec<u8>> = out.pending_slices(8).into_iter().map(<[u8]>::to_vec).collect();
+        assert_eq!(slices, [b"$\x00ab".to_vec(), sample[10..30].to_vec(), b"cd".to_vec()], "runs join");
+        out.advance(6); // a short write, into the shared slice
+        out.push(b"later");
+        let rest: Vec<u8> = out.pending_slices(8).concat();
+        assert_eq!(rest, [&sample[12..30], b"cd"].concat(), "what was queued meanwhile waits its turn");
+        out.advance(rest.len());
+        assert_eq!(out.pending(), Some(&b"later"[..]));
+        out.advance(5);
+        assert!(out.is_empty() && out.pending().is_none());
     }
 
     #[test]
