@@ -226,8 +226,8 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
             _place: place,
             stream,
             buf: vec![0; RECV_BUFFER].into_boxed_slice(),
-            // SAFETY: a zeroed msghdr is valid plain data; its pointers are set before use.
             send: Box::new(SendSlices {
+                // SAFETY: a zeroed msghdr is valid plain data; its pointers are set before use.
                 hdr: unsafe { std::mem::zeroed() },
                 iovs: Vec::with_capacity(SEND_SLICES),
             }),
