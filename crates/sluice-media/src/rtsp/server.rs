@@ -10,11 +10,15 @@
 //! `ViewerQueue`, so a viewer whose connection is full loses whole frames up to the next keyframe
 //! (counted) instead of holding the loop or the others. Everything the core counts, and every
 //! request answered, session created or released, reaches the loop through one hook, the
-//! [`Observer`].
+//! [`Observer`]. At shutdown, [`RtspServer::farewell`] replaces every viewer's queued packets by a
+//! final RTCP BYE per track and closes the connections once written; the loop sends until
+//! [`RtspServer::drained`].
 //!
 //! The core makes no system calls: sample bytes come through the server's [`MediaLibrary`] (a
 //! `pread` from the page cache there), read once for the viewers at the same position and kept
-//! in a bounded [`SampleCache`]; the monotonic and wall-clock times, and the loop's CPU time
+//! in a bounded [`SampleCache`]; packets refer to those shared bytes rather than copy them (a
+//! queued packet is its headers and a [`Body`]), so the loop's `sendmmsg`/`sendmsg`/`writev` of
+//! the slices is the only copy; the monotonic and wall-clock times, and the loop's CPU time
 //! ([`RtspServer::account`]), are arguments.
 //!
 //! It also owns the overload policy: from the loop's CPU time per [`LOAD_WINDOW`] it estimates
