@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use percent_encoding::utf8_percent_encode;
 use sluice_engine::{Counters, EngineConfig};
+use sluice_media::rtsp::Note;
 use sluice_proto::http::file::content_type_for;
 use sluice_proto::http::path::{normalize, LibraryPath, PathError};
 use sluice_proto::http::{
@@ -443,6 +444,32 @@ impl ConnectionHandler {
                     "response cut short: {body_sent} of {body} body bytes sent");
             }
         }
+    }
+}
+
+/// The RTSP loops' reports the server logs (the engine counts them): the RTSP access log, a line
+/// per request as HTTP's beside it, each session's start and end, and the files RTSP cannot
+/// stream.
+pub(crate) fn log_rtsp(note: &Note<'_>) {
+    match note {
+        Note::Access { peer, answered: a } => {
+            let (session, transport) =
+                (a.session.as_deref().unwrap_or("-"), a.transport.as_deref().unwrap_or("-"));
+            tracing::info!(target: "sluice::access", protocol = "rtsp", peer = %peer, method = a.method,
+                url = a.url, status = a.status, session, transport, "rtsp request");
+        }
+        Note::Refused(error) => tracing::debug!("rtsp: refused: {error}"),
+        Note::SessionCreated(id, path) => {
+            tracing::info!(target: "sluice::rtsp", session = %id, path, "rtsp session started");
+        }
+        Note::SessionReleased(id, why) => {
+            tracing::info!(target: "sluice::rtsp", session = %id, reason = ?why, "rtsp session ended");
+        }
+        Note::Unplayable { path, status, reason } => {
+            tracing::warn!(target: "sluice::rtsp", path, status, "rtsp: cannot stream {path}: {reason}")
+        }
+        Note::Unreadable { path, error } => tracing::warn!("rtsp: cannot open {path} to stream it: {error}"),
+        _ => {}
     }
 }
 

@@ -555,7 +555,15 @@ impl Server {
                     let thread = std::thread::Builder::new()
                         .name("sluice-rtsp".into())
                         .spawn_scoped(scope, move || {
-                            sluice_engine::rtsp::run(kind, config, sockets, media, &shutdown, counters)
+                            sluice_engine::rtsp::run(
+                                kind,
+                                config,
+                                sockets,
+                                media,
+                                &shutdown,
+                                counters,
+                                &crate::app::log_rtsp,
+                            )
                         })
                         .map_err(|source| sluice_engine::EngineError::Setup {
                             what: "spawn rtsp loop",

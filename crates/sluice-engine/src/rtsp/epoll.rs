@@ -14,7 +14,9 @@ use std::time::Instant;
 use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
-use super::{sendmmsg, thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN};
+use super::{
+    sendmmsg, thread_cpu, wall_clock, LoopObserver, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN,
+};
 use crate::counters::{Event, Shard, Syscall};
 use crate::worker::Place;
 use crate::{cvt, EngineError, Shutdown};
@@ -29,7 +31,7 @@ const EVENTS: usize = 256;
 const WRITEV_SLICES: usize = 256;
 
 /// The core as this loop holds it.
-pub(crate) type Core<'a, M> = RtspServer<'a, M, Shard, Socket>;
+pub(crate) type Core<'a, M> = RtspServer<'a, M, LoopObserver<'a>, Socket>;
 
 pub(crate) fn run<M: MediaLibrary>(
     parts: Parts<'_, M, Socket>,

@@ -22,7 +22,9 @@
 //! per loop.
 //!
 //! Not here: what requests mean, SDP, packetization, interleaved framing, pacing
-//! (`sluice-media`, `sluice-proto`), or which files exist (the server's [`MediaLibrary`]).
+//! (`sluice-media`, `sluice-proto`), which files exist (the server's [`MediaLibrary`]), or the
+//! RTSP access log and session lines (the server's [`RtspLog`], beside HTTP's access log; the
+//! engine counts what the core reports and logs only its loops' health).
 
 mod datagrams;
 mod epoll;
@@ -164,6 +166,7 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     media: Arc<M>,
     shutdown: &Shutdown,
     counters: &Counters,
+    log: &RtspLog,
 ) -> Result<(), EngineError> {
     let RtspSockets { control, udp } = sockets;
     let gso = std::env::var_os(NO_GSO_ENV).is_none()
@@ -186,10 +189,13 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
     let media = &*media;
     let run_one = &|(table, sockets): (SessionTable, LoopSockets)| {
         let shard = counters.rtsp_loop(sockets.handoff.index());
+        let observer = LoopObserver { shard, log };
         let limit = Arc::clone(&limit);
         let result = match engine {
-            EngineKind::Uring => uring::run(Parts::new(table, media, shard, sockets, gso, limit), shutdown),
-            _ => epoll::run(Parts::new(table, media, shard, sockets, gso, limit), shutdown),
+            EngineKind::Uring => {
+                uring::run(Parts::new(table, media, &observer, shard, sockets, gso, limit), shutdown)
+            }
+            _ => epoll::run(Parts::new(table, media, &observer, shard, sockets, gso, limit), shutdown),
         };
         if result.is_err() {
             shutdown.trigger();
@@ -228,7 +234,7 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
 /// it reports to, its sockets, whether UDP GSO may be used, and the connection limit its control
 /// connections share with HTTP's.
 pub(crate) struct Parts<'a, M: MediaLibrary, T> {
-    core: RtspServer<'a, M, Shard, T>,
+    core: RtspServer<'a, M, LoopObserver<'a>, T>,
     counters: &'a Shard,
     sockets: LoopSockets,
     gso: bool,
@@ -239,12 +245,13 @@ impl<'a, M: MediaLibrary, T> Parts<'a, M, T> {
     fn new(
         table: SessionTable,
         media: &'a M,
+        observer: &'a LoopObserver<'a>,
         counters: &'a Shard,
         sockets: LoopSockets,
         gso: bool,
         limit: Arc<ConnectionLimit>,
     ) -> Self {
-        Parts { core: RtspServer::new(table, media, counters), counters, sockets, gso, limit }
+        Parts { core: RtspServer::new(table, media, observer), counters, sockets, gso, limit }
     }
 }
 
@@ -271,55 +278,49 @@ pub(crate) fn wall_clock() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO)
 }
 
-/// The RTSP core's reports become the engine's counters, the RTSP access log (a line per request
-/// and per session start and end) and a warning for a file that cannot be read.
-impl Observer for Shard {
+/// Where a loop's reports go: the engine's counters, and the server's hook for the rest (the RTSP
+/// access log, sessions started and ended, files it cannot stream), which it is given by
+/// [`run`], as HTTP's access log is the server's.
+pub(crate) struct LoopObserver<'a> {
+    shard: &'a Shard,
+    log: &'a RtspLog,
+}
+
+/// The server's hook for the RTSP core's reports (every [`Note`]; the engine counts them itself).
+pub type RtspLog = dyn Fn(&Note<'_>) + Sync;
+
+/// The RTSP core's reports become the engine's counters and gauges and the loop's own warning when
+/// it falls behind; each also goes to the server's [`RtspLog`].
+impl Observer for LoopObserver<'_> {
     fn note(&self, note: Note<'_>) {
+        let shard = self.shard;
         match note {
-            Note::Connected => self.add(Event::RtspConnections, 1),
-            Note::BytesIn(n) => self.add(Event::BytesIn, n as u64),
-            Note::Answered { requests, .. } => self.add(Event::RtspRequests, requests as u64),
-            Note::Refused(error) => tracing::debug!("rtsp: refused: {error}"),
-            Note::Access { peer, answered: a } => {
-                let (session, transport) =
-                    (a.session.as_deref().unwrap_or("-"), a.transport.as_deref().unwrap_or("-"));
-                tracing::info!(target: "sluice::access", protocol = "rtsp", peer = %peer, method = a.method,
-                    url = a.url, status = a.status, session, transport, "rtsp request");
-            }
-            Note::SessionCreated(id, path) => {
-                self.add(Event::RtspSessionsCreated, 1);
-                tracing::info!(target: "sluice::rtsp", session = %id, path, "rtsp session started");
-            }
-            Note::SessionReleased(id, why) => {
-                tracing::info!(target: "sluice::rtsp", session = %id, reason = ?why, "rtsp session ended");
-                self.add(
-                    match why {
-                        Release::Teardown => Event::RtspReleasedTeardown,
-                        Release::Timeout => Event::RtspReleasedTimeout,
-                        Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
-                    },
-                    1,
-                )
-            }
-            Note::SampleRead => self.syscall(Syscall::Pread),
-            Note::Unplayable { path, status, reason } => {
-                tracing::warn!(target: "sluice::rtsp", path, status, "rtsp: cannot stream {path}: {reason}")
-            }
-            Note::Unreadable { path, error } => {
-                tracing::warn!("rtsp: cannot open {path} to stream it: {error}")
-            }
+            Note::Connected => shard.add(Event::RtspConnections, 1),
+            Note::BytesIn(n) => shard.add(Event::BytesIn, n as u64),
+            Note::Answered { requests, .. } => shard.add(Event::RtspRequests, requests as u64),
+            Note::Refused(_) | Note::Access { .. } | Note::Unplayable { .. } | Note::Unreadable { .. } => {}
+            Note::SessionCreated(..) => shard.add(Event::RtspSessionsCreated, 1),
+            Note::SessionReleased(_, why) => shard.add(
+                match why {
+                    Release::Teardown => Event::RtspReleasedTeardown,
+                    Release::Timeout => Event::RtspReleasedTimeout,
+                    Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
+                },
+                1,
+            ),
+            Note::SampleRead => shard.syscall(Syscall::Pread),
             Note::FrameDropped { packets } => {
-                self.add(Event::RtpFramesDropped, 1);
-                self.add(Event::RtpPacketsDropped, packets as u64);
+                shard.add(Event::RtpFramesDropped, 1);
+                shard.add(Event::RtpPacketsDropped, packets as u64);
             }
             Note::PacketsSent { packets, bytes } => {
-                self.add(Event::RtpPacketsSent, packets as u64);
-                self.add(Event::RtpBytesSent, bytes as u64);
+                shard.add(Event::RtpPacketsSent, packets as u64);
+                shard.add(Event::RtpBytesSent, bytes as u64);
             }
-            Note::ViewerAdmitted => self.add(Event::RtspViewersAdmitted, 1),
-            Note::ViewerRefused => self.add(Event::RtspViewersRefused, 1),
-            Note::LateSends(n) => self.add(Event::RtpLateSends, n as u64),
-            Note::StreamViewers { path, viewers } => self.rtsp_gauges(|g| {
+            Note::ViewerAdmitted => shard.add(Event::RtspViewersAdmitted, 1),
+            Note::ViewerRefused => shard.add(Event::RtspViewersRefused, 1),
+            Note::LateSends(n) => shard.add(Event::RtpLateSends, n as u64),
+            Note::StreamViewers { path, viewers } => shard.rtsp_gauges(|g| {
                 if viewers == 0 {
                     g.streams.remove(path);
                 } else {
@@ -327,7 +328,7 @@ impl Observer for Shard {
                 }
             }),
             Note::Headroom(h) => {
-                self.rtsp_gauges(|g| {
+                shard.rtsp_gauges(|g| {
                     g.busy = h.busy;
                     g.room = (h.room != usize::MAX).then_some(h.room as u64);
                 });
@@ -343,6 +344,7 @@ impl Observer for Shard {
                 }
             }
         }
+        (self.log)(&note);
     }
 }
 

@@ -19,7 +19,7 @@ use sluice_media::rtsp::{Port, RtspServer};
 
 use super::datagrams::Datagrams;
 use super::handoff::Handoff;
-use super::{thread_cpu, wall_clock, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN};
+use super::{thread_cpu, wall_clock, LoopObserver, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
 use crate::worker::{ConnectionLimit, Place};
@@ -70,7 +70,7 @@ struct RtcpRecv {
 }
 
 /// The core as this loop holds it.
-type Core<'a, M> = RtspServer<'a, M, Shard, Socket>;
+type Core<'a, M> = RtspServer<'a, M, LoopObserver<'a>, Socket>;
 
 struct Loop<'c, 'a, M: MediaLibrary> {
     // Declared first so it is dropped first: the kernel must be done with the memory below.
