@@ -10,7 +10,9 @@
 #
 # MEDIA (default /tmp/fanout-media) holds hd.mp4, E5's content (made here with E5's ffmpeg line
 # when missing); RUNS (default /tmp/rtsp-fanout-runs) gets one directory per TAG; LOG_LEVEL (default
-# warn) is the server's --log-level, e.g. "warn,sluice::rtsp=debug" for each load window.
+# warn) is the server's --log-level, e.g. "warn,sluice::rtsp=debug" for each load window. GEN
+# (default BIN) is the viewers' sluice binary, TRANSPORT (default udp) their transport and LOAD_ARGS
+# more `sluice load rtsp` options (e.g. "--udp-gro on").
 set -eu
 BIN=$1; ENGINE=$2; N=$3; TAG=$4; shift 4
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,8 +34,8 @@ taskset -c 0 "$BIN" serve --root "$MEDIA" --listen 127.0.0.1:$HP --rtsp-listen 1
 SP=$!
 trap 'kill $SP 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -sf 127.0.0.1:$AP/healthz > /dev/null && break; sleep 0.1; done
-taskset -c 1 /usr/bin/time -o "$OUT/gen.time" "$BIN" load rtsp rtsp://127.0.0.1:$RP/hd.mp4 --clients "$N" \
-  --transport udp --ramp 4s --expect-samples 900 --duration 50s --json "$OUT/load.json" > "$OUT/load.txt" 2>&1 || true
+taskset -c 1 /usr/bin/time -o "$OUT/gen.time" "${GEN:-$BIN}" load rtsp rtsp://127.0.0.1:$RP/hd.mp4 --clients "$N" \
+  --transport "${TRANSPORT:-udp}" ${LOAD_ARGS:-} --ramp 4s --expect-samples 900 --duration 50s --json "$OUT/load.json" > "$OUT/load.txt" 2>&1 || true
 curl -s 127.0.0.1:$AP/metrics > "$OUT/metrics"
 grep -E '^(cpu[01]) ' /proc/stat > "$OUT/stat.after"
 snmp > "$OUT/snmp.after"

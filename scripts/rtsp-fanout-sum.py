@@ -33,5 +33,8 @@ print(
     f"mean={s['samples_mean']:.1f} sd={s['samples_stdev']:.1f} lost={s['lost_packets']} "
     f"dropped_frames={m.get('sluice_rtp_frames_dropped_total', 0):.0f} "
     f"late={m.get('sluice_rtp_late_sends_total', 0):.0f} srv_cpu={u + sy:.1f}s(u{u:.1f}/s{sy:.1f}) "
-    f"pkts={pk:.0f} us/pkt={(u + sy) / pk * 1e6:.2f} gen={gu + gs:.1f}s rcvbuf_drops={drops}"
+    f"pkts={pk:.0f} us/pkt={(u + sy) / pk * 1e6:.2f} "
+    # Server CPU seconds per viewer-minute: the viewers that played x the file's half minute.
+    f"cpu_s_per_viewer_min={(u + sy) / max(s['playing_clients'] * 0.5, 1e-9):.3f} "
+    f"gen={gu + gs:.1f}s rcvbuf_drops={drops}"
 )
