@@ -60,37 +60,14 @@ fn has_bye(packet: &[u8]) -> bool {
 
 fn sigterm_sends_a_bye_to_every_viewer(engine: &[&str]) {
     let mut server = Server::start(engine, &[]);
-    // A UDP viewer of both tracks, listening on its RTCP ports.
+    // A UDP viewer of both tracks, listening on its RTCP ports, and a TCP viewer of both.
     let mut udp = RtspConn::open(server.rtsp_addr());
     let url = udp.url(DEMO);
-    let (mut rtp_sinks, mut rtcp_sinks, mut session) = (Vec::new(), Vec::new(), None::<String>);
-    for track in 0..2 {
-        let (rtp, rtcp) = udp_port_pair();
-        let ports = (rtp.local_addr().unwrap().port(), rtcp.local_addr().unwrap().port());
-        let transport = format!("RTP/AVP;unicast;client_port={}-{}", ports.0, ports.1);
-        let mut headers = vec![("Transport", transport.as_str())];
-        if let Some(s) = &session {
-            headers.push(("Session", s));
-        }
-        let r = udp.request("SETUP", &format!("{url}/trackID={track}"), &headers);
-        session = r.expect(200, "SETUP over UDP").session_id();
-        rtp_sinks.push(UdpSink::start(rtp));
-        rtcp_sinks.push(UdpSink::start(rtcp));
-    }
-    let udp_session = session.expect("a session");
-    // A TCP viewer of both tracks, interleaved on channels 0-1 and 2-3.
+    let (udp_session, pairs) = setup_udp_tracks(&mut udp, &url, 2);
+    let (rtp_sinks, rtcp_sinks): (Vec<UdpSink>, Vec<UdpSink>) =
+        pairs.into_iter().map(|(rtp, rtcp)| (UdpSink::start(rtp), UdpSink::start(rtcp))).unzip();
     let mut tcp = RtspConn::open(server.rtsp_addr());
-    let mut session = None::<String>;
-    for track in 0..2u8 {
-        let transport = format!("RTP/AVP/TCP;unicast;interleaved={}-{}", 2 * track, 2 * track + 1);
-        let mut headers = vec![("Transport", transport.as_str())];
-        if let Some(s) = &session {
-            headers.push(("Session", s));
-        }
-        let r = tcp.request("SETUP", &format!("{url}/trackID={track}"), &headers);
-        session = r.expect(200, "SETUP over TCP").session_id();
-    }
-    let tcp_session = session.expect("a session");
+    let tcp_session = setup_tcp_tracks(&mut tcp, &url, 2);
     udp.request("PLAY", &url, &[("Session", &udp_session)]).expect(200, "PLAY (UDP)");
     tcp.request("PLAY", &url, &[("Session", &tcp_session)]).expect(200, "PLAY (TCP)");
     // Both are playing (the demo lasts 6 s: no BYE of its end comes before the signal).

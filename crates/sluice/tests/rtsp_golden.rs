@@ -71,42 +71,14 @@ fn rtp_payloads_match_the_golden_capture(engine: &[&str]) {
     let server = Server::start(engine, &["--rtsp-overload", "refuse"]);
     let addr = server.rtsp_addr();
 
-    // Over UDP: both tracks, a sink on each RTP port.
+    // Over UDP: both tracks, a sink on each RTP port; over TCP: both interleaved.
     let mut udp = RtspConn::open(addr);
     let url = udp.url(DEMO);
-    let mut sinks = Vec::new();
-    let mut rtcp_sockets = Vec::new();
-    let mut session: Option<String> = None;
-    for track in 0..2 {
-        let (rtp, rtcp) = udp_port_pair();
-        let ports = (rtp.local_addr().unwrap().port(), rtcp.local_addr().unwrap().port());
-        let transport = format!("RTP/AVP;unicast;client_port={}-{}", ports.0, ports.1);
-        let mut headers = vec![("Transport", transport.as_str())];
-        if let Some(s) = &session {
-            headers.push(("Session", s));
-        }
-        let r = udp.request("SETUP", &format!("{url}/trackID={track}"), &headers);
-        r.expect(200, "SETUP over UDP");
-        session = r.session_id();
-        sinks.push(UdpSink::start(rtp));
-        rtcp_sockets.push(rtcp);
-    }
-    let udp_session = session.expect("a session");
-
-    // Over TCP: both tracks interleaved on channels 0-1 and 2-3.
+    let (udp_session, pairs) = setup_udp_tracks(&mut udp, &url, 2);
+    let (sinks, rtcp_sockets): (Vec<UdpSink>, Vec<_>) =
+        pairs.into_iter().map(|(rtp, rtcp)| (UdpSink::start(rtp), rtcp)).unzip();
     let mut tcp = RtspConn::open(addr);
-    let mut session: Option<String> = None;
-    for track in 0..2u8 {
-        let transport = format!("RTP/AVP/TCP;unicast;interleaved={}-{}", 2 * track, 2 * track + 1);
-        let mut headers = vec![("Transport", transport.as_str())];
-        if let Some(s) = &session {
-            headers.push(("Session", s));
-        }
-        let r = tcp.request("SETUP", &format!("{url}/trackID={track}"), &headers);
-        r.expect(200, "SETUP over TCP");
-        session = r.session_id();
-    }
-    let tcp_session = session.expect("a session");
+    let tcp_session = setup_tcp_tracks(&mut tcp, &url, 2);
 
     let udp_info =
         rtp_infos(udp.request("PLAY", &url, &[("Session", &udp_session)]).expect(200, "PLAY (UDP)"));

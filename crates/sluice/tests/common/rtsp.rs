@@ -720,3 +720,43 @@ pub fn wait_metrics(server: &super::Server, what: &str, mut cond: impl FnMut(&st
         last.lines().filter(|l| l.starts_with("sluice_rtsp") || l.starts_with("sluice_rtp")).collect();
     panic!("{what}: not within {IO_TIMEOUT:?}; last /metrics (RTSP lines):\n{}", rtsp.join("\n"));
 }
+
+/// SETUP of `tracks` tracks (`trackID=0`, `1`, ...) of `url` in one session on `c`, each with the
+/// `Transport` that `transport(track)` gives; panics unless 200. The session id.
+#[track_caller]
+pub fn setup_tracks(
+    c: &mut RtspConn,
+    url: &str,
+    tracks: usize,
+    transport: impl Fn(usize) -> String,
+) -> String {
+    let mut session: Option<String> = None;
+    for track in 0..tracks {
+        let transport = transport(track);
+        let mut headers = vec![("Transport", transport.as_str())];
+        if let Some(s) = &session {
+            headers.push(("Session", s));
+        }
+        let r = c.request("SETUP", &format!("{url}/trackID={track}"), &headers);
+        session = r.expect(200, &format!("SETUP of track {track} ({transport})")).session_id();
+    }
+    session.expect("a Session header in the SETUP replies")
+}
+
+/// A viewer of `tracks` tracks of `url` over UDP on `c`: the session, and each track's RTP and
+/// RTCP sockets (bound on 127.0.0.1).
+#[track_caller]
+pub fn setup_udp_tracks(c: &mut RtspConn, url: &str, tracks: usize) -> (String, Vec<(UdpSocket, UdpSocket)>) {
+    let pairs: Vec<(UdpSocket, UdpSocket)> = (0..tracks).map(|_| udp_port_pair()).collect();
+    let port = |s: &UdpSocket| s.local_addr().unwrap().port();
+    let session = setup_tracks(c, url, tracks, |t| {
+        format!("RTP/AVP;unicast;client_port={}-{}", port(&pairs[t].0), port(&pairs[t].1))
+    });
+    (session, pairs)
+}
+
+/// A viewer of `tracks` tracks of `url` interleaved on `c` (channels 0-1, 2-3, ...): the session.
+#[track_caller]
+pub fn setup_tcp_tracks(c: &mut RtspConn, url: &str, tracks: usize) -> String {
+    setup_tracks(c, url, tracks, |t| format!("RTP/AVP/TCP;unicast;interleaved={}-{}", 2 * t, 2 * t + 1))
+}
