@@ -2,6 +2,11 @@
 //! HTTP connections do, and a shutdown (SIGTERM) says goodbye to every viewer, an RTCP BYE on
 //! its RTCP port or interleaved channel, before the connections close; on every engine.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
+// common's engine matrix covers HTTP send strategies; RTSP uses `rtsp_matrix`.
+#[allow(unused_macros)]
 #[macro_use]
 mod common;
 

@@ -9,6 +9,11 @@
 //! compared relative to `RTP-Info`, not as bytes. Run with `SLUICE_BLESS_RTSP_GOLDEN=1` (epoll
 //! engine) to write the file again, which only a deliberate change of the packets may do.
 
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
+// common's engine matrix covers HTTP send strategies; RTSP uses `rtsp_matrix`.
+#[allow(unused_macros)]
 #[macro_use]
 mod common;
 
@@ -165,7 +170,7 @@ fn take_frame(capture: &mut Capture, byes: &mut [bool; 2], infos: &[RtpInfo], f:
     if track >= 2 {
         return;
     }
-    if f.channel % 2 == 0 {
+    if f.channel.is_multiple_of(2) {
         let p = parse_rtp(&f.payload).unwrap_or_else(|e| panic!("channel {}: {e}", f.channel));
         file(capture, track, info_of(infos, track), &p);
     } else if rtcp_packets(&f.payload).is_ok_and(|v| v.iter().any(|(t, _)| *t == 203)) {
