@@ -224,8 +224,9 @@ impl App {
         self.library.file_response(req, version, content_type, max_ranges, boundary, may_block)
     }
 
-    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS packaging; `None` when the
-    /// path is not of that form or names no file.
+    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS and DASH packaging; and
+    /// `/<title>.set/<resource>`, a rendition set's; `None` when the path is not of that form
+    /// or names no file.
     fn hls(
         &self,
         req: &Request<'_>,
@@ -234,6 +235,13 @@ impl App {
     ) -> Result<Option<Response>, LibraryError> {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
+        if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
+            let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
+            if !title.is_empty() {
+                let set = crate::hls::SetRequest { dir, title, resource };
+                return crate::hls::respond_set(req, &self.library, &set, may_block).map(Some);
+            }
+        }
         if !crate::page::is_mp4(parent) {
             return Ok(None);
         }
