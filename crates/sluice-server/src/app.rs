@@ -160,6 +160,9 @@ impl App {
         if raw_path == crate::page::HLS_JS_PATH {
             return crate::hls::player_script(req).into();
         }
+        if raw_path == crate::page::DASH_JS_PATH {
+            return crate::hls::dash_player_script(req).into();
+        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
@@ -337,7 +340,19 @@ impl App {
                 }
             }
         };
-        let page = listing_response(dir, &entries, self.rtsp_base(req).as_deref(), describe);
+        // Rendition sets are offered only once found whole and lined up.
+        let sets = match crate::renditions::working_sets(&self.library, dir.relative(), &entries, may_block) {
+            Ok(sets) => sets,
+            Err(LibraryError::WouldBlock) => {
+                needs_job.set(true);
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!(path = dir.relative(), "cannot look for rendition sets: {e}");
+                Vec::new()
+            }
+        };
+        let page = listing_response(dir, &entries, &sets, self.rtsp_base(req).as_deref(), describe);
         if needs_job.get() {
             return Err(LibraryError::WouldBlock);
         }
@@ -371,10 +386,11 @@ fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
 fn listing_response(
     dir: &LibraryPath,
     entries: &[Listed],
+    sets: &[crate::page::SetOffer],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> Response {
-    let page = crate::page::library_page(dir, entries, rtsp, describe);
+    let page = crate::page::library_page(dir, entries, sets, rtsp, describe);
     Response {
         status: Status::OK,
         headers: vec![

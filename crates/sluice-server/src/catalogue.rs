@@ -113,7 +113,8 @@ impl Described {
             let mut track_inits = [None, None];
             for which in [Packaged::Video, Packaged::Audio] {
                 if index.has(which) {
-                    track_inits[which as usize] = Some(track_init_segment(file, &index, which)?.into_boxed_slice());
+                    track_inits[which as usize] =
+                        Some(track_init_segment(file, &index, which)?.into_boxed_slice());
                 }
             }
             Ok(Packaging { index, init: init.into_boxed_slice(), track_inits })
@@ -151,7 +152,9 @@ impl Described {
         std::mem::size_of::<Described>()
             + match &self.hls {
                 Ok(p) => {
-                    p.index.heap_bytes() + p.init.len() + p.track_inits.iter().flatten().map(|i| i.len()).sum::<usize>()
+                    p.index.heap_bytes()
+                        + p.init.len()
+                        + p.track_inits.iter().flatten().map(|i| i.len()).sum::<usize>()
                 }
                 Err(r) => r.reason.capacity(),
             }

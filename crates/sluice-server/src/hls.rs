@@ -28,8 +28,8 @@ use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
 
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::{HLS_JS, HLS_JS_VERSION, SEGMENT};
-use crate::renditions::{find_set, subtitles_of_file, Sidecar, SetError};
+use crate::page::{DASH_JS, DASH_JS_VERSION, HLS_JS, HLS_JS_VERSION, SEGMENT};
+use crate::renditions::{find_set, subtitles_of_file, SetError, Sidecar};
 
 /// Files a library page may index while it renders (each reads a `moov` box: a few ms for an
 /// hour of video); the page shows the others' details once they are indexed.
@@ -240,7 +240,8 @@ pub fn respond_set(
         found.members.iter().map(|m| format!("../{}/", utf8_percent_encode(&m.name, SEGMENT))).collect();
     let uris = sidecar_uris(&found.subtitles);
     let subtitles = subtitle_refs(&found.subtitles, &uris);
-    let indexes: Vec<&sluice_media::hls::SegmentIndex> = found.members.iter().filter_map(|m| m.index()).collect();
+    let indexes: Vec<&sluice_media::hls::SegmentIndex> =
+        found.members.iter().filter_map(|m| m.index()).collect();
     let text = match &set.resource {
         Resource::Master => {
             let renditions: Vec<Rendition<'_>> =
@@ -287,14 +288,23 @@ pub fn respond_set(
 /// The vendored hls.js the library page loads: immutable for a build, so cached for a year and
 /// validated by its version.
 pub fn player_script(req: &Request<'_>) -> Response {
+    vendored_script(req, HLS_JS, "hls.js", HLS_JS_VERSION)
+}
+
+/// The vendored dash.js the library page loads when DASH is chosen, served like hls.js.
+pub fn dash_player_script(req: &Request<'_>) -> Response {
+    vendored_script(req, DASH_JS, "dash.js", DASH_JS_VERSION)
+}
+
+fn vendored_script(req: &Request<'_>, script: &'static [u8], name: &str, version: &str) -> Response {
     let meta = FileMeta {
-        len: HLS_JS.len() as u64,
+        len: script.len() as u64,
         modified: None,
         content_type: "text/javascript; charset=utf-8",
         etag: None,
     };
-    let etag = Some(format!("\"hls.js-{HLS_JS_VERSION}-{:x}\"", HLS_JS.len()));
-    entity_response(req, vec![Segment::Static(HLS_JS)], &meta, etag, 1, 0)
+    let etag = Some(format!("\"{name}-{version}-{:x}\"", script.len()));
+    entity_response(req, vec![Segment::Static(script)], &meta, etag, 1, 0)
         .with_header("Cache-Control", "public, max-age=31536000")
 }
 

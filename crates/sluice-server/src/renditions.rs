@@ -16,6 +16,7 @@ use sluice_media::hls::SegmentIndex;
 
 use crate::catalogue::Described;
 use crate::library::{decoded_path, FileVersion, Library, LibraryError};
+use crate::page::SetOffer;
 
 /// The suffix of a set's name in URLs: `/movies/movie.set/master.m3u8`.
 pub const SET_SUFFIX: &str = ".set";
@@ -137,9 +138,7 @@ fn file_names(library: &Library, dir: &str, may_block: bool) -> Result<Vec<Strin
 fn sidecars_in(names: &[String], title: &str) -> Vec<Sidecar> {
     names
         .iter()
-        .filter_map(|n| {
-            Some(Sidecar { language: subtitle_language(n, title)?.to_string(), name: n.clone() })
-        })
+        .filter_map(|n| Some(Sidecar { language: subtitle_language(n, title)?.to_string(), name: n.clone() }))
         .collect()
 }
 
@@ -155,7 +154,12 @@ pub fn subtitles_of_file(
 }
 
 /// The set `title` of `dir`: its members (from the sidecar, else by name), checked to line up.
-pub fn find_set(library: &Library, dir: &str, title: &str, may_block: bool) -> Result<RenditionSet, SetError> {
+pub fn find_set(
+    library: &Library,
+    dir: &str,
+    title: &str,
+    may_block: bool,
+) -> Result<RenditionSet, SetError> {
     let names = file_names(library, dir, may_block)?;
     let sidecar_name = format!("{title}{SET_SUFFIX}.toml");
     let (files, subtitles) = if names.contains(&sidecar_name) {
@@ -174,7 +178,9 @@ pub fn find_set(library: &Library, dir: &str, title: &str, may_block: bool) -> R
         }
         for file in &set.files {
             if !names.contains(file) || file.contains('/') {
-                return Err(SetError::Sidecar(format!("{sidecar_name} lists {file:?}, not a file of the folder")));
+                return Err(SetError::Sidecar(format!(
+                    "{sidecar_name} lists {file:?}, not a file of the folder"
+                )));
             }
         }
         (set.files, subtitles)
@@ -199,6 +205,70 @@ pub fn find_set(library: &Library, dir: &str, title: &str, may_block: bool) -> R
     }
     check_alignment(&members)?;
     Ok(RenditionSet { members, subtitles })
+}
+
+/// The sets of `dir` (whose listing is `entries`) that can be served, as the page offers them:
+/// every title with a rendition-named MP4 or a sidecar, found whole and lined up. A set that
+/// fails is left out (its files are listed on their own).
+pub fn working_sets(
+    library: &Library,
+    dir: &str,
+    entries: &[crate::library::Listed],
+    may_block: bool,
+) -> Result<Vec<SetOffer>, LibraryError> {
+    let mut titles: Vec<&str> = entries
+        .iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| {
+            e.name.strip_suffix(".set.toml").or_else(|| {
+                let title = title_of(&e.name)?;
+                rendition_height(&e.name, title).map(|_| title)
+            })
+        })
+        .collect();
+    titles.sort_unstable();
+    titles.dedup();
+    let mut sets = Vec::new();
+    for title in titles {
+        match find_set(library, dir, title, may_block) {
+            Ok(set) => sets.push(SetOffer {
+                title: title.to_string(),
+                renditions: set
+                    .members
+                    .iter()
+                    .map(|m| (m.name.clone(), m.index().and_then(|i| i.resolution())))
+                    .collect(),
+                subtitles: set.subtitles.iter().map(|s| s.language.clone()).collect(),
+            }),
+            Err(SetError::Library(e)) => return Err(e),
+            Err(e) => tracing::debug!(dir, title, "rendition set not offered: {e}"),
+        }
+    }
+    Ok(sets)
+}
+
+/// The sets that can be served among `files` (a library's `(path, size, tag)` list, as
+/// `/streams` has it), with each set's folder (no leading slash); blocks for the indexes.
+pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)]) -> Vec<(String, SetOffer)> {
+    let mut by_dir: std::collections::BTreeMap<&str, Vec<crate::library::Listed>> = Default::default();
+    for (path, len, tag) in files {
+        let path = path.trim_start_matches('/');
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        by_dir.entry(dir).or_default().push(crate::library::Listed {
+            name: name.to_string(),
+            is_dir: false,
+            len: *len,
+            tag: tag.clone(),
+        });
+    }
+    let mut out = Vec::new();
+    for (dir, entries) in by_dir {
+        match working_sets(library, dir, &entries, true) {
+            Ok(sets) => out.extend(sets.into_iter().map(|s| (dir.to_string(), s))),
+            Err(e) => tracing::warn!(path = dir, "cannot look for rendition sets: {e}"),
+        }
+    }
+    out
 }
 
 fn read_sidecar(library: &Library, relative: &str, may_block: bool) -> Result<SetFile, SetError> {
@@ -261,7 +331,9 @@ mod tests {
     fn names_follow_the_convention() {
         assert_eq!(rendition_height("movie.720p.mp4", "movie"), Some(720));
         assert_eq!(rendition_height("movie.x.720p.mp4", "movie.x"), Some(720));
-        for bad in ["movie.mp4", "movie.p.mp4", "movie.720.mp4", "movie.720p.mov", "film.720p.mp4", "movie720p.mp4"] {
+        for bad in
+            ["movie.mp4", "movie.p.mp4", "movie.720.mp4", "movie.720p.mov", "film.720p.mp4", "movie720p.mp4"]
+        {
             assert_eq!(rendition_height(bad, "movie"), None, "{bad}");
         }
         assert_eq!(title_of("movie.1080p.mp4"), Some("movie"));
@@ -277,7 +349,8 @@ mod tests {
 
     #[test]
     fn sidecar_parses() {
-        let set: SetFile = toml::from_str("files = [\"a.mp4\", \"b.mp4\"]\n[subtitles]\nen = \"a-english.vtt\"\n").unwrap();
+        let set: SetFile =
+            toml::from_str("files = [\"a.mp4\", \"b.mp4\"]\n[subtitles]\nen = \"a-english.vtt\"\n").unwrap();
         assert_eq!(set.files, ["a.mp4", "b.mp4"]);
         assert_eq!(set.subtitles.get("en").map(String::as_str), Some("a-english.vtt"));
         assert!(toml::from_str::<SetFile>("file = []").is_err());

@@ -1,6 +1,6 @@
 //! DASH, per-track CMAF and rendition sets end to end, on every engine: a three-rendition set
 //! made by ffmpeg at test time (`movie.240p.mp4`, `movie.180p.mp4`, `movie.120p.mp4`, one GOP,
-//! 4 s) with WebVTT sidecars is served as one HLS master and one MPD; players we did not write
+//! 8 s) with WebVTT sidecars is served as one HLS master and one MPD; players we did not write
 //! (ffprobe, ffmpeg) decode the set over both without a word on stderr and count the MP4's
 //! frames over a file's `manifest.mpd`; the MPD parses back (quick-xml) into what the files say
 //! (segment timelines summing to the duration, one Representation per rendition, a text
@@ -29,6 +29,9 @@ use sluice_media::mp4::{Mp4File, TrackKind};
 /// 1 s segments: the clips have a keyframe every second.
 const SEGMENT: &[&str] = &["--hls-segment", "1s"];
 
+/// Seconds of each clip: long enough for a player to switch renditions mid-play.
+const CLIP_SECS: usize = 8;
+
 /// The clips, made once per test binary: the aligned set (a keyframe every 30 frames), and two
 /// files of `other` whose keyframes part (every 30 and every 45 frames).
 struct Clips {
@@ -45,8 +48,22 @@ fn clips() -> &'static Clips {
             let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
             cmd.args(["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i"])
                 .arg(format!("testsrc2=size={size}:rate=30"))
-                .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "4"])
-                .args(["-c:v", "libx264", "-preset", "ultrafast", "-b:v", rate, "-g", gop, "-keyint_min", gop])
+                .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t"])
+                .arg(CLIP_SECS.to_string())
+                .args([
+                    "-c:v",
+                    "libx264",
+                    "-preset",
+                    "ultrafast",
+                    "-b:v",
+                    rate,
+                    "-g",
+                    gop,
+                    "-keyint_min",
+                    gop,
+                ])
+                // One common level for every rendition: players check each against the decoder.
+                .args(["-level:v", "3.0"])
                 .args(["-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "48k"])
                 .args(["-movflags", "+faststart"])
                 .arg(&out);
@@ -68,8 +85,10 @@ fn clips() -> &'static Clips {
     })
 }
 
-const VTT_EN: &str = "WEBVTT\n\n00:00:00.500 --> 00:00:02.000\nHello\n\n00:00:02.000 --> 00:00:03.500\nWorld\n";
-const VTT_FR: &str = "WEBVTT\n\n00:00:00.500 --> 00:00:02.000\nBonjour\n\n00:00:02.000 --> 00:00:03.500\nMonde\n";
+const VTT_EN: &str =
+    "WEBVTT\n\n00:00:00.500 --> 00:00:02.000\nHello\n\n00:00:02.000 --> 00:00:03.500\nWorld\n";
+const VTT_FR: &str =
+    "WEBVTT\n\n00:00:00.500 --> 00:00:02.000\nBonjour\n\n00:00:02.000 --> 00:00:03.500\nMonde\n";
 
 /// Every file of the library, by path: the set, its subtitles, the misaligned set, and the same
 /// bytes under other names with a sidecar listing them.
@@ -152,7 +171,10 @@ fn parse_mpd(text: &str) -> Element {
             .attributes()
             .map(|a| {
                 let a = a.unwrap();
-                (String::from_utf8(a.key.as_ref().to_vec()).unwrap(), a.unescape_value().unwrap().into_owned())
+                (
+                    String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                    a.unescape_value().unwrap().into_owned(),
+                )
             })
             .collect(),
         ..Default::default()
@@ -224,7 +246,8 @@ fn a_set_plays_over_hls_and_dash(engine: &[&str]) {
         let file = tables(bytes);
         for (kind, track) in ["video", "audio"].iter().zip(&file.tracks) {
             let playlist = ok(addr, &format!("/films/{name}/{kind}.m3u8"));
-            let m3u8_rs::Playlist::MediaPlaylist(p) = m3u8_rs::parse_playlist_res(&playlist.body).unwrap() else {
+            let m3u8_rs::Playlist::MediaPlaylist(p) = m3u8_rs::parse_playlist_res(&playlist.body).unwrap()
+            else {
                 panic!("not a media playlist")
             };
             let init = ok(addr, &format!("/films/{name}/{kind}-init.mp4"));
@@ -276,7 +299,10 @@ fn check_set(addr: std::net::SocketAddr) {
         assert_eq!((res.width, res.height), (u64::from(h.width), u64::from(h.height)));
         assert_eq!(variant.frame_rate, Some(30.0));
         assert!(variant.bandwidth >= variant.average_bandwidth.unwrap() && variant.bandwidth > 0);
-        assert!(variant.codecs.as_deref().unwrap().starts_with("avc1.") && variant.codecs.as_deref().unwrap().ends_with(",mp4a.40.2"));
+        assert!(
+            variant.codecs.as_deref().unwrap().starts_with("avc1.")
+                && variant.codecs.as_deref().unwrap().ends_with(",mp4a.40.2")
+        );
         assert_eq!(variant.audio.as_deref(), Some("audio"));
         assert_eq!(variant.subtitles.as_deref(), Some("subs"));
     }
@@ -315,7 +341,7 @@ fn check_set(addr: std::net::SocketAddr) {
         assert_eq!(template.attr("media"), format!("../{name}/video-seg-$Number$.m4s"));
         assert_eq!(template.attr("timescale"), file.tracks[0].timescale.to_string());
         let segments = timeline(rep);
-        assert_eq!(segments.len(), 4, "one segment a second: {segments:?}");
+        assert_eq!(segments.len(), CLIP_SECS, "one segment a second: {segments:?}");
         let total: f64 = segments.iter().sum();
         assert!((total - duration).abs() < 0.05, "timeline {total} s, presentation {duration} s");
         // The timeline is the file's: its sum is the track's last decode time plus a frame.
@@ -348,3 +374,102 @@ fn an_edge_serves_a_set(engine: &[&str]) {
 }
 
 engine_matrix!(a_set_plays_over_hls_and_dash, an_edge_serves_a_set);
+
+/// Presses Play on the page's rendition set with the player `via` chooses (the players start at
+/// the top rendition and keep 2 s of buffer, so that what they fetch follows the network), and
+/// waits (bounded) until 2 s have played on the top rendition: the player's state then.
+const START_SET: &str = r#"(async (via) => {
+  const v = document.getElementById('player');
+  document.getElementById('via').value = via;
+  window.sluiceHlsConfig = { maxBufferLength: 2, maxMaxBufferLength: 2, abrEwmaDefaultEstimate: 5e6 };
+  window.sluiceDashSettings = { streaming: { buffer: { bufferTimeDefault: 2, bufferTimeAtTopQuality: 2,
+    bufferTimeAtTopQualityLongForm: 2 }, abr: { initialBitrate: { video: 5000 } } } };
+  window.sluiceEnded = new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error('no end by 60 s, at ' + v.currentTime)), 60000);
+    v.addEventListener('ended', () => { clearTimeout(t); res(); }, { once: true });
+  });
+  window.sluiceEnded.catch(() => {});
+  document.querySelector('li.set[data-name="movie"] button.play').click();
+  await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error('not 2 s on the top rendition by 20 s: ' + JSON.stringify(window.sluicePlayer.state) + ' at ' + v.currentTime)), 20000);
+    const on = () => { const s = window.sluicePlayer.state;
+      if (v.currentTime >= 2 && s.playing >= 0 && s.heights[s.playing] === Math.max(...s.heights)) {
+        clearTimeout(t); v.removeEventListener('timeupdate', on); res(); } };
+    v.addEventListener('timeupdate', on);
+  });
+  return JSON.parse(JSON.stringify(window.sluicePlayer.state));
+})"#;
+
+/// Waits for the end; the player's state and what the video element says.
+const FINISH_SET: &str = r#"(async () => {
+  const v = document.getElementById('player');
+  await window.sluiceEnded;
+  const q = v.getVideoPlaybackQuality();
+  const p = window.sluicePlayer;
+  const segments = performance.getEntriesByType('resource').filter((e) => e.name.includes('seg-'))
+    .map((e) => e.name.split('/').slice(-2).join('/') + ' ' + Math.round(e.duration) + 'ms');
+  return { state: p.state, duration: v.duration, at: v.currentTime, frames: q.totalVideoFrames, segments,
+           estimate: p.hls ? p.hls.bandwidthEstimate : null,
+           error: v.error && v.error.code, tracks: document.getElementById('tracks').textContent };
+})()"#;
+
+/// Chromium plays the set to its end through hls.js and through dash.js, switching down a
+/// rendition when DevTools throttles the network mid-play, and both players list the subtitles.
+/// One engine: the page and the players do not depend on it, and the segment bytes are proven on
+/// every engine by ffmpeg above.
+#[test]
+fn chromium_plays_a_set_with_abr_over_hls_and_dash() {
+    let _turn = common::browser::ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = Fixture::new();
+    for (path, bytes) in library_files() {
+        fx.write(&path, &bytes);
+    }
+    let server = Server::serve(&["--engine", "epoll", "--workers", "2"], &fx, SEGMENT);
+    let mut browser = common::browser::Browser::start();
+    let page = format!("http://{}/films/", server.addr());
+    browser.open_page(&page);
+    for via in ["hls", "dash"] {
+        browser.call("Page.navigate", serde_json::json!({ "url": page }));
+        assert!(poll_until(IO_TIMEOUT, || browser
+            .eval("document.readyState === 'complete' && !!document.querySelector('li.set')")
+            == serde_json::json!(true)));
+        browser.call("Network.enable", serde_json::json!({}));
+        let unthrottled = serde_json::json!({ "offline": false, "latency": 0,
+            "downloadThroughput": -1, "uploadThroughput": -1 });
+        browser.call("Network.emulateNetworkConditions", unthrottled.clone());
+        let started = browser.eval(&format!("{START_SET}('{via}')"));
+        let top = started["playing"].as_i64().unwrap();
+        // 25 KB/s: the top rendition (about 60 KB a second of video and audio) no longer fits,
+        // the lowest (about 20 KB) does.
+        browser.call(
+            "Network.emulateNetworkConditions",
+            serde_json::json!({ "offline": false, "latency": 50, "downloadThroughput": 25_000, "uploadThroughput": 25_000 }),
+        );
+        let r = browser.eval(FINISH_SET);
+        browser.call("Network.emulateNetworkConditions", unthrottled);
+        let state = &r["state"];
+        assert_eq!(state["via"], serde_json::json!(via), "{r}");
+        assert!(r["error"].is_null(), "no media error: {r}");
+        let duration = r["duration"].as_f64().unwrap();
+        assert!((duration - CLIP_SECS as f64).abs() < 0.3, "duration {duration}: {r}");
+        assert!(r["at"].as_f64().unwrap() >= duration - 0.1, "played to the end: {r}");
+        let heights: Vec<u64> =
+            state["heights"].as_array().unwrap().iter().map(|h| h.as_u64().unwrap()).collect();
+        let mut sorted = heights.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [120, 180, 240], "three renditions listed: {r}");
+        let top_height = heights[top as usize];
+        let switches: Vec<u64> =
+            state["switches"].as_array().unwrap().iter().filter_map(|h| h.as_u64()).collect();
+        let after = &switches[started["switches"].as_array().unwrap().len()..];
+        assert!(
+            after.iter().any(|&h| h < top_height),
+            "{via}: a switch down from {top_height}p once throttled: {r}"
+        );
+        let subtitles: Vec<&str> =
+            state["subtitles"].as_array().unwrap().iter().filter_map(|s| s.as_str()).collect();
+        assert_eq!(subtitles, ["en", "fr"], "{via} lists the subtitles: {r}");
+        assert!(r["tracks"].as_str().unwrap().contains("Subtitles: en, fr"), "the page shows them: {r}");
+        eprintln!("{via}: {r}");
+    }
+}

@@ -84,11 +84,19 @@ pub fn init_segment(file: &Mp4File, index: &SegmentIndex) -> Result<Vec<u8>, Hls
 }
 
 /// The init segment of the `which` track alone (a CMAF track for HLS renditions and DASH).
-pub fn track_init_segment(file: &Mp4File, index: &SegmentIndex, which: Packaged) -> Result<Vec<u8>, HlsError> {
+pub fn track_init_segment(
+    file: &Mp4File,
+    index: &SegmentIndex,
+    which: Packaged,
+) -> Result<Vec<u8>, HlsError> {
     init_segment_of(file, index, Some(which))
 }
 
-fn init_segment_of(file: &Mp4File, index: &SegmentIndex, only: Option<Packaged>) -> Result<Vec<u8>, HlsError> {
+fn init_segment_of(
+    file: &Mp4File,
+    index: &SegmentIndex,
+    only: Option<Packaged>,
+) -> Result<Vec<u8>, HlsError> {
     let mut trak = Vec::new();
     let mut trex = Vec::new();
     for (track, which) in selected(index, file, only) {

@@ -50,7 +50,8 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
     let mut set_id = 0;
     if !videos.is_empty() {
         let max_width = videos.iter().filter_map(|r| r.index.resolution()).map(|(w, _)| w).max().unwrap_or(0);
-        let max_height = videos.iter().filter_map(|r| r.index.resolution()).map(|(_, h)| h).max().unwrap_or(0);
+        let max_height =
+            videos.iter().filter_map(|r| r.index.resolution()).map(|(_, h)| h).max().unwrap_or(0);
         let _ = writeln!(
             out,
             "  <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" \

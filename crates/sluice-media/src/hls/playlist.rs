@@ -88,7 +88,11 @@ impl Resource {
     pub fn is_manifest(&self) -> bool {
         matches!(
             self,
-            Resource::Master | Resource::Media | Resource::TrackPlaylist(_) | Resource::Subtitles(_) | Resource::Mpd
+            Resource::Master
+                | Resource::Media
+                | Resource::TrackPlaylist(_)
+                | Resource::Subtitles(_)
+                | Resource::Mpd
         )
     }
 }
@@ -206,7 +210,9 @@ pub fn master_playlist(renditions: &[Rendition<'_>], subtitles: &[Subtitle<'_>])
             bandwidth: (index.track_peak_bandwidth(Packaged::Video) + audio_peak).max(average),
             average_bandwidth: Some(average),
             codecs: Some(codecs.join(",")),
-            resolution: index.resolution().map(|(w, h)| Resolution { width: u64::from(w), height: u64::from(h) }),
+            resolution: index
+                .resolution()
+                .map(|(w, h)| Resolution { width: u64::from(w), height: u64::from(h) }),
             frame_rate: index.frame_rate().map(|f| (f * 1000.0).round() / 1000.0),
             audio: audio.is_some().then(|| AUDIO_GROUP.to_string()),
             subtitles: subtitles_group.clone(),
@@ -308,9 +314,14 @@ mod tests {
         assert_eq!(Resource::parse("video.m3u8"), Some(Resource::TrackPlaylist(Packaged::Video)));
         assert_eq!(Resource::parse("audio-init.mp4"), Some(Resource::TrackInit(Packaged::Audio)));
         assert_eq!(Resource::parse("video-seg-3.m4s"), Some(Resource::TrackSegment(Packaged::Video, 3)));
-        assert_eq!(Resource::parse(&track_segment_name(Packaged::Audio, 9)), Some(Resource::TrackSegment(Packaged::Audio, 9)));
+        assert_eq!(
+            Resource::parse(&track_segment_name(Packaged::Audio, 9)),
+            Some(Resource::TrackSegment(Packaged::Audio, 9))
+        );
         assert_eq!(Resource::parse("subtitles-pt-BR.m3u8"), Some(Resource::Subtitles("pt-BR".into())));
-        for bad in ["video-seg-01.m4s", "videoseg-1.m4s", "subtitles-E.m3u8", "subtitles-../x.m3u8", "audio.mpd"] {
+        for bad in
+            ["video-seg-01.m4s", "videoseg-1.m4s", "subtitles-E.m3u8", "subtitles-../x.m3u8", "audio.mpd"]
+        {
             assert_eq!(Resource::parse(bad), None, "{bad}");
         }
     }
