@@ -74,7 +74,7 @@ impl Admin {
         let items: Vec<serde_json::Value> = files
             .iter()
             .map(|(path, bytes, tag)| {
-                let url_path = url_path(&path);
+                let url_path = url_path(path);
                 let offers = self.app.offers(path.trim_start_matches('/'), tag.as_deref());
                 let rtsp =
                     self.rtsp.filter(|_| offers.rtsp).map(|a| format!("rtsp://{}{url_path}", host_port(a)));

@@ -212,12 +212,12 @@ fn set_item(html: &mut String, i: usize, set: &SetOffer) {
         meta.push_str(&format!(" \u{b7} subtitles: {}", escape(&set.subtitles.join(", "))));
     }
     let (hls, dash) = (format!("{href}/master.m3u8"), format!("{href}/manifest.mpd"));
-    let _ = write!(
+    let _ = writeln!(
         html,
         "<li class=\"set\" data-name=\"{key}\"><strong>{name}</strong><span class=\"meta\">{meta}</span>\
 <button class=\"play\" data-src=\"{}\" data-hls=\"{hls}\" data-dash=\"{dash}\" data-title=\"{name}\">Play</button>\
 <div class=\"url\">HLS: <code id=\"s{i}h\" data-rel=\"{hls}\">{hls}</code><button class=\"copy\" data-for=\"s{i}h\">Copy</button></div>\
-<div class=\"url\">DASH: <code id=\"s{i}d\" data-rel=\"{dash}\">{dash}</code><button class=\"copy\" data-for=\"s{i}d\">Copy</button></div></li>\n",
+<div class=\"url\">DASH: <code id=\"s{i}d\" data-rel=\"{dash}\">{dash}</code><button class=\"copy\" data-for=\"s{i}d\">Copy</button></div></li>",
         first.unwrap_or_default()
     );
 }
