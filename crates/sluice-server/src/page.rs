@@ -1,12 +1,15 @@
 //! The library page: what a person sees at `/` (and at any directory without an `index.html`).
 //!
 //! Owns the HTML: a list of the directory's entries and one player for the videos among them:
-//! each MP4 with its duration, resolution, codecs and bit rate, a Play button that plays its
-//! HLS packaging (`FILE.mp4/master.m3u8`) with the vendored hls.js (served by sluice itself at
+//! the rendition sets that work (`TITLE.set`, see `crate::renditions`) and each MP4 with its
+//! duration, resolution, codecs and bit rate, a Play button that plays its HLS packaging
+//! (`FILE.mp4/master.m3u8`) with the vendored hls.js (served by sluice itself at
 //! [`HLS_JS_PATH`], so the page works with no network beyond the server) or the browser's own
-//! HLS, its HLS and `rtsp://` URLs with copy buttons, and a search box when the folder is
-//! large. Everything from the file system is escaped. It does not read the file system (the
-//! caller describes each MP4).
+//! HLS, or its DASH manifest with the vendored dash.js ([`DASH_JS_PATH`]) when the viewer
+//! chooses DASH; a line listing the renditions (the one playing marked) and subtitle tracks;
+//! HLS, DASH and `rtsp://` URLs with copy buttons, and a search box when the folder is large.
+//! Everything from the file system is escaped. It does not read the file system (the caller
+//! describes each MP4 and finds the sets).
 
 use std::fmt::Write as _;
 
