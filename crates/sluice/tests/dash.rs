@@ -281,6 +281,25 @@ fn a_set_plays_over_hls_and_dash(engine: &[&str]) {
     assert!(master.contains("../feature-high.mp4/video.m3u8"), "{master}");
     assert!(master.contains("LANGUAGE=\"en\""), "{master}");
     assert_eq!(fetch_get(addr, "/films/nothing.set/master.m3u8", &[]).status, 404);
+
+    // The page and /streams offer the sets that work, and DASH where HLS works.
+    let page = ok(addr, "/films/").body_text();
+    assert!(page.contains("data-dash=\"./movie.set/manifest.mpd\""), "{page}");
+    assert!(page.contains("data-hls=\"./feature.set/master.m3u8\""), "{page}");
+    assert!(!page.contains("other.set"), "no set that would answer 409: {page}");
+    assert!(page.contains("data-dash=\"./other.120p.mp4/manifest.mpd\""), "{page}");
+    let mut c = Conn::open(server.admin_addr());
+    c.send(request("GET", "/streams", &[]));
+    let streams: serde_json::Value = serde_json::from_slice(&c.response().body).unwrap();
+    let sets: Vec<&str> =
+        streams["sets"].as_array().unwrap().iter().map(|s| s["path"].as_str().unwrap()).collect();
+    assert_eq!(sets, ["/films/feature.set", "/films/movie.set"], "{streams}");
+    let movie = &streams["sets"][1];
+    assert!(movie["dash"].as_str().unwrap().ends_with("/films/movie.set/manifest.mpd"), "{movie}");
+    assert_eq!(movie["subtitles"], serde_json::json!(["en", "fr"]));
+    let item =
+        streams["items"].as_array().unwrap().iter().find(|i| i["path"] == "/films/movie.120p.mp4").unwrap();
+    assert!(item["dash"].as_str().unwrap().ends_with("/films/movie.120p.mp4/manifest.mpd"), "{item}");
     assert_eq!(fetch_get(addr, "/films/movie.set/video-seg-0.m4s", &[]).status, 404);
 }
 
