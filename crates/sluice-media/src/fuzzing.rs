@@ -81,6 +81,28 @@ pub fn hls_package(data: &[u8]) {
     }
 }
 
+/// Reading arbitrary bytes as WebVTT never panics; when they read, every segment cut from them
+/// reads back with exactly the cues that show during it, and the same preamble.
+pub fn webvtt_segment(data: &[u8]) {
+    use crate::hls::webvtt::WebVtt;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(vtt) = WebVtt::parse(text) else { return };
+    for (start, end) in [(0.0, 1.0), (1.0, 6.0), (0.0, 1e9)] {
+        let segment = vtt.segment(start, end);
+        let back = WebVtt::parse(&segment).expect("our segment reads");
+        let (from, to) = ((start * 1000.0) as u64, (end * 1000.0) as u64);
+        let showing: Vec<(u64, u64)> = vtt
+            .cues
+            .iter()
+            .filter(|c| c.start_ms < to && c.end_ms > from)
+            .map(|c| (c.start_ms, c.end_ms))
+            .collect();
+        let read: Vec<(u64, u64)> = back.cues.iter().map(|c| (c.start_ms, c.end_ms)).collect();
+        assert_eq!(read, showing, "cues of {start}..{end} s");
+        assert_eq!(back.preamble.len(), vtt.preamble.len());
+    }
+}
+
 /// Where a walk through a file's HLS media segments has got to: the next sample of each track
 /// (in `Mp4File` order, which is the fMP4 track id minus one) and where its decode time ends.
 #[derive(Debug, Clone)]
@@ -307,6 +329,16 @@ mod tests {
             hls_package(&TINY_MP4[..cut]);
         }
         hls_package(TINY_MP4);
+    }
+
+    /// The WebVTT property over every prefix of the seed (a file cut at every byte) and over it
+    /// whole.
+    #[test]
+    fn webvtt_cut_anywhere_segments_or_fails_cleanly() {
+        let seed = include_bytes!("../../../fuzz/corpus/webvtt_segment/film.vtt");
+        for cut in 0..=seed.len() {
+            webvtt_segment(&seed[..cut]);
+        }
     }
 
     /// The seeds that script a whole exchange name the session the counter issues: every reply

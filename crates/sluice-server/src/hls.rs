@@ -3,8 +3,9 @@
 //! variant, audio group, subtitles group), `manifest.mpd`, the per-track renditions
 //! (`video.m3u8`, `video-init.mp4`, `video-seg-N.m4s`, the same for `audio`), the muxed
 //! rendition kept for clients that use its URLs (`media.m3u8`, `init.mp4`, `seg-N.m4s`) and
-//! `subtitles-LANG.m3u8`; per rendition set (see `crate::renditions`), `/<title>.set/master.m3u8`,
-//! `manifest.mpd` and `subtitles-LANG.m3u8`, pointing at the files' own segments.
+//! `subtitles-LANG.m3u8` with its segments `subtitles-LANG-N.vtt` (cut from the sidecar); per
+//! rendition set (see `crate::renditions`), `/<title>.set/master.m3u8`, `manifest.mpd` and the
+//! subtitles, pointing at the files' own segments.
 //!
 //! Owns the responses. A file's segment index and init segment, and the full sample tables a
 //! media segment's `moof` is written from, come from the library's shared catalogue (built once
@@ -29,7 +30,8 @@ use sluice_proto::http::{Body, Request, Response, Status};
 
 use crate::library::{FileVersion, Library, LibraryError};
 use crate::page::{DASH_JS, DASH_JS_VERSION, HLS_JS, HLS_JS_VERSION, SEGMENT};
-use crate::renditions::{find_set, subtitles_of_file, SetError, Sidecar};
+use crate::renditions::{find_set, read_text, subtitles_of_file, SetError, Sidecar};
+use sluice_media::hls::webvtt::WebVtt;
 
 /// Files a library page may index while it renders (each reads a `moov` box: a few ms for an
 /// hour of video); the page shows the others' details once they are indexed.
@@ -97,9 +99,14 @@ pub fn respond(
         Resource::Subtitles(language) => {
             let subtitles = subtitles_of_file(library, dir, name, may_block)?;
             match subtitles.iter().find(|s| &s.language == language) {
-                Some(sub) => manifest(subtitles_playlist(&sidecar_uri(&sub.name), index.duration())),
+                Some(_) => manifest(subtitles_playlist(index, language)),
                 None => Err(Response::error(Status::NOT_FOUND)),
             }
+        }
+        Resource::SubtitlesSegment(language, n) => {
+            let subtitles = subtitles_of_file(library, dir, name, may_block)?;
+            subtitles_segment(library, dir, &subtitles, index, language, *n, may_block)?
+                .map(|text| vec![Segment::Bytes(text.into_bytes())])
         }
     };
     let parts = match parts {
@@ -179,6 +186,45 @@ fn segment_parts(
     Ok(Ok(parts))
 }
 
+/// Largest WebVTT sidecar segmented (a feature film's subtitles are some 100 KB).
+const MAX_SUBTITLES: u64 = 4 << 20;
+
+/// Subtitles segment `n` of `language` among the title's `subtitles`: the cues of its sidecar
+/// showing during media segment `n` of `index`. `Err` is the response to give instead.
+fn subtitles_segment(
+    library: &Library,
+    dir: &str,
+    subtitles: &[Sidecar],
+    index: &sluice_media::hls::SegmentIndex,
+    language: &str,
+    n: usize,
+    may_block: bool,
+) -> Result<Result<String, Response>, LibraryError> {
+    let Some(sub) = subtitles.iter().find(|s| s.language == language) else {
+        return Ok(Err(Response::error(Status::NOT_FOUND)));
+    };
+    if n >= index.segments() {
+        return Ok(Err(Response::error(Status::NOT_FOUND)));
+    }
+    let relative = if dir.is_empty() { sub.name.clone() } else { format!("{dir}/{}", sub.name) };
+    let text = match read_text(library, &relative, MAX_SUBTITLES, may_block) {
+        Ok(text) => text,
+        Err(SetError::Library(e)) => return Err(e),
+        Err(SetError::NotFound) => return Ok(Err(Response::error(Status::NOT_FOUND))),
+        Err(e) => return Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string()))),
+    };
+    match WebVtt::parse(&text) {
+        Ok(vtt) => {
+            let (start, end) = index.segment_times(n);
+            Ok(Ok(vtt.segment(start, end)))
+        }
+        Err(e) => {
+            tracing::warn!(path = relative, "subtitles: cannot segment {relative}: {e}");
+            Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &format!("cannot segment {relative}: {e}"))))
+        }
+    }
+}
+
 /// The entity tag of a generated manifest: a hash of its text.
 fn manifest_tag(parts: &[Segment]) -> String {
     use std::hash::{Hash, Hasher};
@@ -223,7 +269,10 @@ pub fn respond_set(
     set: &SetRequest<'_>,
     may_block: bool,
 ) -> Result<Response, LibraryError> {
-    if !matches!(set.resource, Resource::Master | Resource::Mpd | Resource::Subtitles(_)) {
+    if !matches!(
+        set.resource,
+        Resource::Master | Resource::Mpd | Resource::Subtitles(_) | Resource::SubtitlesSegment(..)
+    ) {
         return Ok(Response::error(Status::NOT_FOUND));
     }
     let found = match find_set(library, set.dir, set.title, may_block) {
@@ -264,11 +313,18 @@ pub fn respond_set(
                 .collect();
             mpd::manifest(&renditions, &subtitles)
         }
+        // Subtitles follow the first rendition's segments (they all line up).
         Resource::Subtitles(language) => {
-            let duration = indexes.first().map_or(0.0, |i| i.duration());
-            match subtitles.iter().find(|s| s.language == language) {
-                Some(sub) => subtitles_playlist(sub.uri, duration),
-                None => return Ok(Response::error(Status::NOT_FOUND)),
+            match (subtitles.iter().find(|s| s.language == language), indexes.first()) {
+                (Some(_), Some(index)) => subtitles_playlist(index, language),
+                _ => return Ok(Response::error(Status::NOT_FOUND)),
+            }
+        }
+        Resource::SubtitlesSegment(language, n) => {
+            let Some(index) = indexes.first() else { return Ok(Response::error(Status::NOT_FOUND)) };
+            match subtitles_segment(library, set.dir, &found.subtitles, index, language, *n, may_block)? {
+                Ok(text) => text,
+                Err(response) => return Ok(response),
             }
         }
         _ => return Ok(Response::error(Status::NOT_FOUND)),

@@ -272,9 +272,16 @@ pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)])
 }
 
 fn read_sidecar(library: &Library, relative: &str, may_block: bool) -> Result<SetFile, SetError> {
+    let text = read_text(library, relative, MAX_SIDECAR, may_block)?;
+    toml::from_str(&text).map_err(|e| SetError::Sidecar(format!("{relative}: {e}")))
+}
+
+/// The text of the small file at `relative` (a sidecar, subtitles): at most `limit` bytes of
+/// UTF-8, else [`SetError::Sidecar`] says why.
+pub fn read_text(library: &Library, relative: &str, limit: u64, may_block: bool) -> Result<String, SetError> {
     let Some(version) = library.file(relative, may_block)? else { return Err(SetError::NotFound) };
-    if version.len() > MAX_SIDECAR {
-        return Err(SetError::Sidecar(format!("{relative} is larger than {MAX_SIDECAR} bytes")));
+    if version.len() > limit {
+        return Err(SetError::Sidecar(format!("{relative} is larger than {limit} bytes")));
     }
     let mut bytes = vec![0u8; version.len() as usize];
     library.read_at(&version, 0, &mut bytes, may_block).map_err(|e| {
@@ -284,8 +291,7 @@ fn read_sidecar(library: &Library, relative: &str, may_block: bool) -> Result<Se
             SetError::Library(LibraryError::Io(e))
         }
     })?;
-    let text = String::from_utf8(bytes).map_err(|_| SetError::Sidecar(format!("{relative} is not UTF-8")))?;
-    toml::from_str(&text).map_err(|e| SetError::Sidecar(format!("{relative}: {e}")))
+    String::from_utf8(bytes).map_err(|_| SetError::Sidecar(format!("{relative} is not UTF-8")))
 }
 
 /// Whether every member's segments start at the first member's times; else the message says

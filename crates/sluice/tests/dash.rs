@@ -333,8 +333,18 @@ fn check_set(addr: std::net::SocketAddr) {
         .map(|a| a.language.as_deref().unwrap())
         .collect();
     assert_eq!(languages, ["en", "fr"]);
-    let subs = ok(addr, "/films/movie.set/subtitles-fr.m3u8").body_text();
-    assert!(subs.contains("../movie.fr.vtt") && subs.contains("#EXT-X-ENDLIST"), "{subs}");
+    // Segmented WebVTT: a segment per media segment, each with the cues showing during it.
+    let subs = ok(addr, "/films/movie.set/subtitles-fr.m3u8");
+    let m3u8_rs::Playlist::MediaPlaylist(subs) = m3u8_rs::parse_playlist_res(&subs.body).unwrap() else {
+        panic!("not a media playlist: {}", subs.body_text())
+    };
+    assert_eq!(subs.segments.len(), CLIP_SECS);
+    assert!(subs.end_list);
+    let cues = |n: usize| ok(addr, &format!("/films/movie.set/{}", subs.segments[n].uri)).body_text();
+    assert!(cues(1).starts_with("WEBVTT\nX-TIMESTAMP-MAP=") && cues(1).contains("Bonjour"), "{}", cues(1));
+    assert!(cues(2).contains("Monde") && !cues(2).contains("Bonjour"), "{}", cues(2));
+    assert!(!cues(5).contains("Monde"), "{}", cues(5));
+    assert!(ok(addr, "/films/movie.240p.mp4/subtitles-en-0.vtt").body_text().contains("Hello"));
     assert!(ok(addr, "/films/movie.fr.vtt").body_text().contains("Bonjour"));
     assert_eq!(fetch_get(addr, "/films/movie.set/subtitles-de.m3u8", &[]).status, 404);
 

@@ -255,6 +255,21 @@ impl SegmentIndex {
             .map(move |s| s.time.saturating_sub(first) as f64 / f64::from(self.timescale))
     }
 
+    /// Segment `n`'s start and end in seconds from the first segment's start (what a subtitles
+    /// segment covers); `(0, 0)` past the end.
+    pub fn segment_times(&self, n: usize) -> (f64, f64) {
+        let first = self.starts[0].time;
+        let at = |i: usize| {
+            self.starts
+                .get(i)
+                .map_or(0.0, |s| s.time.saturating_sub(first) as f64 / f64::from(self.timescale))
+        };
+        if n >= self.segments() {
+            return (0.0, 0.0);
+        }
+        (at(n), at(n + 1))
+    }
+
     /// The video's width and height, without video `None`.
     pub fn resolution(&self) -> Option<(u16, u16)> {
         self.resolution

@@ -21,6 +21,7 @@ pub mod fmp4;
 pub mod index;
 pub mod mpd;
 pub mod playlist;
+pub mod webvtt;
 
 pub use fmp4::{init_segment, media_segment, track_init_segment, track_media_segment, SegmentPlan};
 pub use index::{Packaged, SegmentIndex};

@@ -45,6 +45,9 @@ pub enum Resource {
     Mpd,
     /// The subtitles playlist of a language (`subtitles-en.m3u8`).
     Subtitles(String),
+    /// Subtitles segment `n` of a language (`subtitles-en-3.vtt`): the cues showing during
+    /// media segment `n`.
+    SubtitlesSegment(String, usize),
 }
 
 impl Resource {
@@ -59,6 +62,11 @@ impl Resource {
         }
         if let Some(language) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix(".m3u8")) {
             return is_language(language).then(|| Resource::Subtitles(language.to_string()));
+        }
+        if let Some(rest) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix(".vtt")) {
+            let (language, number) = rest.rsplit_once('-')?;
+            let n = segment_number(&format!("seg-{number}.m4s"))?;
+            return is_language(language).then(|| Resource::SubtitlesSegment(language.to_string(), n));
         }
         for which in [Packaged::Video, Packaged::Audio] {
             let Some(rest) = name.strip_prefix(which.name()) else { continue };
@@ -81,6 +89,7 @@ impl Resource {
             Resource::TrackInit(Packaged::Audio) => "audio/mp4",
             Resource::Segment(_) | Resource::TrackSegment(..) => "video/iso.segment",
             Resource::Mpd => "application/dash+xml",
+            Resource::SubtitlesSegment(..) => "text/vtt; charset=utf-8",
         }
     }
 
@@ -142,6 +151,11 @@ pub fn track_playlist_name(which: Packaged) -> String {
 /// The subtitles playlist name of `language`.
 pub fn subtitles_name(language: &str) -> String {
     format!("subtitles-{language}.m3u8")
+}
+
+/// Subtitles segment `n`'s name of `language`.
+pub fn subtitles_segment_name(language: &str, n: usize) -> String {
+    format!("subtitles-{language}-{n}.vtt")
 }
 
 /// One packaged file of a master playlist or an MPD.
@@ -264,11 +278,18 @@ fn vod_playlist(index: &SegmentIndex, init: &str, name: impl Fn(usize) -> String
     finish_vod(longest, segments)
 }
 
-/// The subtitles playlist of one WebVTT file: the whole file as its one segment, lasting as long
-/// as the video (a player fetches it once; cues carry their own times).
-pub fn subtitles_playlist(vtt_uri: &str, duration: f64) -> String {
-    let segment = MediaSegment { uri: vtt_uri.to_string(), duration: duration as f32, ..Default::default() };
-    finish_vod(duration, vec![segment])
+/// The subtitles playlist of a language: segmented WebVTT (see [`super::webvtt`]), one segment
+/// for each media segment of `index`, the same durations.
+pub fn subtitles_playlist(index: &SegmentIndex, language: &str) -> String {
+    let segments: Vec<MediaSegment> = (0..index.segments())
+        .map(|n| MediaSegment {
+            uri: subtitles_segment_name(language, n),
+            duration: index.segment_duration(n) as f32,
+            ..Default::default()
+        })
+        .collect();
+    let longest = (0..index.segments()).map(|n| index.segment_duration(n)).fold(0.0, f64::max);
+    finish_vod(longest, segments)
 }
 
 fn finish_vod(longest: f64, segments: Vec<MediaSegment>) -> String {
@@ -319,6 +340,14 @@ mod tests {
             Some(Resource::TrackSegment(Packaged::Audio, 9))
         );
         assert_eq!(Resource::parse("subtitles-pt-BR.m3u8"), Some(Resource::Subtitles("pt-BR".into())));
+        assert_eq!(
+            Resource::parse("subtitles-pt-BR-12.vtt"),
+            Some(Resource::SubtitlesSegment("pt-BR".into(), 12))
+        );
+        assert_eq!(Resource::parse("subtitles-en-0.vtt"), Some(Resource::SubtitlesSegment("en".into(), 0)));
+        for bad in ["subtitles-en-01.vtt", "subtitles-en.vtt", "subtitles-en--1.vtt", "subtitles-E-1.vtt"] {
+            assert_eq!(Resource::parse(bad), None, "{bad}");
+        }
         for bad in
             ["video-seg-01.m4s", "videoseg-1.m4s", "subtitles-E.m3u8", "subtitles-../x.m3u8", "audio.mpd"]
         {
