@@ -122,7 +122,8 @@ pub fn respond(
             format!("{}-hls{}\"", &file_tag[..file_tag.len() - 1], library.catalogue().segment().as_millis())
         })
     };
-    let response = packaged_response(req, parts, &hls.resource, version.modified(), etag, hls);
+    let ranges = (hls.max_ranges, hls.boundary);
+    let response = packaged_response(req, parts, &hls.resource, version.modified(), etag, ranges);
     library.sendable(req, version, response, may_block)
 }
 
@@ -133,14 +134,14 @@ fn packaged_response(
     resource: &Resource,
     modified: Option<std::time::SystemTime>,
     etag: Option<String>,
-    hls: &HlsRequest<'_>,
+    (max_ranges, boundary): (usize, u64),
 ) -> Response {
     let len = parts.iter().map(Segment::len).sum();
     let meta = FileMeta { len, modified, content_type: resource.content_type(), etag: None };
     // Manifests are revalidated (cheap with the ETag) so a replaced file is seen at once;
     // segments keep their URL for the file's life and can be cached.
     let cache_control = if resource.is_manifest() { "no-cache" } else { "public, max-age=3600" };
-    entity_response(req, parts, &meta, etag, hls.max_ranges, hls.boundary)
+    entity_response(req, parts, &meta, etag, max_ranges, boundary)
         .with_header("Cache-Control", cache_control)
         .with_header("Access-Control-Allow-Origin", "*")
 }
@@ -331,14 +332,8 @@ pub fn respond_set(
     };
     let parts = vec![Segment::Bytes(text.into_bytes())];
     let etag = Some(manifest_tag(&parts));
-    let hls = HlsRequest {
-        relative: set.dir,
-        version: &found.members[0].version,
-        resource: set.resource.clone(),
-        max_ranges: 1,
-        boundary: 0,
-    };
-    Ok(packaged_response(req, parts, &set.resource, None, etag, &hls))
+    // A manifest is small: one range at most, no multipart.
+    Ok(packaged_response(req, parts, &set.resource, None, etag, (1, 0)))
 }
 
 /// The vendored hls.js the library page loads: immutable for a build, so cached for a year and
