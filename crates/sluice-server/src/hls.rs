@@ -263,7 +263,8 @@ pub struct SetRequest<'a> {
 }
 
 /// The answer to a set's resource: 404 for a set that is not there (or a resource sets do not
-/// have), 409 with the times when its renditions' keyframes do not line up.
+/// have), 409 with the times when its renditions' keyframes do not line up, 500 with the reason
+/// for a sidecar that does not parse or names files that are not there.
 pub fn respond_set(
     req: &Request<'_>,
     library: &Library,
@@ -281,9 +282,11 @@ pub fn respond_set(
         Err(SetError::Library(e)) => return Err(e),
         Err(SetError::NotFound) => return Ok(Response::error(Status::NOT_FOUND)),
         Err(e @ SetError::Misaligned(_)) => return Ok(failure(Status::CONFLICT, &e.to_string())),
+        // A sidecar that does not parse is the library's problem, as a broken MP4 is: 500 with
+        // the reason, and a log line.
         Err(e @ SetError::Sidecar(_)) => {
             tracing::warn!(set = set.title, "rendition set: {e}");
-            return Ok(failure(Status::CONFLICT, &e.to_string()));
+            return Ok(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string()));
         }
     };
     let prefixes: Vec<String> =

@@ -100,6 +100,7 @@ fn library_files() -> Vec<(String, Vec<u8>)> {
     files.push(("films/movie.fr.vtt".into(), VTT_FR.into()));
     files.push(("films/feature-high.mp4".into(), clips.set[0].1.clone()));
     files.push(("films/feature-low.mp4".into(), clips.set[2].1.clone()));
+    files.push(("films/broken.set.toml".into(), b"files = [\"missing.mp4\"]\n".to_vec()));
     files.push((
         "films/feature.set.toml".into(),
         b"files = [\"feature-high.mp4\", \"feature-low.mp4\"]\n[subtitles]\nen = \"movie.en.vtt\"\n".to_vec(),
@@ -281,6 +282,9 @@ fn a_set_plays_over_hls_and_dash(engine: &[&str]) {
     assert!(master.contains("../feature-high.mp4/video.m3u8"), "{master}");
     assert!(master.contains("LANGUAGE=\"en\""), "{master}");
     assert_eq!(fetch_get(addr, "/films/nothing.set/master.m3u8", &[]).status, 404);
+    let broken = fetch_get(addr, "/films/broken.set/master.m3u8", &[]);
+    assert_eq!(broken.status, 500);
+    assert!(broken.body_text().contains("missing.mp4"), "the reason: {}", broken.body_text());
 
     // The page and /streams offer the sets that work, and DASH where HLS works.
     let page = ok(addr, "/films/").body_text();
