@@ -676,6 +676,7 @@ mod tests {
             profile: None,
             clients: None,
             transport: None,
+            udp_gro: None,
             payload: None,
             budget: false,
         };

@@ -314,6 +314,7 @@ fn loopback_row(
         profile: None,
         clients: None,
         transport: None,
+        udp_gro: None,
         payload: None,
         budget: false,
     };
@@ -518,6 +519,7 @@ fn rtsp_config(
     let load = &experiment.load;
     let mut c = RtspConfig::new(url, point.clients.unwrap_or(1));
     c.transport = point.transport.unwrap_or_default();
+    c.udp_gro = point.udp_gro.unwrap_or(true);
     c.ramp = load.ramp_for(quick);
     c.expect_samples = Some(content.video_samples);
     c.idle_end = load.idle_end.unwrap_or(c.idle_end);
@@ -533,7 +535,7 @@ fn rtsp_config(
 fn rtsp_command(c: &RtspConfig) -> String {
     let d = sluice_load::duration_text::format;
     format!(
-        "sluice load rtsp {} --clients {} --transport {} --ramp {} --duration {} --expect-samples {} --idle-end {} --setup-timeout {} --threads {}{}",
+        "sluice load rtsp {} --clients {} --transport {} --ramp {} --duration {} --expect-samples {} --idle-end {} --setup-timeout {} --threads {}{}{}",
         c.url,
         c.clients,
         c.transport.name(),
@@ -543,6 +545,7 @@ fn rtsp_command(c: &RtspConfig) -> String {
         d(c.idle_end),
         d(c.setup_timeout),
         c.threads,
+        if c.transport == sluice_load::rtsp::RtspTransport::Udp && !c.udp_gro { " --udp-gro off" } else { "" },
         if c.audio { "" } else { " --video-only" }
     )
 }
