@@ -349,7 +349,7 @@ fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
                 }
                 for (i, h) in hdrs.iter().take(r as usize).enumerate() {
                     let len = h.msg_len as usize;
-                    let control_len = (h.msg_hdr.msg_controllen as usize).min(CONTROL);
+                    let control_len = h.msg_hdr.msg_controllen.min(CONTROL);
                     let segment = gro_segment_size(&controls[i * CONTROL..i * CONTROL + control_len]);
                     received += segment.map_or(1, |s| len.div_ceil(s.max(1))) as u64;
                 }

@@ -285,7 +285,7 @@ impl Batch {
     fn message(&self, i: usize) -> (&[u8], Option<usize>) {
         let h = &self.headers[i];
         let len = (h.msg_len as usize).min(MESSAGE);
-        let control_len = (h.msg_hdr.msg_controllen as usize).min(CONTROL);
+        let control_len = h.msg_hdr.msg_controllen.min(CONTROL);
         let control = &self.controls[i * CONTROL..i * CONTROL + control_len];
         (&self.buffers[i * MESSAGE..i * MESSAGE + len], gro_segment_size(control))
     }
