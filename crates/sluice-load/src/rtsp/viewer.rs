@@ -182,8 +182,8 @@ impl AccessUnits {
 }
 
 /// The video samples a viewer was sent for the time it played, from the RTP timestamps of its
-/// packets: the span of presentation times from the `PLAY`'s start (`RTP-Info`'s `rtptime`, time
-/// 0 of retina's timestamps) to the latest one received, divided by the frame interval (the
+/// packets: the span of presentation times from the `PLAY`'s start (`RTP-Info`'s `rtptime`,
+/// time 0 of the counted timestamps) to the latest one received, divided by the frame interval (the
 /// smallest step between two packets' timestamps). A frame the server skipped (its
 /// `degrade` policy drops whole frames before they are packetized, so no sequence number goes
 /// missing) leaves a hole in that span, which is how a viewer that lost no packet can still fall
