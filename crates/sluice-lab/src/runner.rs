@@ -396,7 +396,9 @@ fn run_row(
     row.server_command = running.command_line.clone();
     let threads = if placement.load.is_empty() { crate::machine::cores() } else { placement.load.len() };
     if let Some(Ok(content)) = run.content {
-        row.outcome = rtsp_row(experiment, options.quick, point, content, &running, threads, bar, &mut row);
+        let cpus = (placement.server.first().copied(), placement.load.first().copied());
+        row.outcome =
+            rtsp_row(experiment, options.quick, point, content, &running, (threads, cpus), bar, &mut row);
         running.stop();
         return row;
     }
@@ -454,7 +456,7 @@ fn rtsp_row(
     point: &Point,
     content: &Content,
     running: &RunningServer,
-    threads: usize,
+    (threads, (server_cpu, load_cpu)): (usize, (Option<usize>, Option<usize>)),
     bar: &ProgressBar,
     row: &mut Row,
 ) -> RowOutcome {
@@ -485,9 +487,24 @@ fn rtsp_row(
         (Some(before), Some(after)) => Some(RtspServerCounters::delta(&before, &after)),
         _ => None,
     };
+    // The matching ceiling: the same viewers and bitrate, receivers like the row's, from the
+    // server's CPU to the generator's (5 s; 1 s with --quick).
+    let ceiling = (config.transport == sluice_load::rtsp::RtspTransport::Udp && report.is_ok()).then(|| {
+        let probe = crate::ceiling::CeilingProbe {
+            viewers: config.clients,
+            bitrate: u64::from(content.spec.bitrate_kbps) * 1000,
+            datagram: 1380,
+            duration: Duration::from_secs(if quick { 1 } else { 5 }),
+            sender_cpu: server_cpu.unwrap_or(0),
+            receiver_cpu: load_cpu.unwrap_or(crate::machine::cores().saturating_sub(1)),
+            gro: config.udp_gro,
+        };
+        crate::ceiling::run(&probe).ok().map(|r| r.received as f64 / r.offered.max(1) as f64)
+    });
     match report {
         Ok(report) => {
             let measures = RtspMeasures {
+                ceiling: ceiling.flatten(),
                 server_cpu_s,
                 generator_cpu_s,
                 generator_cpus: threads,
