@@ -3,7 +3,9 @@
 //! a time (`--udp-gro off`) count the same samples, audio frames and losses of the built-in demo
 //! (180 video frames); one video datagram dropped on its way is counted lost, and the access unit
 //! it belonged to incomplete, by both; and viewers started over a ramp and stopped by the
-//! deadline are each judged against what they were sent, so every one is perfect.
+//! deadline are each judged against what they were sent, so every one is perfect. On a machine
+//! so busy that the server drops frames (its `degrade` policy, counted in its metrics), samples go
+//! missing without a sequence gap and the sample counts are then not compared; the losses are.
 //!
 //! The dropped datagram: the test puts a small relay between the server and the generator. It
 //! forwards the RTSP connection, rewriting each SETUP's `client_port` to a UDP port pair of its
@@ -73,14 +75,12 @@ fn finish(child: std::process::Child, json: &std::path::Path) -> RtspReport {
     RtspReport::from_json(&text).unwrap()
 }
 
-/// What the server reported about its sending, for messages: a busy machine makes it drop frames.
-fn server_load(server: &Server) -> String {
-    let text = server.scrape();
-    let lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.starts_with("sluice_rtsp_frames_dropped") || l.starts_with("sluice_rtsp_late"))
-        .collect();
-    format!("{lines:?}; load average {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim())
+/// Frames the server dropped (its `degrade` policy, when its RTSP loop falls behind on a busy
+/// machine), and a line saying so with the machine's load for messages.
+fn server_drops(server: &Server) -> (u64, String) {
+    let dropped = metric(&server.scrape(), "sluice_rtp_frames_dropped_total");
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    (dropped, format!("the server dropped {dropped} frames; load average {}", load.trim()))
 }
 
 /// An RTSP relay on a free loopback port: see the module docs. Video is the first SETUP.
@@ -192,7 +192,7 @@ fn gro_and_plain_viewers_count_the_same_samples_and_the_same_loss(engine: &[&str
         ("ramp", finish(ramped, &ramped_json)),
     ];
     drop(relays);
-    let load = server_load(&server);
+    let (dropped, load) = server_drops(&server);
     for (name, report) in &reports {
         let s = &report.summary;
         assert_eq!(s.failures.total(), 0, "{name}: {s:#?}\n{load}");
@@ -207,6 +207,24 @@ fn gro_and_plain_viewers_count_the_same_samples_and_the_same_loss(engine: &[&str
         }
     }
     let [(_, gro), (_, plain), (_, gro_lossy), (_, plain_lossy), (_, ramped)] = &reports;
+    // No packet goes missing on loopback except the one the relay drops.
+    for (name, r) in [("gro", gro), ("plain", plain), ("ramp", ramped)] {
+        assert_eq!(r.summary.lost_packets, 0, "{name}: {:#?}\n{load}", r.viewers);
+    }
+    for (name, r) in [("gro", gro_lossy), ("plain", plain_lossy)] {
+        let v = &r.viewers[0];
+        assert_eq!(
+            (v.lost_packets, v.video_lost_packets),
+            (1, 1),
+            "{name} through the relay: {v:#?}\n{load}"
+        );
+    }
+    // Frames the server dropped on a busy machine are missing samples without a sequence gap:
+    // then the counts below differ for that reason, which the server reports.
+    if dropped > 0 {
+        eprintln!("sample counts not compared: {load}");
+        return;
+    }
     // Directly: every viewer gets every sample, without GRO as with it.
     for (name, r) in [("gro", gro), ("plain", plain)] {
         let detail = || format!("{name}: {:#?}\n{:#?}\n{load}", r.summary, r.viewers);
@@ -224,7 +242,6 @@ fn gro_and_plain_viewers_count_the_same_samples_and_the_same_loss(engine: &[&str
     for (name, r) in [("gro", gro_lossy), ("plain", plain_lossy)] {
         let v = &r.viewers[0];
         let detail = || format!("{name} through the relay: {v:#?}\n{load}");
-        assert_eq!((v.lost_packets, v.video_lost_packets), (1, 1), "{}", detail());
         assert!((DEMO_VIDEO_FRAMES - 2..DEMO_VIDEO_FRAMES).contains(&v.samples), "{}", detail());
         assert_eq!(r.summary.perfect_clients, 0, "{}", detail());
     }
