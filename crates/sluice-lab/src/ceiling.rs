@@ -363,12 +363,7 @@ fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
 
 /// The calling thread's user + system CPU seconds.
 fn thread_cpu_seconds() -> f64 {
-    // SAFETY: rusage is plain data, and getrusage fills it.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a live rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(u.ru_utime) + s(u.ru_stime)
+    sluice_load::rtsp::rusage_cpu_seconds(libc::RUSAGE_THREAD)
 }
 
 /// CPU seconds so far of `ksoftirqd/CPU` (0 if it cannot be found). On a thread's own CPU, softirq

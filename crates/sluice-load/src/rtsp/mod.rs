@@ -287,7 +287,7 @@ pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<
         }
         RtspTransport::Tcp => None,
     };
-    let cpu_before = process_cpu_seconds();
+    let cpu_before = rusage_cpu_seconds(libc::RUSAGE_SELF);
     let started_at = SystemTime::now();
     let start = Instant::now();
     let live = Arc::new(Live::default());
@@ -347,18 +347,20 @@ pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<
     }
     runtime.shutdown_timeout(Duration::from_millis(100));
     let elapsed = start.elapsed();
-    let cpu = process_cpu_seconds() - cpu_before;
+    let cpu = rusage_cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
     let mut report = RtspReport::build(config, started_at, elapsed, results);
     report.summary.generator = GeneratorCost::from_viewers(&report.viewers, cpu);
     Ok(report)
 }
 
-/// This process's CPU seconds so far (user and system, every thread).
-fn process_cpu_seconds() -> f64 {
-    // SAFETY: getrusage fills the zeroed struct it is given.
+/// User + system CPU seconds so far of this process (`libc::RUSAGE_SELF`, every thread) or of
+/// the calling thread (`libc::RUSAGE_THREAD`): what the generator, and the lab's ceiling probe,
+/// spent.
+pub fn rusage_cpu_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: rusage is plain data; all-zero is a valid value.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above; RUSAGE_SELF cannot fail with a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    // SAFETY: getrusage fills the live struct it is given; with a valid `who` it cannot fail.
+    unsafe { libc::getrusage(who, &mut usage) };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }

@@ -304,14 +304,14 @@ fn drain(batch: &mut Batch, entry: &mut Entry, role: usize) {
         }
         let now = Instant::now();
         let r = &mut entry.reception;
-        r.reads += n as u64;
+        r.counts.reads += n as u64;
         for i in 0..n {
             let (message, segment) = batch.message(i);
             for datagram in gro_segments(message, segment) {
                 match role {
                     0 => r.rtp(false, datagram, now),
                     2 => r.rtp(true, datagram, now),
-                    _ => r.datagrams += 1,
+                    _ => r.counts.datagrams += 1,
                 }
             }
         }

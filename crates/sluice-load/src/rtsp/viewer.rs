@@ -309,6 +309,18 @@ impl TrackCounter {
     }
 }
 
+/// A viewer's running counts (their meanings are [`ViewerResult`]'s fields of the same names).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counts {
+    pub samples: u64,
+    pub audio_frames: u64,
+    pub lost_packets: u64,
+    pub video_lost_packets: u64,
+    pub bytes: u64,
+    pub datagrams: u64,
+    pub reads: u64,
+}
+
 /// What one viewer received, as its packets are counted (by the receiver thread over UDP, by
 /// the viewer's task over TCP).
 #[derive(Debug)]
@@ -316,15 +328,7 @@ pub(crate) struct Reception {
     pub video: TrackCounter,
     pub audio: Option<TrackCounter>,
     pub sent: SentSpan,
-    pub samples: u64,
-    pub audio_frames: u64,
-    pub lost_packets: u64,
-    pub video_lost_packets: u64,
-    pub bytes: u64,
-    /// RTP and RTCP datagrams (UDP) or interleaved frames (TCP) received.
-    pub datagrams: u64,
-    /// Reads that returned them (a GRO read returns many datagrams).
-    pub reads: u64,
+    pub counts: Counts,
     /// When the latest RTP packet and the first complete sample arrived.
     pub last_media: Option<std::time::Instant>,
     pub first_sample: Option<std::time::Instant>,
@@ -345,13 +349,7 @@ impl Reception {
             video,
             audio,
             sent: SentSpan::default(),
-            samples: 0,
-            audio_frames: 0,
-            lost_packets: 0,
-            video_lost_packets: 0,
-            bytes: 0,
-            datagrams: 0,
-            reads: 0,
+            counts: Counts::default(),
             last_media: None,
             first_sample: None,
             expect,
@@ -362,7 +360,7 @@ impl Reception {
 
     /// One RTP packet of the video (`audio` false) or audio stream, received at `now`.
     pub(crate) fn rtp(&mut self, audio: bool, packet: &[u8], now: std::time::Instant) {
-        self.datagrams += 1;
+        self.counts.datagrams += 1;
         if self.complete {
             return;
         }
@@ -375,44 +373,49 @@ impl Reception {
         let Some(loss) = track.sequence(header.sequence) else { return };
         self.last_media = Some(now);
         let payload = header.payload(packet);
-        self.bytes += payload.len() as u64;
+        self.counts.bytes += payload.len() as u64;
         if loss > 0 {
-            self.lost_packets += u64::from(loss);
+            self.counts.lost_packets += u64::from(loss);
             self.live.lost_packets.fetch_add(u64::from(loss), Relaxed);
         }
         if audio {
-            self.audio_frames += audio_frames(payload, track.aac);
+            self.counts.audio_frames += audio_frames(payload, track.aac);
             return;
         }
-        self.video_lost_packets += u64::from(loss);
+        self.counts.video_lost_packets += u64::from(loss);
         let ticks = track.ticks(header.timestamp);
         self.sent.push(ticks);
         if track.units.push(loss, header.marker) != Some(true) {
             return;
         }
-        self.samples += 1;
+        self.counts.samples += 1;
         self.live.samples.fetch_add(1, Relaxed);
-        if self.samples == 1 {
+        if self.counts.samples == 1 {
             self.first_sample = Some(now);
         }
-        if self.expect.is_some_and(|n| self.samples >= n) {
+        if self.expect.is_some_and(|n| self.counts.samples >= n) {
             self.complete = true;
         }
     }
 
     /// Copies the counts into the viewer's result and works out what it was owed.
     pub(crate) fn finish(&self, result: &mut ViewerResult) {
-        result.samples = self.samples;
-        result.audio_frames = self.audio_frames;
-        result.lost_packets = self.lost_packets;
-        result.video_lost_packets = self.video_lost_packets;
-        result.bytes = self.bytes;
-        result.datagrams = self.datagrams;
-        result.reads = self.reads;
+        let Counts { samples, audio_frames, lost_packets, video_lost_packets, bytes, datagrams, reads } =
+            self.counts;
+        *result = ViewerResult {
+            samples,
+            audio_frames,
+            lost_packets,
+            video_lost_packets,
+            bytes,
+            datagrams,
+            reads,
+            ..result.clone()
+        };
         // It was sent at least what it received (the reordering allowance of a cut-off viewer
         // can excuse more than was missing).
         let cut = matches!(result.end, EndReason::Deadline | EndReason::Expected);
-        result.expected_samples = self.sent.expected(cut).max(self.samples);
+        result.expected_samples = self.sent.expected(cut).max(self.counts.samples);
     }
 }
 
@@ -677,7 +680,7 @@ async fn receive_tcp(
                         match channel {
                             VIDEO_CHANNEL => reception.rtp(false, data, now),
                             AUDIO_CHANNEL => reception.rtp(true, data, now),
-                            _ => reception.datagrams += 1,
+                            _ => reception.counts.datagrams += 1,
                         }
                     }
                     consumed += n;
@@ -700,7 +703,7 @@ async fn receive_tcp(
         }
         tokio::select! {
             read = control.fill() => {
-                reception.reads += 1;
+                reception.counts.reads += 1;
                 if let Err(e) = read {
                     if e.kind() == std::io::ErrorKind::UnexpectedEof {
                         return (reception, Stop::Closed, None);
