@@ -79,6 +79,15 @@ enum TransportFlag {
     Udp,
 }
 
+/// Whether the viewers' UDP sockets take GRO messages whole.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum GroFlag {
+    /// `UDP_GRO` on: a burst the server sends as one GSO message arrives as one message.
+    On,
+    /// Every read is one datagram, as for players without GRO.
+    Off,
+}
+
 /// `sluice load rtsp` flags.
 #[derive(Args, Debug)]
 #[command(after_help = "\
@@ -89,7 +98,13 @@ Each viewer does DESCRIBE, SETUP (video, plus audio when offered), PLAY, then co
 samples until the stream ends (no media for --idle-end), --expect-samples arrive, or --duration
 (from the run's start, ramp included; 1 h when not given) passes. A viewer is perfect when it
 received --expect-samples samples, or without that flag every sample sent to it while it played
-(judged from its RTP timestamps and RTP-Info), and lost no packet.")]
+(judged from its RTP timestamps and RTP-Info), and lost no packet.
+
+Over UDP each viewer's RTP arrives on its own sockets, read by --threads receiver threads with
+epoll and recvmmsg; with --udp-gro on (the default) a burst the server sent as one GSO message is
+read whole, with off every message is one datagram (the kernel splits the server's bursts on the
+server's side, as for players without GRO). The summary and --json give the generator's own CPU
+per datagram and per viewer-second.")]
 pub struct RtspArgs {
     /// rtsp://host:port/path of the stream.
     #[arg(value_name = "URL")]
@@ -127,7 +142,10 @@ pub struct RtspArgs {
         value_name = "SIZE"
     )]
     udp_rcvbuf: usize,
-    /// Runtime worker threads [default: the usable cores].
+    /// UDP GRO on the viewers' RTP sockets: on, or off to model players without it.
+    #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
+    udp_gro: GroFlag,
+    /// Receiver threads (UDP) and runtime threads [default: the cores this process may use].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Pass/fail criterion, repeatable; a failed one exits 99: `perfect>99%`, `playing>=100%`,
@@ -283,6 +301,7 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.idle_end = args.idle_end;
     config.setup_timeout = args.setup_timeout;
     config.udp_receive_buffer = args.udp_rcvbuf;
+    config.udp_gro = matches!(args.udp_gro, GroFlag::On);
     config.audio = !args.video_only;
     config.threads = args.threads.unwrap_or(config.threads);
     config.allow_non_loopback = args.common.allow_non_loopback;
