@@ -1,4 +1,5 @@
-//! The admin listener: `/metrics`, `/healthz`, `/readyz` and `/streams`, on an address of their own.
+//! The admin listener: the live dashboard (`/`, `/events`), `/metrics`, `/healthz`, `/readyz` and
+//! `/streams`, on an address of their own.
 //!
 //! Owns what the operational endpoints answer. They live apart from the media port so that they
 //! neither shadow library files (a file named `metrics` is served like any other) nor are public
@@ -26,6 +27,7 @@ pub struct Admin {
     rtsp: Option<SocketAddr>,
     shutdown: Shutdown,
     ready: Readiness,
+    board: Arc<crate::dashboard::Board>,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -55,7 +57,7 @@ impl Admin {
     /// Endpoints reporting on `app`, served at `http` (and `rtsp`); `/readyz` fails once
     /// `shutdown` is triggered.
     pub fn new(app: Arc<App>, http: SocketAddr, rtsp: Option<SocketAddr>, shutdown: Shutdown) -> Admin {
-        Admin { app, http, rtsp, shutdown, ready: Readiness::default() }
+        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default() }
     }
 
     /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
@@ -97,6 +99,30 @@ impl Admin {
         text
     }
 
+    /// `/metrics`: every metric in Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        let app = &self.app;
+        let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+        if let Some(remote) = app.library().as_remote() {
+            crate::metrics::render_cache(&mut body, remote.cache().stats());
+        }
+        crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            body,
+            "# HELP sluice_dashboard_streams Dashboards following the admin listener's /events now.\n\
+# TYPE sluice_dashboard_streams gauge\nsluice_dashboard_streams {}",
+            self.board.streams()
+        );
+        body
+    }
+
+    /// Takes the dashboard's sample a second until the server stops (run on a thread of its own).
+    pub fn run_sampler(&self) {
+        let metrics = || self.metrics_text();
+        crate::dashboard::sample_every_second(&self.board, self.app.requests(), metrics, &self.shutdown);
+    }
+
     fn route(&self, req: &Request<'_>) -> Response {
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
@@ -111,15 +137,8 @@ impl Admin {
         };
         const PLAIN: &str = "text/plain; charset=utf-8";
         match req.path() {
-            Some("/metrics") => {
-                let app = &self.app;
-                let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
-                if let Some(remote) = app.library().as_remote() {
-                    crate::metrics::render_cache(&mut body, remote.cache().stats());
-                }
-                crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
-                text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", body)
-            }
+            Some("/metrics") => text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics_text()),
+            Some("/events") => self.board.events(&self.shutdown),
             // A load balancer checks /healthz: failing it while draining takes the server out
             // of rotation before the grace ends, so no new request reaches a stopping edge.
             Some("/healthz" | "/readyz") if self.shutdown.is_triggered() => {
@@ -131,7 +150,7 @@ impl Admin {
                 None => text(Status::OK, PLAIN, "ready\n".into()),
             },
             Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
-            Some("/") => text(Status::OK, PLAIN, "sluice admin: /metrics /healthz /readyz /streams\n".into()),
+            Some("/") => text(Status::OK, "text/html; charset=utf-8", crate::dashboard::page()),
             _ => Response::error(Status::NOT_FOUND),
         }
     }

@@ -25,7 +25,7 @@ use crate::bench;
 use crate::hls::HlsRequest;
 use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
-use crate::metrics::RequestCounts;
+use crate::metrics::{RequestCounts, RouteKind};
 use crate::page::Offers;
 use crate::upload::Uploads;
 
@@ -377,6 +377,22 @@ fn listing_response(
     }
 }
 
+/// What `req` asks for, as the response-duration histograms tell routes apart.
+fn route_kind(req: &Request<'_>) -> RouteKind {
+    if matches!(req.method, Method::Put | Method::Delete) {
+        return RouteKind::Upload;
+    }
+    let path = req.path().unwrap_or_default();
+    let hls = path.rsplit_once('/').is_some_and(|(parent, name)| {
+        crate::page::is_mp4(parent) && sluice_media::hls::playlist::Resource::parse(name).is_some()
+    });
+    match () {
+        _ if hls => RouteKind::Hls,
+        _ if req.header("range").is_some() => RouteKind::Range,
+        _ => RouteKind::File,
+    }
+}
+
 /// The handler one connection uses: the shared app, who is on the other end, and the responses
 /// queued and not yet known to be sent whole.
 #[derive(Debug)]
@@ -398,6 +414,10 @@ struct ConnectionLog {
 /// A request the app answered, kept until its response ends.
 #[derive(Debug)]
 struct Answered {
+    /// When its request was answered, for the response-duration histogram.
+    started: Instant,
+    /// What it served, for the same.
+    kind: RouteKind,
     /// What the access log says of it; `None` when the access log is off.
     line: Option<AccessLine>,
 }
@@ -427,9 +447,10 @@ impl ConnectionHandler {
             if !whole {
                 self.app.requests.cut();
             }
-            let Some(line) = answered.line else { continue };
             let body = queued.end - queued.body_start;
             let body_sent = sent.clamp(queued.body_start, queued.end) - queued.body_start;
+            self.app.requests.ended(answered.kind, queued.status.0, body_sent, answered.started.elapsed());
+            let Some(line) = answered.line else { continue };
             let ms = (line.started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
             let ua = line.user_agent.as_deref().unwrap_or("-");
             let range = line.range.as_deref().unwrap_or("-");
@@ -460,7 +481,7 @@ impl Handler for ConnectionHandler {
             range: header("range"),
             user_agent: header("user-agent"),
         });
-        self.log.borrow_mut().answered = Some(Answered { line });
+        self.log.borrow_mut().answered = Some(Answered { started: Instant::now(), kind: route_kind(req), line });
         self.app.route(req)
     }
 
