@@ -5,10 +5,11 @@
   const MAX_SAMPLES = 900;
   const PALETTE = ["#2563eb", "#16a34a", "#f59e0b", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d", "#ea580c", "#475569"];
 
-  // The number at `path` ("a.b.c") in a sample, or null.
-  function at(sample, path) {
+  // The number at `path` ("a.b.c") in a sample, then at key `name` (which may hold dots) when
+  // given, or null.
+  function at(sample, path, name) {
     let v = sample;
-    for (const k of path.split(".")) {
+    for (const k of name === undefined ? path.split(".") : [...path.split("."), name]) {
       if (v == null || typeof v !== "object") return null;
       v = v[k];
     }
@@ -41,7 +42,7 @@
           for (const k of base.split(".")) m = m == null ? null : m[k];
           if (m && typeof m === "object") Object.keys(m).forEach((n) => names.add(n));
         }
-        for (const n of [...names].sort()) out.push({ key: base + "." + n, label: (s.label ? s.label + " " : "") + n });
+        for (const n of [...names].sort()) out.push({ key: base, name: n, label: (s.label ? s.label + " " : "") + n });
       }
       return out;
     }
@@ -61,9 +62,9 @@
       const times = this.samples.map((s) => s.t);
       this.spec.charts.forEach((chart, i) => {
         const series = this.seriesOf(chart);
-        const columns = series.map((s) => this.samples.map((x) => at(x, s.key)));
+        const columns = series.map((s) => this.samples.map((x) => at(x, s.key, s.name)));
         const data = [times, ...columns];
-        const keys = series.map((s) => s.key).join("|");
+        const keys = series.map((s) => s.key + "/" + (s.name || "")).join("|");
         let entry = this.plots.get(i);
         if (entry && entry.keys !== keys) {
           entry.plot.destroy();
