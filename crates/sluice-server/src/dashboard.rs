@@ -13,14 +13,14 @@
 //! send deadline drops it; the sampler and the other streams never wait for it.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
-use sluice_charts::Chart;
+use sluice_charts::{Chart, Hub};
 use sluice_engine::Shutdown;
 use sluice_proto::conn::Segment;
 use sluice_proto::http::{Body, BodyTail, BodyTailError, Response, Status, StreamedBody};
@@ -40,40 +40,24 @@ pub const STALL: Duration = Duration::from_secs(5);
 const PERIOD: Duration = Duration::from_secs(1);
 /// A stream's `Content-Length`: the browser reconnects (after `retry`) once it is used up.
 const STREAM_BYTES: u64 = 1 << 30;
-/// A comment line is sent when no sample came for this long, so idle proxies keep the stream.
-const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// The samples so far and the streams following them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Board {
-    ring: Mutex<Ring>,
-    fresh: Condvar,
+    hub: Hub,
     streams: AtomicUsize,
 }
 
-#[derive(Debug, Default)]
-struct Ring {
-    /// The latest samples as JSON, oldest first.
-    samples: VecDeque<Arc<str>>,
-    /// The sequence number the next sample gets (the first sample's is `next - samples.len()`).
-    next: u64,
+impl Default for Board {
+    fn default() -> Self {
+        Board { hub: Hub::new(HISTORY), streams: AtomicUsize::new(0) }
+    }
 }
 
 impl Board {
-    fn ring(&self) -> MutexGuard<'_, Ring> {
-        self.ring.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Adds a sample, dropping the oldest beyond [`HISTORY`], and wakes the streams.
+    /// Adds a sample and wakes the streams.
     pub fn publish(&self, sample: &Value) {
-        let mut ring = self.ring();
-        ring.samples.push_back(Arc::from(sample.to_string()));
-        if ring.samples.len() > HISTORY {
-            ring.samples.pop_front();
-        }
-        ring.next += 1;
-        drop(ring);
-        self.fresh.notify_all();
+        self.hub.publish(sample);
     }
 
     /// Event streams open now.
@@ -84,19 +68,14 @@ impl Board {
     /// `/events`: the history, then a sample a second; 503 past [`MAX_STREAMS`].
     pub fn events(self: &Arc<Self>, shutdown: &Shutdown) -> Response {
         let taken = self.streams.fetch_add(1, Ordering::Relaxed);
-        let tail = EventTail { board: Arc::clone(self), next: 0, left: STREAM_BYTES, shutdown: shutdown.clone() };
+        let (head, next) = self.hub.start();
+        let tail = EventTail { board: Arc::clone(self), next, left: STREAM_BYTES, shutdown: shutdown.clone() };
         if taken >= MAX_STREAMS {
             drop(tail);
             return Response::refusal(Status::SERVICE_UNAVAILABLE, "too many dashboards follow this server")
                 .with_header("Retry-After", "10");
         }
         let mut tail = tail;
-        let head = {
-            let ring = self.ring();
-            tail.next = ring.next;
-            let history: Vec<&str> = ring.samples.iter().map(|s| &**s).collect();
-            format!("retry: 1000\n\nevent: history\ndata: [{}]\n\n", history.join(","))
-        };
         tail.left -= head.len() as u64;
         Response {
             status: Status::OK,
@@ -131,26 +110,10 @@ impl Drop for EventTail {
 
 impl BodyTail for EventTail {
     fn next(&mut self) -> Result<Vec<Segment>, BodyTailError> {
-        let since = Instant::now();
-        let mut ring = self.board.ring();
-        let text = loop {
-            if self.shutdown.is_triggered() {
-                return Err(BodyTailError("the server is stopping".into()));
-            }
-            if ring.next > self.next {
-                // A stream that fell behind the history skips to its oldest sample.
-                let first = ring.next - ring.samples.len() as u64;
-                self.next = self.next.max(first);
-                let sample = &ring.samples[(self.next - first) as usize];
-                self.next += 1;
-                break format!("data: {sample}\n\n");
-            }
-            if since.elapsed() >= KEEPALIVE {
-                break ":\n\n".to_string();
-            }
-            ring = self.board.fresh.wait_timeout(ring, PERIOD).unwrap_or_else(|e| e.into_inner()).0;
+        let stopping = || self.shutdown.is_triggered();
+        let Some(text) = self.board.hub.next_event(&mut self.next, &stopping) else {
+            return Err(BodyTailError("the server is stopping".into()));
         };
-        drop(ring);
         let mut bytes = text.into_bytes();
         if bytes.len() as u64 > self.left {
             // The last bytes of the length: a comment line, after which the browser reconnects.
