@@ -70,9 +70,12 @@ pub fn page(title: &str, subtitle: &str, charts: &[Chart], samples: Samples<'_>)
     let spec = serde_json::json!({ "charts": charts }).to_string();
     let start = match samples {
         Samples::Live(url) => format!("board.follow({});", script_json(&serde_json::json!(url).to_string())),
-        Samples::Held(samples) => format!("board.replace({});", script_json(&serde_json::to_string(samples).unwrap_or_default())),
+        Samples::Held(samples) => {
+            format!("board.replace({});", script_json(&serde_json::to_string(samples).unwrap_or_default()))
+        }
     };
-    let cells: String = (0..charts.len()).map(|i| format!("<div class=\"chart\" id=\"chart-{i}\"></div>\n")).collect();
+    let cells: String =
+        (0..charts.len()).map(|i| format!("<div class=\"chart\" id=\"chart-{i}\"></div>\n")).collect();
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n\

@@ -59,7 +59,9 @@ pub fn serve(listener: TcpListener, page: String, hub: Arc<Hub>) -> io::Result<L
                         .name("sluice-live-conn".into())
                         .spawn(move || shared.answer(stream));
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
                 Err(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
@@ -97,7 +99,11 @@ impl Shared {
     fn follow(&self, mut stream: TcpStream) {
         if self.streams.fetch_add(1, Ordering::Relaxed) >= MAX_STREAMS {
             self.streams.fetch_sub(1, Ordering::Relaxed);
-            let _ = stream.write_all(&reply("503 Service Unavailable", "text/plain", b"too many pages follow this run\n"));
+            let _ = stream.write_all(&reply(
+                "503 Service Unavailable",
+                "text/plain",
+                b"too many pages follow this run\n",
+            ));
             return;
         }
         let (head, mut cursor) = self.hub.start();
@@ -152,7 +158,9 @@ mod tests {
     fn the_page_and_its_events_are_served_until_dropped() {
         let hub = Arc::new(Hub::new(10));
         hub.publish(&serde_json::json!({"t": 1}));
-        let live = serve(TcpListener::bind("127.0.0.1:0").unwrap(), "<html>page</html>".into(), Arc::clone(&hub)).unwrap();
+        let live =
+            serve(TcpListener::bind("127.0.0.1:0").unwrap(), "<html>page</html>".into(), Arc::clone(&hub))
+                .unwrap();
         let mut s = TcpStream::connect(live.local_addr()).unwrap();
         s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         let mut page = String::new();

@@ -53,13 +53,26 @@ impl<'a> LoadBoard<'a> {
         let hub = Arc::new(Hub::new(LIVE_HISTORY));
         let live = match dashboard {
             Some(listener) => {
-                let page = sluice_charts::page(title, "live, a sample a second", &charts(rtsp), Samples::Live("/events"));
+                let page = sluice_charts::page(
+                    title,
+                    "live, a sample a second",
+                    &charts(rtsp),
+                    Samples::Live("/events"),
+                );
                 Some(sluice_charts::serve(listener, page, Arc::clone(&hub)).map_err(LoadError::Runtime)?)
             }
             None => None,
         };
         let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        Ok(LoadBoard { inner, title: title.into(), started_unix, samples: Vec::new(), hub, live, last_rtsp: None })
+        Ok(LoadBoard {
+            inner,
+            title: title.into(),
+            started_unix,
+            samples: Vec::new(),
+            hub,
+            live,
+            last_rtsp: None,
+        })
     }
 
     /// Where the live page is served, if it is.
@@ -133,7 +146,11 @@ pub fn charts(rtsp: bool) -> Vec<Chart> {
             Chart::new(
                 "RTSP viewers",
                 "",
-                &[("viewers.playing", "playing"), ("viewers.started", "started"), ("viewers.failed", "failed")],
+                &[
+                    ("viewers.playing", "playing"),
+                    ("viewers.started", "started"),
+                    ("viewers.failed", "failed"),
+                ],
             ),
             Chart::new("Video samples received", "/s", &[("samples_per_s", "samples")]),
             Chart::new("RTP packets lost", "/s", &[("lost_per_s", "lost")]),

@@ -137,7 +137,9 @@ impl Admin {
         };
         const PLAIN: &str = "text/plain; charset=utf-8";
         match req.path() {
-            Some("/metrics") => text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics_text()),
+            Some("/metrics") => {
+                text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics_text())
+            }
             Some("/events") => self.board.events(&self.shutdown),
             // A load balancer checks /healthz: failing it while draining takes the server out
             // of rotation before the grace ends, so no new request reaches a stopping edge.

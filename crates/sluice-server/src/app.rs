@@ -481,7 +481,8 @@ impl Handler for ConnectionHandler {
             range: header("range"),
             user_agent: header("user-agent"),
         });
-        self.log.borrow_mut().answered = Some(Answered { started: Instant::now(), kind: route_kind(req), line });
+        self.log.borrow_mut().answered =
+            Some(Answered { started: Instant::now(), kind: route_kind(req), line });
         self.app.route(req)
     }
 

@@ -69,7 +69,8 @@ impl Board {
     pub fn events(self: &Arc<Self>, shutdown: &Shutdown) -> Response {
         let taken = self.streams.fetch_add(1, Ordering::Relaxed);
         let (head, next) = self.hub.start();
-        let tail = EventTail { board: Arc::clone(self), next, left: STREAM_BYTES, shutdown: shutdown.clone() };
+        let tail =
+            EventTail { board: Arc::clone(self), next, left: STREAM_BYTES, shutdown: shutdown.clone() };
         if taken >= MAX_STREAMS {
             drop(tail);
             return Response::refusal(Status::SERVICE_UNAVAILABLE, "too many dashboards follow this server")
@@ -118,7 +119,8 @@ impl BodyTail for EventTail {
         if bytes.len() as u64 > self.left {
             // The last bytes of the length: a comment line, after which the browser reconnects.
             let n = self.left as usize;
-            bytes = if n >= 2 { format!(":{}\n", " ".repeat(n - 2)).into_bytes() } else { b"\n"[..n].to_vec() };
+            bytes =
+                if n >= 2 { format!(":{}\n", " ".repeat(n - 2)).into_bytes() } else { b"\n"[..n].to_vec() };
         }
         self.left -= bytes.len() as u64;
         Ok(vec![Segment::Bytes(bytes)])
@@ -150,14 +152,18 @@ pub fn sample_every_second(
 /// The previous scrape, that the next one's rates are measured from.
 #[derive(Default)]
 struct Sampler {
-    previous: Option<(Instant, HashMap<String, f64>, Vec<Histogram<u64>>)>,
+    previous: Option<Scrape>,
 }
+
+/// One scrape: when, the `/metrics` samples, and the response-duration histograms by route kind.
+type Scrape = (Instant, HashMap<String, f64>, Vec<Histogram<u64>>);
 
 impl Sampler {
     /// A sample from `text` and `requests` now; `None` the first time (no rates yet).
     fn take(&mut self, text: &str, requests: &RequestCounts, now: Instant) -> Option<Value> {
         let values = parse(text);
-        let histograms: Vec<Histogram<u64>> = RouteKind::ALL.iter().map(|k| requests.durations_of(*k)).collect();
+        let histograms: Vec<Histogram<u64>> =
+            RouteKind::ALL.iter().map(|k| requests.durations_of(*k)).collect();
         let previous = self.previous.replace((now, values, histograms));
         let (then, before, before_h) = previous?;
         let (_, values, histograms) = self.previous.as_ref()?;
@@ -181,7 +187,8 @@ impl Sampler {
             for ((kind, now_h), then_h) in RouteKind::ALL.iter().zip(histograms).zip(&before_h) {
                 let mut interval = now_h.clone();
                 if interval.subtract(then_h).is_ok() && !interval.is_empty() {
-                    per_route.insert(kind.name().into(), json!(round(interval.value_at_quantile(q) as f64 / 1e3)));
+                    per_route
+                        .insert(kind.name().into(), json!(round(interval.value_at_quantile(q) as f64 / 1e3)));
                 }
             }
             latency.insert(name, per_route);
@@ -198,12 +205,20 @@ impl Sampler {
         let origin = delta("sluice_origin_request_seconds_count");
         let uploads: f64 = ["1xx", "2xx", "3xx", "4xx", "5xx"]
             .iter()
-            .map(|c| rate(&format!("sluice_http_response_duration_seconds_count{{route=\"upload\",class=\"{c}\"}}")))
+            .map(|c| {
+                rate(&format!(
+                    "sluice_http_response_duration_seconds_count{{route=\"upload\",class=\"{c}\"}}"
+                ))
+            })
             .sum();
-        let refused = ["sluice_http_requests_refused_total", "sluice_connections_rejected_total", "sluice_connections_shed_total"]
-            .iter()
-            .map(|k| rate(k))
-            .sum::<f64>();
+        let refused = [
+            "sluice_http_requests_refused_total",
+            "sluice_connections_rejected_total",
+            "sluice_connections_shed_total",
+        ]
+        .iter()
+        .map(|k| rate(k))
+        .sum::<f64>();
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         Some(json!({
             "t": t.round(),
@@ -265,8 +280,16 @@ pub fn charts() -> Vec<Chart> {
             &[("rtsp.late", "late RTP sends"), ("rtsp.refused", "RTSP refused"), ("refused", "HTTP refused")],
         ),
         Chart::new("Edge cache hit ratio", "", &[("cache.hit_ratio", "hits")]),
-        Chart::new("Origin", "req/s, ms", &[("cache.origin_rps", "requests/s"), ("cache.origin_ms", "latency ms")]),
-        Chart::new("Uploads and dropped log lines", "/s", &[("uploads", "uploads"), ("log_dropped", "log lines dropped")]),
+        Chart::new(
+            "Origin",
+            "req/s, ms",
+            &[("cache.origin_rps", "requests/s"), ("cache.origin_ms", "latency ms")],
+        ),
+        Chart::new(
+            "Uploads and dropped log lines",
+            "/s",
+            &[("uploads", "uploads"), ("log_dropped", "log lines dropped")],
+        ),
         Chart::new("CPU", "cores", &[("cpu", "cpu")]),
         Chart::new("Resident memory", "MB", &[("rss_mb", "rss")]),
     ]
@@ -312,7 +335,14 @@ mod tests {
         let shutdown = Shutdown::new().unwrap();
         let Body::Streamed(body) = board.events(&shutdown).body else { panic!("a stream") };
         assert_eq!(board.streams(), 1);
-        let head: Vec<u8> = body.ready.iter().flat_map(|s| match s { Segment::Bytes(b) => b.clone(), _ => vec![] }).collect();
+        let head: Vec<u8> = body
+            .ready
+            .iter()
+            .flat_map(|s| match s {
+                Segment::Bytes(b) => b.clone(),
+                _ => vec![],
+            })
+            .collect();
         assert!(String::from_utf8_lossy(&head).contains("event: history\ndata: [{\"t\":1}]"));
         let mut tail = body.tail;
         board.publish(&json!({"t": 2}));

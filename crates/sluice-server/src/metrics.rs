@@ -264,9 +264,13 @@ fn durations(m: &mut String, requests: &RequestCounts) {
                 // Counts at most `le`: HDR's buckets are finer than these (2 digits), so a
                 // bucket edge is exact to 1%.
                 let upto = d.histogram.count_between(0, (le * 1e6) as u64);
-                let _ = writeln!(m, "sluice_http_response_duration_seconds_bucket{{{labels},le=\"{le}\"}} {upto}");
+                let _ = writeln!(
+                    m,
+                    "sluice_http_response_duration_seconds_bucket{{{labels},le=\"{le}\"}} {upto}"
+                );
             }
-            let _ = writeln!(m, "sluice_http_response_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}");
+            let _ =
+                writeln!(m, "sluice_http_response_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}");
             let _ = writeln!(
                 m,
                 "sluice_http_response_duration_seconds_sum{{{labels}}} {:.6}",

@@ -54,7 +54,7 @@ enum LoadProtocol {
     /// HTTP/1.1 load: closed model (--vus) or open model (--rate, --stage, --scenario).
     Http(Box<HttpArgs>),
     /// RTSP viewers: N clients each counting the video samples (access units) it receives.
-    Rtsp(RtspArgs),
+    Rtsp(Box<RtspArgs>),
 }
 
 /// Flags every protocol takes.
@@ -258,7 +258,7 @@ pub struct HttpArgs {
 pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     match args.protocol {
         LoadProtocol::Http(http) => run_http(*http),
-        LoadProtocol::Rtsp(rtsp) => run_rtsp(rtsp),
+        LoadProtocol::Rtsp(rtsp) => run_rtsp(*rtsp),
     }
 }
 
@@ -296,11 +296,17 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.validate().map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     crate::raise_nofile_limit();
     let mut progress = progress(&args.common);
-    let report = if let Some(mut board) = board(&args.common, &format!("sluice load rtsp {}", config.url), true, &mut *progress)? {
+    let report = if let Some(mut board) =
+        board(&args.common, &format!("sluice load rtsp {}", config.url), true, &mut *progress)?
+    {
         let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
         if let Some(path) = &args.common.report {
             let s = &report.summary;
-            board.write_report(path, true, &format!("{} viewers, {} video samples", s.clients, s.samples_total))?;
+            board.write_report(
+                path,
+                true,
+                &format!("{} viewers, {} video samples", s.clients, s.samples_total),
+            )?;
         }
         report
     } else {
@@ -371,7 +377,8 @@ fn board<'a>(
     }
     let listener = match common.dashboard {
         Some(addr) => Some(
-            std::net::TcpListener::bind(addr).with_context(|| format!("--dashboard {addr}: cannot listen there"))?,
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("--dashboard {addr}: cannot listen there"))?,
         ),
         None => None,
     };
@@ -404,7 +411,8 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         let report = sluice_load::run(&config, &mut board)?;
         if let Some(path) = &args.common.report {
             let r = &report;
-            let summary = format!("{} requests, {} ok, {:.1} s", r.requests.sent, r.requests.ok, r.duration_s);
+            let summary =
+                format!("{} requests, {} ok, {:.1} s", r.requests.sent, r.requests.ok, r.duration_s);
             board.write_report(path, false, &summary)?;
         }
         report

@@ -73,10 +73,11 @@ impl Prometheus {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("prometheus.yml");
         // The shipped config with this test's target and a faster scrape.
-        let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/prometheus.yml"))
-            .unwrap()
-            .replace("127.0.0.1:9090", &target.to_string())
-            .replace("scrape_interval: 5s", "scrape_interval: 1s");
+        let shipped =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/prometheus.yml"))
+                .unwrap()
+                .replace("127.0.0.1:9090", &target.to_string())
+                .replace("scrape_interval: 5s", "scrape_interval: 1s");
         std::fs::write(&config, shipped).unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let child = Command::new(binary)
@@ -100,7 +101,10 @@ impl Prometheus {
 
     /// An instant query's result vector.
     fn query(&self, promql: &str) -> Vec<Value> {
-        let q: String = promql.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+        let q: String = promql
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect();
         let r = fetch_get(self.addr, &format!("/api/v1/query?query={q}"), &[]);
         r.expect_status(200, promql);
         let v: Value = serde_json::from_slice(&r.body).unwrap();
@@ -125,7 +129,11 @@ fn grafana_queries() -> Vec<(String, String)> {
     for panel in dashboard["panels"].as_array().unwrap() {
         assert_eq!(panel["datasource"]["uid"], json!("${DS_PROMETHEUS}"));
         for target in panel["targets"].as_array().unwrap() {
-            let expr = target["expr"].as_str().unwrap().replace("$__rate_interval", "10s").replace("$instance", ".*");
+            let expr = target["expr"]
+                .as_str()
+                .unwrap()
+                .replace("$__rate_interval", "10s")
+                .replace("$instance", ".*");
             queries.push((panel["title"].as_str().unwrap().to_string(), expr));
         }
     }
@@ -171,7 +179,7 @@ fn an_edge_under_load_fills_the_dashboard_and_every_grafana_panel() {
         "a live sample arrives"
     );
     // The whole page in one picture (docs/dashboard.png is one of these).
-    let size = json!({ "width": 1100, "height": 1560, "deviceScaleFactor": 1, "mobile": false });
+    let size = json!({ "width": 1100, "height": 1800, "deviceScaleFactor": 1, "mobile": false });
     browser.call("Emulation.setDeviceMetricsOverride", size);
     let shot = browser.call("Page.captureScreenshot", json!({ "format": "png" }));
     let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap();
@@ -187,7 +195,9 @@ fn an_edge_under_load_fills_the_dashboard_and_every_grafana_panel() {
             .iter()
             .filter(|(_, q)| {
                 let result = prometheus.query(q);
-                !result.iter().any(|r| r["value"][1].as_str().is_some_and(|v| v.parse::<f64>().is_ok_and(f64::is_finite)))
+                !result.iter().any(|r| {
+                    r["value"][1].as_str().is_some_and(|v| v.parse::<f64>().is_ok_and(f64::is_finite))
+                })
             })
             .cloned()
             .collect();
@@ -213,7 +223,8 @@ fn follow(admin: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<V
                 Ok(0) => break,
                 Ok(_) if line.starts_with("data: {") => at.push(Instant::now()),
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
                 Err(e) => panic!("reading events: {e}"),
             }
         }
@@ -268,7 +279,10 @@ fn histograms_count_the_requests_made_and_open_fds_follow_connections(engine: &[
     let server = Server::start(engine, &[]);
     let http = server.addr();
     let count = |text: &str, route: &str, class: &str| {
-        value(text, &format!("sluice_http_response_duration_seconds_count{{route=\"{route}\",class=\"{class}\"}}"))
+        value(
+            text,
+            &format!("sluice_http_response_duration_seconds_count{{route=\"{route}\",class=\"{class}\"}}"),
+        )
     };
     let before = server.scrape();
     for _ in 0..7 {
@@ -331,5 +345,90 @@ fn histograms_count_the_requests_made_and_open_fds_follow_connections(engine: &[
     let open = fds(&server.scrape());
     assert!(open >= idle + 20, "process_open_fds {idle} idle, {open} with 20 connections held");
     drop(held);
-    assert!(poll_until(IO_TIMEOUT, || fds(&server.scrape()) < open), "descriptors closed with the connections");
+    assert!(
+        poll_until(IO_TIMEOUT, || fds(&server.scrape()) < open),
+        "descriptors closed with the connections"
+    );
+}
+
+/// The samples a report holds, from its `board.replace([...])`.
+fn report_samples(html: &str) -> Vec<Value> {
+    let start = html.find("board.replace(").expect("a report holds its samples") + "board.replace(".len();
+    let end = start + html[start..].find(");</script>").unwrap();
+    serde_json::from_str(&html[start..end]).unwrap()
+}
+
+#[test]
+fn sluice_load_serves_its_run_live_and_writes_a_report_of_it() {
+    let server = Server::start(&[], &["--no-rtsp"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (report, json_report) = (dir.path().join("report.html"), dir.path().join("run.json"));
+    let dashboard: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let url = format!("http://{}/sluice-demo.mp4", server.addr());
+    let mut load = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["load", "http", &url, "--rate", "20", "--duration", "4s", "--no-progress", "--quiet"])
+        .arg("--dashboard")
+        .arg(dashboard.to_string())
+        .arg("--report")
+        .arg(&report)
+        .arg("--json")
+        .arg(&json_report)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // During the run its page answers and its events come a second apart.
+    assert!(poll_until(IO_TIMEOUT, || TcpStream::connect(dashboard).is_ok()), "the live page listens");
+    let page = fetch_get(dashboard, "/", &[]);
+    page.expect_status(200, "the live page");
+    assert!(page.body_text().contains("SluiceBoard"), "the chart page");
+    let mut s = TcpStream::connect(dashboard).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.write_all(&get("/events", &[])).unwrap();
+    let mut r = BufReader::new(s);
+    let (mut line, mut live) = (String::new(), Vec::new());
+    while live.len() < 2 {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the events stream ended early");
+        if let Some(data) = line.strip_prefix("data: {") {
+            live.push(serde_json::from_str::<Value>(&format!("{{{data}")).unwrap());
+        }
+    }
+    assert!(live[0]["rps"]["ok"].as_u64().is_some() && live[1]["second"] != live[0]["second"], "{live:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = load.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the load run ends");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "sluice load exited {status}");
+    // The report's charts hold the run's per-second series, as the JSON report has it.
+    let html = std::fs::read_to_string(&report).unwrap();
+    let samples = report_samples(&html);
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&json_report).unwrap()).unwrap();
+    let series = run["series"].as_array().unwrap();
+    assert_eq!(samples.len(), series.len(), "a sample per second of the run");
+    for (sample, row) in samples.iter().zip(series) {
+        assert_eq!(sample["rps"]["ok"], row["ok"], "{sample} against {row}");
+        assert_eq!(sample["active_users"], row["active_users"]);
+    }
+    let ok: u64 = samples.iter().map(|s| s["rps"]["ok"].as_u64().unwrap()).sum();
+    assert_eq!(ok, run["requests"]["ok"].as_u64().unwrap());
+    // The report draws offline: every chart has points (docs/load-report.png is one of these).
+    let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut browser = Browser::start();
+    let drawn = "!!window.sluiceBoard && window.sluiceBoard.charts.every(c => c.points > 0)";
+    browser.open_until(
+        &format!("file://{}", report.display()),
+        drawn,
+        "every chart of the report has points",
+    );
+    let size = json!({ "width": 1100, "height": 980, "deviceScaleFactor": 1, "mobile": false });
+    browser.call("Emulation.setDeviceMetricsOverride", size);
+    let shot = browser.call("Page.captureScreenshot", json!({ "format": "png" }));
+    let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap();
+    std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("load-report.png"), png).unwrap();
 }
