@@ -7,6 +7,7 @@
 //! scrapes never show up in the media engine's system-call counts. It does not serve media.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -71,6 +72,7 @@ impl Admin {
     /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
     /// listener's own thread may wait), so the catalogue is warm for the players that follow.
     pub fn streams_json(&self) -> String {
+        let viewers = self.app.counters().rtsp_gauges().unwrap_or_default().streams;
         let items: Vec<serde_json::Value> = self
             .app
             .library()
@@ -85,18 +87,91 @@ impl Admin {
                     .video
                     .is_some()
                     .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
-                serde_json::json!({
+                let mut item = serde_json::json!({
                     "path": path,
                     "bytes": bytes,
                     "http": format!("http://{}{url_path}", host_port(self.http)),
                     "rtsp": rtsp,
                     "hls": hls,
-                })
+                });
+                if crate::page::is_mp4(&path) {
+                    self.describe_stream(&path, &viewers, &mut item);
+                }
+                item
             })
             .collect();
         let mut text = serde_json::json!({ "items": items }).to_string();
         text.push('\n');
         text
+    }
+
+    /// What MediaMTX's API says of a path, for the MP4 at `path` (`/a b.mp4`): its tracks
+    /// (codec, resolution and frame rate, or sample rate and channels), its duration, whether
+    /// it is ready to stream and if not why, its viewers by protocol (RTSP sessions playing it;
+    /// HLS is stateless and has none to count) and the body bytes sent of it by protocol.
+    fn describe_stream(
+        &self,
+        path: &str,
+        rtsp_viewers: &BTreeMap<String, u64>,
+        item: &mut serde_json::Value,
+    ) {
+        let library = self.app.library();
+        let relative = path.trim_start_matches('/');
+        let sent = self.app.requests().stream_bytes(path);
+        item["viewers"] = serde_json::json!({ "rtsp": rtsp_viewers.get(path).copied().unwrap_or(0) });
+        item["bytes_sent"] = serde_json::json!({ "http": sent.http, "hls": sent.hls });
+        let version = match library.file(relative, true) {
+            Ok(Some(version)) => version,
+            Ok(None) => return,
+            Err(e) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("cannot read it: {e}").into();
+                return;
+            }
+        };
+        let file = match library.tables(relative, &version, true) {
+            Ok(Ok(file)) => file,
+            Ok(Err(why)) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("not a playable MP4: {why}").into();
+                return;
+            }
+            Err(e) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("cannot index it: {e}").into();
+                return;
+            }
+        };
+        let tracks: Vec<serde_json::Value> = file
+            .tracks
+            .iter()
+            .map(|t| match &t.kind {
+                sluice_media::TrackKind::H264(c) => {
+                    let secs = t.duration_secs();
+                    let fps = (secs > 0.0).then(|| (t.samples.len() as f64 / secs * 100.0).round() / 100.0);
+                    serde_json::json!({ "id": t.id, "codec": "H264", "width": c.width, "height": c.height, "frame_rate": fps })
+                }
+                sluice_media::TrackKind::Aac(c) => serde_json::json!({
+                    "id": t.id, "codec": "AAC", "sample_rate": c.sample_rate, "channels": c.channels
+                }),
+            })
+            .chain(file.skipped.iter().map(|t| serde_json::json!({ "id": t.id, "skipped": t.reason })))
+            .collect();
+        let duration = file.tracks.iter().map(|t| t.duration_secs()).fold(0.0, f64::max);
+        item["tracks"] = tracks.into();
+        item["duration_secs"] = ((duration * 1000.0).round() / 1000.0).into();
+        let unplayable = sluice_media::rtsp::playable(&file).err().map(|e| e.to_string());
+        let hls_refusal = match library.described(relative, &version, true) {
+            Ok(d) => d.hls.as_ref().err().map(|r| r.reason.clone()),
+            Err(e) => Some(e.to_string()),
+        };
+        match (unplayable, hls_refusal) {
+            (Some(rtsp), Some(hls)) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("{rtsp}; {hls}").into();
+            }
+            _ => item["ready"] = true.into(),
+        }
     }
 
     /// `/metrics`: every metric in Prometheus text format.

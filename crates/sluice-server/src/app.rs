@@ -377,19 +377,26 @@ fn listing_response(
     }
 }
 
-/// What `req` asks for, as the response-duration histograms tell routes apart.
-fn route_kind(req: &Request<'_>) -> RouteKind {
+/// What `req` asks for, as the response-duration histograms tell routes apart, and the MP4 it
+/// is about (its decoded library path, `/a b.mp4`), if any.
+fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     if matches!(req.method, Method::Put | Method::Delete) {
-        return RouteKind::Upload;
+        return (RouteKind::Upload, None);
     }
     let path = req.path().unwrap_or_default();
-    let hls = path.rsplit_once('/').is_some_and(|(parent, name)| {
-        crate::page::is_mp4(parent) && sluice_media::hls::playlist::Resource::parse(name).is_some()
-    });
-    match () {
-        _ if hls => RouteKind::Hls,
-        _ if req.header("range").is_some() => RouteKind::Range,
-        _ => RouteKind::File,
+    let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
+    match path.rsplit_once('/') {
+        Some((parent, name))
+            if crate::page::is_mp4(parent)
+                && sluice_media::hls::playlist::Resource::parse(name).is_some() =>
+        {
+            (RouteKind::Hls, decoded(parent))
+        }
+        _ => {
+            let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
+            let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
+            (kind, stream)
+        }
     }
 }
 
@@ -418,6 +425,8 @@ struct Answered {
     started: Instant,
     /// What it served, for the same.
     kind: RouteKind,
+    /// The MP4 it served part of (its library path), for `/streams`' bytes sent.
+    stream: Option<Box<str>>,
     /// What the access log says of it; `None` when the access log is off.
     line: Option<AccessLine>,
 }
@@ -450,6 +459,9 @@ impl ConnectionHandler {
             let body = queued.end - queued.body_start;
             let body_sent = sent.clamp(queued.body_start, queued.end) - queued.body_start;
             self.app.requests.ended(answered.kind, queued.status.0, body_sent, answered.started.elapsed());
+            if let Some(stream) = answered.stream.as_deref().filter(|_| body_sent > 0) {
+                self.app.requests.stream_sent(stream, answered.kind, body_sent);
+            }
             let Some(line) = answered.line else { continue };
             let ms = (line.started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
             let ua = line.user_agent.as_deref().unwrap_or("-");
@@ -481,8 +493,8 @@ impl Handler for ConnectionHandler {
             range: header("range"),
             user_agent: header("user-agent"),
         });
-        self.log.borrow_mut().answered =
-            Some(Answered { started: Instant::now(), kind: route_kind(req), line });
+        let (kind, stream) = route_kind(req);
+        self.log.borrow_mut().answered = Some(Answered { started: Instant::now(), kind, stream, line });
         self.app.route(req)
     }
 

@@ -79,6 +79,20 @@ pub struct RequestCounts {
     cut: AtomicU64,
     /// By route kind, then status class.
     durations: [[Mutex<Durations>; 5]; 4],
+    /// Body bytes sent of each MP4 (its library path), as the file and ranges, and as HLS.
+    by_stream: Mutex<std::collections::HashMap<Box<str>, StreamBytes>>,
+}
+
+/// Most MP4s whose bytes [`RequestCounts`] keeps apart (as `/streams` lists at most as many).
+const MAX_STREAMS_COUNTED: usize = 10_000;
+
+/// Body bytes sent of one MP4, by protocol.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamBytes {
+    /// As the file itself (whole or ranges), progressive download.
+    pub http: u64,
+    /// As its HLS packaging (playlists and segments).
+    pub hls: u64,
 }
 
 impl Default for RequestCounts {
@@ -89,6 +103,7 @@ impl Default for RequestCounts {
             refused: AtomicU64::new(0),
             cut: AtomicU64::new(0),
             durations: std::array::from_fn(|_| std::array::from_fn(|_| Mutex::new(Durations::new()))),
+            by_stream: Mutex::default(),
         }
     }
 }
@@ -112,6 +127,25 @@ impl RequestCounts {
         let mut d = self.durations[kind as usize][class].lock().unwrap_or_else(|e| e.into_inner());
         d.histogram.saturating_record(micros);
         d.sum_micros += micros;
+    }
+
+    /// Counts `body_bytes` sent of the MP4 at `stream` (its library path) as `kind`.
+    pub fn stream_sent(&self, stream: &str, kind: RouteKind, body_bytes: u64) {
+        let mut all = self.by_stream.lock().unwrap_or_else(|e| e.into_inner());
+        // Past the bound, new names go uncounted rather than growing the map.
+        if all.len() >= MAX_STREAMS_COUNTED && !all.contains_key(stream) {
+            return;
+        }
+        let entry = all.entry(stream.into()).or_default();
+        match kind {
+            RouteKind::Hls => entry.hls += body_bytes,
+            _ => entry.http += body_bytes,
+        }
+    }
+
+    /// Body bytes sent so far of the MP4 at `stream` (its library path).
+    pub fn stream_bytes(&self, stream: &str) -> StreamBytes {
+        self.by_stream.lock().unwrap_or_else(|e| e.into_inner()).get(stream).copied().unwrap_or_default()
     }
 
     /// The durations of `kind` over every status class, merged (microseconds).

@@ -24,7 +24,10 @@ use common::rtsp::UdpViewer;
 use common::*;
 use serde_json::{json, Value};
 
-rtsp_matrix!(histograms_count_the_requests_made_and_open_fds_follow_connections);
+rtsp_matrix!(
+    histograms_count_the_requests_made_and_open_fds_follow_connections,
+    streams_say_what_each_stream_is_and_who_watches_it
+);
 
 const LOCATION: &str = "dashboard/lib";
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
@@ -431,4 +434,45 @@ fn sluice_load_serves_its_run_live_and_writes_a_report_of_it() {
     let shot = browser.call("Page.captureScreenshot", json!({ "format": "png" }));
     let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap();
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("load-report.png"), png).unwrap();
+}
+
+/// The demo's entry in `/streams`.
+fn demo_stream(server: &Server) -> Value {
+    let r = fetch_get(server.admin_addr(), "/streams", &[]);
+    r.expect_status(200, "/streams");
+    let list: Value = serde_json::from_slice(&r.body).unwrap();
+    list["items"].as_array().unwrap().iter().find(|i| i["path"] == json!("/sluice-demo.mp4")).unwrap().clone()
+}
+
+fn streams_say_what_each_stream_is_and_who_watches_it(engine: &[&str]) {
+    let server = Server::start(engine, &[]);
+    fetch_get(server.addr(), "/sluice-demo.mp4", &[("Range", "bytes=0-999")]).expect_status(206, "range");
+    // A response is counted once the server saw its last byte leave, a moment after the client
+    // has it.
+    let mut demo = Value::Null;
+    poll_until(IO_TIMEOUT, || {
+        demo = demo_stream(&server);
+        demo["bytes_sent"]["http"] == json!(1000)
+    });
+    assert_eq!(demo["ready"], json!(true), "{demo}");
+    let duration = demo["duration_secs"].as_f64().unwrap();
+    assert!((duration - 6.0).abs() < 0.2, "{demo}");
+    let tracks = demo["tracks"].as_array().unwrap();
+    let video = tracks.iter().find(|t| t["codec"] == json!("H264")).unwrap_or_else(|| panic!("{demo}"));
+    assert!(video["width"].as_u64().unwrap() > 0 && video["frame_rate"].as_f64().unwrap() > 1.0, "{demo}");
+    let audio = tracks.iter().find(|t| t["codec"] == json!("AAC")).unwrap_or_else(|| panic!("{demo}"));
+    assert!(audio["sample_rate"].as_u64().unwrap() >= 8000, "{demo}");
+    assert_eq!(demo["bytes_sent"]["http"], json!(1000), "{demo}");
+    assert_eq!(demo["viewers"]["rtsp"], json!(0), "{demo}");
+    // A viewer playing shows up while it plays.
+    let mut viewer = UdpViewer::setup(server.rtsp_addr(), "127.0.0.1".parse().unwrap(), "/sluice-demo.mp4")
+        .unwrap_or_else(|r| panic!("SETUP: {r:?}"));
+    viewer.play();
+    let mut last = Value::Null;
+    let watched = poll_until(Duration::from_secs(5), || {
+        last = demo_stream(&server);
+        last["viewers"]["rtsp"] == json!(1)
+    });
+    assert!(watched, "/streams shows the RTSP viewer: {last}");
+    viewer.teardown().expect(200, "TEARDOWN");
 }
