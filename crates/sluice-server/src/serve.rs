@@ -369,7 +369,7 @@ impl Server {
         let library = Arc::new(library);
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
-                sockets: RtspSockets::bind(config.rtsp.listen, config.rtsp_loops())
+                sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),

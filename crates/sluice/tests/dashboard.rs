@@ -476,3 +476,45 @@ fn streams_say_what_each_stream_is_and_who_watches_it(engine: &[&str]) {
     assert!(watched, "/streams shows the RTSP viewer: {last}");
     viewer.teardown().expect(200, "TEARDOWN");
 }
+
+#[test]
+fn rtsp_rtp_ports_pin_the_udp_ports_and_must_hold_a_pair_per_loop() {
+    // A free even/odd pair, released for the server to take.
+    let (rtp, rtcp) = common::rtsp::udp_port_pair();
+    let first = rtp.local_addr().unwrap().port();
+    drop((rtp, rtcp));
+    let range = format!("{}-{}", first - 2, first + 1);
+    let server = Server::start(&[], &["--rtsp-loops", "1", "--rtsp-rtp-ports", &range]);
+    let line = server.logs().into_iter().find(|l| l.contains("rtp_ports=")).unwrap();
+    // The range's first pair when it is free, else the one the test freed.
+    let (a, b) =
+        (format!("rtp_ports={}-{}", first - 2, first - 1), format!("rtp_ports={}-{}", first, first + 1));
+    assert!(line.contains(&a) || line.contains(&b), "{line}");
+    let mut viewer = UdpViewer::setup(server.rtsp_addr(), "127.0.0.1".parse().unwrap(), "/sluice-demo.mp4")
+        .unwrap_or_else(|r| panic!("SETUP: {r:?}"));
+    assert!(
+        viewer.server_ports.0 >= first - 2 && viewer.server_ports.1 <= first + 1,
+        "{:?}",
+        viewer.server_ports
+    );
+    viewer.play();
+    viewer.teardown().expect(200, "TEARDOWN");
+    // Too few pairs for the loops is a configuration error naming the flag.
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+            "--rtsp-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--rtsp-loops", "2", "--rtsp-rtp-ports", "30000-30002"])
+        .env_remove("SLUICE_CONFIG")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("--rtsp-rtp-ports") && said.contains("1 even/odd"), "{said}");
+}
