@@ -227,6 +227,21 @@ sluice_build_info{{version=\"{}\",commit=\"{}\",engine=\"{}\",send=\"{}\"}} 1",
         counters.rtsp_sessions()
     );
     rtsp_gauges(&mut m, counters);
+    let sessions = counters.rtsp_session_durations();
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_session_duration_seconds How long RTSP sessions lasted, from SETUP to their release.\n\
+# TYPE sluice_rtsp_session_duration_seconds histogram"
+    );
+    for (le, n) in sluice_engine::counters::RTSP_SESSION_BUCKETS.iter().zip(&sessions.at_most) {
+        let _ = writeln!(m, "sluice_rtsp_session_duration_seconds_bucket{{le=\"{le}\"}} {n}");
+    }
+    let _ = writeln!(
+        m,
+        "sluice_rtsp_session_duration_seconds_bucket{{le=\"+Inf\"}} {count}\nsluice_rtsp_session_duration_seconds_sum {:.3}\nsluice_rtsp_session_duration_seconds_count {count}",
+        sessions.sum_secs,
+        count = sessions.count
+    );
     let _ = writeln!(
         m,
         "# HELP sluice_connections_open Connections open now.\n# TYPE sluice_connections_open gauge\nsluice_connections_open {}",

@@ -160,6 +160,11 @@ fn an_edge_under_load_fills_the_dashboard_and_every_grafana_panel() {
     let mut viewer = UdpViewer::setup(server.rtsp_addr(), "127.0.0.1".parse().unwrap(), "/demo.mp4")
         .unwrap_or_else(|r| panic!("SETUP: {r:?}"));
     viewer.play();
+    // A session that ended, for the session-duration panel.
+    let mut brief = UdpViewer::setup(server.rtsp_addr(), "127.0.0.1".parse().unwrap(), "/demo.mp4")
+        .unwrap_or_else(|r| panic!("SETUP: {r:?}"));
+    brief.play();
+    brief.teardown().expect(200, "TEARDOWN");
     // A few samples in the history before the page opens.
     std::thread::sleep(Duration::from_secs(3));
 
@@ -475,6 +480,9 @@ fn streams_say_what_each_stream_is_and_who_watches_it(engine: &[&str]) {
     });
     assert!(watched, "/streams shows the RTSP viewer: {last}");
     viewer.teardown().expect(200, "TEARDOWN");
+    // Its session's duration is counted once it ends.
+    let sessions = || value(&server.scrape(), "sluice_rtsp_session_duration_seconds_count");
+    assert!(poll_until(IO_TIMEOUT, || sessions() == 1), "one RTSP session ended: {}", sessions());
 }
 
 #[test]

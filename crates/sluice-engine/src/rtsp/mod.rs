@@ -322,10 +322,12 @@ impl Observer for Shard {
             }
             Note::SessionCreated(id, path) => {
                 self.add(Event::RtspSessionsCreated, 1);
+                self.rtsp_session_started(id.0);
                 tracing::info!(target: "sluice::rtsp", session = %id, path, "rtsp session started");
             }
             Note::SessionReleased(id, why) => {
                 tracing::info!(target: "sluice::rtsp", session = %id, reason = ?why, "rtsp session ended");
+                self.rtsp_session_ended(id.0);
                 self.add(
                     match why {
                         Release::Teardown => Event::RtspReleasedTeardown,
