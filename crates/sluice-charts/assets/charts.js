@@ -24,7 +24,15 @@
       this.plots = new Map();
       this.charts = spec.charts.map((c) => ({ title: c.title, series: 0, points: 0 }));
       this.status = "waiting";
+      // Each chart gets a cell of its own inside `root`, so several boards share a page.
+      this.cells = spec.charts.map(() => {
+        const cell = document.createElement("div");
+        cell.className = "chart";
+        root.appendChild(cell);
+        return cell;
+      });
       window.sluiceBoard = this;
+      (window.sluiceBoards = window.sluiceBoards || []).push(this);
     }
 
     // Series of a chart, a wildcard ("viewers.*") becoming one series per key any sample has.
@@ -71,7 +79,7 @@
           entry = null;
         }
         if (!entry) {
-          const el = document.getElementById("chart-" + i);
+          const el = this.cells[i];
           const opts = {
             width: Math.max(300, el.clientWidth - 8),
             height: 170,

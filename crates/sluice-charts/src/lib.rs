@@ -67,31 +67,50 @@ pub enum Samples<'a> {
 
 /// The page: `title`, a line of `subtitle` text, `charts` drawn from `samples`.
 pub fn page(title: &str, subtitle: &str, charts: &[Chart], samples: Samples<'_>) -> String {
-    let spec = serde_json::json!({ "charts": charts }).to_string();
-    let start = match samples {
-        Samples::Live(url) => format!("board.follow({});", script_json(&serde_json::json!(url).to_string())),
-        Samples::Held(samples) => {
-            format!("board.replace({});", script_json(&serde_json::to_string(samples).unwrap_or_default()))
-        }
-    };
-    let cells: String =
-        (0..charts.len()).map(|i| format!("<div class=\"chart\" id=\"chart-{i}\"></div>\n")).collect();
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n\
-<style>{UPLOT_CSS}\n{STYLE}</style>\n</head><body>\n<header><h1>{title}</h1><p>{subtitle} <span id=\"status\"></span></p></header>\n\
-<main>\n{cells}</main>\n<script>{UPLOT_JS}</script>\n<script>{BOARD_JS}</script>\n\
-<script>const board = new SluiceBoard(document.querySelector('main'), {spec});\n{start}</script>\n</body></html>\n",
+<style>{STYLE}</style>\n</head><body>\n<header><h1>{title}</h1><p>{subtitle} <span id=\"status\"></span></p></header>\n\
+{board}</body></html>\n",
         title = escape(title),
         subtitle = escape(subtitle),
-        spec = script_json(&spec),
+        board = boards(&[(charts, samples)]),
     )
 }
 
+/// Boards to put in a page of one's own (the lab's report): the chart library once, then each
+/// board's `charts` drawn from its samples, in a `<div class="board">` each.
+pub fn boards(boards: &[(&[Chart], Samples<'_>)]) -> String {
+    let mut html = format!("<style>{UPLOT_CSS}\n{BOARD_STYLE}</style>\n<script>{UPLOT_JS}</script>\n<script>{BOARD_JS}</script>\n");
+    for (charts, samples) in boards {
+        let spec = script_json(&serde_json::json!({ "charts": charts }).to_string());
+        let start = match samples {
+            Samples::Live(url) => {
+                format!("board.follow({});", script_json(&serde_json::json!(url).to_string()))
+            }
+            Samples::Held(samples) => {
+                format!(
+                    "board.replace({});",
+                    script_json(&serde_json::to_string(samples).unwrap_or_default())
+                )
+            }
+        };
+        html.push_str(&format!(
+            "<div class=\"board\"></div>\n<script>(() => {{ const root = document.currentScript.previousElementSibling; \
+const board = new SluiceBoard(root, {spec});\n{start} }})();</script>\n"
+        ));
+    }
+    html
+}
+
+/// The page around a board.
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;background:#f8fafc;color:#0f172a}\
-header{padding:8px 16px;background:#0f172a;color:#f8fafc}header h1{font-size:18px;margin:0}header p{margin:2px 0 0;font-size:13px;color:#cbd5e1}\
-main{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:8px;padding:8px}\
-.chart{background:#fff;border:1px solid #e2e8f0;border-radius:4px;padding:4px;min-height:220px}";
+header{padding:8px 16px;background:#0f172a;color:#f8fafc}header h1{font-size:18px;margin:0}header p{margin:2px 0 0;font-size:13px;color:#cbd5e1}";
+
+/// A board's grid of charts.
+const BOARD_STYLE: &str =
+    ".board{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:8px;padding:8px}\
+.board .chart{background:#fff;border:1px solid #e2e8f0;border-radius:4px;padding:4px;min-height:220px}";
 
 /// JSON made safe inside a `<script>` element (no `</script>` can end it early).
 fn script_json(json: &str) -> String {
@@ -114,7 +133,7 @@ mod tests {
         let html = page("sluice <load>", "a run", &charts, Samples::Held(&samples));
         assert!(html.contains("uPlot") && html.contains("SluiceBoard"));
         assert!(html.contains("<title>sluice &lt;load&gt;</title>"));
-        assert!(html.contains("id=\"chart-0\""));
+        assert!(html.contains("<div class=\"board\">"));
         assert!(html.contains("\\u003c/script>"), "a sample cannot close the script early");
         assert_eq!(html.matches("</script>").count(), 3);
         let live = page("t", "s", &charts, Samples::Live("/events"));

@@ -102,18 +102,7 @@ impl<'a> LoadBoard<'a> {
 
 impl Observer for LoadBoard<'_> {
     fn on_second(&mut self, s: &SecondSample, progress: &RunProgress) {
-        let errors: serde_json::Map<String, Value> =
-            ErrorKind::ALL.iter().map(|k| (k.name().to_string(), json!(s.errors.get(*k)))).collect();
-        let ms = |us: u64| (s.ok > 0).then(|| us as f64 / 1e3);
-        let sample = json!({
-            "t": (self.started_unix + s.second as f64 + 1.0).round(),
-            "second": s.second,
-            "rps": { "ok": s.ok, "failed": s.failed, "dropped": s.dropped, "sent": s.started },
-            "latency_ms": { "p50": ms(s.p50_us), "p99": ms(s.p99_us) },
-            "errors": errors,
-            "active_users": s.active_users,
-            "mbps": s.bytes as f64 / 1e6,
-        });
+        let sample = http_sample(self.started_unix, s);
         self.add(sample);
         Observer::on_second(self.inner, s, progress);
     }
@@ -137,6 +126,23 @@ impl RtspObserver for LoadBoard<'_> {
         self.add(sample);
         RtspObserver::on_second(self.inner, p);
     }
+}
+
+/// The sample charted for second `s` of an HTTP run that started at `started_unix` (Unix
+/// seconds): the live page's, the report's and the lab's.
+pub fn http_sample(started_unix: f64, s: &SecondSample) -> Value {
+    let errors: serde_json::Map<String, Value> =
+        ErrorKind::ALL.iter().map(|k| (k.name().to_string(), json!(s.errors.get(*k)))).collect();
+    let ms = |us: u64| (s.ok > 0).then(|| us as f64 / 1e3);
+    json!({
+        "t": (started_unix + s.second as f64 + 1.0).round(),
+        "second": s.second,
+        "rps": { "ok": s.ok, "failed": s.failed, "dropped": s.dropped, "sent": s.started },
+        "latency_ms": { "p50": ms(s.p50_us), "p99": ms(s.p99_us) },
+        "errors": errors,
+        "active_users": s.active_users,
+        "mbps": s.bytes as f64 / 1e6,
+    })
 }
 
 /// The charts of an HTTP run, or of an RTSP run.

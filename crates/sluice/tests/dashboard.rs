@@ -362,7 +362,7 @@ fn histograms_count_the_requests_made_and_open_fds_follow_connections(engine: &[
 /// The samples a report holds, from its `board.replace([...])`.
 fn report_samples(html: &str) -> Vec<Value> {
     let start = html.find("board.replace(").expect("a report holds its samples") + "board.replace(".len();
-    let end = start + html[start..].find(");</script>").unwrap();
+    let end = start + html[start..].find("); })();</script>").unwrap();
     serde_json::from_str(&html[start..end]).unwrap()
 }
 
