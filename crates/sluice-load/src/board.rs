@@ -178,3 +178,37 @@ pub fn charts(rtsp: bool) -> Vec<Chart> {
         Chart::new("Bytes received", "MB/s", &[("mbps", "received")]),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rtsp_seconds_become_rates_and_http_seconds_keep_their_counts() {
+        let mut inner = crate::NoObserver;
+        let mut board = LoadBoard::new("run", None, true, &mut inner).unwrap();
+        let at = |secs, samples, lost| RtspProgress {
+            elapsed: Duration::from_secs(secs),
+            started: 2,
+            playing: 2,
+            samples,
+            lost_packets: lost,
+            ..RtspProgress::default()
+        };
+        RtspObserver::on_second(&mut board, &at(1, 60, 0));
+        RtspObserver::on_second(&mut board, &at(2, 120, 3));
+        let s = board.samples();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1]["samples_per_s"], json!(60.0));
+        assert_eq!(s[1]["lost_per_s"], json!(3.0));
+        assert_eq!(s[1]["viewers"]["playing"], json!(2));
+        let second =
+            SecondSample { second: 3, ok: 5, p50_us: 1500, bytes: 2_000_000, ..SecondSample::default() };
+        let h = http_sample(1000.0, &second);
+        assert_eq!(h["t"], json!(1004.0));
+        assert_eq!(h["rps"]["ok"], json!(5));
+        assert_eq!(h["latency_ms"]["p50"], json!(1.5));
+        assert_eq!(h["mbps"], json!(2.0));
+    }
+}
