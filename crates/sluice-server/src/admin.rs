@@ -68,18 +68,17 @@ impl Admin {
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
-    /// when it packages and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
+    /// and DASH manifest when it packages, the rendition sets that can be served (see
+    /// `crate::renditions`) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
     /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
     /// listener's own thread may wait), so the catalogue is warm for the players that follow.
     pub fn streams_json(&self) -> String {
         let viewers = self.app.counters().rtsp_gauges().unwrap_or_default().streams;
-        let items: Vec<serde_json::Value> = self
-            .app
-            .library()
-            .files(MAX_LISTED)
-            .into_iter()
+        let files = self.app.library().files(MAX_LISTED);
+        let items: Vec<serde_json::Value> = files
+            .iter()
             .map(|(path, bytes, tag)| {
-                let url_path = url_path(&path);
+                let url_path = url_path(path);
                 let offers = self.app.offers(path.trim_start_matches('/'), tag.as_deref());
                 let rtsp =
                     self.rtsp.filter(|_| offers.rtsp).map(|a| format!("rtsp://{}{url_path}", host_port(a)));
@@ -87,20 +86,41 @@ impl Admin {
                     .video
                     .is_some()
                     .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
+                let dash =
+                    hls.as_ref().map(|_| format!("http://{}{url_path}/manifest.mpd", host_port(self.http)));
                 let mut item = serde_json::json!({
                     "path": path,
                     "bytes": bytes,
                     "http": format!("http://{}{url_path}", host_port(self.http)),
                     "rtsp": rtsp,
                     "hls": hls,
+                    "dash": dash,
                 });
-                if crate::page::is_mp4(&path) {
-                    self.describe_stream(&path, &viewers, &mut item);
+                if crate::page::is_mp4(path) {
+                    self.describe_stream(path, &viewers, &mut item);
                 }
                 item
             })
             .collect();
-        let mut text = serde_json::json!({ "items": items }).to_string();
+        let sets: Vec<serde_json::Value> = crate::renditions::sets_of_files(self.app.library(), &files)
+            .into_iter()
+            .map(|(dir, set)| {
+                let path = if dir.is_empty() {
+                    format!("/{}.set", set.title)
+                } else {
+                    format!("/{dir}/{}.set", set.title)
+                };
+                let url_path = url_path(&path);
+                serde_json::json!({
+                    "path": path,
+                    "renditions": set.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                    "subtitles": set.subtitles,
+                    "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
+                    "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
+                })
+            })
+            .collect();
+        let mut text = serde_json::json!({ "items": items, "sets": sets }).to_string();
         text.push('\n');
         text
     }

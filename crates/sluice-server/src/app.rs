@@ -160,6 +160,9 @@ impl App {
         if raw_path == crate::page::HLS_JS_PATH {
             return crate::hls::player_script(req).into();
         }
+        if raw_path == crate::page::DASH_JS_PATH {
+            return crate::hls::dash_player_script(req).into();
+        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
@@ -224,8 +227,9 @@ impl App {
         self.library.file_response(req, version, content_type, max_ranges, boundary, may_block)
     }
 
-    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS packaging; `None` when the
-    /// path is not of that form or names no file.
+    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS and DASH packaging; and
+    /// `/<title>.set/<resource>`, a rendition set's; `None` when the path is not of that form
+    /// or names no file.
     fn hls(
         &self,
         req: &Request<'_>,
@@ -234,6 +238,13 @@ impl App {
     ) -> Result<Option<Response>, LibraryError> {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
+        if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
+            let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
+            if !title.is_empty() {
+                let set = crate::hls::SetRequest { dir, title, resource };
+                return crate::hls::respond_set(req, &self.library, &set, may_block).map(Some);
+            }
+        }
         if !crate::page::is_mp4(parent) {
             return Ok(None);
         }
@@ -329,7 +340,19 @@ impl App {
                 }
             }
         };
-        let page = listing_response(dir, &entries, self.rtsp_base(req).as_deref(), describe);
+        // Rendition sets are offered only once found whole and lined up.
+        let sets = match crate::renditions::working_sets(&self.library, dir.relative(), &entries, may_block) {
+            Ok(sets) => sets,
+            Err(LibraryError::WouldBlock) => {
+                needs_job.set(true);
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!(path = dir.relative(), "cannot look for rendition sets: {e}");
+                Vec::new()
+            }
+        };
+        let page = listing_response(dir, &entries, &sets, self.rtsp_base(req).as_deref(), describe);
         if needs_job.get() {
             return Err(LibraryError::WouldBlock);
         }
@@ -363,10 +386,11 @@ fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
 fn listing_response(
     dir: &LibraryPath,
     entries: &[Listed],
+    sets: &[crate::page::SetOffer],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> Response {
-    let page = crate::page::library_page(dir, entries, rtsp, describe);
+    let page = crate::page::library_page(dir, entries, sets, rtsp, describe);
     Response {
         status: Status::OK,
         headers: vec![
@@ -386,11 +410,12 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
     match path.rsplit_once('/') {
+        // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
         Some((parent, name))
-            if crate::page::is_mp4(parent)
+            if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
                 && sluice_media::hls::playlist::Resource::parse(name).is_some() =>
         {
-            (RouteKind::Hls, decoded(parent))
+            (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten())
         }
         _ => {
             let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };

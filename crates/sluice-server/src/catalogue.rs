@@ -5,7 +5,8 @@
 //! the version's tag, so a replaced file is a new entry and never reads an old index):
 //! - the full sample tables ([`Mp4File`]), which RTSP streams from and an HLS media segment's
 //!   `moof` is written from (24 bytes a sample: several MB for an hour of video);
-//! - what the file is as a video ([`Described`]): its HLS segment index and init segment, or why
+//! - what the file is as a video ([`Described`]): its HLS segment index and init segments (the
+//!   muxed one and each track's, which HLS renditions and DASH share), or why
 //!   it cannot be packaged, and whether RTSP can stream it (about 11 KB for an hour), which
 //!   playlists, the page and `/streams` need.
 //!
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sluice_media::hls::{init_segment, HlsError, SegmentIndex};
+use sluice_media::hls::{init_segment, track_init_segment, HlsError, Packaged, SegmentIndex};
 use sluice_media::mp4::{Mp4File, Sample, TrackKind};
 use sluice_proto::http::Status;
 
@@ -50,13 +51,22 @@ pub struct WouldBlock;
 /// The sample tables of a version, or why it has none (not an MP4, broken, too large).
 pub type Tables = Result<Arc<Mp4File>, Arc<str>>;
 
-/// A file's HLS packaging: its segment index and init segment.
+/// A file's HLS and DASH packaging: its segment index and init segments.
 #[derive(Debug)]
 pub struct Packaging {
     /// Where each segment starts.
     pub index: SegmentIndex,
-    /// The init segment (`ftyp` + `moov`).
+    /// The muxed rendition's init segment (`ftyp` + `moov`).
     pub init: Box<[u8]>,
+    /// Each track's own init segment (video, audio), `None` for a track the file lacks.
+    pub track_inits: [Option<Box<[u8]>>; 2],
+}
+
+impl Packaging {
+    /// The init segment of `which` track alone.
+    pub fn track_init(&self, which: Packaged) -> Option<&[u8]> {
+        self.track_inits[which as usize].as_deref()
+    }
 }
 
 /// Why a file has no HLS packaging, as the response says it.
@@ -100,7 +110,14 @@ impl Described {
         let rtsp = sluice_media::rtsp::playable(file).is_ok();
         let hls = SegmentIndex::build(file, segment).and_then(|index| {
             let init = init_segment(file, &index)?;
-            Ok(Packaging { index, init: init.into_boxed_slice() })
+            let mut track_inits = [None, None];
+            for which in [Packaged::Video, Packaged::Audio] {
+                if index.has(which) {
+                    track_inits[which as usize] =
+                        Some(track_init_segment(file, &index, which)?.into_boxed_slice());
+                }
+            }
+            Ok(Packaging { index, init: init.into_boxed_slice(), track_inits })
         });
         let hls = hls.map_err(|e| {
             let status = match e {
@@ -134,7 +151,11 @@ impl Described {
     pub fn cost(&self) -> usize {
         std::mem::size_of::<Described>()
             + match &self.hls {
-                Ok(p) => p.index.heap_bytes() + p.init.len(),
+                Ok(p) => {
+                    p.index.heap_bytes()
+                        + p.init.len()
+                        + p.track_inits.iter().flatten().map(|i| i.len()).sum::<usize>()
+                }
                 Err(r) => r.reason.capacity(),
             }
     }

@@ -20,6 +20,7 @@ pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;
+pub mod renditions;
 pub mod serve;
 pub mod upload;
 

@@ -23,7 +23,7 @@ pub enum RouteKind {
     File,
     /// A `Range` request.
     Range,
-    /// An HLS playlist or segment.
+    /// An HLS or DASH playlist, manifest or segment (of an MP4 or a rendition set).
     Hls,
     /// A `PUT` or `DELETE`.
     Upload,

@@ -37,6 +37,8 @@ impl Status {
     pub const METHOD_NOT_ALLOWED: Status = Status(405);
     /// 408
     pub const REQUEST_TIMEOUT: Status = Status(408);
+    /// 409
+    pub const CONFLICT: Status = Status(409);
     /// 411
     pub const LENGTH_REQUIRED: Status = Status(411);
     /// 412
