@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+pub mod board;
 pub mod client;
 mod closed;
 pub mod config;

@@ -25,7 +25,7 @@ use crate::bench;
 use crate::hls::HlsRequest;
 use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
-use crate::metrics::RequestCounts;
+use crate::metrics::{RequestCounts, RouteKind};
 use crate::page::Offers;
 use crate::upload::Uploads;
 
@@ -401,6 +401,30 @@ fn listing_response(
     }
 }
 
+/// What `req` asks for, as the response-duration histograms tell routes apart, and the MP4 it
+/// is about (its decoded library path, `/a b.mp4`), if any.
+fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
+    if matches!(req.method, Method::Put | Method::Delete) {
+        return (RouteKind::Upload, None);
+    }
+    let path = req.path().unwrap_or_default();
+    let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
+    match path.rsplit_once('/') {
+        // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
+        Some((parent, name))
+            if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
+                && sluice_media::hls::playlist::Resource::parse(name).is_some() =>
+        {
+            (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten())
+        }
+        _ => {
+            let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
+            let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
+            (kind, stream)
+        }
+    }
+}
+
 /// The handler one connection uses: the shared app, who is on the other end, and the responses
 /// queued and not yet known to be sent whole.
 #[derive(Debug)]
@@ -422,6 +446,12 @@ struct ConnectionLog {
 /// A request the app answered, kept until its response ends.
 #[derive(Debug)]
 struct Answered {
+    /// When its request was answered, for the response-duration histogram.
+    started: Instant,
+    /// What it served, for the same.
+    kind: RouteKind,
+    /// The MP4 it served part of (its library path), for `/streams`' bytes sent.
+    stream: Option<Box<str>>,
     /// What the access log says of it; `None` when the access log is off.
     line: Option<AccessLine>,
 }
@@ -451,9 +481,13 @@ impl ConnectionHandler {
             if !whole {
                 self.app.requests.cut();
             }
-            let Some(line) = answered.line else { continue };
             let body = queued.end - queued.body_start;
             let body_sent = sent.clamp(queued.body_start, queued.end) - queued.body_start;
+            self.app.requests.ended(answered.kind, queued.status.0, body_sent, answered.started.elapsed());
+            if let Some(stream) = answered.stream.as_deref().filter(|_| body_sent > 0) {
+                self.app.requests.stream_sent(stream, answered.kind, body_sent);
+            }
+            let Some(line) = answered.line else { continue };
             let ms = (line.started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
             let ua = line.user_agent.as_deref().unwrap_or("-");
             let range = line.range.as_deref().unwrap_or("-");
@@ -484,7 +518,8 @@ impl Handler for ConnectionHandler {
             range: header("range"),
             user_agent: header("user-agent"),
         });
-        self.log.borrow_mut().answered = Some(Answered { line });
+        let (kind, stream) = route_kind(req);
+        self.log.borrow_mut().answered = Some(Answered { started: Instant::now(), kind, stream, line });
         self.app.route(req)
     }
 

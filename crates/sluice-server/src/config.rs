@@ -101,6 +101,9 @@ pub struct RtspSection {
     /// RTSP loops (threads), each with its own RTP/RTCP ports; clients are spread over them by
     /// address. Unset: one on a machine with 2 cores or fewer, else one per engine worker.
     pub loops: Option<usize>,
+    /// The UDP ports RTP and RTCP may use (`30000-30100`), for firewalls: each loop takes an
+    /// even port and the odd one after it from the range. Unset: any free pair.
+    pub rtp_ports: Option<String>,
 }
 
 /// `rtsp.overload`
@@ -148,6 +151,7 @@ impl Default for RtspSection {
             max_viewers: 10_000,
             overload: RtspOverload::Degrade,
             loops: None,
+            rtp_ports: None,
         }
     }
 }
@@ -426,7 +430,33 @@ impl Config {
         if self.rtsp.loops.is_some_and(|n| !(1..=max_loops).contains(&n)) {
             return Err(ConfigError::Invalid(format!("rtsp.loops must be between 1 and {max_loops}")));
         }
+        self.rtp_ports()?;
         Ok(())
+    }
+
+    /// `rtsp.rtp_ports` (`--rtsp-rtp-ports`) as a range, checked to hold an even/odd pair for
+    /// each RTSP loop; `None` when unset.
+    pub fn rtp_ports(&self) -> Result<Option<std::ops::RangeInclusive<u16>>, ConfigError> {
+        let Some(text) = &self.rtsp.rtp_ports else { return Ok(None) };
+        let bad =
+            |why: String| ConfigError::Invalid(format!("rtsp.rtp_ports (--rtsp-rtp-ports) `{text}`: {why}"));
+        let (first, last) =
+            text.split_once('-').ok_or_else(|| bad("expected FIRST-LAST, e.g. 30000-30100".into()))?;
+        let port = |p: &str| p.trim().parse::<u16>().ok().filter(|p| *p > 0);
+        let (Some(first), Some(last)) = (port(first), port(last)) else {
+            return Err(bad("ports are 1 to 65535".into()));
+        };
+        if first > last {
+            return Err(bad("the first port is after the last".into()));
+        }
+        let pairs = sluice_engine::rtsp::pairs_in(first..=last);
+        let loops = if self.rtsp.enabled { self.rtsp_loops() } else { 1 };
+        if pairs < loops {
+            return Err(bad(format!(
+                "it holds {pairs} even/odd RTP/RTCP pair(s) and the {loops} RTSP loop(s) need one each"
+            )));
+        }
+        Ok(Some(first..=last))
     }
 
     /// RTSP loops to run: `rtsp.loops`, else one on a machine with 2 cores or fewer (the loop

@@ -12,6 +12,7 @@ pub mod app;
 pub mod bench;
 pub mod catalogue;
 pub mod config;
+pub mod dashboard;
 pub mod gzip_static;
 pub mod hls;
 pub mod library;

@@ -369,7 +369,7 @@ impl Server {
         let library = Arc::new(library);
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
-                sockets: RtspSockets::bind(config.rtsp.listen, config.rtsp_loops())
+                sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
@@ -512,17 +512,29 @@ impl Server {
             let admin = match admin {
                 Some((listeners, service)) => {
                     tracing::info!(
-                        "admin endpoints at http://{}/ (/metrics, /healthz, /readyz, /streams)",
+                        "admin endpoints at http://{}/ (dashboard, /metrics, /healthz, /readyz, /streams)",
                         listeners.local_addr()
                     );
+                    // Dashboards get a sample a second: a small send buffer is plenty, and it
+                    // lets the send deadline find one that stopped reading within seconds.
+                    listeners.cap_send_buffer(crate::dashboard::SEND_BUFFER)?;
+                    let sampler = Arc::clone(&service.0);
+                    std::thread::Builder::new()
+                        .name("sluice-dashboard".into())
+                        .spawn_scoped(scope, move || sampler.run_sampler())
+                        .map_err(|source| EngineError::Setup { what: "spawn dashboard sampler", source })?;
+                    // Each dashboard's event stream waits for its next sample in a job: one job
+                    // slot per stream (they wait, they do not compute), and a dashboard that
+                    // stops reading is dropped once its socket stalls for `STALL`.
                     let admin_engine = EngineConfig {
                         kind: EngineKind::Threads,
                         send: sluice_engine::SendStrategy::Copy,
                         workers: 1,
                         threads_mode: ThreadsMode::PerConnection,
-                        max_connections: 64,
-                        cpu_workers: 1,
+                        max_connections: crate::dashboard::MAX_STREAMS + 64,
+                        cpu_workers: crate::dashboard::MAX_STREAMS + 1,
                         cpu_queue: 4,
+                        send_timeout: crate::dashboard::STALL,
                         ..engine.clone()
                     };
                     let thread = std::thread::Builder::new()

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
+use sluice_load::board::{BoardInner, LoadBoard};
 use sluice_load::config::OpenModel;
 use sluice_load::rtsp::{RtspConfig, RtspTransport};
 use sluice_load::threshold::apply;
@@ -53,7 +54,7 @@ enum LoadProtocol {
     /// HTTP/1.1 load: closed model (--vus) or open model (--rate, --stage, --scenario).
     Http(Box<HttpArgs>),
     /// RTSP viewers: N clients each counting the video samples (access units) it receives.
-    Rtsp(RtspArgs),
+    Rtsp(Box<RtspArgs>),
 }
 
 /// Flags every protocol takes.
@@ -68,6 +69,12 @@ struct CommonFlags {
     /// Allow targets outside loopback (never point this at a machine you do not own).
     #[arg(long)]
     allow_non_loopback: bool,
+    /// Serve a live dashboard of the run at this address (open http://ADDR/ in a browser).
+    #[arg(long, value_name = "ADDR")]
+    dashboard: Option<std::net::SocketAddr>,
+    /// Write the run's charts to this HTML file at the end (one file, works offline).
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
 }
 
 /// RTP transport, as spelled on the command line.
@@ -269,7 +276,7 @@ pub struct HttpArgs {
 pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     match args.protocol {
         LoadProtocol::Http(http) => run_http(*http),
-        LoadProtocol::Rtsp(rtsp) => run_rtsp(rtsp),
+        LoadProtocol::Rtsp(rtsp) => run_rtsp(*rtsp),
     }
 }
 
@@ -307,10 +314,22 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.allow_non_loopback = args.common.allow_non_loopback;
     config.validate().map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     crate::raise_nofile_limit();
-    let report = if args.common.no_progress {
-        sluice_load::rtsp::run_rtsp(&config, &mut sluice_load::NoObserver)?
+    let mut progress = progress(&args.common);
+    let report = if let Some(mut board) =
+        board(&args.common, &format!("sluice load rtsp {}", config.url), true, &mut *progress)?
+    {
+        let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
+        if let Some(path) = &args.common.report {
+            let s = &report.summary;
+            board.write_report(
+                path,
+                true,
+                &format!("{} viewers, {} video samples", s.clients, s.samples_total),
+            )?;
+        }
+        report
     } else {
-        sluice_load::rtsp::run_rtsp(&config, &mut LiveProgress::new())?
+        sluice_load::rtsp::run_rtsp(&config, &mut *progress)?
     };
     if !args.common.quiet {
         let stdout = std::io::stdout();
@@ -355,6 +374,40 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The live progress line, or nothing with `--no-progress`.
+fn progress(common: &CommonFlags) -> Box<dyn BoardInner> {
+    if common.no_progress {
+        Box::new(sluice_load::NoObserver)
+    } else {
+        Box::new(LiveProgress::new())
+    }
+}
+
+/// The run's pictures when `--dashboard` or `--report` asks for them: the live page served
+/// (its address on stderr) and the samples kept for the report.
+fn board<'a>(
+    common: &CommonFlags,
+    title: &str,
+    rtsp: bool,
+    inner: &'a mut dyn BoardInner,
+) -> anyhow::Result<Option<LoadBoard<'a>>> {
+    if common.dashboard.is_none() && common.report.is_none() {
+        return Ok(None);
+    }
+    let listener = match common.dashboard {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("--dashboard {addr}: cannot listen there"))?,
+        ),
+        None => None,
+    };
+    let board = LoadBoard::new(title, listener, rtsp, inner)?;
+    if let Some(addr) = board.live_addr() {
+        eprintln!("live dashboard at http://{addr}/");
+    }
+    Ok(Some(board))
+}
+
 /// Says which thresholds failed and exits with [`THRESHOLDS_FAILED`].
 fn thresholds_failed(failed: &[&str]) -> ! {
     use std::io::Write;
@@ -371,10 +424,19 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     let config = build_config(&args).map_err(|e| e.context(UsageError))?;
     crate::raise_nofile_limit();
-    let report = if args.common.no_progress {
-        sluice_load::run(&config, &mut sluice_load::NoObserver)?
+    let mut progress = progress(&args.common);
+    let title = format!("sluice load http {}", args.urls.join(" "));
+    let report = if let Some(mut board) = board(&args.common, title.trim_end(), false, &mut *progress)? {
+        let report = sluice_load::run(&config, &mut board)?;
+        if let Some(path) = &args.common.report {
+            let r = &report;
+            let summary =
+                format!("{} requests, {} ok, {:.1} s", r.requests.sent, r.requests.ok, r.duration_s);
+            board.write_report(path, false, &summary)?;
+        }
+        report
     } else {
-        sluice_load::run(&config, &mut LiveProgress::new())?
+        sluice_load::run(&config, &mut *progress)?
     };
     let mut report = report;
     apply(&thresholds, &mut report);

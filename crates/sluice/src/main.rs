@@ -87,6 +87,10 @@ struct ServeArgs {
     /// their address, so one client's connections, sessions and RTCP meet on one loop.
     #[arg(long, value_name = "N")]
     rtsp_loops: Option<usize>,
+    /// UDP ports RTP and RTCP may use, for firewalls (e.g. 30000-30100): each RTSP loop takes an
+    /// even port and the next odd one from the range [default: any free pair].
+    #[arg(long, value_name = "FIRST-LAST")]
+    rtsp_rtp_ports: Option<String>,
     /// I/O engine (RTSP runs on io_uring with uring, on epoll with every other engine).
     #[arg(long, value_parser = named::<EngineKind>(EngineKind::ALL.map(EngineKind::name).to_vec()))]
     engine: Option<EngineKind>,
@@ -261,6 +265,9 @@ impl ServeArgs {
         set!(self.rtsp_overload => rtsp.overload);
         if let Some(n) = self.rtsp_loops {
             c.rtsp.loops = Some(n);
+        }
+        if let Some(ports) = &self.rtsp_rtp_ports {
+            c.rtsp.rtp_ports = Some(ports.clone());
         }
         set!(self.engine => engine.kind);
         if self.send.is_some() {
