@@ -138,6 +138,7 @@ impl Admin {
                     crate::metrics::render_cache(&mut body, remote.cache().stats());
                 }
                 crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
+                crate::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
                 text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", body)
             }
             // A load balancer checks /healthz: failing it while draining takes the server out

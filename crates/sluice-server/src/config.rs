@@ -36,6 +36,11 @@ pub struct Config {
     pub store: crate::upload::StoreSection,
     /// `[uploads]`: who may upload, and how much.
     pub uploads: crate::upload::UploadsSection,
+    /// `[[access]]`: who may read what, per path prefix (everything is open without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<crate::access::AccessPolicy>,
+    /// `[clients]`: limits per client address.
+    pub clients: crate::limits::ClientsSection,
 }
 
 /// `[http]`
