@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
@@ -341,22 +341,7 @@ impl Access {
     }
 }
 
-/// The token in an `Authorization` header: `Bearer TOKEN`, or the password of `Basic` (what
-/// RTSP clients send for `rtsp://user:TOKEN@host/path`, as MediaMTX takes JWTs).
-pub fn credential(authorization: &str) -> Option<String> {
-    let (scheme, rest) = authorization.trim().split_once(' ')?;
-    let rest = rest.trim();
-    if scheme.eq_ignore_ascii_case("bearer") {
-        return (!rest.is_empty()).then(|| rest.to_string());
-    }
-    if scheme.eq_ignore_ascii_case("basic") {
-        let decoded = base64::engine::general_purpose::STANDARD.decode(rest).ok()?;
-        let text = String::from_utf8(decoded).ok()?;
-        let (_, password) = text.split_once(':')?;
-        return (!password.is_empty()).then(|| password.to_string());
-    }
-    None
-}
+pub use sluice_proto::http::credentials::{credential, param};
 
 /// The path policies and signatures speak of for a request's normalised path: `/` and the
 /// decoded path, with a trailing `/` for a directory.
@@ -386,14 +371,6 @@ pub fn title_folder(path: &str) -> String {
         dir = parent(&dir);
     }
     format!("{dir}/")
-}
-
-/// The first value of query parameter `name`, decoded.
-pub fn param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (k == name).then(|| percent_decode_str(&v.replace('+', " ")).decode_utf8_lossy().into_owned())
-    })
 }
 
 /// The parameters of `query` named in `names`, as sent, joined again.
@@ -613,7 +590,7 @@ fn carry_into_attributes(text: &str, open: &str, carry: &str, close: &str) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use percent_encoding::percent_decode_str;
 
     const NOW: u64 = 1_800_000_000;
 
@@ -767,16 +744,6 @@ mod tests {
         assert_eq!(title_folder("/a.mp4"), "/");
         assert_eq!(normal_path("films/a%20b.mp4").as_deref(), Some("/films/a b.mp4"));
         assert_eq!(normal_path("/../x"), None);
-    }
-
-    #[test]
-    fn credentials_come_from_bearer_and_basic() {
-        assert_eq!(credential("Bearer abc").as_deref(), Some("abc"));
-        let basic = base64::engine::general_purpose::STANDARD.encode("viewer:tok.en");
-        assert_eq!(credential(&format!("Basic {basic}")).as_deref(), Some("tok.en"));
-        for bad in ["", "Bearer", "Bearer  ", "Basic !!", "Digest x", "Basic dXNlcg=="] {
-            assert_eq!(credential(bad), None, "{bad}");
-        }
     }
 
     #[test]
