@@ -747,6 +747,35 @@ mod tests {
     }
 
     #[test]
+    fn es256_keys_from_the_jwks_verify_and_cannot_be_used_as_hmac_secrets() {
+        use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
+        use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+        let public = pair.public_key().as_ref();
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let (x, y) = (b64(&public[1..33]), b64(&public[33..65]));
+        let jwks = format!(r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"e1","x":"{x}","y":"{y}"}}]}}"#);
+        let access = Access::with_rules(vec![("/".into(), Rule::Jwt { keys: jwks_keys(&jwks).unwrap(), claim: "paths".into() })]);
+        let far = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() + 3600;
+        let claims = serde_json::json!({ "exp": far, "paths": ["/films/"] });
+        let mut header = Header::new(Algorithm::ES256);
+        header.kid = Some("e1".into());
+        let token = encode(&header, &claims, &EncodingKey::from_ec_der(pkcs8.as_ref())).unwrap();
+        let ask = |token: &str| {
+            let presented = Presented { path: "/films/a.mp4", query: None, bearer: Some(token), peer: IpAddr::from(LOCAL) };
+            access.check(&presented, SystemTime::now())
+        };
+        assert_eq!(ask(&token), Decision::Allowed { carry: None });
+        // The public key as an HMAC secret (the classic algorithm confusion) opens nothing.
+        let mut hs = Header::new(Algorithm::HS256);
+        hs.kid = Some("e1".into());
+        let confused = encode(&hs, &claims, &EncodingKey::from_secret(public)).unwrap();
+        assert_eq!(ask(&confused), Decision::Refused(Refusal::BadToken));
+    }
+
+    #[test]
     fn playlists_carry_the_credentials_on() {
         let m3u8 = "#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,URI=\"audio.m3u8\",GROUP-ID=\"a\"\n#EXT-X-STREAM-INF:BANDWIDTH=1\nvideo.m3u8\n\n#EXT-X-MAP:URI=\"../x.mp4/init.mp4\"\nseg-0.m4s\n";
         let out = carry_into_m3u8(m3u8, "exp=1&sig=s");
