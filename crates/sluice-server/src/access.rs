@@ -563,6 +563,17 @@ pub fn carry_into_mpd(text: &str, carry: &str) -> String {
     carry_into_attributes(&text, "<BaseURL>", &escaped, "</BaseURL>")
 }
 
+/// A library page with `carry` appended to its relative links and players' sources (`./…`), so
+/// a page opened with a signed URL or a `?jwt=` plays and browses with it.
+pub fn carry_into_page(html: &str, carry: &str) -> String {
+    let escaped = carry.replace('&', "&amp;");
+    let mut text = html.to_string();
+    for attribute in ["href=\"./", "data-src=\"./", "data-hls=\"./", "data-dash=\"./"] {
+        text = carry_into_attributes(&text, attribute, &escaped, "\"");
+    }
+    text
+}
+
 fn carry_into_attributes(text: &str, open: &str, carry: &str, close: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -757,14 +768,22 @@ mod tests {
         let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
         let (x, y) = (b64(&public[1..33]), b64(&public[33..65]));
         let jwks = format!(r#"{{"keys":[{{"kty":"EC","crv":"P-256","kid":"e1","x":"{x}","y":"{y}"}}]}}"#);
-        let access = Access::with_rules(vec![("/".into(), Rule::Jwt { keys: jwks_keys(&jwks).unwrap(), claim: "paths".into() })]);
+        let access = Access::with_rules(vec![(
+            "/".into(),
+            Rule::Jwt { keys: jwks_keys(&jwks).unwrap(), claim: "paths".into() },
+        )]);
         let far = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() + 3600;
         let claims = serde_json::json!({ "exp": far, "paths": ["/films/"] });
         let mut header = Header::new(Algorithm::ES256);
         header.kid = Some("e1".into());
         let token = encode(&header, &claims, &EncodingKey::from_ec_der(pkcs8.as_ref())).unwrap();
         let ask = |token: &str| {
-            let presented = Presented { path: "/films/a.mp4", query: None, bearer: Some(token), peer: IpAddr::from(LOCAL) };
+            let presented = Presented {
+                path: "/films/a.mp4",
+                query: None,
+                bearer: Some(token),
+                peer: IpAddr::from(LOCAL),
+            };
             access.check(&presented, SystemTime::now())
         };
         assert_eq!(ask(&token), Decision::Allowed { carry: None });
@@ -788,5 +807,11 @@ mod tests {
         assert!(out.contains("initialization=\"v-init.mp4?exp=1&amp;sig=s\""), "{out}");
         assert!(out.contains("media=\"v-seg-$Number$.m4s?exp=1&amp;sig=s\""), "{out}");
         assert!(out.contains("<BaseURL>../a.en.vtt?exp=1&amp;sig=s</BaseURL>"), "{out}");
+        let page = "<a href=\"../\">up</a><a href=\"./shows/\">shows/</a><button data-src=\"./a.mp4\" data-hls=\"./a.mp4/master.m3u8\">";
+        let out = carry_into_page(page, "exp=1&sig=s");
+        assert!(out.contains("href=\"./shows/?exp=1&amp;sig=s\""), "{out}");
+        assert!(out.contains("data-src=\"./a.mp4?exp=1&amp;sig=s\""), "{out}");
+        assert!(out.contains("data-hls=\"./a.mp4/master.m3u8?exp=1&amp;sig=s\""), "{out}");
+        assert!(out.contains("href=\"../\""), "the way up leaves the signed folder: {out}");
     }
 }

@@ -232,9 +232,13 @@ impl App {
         may_block: bool,
         carry: Option<&str>,
     ) -> Result<Response, LibraryError> {
-        let Some(carry) = carry.filter(|_| is_manifest(path.relative())) else {
+        let Some(carry) = carry else { return self.answer(req, path, may_block) };
+        if path.names_directory() {
+            return Ok(carry_on(self.answer(req, path, may_block)?, Some(carry)));
+        }
+        if !is_manifest(path.relative()) {
             return self.answer(req, path, may_block);
-        };
+        }
         let conditional = ["range", "if-range", "if-none-match", "if-modified-since", "if-match"];
         let headers: Vec<httparse::Header<'_>> = req
             .headers
@@ -450,7 +454,7 @@ fn is_manifest(relative: &str) -> bool {
 }
 
 /// `response` with `carry` (a signed URL's or a token's parameters) appended to the URLs it
-/// lists, when it is a whole HLS playlist or DASH manifest; anything else as it is.
+/// lists, when it is a whole HLS playlist, DASH manifest or library page; anything else as it is.
 fn carry_on(mut response: Response, carry: Option<&str>) -> Response {
     let Some(carry) = carry else { return response };
     let content_type = response.header("content-type").unwrap_or("");
@@ -458,6 +462,8 @@ fn carry_on(mut response: Response, carry: Option<&str>) -> Response {
         crate::access::carry_into_m3u8
     } else if content_type.contains("dash+xml") {
         crate::access::carry_into_mpd
+    } else if content_type.starts_with("text/html") {
+        crate::access::carry_into_page
     } else {
         return response;
     };

@@ -310,4 +310,29 @@ fn a_flood_of_distinct_addresses_keeps_the_client_table_bounded() {
     );
 }
 
+/// Chromium opens the library page of a signed folder and hls.js plays the title from it to the
+/// end: the page's player sources carry the signature, and so does every playlist and segment.
+/// One engine: the browser is the slowest test, and the signed resources are proven per engine
+/// by `signed_urls`.
+#[test]
+fn chromium_plays_a_signed_hls_url_through_the_page() {
+    use common::browser::{Browser, ONE_BROWSER_AT_A_TIME, PLAY_THROUGH};
+    let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (server, _fx, dir) = guarded_server(&["--engine", "epoll", "--workers", "2"], &[]);
+    let k1 = key_file(&dir, "k1.key");
+    let page = sign(&["/films/", "--expires", "1h", "--key-file", &k1, "--kid", "k1", "--prefix", "/films/"]);
+    let mut browser = Browser::start();
+    browser.open_page(&format!("http://{}{page}", server.addr()));
+    let r = browser.eval(PLAY_THROUGH);
+    assert_eq!(r["hlsJs"], serde_json::json!(true), "hls.js played: {r}");
+    let src = r["src"].as_str().unwrap();
+    assert!(src.starts_with("./demo.mp4/master.m3u8?") && src.contains("sig="), "{r}");
+    assert!(r["first"]["error"].is_null() && r["error"].is_null(), "no media error: {r}");
+    let (duration, at) = (r["first"]["duration"].as_f64().unwrap(), r["first"]["at"].as_f64().unwrap());
+    assert!(at >= duration - 0.1, "played to the end: {r}");
+    let log = server.log_text();
+    assert!(log.contains("video-seg-2.m4s?exp="), "segments were fetched signed:\n{log}");
+    assert!(!log.contains("status=401") && !log.contains("status=403"), "nothing was refused:\n{log}");
+}
+
 rtsp_matrix!(signed_urls, jwt_tokens, per_ip_limits);
