@@ -460,6 +460,7 @@ impl Config {
             max_payload: self.rtsp.max_payload,
             access_log: self.http.access_log,
             max_viewers: self.rtsp.max_viewers,
+            max_sessions_per_ip: self.clients.rtsp_sessions_per_ip,
             overload: match self.rtsp.overload {
                 RtspOverload::Refuse => sluice_media::rtsp::Overload::Refuse,
                 RtspOverload::Degrade => sluice_media::rtsp::Overload::Degrade,

@@ -1,5 +1,6 @@
 //! Limits per client address: open connections and requests per second (a token bucket), kept
-//! in a table of bounded size.
+//! in a table of bounded size; and the setting of RTSP sessions per address (which the RTSP
+//! session table applies, since it holds the sessions).
 //!
 //! Owns the `[clients]` settings, the table of what each address holds (the catalogue's bounded
 //! least-recently-used map, one entry per address, so a flood of distinct addresses evicts the
@@ -26,13 +27,21 @@ pub struct ClientsSection {
     pub requests_per_second: f64,
     /// Requests an address may make at once before the rate applies.
     pub burst: u32,
+    /// RTSP sessions per address (over all its connections); one more `SETUP` is answered 503.
+    pub rtsp_sessions_per_ip: usize,
     /// Addresses remembered at most; the least recently seen are forgotten first.
     pub table_size: usize,
 }
 
 impl Default for ClientsSection {
     fn default() -> Self {
-        ClientsSection { max_connections_per_ip: 0, requests_per_second: 0.0, burst: 20, table_size: 65_536 }
+        ClientsSection {
+            max_connections_per_ip: 0,
+            requests_per_second: 0.0,
+            burst: 20,
+            rtsp_sessions_per_ip: 0,
+            table_size: 65_536,
+        }
     }
 }
 

@@ -92,6 +92,10 @@ struct ServeArgs {
     /// Requests a client address may make at once before --requests-per-second applies.
     #[arg(long, value_name = "N")]
     burst: Option<u32>,
+    /// RTSP sessions per client address, over all its connections; one more SETUP is answered
+    /// 503 (0: no limit).
+    #[arg(long, value_name = "N")]
+    rtsp_sessions_per_ip: Option<usize>,
     /// When the RTSP loop's headroom runs out: refuse newcomers with 453 (the viewers playing stay
     /// perfect), or degrade (admit them; late viewers drop frames up to the next keyframe).
     #[arg(long, value_name = "POLICY")]
@@ -193,6 +197,7 @@ fn with_defaults(cmd: clap::Command) -> clap::Command {
         ("max_connections_per_ip", c.clients.max_connections_per_ip.to_string()),
         ("requests_per_second", c.clients.requests_per_second.to_string()),
         ("burst", c.clients.burst.to_string()),
+        ("rtsp_sessions_per_ip", c.clients.rtsp_sessions_per_ip.to_string()),
         ("rtsp_overload", c.rtsp.overload.name().into()),
         ("rtsp_loops", format!("1 on 2 cores or fewer, else one per worker; here {}", c.rtsp_loops())),
         ("engine", c.engine.kind.name().into()),
@@ -277,6 +282,7 @@ impl ServeArgs {
         set!(self.max_connections_per_ip => clients.max_connections_per_ip);
         set!(self.requests_per_second => clients.requests_per_second);
         set!(self.burst => clients.burst);
+        set!(self.rtsp_sessions_per_ip => clients.rtsp_sessions_per_ip);
         set!(self.rtsp_overload => rtsp.overload);
         if let Some(n) = self.rtsp_loops {
             c.rtsp.loops = Some(n);

@@ -1,7 +1,8 @@
 //! Who may watch, end to end on every engine: `[[access]]` policies in a `sluice.toml`, URLs
 //! signed by `sluice sign` and JWTs checked against a JWKS file, over HTTP (files, playlists,
-//! segments) and RTSP (DESCRIBE); and the limits per client address (429 with `Retry-After`, a
-//! table that stays bounded under a flood of distinct addresses from 127.0.0.0/8).
+//! segments) and RTSP (DESCRIBE); and the limits per client address (429 with `Retry-After`,
+//! RTSP sessions per address, a table that stays bounded under a flood of distinct addresses
+//! from 127.0.0.0/8).
 //!
 //! A refused request is 403 (401 with nothing presented) whether or not the path exists; a
 //! signed playlist carries its signature on to every URL it lists, so ffprobe plays HLS, DASH
@@ -18,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use common::rtsp::{connect_from, RtspConn};
+use common::rtsp::{connect_from, RtspConn, UdpViewer};
 use common::*;
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
@@ -214,7 +215,8 @@ fn jwt_tokens(engine: &[&str]) {
 }
 
 fn per_ip_limits(engine: &[&str]) {
-    let limits = ["--requests-per-second", "0.5", "--burst", "3", "--max-connections-per-ip", "2"];
+    let limits =
+        ["--requests-per-second", "0.5", "--burst", "3", "--max-connections-per-ip", "2", "--rtsp-sessions-per-ip", "1"];
     let (server, _fx, _keys) = guarded_server(engine, &limits);
     let addr = server.addr();
     // From 127.0.0.2: three at once, then 429 with Retry-After.
@@ -259,6 +261,16 @@ fn per_ip_limits(engine: &[&str]) {
         }),
         "closing connections frees their places"
     );
+    // One RTSP session per address, over all its connections.
+    let five = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 5));
+    let first = UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").unwrap_or_else(|r| panic!("{r:?}"));
+    let second = UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").err().expect("a second session is refused");
+    assert_eq!(second.status, 503, "{second:?}");
+    let six = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 6));
+    assert!(UdpViewer::setup(server.rtsp_addr(), six, "open.mp4").is_ok(), "another address has its own");
+    first.teardown().expect(200, "TEARDOWN");
+    assert!(UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").is_ok(), "a released session frees its place");
+
     let metrics = server.scrape();
     assert!(metric(&metrics, "sluice_client_limit_refused_total{limit=\"rate\"}") >= 1, "{metrics}");
     assert!(metric(&metrics, "sluice_client_limit_refused_total{limit=\"connections\"}") >= 1, "{metrics}");

@@ -125,6 +125,10 @@ pub struct RtspConfig {
     pub max_sessions_per_connection: usize,
     /// Sessions in the table in all.
     pub max_sessions: usize,
+    /// Sessions one client address may hold (0: no limit); one more is refused with 503. A
+    /// client's connections all meet on one loop (they are spread by address), so the loop's
+    /// table counts them all.
+    pub max_sessions_per_ip: usize,
     /// Tracks one session may set up.
     pub max_tracks_per_session: usize,
     /// The server's RTP and RTCP UDP ports (the engine's shared sockets), `None` to refuse UDP
@@ -148,6 +152,7 @@ impl Default for RtspConfig {
             max_pipelined: 16,
             max_sessions_per_connection: 8,
             max_sessions: 10_000,
+            max_sessions_per_ip: 0,
             max_tracks_per_session: 8,
             udp_server_ports: Some((6970, 6971)),
             max_payload: 1400,
@@ -945,6 +950,12 @@ impl RtspConnection {
                 self.sessions.retain(|id| x.table.sessions.contains_key(id));
                 if self.sessions.len() >= x.table.config.max_sessions_per_connection
                     || x.table.sessions.len() >= x.table.config.max_sessions
+                {
+                    return Err(RtspError::Overloaded);
+                }
+                let per_ip = x.table.config.max_sessions_per_ip;
+                if per_ip > 0
+                    && x.table.sessions.values().filter(|s| s.peer == self.peer.ip()).count() >= per_ip
                 {
                     return Err(RtspError::Overloaded);
                 }
