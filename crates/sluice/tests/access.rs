@@ -1,7 +1,7 @@
 //! Who may watch, end to end on every engine: `[[access]]` policies in a `sluice.toml`, URLs
 //! signed by `sluice sign` and JWTs checked against a JWKS file, over HTTP (files, playlists,
 //! segments) and RTSP (DESCRIBE); and the limits per client address (429 with `Retry-After`,
-//! RTSP sessions per address, a table that stays bounded under a flood of distinct addresses
+//! RTSP sessions per address, upload bytes per token per day, a table that stays bounded under a flood of distinct addresses
 //! from 127.0.0.0/8).
 //!
 //! A refused request is 403 (401 with nothing presented) whether or not the path exists; a
@@ -215,8 +215,16 @@ fn jwt_tokens(engine: &[&str]) {
 }
 
 fn per_ip_limits(engine: &[&str]) {
-    let limits =
-        ["--requests-per-second", "0.5", "--burst", "3", "--max-connections-per-ip", "2", "--rtsp-sessions-per-ip", "1"];
+    let limits = [
+        "--requests-per-second",
+        "0.5",
+        "--burst",
+        "3",
+        "--max-connections-per-ip",
+        "2",
+        "--rtsp-sessions-per-ip",
+        "1",
+    ];
     let (server, _fx, _keys) = guarded_server(engine, &limits);
     let addr = server.addr();
     // From 127.0.0.2: three at once, then 429 with Retry-After.
@@ -264,16 +272,54 @@ fn per_ip_limits(engine: &[&str]) {
     // One RTSP session per address, over all its connections.
     let five = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 5));
     let first = UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").unwrap_or_else(|r| panic!("{r:?}"));
-    let second = UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").err().expect("a second session is refused");
+    let second =
+        UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").err().expect("a second session is refused");
     assert_eq!(second.status, 503, "{second:?}");
     let six = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 6));
     assert!(UdpViewer::setup(server.rtsp_addr(), six, "open.mp4").is_ok(), "another address has its own");
     first.teardown().expect(200, "TEARDOWN");
-    assert!(UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").is_ok(), "a released session frees its place");
+    assert!(
+        UdpViewer::setup(server.rtsp_addr(), five, "open.mp4").is_ok(),
+        "a released session frees its place"
+    );
 
     let metrics = server.scrape();
     assert!(metric(&metrics, "sluice_client_limit_refused_total{limit=\"rate\"}") >= 1, "{metrics}");
     assert!(metric(&metrics, "sluice_client_limit_refused_total{limit=\"connections\"}") >= 1, "{metrics}");
+}
+
+/// Upload bytes per token per day: a declared length that does not fit is 429 before its body,
+/// a chunked body when it goes over; another token has its own allowance.
+fn upload_quota(engine: &[&str]) {
+    let fx = Fixture::new();
+    let tokens = fx.path("../tokens");
+    std::fs::write(&tokens, "token-a\ntoken-b\n").unwrap();
+    let tokens = tokens.display().to_string();
+    let args = ["--upload-token-file", tokens.as_str(), "--upload-bytes-per-day", "1000", "--no-rtsp"];
+    let server = Server::serve(engine, &fx, &args);
+    let put = |name: &str, token: &str, body: &[u8], chunked: bool| {
+        let auth = format!("Bearer {token}");
+        let len = body.len().to_string();
+        let framing =
+            if chunked { ("Transfer-Encoding", "chunked") } else { ("Content-Length", len.as_str()) };
+        let mut req = request("PUT", &format!("/up/{name}"), &[("Authorization", &auth), framing]);
+        if chunked {
+            req.extend_from_slice(format!("{:x}\r\n", body.len()).as_bytes());
+            req.extend_from_slice(body);
+            req.extend_from_slice(b"\r\n0\r\n\r\n");
+        } else {
+            req.extend_from_slice(body);
+        }
+        fetch(server.addr(), req)
+    };
+    assert_eq!(put("a1", "token-a", &[b'x'; 600], false).status, 201);
+    let refused = put("a2", "token-a", &[b'x'; 600], false);
+    assert_eq!(refused.status, 429, "{}", refused.head_text());
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=86_400).contains(&wait), "until midnight UTC: {wait}");
+    assert_eq!(put("a3", "token-a", &[b'x'; 500], true).status, 429, "a chunked body over the allowance");
+    assert_eq!(put("b1", "token-b", &[b'x'; 900], true).status, 201, "another token's allowance");
+    assert_eq!(status_of(server.addr(), "/up/a2", &[]), 404, "nothing of a refused upload is stored");
 }
 
 /// 100,000 distinct client addresses (127.0.0.0/8) connect: the table keeps at most its size
@@ -347,4 +393,4 @@ fn chromium_plays_a_signed_hls_url_through_the_page() {
     assert!(!log.contains("status=401") && !log.contains("status=403"), "nothing was refused:\n{log}");
 }
 
-rtsp_matrix!(signed_urls, jwt_tokens, per_ip_limits);
+rtsp_matrix!(signed_urls, jwt_tokens, per_ip_limits, upload_quota);
