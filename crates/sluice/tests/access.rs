@@ -73,6 +73,12 @@ fn sign(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// The demo's video frames as ffprobe counts them from the file, once per test binary.
+fn frames_in_the_mp4(addr: std::net::SocketAddr) -> String {
+    static FRAMES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    FRAMES.get_or_init(|| ffprobe_video_frames(&format!("http://{addr}/open.mp4")).0).clone()
+}
+
 /// Every count ffprobe printed for `url` is the MP4's frame count (HLS and DASH list their
 /// streams under a program too: the same count, printed again).
 fn plays_whole(url: &str, expected: &str) {
@@ -143,7 +149,7 @@ fn signed_urls(engine: &[&str]) {
     assert_eq!(status_of(addr, "/open.mp4", &[]), 200, "outside every policy");
 
     // Players we did not write play from the one signed URL: HLS, DASH and RTSP.
-    let expected = ffprobe_video_frames(&format!("http://{addr}/open.mp4")).0;
+    let expected = frames_in_the_mp4(addr);
     plays_whole(&format!("http://{addr}{signed}"), &expected);
     let mpd = with("/films/demo.mp4/manifest.mpd", &query);
     plays_whole(&format!("http://{addr}{mpd}"), &expected);
@@ -180,7 +186,7 @@ fn jwt_tokens(engine: &[&str]) {
     let url = format!("http://{addr}/members/demo.mp4/master.m3u8?jwt={good}");
     let master = fetch_get(addr, url.trim_start_matches(&format!("http://{addr}")), &[]).body_text();
     assert!(master.contains(&format!("video.m3u8?jwt={good}")), "{master}");
-    let expected = ffprobe_video_frames(&format!("http://{addr}/open.mp4")).0;
+    let expected = frames_in_the_mp4(addr);
     plays_whole(&url, &expected);
     // Over RTSP, as the password of Basic (what rtsp://user:TOKEN@host/ sends).
     let basic =
@@ -359,6 +365,8 @@ fn a_flood_of_distinct_addresses_keeps_the_client_table_bounded() {
         == table_size));
     assert!(tracked <= table_size, "{tracked} addresses tracked");
     eprintln!("{connected} distinct addresses in {:?}", started.elapsed());
+    let rss_after = rss();
+    eprintln!("resident memory {before} before, {rss_after} after");
     let after = rss();
     // 100,000 addresses unbounded would take well over 10 MB of table; bounded, the growth is
     // the table's size at most.
