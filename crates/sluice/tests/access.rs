@@ -344,35 +344,37 @@ fn a_flood_of_distinct_addresses_keeps_the_client_table_bounded() {
         Server::serve(&["--engine", "epoll", "--workers", "2"], &fx, &["--config", &config, "--no-rtsp"]);
     let addr = server.addr();
     let rss = || metric(&server.scrape(), "sluice_process_resident_memory_bytes");
-    let before = rss();
     let started = Instant::now();
     let mut connected = 0u32;
-    for n in 1..=100_000u32 {
-        if started.elapsed() > Duration::from_secs(30) {
-            break;
+    // Two halves: the table is full after the first and no fuller after the second.
+    let mut flood = |from: u32, to: u32| {
+        for n in from..to {
+            if started.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+            let stream = connect_from(IpAddr::V4(Ipv4Addr::from(0x7f00_0000 | (n + 256))), addr);
+            set_linger_zero(&stream);
+            drop(stream);
+            connected += 1;
         }
-        let ip = Ipv4Addr::from(0x7f00_0000 | (n + 256));
-        let stream = connect_from(IpAddr::V4(ip), addr);
-        set_linger_zero(&stream);
-        drop(stream);
-        connected += 1;
-    }
-    let metrics = server.scrape();
-    let tracked = metric(&metrics, "sluice_client_table_entries");
+        // Every connection reaches the table once the server has accepted it.
+        let full = || metric(&server.scrape(), "sluice_client_table_entries") == table_size;
+        assert!(poll_until(Duration::from_secs(10), full), "the table fills to its size and no further");
+    };
+    let before = rss();
+    flood(0, 50_000);
+    flood(50_000, 100_000);
+    let end = rss();
+    eprintln!(
+        "{connected} distinct addresses in {:?}; resident memory {before} before, {end} after",
+        started.elapsed()
+    );
     assert!(connected >= 5_000, "only {connected} connections in 30 s");
-    // Every connection reached the table (the server accepted it) or is about to.
-    assert!(poll_until(Duration::from_secs(10), || metric(&server.scrape(), "sluice_client_table_entries")
-        == table_size));
-    assert!(tracked <= table_size, "{tracked} addresses tracked");
-    eprintln!("{connected} distinct addresses in {:?}", started.elapsed());
-    let rss_after = rss();
-    eprintln!("resident memory {before} before, {rss_after} after");
-    let after = rss();
-    // 100,000 addresses unbounded would take well over 10 MB of table; bounded, the growth is
-    // the table's size at most.
+    // The gauge above is the table's bound; the process's memory is a looser check (connection
+    // churn moves it by megabytes with or without the table), against a gross leak.
     assert!(
-        after.saturating_sub(before) < 48 << 20,
-        "RSS grew from {before} to {after} after {connected} addresses"
+        end.saturating_sub(before) < 48 << 20,
+        "RSS grew from {before} to {end} over {connected} addresses"
     );
 }
 
