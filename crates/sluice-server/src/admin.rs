@@ -202,6 +202,7 @@ impl Admin {
             crate::metrics::render_cache(&mut body, remote.cache().stats());
         }
         crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
+        crate::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
         use std::fmt::Write as _;
         let _ = writeln!(
             body,

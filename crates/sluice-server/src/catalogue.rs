@@ -428,7 +428,7 @@ impl Drop for LoadingGuard<'_> {
 /// class (its index in `caps`) with a cap of its own within the whole budget, so that a few
 /// large entries (sample tables) cannot push out thousands of small ones (descriptions).
 #[derive(Debug)]
-struct Lru<K, V> {
+pub(crate) struct Lru<K, V> {
     budget: usize,
     bytes: usize,
     tick: u64,
@@ -442,7 +442,7 @@ struct Lru<K, V> {
 }
 
 impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
-    fn new(budget: usize, caps: &[usize]) -> Lru<K, V> {
+    pub(crate) fn new(budget: usize, caps: &[usize]) -> Lru<K, V> {
         Lru {
             budget,
             bytes: 0,
@@ -453,11 +453,11 @@ impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    fn get(&mut self, key: &K) -> Option<V> {
+    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
         self.tick += 1;
         let tick = self.tick;
         let (value, _, used, class) = self.entries.get_mut(key)?;
@@ -471,7 +471,7 @@ impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
     /// Inserts `value` of `cost` bytes in `class`, evicting the least recently used entries of
     /// its class beyond the class's cap, then of any class beyond the budget; returns how many
     /// were evicted. A value larger than its cap is not kept.
-    fn insert(&mut self, key: K, value: V, cost: usize, class: usize) -> u64 {
+    pub(crate) fn insert(&mut self, key: K, value: V, cost: usize, class: usize) -> u64 {
         self.remove(&key);
         if cost > self.classes[class].0 {
             return 0;

@@ -36,6 +36,11 @@ pub struct Config {
     pub store: crate::upload::StoreSection,
     /// `[uploads]`: who may upload, and how much.
     pub uploads: crate::upload::UploadsSection,
+    /// `[[access]]`: who may read what, per path prefix (everything is open without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<crate::access::AccessPolicy>,
+    /// `[clients]`: limits per client address.
+    pub clients: crate::limits::ClientsSection,
 }
 
 /// `[http]`
@@ -485,6 +490,7 @@ impl Config {
             max_payload: self.rtsp.max_payload,
             access_log: self.http.access_log,
             max_viewers: self.rtsp.max_viewers,
+            max_sessions_per_ip: self.clients.rtsp_sessions_per_ip,
             overload: match self.rtsp.overload {
                 RtspOverload::Refuse => sluice_media::rtsp::Overload::Refuse,
                 RtspOverload::Degrade => sluice_media::rtsp::Overload::Degrade,

@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod admin;
 pub mod app;
 pub mod bench;
@@ -16,6 +17,7 @@ pub mod dashboard;
 pub mod gzip_static;
 pub mod hls;
 pub mod library;
+pub mod limits;
 pub mod logging;
 pub mod media;
 pub mod metrics;

@@ -478,6 +478,35 @@ pub fn render_catalogue(m: &mut String, stats: &crate::catalogue::CatalogueStats
     }
 }
 
+/// Reads refused by the `[[access]]` policies, by reason; requests and connections refused by
+/// the limits per client, by limit; and how many client addresses the limits' table holds.
+pub fn render_access(
+    m: &mut String,
+    access: Option<&crate::access::Access>,
+    clients: &crate::limits::ClientLimits,
+) {
+    let _ = writeln!(
+        m,
+        "# HELP sluice_access_refused_total Reads refused by the access policies, by reason.\n# TYPE sluice_access_refused_total counter"
+    );
+    for reason in crate::access::Refusal::ALL {
+        let n = access.and_then(|a| a.refusals().find(|(r, _)| *r == reason)).map_or(0, |(_, n)| n);
+        let _ = writeln!(m, "sluice_access_refused_total{{reason=\"{}\"}} {n}", reason.name());
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_client_limit_refused_total Requests and connections refused by the limits per client address.\n# TYPE sluice_client_limit_refused_total counter"
+    );
+    for (limit, n) in clients.refusals() {
+        let _ = writeln!(m, "sluice_client_limit_refused_total{{limit=\"{}\"}} {n}", limit.name());
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_client_table_entries Client addresses the limits per client remember (bounded by [clients] table_size).\n# TYPE sluice_client_table_entries gauge\nsluice_client_table_entries {}",
+        clients.tracked()
+    );
+}
+
 /// CPU time, context switches and resident memory of this process, from the kernel.
 fn process(m: &mut String) {
     // SAFETY: getrusage fills a zeroed rusage we own.

@@ -33,6 +33,9 @@ pub enum ServeError {
     /// The configuration is not usable.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// An `[[access]]` policy's keys cannot be used.
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
     /// The library directory cannot be opened.
     #[error("cannot open library {path}: {source}")]
     Library {
@@ -109,6 +112,7 @@ impl ServeError {
             ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
             ServeError::RemoteLibrary { .. } | ServeError::CacheDirInUse(_) => 2,
             ServeError::Uploads(_) | ServeError::Store { .. } | ServeError::SameAddress { .. } => 2,
+            ServeError::Access(_) => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
         }
@@ -142,6 +146,7 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
     }
     config.uploads.load_tokens()?;
     config.uploads.gzip_mode()?;
+    crate::access::Access::load(&config.access)?;
     if let Some(location) = &config.store.location {
         let failed = |reason: String| ServeError::Store { location: location.clone(), reason };
         if config.store.is_remote() {
@@ -367,13 +372,18 @@ impl Server {
                 .map_err(|source| ServeError::Library { path: root.clone(), source })?,
         };
         let library = Arc::new(library);
+        let access = crate::access::Access::load(&config.access)?;
+        let access = (!access.is_open()).then(|| Arc::new(access));
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
-                media: Arc::new(RtspMedia::new(Arc::clone(&library))),
+                media: Arc::new(match &access {
+                    Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
+                    None => RtspMedia::new(Arc::clone(&library)),
+                }),
             }),
             false => None,
         };
@@ -399,7 +409,12 @@ impl Server {
             engine,
         };
         let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
-        let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
+        let clients = Arc::new(crate::limits::ClientLimits::new(config.clients.clone()));
+        let app = Arc::new(
+            App::new(library, settings, Arc::clone(&counters))
+                .with_uploads(uploads)
+                .with_access(access, clients),
+        );
         Ok(Server {
             app,
             listeners,

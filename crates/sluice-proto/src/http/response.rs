@@ -51,6 +51,8 @@ impl Status {
     pub const RANGE_NOT_SATISFIABLE: Status = Status(416);
     /// 431
     pub const HEADER_FIELDS_TOO_LARGE: Status = Status(431);
+    /// 429: the client asked more often than it may (sent with `Retry-After`).
+    pub const TOO_MANY_REQUESTS: Status = Status(429);
     /// 500
     pub const INTERNAL_SERVER_ERROR: Status = Status(500);
     /// 501
@@ -88,6 +90,7 @@ impl Status {
             408 => "Request Timeout",
             409 => "Conflict",
             411 => "Length Required",
+            429 => "Too Many Requests",
             412 => "Precondition Failed",
             413 => "Content Too Large",
             414 => "URI Too Long",
