@@ -222,7 +222,9 @@ fn hls_media(url: &Url, media: &m3u8_rs::MediaPlaylist) -> Result<Track, Manifes
                 let first = match (r.offset, &next_offset) {
                     (Some(o), _) => o,
                     (None, Some((u, o))) if *u == seg_url => *o,
-                    (None, _) => return bad(format!("EXT-X-BYTERANGE of {} has no offset to continue", s.uri)),
+                    (None, _) => {
+                        return bad(format!("EXT-X-BYTERANGE of {} has no offset to continue", s.uri))
+                    }
                 };
                 next_offset = Some((seg_url.clone(), first + r.length));
                 Some((first, first + r.length.saturating_sub(1)))
@@ -257,14 +259,17 @@ pub fn fill_hls_track(track: &mut Track, bytes: &[u8]) -> Result<(), ManifestErr
             track.segments = parsed.segments;
             Ok(())
         }
-        Ok(m3u8_rs::Playlist::MasterPlaylist(_)) => bad(format!("{playlist} is a master playlist, not media")),
+        Ok(m3u8_rs::Playlist::MasterPlaylist(_)) => {
+            bad(format!("{playlist} is a master playlist, not media"))
+        }
         Err(e) => bad(format!("{playlist}: not an HLS playlist: {}", short(&e.to_string()))),
     }
 }
 
 /// Parses a static MPD fetched from `url`.
 pub fn parse_dash(url: &Url, text: &str) -> Result<Presentation, ManifestError> {
-    let doc = mpd::parse(text).map_err(|e| ManifestError(format!("not a DASH MPD: {}", short(&e.to_string()))))?;
+    let doc =
+        mpd::parse(text).map_err(|e| ManifestError(format!("not a DASH MPD: {}", short(&e.to_string()))))?;
     if doc.mpdtype.as_deref().is_some_and(|t| t != "static") {
         return bad("a dynamic (live) MPD: only static MPDs are played");
     }
@@ -424,7 +429,8 @@ fn representation_segments(
 ) -> Result<(Option<Resource>, Vec<Segment>), ManifestError> {
     if templates.iter().any(|t| t.is_some()) {
         let t = &templates;
-        let media = inherit(t, |s| s.media.clone()).ok_or_else(|| ManifestError("SegmentTemplate without media".into()))?;
+        let media = inherit(t, |s| s.media.clone())
+            .ok_or_else(|| ManifestError("SegmentTemplate without media".into()))?;
         let template = Template {
             media,
             initialization: inherit(t, |s| {
@@ -440,16 +446,18 @@ fn representation_segments(
     }
     if lists.iter().any(|l| l.is_some()) {
         let l = &lists;
-        let urls = inherit(l, |s| if s.segment_urls.is_empty() { None } else { Some(s.segment_urls.clone()) })
-            .unwrap_or_default();
+        let urls =
+            inherit(l, |s| if s.segment_urls.is_empty() { None } else { Some(s.segment_urls.clone()) })
+                .unwrap_or_default();
         let timescale = inherit(l, |s| s.timescale).unwrap_or(1);
-        let times: Vec<(u64, u64)> = match inherit(l, |s| s.SegmentTimeline.as_ref().map(|t| t.segments.clone())) {
-            Some(timeline) => timeline_times(&timeline, None)?,
-            None => {
-                let d = inherit(l, |s| s.duration).unwrap_or(0);
-                (0..urls.len() as u64).map(|i| (i * d, d)).collect()
-            }
-        };
+        let times: Vec<(u64, u64)> =
+            match inherit(l, |s| s.SegmentTimeline.as_ref().map(|t| t.segments.clone())) {
+                Some(timeline) => timeline_times(&timeline, None)?,
+                None => {
+                    let d = inherit(l, |s| s.duration).unwrap_or(0);
+                    (0..urls.len() as u64).map(|i| (i * d, d)).collect()
+                }
+            };
         let init = match inherit(l, |s| s.Initialization.clone()) {
             Some(i) => Some(initialization_resource(&rep.base, &i)?),
             None => None,
@@ -499,7 +507,8 @@ fn initialization_resource(base: &Url, init: &mpd::Initialization) -> Result<Res
 
 /// Parses `first-last` (a DASH byte range).
 fn parse_range(text: &str) -> Result<(u64, u64), ManifestError> {
-    let parsed = text.split_once('-').and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
+    let parsed =
+        text.split_once('-').and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)));
     match parsed {
         Some((a, b)) if a <= b => Ok((a, b)),
         _ => bad(format!("invalid byte range `{text}`")),
@@ -525,19 +534,23 @@ pub struct Template {
     pub timeline: Option<Vec<mpd::S>>,
 }
 
-fn template_segments(rep: &RepContext, t: &Template) -> Result<(Option<Resource>, Vec<Segment>), ManifestError> {
+fn template_segments(
+    rep: &RepContext,
+    t: &Template,
+) -> Result<(Option<Resource>, Vec<Segment>), ManifestError> {
     if t.timescale == 0 {
         return bad("SegmentTemplate timescale 0");
     }
     let scale = t.timescale as f64;
     let period_ticks = rep.period_length.map(|l| (l * scale).round() as u64);
     let times: Vec<(u64, u64)> = match &t.timeline {
-        Some(timeline) => {
-            timeline_times(timeline, period_ticks.map(|p| p + t.presentation_time_offset))?
-        }
+        Some(timeline) => timeline_times(timeline, period_ticks.map(|p| p + t.presentation_time_offset))?,
         None => {
             let Some(d) = t.duration.filter(|d| *d > 0.0) else {
-                return bad(format!("representation {}: SegmentTemplate with neither SegmentTimeline nor duration", rep.id));
+                return bad(format!(
+                    "representation {}: SegmentTemplate with neither SegmentTimeline nor duration",
+                    rep.id
+                ));
             };
             let Some(length) = rep.period_length else {
                 return bad("SegmentTemplate@duration in a period of unknown length");
@@ -555,7 +568,9 @@ fn template_segments(rep: &RepContext, t: &Template) -> Result<(Option<Resource>
         }
     };
     let init = match &t.initialization {
-        Some(i) => Some(Resource::whole(&join(&rep.base, &expand_template(i, &rep.id, rep.bandwidth, 0, 0)?)?)),
+        Some(i) => {
+            Some(Resource::whole(&join(&rep.base, &expand_template(i, &rep.id, rep.bandwidth, 0, 0)?)?))
+        }
         None => None,
     };
     let mut segments = Vec::with_capacity(times.len());
@@ -618,7 +633,13 @@ pub fn timeline_times(timeline: &[mpd::S], end: Option<u64>) -> Result<Vec<(u64,
 
 /// Substitutes `$RepresentationID$`, `$Bandwidth$`, `$Number$` and `$Time$` (each optionally
 /// with a `%0Nd` width) and `$$` in a DASH URL template.
-pub fn expand_template(template: &str, id: &str, bandwidth: u64, number: u64, time: u64) -> Result<String, ManifestError> {
+pub fn expand_template(
+    template: &str,
+    id: &str,
+    bandwidth: u64,
+    number: u64,
+    time: u64,
+) -> Result<String, ManifestError> {
     let mut out = String::with_capacity(template.len() + 16);
     let mut rest = template;
     while let Some(open) = rest.find('$') {
@@ -679,7 +700,10 @@ mod tests {
         );
         // r=-1 runs up to the next S's t, or the period's end (the last one may be short).
         let tl = [s(Some(10), 100, Some(-1)), s(Some(310), 50, Some(-1))];
-        assert_eq!(timeline_times(&tl, Some(420)).unwrap(), vec![(10, 100), (110, 100), (210, 100), (310, 50), (360, 50), (410, 50)]);
+        assert_eq!(
+            timeline_times(&tl, Some(420)).unwrap(),
+            vec![(10, 100), (110, 100), (210, 100), (310, 50), (360, 50), (410, 50)]
+        );
         assert!(timeline_times(&[s(None, 100, Some(-1))], None).is_err());
         assert!(timeline_times(&[s(None, 0, None)], None).is_err());
         assert!(timeline_times(&[s(None, 1, Some(i64::MAX / 2))], None).is_err(), "bounded");
@@ -769,14 +793,16 @@ mod tests {
         assert_eq!(w.segments.len(), 1);
         assert_eq!(w.segments[0].resource, Resource { url: "http://h/x/w.mp4".into(), range: None });
         assert_eq!(w.segments[0].duration, 4.0);
-        assert!(parse_dash(&Url::parse("http://h/m.mpd").unwrap(), "<MPD type=\"dynamic\"><Period/></MPD>").is_err());
+        assert!(parse_dash(&Url::parse("http://h/m.mpd").unwrap(), "<MPD type=\"dynamic\"><Period/></MPD>")
+            .is_err());
         assert!(parse_dash(&Url::parse("http://h/m.mpd").unwrap(), "not xml").is_err());
     }
 
     #[test]
     fn hls_master_media_and_byte_ranges() {
         let url = Url::parse("http://h/f.mp4/master.m3u8").unwrap();
-        let master = b"#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",NAME=\"en\",DEFAULT=YES,URI=\"audio.m3u8\"\n\
+        let master =
+            b"#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",NAME=\"en\",DEFAULT=YES,URI=\"audio.m3u8\"\n\
 #EXT-X-STREAM-INF:BANDWIDTH=800000,RESOLUTION=640x360,AUDIO=\"a\"\nlo/media.m3u8\n\
 #EXT-X-STREAM-INF:BANDWIDTH=5000000,RESOLUTION=1920x1080,AUDIO=\"a\"\nhttp://h/hi.m3u8\n";
         let HlsPlaylist::Master(mut p) = parse_hls(&url, master).unwrap() else { panic!("master") };

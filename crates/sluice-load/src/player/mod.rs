@@ -30,9 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use manifest::{ManifestError, Presentation, Protocol, Track};
-pub use report::{
-    EndReason, PlayerReport, PlayerSettings, PlayerSummary, RenditionSummary, ViewerResult,
-};
+pub use report::{EndReason, PlayerReport, PlayerSettings, PlayerSummary, RenditionSummary, ViewerResult};
 
 use crate::client::{Connection, ConnectionMode, ExpectedStatus};
 use crate::error::LoadError;
@@ -61,7 +59,7 @@ pub enum Pacing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RenditionChoice {
-    /// Start at the lowest bandwidth and switch by measured throughput.
+    /// Start at the first rendition listed and switch by measured throughput.
     #[default]
     Auto,
     /// The lowest declared bandwidth.
@@ -346,7 +344,9 @@ fn plan_track(track: &Track, config: &PlayerConfig) -> Result<PlanTrack, LoadErr
         playlist: match &track.playlist {
             // A master's media playlists are fetched by each viewer; a lone media playlist is the
             // manifest itself.
-            Some(url) if *url != config.url => Some(t(&manifest::Resource { url: url.clone(), range: None })?),
+            Some(url) if *url != config.url => {
+                Some(t(&manifest::Resource { url: url.clone(), range: None })?)
+            }
             _ => None,
         },
         init: track.init.as_ref().map(t).transpose()?,
@@ -361,7 +361,11 @@ fn plan_track(track: &Track, config: &PlayerConfig) -> Result<PlanTrack, LoadErr
 }
 
 /// Fetches one document (manifest or playlist) with the generator's client.
-async fn fetch_document(conn: &mut Connection, target: &Target, timeout: Duration) -> Result<Vec<u8>, String> {
+async fn fetch_document(
+    conn: &mut Connection,
+    target: &Target,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
     let now = tokio::time::Instant::now();
     let (record, body) = conn.request_keeping_body(target, now, now + timeout, MAX_MANIFEST_BYTES).await;
     match record.outcome {
@@ -436,7 +440,10 @@ fn process_cpu() -> (f64, f64) {
 }
 
 /// Loads the manifest, runs `config.viewers` viewers to the end and reports on them.
-pub fn run_player(config: &PlayerConfig, observer: &mut dyn PlayerObserver) -> Result<PlayerReport, LoadError> {
+pub fn run_player(
+    config: &PlayerConfig,
+    observer: &mut dyn PlayerObserver,
+) -> Result<PlayerReport, LoadError> {
     config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads)
@@ -582,9 +589,7 @@ impl Abr {
                 best = Some(i);
             }
         }
-        best.unwrap_or_else(|| {
-            (0..bandwidths.len()).min_by_key(|&i| bandwidths[i]).unwrap_or(current)
-        })
+        best.unwrap_or_else(|| (0..bandwidths.len()).min_by_key(|&i| bandwidths[i]).unwrap_or(current))
     }
 }
 

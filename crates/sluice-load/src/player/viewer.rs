@@ -48,7 +48,8 @@ impl Fetcher<'_> {
         let conn = match self.conns.iter().position(|(a, _)| *a == target.addr) {
             Some(i) => &mut self.conns[i].1,
             None => {
-                self.conns.push((target.addr, Connection::new(ConnectionMode::KeepAlive, ExpectedStatus::Success)));
+                self.conns
+                    .push((target.addr, Connection::new(ConnectionMode::KeepAlive, ExpectedStatus::Success)));
                 let last = self.conns.len() - 1;
                 &mut self.conns[last].1
             }
@@ -126,7 +127,11 @@ impl Clock {
 
 /// Runs viewer `index` from `at` until its stream ends or the run's deadline.
 pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> ViewerResult {
-    let mut v = ViewerResult::new(index, at.saturating_duration_since(plan.run_start).as_millis() as u64, plan.renditions.len());
+    let mut v = ViewerResult::new(
+        index,
+        at.saturating_duration_since(plan.run_start).as_millis() as u64,
+        plan.renditions.len(),
+    );
     tokio::time::sleep_until(at).await;
     plan.live.started.fetch_add(1, Ordering::Relaxed);
     v.end = play(plan, &mut v).await;
@@ -136,11 +141,14 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
 async fn play(plan: &Plan, v: &mut ViewerResult) -> EndReason {
     let started = Instant::now();
     let mut fetcher = Fetcher { plan, conns: Vec::new() };
-    let Some(manifest) = fetcher.get(&plan.manifest, Kind::Document, v).await else { return EndReason::Deadline };
+    let Some(manifest) = fetcher.get(&plan.manifest, Kind::Document, v).await else {
+        return EndReason::Deadline;
+    };
     if !manifest.ok {
         return EndReason::Failed;
     }
-    let mut current = plan.fixed.unwrap_or_else(|| lowest(&plan.renditions));
+    // Switching viewers start at the first rendition listed, as HLS players do.
+    let mut current = plan.fixed.unwrap_or(0);
     let bandwidths: Vec<u64> = plan.renditions.iter().map(|r| r.bandwidth).collect();
     let mut playlist_fetched = vec![false; plan.renditions.len()];
     let mut init_fetched = vec![false; plan.renditions.len()];
@@ -150,7 +158,8 @@ async fn play(plan: &Plan, v: &mut ViewerResult) -> EndReason {
         return EndReason::Deadline;
     }
     if let Some(a) = audio {
-        let steps = a.playlist.iter().map(|t| (t, Kind::Document)).chain(a.init.iter().map(|t| (t, Kind::Init)));
+        let steps =
+            a.playlist.iter().map(|t| (t, Kind::Document)).chain(a.init.iter().map(|t| (t, Kind::Init)));
         for (target, kind) in steps {
             if fetcher.get(target, kind, v).await.is_none() {
                 return EndReason::Deadline;
@@ -189,7 +198,9 @@ async fn play(plan: &Plan, v: &mut ViewerResult) -> EndReason {
                 tokio::time::sleep_until(when).await;
             }
         }
-        let Some(got) = fetcher.get(&segment.target, Kind::Segment, v).await else { return EndReason::Deadline };
+        let Some(got) = fetcher.get(&segment.target, Kind::Segment, v).await else {
+            return EndReason::Deadline;
+        };
         let cursor = if is_audio { &mut sound } else { &mut video };
         cursor.next += 1;
         cursor.buffered_end = segment.start + segment.duration;
@@ -217,7 +228,8 @@ async fn play(plan: &Plan, v: &mut ViewerResult) -> EndReason {
                 }
                 _ => video.buffered_end,
             };
-            let done = video.next >= video_track.segments.len() && audio.is_none_or(|a| sound.next >= a.segments.len());
+            let done = video.next >= video_track.segments.len()
+                && audio.is_none_or(|a| sound.next >= a.segments.len());
             if buffered + 1e-6 >= startup_buffer || done {
                 clock.playing_since = Some(got.at);
                 v.startup_ms = Some(got.at.saturating_duration_since(started).as_millis() as u64);
@@ -252,6 +264,14 @@ async fn play(plan: &Plan, v: &mut ViewerResult) -> EndReason {
         // Nothing arrived to play (every segment failed).
         return EndReason::Failed;
     }
+    if plan.pacing == Pacing::RealTime {
+        // Every segment is in; the viewer stays until its playhead reaches the end, as a player
+        // does, so that a run lasts as long as the stream plays.
+        let end = video.buffered_end.max(sound.buffered_end);
+        if let Some(at) = clock.plays_at(end) {
+            tokio::time::sleep_until(at.min(plan.deadline)).await;
+        }
+    }
     EndReason::Complete
 }
 
@@ -283,8 +303,4 @@ async fn prepare(
         }
     }
     true
-}
-
-fn lowest(renditions: &[PlanTrack]) -> usize {
-    (0..renditions.len()).min_by_key(|&i| renditions[i].bandwidth).unwrap_or(0)
 }
