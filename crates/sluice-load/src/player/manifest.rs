@@ -237,7 +237,7 @@ fn hls_media(url: &Url, media: &m3u8_rs::MediaPlaylist) -> Result<Track, Manifes
     if segments.is_empty() {
         return bad("the media playlist has no segment");
     }
-    Ok(Track {
+    let track = Track {
         name: String::new(),
         bandwidth: 0,
         height: None,
@@ -245,7 +245,30 @@ fn hls_media(url: &Url, media: &m3u8_rs::MediaPlaylist) -> Result<Track, Manifes
         init,
         segments,
         audio: None,
-    })
+    };
+    check_times(&track)?;
+    Ok(track)
+}
+
+/// Longest presentation accepted, seconds (a hundred days): media times stay far inside what the
+/// players' clocks can add to an instant.
+pub const MAX_MEDIA_SECONDS: f64 = 1e7;
+
+/// Checks that a track's media times are finite, non-negative and bounded.
+pub fn check_times(track: &Track) -> Result<(), ManifestError> {
+    if track.segments.len() as u64 > MAX_SEGMENTS {
+        return bad(format!("more than {MAX_SEGMENTS} segments"));
+    }
+    for s in &track.segments {
+        let ok = |t: f64| t.is_finite() && t >= 0.0;
+        if !ok(s.start) || !ok(s.duration) || s.start + s.duration > MAX_MEDIA_SECONDS {
+            return bad(format!(
+                "segment {} has an invalid time ({} s + {} s)",
+                s.resource.url, s.start, s.duration
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Fills a master's track from its media playlist's bytes.
@@ -354,7 +377,10 @@ pub fn parse_dash(url: &Url, text: &str) -> Result<Presentation, ManifestError> 
         return bad("the MPD has no video or audio representation");
     }
     let audio_index = (!audio.is_empty()).then_some(0);
-    let renditions = renditions.into_iter().map(|t| Track { audio: audio_index, ..t }).collect();
+    let renditions: Vec<Track> = renditions.into_iter().map(|t| Track { audio: audio_index, ..t }).collect();
+    for track in renditions.iter().chain(&audio) {
+        check_times(track)?;
+    }
     Ok(Presentation { protocol: Protocol::Dash, manifest: url.to_string(), renditions, audio })
 }
 
@@ -683,9 +709,59 @@ pub fn expand_template(
     Ok(out)
 }
 
+/// The fuzz property: arbitrary bytes read as an HLS playlist (master, then each of its tracks
+/// filled from the same bytes) or as an MPD never panic, and whatever comes out has bounded,
+/// finite media times and absolute `http` URLs.
+pub fn fuzz_manifest(data: &[u8]) {
+    let Ok(url) = Url::parse("http://127.0.0.1:8080/a/b.mp4/master.m3u8") else { return };
+    let check = |p: &Presentation| {
+        for t in p.renditions.iter().chain(&p.audio) {
+            assert!(check_times(t).is_ok(), "{t:?}");
+            for r in t.segments.iter().map(|s| &s.resource).chain(t.init.as_ref()) {
+                assert!(Url::parse(&r.url).is_ok(), "{r:?}");
+                assert!(r.range.is_none_or(|(a, b)| a <= b), "{r:?}");
+            }
+        }
+    };
+    match parse_hls(&url, data) {
+        Ok(HlsPlaylist::Master(mut p)) => {
+            for t in p.renditions.iter_mut().chain(p.audio.iter_mut()) {
+                let _ = fill_hls_track(t, data);
+            }
+            check(&p);
+        }
+        Ok(HlsPlaylist::Media(t)) => check(&Presentation {
+            protocol: Protocol::Hls,
+            manifest: url.to_string(),
+            renditions: vec![t],
+            audio: vec![],
+        }),
+        Err(_) => {}
+    }
+    if let Ok(p) = parse_dash(&url, &String::from_utf8_lossy(data)) {
+        check(&p);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostile_times_are_refused() {
+        let url = Url::parse("http://h/m.m3u8").unwrap();
+        let p = parse_hls(
+            &url,
+            b"#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:99999999999,\na.m4s\n#EXT-X-ENDLIST\n",
+        );
+        assert!(p.is_err(), "{p:?}");
+        let mpd = r#"<MPD type="static" mediaPresentationDuration="PT4S"><Period><AdaptationSet mimeType="video/mp4">
+          <SegmentTemplate timescale="1" media="$Number$.m4s"><SegmentTimeline><S t="99999999999" d="5"/></SegmentTimeline></SegmentTemplate>
+          <Representation id="v" bandwidth="1"/></AdaptationSet></Period></MPD>"#;
+        assert!(parse_dash(&url, mpd).is_err());
+        fuzz_manifest(mpd.as_bytes());
+        fuzz_manifest(b"#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nx.m3u8\n");
+    }
 
     fn s(t: Option<u64>, d: u64, r: Option<i64>) -> mpd::S {
         mpd::S { t, d, r, ..Default::default() }
