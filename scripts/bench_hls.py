@@ -36,6 +36,15 @@ def ffmpeg(*args):
     subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *args], check=True)
 
 
+def readable_by_all(*dirs):
+    """nginx's workers run as another user: the directories and their files must be readable."""
+    for d in dirs:
+        os.chmod(d, 0o755)
+        for f in os.listdir(d):
+            if os.path.isfile(os.path.join(d, f)):
+                os.chmod(os.path.join(d, f), 0o644)
+
+
 def make_cgroup(name, cpu):
     """A cgroup v1 CPU group at `cpu` cores (period 10 ms) inside the one this script runs in."""
     own = next(l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup") if re.match(r"\d+:([^:]*,)?cpu(,[^:]*)?:", l))
@@ -125,11 +134,7 @@ def capacity(args, work, sluice):
     ffmpeg("-i", src, "-c", "copy", "-f", "hls", "-hls_time", "6", "-hls_segment_type", "fmp4",
            "-hls_playlist_type", "vod", "-hls_fmp4_init_filename", "init.mp4",
            "-hls_segment_filename", os.path.join(static, "seg-%d.m4s"), os.path.join(static, "media.m3u8"))
-    for d in (work, os.path.dirname(src), static):
-        os.chmod(d, 0o755)
-        for f in os.listdir(d):
-            if os.path.isfile(os.path.join(d, f)):
-                os.chmod(os.path.join(d, f), 0o644)
+    readable_by_all(work, os.path.dirname(src), static)
     nginx_segments = sorted((f for f in os.listdir(static) if f.endswith(".m4s")), key=lambda f: int(f[4:-4]))
 
     wanted = args.servers.split(",")
@@ -304,11 +309,7 @@ def viewer_capacity(args, work, sluice):
     ffmpeg("-i", src, "-c", "copy", "-f", "hls", "-hls_time", str(args.segment), "-hls_segment_type", "fmp4",
            "-hls_playlist_type", "vod", "-hls_fmp4_init_filename", "init.mp4", "-master_pl_name", "master.m3u8",
            "-hls_segment_filename", os.path.join(static, "seg-%d.m4s"), os.path.join(static, "media.m3u8"))
-    for d in (work, lib, static):
-        os.chmod(d, 0o755)
-        for f in os.listdir(d):
-            if os.path.isfile(os.path.join(d, f)):
-                os.chmod(os.path.join(d, f), 0o644)
+    readable_by_all(work, lib, static)
     ports = {"nginx": free_port(), "sluice": free_port()}
     groups = {name: make_cgroup(f"sluice-hls-viewers-{os.getpid()}-{name}", args.cpu) for name in ports}
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"

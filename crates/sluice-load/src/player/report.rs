@@ -305,16 +305,7 @@ impl PlayerReport {
 
     /// Writes the report as pretty JSON to `path` (`-`: standard output).
     pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
-        let err = |source| LoadError::Output { path: path.to_path_buf(), source };
-        let out: Box<dyn Write> = if path == Path::new("-") {
-            Box::new(io::stdout())
-        } else {
-            Box::new(std::fs::File::create(path).map_err(err)?)
-        };
-        let mut out = io::BufWriter::new(out);
-        serde_json::to_writer_pretty(&mut out, self).map_err(|e| err(io::Error::other(e)))?;
-        writeln!(out).map_err(err)?;
-        out.flush().map_err(err)
+        crate::output::write_json_file(self, path)
     }
 
     /// Writes the readable end-of-run summary.
