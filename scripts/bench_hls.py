@@ -57,6 +57,17 @@ def make_cgroup(name, cpu):
     return path
 
 
+def stop_all(procs, groups):
+    """Stops the servers (by process group) and removes their CPU groups."""
+    for p in procs.values():
+        stop(p)
+    for g in groups.values():
+        try:
+            os.rmdir(g)
+        except OSError:
+            pass
+
+
 def in_cgroup(path, cmd):
     return ["sh", "-c", f'echo $$ > {path}/cgroup.procs && exec "$@"', "sh", *cmd]
 
@@ -190,13 +201,7 @@ def capacity(args, work, sluice):
                 print(f"round {rnd + 1} {name}: {r['rps']:.1f} segments/s {r['gb'] / args.duration * 1024:.0f} MB/s "
                       f"server CPU {r['cpu']:.2f} s = {r['cpu_per_gb']:.3f} s/GB errors {r['errors']}", file=sys.stderr)
     finally:
-        for p in procs.values():
-            stop(p)
-        for g in groups.values():
-            try:
-                os.rmdir(g)
-            except OSError:
-                pass
+        stop_all(procs, groups)
     peers = ""
     if "nginx" in servers:
         peers = "; " + subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
@@ -362,13 +367,7 @@ def viewer_capacity(args, work, sluice):
                     n = max(n + 1, int(round(n * args.step)))
                 found[name].append(held)
     finally:
-        for p in procs.values():
-            stop(p)
-        for g in groups.values():
-            try:
-                os.rmdir(g)
-            except OSError:
-                pass
+        stop_all(procs, groups)
     nginx_version = subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
     print(f"\nMachine: {machine()}; {nginx_version}; server budget {args.cpu} core on CPU {server_cpu} "
           f"(cgroup quota), players on CPU {load_cpu}; {args.rounds} rounds, viewers x{args.step} per step.")
