@@ -1,7 +1,8 @@
 //! `sluice load http` and `sluice load rtsp`: the command-line face of the `sluice-load` library.
 //! HTTP: parses flags (or a TOML scenario file) into a [`LoadConfig`], runs it with the live
 //! progress line, prints the end-of-run summary, writes `--json`/`--csv`, and turns failed
-//! thresholds into exit code 99 (k6's convention). RTSP: parses flags into an [`RtspConfig`], runs
+//! thresholds into exit code 99 (k6's convention); with `--hls`/`--dash` it runs stream players
+//! instead and prints their summary. RTSP: parses flags into an [`RtspConfig`], runs
 //! the viewers, prints the summary and writes `--json`. The generators live in the library.
 
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use sluice_load::board::{BoardInner, LoadBoard};
 use sluice_load::config::OpenModel;
+use sluice_load::player::{run_player, Pacing, PlayerConfig, Protocol, RenditionChoice};
 use sluice_load::rtsp::{RtspConfig, RtspTransport};
 use sluice_load::threshold::apply;
 use sluice_load::{
@@ -191,6 +193,8 @@ MODELS
           sluice load http --stage ramp-users:10:5s --stage rate:100:30s --stage ramp-rate:100:200:10s \\
                            --stage pause:5s http://127.0.0.1:8080/bench/hello
           sluice load http --scenario crates/sluice-load/scenarios/e4-hello.toml
+  player  sluice load http --hls http://127.0.0.1:8080/film.mp4/master.m3u8 --vus 50 --ramp 10s
+          sluice load http --dash http://127.0.0.1:8080/film.mp4/manifest.mpd --vus 20 --rendition 1080p
 
 TARGETS  [WEIGHT=]URL, e.g. 3=http://127.0.0.1:8080/a 1=http://127.0.0.1:8080/b
 
@@ -200,7 +204,18 @@ THRESHOLDS  METRIC OP VALUE with OP one of < <= > >= ==
   e.g. --threshold 'p99<50ms' --threshold 'success>99.9%'; a failed threshold exits with 99.
 
 Latency runs from the scheduled send time (open) or the start of the request (closed) to the last
-byte; success rate = OK responses / requests started (dropped arrivals count as started).")]
+byte; success rate = OK responses / requests started (dropped arrivals count as started).
+
+PLAYERS  --hls URL (master or media playlist) or --dash URL (static MPD): --vus viewers each fetch
+  the manifest, the media playlists and init segments they play, then the segments in order over
+  one keep-alive connection. --pace realtime (default): the first --buffer of media as fast as
+  possible, then each segment when the playhead comes within --buffer of it; a segment arriving
+  after its playback time is a stall (playback waits for it). --pace fast: back to back, no stalls.
+  --rendition auto (default) starts at the first rendition listed and switches by measured throughput
+  (two EWMAs as hls.js: up when a rendition fits 70% of the estimate, down below 95%); or lowest,
+  highest, an index from 0 in manifest order, a height (1080p), a bandwidth ceiling (3000k, 5M).
+  A viewer is perfect when it played to the end with no stall and no failed request. --duration
+  caps the run (default 1h); --timeout bounds each request (default 10s).")]
 pub struct HttpArgs {
     /// Target URLs, optionally weighted: [WEIGHT=]http://host:port/path.
     #[arg(value_name = "URL")]
@@ -268,8 +283,36 @@ pub struct HttpArgs {
     /// Write the per-second series as CSV to this file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Play an HLS stream as --vus viewers would: its master (or media) playlist's URL.
+    #[arg(long, value_name = "URL", conflicts_with = "dash")]
+    hls: Option<String>,
+    /// Play a DASH stream as --vus viewers would: its static MPD's URL.
+    #[arg(long, value_name = "URL")]
+    dash: Option<String>,
+    /// Players: start the viewers evenly spread over this span, e.g. 10s.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    ramp: Option<Duration>,
+    /// Players: realtime (as a player, counting stalls) or fast (segments back to back).
+    #[arg(long, value_enum, value_name = "PACE")]
+    pace: Option<PaceFlag>,
+    /// Players: media buffered before playback starts and kept ahead of the playhead [default: 10s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    buffer: Option<Duration>,
+    /// Players: auto, lowest, highest, INDEX (from 0), HEIGHTp (1080p) or a bandwidth ceiling
+    /// (3000k, 5M) [default: auto].
+    #[arg(long, value_parser = RenditionChoice::parse, value_name = "RENDITION")]
+    rendition: Option<RenditionChoice>,
     #[command(flatten)]
     common: CommonFlags,
+}
+
+/// Segment pacing of the players, as spelled on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum PaceFlag {
+    /// As a player: a start-up buffer, then each segment as the playhead nears it.
+    Realtime,
+    /// Every segment as soon as the previous one arrived.
+    Fast,
 }
 
 /// Runs `sluice load ...`.
@@ -416,6 +459,13 @@ fn thresholds_failed(failed: &[&str]) -> ! {
 }
 
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
+    if args.hls.is_some() || args.dash.is_some() {
+        return run_players(args);
+    }
+    if args.ramp.is_some() || args.pace.is_some() || args.buffer.is_some() || args.rendition.is_some() {
+        return Err(anyhow::anyhow!("--ramp, --pace, --buffer and --rendition go with --hls or --dash")
+            .context(UsageError));
+    }
     let thresholds = args
         .thresholds
         .iter()
@@ -460,6 +510,73 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         let failed: Vec<&str> =
             report.thresholds.iter().filter(|t| !t.passed).map(|t| t.expression.as_str()).collect();
         thresholds_failed(&failed);
+    }
+    Ok(())
+}
+
+/// The player settings from the flags, refusing the flags of the other models.
+fn player_config(args: &HttpArgs) -> anyhow::Result<PlayerConfig> {
+    let (protocol, url) = match (&args.hls, &args.dash) {
+        (Some(u), _) => (Protocol::Hls, u.clone()),
+        (None, Some(u)) => (Protocol::Dash, u.clone()),
+        (None, None) => bail!("give --hls URL or --dash URL"),
+    };
+    let others = [
+        (!args.urls.is_empty(), "target URLs"),
+        (
+            args.rate.is_some() || !args.stages.is_empty() || args.start_at.is_some(),
+            "--rate/--stage/--start-at",
+        ),
+        (args.scenario.is_some() || args.base_url.is_some(), "--scenario/--base-url"),
+        (args.requests.is_some() || args.think.is_some(), "--requests/--think"),
+        (
+            args.connections.is_some() || args.max_connections.is_some() || args.max_pending.is_some(),
+            "--connections/--max-connections/--max-pending",
+        ),
+        (matches!(args.method, MethodFlag::Head) || args.expect_status.is_some(), "--method/--expect-status"),
+        (!args.thresholds.is_empty() || args.csv.is_some(), "--threshold/--csv"),
+    ];
+    if let Some((_, flags)) = others.iter().find(|(given, _)| *given) {
+        bail!("{flags} do not apply to --hls/--dash players (see `sluice load http --help`, PLAYERS)");
+    }
+    let mut config = PlayerConfig::new(protocol, url, args.vus.unwrap_or(1));
+    config.ramp = args.ramp.unwrap_or_default();
+    config.duration = args.duration;
+    config.pacing = match args.pace {
+        Some(PaceFlag::Fast) => Pacing::Fast,
+        Some(PaceFlag::Realtime) | None => Pacing::RealTime,
+    };
+    config.buffer = args.buffer.unwrap_or(config.buffer);
+    config.rendition = args.rendition.unwrap_or_default();
+    config.timeout = args.timeout.unwrap_or(config.timeout);
+    config.threads = args.threads.unwrap_or(config.threads);
+    config.headers =
+        args.headers.iter().map(|h| sluice_load::target::parse_header(h)).collect::<Result<Vec<_>, _>>()?;
+    config.allow_non_loopback = args.common.allow_non_loopback;
+    config.validate()?;
+    Ok(config)
+}
+
+fn run_players(args: HttpArgs) -> anyhow::Result<()> {
+    let config = player_config(&args).map_err(|e| e.context(UsageError))?;
+    crate::raise_nofile_limit();
+    let report = if args.common.no_progress {
+        run_player(&config, &mut sluice_load::NoObserver)?
+    } else {
+        run_player(&config, &mut LiveProgress::new())?
+    };
+    if !args.common.quiet {
+        let stdout = std::io::stdout();
+        report.write_summary(&mut stdout.lock()).context("writing the summary")?;
+    }
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+    }
+    let s = &report.summary;
+    if s.segments == 0 {
+        let kinds: Vec<(&str, u64)> =
+            sluice_load::stats::ErrorKind::ALL.iter().map(|&k| (k.name(), s.errors.get(k))).collect();
+        return Err(nothing_succeeded("segment request", s.requests, &kinds));
     }
     Ok(())
 }

@@ -323,22 +323,10 @@ pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<
                 })
             })
             .collect();
-        let all = async {
-            let mut results = Vec::with_capacity(tasks.len());
-            for (index, task) in tasks.into_iter().enumerate() {
-                results.push(task.await.unwrap_or_else(|_| ViewerResult::panicked(index)));
-            }
-            results
-        };
-        tokio::pin!(all);
-        let second = Duration::from_secs(1);
-        let mut ticks = tokio::time::interval_at(start + second, second);
-        let results = loop {
-            tokio::select! {
-                results = &mut all => break results,
-                now = ticks.tick() => observer.on_second(&plan.live.snapshot(now - start)),
-            }
-        };
+        let results = crate::progress::join_ticking(tasks, start, ViewerResult::panicked, |elapsed| {
+            observer.on_second(&plan.live.snapshot(elapsed))
+        })
+        .await;
         observer.on_finish();
         results
     });

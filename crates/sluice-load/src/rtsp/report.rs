@@ -401,14 +401,9 @@ impl RtspReport {
         serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
     }
 
-    /// Writes the report as pretty JSON to a new file at `path`.
+    /// Writes the report as pretty JSON to a new file at `path` (`-`: standard output).
     pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
-        let err = |source| LoadError::Output { path: path.to_path_buf(), source };
-        let file = std::fs::File::create(path).map_err(err)?;
-        let mut out = io::BufWriter::new(file);
-        serde_json::to_writer_pretty(&mut out, self).map_err(|e| err(io::Error::other(e)))?;
-        writeln!(out).map_err(err)?;
-        out.flush().map_err(err)
+        crate::output::write_json_file(self, path)
     }
 
     /// Writes the readable end-of-run summary.
