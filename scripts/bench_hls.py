@@ -13,8 +13,18 @@ the S3 edge, a release build.
 
     python3 scripts/bench_hls.py --duration 10 --rounds 3 --cpu 0.5
     python3 scripts/bench_hls.py --servers sluice,sluice-s3 --files 0     # the S3 edge against a local root
+
+With --viewers, it counts viewers instead: `sluice load http --hls` players (the 1080p rendition,
+real-time pacing) against sluice's HLS of a 1080p file (--sluice-path, the master playlist's path;
+a rendition set's master works the same) and against nginx serving ffmpeg's static packaging of
+the same file, each server at the CPU budget; the number of viewers rises by --step until one
+stalls or fails, and the last count at which every viewer played to the end with no stall is the
+server's figure for the round. Servers alternate round by round; later rounds start two steps
+below the server's previous figure.
+
+    python3 scripts/bench_hls.py --viewers --cpu 0.25 --rounds 3
 """
-import argparse, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import ROOT, cpus, free_port, machine, nginx_config, start, stop
@@ -24,6 +34,15 @@ CGROUP = "/sys/fs/cgroup/cpu"
 
 def ffmpeg(*args):
     subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *args], check=True)
+
+
+def readable_by_all(*dirs):
+    """nginx's workers run as another user: the directories and their files must be readable."""
+    for d in dirs:
+        os.chmod(d, 0o755)
+        for f in os.listdir(d):
+            if os.path.isfile(os.path.join(d, f)):
+                os.chmod(os.path.join(d, f), 0o644)
 
 
 def make_cgroup(name, cpu):
@@ -36,6 +55,17 @@ def make_cgroup(name, cpu):
     with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
         f.write(str(int(cpu * 10000)))
     return path
+
+
+def stop_all(procs, groups):
+    """Stops the servers (by process group) and removes their CPU groups."""
+    for p in procs.values():
+        stop(p)
+    for g in groups.values():
+        try:
+            os.rmdir(g)
+        except OSError:
+            pass
 
 
 def in_cgroup(path, cmd):
@@ -115,11 +145,7 @@ def capacity(args, work, sluice):
     ffmpeg("-i", src, "-c", "copy", "-f", "hls", "-hls_time", "6", "-hls_segment_type", "fmp4",
            "-hls_playlist_type", "vod", "-hls_fmp4_init_filename", "init.mp4",
            "-hls_segment_filename", os.path.join(static, "seg-%d.m4s"), os.path.join(static, "media.m3u8"))
-    for d in (work, os.path.dirname(src), static):
-        os.chmod(d, 0o755)
-        for f in os.listdir(d):
-            if os.path.isfile(os.path.join(d, f)):
-                os.chmod(os.path.join(d, f), 0o644)
+    readable_by_all(work, os.path.dirname(src), static)
     nginx_segments = sorted((f for f in os.listdir(static) if f.endswith(".m4s")), key=lambda f: int(f[4:-4]))
 
     wanted = args.servers.split(",")
@@ -175,13 +201,7 @@ def capacity(args, work, sluice):
                 print(f"round {rnd + 1} {name}: {r['rps']:.1f} segments/s {r['gb'] / args.duration * 1024:.0f} MB/s "
                       f"server CPU {r['cpu']:.2f} s = {r['cpu_per_gb']:.3f} s/GB errors {r['errors']}", file=sys.stderr)
     finally:
-        for p in procs.values():
-            stop(p)
-        for g in groups.values():
-            try:
-                os.rmdir(g)
-            except OSError:
-                pass
+        stop_all(procs, groups)
     peers = ""
     if "nginx" in servers:
         peers = "; " + subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
@@ -265,6 +285,107 @@ def index_memory(args, work, sluice):
           f"protocols ({(after - before) * 1024 / args.files / 1024:.1f} KiB a file).")
 
 
+def player_run(sluice, load_cpu, url, viewers, args, out):
+    """One `sluice load http --hls` run of `viewers` players; returns its JSON report."""
+    cmd = ["taskset", "-c", load_cpu, sluice, "load", "http", "--hls", url, "--vus", str(viewers),
+           "--ramp", f"{args.ramp}s", "--buffer", f"{args.buffer}s", "--rendition", "1080p", "--threads", "1",
+           "--timeout", "30s", "--duration", f"{args.clip * 4 + args.ramp + 30}s", "--quiet", "--no-progress",
+           "--json", out]
+    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out) as f:
+        report = json.load(f)
+    report["cmd"] = " ".join(cmd[:-1] + ["REPORT.json"])
+    return report
+
+
+def viewer_capacity(args, work, sluice):
+    """Viewers held with zero stalls at the CPU budget, sluice against nginx, alternating rounds."""
+    server_cpu, load_cpu = cpus()
+    lib = os.path.join(work, "lib")
+    static = os.path.join(work, "static")
+    os.makedirs(lib)
+    os.makedirs(static)
+    src = os.path.join(lib, "film.1080p.mp4")
+    # E5's stream (1080p30 H.264 at 23 Mb/s, keyframe every 2 s) with AAC, --clip seconds long.
+    ffmpeg("-f", "lavfi", "-i", f"testsrc2=size=1920x1080:rate=30:duration={args.clip}", "-f", "lavfi",
+           "-i", f"sine=frequency=440:sample_rate=48000:duration={args.clip}", "-c:v", "libx264", "-preset", "veryfast",
+           "-b:v", "23000k", "-maxrate", "23000k", "-bufsize", "46000k", "-g", "60", "-keyint_min", "60",
+           "-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "128k", "-movflags", "+faststart", src)
+    ffmpeg("-i", src, "-c", "copy", "-f", "hls", "-hls_time", str(args.segment), "-hls_segment_type", "fmp4",
+           "-hls_playlist_type", "vod", "-hls_fmp4_init_filename", "init.mp4", "-master_pl_name", "master.m3u8",
+           "-hls_segment_filename", os.path.join(static, "seg-%d.m4s"), os.path.join(static, "media.m3u8"))
+    readable_by_all(work, lib, static)
+    ports = {"nginx": free_port(), "sluice": free_port()}
+    groups = {name: make_cgroup(f"sluice-hls-viewers-{os.getpid()}-{name}", args.cpu) for name in ports}
+    nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
+    nginx_work = os.path.join(work, "nginx")
+    os.makedirs(nginx_work)
+    os.chmod(nginx_work, 0o755)
+    conf = nginx_config(nginx_work, ports["nginx"], server_cpu, f"        root {static};\n        location / {{ }}",
+                        "    sendfile on;\n    tcp_nopush on;\n    types { application/vnd.apple.mpegurl m3u8; "
+                        "video/mp4 mp4 m4s; }")
+    commands = {
+        "nginx": in_cgroup(groups["nginx"], [nginx_bin, "-p", nginx_work, "-c", conf]),
+        "sluice": in_cgroup(groups["sluice"], [
+            "taskset", "-c", server_cpu, sluice, "serve", "--root", lib, "--listen", f"127.0.0.1:{ports['sluice']}",
+            "--engine", "epoll", "--workers", "1", "--send", "sendfile", "--hls-segment", f"{args.segment}s",
+            "--access-log", "false", "--log-level", "warn", "--no-admin", "--no-rtsp"]),
+    }
+    urls = {"nginx": f"http://127.0.0.1:{ports['nginx']}/master.m3u8",
+            "sluice": f"http://127.0.0.1:{ports['sluice']}{args.sluice_path}"}
+    procs = {}
+    found = {name: [] for name in ports}
+    trials = []
+    try:
+        for name, cmd in commands.items():
+            procs[name] = start(cmd, ports[name])
+        for name, url in urls.items():
+            warm = player_run(sluice, load_cpu, url, 1, argparse.Namespace(**{**vars(args), "ramp": 0}),
+                              os.path.join(work, f"warm-{name}.json"))
+            if warm["summary"]["perfect"] != 1:
+                sys.exit(f"{name}: one viewer does not play {url}: {warm['summary']}")
+        for rnd in range(args.rounds):
+            order = list(ports) if rnd % 2 == 0 else list(reversed(list(ports)))
+            for name in order:
+                n = args.start if not found[name] else max(1, int(found[name][-1] / args.step ** 2))
+                held = 0
+                while n <= args.max_viewers:
+                    before = cpu_seconds(procs[name].pid)
+                    r = player_run(sluice, load_cpu, urls[name], n, args, os.path.join(work, f"{name}-{rnd}-{n}.json"))
+                    server_cpu_s = cpu_seconds(procs[name].pid) - before
+                    s = r["summary"]
+                    ok = s["perfect"] == n and s["stalls"] == 0 and s["failed_requests"] == 0
+                    trials.append((rnd + 1, name, n, s, server_cpu_s, r["duration_s"], ok, r["cmd"]))
+                    print(f"round {rnd + 1} {name}: {n} viewers: perfect {s['perfect']} stalls {s['stalls']} "
+                          f"failed {s['failed_requests']} segment p99 {s['segment_latency']['p99_us'] / 1000:.0f} ms "
+                          f"server CPU {server_cpu_s:.2f} s in {r['duration_s']:.1f} s "
+                          f"generator CPU {s['generator_cpu_percent']:.0f}% {'held' if ok else 'NOT held'}",
+                          file=sys.stderr, flush=True)
+                    if not ok:
+                        break
+                    held = n
+                    n = max(n + 1, int(round(n * args.step)))
+                found[name].append(held)
+    finally:
+        stop_all(procs, groups)
+    nginx_version = subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
+    print(f"\nMachine: {machine()}; {nginx_version}; server budget {args.cpu} core on CPU {server_cpu} "
+          f"(cgroup quota), players on CPU {load_cpu}; {args.rounds} rounds, viewers x{args.step} per step.")
+    print(f"Stream: {args.clip} s 1920x1080 30 fps H.264 23 Mb/s + AAC 128 kb/s, {args.segment} s segments; "
+          f"players: 1080p rendition, real time, {args.buffer} s buffer, started over {args.ramp} s.")
+    print(f"sluice: {urls['sluice'].split(str(ports['sluice']), 1)[1]} (per-file HLS, epoll, sendfile); "
+          f"nginx: ffmpeg -c copy -f hls -hls_segment_type fmp4 -hls_time {args.segment}, static files.\n")
+    print("| server | viewers held, zero stalls: median (min–max) | per core (median / budget) | rounds |")
+    print("|---|---|---|---|")
+    for name in ports:
+        f = found[name]
+        print(f"| {name} | {statistics.median(f):.0f} ({min(f)}–{max(f)}) | {statistics.median(f) / args.cpu:.0f} "
+              f"| {', '.join(map(str, f))} |")
+    if all(found.values()) and statistics.median(found["nginx"]) > 0:
+        print(f"\nsluice / nginx: {statistics.median(found['sluice']) / statistics.median(found['nginx']):.2f}x viewers")
+    print("\nplayer command: " + trials[0][7] if trials else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=int, default=10)
@@ -275,7 +396,27 @@ def main():
     ap.add_argument("--servers", default="nginx,sluice,sluice-s3",
                     help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm)")
     ap.add_argument("--sluice", default=os.path.join(ROOT, "target/release/sluice"))
+    ap.add_argument("--viewers", action="store_true", help="count players held with zero stalls instead (see above)")
+    ap.add_argument("--sluice-path", default="/film.1080p.mp4/master.m3u8",
+                    help="with --viewers: the path of sluice's master playlist for the 1080p file or its set")
+    ap.add_argument("--clip", type=int, default=12, help="with --viewers: seconds of media")
+    ap.add_argument("--segment", type=int, default=2, help="with --viewers: segment seconds")
+    ap.add_argument("--ramp", type=float, default=4, help="with --viewers: players start over this many seconds")
+    ap.add_argument("--buffer", type=float, default=4, help="with --viewers: each player's buffer, seconds")
+    ap.add_argument("--start", type=int, default=40, help="with --viewers: first count of the first round")
+    ap.add_argument("--step", type=float, default=1.25, help="with --viewers: factor between counts")
+    ap.add_argument("--max-viewers", type=int, default=5000)
     args = ap.parse_args()
+    if args.viewers:
+        for tool in ["taskset", "ffmpeg", "nginx"]:
+            if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
+                sys.exit(f"{tool} is missing: apt-get install nginx-light util-linux ffmpeg")
+        work = tempfile.mkdtemp(prefix="sluice-hls-viewers-")
+        try:
+            viewer_capacity(args, work, args.sluice)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     tools = ["wrk", "taskset", "ffmpeg"] + (["nginx"] if "nginx" in args.servers else [])
     for tool in tools:
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):

@@ -8,8 +8,8 @@ Serves FILE at rtsp://127.0.0.1:PORT/NAME (NAME defaults to the file's name) wit
 `qtdemux ! h264parse ! rtph264pay name=pay0 pt=96`, plus `aacparse ! rtpmp4gpay name=pay1 pt=97`
 when the file has an AAC track. The media is shared by default (one pipeline fans out to every
 viewer, as in E5); with --no-shared every viewer gets its own pipeline from the start of the file.
-Shared media seeks for every PLAY that carries a Range header: retina (and so
-`sluice load rtsp`) sends `Range: npt=0.000-`, so each new viewer restarts the shared pipeline and
+Shared media seeks for every PLAY that carries a Range header: `sluice load rtsp`
+sends `Range: npt=0.000-`, so each new viewer restarts the shared pipeline and
 earlier viewers see frames again (more samples than the file has) and sequence gaps. Counting
 every sample per viewer therefore needs --no-shared (what the tests use); shared is the fan-out
 E5 compares, with that caveat. --port 0 picks a free port. When the server listens it prints one line to stdout:

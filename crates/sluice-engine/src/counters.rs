@@ -251,6 +251,30 @@ pub struct Shard {
     events: [AtomicU64; EVENTS],
     /// Set by an RTSP loop's shard only: its headroom and the viewers per stream.
     rtsp: Mutex<RtspGauges>,
+    /// When each of the loop's live RTSP sessions started (bounded by the sessions a loop
+    /// admits), for their durations.
+    session_starts: Mutex<std::collections::HashMap<u64, std::time::Instant>>,
+    /// Ended RTSP sessions by duration: one count per bound of [`RTSP_SESSION_BUCKETS`] (each
+    /// session in the first bucket it fits), then those longer than all.
+    session_durations: [AtomicU64; RTSP_SESSION_BUCKETS.len() + 1],
+    /// The ended sessions' durations added up, in milliseconds.
+    session_millis: AtomicU64,
+}
+
+/// Upper bounds (seconds) of the RTSP session-duration histogram: a glance at a clip to a
+/// half-day stream.
+pub const RTSP_SESSION_BUCKETS: [f64; 12] =
+    [1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 43200.0];
+
+/// RTSP sessions that ended, by duration (see [`Counters::rtsp_session_durations`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionDurations {
+    /// Sessions at most each bound of [`RTSP_SESSION_BUCKETS`] long (cumulative).
+    pub at_most: Vec<u64>,
+    /// Every ended session.
+    pub count: u64,
+    /// Their durations added up, in seconds.
+    pub sum_secs: f64,
 }
 
 /// What an RTSP loop last reported of its load (gauges, not counters).
@@ -267,6 +291,22 @@ pub struct RtspGauges {
 }
 
 impl Shard {
+    /// Notes that RTSP session `id` started now.
+    pub fn rtsp_session_started(&self, id: u64) {
+        self.session_starts.lock().unwrap_or_else(|e| e.into_inner()).insert(id, std::time::Instant::now());
+    }
+
+    /// Notes that RTSP session `id` ended now, counting its duration.
+    pub fn rtsp_session_ended(&self, id: u64) {
+        let started = self.session_starts.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        let Some(started) = started else { return };
+        let secs = started.elapsed().as_secs_f64();
+        let bucket =
+            RTSP_SESSION_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(RTSP_SESSION_BUCKETS.len());
+        self.session_durations[bucket].fetch_add(1, Ordering::Relaxed);
+        self.session_millis.fetch_add((secs * 1e3) as u64, Ordering::Relaxed);
+    }
+
     /// Counts one system call.
     #[inline]
     pub fn syscall(&self, kind: Syscall) {
@@ -336,6 +376,26 @@ impl Counters {
     /// The total of one event over all shards.
     pub fn events(&self, event: Event) -> u64 {
         self.shards.iter().map(|s| s.events[event as usize].load(Ordering::Relaxed)).sum()
+    }
+
+    /// Ended RTSP sessions by duration, over every shard.
+    pub fn rtsp_session_durations(&self) -> SessionDurations {
+        let mut per_bucket = [0u64; RTSP_SESSION_BUCKETS.len() + 1];
+        let mut millis = 0;
+        for shard in self.shards.iter() {
+            for (n, c) in per_bucket.iter_mut().zip(&shard.session_durations) {
+                *n += c.load(Ordering::Relaxed);
+            }
+            millis += shard.session_millis.load(Ordering::Relaxed);
+        }
+        let at_most = per_bucket[..RTSP_SESSION_BUCKETS.len()]
+            .iter()
+            .scan(0, |total, n| {
+                *total += n;
+                Some(*total)
+            })
+            .collect();
+        SessionDurations { at_most, count: per_bucket.iter().sum(), sum_secs: millis as f64 / 1e3 }
     }
 
     /// RTSP sessions alive now (created less released, over all shards: a loop's session is

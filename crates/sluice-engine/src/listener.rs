@@ -40,6 +40,19 @@ impl Listeners {
         self.local
     }
 
+    /// Caps the kernel's send buffer of every connection these sockets accept (they inherit it)
+    /// at `bytes`, turning off its growth: a client that stops reading then stalls its
+    /// connection after that much, and the send deadline drops it, instead of the kernel taking
+    /// megabytes on its behalf first.
+    pub fn cap_send_buffer(&self, bytes: i32) -> Result<(), EngineError> {
+        use std::os::fd::AsRawFd;
+        for socket in &self.sockets {
+            set_int_opt(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUF, bytes)
+                .map_err(|source| EngineError::Listen { addr: self.local, source })?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn into_sockets(self) -> Vec<TcpListener> {
         self.sockets
     }

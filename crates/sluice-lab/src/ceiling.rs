@@ -5,9 +5,12 @@
 //! A sender thread pinned to one CPU sends the viewers' datagrams the cheapest way Linux offers
 //! (UDP GSO messages of up to 64 segments, 1,024 messages per `sendmmsg`, paced on a 2 ms grid as
 //! sluice's RTSP loop is); a receiver thread pinned to another CPU drains every viewer's socket
-//! with `recvmmsg` (64 datagrams a call), which is cheaper per datagram than any RTP client. On
-//! loopback the receiving sockets' kernel work (segmenting the GSO messages, queueing, waking the
-//! receiver) runs on the sender's CPU, as it does for a real server here. Each side's CPU is its
+//! with `recvmmsg` (64 messages a call). It measures both kinds of receiver: with `UDP_GRO` on
+//! the receiving sockets (`gro`), a GSO message arrives whole, as on a NIC with segmentation
+//! offload; without it (plain receivers, players without GRO) the kernel cuts every GSO message
+//! into its datagrams on the sender's CPU and queues each one. On loopback the receiving
+//! sockets' kernel work (segmenting, queueing, waking the receiver) runs on the sender's CPU, as
+//! it does for a real server here. Each side's CPU is its
 //! thread's own user + system time plus the softirq time of its CPU (`/proc/stat`).
 //!
 //! It owns the probe and its result. It does not own RTP, RTSP or any server; the lab's E5 rows
@@ -22,6 +25,7 @@ use std::time::{Duration, Instant};
 use crate::machine::pin;
 
 use sluice_engine::udp_gso::{SegmentControl, MAX_SEGMENTS as GSO_SEGMENTS};
+use sluice_load::rtsp::gro_segment_size;
 
 /// The payload of one GSO message at most: 60 KiB, about what sluice's RTSP loop puts in one
 /// (60,000 bytes; a datagram's payload may not pass 65,507).
@@ -31,6 +35,11 @@ const SEND_BATCH: usize = 1024;
 const RECV_BATCH: usize = 64;
 /// The pacing grid of sluice's RTSP loop.
 const TICK: Duration = Duration::from_millis(2);
+/// `UDP_GRO` (linux/udp.h).
+const UDP_GRO: libc::c_int = 104;
+/// A received message at most (a whole GSO message), and its control buffer.
+const MESSAGE: usize = 64 * 1024;
+const CONTROL: usize = 64;
 
 /// What to offer.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +56,8 @@ pub struct CeilingProbe {
     pub sender_cpu: usize,
     /// The receiver's CPU.
     pub receiver_cpu: usize,
+    /// The receiving sockets take GSO messages whole (`UDP_GRO`).
+    pub gro: bool,
 }
 
 /// What one probe measured.
@@ -96,7 +107,7 @@ impl CeilingResult {
 /// Runs one probe.
 pub fn run(probe: &CeilingProbe) -> std::io::Result<CeilingResult> {
     let receivers: Vec<UdpSocket> =
-        (0..probe.viewers).map(|_| bind_receiver()).collect::<std::io::Result<_>>()?;
+        (0..probe.viewers).map(|_| bind_receiver(probe.gro)).collect::<std::io::Result<_>>()?;
     let targets: Vec<std::net::SocketAddr> =
         receivers.iter().map(|s| s.local_addr()).collect::<std::io::Result<_>>()?;
     let sender = UdpSocket::bind("127.0.0.1:0")?;
@@ -141,9 +152,25 @@ fn panicked() -> std::io::Error {
     std::io::Error::other("probe thread panicked")
 }
 
-fn bind_receiver() -> std::io::Result<UdpSocket> {
+fn bind_receiver(gro: bool) -> std::io::Result<UdpSocket> {
     let s = UdpSocket::bind("127.0.0.1:0")?;
     s.set_nonblocking(true)?;
+    if gro {
+        let on: libc::c_int = 1;
+        // SAFETY: setsockopt reads `on` (a live c_int of the length given).
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_UDP,
+                UDP_GRO,
+                (&on as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
     // The viewers' 4 MiB (`sluice load rtsp --udp-rcvbuf`), forced past rmem_max as root can.
     let size: libc::c_int = 4 << 20;
     // SAFETY: setsockopt reads `size` (a live c_int of the length given).
@@ -261,7 +288,8 @@ fn send_batch(
     Ok(datagrams)
 }
 
-/// Drains every socket until `stop`; returns the datagrams read.
+/// Drains every socket until `stop`; returns the datagrams read (a GRO message counts its
+/// segments).
 fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
     // SAFETY: epoll_create1 has no pointer arguments.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -275,18 +303,22 @@ fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
             return Err(std::io::Error::last_os_error());
         }
     }
-    let mut buf = vec![0u8; RECV_BATCH * 2048];
+    let mut buf = vec![0u8; RECV_BATCH * MESSAGE];
+    let mut controls = vec![0u8; RECV_BATCH * CONTROL];
     let mut iovs: Vec<libc::iovec> = buf
-        .chunks_mut(2048)
+        .chunks_mut(MESSAGE)
         .map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: c.len() })
         .collect();
     let mut hdrs: Vec<libc::mmsghdr> = iovs
         .iter_mut()
-        .map(|iov| {
+        .zip(controls.chunks_mut(CONTROL))
+        .map(|(iov, control)| {
             // SAFETY: msghdr is plain data; zero is a valid empty header.
             let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
             h.msg_iov = iov;
             h.msg_iovlen = 1;
+            h.msg_control = control.as_mut_ptr().cast();
+            h.msg_controllen = CONTROL as _;
             libc::mmsghdr { msg_hdr: h, msg_len: 0 }
         })
         .collect();
@@ -299,7 +331,10 @@ fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
         for e in events.iter().take(n.max(0) as usize) {
             let fd = sockets[e.u64 as usize].as_raw_fd();
             loop {
-                // SAFETY: the headers point at `iovs`/`buf`, alive for the call.
+                for h in &mut hdrs {
+                    h.msg_hdr.msg_controllen = CONTROL as _;
+                }
+                // SAFETY: the headers point at `iovs`/`buf`/`controls`, alive for the call.
                 let r = unsafe {
                     libc::recvmmsg(
                         fd,
@@ -312,7 +347,12 @@ fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
                 if r <= 0 {
                     break;
                 }
-                received += r as u64;
+                for (i, h) in hdrs.iter().take(r as usize).enumerate() {
+                    let len = h.msg_len as usize;
+                    let control_len = h.msg_hdr.msg_controllen.min(CONTROL);
+                    let segment = gro_segment_size(&controls[i * CONTROL..i * CONTROL + control_len]);
+                    received += segment.map_or(1, |s| len.div_ceil(s.max(1))) as u64;
+                }
             }
         }
     }
@@ -323,12 +363,7 @@ fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
 
 /// The calling thread's user + system CPU seconds.
 fn thread_cpu_seconds() -> f64 {
-    // SAFETY: rusage is plain data, and getrusage fills it.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `u` is a live rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    s(u.ru_utime) + s(u.ru_stime)
+    sluice_load::rtsp::rusage_cpu_seconds(libc::RUSAGE_THREAD)
 }
 
 /// CPU seconds so far of `ksoftirqd/CPU` (0 if it cannot be found). On a thread's own CPU, softirq
@@ -373,18 +408,21 @@ mod tests {
     #[test]
     fn a_small_probe_delivers_every_datagram_it_sends() {
         let cpus = crate::machine::all_cpus();
-        let probe = CeilingProbe {
-            viewers: 4,
-            bitrate: 2_000_000,
-            datagram: 1_300,
-            duration: Duration::from_millis(300),
-            sender_cpu: cpus[0],
-            receiver_cpu: *cpus.last().unwrap_or(&0),
-        };
-        let r = run(&probe).expect("probe runs");
-        assert!(r.offered > 100, "{r:?}");
-        assert_eq!(r.sent, r.offered, "{r:?}");
-        assert_eq!(r.received, r.sent, "{r:?}");
-        assert!(r.sender_cpu > 0.0 || r.receiver_cpu > 0.0, "{r:?}");
+        for gro in [false, true] {
+            let probe = CeilingProbe {
+                viewers: 4,
+                bitrate: 2_000_000,
+                datagram: 1_300,
+                duration: Duration::from_millis(300),
+                sender_cpu: cpus[0],
+                receiver_cpu: *cpus.last().unwrap_or(&0),
+                gro,
+            };
+            let r = run(&probe).expect("probe runs");
+            assert!(r.offered > 100, "{r:?}");
+            assert_eq!(r.sent, r.offered, "{r:?}");
+            assert_eq!(r.received, r.sent, "{r:?}");
+            assert!(r.sender_cpu > 0.0 || r.receiver_cpu > 0.0, "{r:?}");
+        }
     }
 }

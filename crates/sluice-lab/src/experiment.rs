@@ -226,6 +226,10 @@ pub struct Sweep {
     /// RTP transport of every point (RTSP).
     #[serde(default)]
     pub transport: Option<RtspTransport>,
+    /// Whether the viewers' UDP sockets take GSO messages whole (`sluice load rtsp --udp-gro`);
+    /// `false` models players without GRO (RTSP over UDP; on when absent).
+    #[serde(default)]
+    pub udp_gro: Option<bool>,
     /// Past the last declared point, a server that sent perfectly gets another point with this
     /// many more clients, until some client is not perfect (RTSP).
     #[serde(default)]
@@ -474,6 +478,9 @@ pub struct Point {
     /// RTP transport.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<RtspTransport>,
+    /// The viewers' UDP GRO (`None`: on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_gro: Option<bool>,
     /// Generated upload payload (`email:50KB`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
@@ -674,6 +681,7 @@ impl Experiment {
                                     profile: p.clone(),
                                     clients: c,
                                     transport: s.transport,
+                                    udp_gro: s.udp_gro,
                                     payload: payload.clone(),
                                     budget: s.budget,
                                 });
@@ -779,11 +787,13 @@ mod tests {
         let full = e5.points(false, 2);
         let udp: Vec<usize> = full
             .iter()
-            .filter(|p| p.transport == Some(RtspTransport::Udp))
+            .filter(|p| p.transport == Some(RtspTransport::Udp) && p.udp_gro == Some(true))
             .filter_map(|p| p.clients)
             .collect();
         assert_eq!(udp, [50, 100, 150, 200, 250, 300]);
-        assert_eq!(full.len(), 12, "udp and tcp");
+        let plain = full.iter().filter(|p| p.udp_gro == Some(false)).count();
+        assert_eq!(plain, 6, "the same points to receivers without GRO");
+        assert_eq!(full.len(), 18, "udp with and without GRO, and tcp");
         assert!(full.iter().all(|p| p.workers == 1 && p.x_label() == p.clients.unwrap().to_string()));
         let quick = e5.points(true, 2);
         assert!(quick.iter().all(|p| p.clients.unwrap() <= 4), "{quick:?}");

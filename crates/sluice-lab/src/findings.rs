@@ -432,6 +432,8 @@ mod tests {
             other_cpu_pct: 2.0,
             server: Some(RtspServerCounters { frames_dropped: Some(0), ..Default::default() }),
             udp_rcvbuf_drops: Some(20),
+            ceiling_delivered_pct: None,
+            ceiling_share_pct: None,
         };
         let report = RtspReport::build(
             &RtspConfig::new("rtsp://127.0.0.1:1/x.mp4", clients),

@@ -224,7 +224,7 @@ impl RunningServer {
                 let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let mut args = vec![script.display().to_string(), file.display().to_string()];
                 // Unshared media: every viewer's PLAY starts its own pipeline at the first frame
-                // (shared media seeks the one pipeline back for every retina PLAY; see the script).
+                // (shared media seeks the one pipeline back for every PLAY with a Range; see the script).
                 args.extend(["--port".into(), port.to_string(), "--name".into(), name, "--no-shared".into()]);
                 args.extend(spec.args.iter().cloned());
                 (python, args)
@@ -676,6 +676,7 @@ mod tests {
             profile: None,
             clients: None,
             transport: None,
+            udp_gro: None,
             payload: None,
             budget: false,
         };

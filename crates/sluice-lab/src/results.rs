@@ -43,7 +43,7 @@ pub const METRICS: [(&str, &str); 22] = [
 ];
 
 /// Metrics of an RTSP experiment's rows (see [`RtspFigures::metric`]): name and heading.
-pub const RTSP_METRICS: [(&str, &str); 20] = [
+pub const RTSP_METRICS: [(&str, &str); 22] = [
     ("clients", "clients"),
     ("perfect_clients", "perfect clients"),
     ("perfect_pct", "perfect %"),
@@ -63,6 +63,8 @@ pub const RTSP_METRICS: [(&str, &str); 20] = [
     ("other_cpu_pct", "rest of the machine CPU %"),
     ("frames_dropped", "server frames dropped"),
     ("udp_rcvbuf_drops", "UDP receive-buffer drops"),
+    ("ceiling_delivered_pct", "matching ceiling delivered %"),
+    ("ceiling_share_pct", "share of the matching ceiling %"),
     ("connect_spread_s", "connect spread s"),
 ];
 
@@ -383,6 +385,10 @@ pub struct RtspMeasures {
     pub other_cpu_s: f64,
     /// The streamed file's length, seconds.
     pub content_s: f64,
+    /// RTP over UDP: the share (0–1) of the datagrams asked for that `sluice lab ceiling`'s
+    /// probe delivered at this row's viewers and bitrate, to receivers like the row's (GRO or
+    /// plain), between the server's CPU and the generator's.
+    pub ceiling: Option<f64>,
 }
 
 /// Everything measured for one RTSP row (E5's figures).
@@ -451,6 +457,14 @@ pub struct RtspFigures {
     /// RTP sockets; the server receives only RTCP).
     #[serde(default)]
     pub udp_rcvbuf_drops: Option<u64>,
+    /// RTP over UDP: what the matching ceiling probe delivered, % of what it was asked for.
+    #[serde(default)]
+    pub ceiling_delivered_pct: Option<f64>,
+    /// RTP over UDP: the video samples the viewers received, % of all they were owed, as a
+    /// share of what the matching ceiling delivered (100: the server did as well as the bare
+    /// system calls could here).
+    #[serde(default)]
+    pub ceiling_share_pct: Option<f64>,
 }
 
 impl RtspFigures {
@@ -503,6 +517,11 @@ impl RtspFigures {
             other_cpu_pct: m.other_cpu_s.max(0.0) / secs * 100.0,
             server: m.server,
             udp_rcvbuf_drops: m.udp_rcvbuf_drops,
+            ceiling_delivered_pct: m.ceiling.map(|c| c * 100.0),
+            ceiling_share_pct: m.ceiling.filter(|&c| c > 0.0).map(|c| {
+                let owed = (s.clients as u64 * s.reference_samples).max(1) as f64;
+                s.samples_total as f64 / owed / c * 100.0
+            }),
         }
     }
 
@@ -533,6 +552,8 @@ impl RtspFigures {
             "other_cpu_pct" => self.other_cpu_pct,
             "frames_dropped" => return self.server.and_then(|c| c.frames_dropped).map(|v| v as f64),
             "udp_rcvbuf_drops" => return self.udp_rcvbuf_drops.map(|v| v as f64),
+            "ceiling_delivered_pct" => return self.ceiling_delivered_pct,
+            "ceiling_share_pct" => return self.ceiling_share_pct,
             "connect_spread_s" => self.connect_spread_s,
             _ => return None,
         })
@@ -1130,6 +1151,11 @@ mod tests {
         let f = RtspFigures::derive(&report, &m);
         assert_eq!((f.perfect_clients, f.stalled_clients), (1, 1));
         assert_eq!(f.metric("stalled_clients"), Some(1.0));
+        // 2,600 of the 3,600 samples owed, where the matching ceiling delivered 80%.
+        let m = RtspMeasures { ceiling: Some(0.8), ..m };
+        let share = RtspFigures::derive(&report, &m).metric("ceiling_share_pct").unwrap();
+        assert!((share - 2600.0 / 3600.0 / 0.8 * 100.0).abs() < 1e-9, "{share}");
+        assert_eq!(f.metric("ceiling_share_pct"), None, "no ceiling over TCP or without a probe");
     }
 
     #[test]
@@ -1152,9 +1178,11 @@ mod tests {
                 udp_rcvbuf_drops: Some(0),
                 other_cpu_s: 0.2,
                 content_s: 30.0,
+                ceiling: Some(0.5),
             },
         );
         assert!((figures.server_cpu_pct - 50.0).abs() < 1e-9);
+        assert_eq!((figures.ceiling_delivered_pct, figures.ceiling_share_pct), (Some(50.0), Some(0.0)));
         assert!((figures.other_cpu_pct - 10.0).abs() < 1e-9);
         assert!(!figures.all_perfect(), "no clients is not perfect sending");
         let outcome = RowOutcome::Measured {

@@ -314,6 +314,7 @@ fn loopback_row(
         profile: None,
         clients: None,
         transport: None,
+        udp_gro: None,
         payload: None,
         budget: false,
     };
@@ -395,7 +396,9 @@ fn run_row(
     row.server_command = running.command_line.clone();
     let threads = if placement.load.is_empty() { crate::machine::cores() } else { placement.load.len() };
     if let Some(Ok(content)) = run.content {
-        row.outcome = rtsp_row(experiment, options.quick, point, content, &running, threads, bar, &mut row);
+        let cpus = (placement.server.first().copied(), placement.load.first().copied());
+        row.outcome =
+            rtsp_row(experiment, options.quick, point, content, &running, (threads, cpus), bar, &mut row);
         running.stop();
         return row;
     }
@@ -453,7 +456,7 @@ fn rtsp_row(
     point: &Point,
     content: &Content,
     running: &RunningServer,
-    threads: usize,
+    (threads, (server_cpu, load_cpu)): (usize, (Option<usize>, Option<usize>)),
     bar: &ProgressBar,
     row: &mut Row,
 ) -> RowOutcome {
@@ -484,9 +487,24 @@ fn rtsp_row(
         (Some(before), Some(after)) => Some(RtspServerCounters::delta(&before, &after)),
         _ => None,
     };
+    // The matching ceiling: the same viewers and bitrate, receivers like the row's, from the
+    // server's CPU to the generator's (5 s; 1 s with --quick).
+    let ceiling = (config.transport == sluice_load::rtsp::RtspTransport::Udp && report.is_ok()).then(|| {
+        let probe = crate::ceiling::CeilingProbe {
+            viewers: config.clients,
+            bitrate: u64::from(content.spec.bitrate_kbps) * 1000,
+            datagram: 1380,
+            duration: Duration::from_secs(if quick { 1 } else { 5 }),
+            sender_cpu: server_cpu.unwrap_or(0),
+            receiver_cpu: load_cpu.unwrap_or(crate::machine::cores().saturating_sub(1)),
+            gro: config.udp_gro,
+        };
+        crate::ceiling::run(&probe).ok().map(|r| r.received as f64 / r.offered.max(1) as f64)
+    });
     match report {
         Ok(report) => {
             let measures = RtspMeasures {
+                ceiling: ceiling.flatten(),
                 server_cpu_s,
                 generator_cpu_s,
                 generator_cpus: threads,
@@ -518,6 +536,7 @@ fn rtsp_config(
     let load = &experiment.load;
     let mut c = RtspConfig::new(url, point.clients.unwrap_or(1));
     c.transport = point.transport.unwrap_or_default();
+    c.udp_gro = point.udp_gro.unwrap_or(true);
     c.ramp = load.ramp_for(quick);
     c.expect_samples = Some(content.video_samples);
     c.idle_end = load.idle_end.unwrap_or(c.idle_end);
@@ -533,7 +552,7 @@ fn rtsp_config(
 fn rtsp_command(c: &RtspConfig) -> String {
     let d = sluice_load::duration_text::format;
     format!(
-        "sluice load rtsp {} --clients {} --transport {} --ramp {} --duration {} --expect-samples {} --idle-end {} --setup-timeout {} --threads {}{}",
+        "sluice load rtsp {} --clients {} --transport {} --ramp {} --duration {} --expect-samples {} --idle-end {} --setup-timeout {} --threads {}{}{}",
         c.url,
         c.clients,
         c.transport.name(),
@@ -543,6 +562,7 @@ fn rtsp_command(c: &RtspConfig) -> String {
         d(c.idle_end),
         d(c.setup_timeout),
         c.threads,
+        if c.transport == sluice_load::rtsp::RtspTransport::Udp && !c.udp_gro { " --udp-gro off" } else { "" },
         if c.audio { "" } else { " --video-only" }
     )
 }

@@ -88,11 +88,46 @@ impl Connection {
     /// started (scheduled time in the open model, start of the attempt in the closed model);
     /// `deadline` bounds connect, send and receive together.
     pub async fn request(&mut self, target: &Target, origin: Instant, deadline: Instant) -> RequestRecord {
+        self.exchange_until(target, origin, deadline, None).await
+    }
+
+    /// Like [`Connection::request`], and returns the response body too (playlists and other small
+    /// documents; a body over `limit` bytes fails as malformed).
+    pub async fn request_keeping_body(
+        &mut self,
+        target: &Target,
+        origin: Instant,
+        deadline: Instant,
+        limit: usize,
+    ) -> (RequestRecord, Vec<u8>) {
+        let record = self.exchange_until(target, origin, deadline, Some(limit)).await;
+        (record, self.reader.take_body())
+    }
+
+    /// Body bytes of the last response (after chunked decoding; headers not counted).
+    pub fn body_bytes(&self) -> u64 {
+        self.reader.body_bytes()
+    }
+
+    async fn exchange_until(
+        &mut self,
+        target: &Target,
+        origin: Instant,
+        deadline: Instant,
+        keep_body: Option<usize>,
+    ) -> RequestRecord {
         let mut marks = Marks { connect: None, written: None, first_byte: None, bytes: 0, status: None };
         self.deadline.as_mut().reset(deadline);
         let result = {
-            let exchange =
-                exchange(&mut self.stream, &mut self.buf, &mut self.reader, self.mode, target, &mut marks);
+            let exchange = exchange(
+                &mut self.stream,
+                &mut self.buf,
+                &mut self.reader,
+                self.mode,
+                target,
+                keep_body,
+                &mut marks,
+            );
             tokio::select! {
                 biased;
                 r = exchange => r,
@@ -141,6 +176,7 @@ async fn exchange(
     reader: &mut ResponseReader,
     mode: ConnectionMode,
     target: &Target,
+    keep_body: Option<usize>,
     marks: &mut Marks,
 ) -> Result<(), ErrorKind> {
     if stream.is_none() {
@@ -158,7 +194,10 @@ async fn exchange(
     };
     s.write_all(request).await.map_err(|e| classify(&e))?;
     marks.written = Some(Instant::now());
-    reader.start(target.method == Method::Head);
+    match keep_body {
+        Some(limit) => reader.start_keeping_body(target.method == Method::Head, limit),
+        None => reader.start(target.method == Method::Head),
+    }
     let mut filled = 0;
     loop {
         let n = match s.read(&mut buf[filled..]).await {

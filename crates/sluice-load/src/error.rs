@@ -27,6 +27,14 @@ pub enum LoadError {
         /// The address it resolved to.
         addr: std::net::SocketAddr,
     },
+    /// A stream's manifest (HLS playlist or DASH MPD) could not be fetched or understood.
+    #[error("cannot play {url}: {reason}")]
+    Manifest {
+        /// The manifest's URL.
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// The run's settings contradict each other or leave it unbounded.
     #[error("invalid load settings: {0}")]
     InvalidConfig(String),

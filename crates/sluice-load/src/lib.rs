@@ -3,7 +3,9 @@
 //! staged schedule, timed from their scheduled send time so queueing is never hidden), a minimal
 //! HTTP/1.1 client over tokio with a sans-I/O response reader, HDR histograms, errors by kind, a
 //! per-second series, thresholds, and the summary/JSON/CSV outputs; and RTSP viewers
-//! (`sluice load rtsp`, module [`rtsp`]) that count the video samples each of N clients receives.
+//! (`sluice load rtsp`, module [`rtsp`]) that count the video samples each of N clients receives;
+//! and stream players (`sluice load http --hls/--dash`, module [`player`]) that play HLS or DASH
+//! as viewers would, counting stalls and rendition switches.
 //!
 //! It owns generating load and describing the result. It does not own the command line (the
 //! `sluice` binary parses flags into a [`LoadConfig`]) nor any server.
@@ -18,6 +20,7 @@
 
 #![deny(missing_docs)]
 
+pub mod board;
 pub mod client;
 mod closed;
 pub mod config;
@@ -26,6 +29,7 @@ pub mod error;
 mod open;
 pub mod output;
 pub mod payload;
+pub mod player;
 pub mod progress;
 pub mod report;
 pub mod response;

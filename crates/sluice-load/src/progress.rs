@@ -91,3 +91,29 @@ impl Observer for LiveProgress {
         self.bar.finish_and_clear();
     }
 }
+
+/// Awaits `tasks` in order (one that panicked yields `panicked(index)`), calling `tick` with the
+/// time since `start` once a second meanwhile: the viewer runs' loop (RTSP and stream players).
+pub(crate) async fn join_ticking<T: Send + 'static>(
+    tasks: Vec<tokio::task::JoinHandle<T>>,
+    start: tokio::time::Instant,
+    panicked: impl Fn(usize) -> T,
+    mut tick: impl FnMut(Duration),
+) -> Vec<T> {
+    let all = async {
+        let mut results = Vec::with_capacity(tasks.len());
+        for (index, task) in tasks.into_iter().enumerate() {
+            results.push(task.await.unwrap_or_else(|_| panicked(index)));
+        }
+        results
+    };
+    tokio::pin!(all);
+    let second = Duration::from_secs(1);
+    let mut ticks = tokio::time::interval_at(start + second, second);
+    loop {
+        tokio::select! {
+            results = &mut all => return results,
+            now = ticks.tick() => tick(now - start),
+        }
+    }
+}

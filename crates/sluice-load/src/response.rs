@@ -93,6 +93,15 @@ pub struct ResponseReader {
     status: u16,
     keep_alive: bool,
     body_bytes: u64,
+    /// The body as received, when the caller asked to keep it (manifests), up to a limit.
+    kept: Option<KeptBody>,
+}
+
+/// A body being kept, with the most bytes it may grow to.
+#[derive(Debug, Clone)]
+struct KeptBody {
+    bytes: Vec<u8>,
+    limit: usize,
 }
 
 impl Default for ResponseReader {
@@ -104,12 +113,43 @@ impl Default for ResponseReader {
 impl ResponseReader {
     /// A reader waiting for the response to a request with a body-carrying method (`GET`).
     pub fn new() -> Self {
-        ResponseReader { state: State::Head, head_request: false, status: 0, keep_alive: true, body_bytes: 0 }
+        ResponseReader {
+            state: State::Head,
+            head_request: false,
+            status: 0,
+            keep_alive: true,
+            body_bytes: 0,
+            kept: None,
+        }
     }
 
     /// Prepares for the next response; `head_request` says whether the request was `HEAD`.
     pub fn start(&mut self, head_request: bool) {
         *self = ResponseReader { head_request, ..ResponseReader::new() };
+    }
+
+    /// Like [`ResponseReader::start`], and keeps the body (decoded from chunked framing) for
+    /// [`ResponseReader::take_body`]; a body longer than `limit` bytes is a malformed response.
+    /// For small documents such as playlists; media bodies are only counted.
+    pub fn start_keeping_body(&mut self, head_request: bool, limit: usize) {
+        self.start(head_request);
+        self.kept = Some(KeptBody { bytes: Vec::new(), limit });
+    }
+
+    /// The body kept since [`ResponseReader::start_keeping_body`] (empty when not keeping).
+    pub fn take_body(&mut self) -> Vec<u8> {
+        self.kept.take().map(|k| k.bytes).unwrap_or_default()
+    }
+
+    /// Keeps `bytes` of the body when asked to.
+    fn keep(&mut self, bytes: &[u8]) -> Result<(), ResponseError> {
+        if let Some(k) = &mut self.kept {
+            if k.bytes.len() + bytes.len() > k.limit {
+                return Err(ResponseError::Malformed("body larger than the limit for documents"));
+            }
+            k.bytes.extend_from_slice(bytes);
+        }
+        Ok(())
     }
 
     /// The status code, once the head has been read (0 before).
@@ -238,11 +278,13 @@ impl ResponseReader {
             State::Head | State::Done => Ok(0),
             State::Fixed { left } => {
                 let take = left.min(input.len() as u64);
+                self.keep(&input[..take as usize])?;
                 self.body_bytes += take;
                 self.state = if take == left { State::Done } else { State::Fixed { left: left - take } };
                 Ok(take as usize)
             }
             State::UntilClose => {
+                self.keep(input)?;
                 self.body_bytes += input.len() as u64;
                 Ok(input.len())
             }
@@ -287,6 +329,7 @@ impl ResponseReader {
                 }
                 ChunkState::Data { left } => {
                     let take = left.min((input.len() - i) as u64);
+                    self.keep(&input[i..i + take as usize])?;
                     self.body_bytes += take;
                     i += take as usize;
                     chunk = if take == left {
@@ -353,7 +396,14 @@ mod tests {
     /// Feeds `bytes` in pieces of `step` bytes the way a connection would, keeping unconsumed
     /// bytes; returns the reader and the total consumed when complete.
     fn feed_in_steps(bytes: &[u8], step: usize) -> (ResponseReader, Result<usize, ResponseError>) {
-        let mut r = ResponseReader::new();
+        feed_reader_in_steps(ResponseReader::new(), bytes, step)
+    }
+
+    fn feed_reader_in_steps(
+        mut r: ResponseReader,
+        bytes: &[u8],
+        step: usize,
+    ) -> (ResponseReader, Result<usize, ResponseError>) {
         let mut pending: Vec<u8> = Vec::new();
         let mut total = 0;
         for piece in bytes.chunks(step) {
@@ -369,6 +419,31 @@ mod tests {
         }
         let res = r.finish().map(|()| total + pending.len());
         (r, res)
+    }
+
+    #[test]
+    fn kept_bodies_are_decoded_in_any_split_and_bounded() {
+        let keeping = |limit| {
+            let mut r = ResponseReader::new();
+            r.start_keeping_body(false, limit);
+            r
+        };
+        for resp in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nhello0123456789"[..],
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\nA\r\n0123456789\r\n0\r\n\r\n",
+            b"HTTP/1.0 200 OK\r\n\r\nhello0123456789",
+        ] {
+            for step in 1..=resp.len() {
+                let (mut r, res) = feed_reader_in_steps(keeping(64), resp, step);
+                assert_eq!(res, Ok(resp.len()), "step {step}");
+                assert_eq!(r.take_body(), b"hello0123456789", "step {step}");
+            }
+            let (_, res) = feed_reader_in_steps(keeping(14), resp, 7);
+            assert!(matches!(res, Err(ResponseError::Malformed(_))), "{res:?}");
+        }
+        // Not keeping: nothing is kept, and starting again forgets what was.
+        let (mut r, _) = feed_in_steps(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi", 1);
+        assert!(r.take_body().is_empty());
     }
 
     #[test]

@@ -198,6 +198,7 @@ fn collect_seconds(
             active_users: active,
             p50_us: bucket.latency.quantile_us(0.50),
             p99_us: bucket.latency.quantile_us(0.99),
+            bytes: bucket.bytes,
         };
         progress.elapsed = Duration::from_secs(bucket.second + 1);
         progress.sent += bucket.sent;

@@ -393,6 +393,8 @@ pub struct SecondBucket {
     pub users_left: u64,
     /// Latency of the successful responses completed in this second.
     pub latency: DurationHistogram,
+    /// Response bytes received (heads and bodies) by the requests that ended in this second.
+    pub bytes: u64,
 }
 
 impl SecondBucket {
@@ -408,6 +410,7 @@ impl SecondBucket {
             users_arrived: 0,
             users_left: 0,
             latency: DurationHistogram::new(),
+            bytes: 0,
         }
     }
 
@@ -421,10 +424,12 @@ impl SecondBucket {
         self.users_arrived += o.users_arrived;
         self.users_left += o.users_left;
         self.latency.merge(&o.latency);
+        self.bytes += o.bytes;
     }
 
     /// Records one finished request.
     pub fn record(&mut self, r: &RequestRecord) {
+        self.bytes += r.bytes;
         match r.outcome {
             Outcome::Ok => {
                 self.ok += 1;
@@ -460,6 +465,9 @@ pub struct SecondSample {
     pub p50_us: u64,
     /// 99th percentile of the same (µs; 0 when none).
     pub p99_us: u64,
+    /// Response bytes received in the second (reports from before it was counted say 0).
+    #[serde(default)]
+    pub bytes: u64,
 }
 
 #[cfg(test)]

@@ -28,17 +28,33 @@ pub fn mp4_demux(data: &[u8]) {
     assert_eq!(parsed.medias.len(), file.tracks.len());
 }
 
-/// Packaging arbitrary bytes as HLS never panics; when the file indexes, the playlists are
-/// written, the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
+/// Packaging arbitrary bytes as HLS never panics; when the file indexes, the playlists and the
+/// DASH manifest are written, every per-track init segment decodes, the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
 /// decodes as a `moof` whose `trun`s point inside its `mdat`, with every file range inside the
 /// input and the segment's length what its parts add up to.
 pub fn hls_package(data: &[u8]) {
-    use crate::hls::{init_segment, media_segment, playlist, SegmentIndex};
+    use crate::hls::{init_segment, media_segment, mpd, playlist, SegmentIndex};
     use mp4_atom::Decode;
     let Ok(file) = Mp4File::from_bytes(data) else { return };
     let Ok(index) = SegmentIndex::build(&file, std::time::Duration::from_secs(1)) else { return };
-    assert!(playlist::master_playlist(&index).starts_with("#EXTM3U"));
+    let rendition = playlist::Rendition { prefix: "", index: &index };
+    assert!(playlist::master_playlist(&[rendition], &[]).starts_with("#EXTM3U"));
     assert!(playlist::media_playlist(&index).contains("#EXT-X-ENDLIST"));
+    let manifest = mpd::manifest(&[mpd::MpdRendition { prefix: "", index: &index, file: &file }], &[]);
+    assert!(manifest.ends_with("</MPD>\n"));
+    for (_, which) in index.tracks(&file) {
+        assert!(playlist::track_playlist(&index, which).contains("#EXT-X-ENDLIST"));
+        let Ok(init) = crate::hls::track_init_segment(&file, &index, which) else { continue };
+        let mut buf = init.as_slice();
+        mp4_atom::Ftyp::decode(&mut buf).expect("our ftyp decodes");
+        let moov = mp4_atom::Moov::decode(&mut buf).expect("our moov decodes");
+        assert_eq!(moov.trak.len(), 1);
+        for n in 0..index.segments().min(8) {
+            let Ok(plan) = crate::hls::track_media_segment(&file, &index, which, n) else { continue };
+            let moof = mp4_atom::Moof::decode(&mut plan.header.as_slice()).expect("our moof decodes");
+            assert!(moof.traf.len() <= 1);
+        }
+    }
     let Ok(init) = init_segment(&file, &index) else { return };
     let mut buf = init.as_slice();
     mp4_atom::Ftyp::decode(&mut buf).expect("our ftyp decodes");
@@ -62,6 +78,28 @@ pub fn hls_package(data: &[u8]) {
             media_segment(&file, &index, index.segments()),
             Err(crate::hls::HlsError::NoSuchSegment(_))
         ));
+    }
+}
+
+/// Reading arbitrary bytes as WebVTT never panics; when they read, every segment cut from them
+/// reads back with exactly the cues that show during it, and the same preamble.
+pub fn webvtt_segment(data: &[u8]) {
+    use crate::hls::webvtt::WebVtt;
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(vtt) = WebVtt::parse(text) else { return };
+    for (start, end) in [(0.0, 1.0), (1.0, 6.0), (0.0, 1e9)] {
+        let segment = vtt.segment(start, end);
+        let back = WebVtt::parse(&segment).expect("our segment reads");
+        let (from, to) = ((start * 1000.0) as u64, (end * 1000.0) as u64);
+        let showing: Vec<(u64, u64)> = vtt
+            .cues
+            .iter()
+            .filter(|c| c.start_ms < to && c.end_ms > from)
+            .map(|c| (c.start_ms, c.end_ms))
+            .collect();
+        let read: Vec<(u64, u64)> = back.cues.iter().map(|c| (c.start_ms, c.end_ms)).collect();
+        assert_eq!(read, showing, "cues of {start}..{end} s");
+        assert_eq!(back.preamble.len(), vtt.preamble.len());
     }
 }
 
@@ -291,6 +329,16 @@ mod tests {
             hls_package(&TINY_MP4[..cut]);
         }
         hls_package(TINY_MP4);
+    }
+
+    /// The WebVTT property over every prefix of the seed (a file cut at every byte) and over it
+    /// whole.
+    #[test]
+    fn webvtt_cut_anywhere_segments_or_fails_cleanly() {
+        let seed = include_bytes!("../../../fuzz/corpus/webvtt_segment/film.vtt");
+        for cut in 0..=seed.len() {
+            webvtt_segment(&seed[..cut]);
+        }
     }
 
     /// The seeds that script a whole exchange name the session the counter issues: every reply

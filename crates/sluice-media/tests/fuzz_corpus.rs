@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
-//! `fuzz/corpus/hls_package/`)
+//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
@@ -26,4 +26,9 @@ fn rtsp_session_corpus() {
 #[test]
 fn hls_package_corpus() {
     replay("hls_package", sluice_media::fuzzing::hls_package);
+}
+
+#[test]
+fn webvtt_segment_corpus() {
+    replay("webvtt_segment", sluice_media::fuzzing::webvtt_segment);
 }

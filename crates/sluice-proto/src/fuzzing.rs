@@ -276,3 +276,27 @@ pub fn rtp_roundtrip(data: &[u8]) {
         let _ = AacAccessUnits::parse(&packet).map(|aus| aus.count());
     }
 }
+
+/// The credentials parsers never panic, and split at every byte they keep their meaning: a
+/// query `A&B` gives each parameter's first value (A's before B's), and `Basic` of `user:pass`
+/// gives `pass` back whatever the bytes.
+pub fn access_credentials(data: &[u8]) {
+    use crate::http::credentials::{credential, param};
+    let text = String::from_utf8_lossy(data);
+    let _ = credential(&text);
+    for name in ["sig", "exp", "jwt", ""] {
+        let _ = param(&text, name);
+    }
+    for i in (0..=text.len()).filter(|i| text.is_char_boundary(*i)) {
+        let (a, b) = text.split_at(i);
+        for name in ["sig", "exp", "jwt"] {
+            let joined = param(&format!("{a}&{b}"), name);
+            assert_eq!(joined, param(a, name).or_else(|| param(b, name)), "{name} in {a:?} & {b:?}");
+        }
+        if !a.contains(':') && !b.is_empty() {
+            use base64::Engine as _;
+            let basic = base64::engine::general_purpose::STANDARD.encode(format!("{a}:{b}"));
+            assert_eq!(credential(&format!("Basic {basic}")).as_deref(), Some(b), "Basic {a:?}:{b:?}");
+        }
+    }
+}

@@ -35,3 +35,8 @@ fn rtsp_request_corpus() {
 fn rtp_roundtrip_corpus() {
     replay("rtp_roundtrip", sluice_proto::fuzzing::rtp_roundtrip);
 }
+
+#[test]
+fn access_credentials_corpus() {
+    replay("access_credentials", sluice_proto::fuzzing::access_credentials);
+}

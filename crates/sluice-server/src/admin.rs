@@ -1,4 +1,5 @@
-//! The admin listener: `/metrics`, `/healthz`, `/readyz` and `/streams`, on an address of their own.
+//! The admin listener: the live dashboard (`/`, `/events`), `/metrics`, `/healthz`, `/readyz` and
+//! `/streams`, on an address of their own.
 //!
 //! Owns what the operational endpoints answer. They live apart from the media port so that they
 //! neither shadow library files (a file named `metrics` is served like any other) nor are public
@@ -6,6 +7,7 @@
 //! scrapes never show up in the media engine's system-call counts. It does not serve media.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -26,6 +28,7 @@ pub struct Admin {
     rtsp: Option<SocketAddr>,
     shutdown: Shutdown,
     ready: Readiness,
+    board: Arc<crate::dashboard::Board>,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -55,7 +58,7 @@ impl Admin {
     /// Endpoints reporting on `app`, served at `http` (and `rtsp`); `/readyz` fails once
     /// `shutdown` is triggered.
     pub fn new(app: Arc<App>, http: SocketAddr, rtsp: Option<SocketAddr>, shutdown: Shutdown) -> Admin {
-        Admin { app, http, rtsp, shutdown, ready: Readiness::default() }
+        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default() }
     }
 
     /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
@@ -65,17 +68,17 @@ impl Admin {
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
-    /// when it packages and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
+    /// and DASH manifest when it packages, the rendition sets that can be served (see
+    /// `crate::renditions`) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
     /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
     /// listener's own thread may wait), so the catalogue is warm for the players that follow.
     pub fn streams_json(&self) -> String {
-        let items: Vec<serde_json::Value> = self
-            .app
-            .library()
-            .files(MAX_LISTED)
-            .into_iter()
+        let viewers = self.app.counters().rtsp_gauges().unwrap_or_default().streams;
+        let files = self.app.library().files(MAX_LISTED);
+        let items: Vec<serde_json::Value> = files
+            .iter()
             .map(|(path, bytes, tag)| {
-                let url_path = url_path(&path);
+                let url_path = url_path(path);
                 let offers = self.app.offers(path.trim_start_matches('/'), tag.as_deref());
                 let rtsp =
                     self.rtsp.filter(|_| offers.rtsp).map(|a| format!("rtsp://{}{url_path}", host_port(a)));
@@ -83,18 +86,137 @@ impl Admin {
                     .video
                     .is_some()
                     .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
-                serde_json::json!({
+                let dash =
+                    hls.as_ref().map(|_| format!("http://{}{url_path}/manifest.mpd", host_port(self.http)));
+                let mut item = serde_json::json!({
                     "path": path,
                     "bytes": bytes,
                     "http": format!("http://{}{url_path}", host_port(self.http)),
                     "rtsp": rtsp,
                     "hls": hls,
+                    "dash": dash,
+                });
+                if crate::page::is_mp4(path) {
+                    self.describe_stream(path, &viewers, &mut item);
+                }
+                item
+            })
+            .collect();
+        let sets: Vec<serde_json::Value> = crate::renditions::sets_of_files(self.app.library(), &files)
+            .into_iter()
+            .map(|(dir, set)| {
+                let path = if dir.is_empty() {
+                    format!("/{}.set", set.title)
+                } else {
+                    format!("/{dir}/{}.set", set.title)
+                };
+                let url_path = url_path(&path);
+                serde_json::json!({
+                    "path": path,
+                    "renditions": set.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                    "subtitles": set.subtitles,
+                    "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
+                    "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
                 })
             })
             .collect();
-        let mut text = serde_json::json!({ "items": items }).to_string();
+        let mut text = serde_json::json!({ "items": items, "sets": sets }).to_string();
         text.push('\n');
         text
+    }
+
+    /// What MediaMTX's API says of a path, for the MP4 at `path` (`/a b.mp4`): its tracks
+    /// (codec, resolution and frame rate, or sample rate and channels), its duration, whether
+    /// it is ready to stream and if not why, its viewers by protocol (RTSP sessions playing it;
+    /// HLS is stateless and has none to count) and the body bytes sent of it by protocol.
+    fn describe_stream(
+        &self,
+        path: &str,
+        rtsp_viewers: &BTreeMap<String, u64>,
+        item: &mut serde_json::Value,
+    ) {
+        let library = self.app.library();
+        let relative = path.trim_start_matches('/');
+        let sent = self.app.requests().stream_bytes(path);
+        item["viewers"] = serde_json::json!({ "rtsp": rtsp_viewers.get(path).copied().unwrap_or(0) });
+        item["bytes_sent"] = serde_json::json!({ "http": sent.http, "hls": sent.hls });
+        let version = match library.file(relative, true) {
+            Ok(Some(version)) => version,
+            Ok(None) => return,
+            Err(e) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("cannot read it: {e}").into();
+                return;
+            }
+        };
+        let file = match library.tables(relative, &version, true) {
+            Ok(Ok(file)) => file,
+            Ok(Err(why)) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("not a playable MP4: {why}").into();
+                return;
+            }
+            Err(e) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("cannot index it: {e}").into();
+                return;
+            }
+        };
+        let tracks: Vec<serde_json::Value> = file
+            .tracks
+            .iter()
+            .map(|t| match &t.kind {
+                sluice_media::TrackKind::H264(c) => {
+                    let secs = t.duration_secs();
+                    let fps = (secs > 0.0).then(|| (t.samples.len() as f64 / secs * 100.0).round() / 100.0);
+                    serde_json::json!({ "id": t.id, "codec": "H264", "width": c.width, "height": c.height, "frame_rate": fps })
+                }
+                sluice_media::TrackKind::Aac(c) => serde_json::json!({
+                    "id": t.id, "codec": "AAC", "sample_rate": c.sample_rate, "channels": c.channels
+                }),
+            })
+            .chain(file.skipped.iter().map(|t| serde_json::json!({ "id": t.id, "skipped": t.reason })))
+            .collect();
+        let duration = file.tracks.iter().map(|t| t.duration_secs()).fold(0.0, f64::max);
+        item["tracks"] = tracks.into();
+        item["duration_secs"] = ((duration * 1000.0).round() / 1000.0).into();
+        let unplayable = sluice_media::rtsp::playable(&file).err().map(|e| e.to_string());
+        let hls_refusal = match library.described(relative, &version, true) {
+            Ok(d) => d.hls.as_ref().err().map(|r| r.reason.clone()),
+            Err(e) => Some(e.to_string()),
+        };
+        match (unplayable, hls_refusal) {
+            (Some(rtsp), Some(hls)) => {
+                item["ready"] = false.into();
+                item["not_ready_reason"] = format!("{rtsp}; {hls}").into();
+            }
+            _ => item["ready"] = true.into(),
+        }
+    }
+
+    /// `/metrics`: every metric in Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        let app = &self.app;
+        let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+        if let Some(remote) = app.library().as_remote() {
+            crate::metrics::render_cache(&mut body, remote.cache().stats());
+        }
+        crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
+        crate::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            body,
+            "# HELP sluice_dashboard_streams Dashboards following the admin listener's /events now.\n\
+# TYPE sluice_dashboard_streams gauge\nsluice_dashboard_streams {}",
+            self.board.streams()
+        );
+        body
+    }
+
+    /// Takes the dashboard's sample a second until the server stops (run on a thread of its own).
+    pub fn run_sampler(&self) {
+        let metrics = || self.metrics_text();
+        crate::dashboard::sample_every_second(&self.board, self.app.requests(), metrics, &self.shutdown);
     }
 
     fn route(&self, req: &Request<'_>) -> Response {
@@ -112,14 +234,9 @@ impl Admin {
         const PLAIN: &str = "text/plain; charset=utf-8";
         match req.path() {
             Some("/metrics") => {
-                let app = &self.app;
-                let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
-                if let Some(remote) = app.library().as_remote() {
-                    crate::metrics::render_cache(&mut body, remote.cache().stats());
-                }
-                crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
-                text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", body)
+                text(Status::OK, "text/plain; version=0.0.4; charset=utf-8", self.metrics_text())
             }
+            Some("/events") => self.board.events(&self.shutdown),
             // A load balancer checks /healthz: failing it while draining takes the server out
             // of rotation before the grace ends, so no new request reaches a stopping edge.
             Some("/healthz" | "/readyz") if self.shutdown.is_triggered() => {
@@ -131,7 +248,7 @@ impl Admin {
                 None => text(Status::OK, PLAIN, "ready\n".into()),
             },
             Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
-            Some("/") => text(Status::OK, PLAIN, "sluice admin: /metrics /healthz /readyz /streams\n".into()),
+            Some("/") => text(Status::OK, "text/html; charset=utf-8", crate::dashboard::page()),
             _ => Response::error(Status::NOT_FOUND),
         }
     }

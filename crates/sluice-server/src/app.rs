@@ -22,11 +22,13 @@ use sluice_proto::http::{
     Body, Handler, Limits, Method, Queued, Reply, Request, RequestError, Response, Status,
 };
 
+use crate::access::{Access, Decision, Presented};
 use crate::bench;
 use crate::hls::HlsRequest;
 use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
-use crate::metrics::RequestCounts;
+use crate::limits::{ClientLimits, ClientsSection};
+use crate::metrics::{RequestCounts, RouteKind};
 use crate::page::Offers;
 use crate::upload::Uploads;
 
@@ -56,6 +58,10 @@ pub struct App {
     requests: RequestCounts,
     boundary: AtomicU64,
     uploads: Option<Uploads>,
+    /// Who may read what; `None` when everything is open.
+    access: Option<Arc<Access>>,
+    /// Limits per client address.
+    clients: Arc<ClientLimits>,
 }
 
 impl App {
@@ -73,7 +79,26 @@ impl App {
             requests: RequestCounts::default(),
             boundary: AtomicU64::new(seed),
             uploads: None,
+            access: None,
+            clients: Arc::new(ClientLimits::new(ClientsSection::default())),
         }
+    }
+
+    /// Guards reads with `access` (`[[access]]`) and applies `clients`' limits per address.
+    pub fn with_access(mut self, access: Option<Arc<Access>>, clients: Arc<ClientLimits>) -> Self {
+        self.access = access;
+        self.clients = clients;
+        self
+    }
+
+    /// The read policies, when any guards a path.
+    pub fn access(&self) -> Option<&Arc<Access>> {
+        self.access.as_ref()
+    }
+
+    /// The limits per client address.
+    pub fn clients(&self) -> &Arc<ClientLimits> {
+        &self.clients
     }
 
     /// Accepts uploads (`PUT`, `DELETE`) into this store; without it they are 403. The library
@@ -142,7 +167,7 @@ impl App {
         Some(format!("rtsp://{name}:{}", addr.port()))
     }
 
-    fn route(self: &Arc<Self>, req: &Request<'_>) -> Reply {
+    fn route(self: &Arc<Self>, req: &Request<'_>, peer: SocketAddr) -> Reply {
         if matches!(req.method, Method::Put | Method::Delete) {
             let Some(raw_path) = req.path() else { return not_a_path().into() };
             return match &self.uploads {
@@ -161,6 +186,9 @@ impl App {
         if raw_path == crate::page::HLS_JS_PATH {
             return crate::hls::player_script(req).into();
         }
+        if raw_path == crate::page::DASH_JS_PATH {
+            return crate::hls::dash_player_script(req).into();
+        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
@@ -175,15 +203,53 @@ impl App {
         if sluice_store::is_reserved(path.relative()) {
             return Response::error(Status::NOT_FOUND).into();
         }
+        // Checked before the library is asked, so a refusal says nothing of what exists.
+        let carry = match self.access.as_ref().map(|access| check_access(access, req, &path, peer)) {
+            Some(Err(refused)) => return refused.into(),
+            Some(Ok(carry)) => carry,
+            None => None,
+        };
         if self.library.as_remote().is_none() {
             // A local library answers on the loop: opens and `moov` reads come from the page
             // cache, as the files themselves do.
-            return self.answer(req, &path, true).unwrap_or_else(|e| error_response(req.target, e)).into();
+            return self
+                .answer_carrying(req, &path, true, carry.as_deref())
+                .unwrap_or_else(|e| error_response(req.target, e))
+                .into();
         }
         // An object store's answers may wait for the origin: at once when nothing is missing,
         // else from a job.
         let app = Arc::clone(self);
-        answer_later(req, move |req, may_block| app.answer(req, &path, may_block))
+        answer_later(req, move |req, may_block| app.answer_carrying(req, &path, may_block, carry.as_deref()))
+    }
+
+    /// [`App::answer`], with a URL's credentials (`carry`) carried on to the URLs a playlist
+    /// lists. A playlist is then made whole whatever the request's range or validators said:
+    /// its text changes with the credentials, so ranges and tags of the bare text mean nothing.
+    fn answer_carrying(
+        &self,
+        req: &Request<'_>,
+        path: &LibraryPath,
+        may_block: bool,
+        carry: Option<&str>,
+    ) -> Result<Response, LibraryError> {
+        let Some(carry) = carry else { return self.answer(req, path, may_block) };
+        if path.names_directory() {
+            return Ok(carry_on(self.answer(req, path, may_block)?, Some(carry)));
+        }
+        if !is_manifest(path.relative()) {
+            return self.answer(req, path, may_block);
+        }
+        let conditional = ["range", "if-range", "if-none-match", "if-modified-since", "if-match"];
+        let headers: Vec<httparse::Header<'_>> = req
+            .headers
+            .iter()
+            .filter(|h| !conditional.iter().any(|c| h.name.eq_ignore_ascii_case(c)))
+            .copied()
+            .collect();
+        let whole =
+            Request { method: req.method, target: req.target, version: req.version, headers: &headers };
+        Ok(carry_on(self.answer(&whole, path, may_block)?, Some(carry)))
     }
 
     /// The response to a GET or HEAD of `path`; [`LibraryError::WouldBlock`] when it needs to
@@ -225,8 +291,9 @@ impl App {
         self.library.file_response(req, version, content_type, max_ranges, boundary, may_block)
     }
 
-    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS packaging; `None` when the
-    /// path is not of that form or names no file.
+    /// `/<file>.mp4/<resource>` of an MP4 in the library: its HLS and DASH packaging; and
+    /// `/<title>.set/<resource>`, a rendition set's; `None` when the path is not of that form
+    /// or names no file.
     fn hls(
         &self,
         req: &Request<'_>,
@@ -235,6 +302,13 @@ impl App {
     ) -> Result<Option<Response>, LibraryError> {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
+        if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
+            let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
+            if !title.is_empty() {
+                let set = crate::hls::SetRequest { dir, title, resource };
+                return crate::hls::respond_set(req, &self.library, &set, may_block).map(Some);
+            }
+        }
         if !crate::page::is_mp4(parent) {
             return Ok(None);
         }
@@ -330,12 +404,93 @@ impl App {
                 }
             }
         };
-        let page = listing_response(dir, &entries, self.rtsp_base(req).as_deref(), describe);
+        // Rendition sets are offered only once found whole and lined up.
+        let sets = match crate::renditions::working_sets(&self.library, dir.relative(), &entries, may_block) {
+            Ok(sets) => sets,
+            Err(LibraryError::WouldBlock) => {
+                needs_job.set(true);
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!(path = dir.relative(), "cannot look for rendition sets: {e}");
+                Vec::new()
+            }
+        };
+        let page = listing_response(dir, &entries, &sets, self.rtsp_base(req).as_deref(), describe);
         if needs_job.get() {
             return Err(LibraryError::WouldBlock);
         }
         Ok(page)
     }
+}
+
+/// Whether the access policies let `req` read `path`: `Ok` with the credentials to carry on to
+/// the URLs a playlist lists, or the refusal to send (401 or 403, the same whether or not the
+/// path exists).
+fn check_access(
+    access: &Access,
+    req: &Request<'_>,
+    path: &LibraryPath,
+    peer: SocketAddr,
+) -> Result<Option<String>, Response> {
+    let full = crate::access::request_path(path);
+    let authorization = req.header("authorization").map(String::from_utf8_lossy);
+    let bearer = authorization.as_deref().and_then(crate::access::credential);
+    let presented = Presented { path: &full, query: req.query(), bearer: bearer.as_deref(), peer: peer.ip() };
+    match access.check(&presented, std::time::SystemTime::now()) {
+        Decision::Allowed { carry } => Ok(carry),
+        Decision::Refused(reason) => {
+            let response = Response::error(Status(reason.status())).with_header("Cache-Control", "no-store");
+            Err(match reason.status() {
+                401 => response.with_header("WWW-Authenticate", "Bearer realm=\"sluice\""),
+                _ => response,
+            })
+        }
+    }
+}
+
+/// Whether a path names an HLS playlist or a DASH manifest (whose text lists other URLs).
+fn is_manifest(relative: &str) -> bool {
+    relative.ends_with(".m3u8") || relative.ends_with(".mpd")
+}
+
+/// `response` with `carry` (a signed URL's or a token's parameters) appended to the URLs it
+/// lists, when it is a whole HLS playlist, DASH manifest or library page; anything else as it is.
+fn carry_on(mut response: Response, carry: Option<&str>) -> Response {
+    let Some(carry) = carry else { return response };
+    let content_type = response.header("content-type").unwrap_or("");
+    let rewrite: fn(&str, &str) -> String = if content_type.contains("mpegurl") {
+        crate::access::carry_into_m3u8
+    } else if content_type.contains("dash+xml") {
+        crate::access::carry_into_mpd
+    } else if content_type.starts_with("text/html") {
+        crate::access::carry_into_page
+    } else {
+        return response;
+    };
+    if response.status != Status::OK {
+        return response;
+    }
+    let text = match &response.body {
+        Body::Bytes(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Body::Parts(parts) => {
+            let mut text = Vec::new();
+            for part in parts {
+                match part {
+                    sluice_proto::conn::Segment::Bytes(b) => text.extend_from_slice(b),
+                    sluice_proto::conn::Segment::Static(b) => text.extend_from_slice(b),
+                    sluice_proto::conn::Segment::File(_) => return response,
+                }
+            }
+            String::from_utf8_lossy(&text).into_owned()
+        }
+        _ => return response,
+    };
+    response.body = Body::Bytes(Cow::Owned(rewrite(&text, carry).into_bytes()));
+    // The tag named the text without the credentials: a revalidation must not keep another
+    // token's URLs.
+    response.headers.retain(|(name, _)| !name.eq_ignore_ascii_case("etag"));
+    response
 }
 
 /// The answer to a request target that is no path (`*`, or an absolute URL without one).
@@ -364,10 +519,11 @@ fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
 fn listing_response(
     dir: &LibraryPath,
     entries: &[Listed],
+    sets: &[crate::page::SetOffer],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> Response {
-    let page = crate::page::library_page(dir, entries, rtsp, describe);
+    let page = crate::page::library_page(dir, entries, sets, rtsp, describe);
     Response {
         status: Status::OK,
         headers: vec![
@@ -378,6 +534,30 @@ fn listing_response(
     }
 }
 
+/// What `req` asks for, as the response-duration histograms tell routes apart, and the MP4 it
+/// is about (its decoded library path, `/a b.mp4`), if any.
+fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
+    if matches!(req.method, Method::Put | Method::Delete) {
+        return (RouteKind::Upload, None);
+    }
+    let path = req.path().unwrap_or_default();
+    let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
+    match path.rsplit_once('/') {
+        // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
+        Some((parent, name))
+            if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
+                && sluice_media::hls::playlist::Resource::parse(name).is_some() =>
+        {
+            (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten())
+        }
+        _ => {
+            let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
+            let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
+            (kind, stream)
+        }
+    }
+}
+
 /// The handler one connection uses: the shared app, who is on the other end, and the responses
 /// queued and not yet known to be sent whole.
 #[derive(Debug)]
@@ -385,6 +565,9 @@ pub struct ConnectionHandler {
     app: Arc<App>,
     peer: SocketAddr,
     log: RefCell<ConnectionLog>,
+    /// `Some` when the connection is one too many for its address: every request is answered
+    /// 429 and the connection closes after the first (these limits allow one request).
+    refused: Option<Limits>,
 }
 
 /// A connection's responses between being answered and being sent (or cut).
@@ -399,6 +582,12 @@ struct ConnectionLog {
 /// A request the app answered, kept until its response ends.
 #[derive(Debug)]
 struct Answered {
+    /// When its request was answered, for the response-duration histogram.
+    started: Instant,
+    /// What it served, for the same.
+    kind: RouteKind,
+    /// The MP4 it served part of (its library path), for `/streams`' bytes sent.
+    stream: Option<Box<str>>,
     /// What the access log says of it; `None` when the access log is off.
     line: Option<AccessLine>,
 }
@@ -415,7 +604,9 @@ struct AccessLine {
 impl ConnectionHandler {
     /// A handler for a connection from `peer`.
     pub fn new(app: Arc<App>, peer: SocketAddr) -> Self {
-        ConnectionHandler { app, peer, log: RefCell::new(ConnectionLog::default()) }
+        let refused = (!app.clients.connected(peer.ip()))
+            .then(|| Limits { max_requests_per_connection: 1, ..app.settings.limits.clone() });
+        ConnectionHandler { app, peer, log: RefCell::new(ConnectionLog::default()), refused }
     }
 
     /// Counts and logs responses that ended: whole up to `sent_total` bytes, and, when
@@ -428,9 +619,13 @@ impl ConnectionHandler {
             if !whole {
                 self.app.requests.cut();
             }
-            let Some(line) = answered.line else { continue };
             let body = queued.end - queued.body_start;
             let body_sent = sent.clamp(queued.body_start, queued.end) - queued.body_start;
+            self.app.requests.ended(answered.kind, queued.status.0, body_sent, answered.started.elapsed());
+            if let Some(stream) = answered.stream.as_deref().filter(|_| body_sent > 0) {
+                self.app.requests.stream_sent(stream, answered.kind, body_sent);
+            }
+            let Some(line) = answered.line else { continue };
             let ms = (line.started.elapsed().as_secs_f64() * 1e6).round() / 1e3;
             let ua = line.user_agent.as_deref().unwrap_or("-");
             let range = line.range.as_deref().unwrap_or("-");
@@ -473,9 +668,22 @@ pub(crate) fn log_rtsp(note: &Note<'_>) {
     }
 }
 
+impl Drop for ConnectionHandler {
+    fn drop(&mut self) {
+        if self.refused.is_none() {
+            self.app.clients.disconnected(self.peer.ip());
+        }
+    }
+}
+
+/// 429, saying which limit.
+fn too_many(why: &str) -> Response {
+    Response::refusal(Status::TOO_MANY_REQUESTS, why)
+}
+
 impl Handler for ConnectionHandler {
     fn limits(&self) -> &Limits {
-        &self.app.settings.limits
+        self.refused.as_ref().unwrap_or(&self.app.settings.limits)
     }
 
     fn respond(&self, req: &Request<'_>) -> Reply {
@@ -487,8 +695,18 @@ impl Handler for ConnectionHandler {
             range: header("range"),
             user_agent: header("user-agent"),
         });
-        self.log.borrow_mut().answered = Some(Answered { line });
-        self.app.route(req)
+        let (kind, stream) = route_kind(req);
+        self.log.borrow_mut().answered = Some(Answered { started: Instant::now(), kind, stream, line });
+        if self.refused.is_some() {
+            return too_many("too many connections from this address").with_header("Retry-After", "1").into();
+        }
+        if let Err(wait) = self.app.clients.request(self.peer.ip(), Instant::now()) {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            return too_many("too many requests from this address")
+                .with_header("Retry-After", secs.to_string())
+                .into();
+        }
+        self.app.route(req, self.peer)
     }
 
     fn refused(&self, status: Status, error: &RequestError) {

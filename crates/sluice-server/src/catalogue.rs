@@ -5,7 +5,8 @@
 //! the version's tag, so a replaced file is a new entry and never reads an old index):
 //! - the full sample tables ([`Mp4File`]), which RTSP streams from and an HLS media segment's
 //!   `moof` is written from (24 bytes a sample: several MB for an hour of video);
-//! - what the file is as a video ([`Described`]): its HLS segment index and init segment, or why
+//! - what the file is as a video ([`Described`]): its HLS segment index and init segments (the
+//!   muxed one and each track's, which HLS renditions and DASH share), or why
 //!   it cannot be packaged, and whether RTSP can stream it (about 11 KB for an hour), which
 //!   playlists, the page and `/streams` need.
 //!
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sluice_media::hls::{init_segment, HlsError, SegmentIndex};
+use sluice_media::hls::{init_segment, track_init_segment, HlsError, Packaged, SegmentIndex};
 use sluice_media::mp4::{Mp4File, Sample, TrackKind};
 use sluice_proto::http::Status;
 
@@ -50,13 +51,22 @@ pub struct WouldBlock;
 /// The sample tables of a version, or why it has none (not an MP4, broken, too large).
 pub type Tables = Result<Arc<Mp4File>, Arc<str>>;
 
-/// A file's HLS packaging: its segment index and init segment.
+/// A file's HLS and DASH packaging: its segment index and init segments.
 #[derive(Debug)]
 pub struct Packaging {
     /// Where each segment starts.
     pub index: SegmentIndex,
-    /// The init segment (`ftyp` + `moov`).
+    /// The muxed rendition's init segment (`ftyp` + `moov`).
     pub init: Box<[u8]>,
+    /// Each track's own init segment (video, audio), `None` for a track the file lacks.
+    pub track_inits: [Option<Box<[u8]>>; 2],
+}
+
+impl Packaging {
+    /// The init segment of `which` track alone.
+    pub fn track_init(&self, which: Packaged) -> Option<&[u8]> {
+        self.track_inits[which as usize].as_deref()
+    }
 }
 
 /// Why a file has no HLS packaging, as the response says it.
@@ -100,7 +110,14 @@ impl Described {
         let rtsp = sluice_media::rtsp::playable(file).is_ok();
         let hls = SegmentIndex::build(file, segment).and_then(|index| {
             let init = init_segment(file, &index)?;
-            Ok(Packaging { index, init: init.into_boxed_slice() })
+            let mut track_inits = [None, None];
+            for which in [Packaged::Video, Packaged::Audio] {
+                if index.has(which) {
+                    track_inits[which as usize] =
+                        Some(track_init_segment(file, &index, which)?.into_boxed_slice());
+                }
+            }
+            Ok(Packaging { index, init: init.into_boxed_slice(), track_inits })
         });
         let hls = hls.map_err(|e| {
             let status = match e {
@@ -134,7 +151,11 @@ impl Described {
     pub fn cost(&self) -> usize {
         std::mem::size_of::<Described>()
             + match &self.hls {
-                Ok(p) => p.index.heap_bytes() + p.init.len(),
+                Ok(p) => {
+                    p.index.heap_bytes()
+                        + p.init.len()
+                        + p.track_inits.iter().flatten().map(|i| i.len()).sum::<usize>()
+                }
                 Err(r) => r.reason.capacity(),
             }
     }
@@ -407,7 +428,7 @@ impl Drop for LoadingGuard<'_> {
 /// class (its index in `caps`) with a cap of its own within the whole budget, so that a few
 /// large entries (sample tables) cannot push out thousands of small ones (descriptions).
 #[derive(Debug)]
-struct Lru<K, V> {
+pub(crate) struct Lru<K, V> {
     budget: usize,
     bytes: usize,
     tick: u64,
@@ -421,7 +442,7 @@ struct Lru<K, V> {
 }
 
 impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
-    fn new(budget: usize, caps: &[usize]) -> Lru<K, V> {
+    pub(crate) fn new(budget: usize, caps: &[usize]) -> Lru<K, V> {
         Lru {
             budget,
             bytes: 0,
@@ -432,11 +453,11 @@ impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
         }
     }
 
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
-    fn get(&mut self, key: &K) -> Option<V> {
+    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
         self.tick += 1;
         let tick = self.tick;
         let (value, _, used, class) = self.entries.get_mut(key)?;
@@ -450,7 +471,7 @@ impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
     /// Inserts `value` of `cost` bytes in `class`, evicting the least recently used entries of
     /// its class beyond the class's cap, then of any class beyond the budget; returns how many
     /// were evicted. A value larger than its cap is not kept.
-    fn insert(&mut self, key: K, value: V, cost: usize, class: usize) -> u64 {
+    pub(crate) fn insert(&mut self, key: K, value: V, cost: usize, class: usize) -> u64 {
         self.remove(&key);
         if cost > self.classes[class].0 {
             return 0;

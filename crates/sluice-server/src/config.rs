@@ -36,6 +36,11 @@ pub struct Config {
     pub store: crate::upload::StoreSection,
     /// `[uploads]`: who may upload, and how much.
     pub uploads: crate::upload::UploadsSection,
+    /// `[[access]]`: who may read what, per path prefix (everything is open without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub access: Vec<crate::access::AccessPolicy>,
+    /// `[clients]`: limits per client address.
+    pub clients: crate::limits::ClientsSection,
 }
 
 /// `[http]`
@@ -101,6 +106,9 @@ pub struct RtspSection {
     /// RTSP loops (threads), each with its own RTP/RTCP ports; clients are spread over them by
     /// address. Unset: one on a machine with 2 cores or fewer, else one per engine worker.
     pub loops: Option<usize>,
+    /// The UDP ports RTP and RTCP may use (`30000-30100`), for firewalls: each loop takes an
+    /// even port and the odd one after it from the range. Unset: any free pair.
+    pub rtp_ports: Option<String>,
 }
 
 /// `rtsp.overload`
@@ -148,6 +156,7 @@ impl Default for RtspSection {
             max_viewers: 10_000,
             overload: RtspOverload::Degrade,
             loops: None,
+            rtp_ports: None,
         }
     }
 }
@@ -426,7 +435,33 @@ impl Config {
         if self.rtsp.loops.is_some_and(|n| !(1..=max_loops).contains(&n)) {
             return Err(ConfigError::Invalid(format!("rtsp.loops must be between 1 and {max_loops}")));
         }
+        self.rtp_ports()?;
         Ok(())
+    }
+
+    /// `rtsp.rtp_ports` (`--rtsp-rtp-ports`) as a range, checked to hold an even/odd pair for
+    /// each RTSP loop; `None` when unset.
+    pub fn rtp_ports(&self) -> Result<Option<std::ops::RangeInclusive<u16>>, ConfigError> {
+        let Some(text) = &self.rtsp.rtp_ports else { return Ok(None) };
+        let bad =
+            |why: String| ConfigError::Invalid(format!("rtsp.rtp_ports (--rtsp-rtp-ports) `{text}`: {why}"));
+        let (first, last) =
+            text.split_once('-').ok_or_else(|| bad("expected FIRST-LAST, e.g. 30000-30100".into()))?;
+        let port = |p: &str| p.trim().parse::<u16>().ok().filter(|p| *p > 0);
+        let (Some(first), Some(last)) = (port(first), port(last)) else {
+            return Err(bad("ports are 1 to 65535".into()));
+        };
+        if first > last {
+            return Err(bad("the first port is after the last".into()));
+        }
+        let pairs = sluice_engine::rtsp::pairs_in(first..=last);
+        let loops = if self.rtsp.enabled { self.rtsp_loops() } else { 1 };
+        if pairs < loops {
+            return Err(bad(format!(
+                "it holds {pairs} even/odd RTP/RTCP pair(s) and the {loops} RTSP loop(s) need one each"
+            )));
+        }
+        Ok(Some(first..=last))
     }
 
     /// RTSP loops to run: `rtsp.loops`, else one on a machine with 2 cores or fewer (the loop
@@ -455,6 +490,7 @@ impl Config {
             max_payload: self.rtsp.max_payload,
             access_log: self.http.access_log,
             max_viewers: self.rtsp.max_viewers,
+            max_sessions_per_ip: self.clients.rtsp_sessions_per_ip,
             overload: match self.rtsp.overload {
                 RtspOverload::Refuse => sluice_media::rtsp::Overload::Refuse,
                 RtspOverload::Degrade => sluice_media::rtsp::Overload::Degrade,

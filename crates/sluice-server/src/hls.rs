@@ -1,6 +1,11 @@
-//! HLS over HTTP: `/<file>.mp4/master.m3u8`, `media.m3u8`, `init.mp4` and `seg-N.m4s`,
-//! packaged on the fly from the MP4 by `sluice_media::hls`, from any library (a local root or
-//! an object store).
+//! HLS and DASH over HTTP, packaged on the fly from the MP4 by `sluice_media::hls`, from any
+//! library (a local root or an object store): per file, `/<file>.mp4/master.m3u8` (video
+//! variant, audio group, subtitles group), `manifest.mpd`, the per-track renditions
+//! (`video.m3u8`, `video-init.mp4`, `video-seg-N.m4s`, the same for `audio`), the muxed
+//! rendition kept for clients that use its URLs (`media.m3u8`, `init.mp4`, `seg-N.m4s`) and
+//! `subtitles-LANG.m3u8` with its segments `subtitles-LANG-N.vtt` (cut from the sidecar); per
+//! rendition set (see `crate::renditions`), `/<title>.set/master.m3u8`, `manifest.mpd` and the
+//! subtitles, pointing at the files' own segments.
 //!
 //! Owns the responses. A file's segment index and init segment, and the full sample tables a
 //! media segment's `moof` is written from, come from the library's shared catalogue (built once
@@ -13,14 +18,20 @@
 
 use std::borrow::Cow;
 
-use sluice_media::hls::playlist::{master_playlist, media_playlist, Resource};
-use sluice_media::hls::{media_segment, HlsError};
+use percent_encoding::utf8_percent_encode;
+use sluice_media::hls::mpd::{self, MpdRendition};
+use sluice_media::hls::playlist::{
+    master_playlist, media_playlist, subtitles_playlist, track_playlist, Rendition, Resource, Subtitle,
+};
+use sluice_media::hls::{media_segment, track_media_segment, HlsError, Packaged};
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
 
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::{HLS_JS, HLS_JS_VERSION};
+use crate::page::{DASH_JS, DASH_JS_VERSION, HLS_JS, HLS_JS_VERSION, SEGMENT};
+use crate::renditions::{find_set, read_text, subtitles_of_file, SetError, Sidecar};
+use sluice_media::hls::webvtt::WebVtt;
 
 /// Files a library page may index while it renders (each reads a `moov` box: a few ms for an
 /// hour of video); the page shows the others' details once they are indexed.
@@ -56,71 +67,298 @@ pub fn respond(
         Err(refusal) => return Ok(failure(refusal.status, &refusal.reason)),
     };
     let index = &packaging.index;
-    let parts = match hls.resource {
-        Resource::Master => vec![Segment::Bytes(master_playlist(index).into_bytes())],
-        Resource::Media => vec![Segment::Bytes(media_playlist(index).into_bytes())],
-        Resource::Init => vec![Segment::Bytes(packaging.init.to_vec())],
-        Resource::Segment(n) => {
-            if n >= index.segments() {
-                return Ok(Response::error(Status::NOT_FOUND));
+    let (dir, name) = relative.rsplit_once('/').unwrap_or(("", relative));
+    let manifest = |text: String| Ok(vec![Segment::Bytes(text.into_bytes())]);
+    let parts: Result<Vec<Segment>, Response> = match &hls.resource {
+        Resource::Master => {
+            let subtitles = subtitles_of_file(library, dir, name, may_block)?;
+            let uris = sidecar_uris(&subtitles);
+            manifest(master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles, &uris)))
+        }
+        Resource::Media => manifest(media_playlist(index)),
+        Resource::Init => Ok(vec![Segment::Bytes(packaging.init.to_vec())]),
+        Resource::Segment(n) => segment_parts(library, hls, index, *n, None, may_block)?,
+        Resource::TrackPlaylist(which) if index.has(*which) => manifest(track_playlist(index, *which)),
+        Resource::TrackInit(which) => match packaging.track_init(*which) {
+            Some(init) => Ok(vec![Segment::Bytes(init.to_vec())]),
+            None => Err(Response::error(Status::NOT_FOUND)),
+        },
+        Resource::TrackSegment(which, n) if index.has(*which) => {
+            segment_parts(library, hls, index, *n, Some(*which), may_block)?
+        }
+        Resource::TrackPlaylist(_) | Resource::TrackSegment(..) => Err(Response::error(Status::NOT_FOUND)),
+        Resource::Mpd => match library.tables(relative, version, may_block)? {
+            Ok(tables) => {
+                let subtitles = subtitles_of_file(library, dir, name, may_block)?;
+                let uris = sidecar_uris(&subtitles);
+                let rendition = MpdRendition { prefix: "", index, file: &tables };
+                manifest(mpd::manifest(&[rendition], &subtitle_refs(&subtitles, &uris)))
             }
-            let tables = match library.tables(relative, version, may_block)? {
-                Ok(tables) => tables,
-                // The description was made from tables that parsed: only a change of the
-                // file between the two reads gets here.
-                Err(reason) => return Ok(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
-            };
-            let plan = match media_segment(&tables, index, n) {
-                Ok(plan) => plan,
-                Err(HlsError::NoSuchSegment(_)) => return Ok(Response::error(Status::NOT_FOUND)),
-                Err(e) => {
-                    tracing::warn!(path = relative, segment = n, "HLS: cannot package the segment: {e}");
-                    return Ok(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string()));
-                }
-            };
-            let file = library.body_file(version);
-            let mut parts = Vec::with_capacity(plan.ranges.len() + 1);
-            parts.push(Segment::Bytes(plan.header));
-            parts.extend(plan.ranges.into_iter().map(|r| {
-                Segment::File(FileSlice {
-                    file: std::sync::Arc::clone(&file),
-                    offset: r.start,
-                    len: r.end - r.start,
-                })
-            }));
-            parts
+            Err(reason) => Err(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
+        },
+        Resource::Subtitles(language) => {
+            let subtitles = subtitles_of_file(library, dir, name, may_block)?;
+            match subtitles.iter().find(|s| &s.language == language) {
+                Some(_) => manifest(subtitles_playlist(index, language)),
+                None => Err(Response::error(Status::NOT_FOUND)),
+            }
+        }
+        Resource::SubtitlesSegment(language, n) => {
+            let subtitles = subtitles_of_file(library, dir, name, may_block)?;
+            subtitles_segment(library, dir, &subtitles, index, language, *n, may_block)?
+                .map(|text| vec![Segment::Bytes(text.into_bytes())])
         }
     };
-    let len = parts.iter().map(Segment::len).sum();
-    let meta =
-        FileMeta { len, modified: version.modified(), content_type: hls.resource.content_type(), etag: None };
-    // The packaging depends on the file and on the segment target: both go into the tag.
-    let etag = version.entity_tag().filter(|t| t.ends_with('"')).map(|file_tag| {
-        format!("{}-hls{}\"", &file_tag[..file_tag.len() - 1], library.catalogue().segment().as_millis())
-    });
-    // Playlists are revalidated (cheap with the ETag) so a replaced file is seen at once;
-    // segments keep their URL for the file's life and can be cached.
-    let cache_control = match hls.resource {
-        Resource::Master | Resource::Media => "no-cache",
-        Resource::Init | Resource::Segment(_) => "public, max-age=3600",
+    let parts = match parts {
+        Ok(parts) => parts,
+        Err(response) => return Ok(response),
     };
-    let response = entity_response(req, parts, &meta, etag, hls.max_ranges, hls.boundary)
-        .with_header("Cache-Control", cache_control)
-        .with_header("Access-Control-Allow-Origin", "*");
+    // Segments depend on the file and on the segment target: both go into the tag. Manifests
+    // also depend on the folder (its subtitles): their tag is their text's.
+    let etag = if hls.resource.is_manifest() {
+        Some(manifest_tag(&parts))
+    } else {
+        version.entity_tag().filter(|t| t.ends_with('"')).map(|file_tag| {
+            format!("{}-hls{}\"", &file_tag[..file_tag.len() - 1], library.catalogue().segment().as_millis())
+        })
+    };
+    let ranges = (hls.max_ranges, hls.boundary);
+    let response = packaged_response(req, parts, &hls.resource, version.modified(), etag, ranges);
     library.sendable(req, version, response, may_block)
+}
+
+/// The response for a packaged resource's parts: ranges, validators, caching and CORS headers.
+fn packaged_response(
+    req: &Request<'_>,
+    parts: Vec<Segment>,
+    resource: &Resource,
+    modified: Option<std::time::SystemTime>,
+    etag: Option<String>,
+    (max_ranges, boundary): (usize, u64),
+) -> Response {
+    let len = parts.iter().map(Segment::len).sum();
+    let meta = FileMeta { len, modified, content_type: resource.content_type(), etag: None };
+    // Manifests are revalidated (cheap with the ETag) so a replaced file is seen at once;
+    // segments keep their URL for the file's life and can be cached.
+    let cache_control = if resource.is_manifest() { "no-cache" } else { "public, max-age=3600" };
+    entity_response(req, parts, &meta, etag, max_ranges, boundary)
+        .with_header("Cache-Control", cache_control)
+        .with_header("Access-Control-Allow-Origin", "*")
+}
+
+/// A media segment as parts: the generated header, then slices of the file (sent with the
+/// engine's send strategy). `Err` is the response to give instead (no such segment).
+fn segment_parts(
+    library: &Library,
+    hls: &HlsRequest<'_>,
+    index: &sluice_media::hls::SegmentIndex,
+    n: usize,
+    only: Option<Packaged>,
+    may_block: bool,
+) -> Result<Result<Vec<Segment>, Response>, LibraryError> {
+    let (relative, version) = (hls.relative, hls.version);
+    if n >= index.segments() {
+        return Ok(Err(Response::error(Status::NOT_FOUND)));
+    }
+    let tables = match library.tables(relative, version, may_block)? {
+        Ok(tables) => tables,
+        // The description was made from tables that parsed: only a change of the file between
+        // the two reads gets here.
+        Err(reason) => return Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &reason))),
+    };
+    let plan = match only {
+        None => media_segment(&tables, index, n),
+        Some(which) => track_media_segment(&tables, index, which, n),
+    };
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(HlsError::NoSuchSegment(_)) => return Ok(Err(Response::error(Status::NOT_FOUND))),
+        Err(e) => {
+            tracing::warn!(path = relative, segment = n, "HLS: cannot package the segment: {e}");
+            return Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string())));
+        }
+    };
+    let file = library.body_file(version);
+    let mut parts = Vec::with_capacity(plan.ranges.len() + 1);
+    parts.push(Segment::Bytes(plan.header));
+    parts.extend(plan.ranges.into_iter().map(|r| {
+        Segment::File(FileSlice { file: std::sync::Arc::clone(&file), offset: r.start, len: r.end - r.start })
+    }));
+    Ok(Ok(parts))
+}
+
+/// Largest WebVTT sidecar segmented (a feature film's subtitles are some 100 KB).
+const MAX_SUBTITLES: u64 = 4 << 20;
+
+/// Subtitles segment `n` of `language` among the title's `subtitles`: the cues of its sidecar
+/// showing during media segment `n` of `index`. `Err` is the response to give instead.
+fn subtitles_segment(
+    library: &Library,
+    dir: &str,
+    subtitles: &[Sidecar],
+    index: &sluice_media::hls::SegmentIndex,
+    language: &str,
+    n: usize,
+    may_block: bool,
+) -> Result<Result<String, Response>, LibraryError> {
+    let Some(sub) = subtitles.iter().find(|s| s.language == language) else {
+        return Ok(Err(Response::error(Status::NOT_FOUND)));
+    };
+    if n >= index.segments() {
+        return Ok(Err(Response::error(Status::NOT_FOUND)));
+    }
+    let relative = if dir.is_empty() { sub.name.clone() } else { format!("{dir}/{}", sub.name) };
+    let text = match read_text(library, &relative, MAX_SUBTITLES, may_block) {
+        Ok(text) => text,
+        Err(SetError::Library(e)) => return Err(e),
+        Err(SetError::NotFound) => return Ok(Err(Response::error(Status::NOT_FOUND))),
+        Err(e) => return Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string()))),
+    };
+    match WebVtt::parse(&text) {
+        Ok(vtt) => {
+            let (start, end) = index.segment_times(n);
+            Ok(Ok(vtt.segment(start, end)))
+        }
+        Err(e) => {
+            tracing::warn!(path = relative, "subtitles: cannot segment {relative}: {e}");
+            Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &format!("cannot segment {relative}: {e}"))))
+        }
+    }
+}
+
+/// The entity tag of a generated manifest: a hash of its text.
+fn manifest_tag(parts: &[Segment]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for part in parts {
+        if let Segment::Bytes(bytes) = part {
+            bytes.hash(&mut hasher);
+        }
+    }
+    format!("\"m-{:016x}\"", hasher.finish())
+}
+
+/// A sidecar's URL relative to a manifest under `TITLE.mp4/` or `TITLE.set/`.
+fn sidecar_uri(name: &str) -> String {
+    format!("../{}", utf8_percent_encode(name, SEGMENT))
+}
+
+fn sidecar_uris(subtitles: &[Sidecar]) -> Vec<String> {
+    subtitles.iter().map(|s| sidecar_uri(&s.name)).collect()
+}
+
+fn subtitle_refs<'a>(subtitles: &'a [Sidecar], uris: &'a [String]) -> Vec<Subtitle<'a>> {
+    subtitles.iter().zip(uris).map(|(s, uri)| Subtitle { language: &s.language, uri }).collect()
+}
+
+/// One request for a resource of a rendition set: `/<dir>/<title>.set/<resource>`.
+#[derive(Debug)]
+pub struct SetRequest<'a> {
+    /// The set's folder in the library (decoded, no leading or trailing slash).
+    pub dir: &'a str,
+    /// The title.
+    pub title: &'a str,
+    /// What is asked for: the master playlist, the MPD or a subtitles playlist.
+    pub resource: Resource,
+}
+
+/// The answer to a set's resource: 404 for a set that is not there (or a resource sets do not
+/// have), 409 with the times when its renditions' keyframes do not line up, 500 with the reason
+/// for a sidecar that does not parse or names files that are not there.
+pub fn respond_set(
+    req: &Request<'_>,
+    library: &Library,
+    set: &SetRequest<'_>,
+    may_block: bool,
+) -> Result<Response, LibraryError> {
+    if !matches!(
+        set.resource,
+        Resource::Master | Resource::Mpd | Resource::Subtitles(_) | Resource::SubtitlesSegment(..)
+    ) {
+        return Ok(Response::error(Status::NOT_FOUND));
+    }
+    let found = match find_set(library, set.dir, set.title, may_block) {
+        Ok(found) => found,
+        Err(SetError::Library(e)) => return Err(e),
+        Err(SetError::NotFound) => return Ok(Response::error(Status::NOT_FOUND)),
+        Err(e @ SetError::Misaligned(_)) => return Ok(failure(Status::CONFLICT, &e.to_string())),
+        // A sidecar that does not parse is the library's problem, as a broken MP4 is: 500 with
+        // the reason, and a log line.
+        Err(e @ SetError::Sidecar(_)) => {
+            tracing::warn!(set = set.title, "rendition set: {e}");
+            return Ok(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string()));
+        }
+    };
+    let prefixes: Vec<String> =
+        found.members.iter().map(|m| format!("../{}/", utf8_percent_encode(&m.name, SEGMENT))).collect();
+    let uris = sidecar_uris(&found.subtitles);
+    let subtitles = subtitle_refs(&found.subtitles, &uris);
+    let indexes: Vec<&sluice_media::hls::SegmentIndex> =
+        found.members.iter().filter_map(|m| m.index()).collect();
+    let text = match &set.resource {
+        Resource::Master => {
+            let renditions: Vec<Rendition<'_>> =
+                indexes.iter().zip(&prefixes).map(|(index, prefix)| Rendition { prefix, index }).collect();
+            master_playlist(&renditions, &subtitles)
+        }
+        Resource::Mpd => {
+            let mut tables = Vec::with_capacity(found.members.len());
+            for m in &found.members {
+                match library.tables(&m.relative, &m.version, may_block)? {
+                    Ok(t) => tables.push(t),
+                    Err(reason) => return Ok(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
+                }
+            }
+            let renditions: Vec<MpdRendition<'_>> = indexes
+                .iter()
+                .zip(&prefixes)
+                .zip(&tables)
+                .map(|((index, prefix), file)| MpdRendition { prefix, index, file })
+                .collect();
+            mpd::manifest(&renditions, &subtitles)
+        }
+        // Subtitles follow the first rendition's segments (they all line up).
+        Resource::Subtitles(language) => {
+            match (subtitles.iter().find(|s| s.language == language), indexes.first()) {
+                (Some(_), Some(index)) => subtitles_playlist(index, language),
+                _ => return Ok(Response::error(Status::NOT_FOUND)),
+            }
+        }
+        Resource::SubtitlesSegment(language, n) => {
+            let Some(index) = indexes.first() else { return Ok(Response::error(Status::NOT_FOUND)) };
+            match subtitles_segment(library, set.dir, &found.subtitles, index, language, *n, may_block)? {
+                Ok(text) => text,
+                Err(response) => return Ok(response),
+            }
+        }
+        _ => return Ok(Response::error(Status::NOT_FOUND)),
+    };
+    let parts = vec![Segment::Bytes(text.into_bytes())];
+    let etag = Some(manifest_tag(&parts));
+    // A manifest is small: one range at most, no multipart.
+    Ok(packaged_response(req, parts, &set.resource, None, etag, (1, 0)))
 }
 
 /// The vendored hls.js the library page loads: immutable for a build, so cached for a year and
 /// validated by its version.
 pub fn player_script(req: &Request<'_>) -> Response {
+    vendored_script(req, HLS_JS, "hls.js", HLS_JS_VERSION)
+}
+
+/// The vendored dash.js the library page loads when DASH is chosen, served like hls.js.
+pub fn dash_player_script(req: &Request<'_>) -> Response {
+    vendored_script(req, DASH_JS, "dash.js", DASH_JS_VERSION)
+}
+
+fn vendored_script(req: &Request<'_>, script: &'static [u8], name: &str, version: &str) -> Response {
     let meta = FileMeta {
-        len: HLS_JS.len() as u64,
+        len: script.len() as u64,
         modified: None,
         content_type: "text/javascript; charset=utf-8",
         etag: None,
     };
-    let etag = Some(format!("\"hls.js-{HLS_JS_VERSION}-{:x}\"", HLS_JS.len()));
-    entity_response(req, vec![Segment::Static(HLS_JS)], &meta, etag, 1, 0)
+    let etag = Some(format!("\"{name}-{version}-{:x}\"", script.len()));
+    entity_response(req, vec![Segment::Static(script)], &meta, etag, 1, 0)
         .with_header("Cache-Control", "public, max-age=31536000")
 }
 

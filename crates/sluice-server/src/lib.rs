@@ -7,18 +7,22 @@
 
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod admin;
 pub mod app;
 pub mod bench;
 pub mod catalogue;
 pub mod config;
+pub mod dashboard;
 pub mod gzip_static;
 pub mod hls;
 pub mod library;
+pub mod limits;
 pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;
+pub mod renditions;
 pub mod serve;
 pub mod upload;
 

@@ -48,6 +48,8 @@ type Warmups = Arc<Mutex<HashMap<String, Warming>>>;
 pub struct RtspMedia {
     library: Arc<Library>,
     warming: Warmups,
+    /// Who may play what (`[[access]]`), asked on DESCRIBE and SETUP.
+    access: Option<Arc<crate::access::Access>>,
 }
 
 /// Why a presentation was not resolved.
@@ -108,7 +110,12 @@ fn origin_refusal(e: &LibraryError) -> Refusal {
 impl RtspMedia {
     /// RTSP's view of `library`.
     pub fn new(library: Arc<Library>) -> RtspMedia {
-        RtspMedia { library, warming: Arc::default() }
+        RtspMedia { library, warming: Arc::default(), access: None }
+    }
+    /// Asks `access` before every DESCRIBE and SETUP of a path not yet allowed on its connection.
+    pub fn with_access(mut self, access: Arc<crate::access::Access>) -> Self {
+        self.access = Some(access);
+        self
     }
 
     fn is_remote(&self) -> bool {
@@ -211,6 +218,25 @@ impl Catalogue for RtspMedia {
         let file = self.resolve(path)?;
         playable(&file).map_err(Refusal::Unplayable)?;
         Ok(file)
+    }
+
+    fn authorize(
+        &self,
+        path: &str,
+        query: Option<&str>,
+        authorization: Option<&str>,
+        peer: std::net::IpAddr,
+    ) -> Result<(), u16> {
+        let Some(access) = &self.access else { return Ok(()) };
+        // A path that does not normalise is answered (404) by the lookup, as over HTTP.
+        let Ok(normal) = normalize(path) else { return Ok(()) };
+        let path = format!("/{}", normal.relative());
+        let bearer = authorization.and_then(crate::access::credential);
+        let presented = crate::access::Presented { path: &path, query, bearer: bearer.as_deref(), peer };
+        match access.check(&presented, std::time::SystemTime::now()) {
+            crate::access::Decision::Allowed { .. } => Ok(()),
+            crate::access::Decision::Refused(reason) => Err(reason.status()),
+        }
     }
 }
 

@@ -7,23 +7,155 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
 
 use sluice_engine::counters::{Event, Syscall};
 use sluice_engine::{Counters, EngineConfig};
 
+/// What a response served, for its duration histogram: a whole file (or a page), part of one,
+/// an HLS playlist or segment, or an upload (`PUT`, `DELETE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// A whole file, a directory page, anything not below.
+    File,
+    /// A `Range` request.
+    Range,
+    /// An HLS or DASH playlist, manifest or segment (of an MP4 or a rendition set).
+    Hls,
+    /// A `PUT` or `DELETE`.
+    Upload,
+}
+
+impl RouteKind {
+    /// Every kind, in the order they are reported.
+    pub const ALL: [RouteKind; 4] = [RouteKind::File, RouteKind::Range, RouteKind::Hls, RouteKind::Upload];
+
+    /// The `route` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            RouteKind::File => "file",
+            RouteKind::Range => "range",
+            RouteKind::Hls => "hls",
+            RouteKind::Upload => "upload",
+        }
+    }
+}
+
+/// Upper bounds (seconds) of the response-duration buckets Prometheus gets: 1 ms to 60 s, as
+/// VOD responses range from a cached playlist to a whole film over a slow link.
+pub const DURATION_BUCKETS: [f64; 16] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0];
+
+/// Response durations of one route kind and status class, in microseconds: an HDR histogram
+/// (2 significant digits, 1 µs to an hour), and the exact sum Prometheus's `_sum` wants.
+#[derive(Debug)]
+pub struct Durations {
+    histogram: Histogram<u64>,
+    sum_micros: u64,
+}
+
+impl Durations {
+    fn new() -> Durations {
+        // The bounds and digits are constants inside hdrhistogram's accepted ranges.
+        let histogram = Histogram::new_with_bounds(1, 3_600_000_000, 2).expect("valid histogram bounds");
+        Durations { histogram, sum_micros: 0 }
+    }
+
+    /// The histogram itself (microseconds).
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.histogram
+    }
+}
+
 /// Responses by status class, and requests refused before reaching a route.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RequestCounts {
     by_class: [AtomicU64; 5],
+    bytes_by_class: [AtomicU64; 5],
     refused: AtomicU64,
     cut: AtomicU64,
+    /// By route kind, then status class.
+    durations: [[Mutex<Durations>; 5]; 4],
+    /// Body bytes sent of each MP4 (its library path), as the file and ranges, and as HLS.
+    by_stream: Mutex<std::collections::HashMap<Box<str>, StreamBytes>>,
+}
+
+/// Most MP4s whose bytes [`RequestCounts`] keeps apart (as `/streams` lists at most as many).
+const MAX_STREAMS_COUNTED: usize = 10_000;
+
+/// Body bytes sent of one MP4, by protocol.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamBytes {
+    /// As the file itself (whole or ranges), progressive download.
+    pub http: u64,
+    /// As its HLS packaging (playlists and segments).
+    pub hls: u64,
+}
+
+impl Default for RequestCounts {
+    fn default() -> Self {
+        RequestCounts {
+            by_class: Default::default(),
+            bytes_by_class: Default::default(),
+            refused: AtomicU64::new(0),
+            cut: AtomicU64::new(0),
+            durations: std::array::from_fn(|_| std::array::from_fn(|_| Mutex::new(Durations::new()))),
+            by_stream: Mutex::default(),
+        }
+    }
+}
+
+fn class_index(status: u16) -> usize {
+    (status / 100).clamp(1, 5) as usize - 1
 }
 
 impl RequestCounts {
     /// Counts one response with this status code.
     pub fn response(&self, status: u16) {
-        let class = (status / 100).clamp(1, 5) as usize - 1;
-        self.by_class[class].fetch_add(1, Ordering::Relaxed);
+        self.by_class[class_index(status)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a response that ended (sent whole or cut): its body bytes sent and how long it
+    /// took from its request to its last byte.
+    pub fn ended(&self, kind: RouteKind, status: u16, body_bytes: u64, took: Duration) {
+        let class = class_index(status);
+        self.bytes_by_class[class].fetch_add(body_bytes, Ordering::Relaxed);
+        let micros = (took.as_micros() as u64).clamp(1, 3_600_000_000);
+        let mut d = self.durations[kind as usize][class].lock().unwrap_or_else(|e| e.into_inner());
+        d.histogram.saturating_record(micros);
+        d.sum_micros += micros;
+    }
+
+    /// Counts `body_bytes` sent of the MP4 at `stream` (its library path) as `kind`.
+    pub fn stream_sent(&self, stream: &str, kind: RouteKind, body_bytes: u64) {
+        let mut all = self.by_stream.lock().unwrap_or_else(|e| e.into_inner());
+        // Past the bound, new names go uncounted rather than growing the map.
+        if all.len() >= MAX_STREAMS_COUNTED && !all.contains_key(stream) {
+            return;
+        }
+        let entry = all.entry(stream.into()).or_default();
+        match kind {
+            RouteKind::Hls => entry.hls += body_bytes,
+            _ => entry.http += body_bytes,
+        }
+    }
+
+    /// Body bytes sent so far of the MP4 at `stream` (its library path).
+    pub fn stream_bytes(&self, stream: &str) -> StreamBytes {
+        self.by_stream.lock().unwrap_or_else(|e| e.into_inner()).get(stream).copied().unwrap_or_default()
+    }
+
+    /// The durations of `kind` over every status class, merged (microseconds).
+    pub fn durations_of(&self, kind: RouteKind) -> Histogram<u64> {
+        let mut all = Durations::new().histogram;
+        for d in &self.durations[kind as usize] {
+            let d = d.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = all.add(&d.histogram);
+        }
+        all
     }
 
     /// Counts one request refused by the protocol (malformed, too large, too slow).
@@ -63,6 +195,15 @@ pub fn render(engine: &EngineConfig, counters: &Counters, requests: &RequestCoun
     );
     let _ = writeln!(
         m,
+        "# HELP sluice_build_info The sluice build serving, and its I/O path.\n# TYPE sluice_build_info gauge\n\
+sluice_build_info{{version=\"{}\",commit=\"{}\",engine=\"{}\",send=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION"),
+        env!("SLUICE_COMMIT"),
+        engine.kind.name(),
+        engine.send.name()
+    );
+    let _ = writeln!(
+        m,
         "# HELP sluice_syscalls_total System calls the engine made, by kind (tokio's own reactor calls are not included).\n\
 # TYPE sluice_syscalls_total counter"
     );
@@ -86,6 +227,21 @@ pub fn render(engine: &EngineConfig, counters: &Counters, requests: &RequestCoun
         counters.rtsp_sessions()
     );
     rtsp_gauges(&mut m, counters);
+    let sessions = counters.rtsp_session_durations();
+    let _ = writeln!(
+        m,
+        "# HELP sluice_rtsp_session_duration_seconds How long RTSP sessions lasted, from SETUP to their release.\n\
+# TYPE sluice_rtsp_session_duration_seconds histogram"
+    );
+    for (le, n) in sluice_engine::counters::RTSP_SESSION_BUCKETS.iter().zip(&sessions.at_most) {
+        let _ = writeln!(m, "sluice_rtsp_session_duration_seconds_bucket{{le=\"{le}\"}} {n}");
+    }
+    let _ = writeln!(
+        m,
+        "sluice_rtsp_session_duration_seconds_bucket{{le=\"+Inf\"}} {count}\nsluice_rtsp_session_duration_seconds_sum {:.3}\nsluice_rtsp_session_duration_seconds_count {count}",
+        sessions.sum_secs,
+        count = sessions.count
+    );
     let _ = writeln!(
         m,
         "# HELP sluice_connections_open Connections open now.\n# TYPE sluice_connections_open gauge\nsluice_connections_open {}",
@@ -102,6 +258,20 @@ sluice_http_requests_total {}",
         let _ =
             writeln!(m, "sluice_http_responses_total{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
     }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_http_response_bytes_total HTTP response body bytes sent, by status class.\n\
+# TYPE sluice_http_response_bytes_total counter"
+    );
+    for (i, c) in requests.bytes_by_class.iter().enumerate() {
+        let _ = writeln!(
+            m,
+            "sluice_http_response_bytes_total{{class=\"{}xx\"}} {}",
+            i + 1,
+            c.load(Ordering::Relaxed)
+        );
+    }
+    durations(&mut m, requests);
     let _ = writeln!(
         m,
         "# HELP sluice_http_requests_refused_total Requests refused before routing (malformed, too large, too slow).\n\
@@ -122,6 +292,42 @@ sluice_http_requests_total {}",
     );
     process(&mut m);
     m
+}
+
+/// The response-duration histograms, by route kind and status class (those with responses).
+fn durations(m: &mut String, requests: &RequestCounts) {
+    let _ = writeln!(
+        m,
+        "# HELP sluice_http_response_duration_seconds Time from a request to the last byte of its response, by route kind and status class.\n\
+# TYPE sluice_http_response_duration_seconds histogram"
+    );
+    for kind in RouteKind::ALL {
+        for (class, d) in requests.durations[kind as usize].iter().enumerate() {
+            let d = d.lock().unwrap_or_else(|e| e.into_inner());
+            let count = d.histogram.len();
+            if count == 0 {
+                continue;
+            }
+            let labels = format!("route=\"{}\",class=\"{}xx\"", kind.name(), class + 1);
+            for le in DURATION_BUCKETS {
+                // Counts at most `le`: HDR's buckets are finer than these (2 digits), so a
+                // bucket edge is exact to 1%.
+                let upto = d.histogram.count_between(0, (le * 1e6) as u64);
+                let _ = writeln!(
+                    m,
+                    "sluice_http_response_duration_seconds_bucket{{{labels},le=\"{le}\"}} {upto}"
+                );
+            }
+            let _ =
+                writeln!(m, "sluice_http_response_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}");
+            let _ = writeln!(
+                m,
+                "sluice_http_response_duration_seconds_sum{{{labels}}} {:.6}",
+                d.sum_micros as f64 / 1e6
+            );
+            let _ = writeln!(m, "sluice_http_response_duration_seconds_count{{{labels}}} {count}");
+        }
+    }
 }
 
 /// The RTSP loops' headroom (each loop's, labelled `loop=`), their sessions, and the viewers of
@@ -272,6 +478,35 @@ pub fn render_catalogue(m: &mut String, stats: &crate::catalogue::CatalogueStats
     }
 }
 
+/// Reads refused by the `[[access]]` policies, by reason; requests and connections refused by
+/// the limits per client, by limit; and how many client addresses the limits' table holds.
+pub fn render_access(
+    m: &mut String,
+    access: Option<&crate::access::Access>,
+    clients: &crate::limits::ClientLimits,
+) {
+    let _ = writeln!(
+        m,
+        "# HELP sluice_access_refused_total Reads refused by the access policies, by reason.\n# TYPE sluice_access_refused_total counter"
+    );
+    for reason in crate::access::Refusal::ALL {
+        let n = access.and_then(|a| a.refusals().find(|(r, _)| *r == reason)).map_or(0, |(_, n)| n);
+        let _ = writeln!(m, "sluice_access_refused_total{{reason=\"{}\"}} {n}", reason.name());
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_client_limit_refused_total Requests and connections refused by the limits per client address.\n# TYPE sluice_client_limit_refused_total counter"
+    );
+    for (limit, n) in clients.refusals() {
+        let _ = writeln!(m, "sluice_client_limit_refused_total{{limit=\"{}\"}} {n}", limit.name());
+    }
+    let _ = writeln!(
+        m,
+        "# HELP sluice_client_table_entries Client addresses the limits per client remember (bounded by [clients] table_size).\n# TYPE sluice_client_table_entries gauge\nsluice_client_table_entries {}",
+        clients.tracked()
+    );
+}
+
 /// CPU time, context switches and resident memory of this process, from the kernel.
 fn process(m: &mut String) {
     // SAFETY: getrusage fills a zeroed rusage we own.
@@ -302,6 +537,71 @@ sluice_process_context_switches_total{{kind=\"voluntary\"}} {}\nsluice_process_c
 # TYPE sluice_process_resident_memory_bytes gauge\nsluice_process_resident_memory_bytes {rss}"
         );
     }
+    standard_process(m, &usage);
+}
+
+/// The process metrics every Prometheus client library exports, under their standard names, so
+/// that dashboards made for any process work on sluice.
+fn standard_process(m: &mut String, usage: &libc::rusage) {
+    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    let _ = writeln!(
+        m,
+        "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
+# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {:.6}",
+        secs(usage.ru_utime) + secs(usage.ru_stime)
+    );
+    if let Some(rss) = resident_bytes() {
+        let _ = writeln!(
+            m,
+            "# HELP process_resident_memory_bytes Resident memory size in bytes.\n\
+# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}"
+        );
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        // The directory's own descriptor is among those listed.
+        let open = fds.count().saturating_sub(1);
+        let _ = writeln!(
+            m,
+            "# HELP process_open_fds Number of open file descriptors.\n# TYPE process_open_fds gauge\nprocess_open_fds {open}"
+        );
+    }
+    // SAFETY: getrlimit fills a zeroed rlimit we own.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        let _ = writeln!(
+            m,
+            "# HELP process_max_fds Maximum number of open file descriptors.\n# TYPE process_max_fds gauge\nprocess_max_fds {}",
+            limit.rlim_cur
+        );
+    }
+    if let Some(start) = start_time_seconds() {
+        let _ = writeln!(
+            m,
+            "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n\
+# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {start:.2}"
+        );
+    }
+}
+
+/// When this process started (Unix seconds): its start in clock ticks after boot
+/// (`/proc/self/stat`), plus the boot time (`/proc/stat`).
+fn start_time_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name may hold spaces and parentheses: fields are counted after its last ')'.
+    let after = &stat[stat.rfind(')')? + 1..];
+    // Field 22 overall is the 20th after the name (state is the 3rd field overall).
+    let ticks: f64 = after.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: f64 = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf takes no pointers.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(boot + ticks / hz.max(1) as f64)
 }
 
 fn resident_bytes() -> Option<u64> {

@@ -1,12 +1,15 @@
 //! The library page: what a person sees at `/` (and at any directory without an `index.html`).
 //!
 //! Owns the HTML: a list of the directory's entries and one player for the videos among them:
-//! each MP4 with its duration, resolution, codecs and bit rate, a Play button that plays its
-//! HLS packaging (`FILE.mp4/master.m3u8`) with the vendored hls.js (served by sluice itself at
+//! the rendition sets that work (`TITLE.set`, see `crate::renditions`) and each MP4 with its
+//! duration, resolution, codecs and bit rate, a Play button that plays its HLS packaging
+//! (`FILE.mp4/master.m3u8`) with the vendored hls.js (served by sluice itself at
 //! [`HLS_JS_PATH`], so the page works with no network beyond the server) or the browser's own
-//! HLS, its HLS and `rtsp://` URLs with copy buttons, and a search box when the folder is
-//! large. Everything from the file system is escaped. It does not read the file system (the
-//! caller describes each MP4).
+//! HLS, or its DASH manifest with the vendored dash.js ([`DASH_JS_PATH`]) when the viewer
+//! chooses DASH; a line listing the renditions (the one playing marked) and subtitle tracks;
+//! HLS, DASH and `rtsp://` URLs with copy buttons, and a search box when the folder is large.
+//! Everything from the file system is escaped. It does not read the file system (the caller
+//! describes each MP4 and finds the sets).
 
 use std::fmt::Write as _;
 
@@ -110,6 +113,27 @@ pub const HLS_JS: &[u8] = include_bytes!("../assets/hls.js/hls.min.js");
 /// Version of the vendored hls.js, part of its URL's validator.
 pub const HLS_JS_VERSION: &str = "1.7.4";
 
+/// Where sluice serves its vendored copy of dash.js (npm `dashjs`,
+/// `dist/modern/umd/dash.mediaplayer.min.js`), loaded by the page only when DASH is chosen.
+pub const DASH_JS_PATH: &str = "/.sluice/dash.mediaplayer.min.js";
+
+/// The vendored dash.js (see `assets/dash.js/README.md`).
+pub const DASH_JS: &[u8] = include_bytes!("../assets/dash.js/dash.mediaplayer.min.js");
+
+/// Version of the vendored dash.js, part of its URL's validator.
+pub const DASH_JS_VERSION: &str = "5.2.1";
+
+/// A rendition set the page offers (it was found and its keyframes line up).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetOffer {
+    /// The title (`movie` of `movie.set`).
+    pub title: String,
+    /// Each rendition's file name and resolution, highest first.
+    pub renditions: Vec<(String, Option<(u16, u16)>)>,
+    /// The subtitles' languages.
+    pub subtitles: Vec<String>,
+}
+
 /// Entries above which the page gets a search box.
 pub const SEARCH_FROM: usize = 10;
 
@@ -118,21 +142,52 @@ h1{font-size:1.4rem}ul{list-style:none;padding:0}li{margin:.75rem 0;padding:.75r
 #stage{position:sticky;top:0;background:#fff;padding:.5rem 0;z-index:1}\
 video{display:block;width:100%;max-width:48rem;aspect-ratio:16/9;background:#000}#now{color:#555;margin:.25rem 0}\
 .size,.meta{color:#777;margin-left:.5rem}.meta{display:block;margin:.25rem 0 0}\
-.url{margin:.25rem 0;font-size:.9rem}.url code{background:#f4f4f4;padding:0 .25rem;word-break:break-all}\
+.url{margin:.25rem 0;font-size:.9rem}#tracks{color:#555;font-size:.9rem}.url code{background:#f4f4f4;padding:0 .25rem;word-break:break-all}\
 button{margin-left:.4rem;font-size:.85rem}#search{width:100%;max-width:30rem;padding:.4rem;font-size:1rem}a{color:#0b5cad}";
 
 /// The player: hls.js where Media Source Extensions exist (every desktop browser), the
-/// browser's own HLS where they do not (older iPhones), the file itself for anything else.
+/// browser's own HLS where they do not (older iPhones), the file itself for anything else; or,
+/// when DASH is chosen, dash.js (fetched on first use). Either adapts the rendition to the
+/// bandwidth; the line under the video lists the renditions (the one playing marked) and the
+/// subtitle tracks, from the player's own events. `window.sluicePlayer.state` keeps them, with
+/// every rendition switch, for whoever drives the page; a page embedding this one may set
+/// `window.sluiceHlsConfig` (hls.js config) and `window.sluiceDashSettings` (dash.js settings).
 const SCRIPT: &str = r#"(function(){
-const v=document.getElementById('player'),now=document.getElementById('now');let hls=null;
+const v=document.getElementById('player'),now=document.getElementById('now'),via=document.getElementById('via'),tracks=document.getElementById('tracks');
+let hls=null,dash=null;
 document.querySelectorAll('code[data-rel]').forEach(function(e){e.textContent=new URL(e.dataset.rel,location.href).href;});
+function label(w,h,b){return (h?w+'\u00d7'+h:'audio')+(b?' '+Math.round(b/1000)+' kb/s':'');}
+function show(s){tracks.textContent=(s.renditions.length?'Renditions: '+s.renditions.map(function(r,i){return (i===s.playing?'\u25b6 ':'')+r;}).join(' \u00b7 '):'')+(s.subtitles.length?' \u2014 Subtitles: '+s.subtitles.join(', '):'');}
+function played(s,i,height){if(i===s.playing)return;s.playing=i;s.switches.push(height);show(s);}
+function withDash(then){if(window.dashjs)return then();const t=document.createElement('script');t.src=DASH_JS;t.onload=then;document.head.appendChild(t);}
 function load(b){
  if(hls){hls.destroy();hls=null;}
- const src=b.dataset.hls,file=b.dataset.src;now.textContent=b.dataset.title;
- if(src&&window.Hls&&Hls.isSupported()){hls=new Hls();hls.loadSource(new URL(src,location.href).href);hls.attachMedia(v);}
+ if(dash){dash.reset();dash=null;}
+ const src=b.dataset.hls,mpd=b.dataset.dash,file=b.dataset.src;now.textContent=b.dataset.title;
+ const s={via:null,renditions:[],heights:[],playing:-1,switches:[],subtitles:[]};show(s);
+ if(mpd&&via&&via.value==='dash'&&window.MediaSource){
+  window.sluicePlayer={hls:null,dash:null,src:mpd,state:s};
+  withDash(function(){
+   dash=dashjs.MediaPlayer().create();const E=dashjs.MediaPlayer.events;s.via='dash';window.sluicePlayer.dash=dash;
+   if(window.sluiceDashSettings)dash.updateSettings(window.sluiceDashSettings);
+   dash.on(E.STREAM_INITIALIZED,function(){const r=dash.getRepresentationsByType('video');
+    s.renditions=r.map(function(x){return label(x.width,x.height,x.bandwidth);});s.heights=r.map(function(x){return x.height;});
+    s.subtitles=dash.getTracksFor('text').map(function(t){return t.lang;});show(s);});
+   dash.on(E.QUALITY_CHANGE_RENDERED,function(e){if(e.mediaType!=='video'||!e.newRepresentation)return;
+    const r=dash.getRepresentationsByType('video').map(function(x){return x.id;});played(s,r.indexOf(e.newRepresentation.id),e.newRepresentation.height);});
+   dash.initialize(v,new URL(mpd,location.href).href,true);
+  });
+  return;
+ }
+ if(src&&window.Hls&&Hls.isSupported()){hls=new Hls(window.sluiceHlsConfig||{});s.via='hls';
+  hls.on(Hls.Events.MANIFEST_PARSED,function(e,d){s.renditions=d.levels.map(function(l){return label(l.width,l.height,l.bitrate);});
+   s.heights=d.levels.map(function(l){return l.height;});show(s);});
+  hls.on(Hls.Events.SUBTITLE_TRACKS_UPDATED,function(e,d){s.subtitles=d.subtitleTracks.map(function(t){return t.lang;});show(s);});
+  hls.on(Hls.Events.FRAG_CHANGED,function(e,d){const l=hls.levels[d.frag.level];played(s,d.frag.level,l&&l.height);});
+  hls.loadSource(new URL(src,location.href).href);hls.attachMedia(v);}
  else if(src&&v.canPlayType('application/vnd.apple.mpegurl')){v.src=src;}
  else{v.src=file;}
- window.sluicePlayer={hls:hls,src:src||file};
+ window.sluicePlayer={hls:hls,dash:null,src:src||file,state:s};
  const p=v.play();if(p)p.catch(function(){});
 }
 function copy(t){if(navigator.clipboard&&window.isSecureContext)return navigator.clipboard.writeText(t);
@@ -143,6 +198,32 @@ document.addEventListener('click',function(e){const b=e.target.closest('button')
 const q=document.getElementById('search');
 if(q)q.addEventListener('input',function(){const s=q.value.toLowerCase();document.querySelectorAll('#entries>li').forEach(function(li){li.hidden=!!s&&!li.dataset.name.includes(s);});});
 })();"#;
+
+/// One rendition set's item: its renditions and subtitles, a Play button for both players, its
+/// HLS and DASH URLs.
+fn set_item(html: &mut String, i: usize, set: &SetOffer) {
+    let href = format!("./{}.set", utf8_percent_encode(&set.title, SEGMENT));
+    let (name, key) = (escape(&set.title), escape(&set.title.to_lowercase()));
+    let first = set.renditions.first().map(|(n, _)| format!("./{}", utf8_percent_encode(n, SEGMENT)));
+    let renditions: Vec<String> = set
+        .renditions
+        .iter()
+        .map(|(n, res)| res.map_or_else(|| escape(n), |(w, h)| format!("{w}\u{d7}{h}")))
+        .collect();
+    let mut meta = format!("rendition set: {}", renditions.join(" \u{b7} "));
+    if !set.subtitles.is_empty() {
+        meta.push_str(&format!(" \u{b7} subtitles: {}", escape(&set.subtitles.join(", "))));
+    }
+    let (hls, dash) = (format!("{href}/master.m3u8"), format!("{href}/manifest.mpd"));
+    let _ = writeln!(
+        html,
+        "<li class=\"set\" data-name=\"{key}\"><strong>{name}</strong><span class=\"meta\">{meta}</span>\
+<button class=\"play\" data-src=\"{}\" data-hls=\"{hls}\" data-dash=\"{dash}\" data-title=\"{name}\">Play</button>\
+<div class=\"url\">HLS: <code id=\"s{i}h\" data-rel=\"{hls}\">{hls}</code><button class=\"copy\" data-for=\"s{i}h\">Copy</button></div>\
+<div class=\"url\">DASH: <code id=\"s{i}d\" data-rel=\"{dash}\">{dash}</code><button class=\"copy\" data-for=\"s{i}d\">Copy</button></div></li>",
+        first.unwrap_or_default()
+    );
+}
 
 /// "1:02:03", "2:03" or "6.0 s".
 fn human_duration(secs: f64) -> String {
@@ -158,11 +239,13 @@ fn human_duration(secs: f64) -> String {
     }
 }
 
-/// Renders the page for directory `dir` with its `entries`; `rtsp` is `rtsp://HOST:PORT` when
-/// RTSP is served; `describe` says what may be offered of an MP4 (given the entry's name).
+/// Renders the page for directory `dir` with its `entries` and the rendition `sets` that work;
+/// `rtsp` is `rtsp://HOST:PORT` when RTSP is served; `describe` says what may be offered of an
+/// MP4 (given the entry's name).
 pub fn library_page(
     dir: &LibraryPath,
     entries: &[Listed],
+    sets: &[SetOffer],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> String {
@@ -185,7 +268,9 @@ pub fn library_page(
     if any_video {
         html.push_str(
             "<div id=\"stage\"><video id=\"player\" controls playsinline></video>\
-<div id=\"now\">Choose a video below.</div></div>\n",
+<div id=\"now\">Choose a video below.</div><div id=\"tracks\"></div>\
+<label>Play with <select id=\"via\"><option value=\"hls\">HLS (hls.js)</option>\
+<option value=\"dash\">DASH (dash.js)</option></select></label></div>\n",
         );
     }
     if entries.is_empty() {
@@ -195,6 +280,9 @@ pub fn library_page(
         html.push_str("<p><input id=\"search\" type=\"search\" placeholder=\"Search this folder\" aria-label=\"Search\"></p>\n");
     }
     html.push_str("<ul id=\"entries\">\n");
+    for (i, set) in sets.iter().enumerate() {
+        set_item(&mut html, i, set);
+    }
     for (i, e) in entries.iter().enumerate() {
         // Percent-encoded and prefixed with `./`, so no file name can become a scheme
         // (`javascript:…`) or another host (`//…`) in the link.
@@ -226,7 +314,9 @@ pub fn library_page(
             meta.push(format!("{} kb/s", info.bitrate.div_ceil(1000)));
             let _ = write!(html, "<span class=\"meta\">{}</span>", meta.join(" \u{b7} "));
         }
-        let hls_attr = if info.is_some() { format!(" data-hls=\"{hls}\"") } else { String::new() };
+        let dash = format!("{href}/manifest.mpd");
+        let hls_attr =
+            if info.is_some() { format!(" data-hls=\"{hls}\" data-dash=\"{dash}\"") } else { String::new() };
         let _ = write!(
             html,
             "<button class=\"play\" data-src=\"{href}\"{hls_attr} data-title=\"{name}\">Play</button>"
@@ -237,6 +327,13 @@ pub fn library_page(
             "<div class=\"url\">{http_label}: <code id=\"u{i}h\" data-rel=\"{http_url}\">{http_url}</code>\
 <button class=\"copy\" data-for=\"u{i}h\">Copy</button></div>"
         );
+        if info.is_some() {
+            let _ = write!(
+                html,
+                "<div class=\"url\">DASH: <code id=\"u{i}d\" data-rel=\"{dash}\">{dash}</code>\
+<button class=\"copy\" data-for=\"u{i}d\">Copy</button></div>"
+            );
+        }
         if let Some(base) = rtsp.filter(|_| offers.rtsp) {
             let mut url = base.to_string();
             for segment in dir.segments() {
@@ -258,7 +355,8 @@ pub fn library_page(
     if any_video {
         let _ = write!(
             html,
-            "<script src=\"{HLS_JS_PATH}?v={HLS_JS_VERSION}\"></script>\n<script>{SCRIPT}</script>\n"
+            "<script src=\"{HLS_JS_PATH}?v={HLS_JS_VERSION}\"></script>\n\
+<script>const DASH_JS='{DASH_JS_PATH}?v={DASH_JS_VERSION}';{SCRIPT}</script>\n"
         );
     }
     html.push_str("</body></html>\n");
@@ -283,12 +381,14 @@ mod tests {
             codecs: "avc1.4d401e,mp4a.40.2".into(),
             bitrate: 356_606,
         };
-        let html = library_page(&normalize("/").unwrap(), &entries, Some("rtsp://127.0.0.1:8554"), |name| {
-            assert_eq!(name, "a <b>.mp4");
-            Offers { video: Some(info.clone()), rtsp: true }
-        });
+        let html =
+            library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://127.0.0.1:8554"), |name| {
+                assert_eq!(name, "a <b>.mp4");
+                Offers { video: Some(info.clone()), rtsp: true }
+            });
         assert!(html.contains(">rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
         assert!(html.contains("data-hls=\"./a%20%3Cb%3E.mp4/master.m3u8\""), "{html}");
+        assert!(html.contains("data-dash=\"./a%20%3Cb%3E.mp4/manifest.mpd\""), "{html}");
         assert!(
             html.contains("6.0 s \u{b7} 640\u{d7}360 \u{b7} avc1.4d401e,mp4a.40.2 \u{b7} 357 kb/s"),
             "{html}"
@@ -300,9 +400,28 @@ mod tests {
         assert!(!html.contains("id=\"search\""), "no search box for three entries");
         assert!(html.contains("<a href=\"./shows/\">shows/</a>"));
         let evil = vec![Listed { name: "javascript:alert(1)".into(), is_dir: false, len: 1, tag: None }];
-        let html = library_page(&normalize("/").unwrap(), &evil, None, |_| Offers::default());
+        let html = library_page(&normalize("/").unwrap(), &evil, &[], None, |_| Offers::default());
         assert!(html.contains("href=\"./javascript%3Aalert(1)\""), "{html}");
         assert!(!html.contains("<script"), "no player without videos");
+    }
+
+    #[test]
+    fn sets_get_one_player_for_both_protocols() {
+        let entries = vec![Listed { name: "m <x>.240p.mp4".into(), is_dir: false, len: 1, tag: None }];
+        let set = SetOffer {
+            title: "m <x>".into(),
+            renditions: vec![("m <x>.240p.mp4".into(), Some((320, 240))), ("m <x>.120p.mp4".into(), None)],
+            subtitles: vec!["en".into(), "fr".into()],
+        };
+        let html = library_page(&normalize("/").unwrap(), &entries, &[set], None, |_| Offers::default());
+        assert!(html.contains("data-hls=\"./m%20%3Cx%3E.set/master.m3u8\""), "{html}");
+        assert!(html.contains("data-dash=\"./m%20%3Cx%3E.set/manifest.mpd\""), "{html}");
+        assert!(
+            html.contains("rendition set: 320\u{d7}240 \u{b7} m &lt;x&gt;.120p.mp4 \u{b7} subtitles: en, fr"),
+            "{html}"
+        );
+        assert!(html.contains("<select id=\"via\">"), "{html}");
+        assert!(html.contains(DASH_JS_PATH), "{html}");
     }
 
     #[test]
@@ -311,11 +430,11 @@ mod tests {
             .map(|i| Listed { name: format!("clip{i}.mp4"), is_dir: false, len: 1, tag: None })
             .collect();
         let html =
-            library_page(&normalize("/").unwrap(), &entries, Some("rtsp://h:1"), |_| Offers::default());
+            library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://h:1"), |_| Offers::default());
         assert!(html.contains("id=\"search\""));
         assert!(!html.contains("rtsp://"), "no RTSP URL for a file RTSP cannot stream");
         assert!(html.contains("data-src=\"./clip3.mp4\""), "unpackaged MP4s play as files");
-        assert!(!html.contains("data-hls"));
+        assert!(!html.contains("data-hls") && !html.contains("data-dash"), "no HLS or DASH that would fail");
         assert_eq!(human_duration(6.04), "6.0 s");
         assert_eq!(human_duration(125.0), "2:05");
         assert_eq!(human_duration(3723.0), "1:02:03");

@@ -33,6 +33,9 @@ pub enum ServeError {
     /// The configuration is not usable.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// An `[[access]]` policy's keys cannot be used.
+    #[error(transparent)]
+    Access(#[from] crate::access::AccessError),
     /// The library directory cannot be opened.
     #[error("cannot open library {path}: {source}")]
     Library {
@@ -109,6 +112,7 @@ impl ServeError {
             ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
             ServeError::RemoteLibrary { .. } | ServeError::CacheDirInUse(_) => 2,
             ServeError::Uploads(_) | ServeError::Store { .. } | ServeError::SameAddress { .. } => 2,
+            ServeError::Access(_) => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
         }
@@ -142,6 +146,7 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
     }
     config.uploads.load_tokens()?;
     config.uploads.gzip_mode()?;
+    crate::access::Access::load(&config.access)?;
     if let Some(location) = &config.store.location {
         let failed = |reason: String| ServeError::Store { location: location.clone(), reason };
         if config.store.is_remote() {
@@ -367,13 +372,18 @@ impl Server {
                 .map_err(|source| ServeError::Library { path: root.clone(), source })?,
         };
         let library = Arc::new(library);
+        let access = crate::access::Access::load(&config.access)?;
+        let access = (!access.is_open()).then(|| Arc::new(access));
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
-                sockets: RtspSockets::bind(config.rtsp.listen, config.rtsp_loops())
+                sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
-                media: Arc::new(RtspMedia::new(Arc::clone(&library))),
+                media: Arc::new(match &access {
+                    Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
+                    None => RtspMedia::new(Arc::clone(&library)),
+                }),
             }),
             false => None,
         };
@@ -399,7 +409,12 @@ impl Server {
             engine,
         };
         let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
-        let app = Arc::new(App::new(library, settings, Arc::clone(&counters)).with_uploads(uploads));
+        let clients = Arc::new(crate::limits::ClientLimits::new(config.clients.clone()));
+        let app = Arc::new(
+            App::new(library, settings, Arc::clone(&counters))
+                .with_uploads(uploads)
+                .with_access(access, clients),
+        );
         Ok(Server {
             app,
             listeners,
@@ -514,17 +529,29 @@ impl Server {
             let admin = match admin {
                 Some((listeners, service)) => {
                     tracing::info!(
-                        "admin endpoints at http://{}/ (/metrics, /healthz, /readyz, /streams)",
+                        "admin endpoints at http://{}/ (dashboard, /metrics, /healthz, /readyz, /streams)",
                         listeners.local_addr()
                     );
+                    // Dashboards get a sample a second: a small send buffer is plenty, and it
+                    // lets the send deadline find one that stopped reading within seconds.
+                    listeners.cap_send_buffer(crate::dashboard::SEND_BUFFER)?;
+                    let sampler = Arc::clone(&service.0);
+                    std::thread::Builder::new()
+                        .name("sluice-dashboard".into())
+                        .spawn_scoped(scope, move || sampler.run_sampler())
+                        .map_err(|source| EngineError::Setup { what: "spawn dashboard sampler", source })?;
+                    // Each dashboard's event stream waits for its next sample in a job: one job
+                    // slot per stream (they wait, they do not compute), and a dashboard that
+                    // stops reading is dropped once its socket stalls for `STALL`.
                     let admin_engine = EngineConfig {
                         kind: EngineKind::Threads,
                         send: sluice_engine::SendStrategy::Copy,
                         workers: 1,
                         threads_mode: ThreadsMode::PerConnection,
-                        max_connections: 64,
-                        cpu_workers: 1,
+                        max_connections: crate::dashboard::MAX_STREAMS + 64,
+                        cpu_workers: crate::dashboard::MAX_STREAMS + 1,
                         cpu_queue: 4,
+                        send_timeout: crate::dashboard::STALL,
                         ..engine.clone()
                     };
                     let thread = std::thread::Builder::new()

@@ -39,6 +39,10 @@ pub struct UploadsSection {
     pub gzip: String,
     /// Least saving for `auto`, as a fraction of the plain size (also at least 512 bytes).
     pub gzip_min_saving: f64,
+    /// Bytes each token may upload per day (UTC), 0 for no limit; beyond it 429 with
+    /// `Retry-After` until midnight.
+    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
+    pub max_bytes_per_token_per_day: u64,
 }
 
 impl UploadsSection {
@@ -79,6 +83,7 @@ impl Default for UploadsSection {
             max_size: 64 << 30,
             gzip: "auto".into(),
             gzip_min_saving: gzip.min_saving,
+            max_bytes_per_token_per_day: 0,
         }
     }
 }
@@ -233,6 +238,52 @@ pub struct Uploads {
     max_size: u64,
     gzip: GzipPolicy,
     changed: Changed,
+    daily: DailyQuota,
+}
+
+/// Bytes uploaded per token today (UTC), one entry per configured token (so bounded by them).
+#[derive(Debug, Clone)]
+struct DailyQuota {
+    limit: u64,
+    /// Per token: the day (days since the epoch) and the bytes taken on it.
+    used: Arc<std::sync::Mutex<Vec<(u64, u64)>>>,
+}
+
+impl DailyQuota {
+    fn new(limit: u64, tokens: usize) -> DailyQuota {
+        DailyQuota { limit, used: Arc::new(std::sync::Mutex::new(vec![(0, 0); tokens])) }
+    }
+
+    /// Seconds since the epoch, and the day they fall in.
+    fn today() -> (u64, u64) {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        (now, now / 86_400)
+    }
+
+    /// Takes `bytes` of `token`'s allowance today; `Err(429)` with the wait until tomorrow when
+    /// they do not fit (nothing is taken then).
+    fn take(&self, token: usize, bytes: u64) -> Result<(), Response> {
+        if self.limit == 0 {
+            return Ok(());
+        }
+        let (now, day) = DailyQuota::today();
+        let mut used = self.used.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(entry) = used.get_mut(token) else { return Ok(()) };
+        if entry.0 != day {
+            *entry = (day, 0);
+        }
+        if entry.1.saturating_add(bytes) > self.limit {
+            let wait = (day + 1) * 86_400 - now;
+            return Err(Response::refusal(
+                Status::TOO_MANY_REQUESTS,
+                format_args!("this token has uploaded {} of its {} bytes today", entry.1, self.limit),
+            )
+            .with_header("Retry-After", wait.to_string()));
+        }
+        entry.1 += bytes;
+        Ok(())
+    }
 }
 
 /// Told of every key an upload or delete changed (an s3:// library's cache forgets it), so that
@@ -269,7 +320,8 @@ impl Uploads {
         let store: Arc<dyn Store> = Arc::from(sluice_store::open(&location, Some(store.s3_config()))?);
         let mode = uploads.gzip_mode()?;
         let gzip = GzipPolicy { mode, min_saving: uploads.gzip_min_saving, ..GzipPolicy::default() };
-        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip, changed: Changed::default() })
+        let daily = DailyQuota::new(uploads.max_bytes_per_token_per_day, tokens.len());
+        Ok(Uploads { store, tokens, max_size: uploads.max_size, gzip, changed: Changed::default(), daily })
     }
 
     /// Calls `hook` with every key a committed upload or delete changed.
@@ -297,14 +349,14 @@ impl Uploads {
             )
             .into();
         }
-        if !self.authorized(req) {
+        let Some(token) = self.authorized(req) else {
             return Response::refusal(
                 Status::UNAUTHORIZED,
                 "a valid upload token is required (Authorization: Bearer TOKEN)",
             )
             .with_header("WWW-Authenticate", "Bearer")
             .into();
-        }
+        };
         let key = match key_of(raw_path) {
             Ok(key) => key,
             Err(response) => return response.into(),
@@ -314,7 +366,7 @@ impl Uploads {
             Err(response) => return response.into(),
         };
         match req.method {
-            Method::Put => self.put(req, key, condition),
+            Method::Put => self.put(req, key, condition, token),
             Method::Delete => {
                 let store = Arc::clone(&self.store);
                 let changed = self.changed.clone();
@@ -332,7 +384,7 @@ impl Uploads {
         }
     }
 
-    fn put(&self, req: &Request<'_>, key: Key, condition: Condition) -> Reply {
+    fn put(&self, req: &Request<'_>, key: Key, condition: Condition, token: usize) -> Reply {
         let chunked = req.header("transfer-encoding").is_some();
         let declared =
             req.header("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok());
@@ -346,6 +398,13 @@ impl Uploads {
         if let Some(len) = declared.filter(|len: &u64| *len > self.max_size) {
             return too_large(format_args!("the upload is {len} bytes, the limit is {}", self.max_size))
                 .into();
+        }
+        // A declared length is taken from the day's allowance before the body (refused whole
+        // when it does not fit); a chunked body as it arrives.
+        if let Some(len) = declared {
+            if let Err(response) = self.daily.take(token, len) {
+                return response.into();
+            }
         }
         let checksum = match checksum_of(req) {
             Ok(c) => c,
@@ -370,23 +429,30 @@ impl Uploads {
                 // that going over the limit is refused with the reason rather than by the framing.
                 let max_len = if declared.is_some() { self.max_size } else { u64::MAX };
                 let limit = self.max_size;
-                Reply::Body(Box::new(UploadSink { key, writer, max_len, limit, received: 0, changed }))
+                let quota = declared.is_none().then(|| (self.daily.clone(), token));
+                Reply::Body(Box::new(UploadSink { key, writer, max_len, limit, received: 0, changed, quota }))
             }
             Err(e) => store_error(&key, e).into(),
         }
     }
 
-    /// Whether the request carries one of the tokens. Every token is compared in full, in time
+    /// Which of the tokens the request carries, if any. Every token is compared in full, in time
     /// that depends on the lengths only, so timing tells nothing about how much of one matched.
-    fn authorized(&self, req: &Request<'_>) -> bool {
-        let Some(value) = req.header("authorization") else { return false };
+    fn authorized(&self, req: &Request<'_>) -> Option<usize> {
+        let value = req.header("authorization")?;
         let value = sluice_proto::http::request::trim_ows(value);
-        let Some(scheme) = value.get(..7) else { return false };
+        let scheme = value.get(..7)?;
         if !scheme.eq_ignore_ascii_case(b"bearer ") {
-            return false;
+            return None;
         }
         let offered = sluice_proto::http::request::trim_ows(&value[7..]);
-        self.tokens.iter().fold(false, |found, token| found | constant_time_eq(token, offered))
+        self.tokens.iter().enumerate().fold(None, |found, (i, token)| {
+            if constant_time_eq(token, offered) {
+                Some(i)
+            } else {
+                found
+            }
+        })
     }
 }
 
@@ -513,6 +579,8 @@ struct UploadSink {
     /// Most bytes an upload may have.
     limit: u64,
     received: u64,
+    /// For a chunked body, the day's allowance of the token it came with, taken as bytes arrive.
+    quota: Option<(DailyQuota, usize)>,
 }
 
 impl BodySink for UploadSink {
@@ -528,6 +596,9 @@ impl BodySink for UploadSink {
                 "the upload is over {} bytes (the limit) after {} bytes of its chunked body",
                 self.limit, self.received
             )));
+        }
+        if let Some((quota, token)) = &self.quota {
+            quota.take(*token, payload.len() as u64)?;
         }
         self.writer.write(payload).map_err(|e| store_error(&self.key, e))
     }

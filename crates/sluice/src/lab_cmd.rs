@@ -131,13 +131,15 @@ pub fn run(args: LabArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Prints one line per viewer count: datagrams asked for, sent and read, and each side's share
-/// of its core (its thread plus the softirq time of its CPU).
+/// Prints one line per viewer count and kind of receiver (GRO, then plain): datagrams asked
+/// for, sent and read, and each side's share of its core (its thread plus the softirq time of
+/// its CPU).
 fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
     println!(
-        "viewers  asked/s    sent/s     read/s     kept pace  delivered  sender core  (ksoftirqd)  receiver core  (ksoftirqd)"
+        "receivers  viewers  asked/s    sent/s     read/s     kept pace  delivered  sender core  (ksoftirqd)  receiver core  (ksoftirqd)"
     );
-    for viewers in args.viewers {
+    let runs = args.viewers.iter().flat_map(|&v| [(v, true), (v, false)]);
+    for (viewers, gro) in runs {
         let probe = sluice_lab::ceiling::CeilingProbe {
             viewers,
             bitrate: args.bitrate,
@@ -145,10 +147,12 @@ fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
             duration: args.duration,
             sender_cpu: args.sender_cpu,
             receiver_cpu: args.receiver_cpu,
+            gro,
         };
         let r = sluice_lab::ceiling::run(&probe).context("running the probe")?;
         println!(
-            "{viewers:>7}  {:>9.0}  {:>9.0}  {:>9.0}  {:>8.1}%  {:>9}  {:>10.0}%  {:>10.0}%  {:>12.0}%  {:>10.0}%",
+            "{:<9}  {viewers:>7}  {:>9.0}  {:>9.0}  {:>9.0}  {:>8.1}%  {:>9}  {:>10.0}%  {:>10.0}%  {:>12.0}%  {:>10.0}%",
+            if gro { "gro" } else { "plain" },
             r.offered as f64 / args.duration.as_secs_f64(),
             r.sent as f64 / args.duration.as_secs_f64(),
             r.received as f64 / args.duration.as_secs_f64(),

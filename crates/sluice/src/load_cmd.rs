@@ -1,7 +1,8 @@
 //! `sluice load http` and `sluice load rtsp`: the command-line face of the `sluice-load` library.
 //! HTTP: parses flags (or a TOML scenario file) into a [`LoadConfig`], runs it with the live
 //! progress line, prints the end-of-run summary, writes `--json`/`--csv`, and turns failed
-//! thresholds into exit code 99 (k6's convention). RTSP: parses flags into an [`RtspConfig`], runs
+//! thresholds into exit code 99 (k6's convention); with `--hls`/`--dash` it runs stream players
+//! instead and prints their summary. RTSP: parses flags into an [`RtspConfig`], runs
 //! the viewers, prints the summary and writes `--json`. The generators live in the library.
 
 use std::path::PathBuf;
@@ -9,7 +10,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
+use sluice_load::board::{BoardInner, LoadBoard};
 use sluice_load::config::OpenModel;
+use sluice_load::player::{run_player, Pacing, PlayerConfig, Protocol, RenditionChoice};
 use sluice_load::rtsp::{RtspConfig, RtspTransport};
 use sluice_load::threshold::apply;
 use sluice_load::{
@@ -53,7 +56,7 @@ enum LoadProtocol {
     /// HTTP/1.1 load: closed model (--vus) or open model (--rate, --stage, --scenario).
     Http(Box<HttpArgs>),
     /// RTSP viewers: N clients each counting the video samples (access units) it receives.
-    Rtsp(RtspArgs),
+    Rtsp(Box<RtspArgs>),
 }
 
 /// Flags every protocol takes.
@@ -68,6 +71,12 @@ struct CommonFlags {
     /// Allow targets outside loopback (never point this at a machine you do not own).
     #[arg(long)]
     allow_non_loopback: bool,
+    /// Serve a live dashboard of the run at this address (open http://ADDR/ in a browser).
+    #[arg(long, value_name = "ADDR")]
+    dashboard: Option<std::net::SocketAddr>,
+    /// Write the run's charts to this HTML file at the end (one file, works offline).
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
 }
 
 /// RTP transport, as spelled on the command line.
@@ -77,6 +86,15 @@ enum TransportFlag {
     Tcp,
     /// RTP/AVP over UDP unicast.
     Udp,
+}
+
+/// Whether the viewers' UDP sockets take GRO messages whole.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum GroFlag {
+    /// `UDP_GRO` on: a burst the server sends as one GSO message arrives as one message.
+    On,
+    /// Every read is one datagram, as for players without GRO.
+    Off,
 }
 
 /// `sluice load rtsp` flags.
@@ -89,7 +107,13 @@ Each viewer does DESCRIBE, SETUP (video, plus audio when offered), PLAY, then co
 samples until the stream ends (no media for --idle-end), --expect-samples arrive, or --duration
 (from the run's start, ramp included; 1 h when not given) passes. A viewer is perfect when it
 received --expect-samples samples, or without that flag every sample sent to it while it played
-(judged from its RTP timestamps and RTP-Info), and lost no packet.")]
+(judged from its RTP timestamps and RTP-Info), and lost no packet.
+
+Over UDP each viewer's RTP arrives on its own sockets, read by --threads receiver threads with
+epoll and recvmmsg; with --udp-gro on (the default) a burst the server sent as one GSO message is
+read whole, with off every message is one datagram (the kernel splits the server's bursts on the
+server's side, as for players without GRO). The summary and --json give the generator's own CPU
+per datagram and per viewer-second.")]
 pub struct RtspArgs {
     /// rtsp://host:port/path of the stream.
     #[arg(value_name = "URL")]
@@ -127,7 +151,10 @@ pub struct RtspArgs {
         value_name = "SIZE"
     )]
     udp_rcvbuf: usize,
-    /// Runtime worker threads [default: the usable cores].
+    /// UDP GRO on the viewers' RTP sockets: on, or off to model players without it.
+    #[arg(long, value_enum, default_value = "on", value_name = "on|off")]
+    udp_gro: GroFlag,
+    /// Receiver threads (UDP) and runtime threads [default: the cores this process may use].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Pass/fail criterion, repeatable; a failed one exits 99: `perfect>99%`, `playing>=100%`,
@@ -166,6 +193,8 @@ MODELS
           sluice load http --stage ramp-users:10:5s --stage rate:100:30s --stage ramp-rate:100:200:10s \\
                            --stage pause:5s http://127.0.0.1:8080/bench/hello
           sluice load http --scenario crates/sluice-load/scenarios/e4-hello.toml
+  player  sluice load http --hls http://127.0.0.1:8080/film.mp4/master.m3u8 --vus 50 --ramp 10s
+          sluice load http --dash http://127.0.0.1:8080/film.mp4/manifest.mpd --vus 20 --rendition 1080p
 
 TARGETS  [WEIGHT=]URL, e.g. 3=http://127.0.0.1:8080/a 1=http://127.0.0.1:8080/b
 
@@ -175,7 +204,18 @@ THRESHOLDS  METRIC OP VALUE with OP one of < <= > >= ==
   e.g. --threshold 'p99<50ms' --threshold 'success>99.9%'; a failed threshold exits with 99.
 
 Latency runs from the scheduled send time (open) or the start of the request (closed) to the last
-byte; success rate = OK responses / requests started (dropped arrivals count as started).")]
+byte; success rate = OK responses / requests started (dropped arrivals count as started).
+
+PLAYERS  --hls URL (master or media playlist) or --dash URL (static MPD): --vus viewers each fetch
+  the manifest, the media playlists and init segments they play, then the segments in order over
+  one keep-alive connection. --pace realtime (default): the first --buffer of media as fast as
+  possible, then each segment when the playhead comes within --buffer of it; a segment arriving
+  after its playback time is a stall (playback waits for it). --pace fast: back to back, no stalls.
+  --rendition auto (default) starts at the first rendition listed and switches by measured throughput
+  (two EWMAs as hls.js: up when a rendition fits 70% of the estimate, down below 95%); or lowest,
+  highest, an index from 0 in manifest order, a height (1080p), a bandwidth ceiling (3000k, 5M).
+  A viewer is perfect when it played to the end with no stall and no failed request. --duration
+  caps the run (default 1h); --timeout bounds each request (default 10s).")]
 pub struct HttpArgs {
     /// Target URLs, optionally weighted: [WEIGHT=]http://host:port/path.
     #[arg(value_name = "URL")]
@@ -243,15 +283,43 @@ pub struct HttpArgs {
     /// Write the per-second series as CSV to this file.
     #[arg(long, value_name = "FILE")]
     csv: Option<PathBuf>,
+    /// Play an HLS stream as --vus viewers would: its master (or media) playlist's URL.
+    #[arg(long, value_name = "URL", conflicts_with = "dash")]
+    hls: Option<String>,
+    /// Play a DASH stream as --vus viewers would: its static MPD's URL.
+    #[arg(long, value_name = "URL")]
+    dash: Option<String>,
+    /// Players: start the viewers evenly spread over this span, e.g. 10s.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    ramp: Option<Duration>,
+    /// Players: realtime (as a player, counting stalls) or fast (segments back to back).
+    #[arg(long, value_enum, value_name = "PACE")]
+    pace: Option<PaceFlag>,
+    /// Players: media buffered before playback starts and kept ahead of the playhead [default: 10s].
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    buffer: Option<Duration>,
+    /// Players: auto, lowest, highest, INDEX (from 0), HEIGHTp (1080p) or a bandwidth ceiling
+    /// (3000k, 5M) [default: auto].
+    #[arg(long, value_parser = RenditionChoice::parse, value_name = "RENDITION")]
+    rendition: Option<RenditionChoice>,
     #[command(flatten)]
     common: CommonFlags,
+}
+
+/// Segment pacing of the players, as spelled on the command line.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum PaceFlag {
+    /// As a player: a start-up buffer, then each segment as the playhead nears it.
+    Realtime,
+    /// Every segment as soon as the previous one arrived.
+    Fast,
 }
 
 /// Runs `sluice load ...`.
 pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     match args.protocol {
         LoadProtocol::Http(http) => run_http(*http),
-        LoadProtocol::Rtsp(rtsp) => run_rtsp(rtsp),
+        LoadProtocol::Rtsp(rtsp) => run_rtsp(*rtsp),
     }
 }
 
@@ -283,15 +351,28 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.idle_end = args.idle_end;
     config.setup_timeout = args.setup_timeout;
     config.udp_receive_buffer = args.udp_rcvbuf;
+    config.udp_gro = matches!(args.udp_gro, GroFlag::On);
     config.audio = !args.video_only;
     config.threads = args.threads.unwrap_or(config.threads);
     config.allow_non_loopback = args.common.allow_non_loopback;
     config.validate().map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     crate::raise_nofile_limit();
-    let report = if args.common.no_progress {
-        sluice_load::rtsp::run_rtsp(&config, &mut sluice_load::NoObserver)?
+    let mut progress = progress(&args.common);
+    let report = if let Some(mut board) =
+        board(&args.common, &format!("sluice load rtsp {}", config.url), true, &mut *progress)?
+    {
+        let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
+        if let Some(path) = &args.common.report {
+            let s = &report.summary;
+            board.write_report(
+                path,
+                true,
+                &format!("{} viewers, {} video samples", s.clients, s.samples_total),
+            )?;
+        }
+        report
     } else {
-        sluice_load::rtsp::run_rtsp(&config, &mut LiveProgress::new())?
+        sluice_load::rtsp::run_rtsp(&config, &mut *progress)?
     };
     if !args.common.quiet {
         let stdout = std::io::stdout();
@@ -336,6 +417,40 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The live progress line, or nothing with `--no-progress`.
+fn progress(common: &CommonFlags) -> Box<dyn BoardInner> {
+    if common.no_progress {
+        Box::new(sluice_load::NoObserver)
+    } else {
+        Box::new(LiveProgress::new())
+    }
+}
+
+/// The run's pictures when `--dashboard` or `--report` asks for them: the live page served
+/// (its address on stderr) and the samples kept for the report.
+fn board<'a>(
+    common: &CommonFlags,
+    title: &str,
+    rtsp: bool,
+    inner: &'a mut dyn BoardInner,
+) -> anyhow::Result<Option<LoadBoard<'a>>> {
+    if common.dashboard.is_none() && common.report.is_none() {
+        return Ok(None);
+    }
+    let listener = match common.dashboard {
+        Some(addr) => Some(
+            std::net::TcpListener::bind(addr)
+                .with_context(|| format!("--dashboard {addr}: cannot listen there"))?,
+        ),
+        None => None,
+    };
+    let board = LoadBoard::new(title, listener, rtsp, inner)?;
+    if let Some(addr) = board.live_addr() {
+        eprintln!("live dashboard at http://{addr}/");
+    }
+    Ok(Some(board))
+}
+
 /// Says which thresholds failed and exits with [`THRESHOLDS_FAILED`].
 fn thresholds_failed(failed: &[&str]) -> ! {
     use std::io::Write;
@@ -344,6 +459,13 @@ fn thresholds_failed(failed: &[&str]) -> ! {
 }
 
 fn run_http(args: HttpArgs) -> anyhow::Result<()> {
+    if args.hls.is_some() || args.dash.is_some() {
+        return run_players(args);
+    }
+    if args.ramp.is_some() || args.pace.is_some() || args.buffer.is_some() || args.rendition.is_some() {
+        return Err(anyhow::anyhow!("--ramp, --pace, --buffer and --rendition go with --hls or --dash")
+            .context(UsageError));
+    }
     let thresholds = args
         .thresholds
         .iter()
@@ -352,10 +474,19 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     let config = build_config(&args).map_err(|e| e.context(UsageError))?;
     crate::raise_nofile_limit();
-    let report = if args.common.no_progress {
-        sluice_load::run(&config, &mut sluice_load::NoObserver)?
+    let mut progress = progress(&args.common);
+    let title = format!("sluice load http {}", args.urls.join(" "));
+    let report = if let Some(mut board) = board(&args.common, title.trim_end(), false, &mut *progress)? {
+        let report = sluice_load::run(&config, &mut board)?;
+        if let Some(path) = &args.common.report {
+            let r = &report;
+            let summary =
+                format!("{} requests, {} ok, {:.1} s", r.requests.sent, r.requests.ok, r.duration_s);
+            board.write_report(path, false, &summary)?;
+        }
+        report
     } else {
-        sluice_load::run(&config, &mut LiveProgress::new())?
+        sluice_load::run(&config, &mut *progress)?
     };
     let mut report = report;
     apply(&thresholds, &mut report);
@@ -379,6 +510,73 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
         let failed: Vec<&str> =
             report.thresholds.iter().filter(|t| !t.passed).map(|t| t.expression.as_str()).collect();
         thresholds_failed(&failed);
+    }
+    Ok(())
+}
+
+/// The player settings from the flags, refusing the flags of the other models.
+fn player_config(args: &HttpArgs) -> anyhow::Result<PlayerConfig> {
+    let (protocol, url) = match (&args.hls, &args.dash) {
+        (Some(u), _) => (Protocol::Hls, u.clone()),
+        (None, Some(u)) => (Protocol::Dash, u.clone()),
+        (None, None) => bail!("give --hls URL or --dash URL"),
+    };
+    let others = [
+        (!args.urls.is_empty(), "target URLs"),
+        (
+            args.rate.is_some() || !args.stages.is_empty() || args.start_at.is_some(),
+            "--rate/--stage/--start-at",
+        ),
+        (args.scenario.is_some() || args.base_url.is_some(), "--scenario/--base-url"),
+        (args.requests.is_some() || args.think.is_some(), "--requests/--think"),
+        (
+            args.connections.is_some() || args.max_connections.is_some() || args.max_pending.is_some(),
+            "--connections/--max-connections/--max-pending",
+        ),
+        (matches!(args.method, MethodFlag::Head) || args.expect_status.is_some(), "--method/--expect-status"),
+        (!args.thresholds.is_empty() || args.csv.is_some(), "--threshold/--csv"),
+    ];
+    if let Some((_, flags)) = others.iter().find(|(given, _)| *given) {
+        bail!("{flags} do not apply to --hls/--dash players (see `sluice load http --help`, PLAYERS)");
+    }
+    let mut config = PlayerConfig::new(protocol, url, args.vus.unwrap_or(1));
+    config.ramp = args.ramp.unwrap_or_default();
+    config.duration = args.duration;
+    config.pacing = match args.pace {
+        Some(PaceFlag::Fast) => Pacing::Fast,
+        Some(PaceFlag::Realtime) | None => Pacing::RealTime,
+    };
+    config.buffer = args.buffer.unwrap_or(config.buffer);
+    config.rendition = args.rendition.unwrap_or_default();
+    config.timeout = args.timeout.unwrap_or(config.timeout);
+    config.threads = args.threads.unwrap_or(config.threads);
+    config.headers =
+        args.headers.iter().map(|h| sluice_load::target::parse_header(h)).collect::<Result<Vec<_>, _>>()?;
+    config.allow_non_loopback = args.common.allow_non_loopback;
+    config.validate()?;
+    Ok(config)
+}
+
+fn run_players(args: HttpArgs) -> anyhow::Result<()> {
+    let config = player_config(&args).map_err(|e| e.context(UsageError))?;
+    crate::raise_nofile_limit();
+    let report = if args.common.no_progress {
+        run_player(&config, &mut sluice_load::NoObserver)?
+    } else {
+        run_player(&config, &mut LiveProgress::new())?
+    };
+    if !args.common.quiet {
+        let stdout = std::io::stdout();
+        report.write_summary(&mut stdout.lock()).context("writing the summary")?;
+    }
+    if let Some(path) = &args.json {
+        report.write_json(path)?;
+    }
+    let s = &report.summary;
+    if s.segments == 0 {
+        let kinds: Vec<(&str, u64)> =
+            sluice_load::stats::ErrorKind::ALL.iter().map(|&k| (k.name(), s.errors.get(k))).collect();
+        return Err(nothing_succeeded("segment request", s.requests, &kinds));
     }
     Ok(())
 }

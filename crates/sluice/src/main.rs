@@ -15,6 +15,7 @@ use sluice_server::{ServeError, Server};
 
 mod lab_cmd;
 mod load_cmd;
+mod sign_cmd;
 mod store_args;
 mod upload_cmd;
 
@@ -38,6 +39,8 @@ enum Command {
     /// Upload files, a tree or generated payloads to a sluice server or an S3 bucket, in parallel
     /// over kept-alive connections, with checksums, retries and a summary.
     Upload(Box<upload_cmd::UploadArgs>),
+    /// Print a signed URL for a path guarded by a `mode = "signed"` access policy.
+    Sign(sign_cmd::SignArgs),
 }
 
 /// A clap parser accepting exactly `names` (listed in `--help`), read with `T`'s `FromStr`.
@@ -79,6 +82,20 @@ struct ServeArgs {
     /// RTSP viewers served at once at most; one more is answered 453 Not Enough Bandwidth.
     #[arg(long, value_name = "N")]
     rtsp_max_viewers: Option<usize>,
+    /// Open HTTP connections per client address; one more is answered 429 and closed (0: no limit).
+    #[arg(long, value_name = "N")]
+    max_connections_per_ip: Option<u32>,
+    /// Requests per second per client address, on average; beyond it 429 with Retry-After
+    /// (0: no limit).
+    #[arg(long, value_name = "RATE")]
+    requests_per_second: Option<f64>,
+    /// Requests a client address may make at once before --requests-per-second applies.
+    #[arg(long, value_name = "N")]
+    burst: Option<u32>,
+    /// RTSP sessions per client address, over all its connections; one more SETUP is answered
+    /// 503 (0: no limit).
+    #[arg(long, value_name = "N")]
+    rtsp_sessions_per_ip: Option<usize>,
     /// When the RTSP loop's headroom runs out: refuse newcomers with 453 (the viewers playing stay
     /// perfect), or degrade (admit them; late viewers drop frames up to the next keyframe).
     #[arg(long, value_name = "POLICY")]
@@ -87,6 +104,10 @@ struct ServeArgs {
     /// their address, so one client's connections, sessions and RTCP meet on one loop.
     #[arg(long, value_name = "N")]
     rtsp_loops: Option<usize>,
+    /// UDP ports RTP and RTCP may use, for firewalls (e.g. 30000-30100): each RTSP loop takes an
+    /// even port and the next odd one from the range [default: any free pair].
+    #[arg(long, value_name = "FIRST-LAST")]
+    rtsp_rtp_ports: Option<String>,
     /// I/O engine (RTSP runs on io_uring with uring, on epoll with every other engine).
     #[arg(long, value_parser = named::<EngineKind>(EngineKind::ALL.map(EngineKind::name).to_vec()))]
     engine: Option<EngineKind>,
@@ -177,6 +198,10 @@ fn with_defaults(cmd: clap::Command) -> clap::Command {
         ("admin_listen", c.admin.listen.to_string()),
         ("rtsp_session_timeout", d(c.rtsp.session_timeout)),
         ("rtsp_max_viewers", c.rtsp.max_viewers.to_string()),
+        ("max_connections_per_ip", c.clients.max_connections_per_ip.to_string()),
+        ("requests_per_second", c.clients.requests_per_second.to_string()),
+        ("burst", c.clients.burst.to_string()),
+        ("rtsp_sessions_per_ip", c.clients.rtsp_sessions_per_ip.to_string()),
         ("rtsp_overload", c.rtsp.overload.name().into()),
         ("rtsp_loops", format!("1 on 2 cores or fewer, else one per worker; here {}", c.rtsp_loops())),
         ("engine", c.engine.kind.name().into()),
@@ -258,9 +283,16 @@ impl ServeArgs {
         set!(self.rtsp_listen => rtsp.listen);
         set!(self.rtsp_session_timeout => rtsp.session_timeout);
         set!(self.rtsp_max_viewers => rtsp.max_viewers);
+        set!(self.max_connections_per_ip => clients.max_connections_per_ip);
+        set!(self.requests_per_second => clients.requests_per_second);
+        set!(self.burst => clients.burst);
+        set!(self.rtsp_sessions_per_ip => clients.rtsp_sessions_per_ip);
         set!(self.rtsp_overload => rtsp.overload);
         if let Some(n) = self.rtsp_loops {
             c.rtsp.loops = Some(n);
+        }
+        if let Some(ports) = &self.rtsp_rtp_ports {
+            c.rtsp.rtp_ports = Some(ports.clone());
         }
         set!(self.engine => engine.kind);
         if self.send.is_some() {
@@ -434,6 +466,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(*args),
         Command::Load(args) => load_cmd::run(args),
         Command::Upload(args) => upload_cmd::run(*args),
+        Command::Sign(args) => sign_cmd::run(args),
         Command::Lab(args) => {
             raise_nofile_limit();
             lab_cmd::run(args)

@@ -18,6 +18,10 @@ pub struct StoreArgs {
     /// bytes, or K/M/G/T, KiB/MiB/GiB/TiB (powers of 1024), KB/MB/GB/TB (powers of 1000).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     max_upload: Option<u64>,
+    /// Bytes each upload token may store per day (UTC); beyond it 429 with Retry-After until
+    /// midnight (default 0: no limit). SIZE as --max-upload.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    upload_bytes_per_day: Option<u64>,
     /// Where uploads are stored: a directory or s3://BUCKET/PREFIX (default: the library root);
     /// an s3:// store is also the library served, through a local cache (--cache-*).
     #[arg(long)]
@@ -57,6 +61,9 @@ impl StoreArgs {
         }
         if let Some(n) = self.max_upload {
             c.uploads.max_size = n;
+        }
+        if let Some(n) = self.upload_bytes_per_day {
+            c.uploads.max_bytes_per_token_per_day = n;
         }
         if self.store.is_some() {
             c.store.location = self.store;

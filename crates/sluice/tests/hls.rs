@@ -75,7 +75,19 @@ fn playlists_and_players(engine: &[&str]) {
     assert!(p.segments.iter().all(|s| f64::from(s.duration).round() as u64 <= p.target_duration));
     let total: f32 = p.segments.iter().map(|s| s.duration).sum();
     assert!((total - 6.0).abs() < 0.05, "{total}");
-    assert_eq!(p.segments[0].map.as_ref().unwrap().uri, "init.mp4");
+    assert_eq!(p.segments[0].map.as_ref().unwrap().uri, "video-init.mp4");
+    // The audio is a rendition of its own (an audio group), cut at the same times.
+    let audio = m.alternatives.iter().find(|a| a.media_type == m3u8_rs::AlternativeMediaType::Audio).unwrap();
+    assert_eq!(variant.audio.as_deref(), Some(audio.group_id.as_str()));
+    let audio = ok(addr, &format!("/films/demo.mp4/{}", audio.uri.as_deref().unwrap()));
+    let m3u8_rs::Playlist::MediaPlaylist(a) = m3u8_rs::parse_playlist_res(&audio.body).unwrap() else {
+        panic!("not a media playlist: {}", audio.body_text())
+    };
+    let durations = |p: &m3u8_rs::MediaPlaylist| p.segments.iter().map(|s| s.duration).collect::<Vec<_>>();
+    assert_eq!(durations(&a), durations(&p));
+    // The muxed rendition is still there for clients that kept its URLs.
+    let muxed = ok(addr, "/films/demo.mp4/media.m3u8");
+    assert!(muxed.body_text().contains("#EXT-X-MAP:URI=\"init.mp4\""), "{}", muxed.body_text());
 
     // Clients we did not write.
     let url = format!("http://{addr}/films/demo.mp4/master.m3u8");

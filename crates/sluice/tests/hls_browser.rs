@@ -45,10 +45,21 @@ fn hls_js_plays_the_demo(engine: &[&str]) {
     let (mid, landed) = (r["mid"].as_f64().unwrap(), r["landed"].as_f64().unwrap());
     assert!((landed - mid).abs() <= 2.0, "the seek to {mid} landed at {landed}, more than a segment away");
     assert!(r["after"].as_f64().unwrap() >= landed + 0.5, "played on after the seek: {r}");
-    // What the player fetched: both playlists, the init segment and every media segment.
+    // What the player fetched: the master, the video and audio renditions' playlists, their
+    // init segments and every media segment.
     let log = server.log_text();
-    for name in ["master.m3u8", "media.m3u8", "init.mp4", "seg-0.m4s", "seg-1.m4s", "seg-2.m4s", "hls.min.js"]
-    {
+    for name in [
+        "master.m3u8",
+        "video.m3u8",
+        "audio.m3u8",
+        "video-init.mp4",
+        "audio-init.mp4",
+        "video-seg-0.m4s",
+        "video-seg-1.m4s",
+        "video-seg-2.m4s",
+        "audio-seg-2.m4s",
+        "hls.min.js",
+    ] {
         assert!(log.contains(name), "the access log shows {name} fetched:\n{log}");
     }
     let shot = browser.call("Page.captureScreenshot", json!({ "format": "png" }));

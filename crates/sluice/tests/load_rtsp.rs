@@ -149,7 +149,7 @@ fn assert_every_viewer_got_every_sample(report: &RtspReport, clients: usize) {
     assert_eq!(s.reference_samples, DEMO_VIDEO_FRAMES);
     assert_eq!(s.samples_stdev, 0.0);
     assert_eq!(s.video_lost_packets, 0, "{}", detail());
-    // Against GStreamer retina reports one audio packet lost per viewer, even over TCP where
+    // Against GStreamer a viewer counts one audio packet lost, even over TCP where
     // nothing can be lost: a gap between the RTP-Info `seq` the server announces and its first
     // AAC packet. Video must be complete and nothing more may go missing.
     for v in &report.viewers {
@@ -160,7 +160,7 @@ fn assert_every_viewer_got_every_sample(report: &RtspReport, clients: usize) {
 
 fn every_viewer_gets_every_sample(transport: RtspTransport) {
     // Unshared media: every viewer's PLAY starts the file from its first frame, so each one
-    // must get all 180. Shared media seeks the one pipeline back to 0 on every PLAY with retina's
+    // must get all 180. Shared media seeks the one pipeline back to 0 on every PLAY with the viewers'
     // `Range: npt=0.000-` (measured: 5 viewers over 1 s got 179 to 212 samples), see the script.
     let server = GstServer::start(&["--no-shared"]);
     let report = load_rtsp(

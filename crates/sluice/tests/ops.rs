@@ -9,7 +9,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,11 +24,6 @@ engine_matrix!(
     the_grace_running_out_is_an_error,
     a_second_signal_exits_at_once,
 );
-
-/// A port free right now on 127.0.0.1.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn sluice() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));

@@ -1,5 +1,5 @@
 //! RTSP serving end to end, on every engine: clients we did not write (ffprobe, ffmpeg, and
-//! `sluice load rtsp`, built on retina) read the demo MP4 over RTSP/RTP (UDP and TCP interleaved)
+//! `sluice load rtsp`) read the demo MP4 over RTSP/RTP (UDP and TCP interleaved)
 //! to the end and count the frames the file has; a raw RTSP client checks the details no player
 //! shows: `Range: npt=` seeks to the keyframe at or before the position, `RTP-Info` names the
 //! first packet's sequence number and timestamp, PAUSE stops and PLAY resumes without loss,

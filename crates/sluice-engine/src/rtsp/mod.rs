@@ -86,6 +86,16 @@ impl RtspSockets {
     /// Binds the control listener at `addr` and, for each of `loops` loops, an RTP/RTCP pair of
     /// UDP ports (even, and the next odd one, RFC 3550 §11) on the same address.
     pub fn bind(addr: SocketAddr, loops: usize) -> Result<RtspSockets, EngineError> {
+        RtspSockets::bind_in(addr, loops, None)
+    }
+
+    /// [`RtspSockets::bind`], taking the RTP/RTCP pairs from `rtp_ports` when given (a
+    /// firewall's range): the first free even/odd pairs in it.
+    pub fn bind_in(
+        addr: SocketAddr,
+        loops: usize,
+        rtp_ports: Option<std::ops::RangeInclusive<u16>>,
+    ) -> Result<RtspSockets, EngineError> {
         if !(1..=MAX_RTSP_LOOPS).contains(&loops) {
             return Err(EngineError::Config(format!(
                 "RTSP loops must be 1 to {MAX_RTSP_LOOPS}, not {loops}"
@@ -96,8 +106,13 @@ impl RtspSockets {
             .set_nonblocking(true)
             .map_err(|source| EngineError::Setup { what: "RTSP listener O_NONBLOCK", source })?;
         let mut udp = Vec::with_capacity(loops);
+        let mut next_in_range = rtp_ports.as_ref().map(|r| *r.start());
         for _ in 0..loops {
-            let (rtp, rtcp) = bind_udp_pair(addr).map_err(|source| EngineError::Listen { addr, source })?;
+            let pair = match (&rtp_ports, &mut next_in_range) {
+                (Some(range), Some(next)) => bind_udp_pair_in(addr, range, next),
+                _ => bind_udp_pair(addr),
+            };
+            let (rtp, rtcp) = pair.map_err(|source| EngineError::Listen { addr, source })?;
             for s in [&rtp, &rtcp] {
                 s.set_nonblocking(true)
                     .map_err(|source| EngineError::Setup { what: "UDP O_NONBLOCK", source })?;
@@ -153,6 +168,44 @@ fn bind_udp_pair(addr: SocketAddr) -> io::Result<(UdpSocket, UdpSocket)> {
         }
     }
     Err(last)
+}
+
+/// Even/odd port pairs (RTP on the even port, RTCP on the next) that fit in `range`.
+pub fn pairs_in(range: std::ops::RangeInclusive<u16>) -> usize {
+    let first = u32::from(*range.start()).next_multiple_of(2);
+    let last = u32::from(*range.end());
+    if last < first + 1 {
+        0
+    } else {
+        ((last - first - 1) / 2 + 1) as usize
+    }
+}
+
+/// The first free even/odd pair in `range` at or after `next` (moved past it).
+fn bind_udp_pair_in(
+    addr: SocketAddr,
+    range: &std::ops::RangeInclusive<u16>,
+    next: &mut u16,
+) -> io::Result<(UdpSocket, UdpSocket)> {
+    let at = |port: u16| {
+        let mut a = addr;
+        a.set_port(port);
+        a
+    };
+    let mut port = next.next_multiple_of(2);
+    while port < *range.end() && port >= *range.start() {
+        let rtp = UdpSocket::bind(at(port));
+        let rtcp = rtp.as_ref().ok().map(|_| UdpSocket::bind(at(port + 1)));
+        port = port.saturating_add(2);
+        *next = port;
+        if let (Ok(rtp), Some(Ok(rtcp))) = (rtp, rtcp) {
+            return Ok((rtp, rtcp));
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        format!("no free even/odd RTP/RTCP port pair left in {}-{}", range.start(), range.end()),
+    ))
 }
 
 /// Runs the RTSP loops for `engine` (io_uring for `uring`, epoll for the others), one per port
@@ -299,15 +352,21 @@ impl Observer for LoopObserver<'_> {
             Note::BytesIn(n) => shard.add(Event::BytesIn, n as u64),
             Note::Answered { requests, .. } => shard.add(Event::RtspRequests, requests as u64),
             Note::Refused(_) | Note::Access { .. } | Note::Unplayable { .. } | Note::Unreadable { .. } => {}
-            Note::SessionCreated(..) => shard.add(Event::RtspSessionsCreated, 1),
-            Note::SessionReleased(_, why) => shard.add(
-                match why {
-                    Release::Teardown => Event::RtspReleasedTeardown,
-                    Release::Timeout => Event::RtspReleasedTimeout,
-                    Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
-                },
-                1,
-            ),
+            Note::SessionCreated(id, _) => {
+                shard.add(Event::RtspSessionsCreated, 1);
+                shard.rtsp_session_started(id.0);
+            }
+            Note::SessionReleased(id, why) => {
+                shard.rtsp_session_ended(id.0);
+                shard.add(
+                    match why {
+                        Release::Teardown => Event::RtspReleasedTeardown,
+                        Release::Timeout => Event::RtspReleasedTimeout,
+                        Release::ConnectionClosed => Event::RtspReleasedConnectionClosed,
+                    },
+                    1,
+                )
+            }
             Note::SampleRead => shard.syscall(Syscall::Pread),
             Note::FrameDropped { packets } => {
                 shard.add(Event::RtpFramesDropped, 1);

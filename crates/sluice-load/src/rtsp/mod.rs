@@ -1,12 +1,15 @@
-//! RTSP viewers (`sluice load rtsp`): N clients built on the `retina` crate, each doing
-//! DESCRIBE, SETUP (RTP over UDP or TCP interleaved) and PLAY against one URL and counting the
-//! complete video access units (samples) it receives and the RTP packets it lost (sequence gaps
-//! retina reports). Viewers start spread evenly over a ramp, all run as tasks on one tokio runtime,
-//! and each stops at the stream's end (no media for `idle_end`), at the expected sample count, or
-//! at the run's deadline, whichever comes first, so every run is bounded in time. The result is an
-//! [`RtspReport`]: per-viewer counts plus the E5 summary (perfect-sending clients, each judged
-//! against what it was sent while it played, mean and standard deviation of samples, lost
-//! packets, failures by kind).
+//! RTSP viewers (`sluice load rtsp`): N clients, each doing DESCRIBE, SETUP (RTP over UDP or
+//! TCP interleaved) and PLAY against one URL in sluice's own code, and counting the complete
+//! video access units (samples) it receives and the RTP packets it lost (sequence gaps). Viewers
+//! start spread evenly over a ramp; their RTSP exchanges run as tasks on one tokio runtime. Over
+//! UDP their packets arrive on their own sockets (`UDP_GRO` on unless `udp_gro` is off), read by
+//! `threads` receiver threads, each serving many viewers with epoll and `recvmmsg`; over TCP
+//! each viewer's task reads its connection in 64 KiB chunks. Each viewer stops at the stream's
+//! end (no media for `idle_end`), at the expected sample count, or at the run's deadline,
+//! whichever comes first, so every run is bounded in time. The result is an [`RtspReport`]:
+//! per-viewer counts plus the E5 summary (perfect-sending clients, each judged against what it
+//! was sent while it played, mean and standard deviation of samples, lost packets, failures by
+//! kind) and the generator's own CPU per datagram and per viewer-second.
 //!
 //! It owns the viewers and their accounting. It does not own the command line nor any server.
 //!
@@ -19,18 +22,24 @@
 //! println!("{} of {} viewers got every sample", report.summary.perfect_clients, report.summary.clients);
 //! ```
 
+mod client;
+mod receiver;
 mod report;
 mod viewer;
+mod wire;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+pub use client::ClientError;
+pub use report::GeneratorCost;
 pub use report::{
     EndCounts, FailureCounts, ReferenceSource, RtspReport, RtspSettings, RtspSummary, ViewerResult,
 };
 pub use viewer::{EndReason, FailureKind, ViewerError};
+pub use wire::{fuzz_viewer_input, gro_segment_size, gro_segments, Interleaved, RtpHeader};
 
 use crate::error::LoadError;
 
@@ -38,7 +47,7 @@ use crate::error::LoadError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RtspTransport {
-    /// RTP/AVP/TCP interleaved on the RTSP connection (retina's default).
+    /// RTP/AVP/TCP interleaved on the RTSP connection.
     #[default]
     Tcp,
     /// RTP/AVP over UDP unicast to a pair of client ports.
@@ -83,14 +92,18 @@ pub struct RtspConfig {
     pub idle_end: Duration,
     /// Deadline for connecting, DESCRIBE, SETUP, PLAY and the first video sample.
     pub setup_timeout: Duration,
-    /// Also set up the audio stream when the server offers one retina can depacketize.
+    /// Also set up the audio stream when the server offers one.
     pub audio: bool,
     /// Receive buffer, in bytes, of the viewers' RTP/RTCP UDP sockets (0 leaves the kernel's
     /// default). Players size theirs for bursts (ffmpeg's RTP input asks for 1 MiB); the
     /// kernel's default, about 208 KiB, holds 70 ms of a 23 Mbps stream, so one late wake-up of a
     /// busy generator loses packets that the server sent on time.
     pub udp_receive_buffer: usize,
-    /// Worker threads of the runtime the viewers run on.
+    /// Whether the viewers' RTP sockets take UDP GRO messages whole (`UDP_GRO`); off models
+    /// players without it, whose every read is one datagram.
+    pub udp_gro: bool,
+    /// Receiver threads (UDP) and runtime worker threads (the RTSP exchanges, TCP reading);
+    /// by default the cores this process may run on (its CPU affinity).
     pub threads: usize,
     /// Allow targets outside loopback.
     pub allow_non_loopback: bool,
@@ -110,6 +123,7 @@ impl RtspConfig {
             setup_timeout: Duration::from_secs(10),
             audio: true,
             udp_receive_buffer: DEFAULT_UDP_RECEIVE_BUFFER,
+            udp_gro: true,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             allow_non_loopback: false,
         }
@@ -260,31 +274,40 @@ pub fn start_offset(index: usize, clients: usize, ramp: Duration) -> Duration {
 /// Runs `config.clients` viewers to the end and reports on them, telling `observer` about every
 /// second.
 pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<RtspReport, LoadError> {
-    let (url, _) = config.validate()?;
+    let (url, addr) = config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads)
         .thread_name("sluice-load-rtsp")
         .enable_all()
         .build()
         .map_err(LoadError::Runtime)?;
+    let receivers = match config.transport {
+        RtspTransport::Udp => {
+            Some(Arc::new(receiver::Receivers::start(config.threads).map_err(LoadError::Runtime)?))
+        }
+        RtspTransport::Tcp => None,
+    };
+    let cpu_before = rusage_cpu_seconds(libc::RUSAGE_SELF);
     let started_at = SystemTime::now();
     let start = Instant::now();
+    let live = Arc::new(Live::default());
     let results = runtime.block_on(async {
-        let group = Arc::new(retina::client::SessionGroup::default());
         let start = tokio::time::Instant::from_std(start);
         let deadline = start + config.deadline();
         let plan = Arc::new(viewer::Plan {
             url,
+            addr,
             transport: config.transport,
             expect_samples: config.expect_samples,
             idle_end: config.idle_end,
             setup_timeout: config.setup_timeout,
             audio: config.audio,
             udp_receive_buffer: config.udp_receive_buffer,
-            group: group.clone(),
+            udp_gro: config.udp_gro,
+            receivers: receivers.clone(),
             run_start: start,
             deadline,
-            live: Live::default(),
+            live: live.clone(),
         });
         let tasks: Vec<_> = (0..config.clients)
             .map(|index| {
@@ -300,30 +323,34 @@ pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<
                 })
             })
             .collect();
-        let all = async {
-            let mut results = Vec::with_capacity(tasks.len());
-            for (index, task) in tasks.into_iter().enumerate() {
-                results.push(task.await.unwrap_or_else(|_| ViewerResult::panicked(index)));
-            }
-            results
-        };
-        tokio::pin!(all);
-        let second = Duration::from_secs(1);
-        let mut ticks = tokio::time::interval_at(start + second, second);
-        let results = loop {
-            tokio::select! {
-                results = &mut all => break results,
-                now = ticks.tick() => observer.on_second(&plan.live.snapshot(now - start)),
-            }
-        };
+        let results = crate::progress::join_ticking(tasks, start, ViewerResult::panicked, |elapsed| {
+            observer.on_second(&plan.live.snapshot(elapsed))
+        })
+        .await;
         observer.on_finish();
-        // Dropped sessions send TEARDOWN in the background; give them a moment to go out so the
-        // server frees them now rather than at its session timeout.
-        let _ = tokio::time::timeout(Duration::from_secs(2), group.await_teardown()).await;
         results
     });
+    if let Some(r) = &receivers {
+        r.stop();
+    }
     runtime.shutdown_timeout(Duration::from_millis(100));
-    Ok(RtspReport::build(config, started_at, start.elapsed(), results))
+    let elapsed = start.elapsed();
+    let cpu = rusage_cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
+    let mut report = RtspReport::build(config, started_at, elapsed, results);
+    report.summary.generator = GeneratorCost::from_viewers(&report.viewers, cpu);
+    Ok(report)
+}
+
+/// User + system CPU seconds so far of this process (`libc::RUSAGE_SELF`, every thread) or of
+/// the calling thread (`libc::RUSAGE_THREAD`): what the generator, and the lab's ceiling probe,
+/// spent.
+pub fn rusage_cpu_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the live struct it is given; with a valid `who` it cannot fail.
+    unsafe { libc::getrusage(who, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 #[cfg(test)]

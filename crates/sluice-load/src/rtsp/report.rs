@@ -42,6 +42,13 @@ pub struct ViewerResult {
     pub video_lost_packets: u64,
     /// Media payload bytes received (video and audio).
     pub bytes: u64,
+    /// RTP and RTCP datagrams (UDP) or interleaved frames (TCP) received.
+    #[serde(default)]
+    pub datagrams: u64,
+    /// Reads that returned them: messages over UDP (a GRO message holds many datagrams), reads
+    /// of the connection over TCP.
+    #[serde(default)]
+    pub reads: u64,
     /// Why it stopped.
     pub end: EndReason,
     /// The failure, when it failed.
@@ -64,6 +71,8 @@ impl ViewerResult {
             lost_packets: 0,
             video_lost_packets: 0,
             bytes: 0,
+            datagrams: 0,
+            reads: 0,
             end: EndReason::Failed,
             failure: None,
             error: None,
@@ -199,6 +208,44 @@ pub struct RtspSummary {
     pub failures: FailureCounts,
     /// Viewers by how they stopped.
     pub ends: EndCounts,
+    /// What the generator itself spent receiving.
+    #[serde(default)]
+    pub generator: GeneratorCost,
+}
+
+/// The generator's own CPU: the process's user and system seconds over the run (RTSP exchanges
+/// and receiver threads together), per datagram and per second of viewing, so a run shows
+/// whether the generator rather than the server was the limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GeneratorCost {
+    /// CPU seconds of the whole process over the run.
+    pub cpu_s: f64,
+    /// Datagrams (UDP) or interleaved frames (TCP) received, all viewers.
+    pub datagrams: u64,
+    /// Reads that returned them (GRO messages, or reads of a TCP connection).
+    pub reads: u64,
+    /// Seconds of playing, summed over the viewers.
+    pub viewer_s: f64,
+    /// CPU microseconds per datagram.
+    pub us_per_datagram: f64,
+    /// CPU milliseconds per viewer-second.
+    pub ms_per_viewer_s: f64,
+}
+
+impl GeneratorCost {
+    /// The cost of receiving what `viewers` received with `cpu_s` CPU seconds.
+    pub fn from_viewers(viewers: &[ViewerResult], cpu_s: f64) -> GeneratorCost {
+        let datagrams: u64 = viewers.iter().map(|v| v.datagrams).sum();
+        let viewer_s: f64 = viewers.iter().filter_map(|v| v.playing_ms).map(|ms| ms as f64 / 1000.0).sum();
+        GeneratorCost {
+            cpu_s,
+            datagrams,
+            reads: viewers.iter().map(|v| v.reads).sum(),
+            viewer_s,
+            us_per_datagram: if datagrams > 0 { cpu_s * 1e6 / datagrams as f64 } else { 0.0 },
+            ms_per_viewer_s: if viewer_s > 0.0 { cpu_s * 1e3 / viewer_s } else { 0.0 },
+        }
+    }
 }
 
 impl RtspSummary {
@@ -261,6 +308,7 @@ impl RtspSummary {
             bytes_per_s: if secs > 0.0 { bytes as f64 / secs } else { 0.0 },
             failures,
             ends,
+            generator: GeneratorCost::from_viewers(viewers, 0.0),
         }
     }
 }
@@ -291,7 +339,10 @@ pub struct RtspSettings {
     /// Receive buffer asked for on the viewers' UDP sockets, bytes (0: the kernel's default).
     #[serde(default)]
     pub udp_receive_buffer: usize,
-    /// Runtime worker threads.
+    /// Whether the viewers' UDP sockets took GRO messages whole (`--udp-gro`).
+    #[serde(default)]
+    pub udp_gro: bool,
+    /// Receiver and runtime worker threads.
     pub threads: usize,
 }
 
@@ -335,6 +386,7 @@ impl RtspReport {
                 setup_timeout_ms: ms(config.setup_timeout),
                 audio: config.audio,
                 udp_receive_buffer: config.udp_receive_buffer,
+                udp_gro: config.udp_gro,
                 threads: config.threads,
             },
             started_at_unix_ms: started_at.duration_since(UNIX_EPOCH).map_or(0, ms),
@@ -349,14 +401,9 @@ impl RtspReport {
         serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
     }
 
-    /// Writes the report as pretty JSON to a new file at `path`.
+    /// Writes the report as pretty JSON to a new file at `path` (`-`: standard output).
     pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
-        let err = |source| LoadError::Output { path: path.to_path_buf(), source };
-        let file = std::fs::File::create(path).map_err(err)?;
-        let mut out = io::BufWriter::new(file);
-        serde_json::to_writer_pretty(&mut out, self).map_err(|e| err(io::Error::other(e)))?;
-        writeln!(out).map_err(err)?;
-        out.flush().map_err(err)
+        crate::output::write_json_file(self, path)
     }
 
     /// Writes the readable end-of-run summary.
@@ -365,9 +412,14 @@ impl RtspReport {
         let s = &self.summary;
         writeln!(
             out,
-            "\n  sluice load rtsp: {} viewer(s) over {}, ramp {:.1}s, {} thread(s), {:.1}s",
+            "\n  sluice load rtsp: {} viewer(s) over {}{}, ramp {:.1}s, {} thread(s), {:.1}s",
             st.clients,
             st.transport.name(),
+            match (st.transport, st.udp_gro) {
+                (RtspTransport::Udp, true) => " with GRO",
+                (RtspTransport::Udp, false) => " without GRO",
+                _ => "",
+            },
             st.ramp_ms as f64 / 1000.0,
             st.threads,
             self.duration_s
@@ -408,6 +460,14 @@ impl RtspReport {
             s.bytes_per_s * 8.0 / 1e6,
             s.audio_frames
         )?;
+        let g = &s.generator;
+        if g.datagrams > 0 {
+            writeln!(
+                out,
+                "  generator  {:.2} s CPU: {:.3} µs per datagram, {:.3} ms per viewer-second ({} datagrams in {} reads)",
+                g.cpu_s, g.us_per_datagram, g.ms_per_viewer_s, g.datagrams, g.reads
+            )?;
+        }
         let e = &s.ends;
         writeln!(
             out,

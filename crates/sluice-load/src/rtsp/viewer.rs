@@ -1,44 +1,45 @@
-//! One RTSP viewer: waits for its start time, opens a retina session (DESCRIBE, SETUP of the
-//! first video stream and optionally the audio stream, PLAY), then reads its RTP packets and
-//! counts video access units, audio frames, bytes and lost RTP packets until the stream ends, the
-//! expected count is reached or the run's deadline passes. Failures are typed ([`ViewerError`])
-//! and counted by [`FailureKind`]; the viewer never panics on what the server sends.
+//! One RTSP viewer: waits for its start time, does its RTSP exchange in sluice's own code
+//! (DESCRIBE, SETUP of the first video stream and optionally the audio stream, PLAY; see
+//! `client`), then counts video access units, audio frames, bytes and lost RTP packets until the
+//! stream ends, the expected count is reached or the run's deadline passes. Over UDP the packets
+//! arrive on the viewer's own sockets, which a receiver thread reads together with many other
+//! viewers' (see `receiver`); over TCP the viewer's task reads its connection in 64 KiB chunks.
+//! Failures are typed ([`ViewerError`]) and counted by [`FailureKind`]; the viewer never panics
+//! on what the server sends.
 //!
 //! Access units are counted from the packets' marker bits and sequence numbers
 //! ([`AccessUnits`]), not by depacketizing: RFC 6184 sets the marker on an access unit's last
 //! packet, so a unit is complete when its marker arrives with no packet lost since the previous
-//! one. Depacketizing cost more than everything else: retina's Annex B scan and `memchr` were 28%
-//! of the generator's CPU receiving 100 × 23 Mbps (perf, 2026-11-22), and one core must receive
-//! 300 of them. Nothing is allocated per packet here.
+//! one. Losses are sequence gaps, the first packet measured against `RTP-Info`'s `seq`; a packet
+//! from before the latest (reordered or duplicated) is skipped. Nothing is allocated per packet.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use retina::client::PacketItem;
-use retina::client::{
-    InitialTimestampPolicy, PlayOptions, Session, SessionGroup, SessionOptions, SetupOptions,
-    TcpTransportOptions, Transport, UdpTransportOptions,
-};
 use tokio::time::Instant;
 
+use super::client::{ClientError, Control, Medium, RtpInfo};
+use super::receiver::{Ended, Receivers, UdpViewer};
 use super::report::ViewerResult;
+use super::wire::{Interleaved, RtpHeader};
 use super::RtspTransport;
 
 /// What every viewer of a run shares.
 pub(crate) struct Plan {
     pub url: url::Url,
+    pub addr: std::net::SocketAddr,
     pub transport: RtspTransport,
     pub expect_samples: Option<u64>,
     pub idle_end: Duration,
     pub setup_timeout: Duration,
     pub audio: bool,
     pub udp_receive_buffer: usize,
-    pub group: Arc<SessionGroup>,
+    pub udp_gro: bool,
+    pub receivers: Option<Arc<Receivers>>,
     pub run_start: Instant,
     pub deadline: Instant,
-    pub live: super::Live,
+    pub live: Arc<super::Live>,
 }
 
 /// Why a viewer stopped.
@@ -77,7 +78,7 @@ pub enum FailureKind {
     NoMedia,
     /// The stream failed while playing (read error, malformed RTP, depacketization error).
     Stream,
-    /// The viewer task panicked (a bug in the generator or retina).
+    /// The viewer task panicked (a bug in the generator).
     Panicked,
 }
 
@@ -115,20 +116,20 @@ impl FailureKind {
 #[derive(Debug, thiserror::Error)]
 pub enum ViewerError {
     /// No connection to the server.
-    #[error("cannot connect: {0}")]
-    Connect(retina::Error),
+    #[error("{0}")]
+    Connect(ClientError),
     /// DESCRIBE failed.
     #[error("DESCRIBE failed: {0}")]
-    Describe(retina::Error),
+    Describe(ClientError),
     /// The SDP has no video stream.
     #[error("the presentation has no video stream")]
     NoVideo,
     /// SETUP failed.
     #[error("SETUP failed: {0}")]
-    Setup(retina::Error),
+    Setup(ClientError),
     /// PLAY failed.
     #[error("PLAY failed: {0}")]
-    Play(retina::Error),
+    Play(ClientError),
     /// Setting up took too long.
     #[error("no PLAY response within {0:?} of starting")]
     Timeout(Duration),
@@ -137,7 +138,7 @@ pub enum ViewerError {
     NoMedia(Duration),
     /// The stream failed while playing.
     #[error("stream failed: {0}")]
-    Stream(retina::Error),
+    Stream(ClientError),
 }
 
 impl ViewerError {
@@ -155,30 +156,11 @@ impl ViewerError {
         }
     }
 
-    /// The first line of the message (retina appends connection context on further lines).
+    /// The first line of the message.
     pub fn short_message(&self) -> String {
         let text = self.to_string();
         text.lines().next().unwrap_or_default().to_string()
     }
-}
-
-/// Audio encodings retina depacketizes; others are left unset so `demuxed()` accepts the session.
-fn audio_supported(encoding: &str) -> bool {
-    ["mpeg4-generic", "pcmu", "pcma", "l16", "g722", "opus"].iter().any(|e| encoding.eq_ignore_ascii_case(e))
-}
-
-fn transport(t: RtspTransport) -> Transport {
-    match t {
-        RtspTransport::Tcp => Transport::Tcp(TcpTransportOptions::default()),
-        RtspTransport::Udp => Transport::Udp(UdpTransportOptions::default()),
-    }
-}
-
-/// The streams a viewer set up.
-struct Streams {
-    video: usize,
-    /// The audio stream, and whether it is AAC (`mpeg4-generic`, counted by its AU headers).
-    audio: Option<(usize, bool)>,
 }
 
 /// Counts the complete access units of one RTP stream; see the module docs.
@@ -200,8 +182,8 @@ impl AccessUnits {
 }
 
 /// The video samples a viewer was sent for the time it played, from the RTP timestamps of its
-/// packets: the span of presentation times from the `PLAY`'s start (`RTP-Info`'s `rtptime`, time
-/// 0 of retina's timestamps) to the latest one received, divided by the frame interval (the
+/// packets: the span of presentation times from the `PLAY`'s start (`RTP-Info`'s `rtptime`,
+/// time 0 of the counted timestamps) to the latest one received, divided by the frame interval (the
 /// smallest step between two packets' timestamps). A frame the server skipped (its
 /// `degrade` policy drops whole frames before they are packetized, so no sequence number goes
 /// missing) leaves a hole in that span, which is how a viewer that lost no packet can still fall
@@ -260,98 +242,309 @@ fn audio_frames(payload: &[u8], aac: bool) -> u64 {
     }
 }
 
-type Playing = std::pin::Pin<Box<Session<retina::client::Playing>>>;
-
-/// Gives every UDP socket of this process at least `bytes` of receive buffer. retina opens the
-/// RTP/RTCP sockets inside `SETUP` and offers no option for their size, so the viewer finds them
-/// among the process's descriptors (every UDP socket here is a viewer's) right after its
-/// `SETUP`s. Sockets already that large are left alone; `SO_RCVBUFFORCE` (root) passes
-/// `net.core.rmem_max`, `SO_RCVBUF` is the fallback.
-fn enlarge_udp_receive_buffers(bytes: usize) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
+/// Gives the UDP socket `fd` at least `bytes` of receive buffer: `SO_RCVBUFFORCE` (root) passes
+/// `net.core.rmem_max`, `SO_RCVBUF` is the fallback. Players size theirs for bursts.
+pub(crate) fn set_receive_buffer(fd: std::os::fd::RawFd, bytes: usize) {
     let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
-    for fd in dir.flatten().filter_map(|e| e.file_name().to_str()?.parse::<libc::c_int>().ok()) {
-        let get = |opt: libc::c_int| {
-            let mut v: libc::c_int = 0;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            // SAFETY: getsockopt writes at most `len` bytes into a live c_int; a descriptor that
-            // is not a socket (or closed meanwhile) just fails.
-            let ok = unsafe {
-                libc::getsockopt(fd, libc::SOL_SOCKET, opt, (&mut v as *mut libc::c_int).cast(), &mut len)
-            };
-            (ok == 0).then_some(v)
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: passes a live c_int and its size to a descriptor the caller owns.
+        let set = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&want as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
         };
-        // The kernel reports double what was set (its bookkeeping share).
-        if get(libc::SO_TYPE) != Some(libc::SOCK_DGRAM) || get(libc::SO_RCVBUF).is_some_and(|v| v >= want) {
-            continue;
-        }
-        for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-            // SAFETY: passes a live c_int and its size.
-            let set = unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    (&want as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            if set == 0 {
-                break;
-            }
+        if set == 0 {
+            break;
         }
     }
 }
 
-/// DESCRIBE, SETUP, PLAY; returns the playing session and which streams it set up.
-async fn open(plan: &Plan) -> Result<(Playing, Streams), ViewerError> {
-    let options = SessionOptions::default()
-        .user_agent(concat!("sluice-load/", env!("CARGO_PKG_VERSION")).to_string())
-        .session_group(plan.group.clone());
-    let mut session = Session::describe(plan.url.clone(), options).await.map_err(|e| {
-        // retina's error is opaque; its connect failure is the one that says so.
-        if e.to_string().starts_with("Unable to connect") {
-            ViewerError::Connect(e)
-        } else {
-            ViewerError::Describe(e)
+/// Counting state of one RTP stream of a viewer.
+#[derive(Debug, Default)]
+pub(crate) struct TrackCounter {
+    /// `RTP-Info`'s values for this stream.
+    info: RtpInfo,
+    /// The sequence number the next packet should carry.
+    next_seq: Option<u16>,
+    /// The latest packet's RTP timestamp and its ticks since the PLAY's start (unwrapped).
+    last_timestamp: Option<(u32, i64)>,
+    units: AccessUnits,
+    /// Audio: AAC (counted by its AU headers).
+    aac: bool,
+}
+
+impl TrackCounter {
+    pub(crate) fn new(info: RtpInfo, aac: bool) -> TrackCounter {
+        TrackCounter { info, aac, ..TrackCounter::default() }
+    }
+
+    /// The packets lost before this one, or `None` for a packet from before the latest.
+    fn sequence(&mut self, seq: u16) -> Option<u16> {
+        let loss = match self.next_seq.or(self.info.seq) {
+            None => 0,
+            Some(next) => {
+                let gap = seq.wrapping_sub(next);
+                if gap >= 0x8000 {
+                    return None;
+                }
+                gap
+            }
+        };
+        self.next_seq = Some(seq.wrapping_add(1));
+        Some(loss)
+    }
+
+    /// Ticks since the PLAY's start (`RTP-Info`'s `rtptime`, else the first packet's).
+    fn ticks(&mut self, timestamp: u32) -> i64 {
+        let ticks = match self.last_timestamp {
+            Some((last, ticks)) => ticks + i64::from(timestamp.wrapping_sub(last) as i32),
+            None => i64::from(timestamp.wrapping_sub(self.info.rtptime.unwrap_or(timestamp)) as i32),
+        };
+        self.last_timestamp = Some((timestamp, ticks));
+        ticks
+    }
+}
+
+/// A viewer's running counts (their meanings are [`ViewerResult`]'s fields of the same names).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counts {
+    pub samples: u64,
+    pub audio_frames: u64,
+    pub lost_packets: u64,
+    pub video_lost_packets: u64,
+    pub bytes: u64,
+    pub datagrams: u64,
+    pub reads: u64,
+}
+
+/// What one viewer received, as its packets are counted (by the receiver thread over UDP, by
+/// the viewer's task over TCP).
+#[derive(Debug)]
+pub(crate) struct Reception {
+    pub video: TrackCounter,
+    pub audio: Option<TrackCounter>,
+    pub sent: SentSpan,
+    pub counts: Counts,
+    /// When the latest RTP packet and the first complete sample arrived.
+    pub last_media: Option<std::time::Instant>,
+    pub first_sample: Option<std::time::Instant>,
+    /// The expected count, reached: counting stops.
+    pub expect: Option<u64>,
+    pub complete: bool,
+    live: Arc<super::Live>,
+}
+
+impl Reception {
+    pub(crate) fn new(
+        video: TrackCounter,
+        audio: Option<TrackCounter>,
+        expect: Option<u64>,
+        live: Arc<super::Live>,
+    ) -> Reception {
+        Reception {
+            video,
+            audio,
+            sent: SentSpan::default(),
+            counts: Counts::default(),
+            last_media: None,
+            first_sample: None,
+            expect,
+            complete: false,
+            live,
         }
-    })?;
-    let video = session.streams().iter().position(|s| s.media() == "video").ok_or(ViewerError::NoVideo)?;
-    let audio =
-        session.streams().iter().position(|s| s.media() == "audio" && audio_supported(s.encoding_name()));
-    session
-        .setup(video, SetupOptions::default().transport(transport(plan.transport)))
+    }
+
+    /// One RTP packet of the video (`audio` false) or audio stream, received at `now`.
+    pub(crate) fn rtp(&mut self, audio: bool, packet: &[u8], now: std::time::Instant) {
+        self.counts.datagrams += 1;
+        if self.complete {
+            return;
+        }
+        let Some(header) = RtpHeader::parse(packet) else { return };
+        let track = match (audio, self.audio.as_mut()) {
+            (false, _) => &mut self.video,
+            (true, Some(a)) => a,
+            (true, None) => return,
+        };
+        let Some(loss) = track.sequence(header.sequence) else { return };
+        self.last_media = Some(now);
+        let payload = header.payload(packet);
+        self.counts.bytes += payload.len() as u64;
+        if loss > 0 {
+            self.counts.lost_packets += u64::from(loss);
+            self.live.lost_packets.fetch_add(u64::from(loss), Relaxed);
+        }
+        if audio {
+            self.counts.audio_frames += audio_frames(payload, track.aac);
+            return;
+        }
+        self.counts.video_lost_packets += u64::from(loss);
+        let ticks = track.ticks(header.timestamp);
+        self.sent.push(ticks);
+        if track.units.push(loss, header.marker) != Some(true) {
+            return;
+        }
+        self.counts.samples += 1;
+        self.live.samples.fetch_add(1, Relaxed);
+        if self.counts.samples == 1 {
+            self.first_sample = Some(now);
+        }
+        if self.expect.is_some_and(|n| self.counts.samples >= n) {
+            self.complete = true;
+        }
+    }
+
+    /// Copies the counts into the viewer's result and works out what it was owed.
+    pub(crate) fn finish(&self, result: &mut ViewerResult) {
+        let Counts { samples, audio_frames, lost_packets, video_lost_packets, bytes, datagrams, reads } =
+            self.counts;
+        *result = ViewerResult {
+            samples,
+            audio_frames,
+            lost_packets,
+            video_lost_packets,
+            bytes,
+            datagrams,
+            reads,
+            ..result.clone()
+        };
+        // It was sent at least what it received (the reordering allowance of a cut-off viewer
+        // can excuse more than was missing).
+        let cut = matches!(result.end, EndReason::Deadline | EndReason::Expected);
+        result.expected_samples = self.sent.expected(cut).max(self.counts.samples);
+    }
+}
+
+/// Why the counting of a playing viewer stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    StreamEnd,
+    Expected,
+    Deadline,
+    NoMedia,
+    Closed,
+}
+
+/// When a playing viewer stops: `None` while it goes on.
+pub(crate) fn stop_at(
+    reception: &Reception,
+    now: std::time::Instant,
+    idle_end: Duration,
+    setup_deadline: std::time::Instant,
+    deadline: std::time::Instant,
+) -> Option<Stop> {
+    if reception.complete {
+        return Some(Stop::Expected);
+    }
+    if now >= deadline {
+        return Some(Stop::Deadline);
+    }
+    match (reception.first_sample, reception.last_media) {
+        (Some(_), Some(last)) if now >= last + idle_end => Some(Stop::StreamEnd),
+        (None, _) if now >= setup_deadline => Some(Stop::NoMedia),
+        _ => None,
+    }
+}
+
+/// The streams a viewer set up: video and, when wanted and offered, audio.
+struct Streams {
+    video: Medium,
+    audio: Option<Medium>,
+}
+
+/// The interleaved channels of the video and audio RTP streams.
+const VIDEO_CHANNEL: u8 = 0;
+const AUDIO_CHANNEL: u8 = 2;
+
+/// What the exchange set up.
+struct Opened {
+    control: Control,
+    video: TrackCounter,
+    audio: Option<TrackCounter>,
+    udp: Option<UdpViewer>,
+    /// The URL keep-alives and TEARDOWN name.
+    url: String,
+    keepalive: Duration,
+}
+
+fn session_header(control: &mut Control, response: &super::client::Response) -> Option<Duration> {
+    let (id, timeout) = super::client::session_id(response.header("Session")?);
+    control.session.get_or_insert(id);
+    timeout
+}
+
+/// DESCRIBE, SETUP, PLAY.
+async fn open(plan: &Plan) -> Result<Opened, ViewerError> {
+    let url = plan.url.as_str().to_string();
+    let mut control = Control::connect(plan.addr).await.map_err(ViewerError::Connect)?;
+    let described = control
+        .request("DESCRIBE", &url, &[("Accept", "application/sdp")])
         .await
-        .map_err(ViewerError::Setup)?;
-    let audio = audio.filter(|_| plan.audio);
-    if let Some(audio) = audio {
-        session
-            .setup(audio, SetupOptions::default().transport(transport(plan.transport)))
+        .map_err(ViewerError::Describe)?;
+    let base =
+        described.header("Content-Base").or(described.header("Content-Location")).unwrap_or(&url).to_string();
+    let sdp = String::from_utf8_lossy(&described.body).into_owned();
+    let media = super::client::parse_sdp(&sdp, &base);
+    let video = media.iter().find(|m| m.kind == "video").cloned().ok_or(ViewerError::NoVideo)?;
+    let audio = media.iter().find(|m| m.kind == "audio").cloned().filter(|_| plan.audio);
+    let streams = Streams { video, audio };
+    let udp = match plan.transport {
+        RtspTransport::Udp => Some(
+            UdpViewer::bind(plan.addr, streams.audio.is_some(), plan.udp_receive_buffer, plan.udp_gro)
+                .map_err(|e| ViewerError::Setup(ClientError::Io(e)))?,
+        ),
+        RtspTransport::Tcp => None,
+    };
+    let mut timeout = None;
+    for (i, medium) in std::iter::once(&streams.video).chain(streams.audio.as_ref()).enumerate() {
+        let transport = match &udp {
+            Some(u) => {
+                let (rtp, rtcp) = u.ports(i);
+                format!("RTP/AVP;unicast;client_port={rtp}-{rtcp}")
+            }
+            None => {
+                let ch = if i == 0 { VIDEO_CHANNEL } else { AUDIO_CHANNEL };
+                format!("RTP/AVP/TCP;unicast;interleaved={ch}-{}", ch + 1)
+            }
+        };
+        let response = control
+            .request("SETUP", &medium.control, &[("Transport", &transport)])
             .await
             .map_err(ViewerError::Setup)?;
+        timeout = session_header(&mut control, &response).or(timeout);
     }
-    if plan.transport == RtspTransport::Udp && plan.udp_receive_buffer > 0 {
-        enlarge_udp_receive_buffers(plan.udp_receive_buffer);
-    }
-    let aac = |i: usize| session.streams()[i].encoding_name().eq_ignore_ascii_case("mpeg4-generic");
-    let streams = Streams { video, audio: audio.map(|a| (a, aac(a))) };
-    // Permissive: a server that omits `rtptime` in RTP-Info still gets counted.
-    let playing = session
-        .play(PlayOptions::default().initial_timestamp(InitialTimestampPolicy::Permissive))
-        .await
-        .map_err(ViewerError::Play)?;
-    Ok((Box::pin(playing), streams))
-}
-
-fn count_loss(result: &mut ViewerResult, plan: &Plan, loss: u16) {
-    if loss > 0 {
-        result.lost_packets += u64::from(loss);
-        plan.live.lost_packets.fetch_add(u64::from(loss), Relaxed);
-    }
+    let play_url = if base.is_empty() { url.clone() } else { base.clone() };
+    let played =
+        control.request("PLAY", &play_url, &[("Range", "npt=0.000-")]).await.map_err(ViewerError::Play)?;
+    let info = played.header("RTP-Info");
+    let video = TrackCounter::new(super::client::rtp_info(info, &streams.video.control, 0), false);
+    let audio = streams.audio.as_ref().map(|a| {
+        TrackCounter::new(
+            super::client::rtp_info(info, &a.control, 1),
+            a.encoding.eq_ignore_ascii_case("mpeg4-generic"),
+        )
+    });
+    // Keep-alives at a third of the session timeout (60 s when the server names none).
+    let keepalive = timeout.unwrap_or(Duration::from_secs(60)).max(Duration::from_secs(3)) / 3;
+    Ok(Opened { control, video, audio, udp, url: play_url, keepalive })
 }
 
 fn ms_between(from: Instant, to: Instant) -> u64 {
     to.saturating_duration_since(from).as_millis() as u64
+}
+
+fn end_reason(stop: Stop) -> EndReason {
+    match stop {
+        Stop::StreamEnd => EndReason::StreamEnd,
+        Stop::Expected => EndReason::Expected,
+        Stop::Deadline => EndReason::Deadline,
+        Stop::Closed => EndReason::Closed,
+        Stop::NoMedia => EndReason::Failed,
+    }
 }
 
 /// Runs viewer `index`, starting at `at`, and returns what it received.
@@ -365,7 +558,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
     plan.live.started.fetch_add(1, Relaxed);
     let setup_deadline = (at + plan.setup_timeout).min(plan.deadline);
     let opened = tokio::time::timeout_at(setup_deadline, open(plan)).await;
-    let (mut stream, streams) = match opened {
+    let opened = match opened {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => return result.failed(e),
         Err(_) if setup_deadline == plan.deadline => {
@@ -377,92 +570,153 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
     let playing_at = Instant::now();
     plan.live.playing.fetch_add(1, Relaxed);
     result.setup_ms = Some(ms_between(at, playing_at));
-    // One timer for the whole stream: it is moved only when it fires, so frames cost no timer work.
-    let mut last_media = playing_at;
-    let limit = |got_first: bool, last_media: Instant| {
-        if got_first { last_media + plan.idle_end } else { setup_deadline }.min(plan.deadline)
+    let Opened { mut control, video, audio, udp, url, keepalive } = opened;
+    let reception = Reception::new(video, audio, plan.expect_samples, plan.live.clone());
+    let limits = Limits {
+        idle_end: plan.idle_end,
+        setup_deadline: setup_deadline.into_std(),
+        deadline: plan.deadline.into_std(),
     };
-    let mut units = AccessUnits::default();
-    let mut sent = SentSpan::default();
-    let timer = tokio::time::sleep_until(limit(false, last_media));
-    tokio::pin!(timer);
+    let (reception, stop, error) = match (udp, plan.receivers.as_ref()) {
+        (Some(udp), Some(receivers)) => {
+            receive_udp(&mut control, receivers, udp, reception, limits, &url, keepalive).await
+        }
+        _ => receive_tcp(&mut control, reception, limits, &url, keepalive).await,
+    };
+    let now = Instant::now();
+    result.playing_ms = Some(ms_between(playing_at, now));
+    result.end = end_reason(stop);
+    if let Some(first) = reception.first_sample {
+        result.first_sample_ms = Some(first.saturating_duration_since(at.into_std()).as_millis() as u64);
+    }
+    reception.finish(&mut result);
+    // TEARDOWN so the server frees the session now rather than at its timeout; not waited for long.
+    let _ = tokio::time::timeout(Duration::from_millis(500), control.request("TEARDOWN", &url, &[])).await;
+    if let Some(e) = error {
+        return result.failed(e);
+    }
+    if stop == Stop::NoMedia {
+        return result.failed(ViewerError::NoMedia(plan.setup_timeout));
+    }
+    result
+}
+
+/// When a playing viewer stops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub idle_end: Duration,
+    pub setup_deadline: std::time::Instant,
+    pub deadline: std::time::Instant,
+}
+
+/// Over UDP: hands the sockets to a receiver thread and keeps the control connection alive
+/// until that thread says the viewer is done, or the server closes the connection.
+async fn receive_udp(
+    control: &mut Control,
+    receivers: &Receivers,
+    udp: UdpViewer,
+    reception: Reception,
+    limits: Limits,
+    url: &str,
+    keepalive: Duration,
+) -> (Reception, Stop, Option<ViewerError>) {
+    let (closed, mut ended) = receivers.add(udp, reception, limits);
+    let mut ticks = tokio::time::interval_at(Instant::now() + keepalive, keepalive);
+    let mut open = true;
     loop {
-        let item = tokio::select! {
-            biased;
-            item = stream.next() => item,
-            () = &mut timer => {
-                let now = Instant::now();
-                let got_first = result.samples > 0;
-                let due = limit(got_first, last_media);
-                if now < due {
-                    timer.as_mut().reset(due);
-                    continue;
-                }
-                if due >= plan.deadline {
-                    result.end = EndReason::Deadline;
-                } else if got_first {
-                    result.end = EndReason::StreamEnd;
-                } else {
-                    result.playing_ms = Some(ms_between(playing_at, now));
-                    return result.failed(ViewerError::NoMedia(plan.setup_timeout));
-                }
-                break;
+        tokio::select! {
+            done = &mut ended => {
+                return match done {
+                    Ok(Ended { reception, stop }) => (reception, stop, None),
+                    Err(_) => unreachable_reception(),
+                };
             }
-        };
-        match item {
-            Some(Ok(PacketItem::Rtp(packet))) => {
-                last_media = Instant::now();
-                let loss = packet.loss();
-                count_loss(&mut result, plan, loss);
-                result.bytes += packet.payload().len() as u64;
-                let id = packet.stream_id();
-                if id != streams.video {
-                    if let Some((_, aac)) = streams.audio.filter(|(a, _)| *a == id) {
-                        result.audio_frames += audio_frames(packet.payload(), aac);
-                    }
-                    continue;
-                }
-                result.video_lost_packets += u64::from(loss);
-                sent.push(packet.timestamp().elapsed());
-                if units.push(loss, packet.mark()) != Some(true) {
-                    continue;
-                }
-                result.samples += 1;
-                plan.live.samples.fetch_add(1, Relaxed);
-                if result.samples == 1 {
-                    result.first_sample_ms = Some(ms_between(at, last_media));
-                    // The timer still waits for the setup deadline; from now on the stream's end
-                    // is `idle_end` after the last media (a short clip must not wait for setup).
-                    timer.as_mut().reset(limit(true, last_media));
-                }
-                if plan.expect_samples.is_some_and(|n| result.samples >= n) {
-                    result.end = EndReason::Expected;
-                    break;
-                }
-                // A stream that never pauses keeps the timer from being polled; check here too.
-                if last_media >= plan.deadline {
-                    result.end = EndReason::Deadline;
-                    break;
+            _ = ticks.tick(), if open => {
+                if control.send("GET_PARAMETER", url, &[]).await.is_err() {
+                    open = false;
+                    closed.store(true, Relaxed);
                 }
             }
-            // RTCP (sender reports) goes on after the media ends, so it is not activity.
-            Some(Ok(_)) => {}
-            Some(Err(e)) => {
-                result.playing_ms = Some(ms_between(playing_at, Instant::now()));
-                return result.failed(ViewerError::Stream(e));
-            }
-            None => {
-                result.end = EndReason::Closed;
-                break;
+            read = control.fill(), if open => {
+                control.buffer.clear();
+                if read.is_err() {
+                    open = false;
+                    closed.store(true, Relaxed);
+                }
             }
         }
     }
-    result.playing_ms = Some(ms_between(playing_at, Instant::now()));
-    // It was sent at least what it received (the reordering allowance of a cut-off viewer can
-    // excuse more than was missing).
-    let cut = matches!(result.end, EndReason::Deadline | EndReason::Expected);
-    result.expected_samples = sent.expected(cut).max(result.samples);
-    result
+}
+
+/// The receiver thread dropped a viewer without an answer: only when it panicked.
+fn unreachable_reception() -> (Reception, Stop, Option<ViewerError>) {
+    let live = Arc::new(super::Live::default());
+    let reception = Reception::new(TrackCounter::default(), None, None, live);
+    (
+        reception,
+        Stop::Closed,
+        Some(ViewerError::Stream(ClientError::Malformed("the receiver thread stopped".into()))),
+    )
+}
+
+/// Over TCP: reads the connection in large chunks and counts the interleaved frames.
+async fn receive_tcp(
+    control: &mut Control,
+    mut reception: Reception,
+    limits: Limits,
+    url: &str,
+    keepalive: Duration,
+) -> (Reception, Stop, Option<ViewerError>) {
+    let mut ticks = tokio::time::interval_at(Instant::now() + keepalive, keepalive);
+    let check = Duration::from_millis(50);
+    loop {
+        let mut consumed = 0;
+        let now = std::time::Instant::now();
+        let mut bad = false;
+        loop {
+            match Interleaved::parse(&control.buffer[consumed..]) {
+                Ok(Some((item, n))) => {
+                    if let Interleaved::Frame { channel, data } = item {
+                        match channel {
+                            VIDEO_CHANNEL => reception.rtp(false, data, now),
+                            AUDIO_CHANNEL => reception.rtp(true, data, now),
+                            _ => reception.counts.datagrams += 1,
+                        }
+                    }
+                    consumed += n;
+                }
+                Ok(None) => break,
+                Err(()) => {
+                    bad = true;
+                    break;
+                }
+            }
+        }
+        control.buffer.drain(..consumed);
+        if bad {
+            let e = ClientError::Malformed("neither an interleaved frame nor an RTSP message".into());
+            return (reception, Stop::Closed, Some(ViewerError::Stream(e)));
+        }
+        if let Some(stop) = stop_at(&reception, now, limits.idle_end, limits.setup_deadline, limits.deadline)
+        {
+            return (reception, stop, None);
+        }
+        tokio::select! {
+            read = control.fill() => {
+                reception.counts.reads += 1;
+                if let Err(e) = read {
+                    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        return (reception, Stop::Closed, None);
+                    }
+                    return (reception, Stop::Closed, Some(ViewerError::Stream(ClientError::Io(e))));
+                }
+            }
+            _ = tokio::time::sleep(check) => {}
+            _ = ticks.tick() => {
+                let _ = control.send("GET_PARAMETER", url, &[]).await;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -547,28 +801,22 @@ mod tests {
 
     #[test]
     fn udp_receive_buffers_are_enlarged() {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let size = |fd| {
-            let mut v: libc::c_int = 0;
-            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            // SAFETY: as in enlarge_udp_receive_buffers.
-            unsafe {
-                libc::getsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    libc::SO_RCVBUF,
-                    (&mut v as *mut libc::c_int).cast(),
-                    &mut len,
-                )
-            };
-            v
-        };
         use std::os::fd::AsRawFd;
-        let tcp_before = size(tcp.as_raw_fd());
-        enlarge_udp_receive_buffers(1 << 20);
-        assert!(size(socket.as_raw_fd()) >= 1 << 20, "{}", size(socket.as_raw_fd()));
-        assert_eq!(size(tcp.as_raw_fd()), tcp_before, "only UDP sockets");
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_receive_buffer(socket.as_raw_fd(), 1 << 20);
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes at most `len` bytes into a live c_int.
+        unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert!(v >= 1 << 20, "{v}");
     }
 
     #[test]
@@ -583,12 +831,5 @@ mod tests {
             ViewerError::NoMedia(Duration::from_secs(1)).short_message(),
             "no video sample within 1s of starting"
         );
-    }
-
-    #[test]
-    fn audio_codecs_retina_reads() {
-        assert!(audio_supported("MPEG4-GENERIC"));
-        assert!(audio_supported("opus"));
-        assert!(!audio_supported("mpa"));
     }
 }

@@ -58,20 +58,49 @@ impl SegmentPlan {
     }
 }
 
-/// The fMP4 track id of a packaged track: video is 1, audio is 1 or 2.
-fn track_id(index: &SegmentIndex, file: &Mp4File, which: Packaged) -> u32 {
+/// The fMP4 track id of a packaged track: video is 1, audio is 1 or 2 (1 alone in a per-track
+/// rendition).
+fn track_id(index: &SegmentIndex, file: &Mp4File, which: Packaged, only: Option<Packaged>) -> u32 {
     match which {
+        _ if only.is_some() => 1,
         Packaged::Video => 1,
         Packaged::Audio => index.tracks(file).count() as u32,
     }
 }
 
-/// The init segment (`ftyp` + `moov` with an empty sample table and `mvex`) for `file`.
+/// The tracks a muxed (`only` `None`) or per-track segment carries.
+fn selected<'f>(
+    index: &SegmentIndex,
+    file: &'f Mp4File,
+    only: Option<Packaged>,
+) -> impl Iterator<Item = (&'f Track, Packaged)> {
+    index.tracks(file).filter(move |(_, which)| only.is_none_or(|o| o == *which))
+}
+
+/// The init segment (`ftyp` + `moov` with an empty sample table and `mvex`) for `file`, with
+/// every packaged track (the muxed rendition).
 pub fn init_segment(file: &Mp4File, index: &SegmentIndex) -> Result<Vec<u8>, HlsError> {
+    init_segment_of(file, index, None)
+}
+
+/// The init segment of the `which` track alone (a CMAF track for HLS renditions and DASH).
+pub fn track_init_segment(
+    file: &Mp4File,
+    index: &SegmentIndex,
+    which: Packaged,
+) -> Result<Vec<u8>, HlsError> {
+    init_segment_of(file, index, Some(which))
+}
+
+fn init_segment_of(
+    file: &Mp4File,
+    index: &SegmentIndex,
+    only: Option<Packaged>,
+) -> Result<Vec<u8>, HlsError> {
     let mut trak = Vec::new();
     let mut trex = Vec::new();
-    for (track, which) in index.tracks(file) {
-        let id = track_id(index, file, which);
+    for (track, which) in selected(index, file, only) {
+        let id = track_id(index, file, which, only);
         trak.push(init_trak(track, id));
         trex.push(Trex { track_id: id, default_sample_description_index: 1, ..Default::default() });
     }
@@ -228,8 +257,28 @@ struct Run {
     bytes: Range<u64>,
 }
 
-/// Media segment `n` of `file`: its `moof` + `mdat` header and the file ranges of its samples.
+/// Media segment `n` of `file` with every packaged track (the muxed rendition): its `moof` +
+/// `mdat` header and the file ranges of its samples.
 pub fn media_segment(file: &Mp4File, index: &SegmentIndex, n: usize) -> Result<SegmentPlan, HlsError> {
+    media_segment_of(file, index, n, None)
+}
+
+/// Media segment `n` of the `which` track alone, cut at the same times as the muxed one.
+pub fn track_media_segment(
+    file: &Mp4File,
+    index: &SegmentIndex,
+    which: Packaged,
+    n: usize,
+) -> Result<SegmentPlan, HlsError> {
+    media_segment_of(file, index, n, Some(which))
+}
+
+fn media_segment_of(
+    file: &Mp4File,
+    index: &SegmentIndex,
+    n: usize,
+    only: Option<Packaged>,
+) -> Result<SegmentPlan, HlsError> {
     if n >= index.segments() {
         return Err(HlsError::NoSuchSegment(n));
     }
@@ -238,7 +287,7 @@ pub fn media_segment(file: &Mp4File, index: &SegmentIndex, n: usize) -> Result<S
     // The track of each traf, in the same order.
     let mut traf_tracks: Vec<(&Track, Packaged)> = Vec::new();
     let mut runs: Vec<Run> = Vec::new();
-    for (track, which) in index.tracks(file) {
+    for (track, which) in selected(index, file, only) {
         let range = index.samples(n, which);
         if range.is_empty() {
             continue;
@@ -247,7 +296,7 @@ pub fn media_segment(file: &Mp4File, index: &SegmentIndex, n: usize) -> Result<S
         traf_tracks.push((track, which));
         trafs.push(Traf {
             tfhd: Tfhd {
-                track_id: track_id(index, file, which),
+                track_id: track_id(index, file, which, only),
                 default_base_is_moof: true,
                 ..Default::default()
             },

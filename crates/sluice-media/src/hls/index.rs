@@ -42,15 +42,30 @@ pub struct SegmentIndex {
     average_bps: u64,
     codecs: Box<str>,
     resolution: Option<(u16, u16)>,
+    /// Peak segment bit rate of the video and of the audio alone (a per-track rendition's
+    /// `BANDWIDTH`).
+    track_peak_bps: [u64; 2],
+    /// Video frames per second, without video `None`.
+    frame_rate: Option<f64>,
 }
 
 /// Which packaged track.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Packaged {
     /// The H.264 track (fMP4 track id 1).
-    Video,
+    Video = 0,
     /// The AAC track (fMP4 track id 1 without video, else 2).
-    Audio,
+    Audio = 1,
+}
+
+impl Packaged {
+    /// The name its per-track resources start with (`video.m3u8`, `audio-seg-3.m4s`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Packaged::Video => "video",
+            Packaged::Audio => "audio",
+        }
+    }
 }
 
 impl SegmentIndex {
@@ -109,7 +124,17 @@ impl SegmentIndex {
                 TrackKind::H264(h) => Some((h.width, h.height)),
                 TrackKind::Aac(_) => None,
             }),
+            track_peak_bps: [0; 2],
+            frame_rate: None,
         };
+        if let Some(v) = video.map(|i| &file.tracks[i]) {
+            let n = v.samples.len();
+            let ticks = v.samples[n - 1].decode_time() + u64::from(sample_duration(v, n - 1))
+                - v.samples[0].decode_time();
+            if ticks > 0 {
+                index.frame_rate = Some(n as f64 * f64::from(v.timescale) / ticks as f64);
+            }
+        }
         index.measure_bandwidth(file);
         Ok(index)
     }
@@ -120,12 +145,17 @@ impl SegmentIndex {
         let mut total_bytes = 0u64;
         for n in 0..self.segments() {
             let mut bytes = 0u64;
+            let secs = self.segment_duration(n);
             for (track, which) in self.tracks(file) {
                 let range = self.samples(n, which);
-                bytes += track.samples[range].iter().map(|s| u64::from(s.size())).sum::<u64>();
+                let track_bytes = track.samples[range].iter().map(|s| u64::from(s.size())).sum::<u64>();
+                bytes += track_bytes;
+                if secs > 0.0 {
+                    let peak = &mut self.track_peak_bps[which as usize];
+                    *peak = (*peak).max((track_bytes as f64 * 8.0 / secs).ceil() as u64);
+                }
             }
             total_bytes += bytes;
-            let secs = self.segment_duration(n);
             if secs > 0.0 {
                 self.peak_bps = self.peak_bps.max((bytes as f64 * 8.0 / secs).ceil() as u64);
             }
@@ -176,6 +206,68 @@ impl SegmentIndex {
     /// The `CODECS` attribute: `avc1.PPCCLL` and `mp4a.40.N` (RFC 6381).
     pub fn codecs(&self) -> &str {
         &self.codecs
+    }
+
+    /// Whether the file has the `which` track packaged.
+    pub fn has(&self, which: Packaged) -> bool {
+        match which {
+            Packaged::Video => self.video.is_some(),
+            Packaged::Audio => self.audio.is_some(),
+        }
+    }
+
+    /// The `CODECS` of the `which` track alone (`avc1.PPCCLL` or `mp4a.40.N`); `None` without it.
+    pub fn track_codecs(&self, which: Packaged) -> Option<&str> {
+        let mut each = self.codecs.split(',');
+        match which {
+            Packaged::Video => self.video.and(each.next()),
+            Packaged::Audio => self.audio.and(each.next_back()),
+        }
+    }
+
+    /// Peak segment bit rate of the `which` track alone (bits per second, at least 1).
+    pub fn track_peak_bandwidth(&self, which: Packaged) -> u64 {
+        self.track_peak_bps[which as usize].max(1)
+    }
+
+    /// Video frames per second; `None` without video.
+    pub fn frame_rate(&self) -> Option<f64> {
+        self.frame_rate
+    }
+
+    /// The main track's timescale (video's, else audio's): the unit of [`Self::start_ticks`].
+    pub fn timescale(&self) -> u32 {
+        self.timescale
+    }
+
+    /// Decode time of segment `n`'s first sample of the main track, in [`Self::timescale`]
+    /// ticks; `n == segments()` gives the end of the last segment.
+    pub fn start_ticks(&self, n: usize) -> u64 {
+        self.starts.get(n).map_or(0, |s| s.time)
+    }
+
+    /// Where each segment starts, in seconds from the first: what must match between
+    /// renditions a player switches between.
+    pub fn boundaries(&self) -> impl Iterator<Item = f64> + '_ {
+        let first = self.starts[0].time;
+        self.starts[..self.starts.len() - 1]
+            .iter()
+            .map(move |s| s.time.saturating_sub(first) as f64 / f64::from(self.timescale))
+    }
+
+    /// Segment `n`'s start and end in seconds from the first segment's start (what a subtitles
+    /// segment covers); `(0, 0)` past the end.
+    pub fn segment_times(&self, n: usize) -> (f64, f64) {
+        let first = self.starts[0].time;
+        let at = |i: usize| {
+            self.starts
+                .get(i)
+                .map_or(0.0, |s| s.time.saturating_sub(first) as f64 / f64::from(self.timescale))
+        };
+        if n >= self.segments() {
+            return (0.0, 0.0);
+        }
+        (at(n), at(n + 1))
     }
 
     /// The video's width and height, without video `None`.

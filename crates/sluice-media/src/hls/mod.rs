@@ -8,18 +8,23 @@
 //! sends the sample data with the engine's zero-copy path and never reads it. It does not open
 //! files, answer HTTP or cache anything (the server does).
 //!
-//! One muxed rendition (video and audio in the same segments) rather than a separate audio
-//! rendition: the library's files are interleaved, so one segment's samples are close together
-//! in the file (few, large file ranges per response), a client makes half the requests, and the
-//! master playlist stays one variant. A separate rendition would pay off only with several
-//! audio languages, which the library's files do not have.
+//! Per-track CMAF: each packaged track (video, audio) is also a rendition of its own, with its
+//! own init segment (`video-init.mp4`) and segments (`video-seg-N.m4s`) cut at the same
+//! keyframe times as the muxed ones, so one set of segments serves the HLS master (video
+//! variants and an `EXT-X-MEDIA` audio group), the DASH manifest ([`mpd`]) and rendition sets
+//! (several files of one title whose keyframes line up). The muxed rendition (`media.m3u8`,
+//! `init.mp4`, `seg-N.m4s`) is still served, unchanged, for clients that kept its URLs: it
+//! costs nothing to keep (segments are generated per request) and a redirect would cost such a
+//! client a round trip per segment.
 
 pub mod fmp4;
 pub mod index;
+pub mod mpd;
 pub mod playlist;
+pub mod webvtt;
 
-pub use fmp4::{init_segment, media_segment, SegmentPlan};
-pub use index::SegmentIndex;
+pub use fmp4::{init_segment, media_segment, track_init_segment, track_media_segment, SegmentPlan};
+pub use index::{Packaged, SegmentIndex};
 
 use crate::mp4::Mp4Error;
 

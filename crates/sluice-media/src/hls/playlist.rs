@@ -1,103 +1,298 @@
-//! The HLS playlists of one packaged file, written with `m3u8-rs`.
+//! The HLS playlists of one packaged file or of a rendition set, written with `m3u8-rs`.
 //!
-//! This module owns the text of the master playlist (one variant: `BANDWIDTH`,
-//! `AVERAGE-BANDWIDTH`, `CODECS`, `RESOLUTION`) and the VOD media playlist (`EXT-X-MAP` to the
-//! init segment, one `EXTINF` per segment, `EXT-X-ENDLIST`), and the names of the resources they
-//! point at, relative to the file's URL (`/film.mp4/` + name). It does not decide where segments
-//! start ([`super::index`]) or answer requests.
+//! This module owns the text of the master playlist (a variant per rendition's video:
+//! `BANDWIDTH`, `AVERAGE-BANDWIDTH`, `CODECS`, `RESOLUTION`, `FRAME-RATE`; the audio as an
+//! `EXT-X-MEDIA TYPE=AUDIO` group; WebVTT sidecars as a `SUBTITLES` group), the VOD media
+//! playlists (`EXT-X-MAP` to the init segment, one `EXTINF` per segment, `EXT-X-ENDLIST`) of the
+//! per-track renditions and of the muxed one, and the names of the resources they point at,
+//! relative to the file's URL (`/film.mp4/` + name). It does not decide where segments start
+//! ([`super::index`]) or answer requests.
 
-use m3u8_rs::{MasterPlaylist, MediaPlaylist, MediaPlaylistType, MediaSegment, Resolution, VariantStream};
+use m3u8_rs::{
+    AlternativeMedia, AlternativeMediaType, MasterPlaylist, MediaPlaylist, MediaPlaylistType, MediaSegment,
+    Resolution, VariantStream,
+};
 
-use super::index::SegmentIndex;
+use super::index::{Packaged, SegmentIndex};
 
 /// The master playlist's name.
 pub const MASTER: &str = "master.m3u8";
-/// The media playlist's name.
+/// The muxed rendition's media playlist (video and audio in the same segments).
 pub const MEDIA: &str = "media.m3u8";
-/// The init segment's name.
+/// The muxed rendition's init segment.
 pub const INIT: &str = "init.mp4";
+/// The DASH manifest's name.
+pub const MPD: &str = "manifest.mpd";
 
-/// What a name under `/film.mp4/` asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a name under `/film.mp4/` (or a set's `/film.set/`) asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resource {
     /// The master playlist.
     Master,
-    /// The media playlist.
+    /// The muxed rendition's media playlist.
     Media,
-    /// The init segment.
+    /// The muxed rendition's init segment.
     Init,
-    /// Media segment `n` (from 0).
+    /// The muxed rendition's media segment `n` (from 0).
     Segment(usize),
+    /// One track's media playlist (`video.m3u8`, `audio.m3u8`).
+    TrackPlaylist(Packaged),
+    /// One track's init segment (`video-init.mp4`).
+    TrackInit(Packaged),
+    /// One track's media segment `n` (`video-seg-3.m4s`), the same times as `Segment(n)`.
+    TrackSegment(Packaged, usize),
+    /// The DASH manifest.
+    Mpd,
+    /// The subtitles playlist of a language (`subtitles-en.m3u8`).
+    Subtitles(String),
+    /// Subtitles segment `n` of a language (`subtitles-en-3.vtt`): the cues showing during
+    /// media segment `n`.
+    SubtitlesSegment(String, usize),
 }
 
 impl Resource {
     /// The resource a name under the file's URL names; `None` for anything else.
     pub fn parse(name: &str) -> Option<Resource> {
         match name {
-            MASTER => Some(Resource::Master),
-            MEDIA => Some(Resource::Media),
-            INIT => Some(Resource::Init),
-            _ => {
-                let digits = name.strip_prefix("seg-")?.strip_suffix(".m4s")?;
-                // Canonical numbers only, so one segment has one URL (and one cache entry).
-                if digits.is_empty() || digits.len() > 9 || (digits.len() > 1 && digits.starts_with('0')) {
-                    return None;
-                }
-                if !digits.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                digits.parse().ok().map(Resource::Segment)
-            }
+            MASTER => return Some(Resource::Master),
+            MEDIA => return Some(Resource::Media),
+            INIT => return Some(Resource::Init),
+            MPD => return Some(Resource::Mpd),
+            _ => {}
         }
+        if let Some(language) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix(".m3u8")) {
+            return is_language(language).then(|| Resource::Subtitles(language.to_string()));
+        }
+        if let Some(rest) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix(".vtt")) {
+            let (language, number) = rest.rsplit_once('-')?;
+            let n = segment_number(&format!("seg-{number}.m4s"))?;
+            return is_language(language).then(|| Resource::SubtitlesSegment(language.to_string(), n));
+        }
+        for which in [Packaged::Video, Packaged::Audio] {
+            let Some(rest) = name.strip_prefix(which.name()) else { continue };
+            return match rest {
+                ".m3u8" => Some(Resource::TrackPlaylist(which)),
+                "-init.mp4" => Some(Resource::TrackInit(which)),
+                _ => segment_number(rest.strip_prefix('-')?).map(|n| Resource::TrackSegment(which, n)),
+            };
+        }
+        segment_number(name).map(Resource::Segment)
     }
 
     /// The `Content-Type` of the resource.
-    pub fn content_type(self) -> &'static str {
+    pub fn content_type(&self) -> &'static str {
         match self {
-            Resource::Master | Resource::Media => "application/vnd.apple.mpegurl",
-            Resource::Init => "video/mp4",
-            Resource::Segment(_) => "video/iso.segment",
+            Resource::Master | Resource::Media | Resource::TrackPlaylist(_) | Resource::Subtitles(_) => {
+                "application/vnd.apple.mpegurl"
+            }
+            Resource::Init | Resource::TrackInit(Packaged::Video) => "video/mp4",
+            Resource::TrackInit(Packaged::Audio) => "audio/mp4",
+            Resource::Segment(_) | Resource::TrackSegment(..) => "video/iso.segment",
+            Resource::Mpd => "application/dash+xml",
+            Resource::SubtitlesSegment(..) => "text/vtt; charset=utf-8",
         }
+    }
+
+    /// Whether it is a manifest (revalidated on every use) rather than a segment (cacheable).
+    pub fn is_manifest(&self) -> bool {
+        matches!(
+            self,
+            Resource::Master
+                | Resource::Media
+                | Resource::TrackPlaylist(_)
+                | Resource::Subtitles(_)
+                | Resource::Mpd
+        )
     }
 }
 
-/// Media segment `n`'s name.
+/// `n` of `seg-n.m4s`, canonical numbers only, so one segment has one URL (and one cache entry).
+fn segment_number(name: &str) -> Option<usize> {
+    let digits = name.strip_prefix("seg-")?.strip_suffix(".m4s")?;
+    if digits.is_empty() || digits.len() > 9 || (digits.len() > 1 && digits.starts_with('0')) {
+        return None;
+    }
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Whether `tag` looks like a BCP 47 language tag (`en`, `fr`, `pt-BR`, `zh-Hans`): what a
+/// subtitles sidecar's name carries.
+pub fn is_language(tag: &str) -> bool {
+    let mut parts = tag.split('-');
+    let primary = parts.next().unwrap_or("");
+    (2..=3).contains(&primary.len())
+        && primary.bytes().all(|b| b.is_ascii_lowercase())
+        && parts.all(|p| (2..=8).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// Media segment `n`'s name in the muxed rendition.
 pub fn segment_name(n: usize) -> String {
     format!("seg-{n}.m4s")
 }
 
-/// The master playlist.
-pub fn master_playlist(index: &SegmentIndex) -> String {
-    let variant = VariantStream {
-        uri: MEDIA.to_string(),
-        bandwidth: index.peak_bandwidth(),
-        average_bandwidth: Some(index.average_bandwidth()),
-        codecs: Some(index.codecs().to_string()),
-        resolution: index.resolution().map(|(w, h)| Resolution { width: u64::from(w), height: u64::from(h) }),
-        ..Default::default()
-    };
+/// Media segment `n`'s name in the `which` track's rendition.
+pub fn track_segment_name(which: Packaged, n: usize) -> String {
+    format!("{}-seg-{n}.m4s", which.name())
+}
+
+/// The `which` track's init segment name.
+pub fn track_init_name(which: Packaged) -> String {
+    format!("{}-init.mp4", which.name())
+}
+
+/// The `which` track's media playlist name.
+pub fn track_playlist_name(which: Packaged) -> String {
+    format!("{}.m3u8", which.name())
+}
+
+/// The subtitles playlist name of `language`.
+pub fn subtitles_name(language: &str) -> String {
+    format!("subtitles-{language}.m3u8")
+}
+
+/// Subtitles segment `n`'s name of `language`.
+pub fn subtitles_segment_name(language: &str, n: usize) -> String {
+    format!("subtitles-{language}-{n}.vtt")
+}
+
+/// One packaged file of a master playlist or an MPD.
+#[derive(Debug, Clone, Copy)]
+pub struct Rendition<'a> {
+    /// Where its resources are relative to the manifest: `""` for the file's own manifest,
+    /// `"../film.720p.mp4/"` for a set's.
+    pub prefix: &'a str,
+    /// Its segments.
+    pub index: &'a SegmentIndex,
+}
+
+/// One WebVTT sidecar.
+#[derive(Debug, Clone, Copy)]
+pub struct Subtitle<'a> {
+    /// Its language (from the file name).
+    pub language: &'a str,
+    /// The `.vtt` file's URL relative to the manifest (`../film.en.vtt`).
+    pub uri: &'a str,
+}
+
+/// The group id of the audio rendition and of the subtitles.
+const AUDIO_GROUP: &str = "audio";
+const SUBTITLES_GROUP: &str = "subs";
+
+/// The master playlist: a variant per rendition with video (its own per-track playlist), the
+/// audio of the first rendition that has it as an audio group, the subtitles as a subtitles
+/// group. The muxed `media.m3u8` is not listed (see the module docs of [`super`]).
+pub fn master_playlist(renditions: &[Rendition<'_>], subtitles: &[Subtitle<'_>]) -> String {
+    let audio = renditions.iter().find(|r| r.index.has(Packaged::Audio));
+    let mut alternatives = Vec::new();
+    let has_video = renditions.iter().any(|r| r.index.has(Packaged::Video));
+    if let (Some(audio), true) = (audio, has_video) {
+        alternatives.push(AlternativeMedia {
+            media_type: AlternativeMediaType::Audio,
+            uri: Some(format!("{}{}", audio.prefix, track_playlist_name(Packaged::Audio))),
+            group_id: AUDIO_GROUP.to_string(),
+            name: "audio".to_string(),
+            default: true,
+            autoselect: true,
+            channels: None,
+            ..Default::default()
+        });
+    }
+    for sub in subtitles {
+        alternatives.push(AlternativeMedia {
+            media_type: AlternativeMediaType::Subtitles,
+            uri: Some(subtitles_name(sub.language)),
+            group_id: SUBTITLES_GROUP.to_string(),
+            language: Some(sub.language.to_string()),
+            name: sub.language.to_string(),
+            autoselect: true,
+            ..Default::default()
+        });
+    }
+    let subtitles_group = (!subtitles.is_empty()).then(|| SUBTITLES_GROUP.to_string());
+    let mut variants = Vec::new();
+    for r in renditions.iter().filter(|r| r.index.has(Packaged::Video)) {
+        let index = r.index;
+        let audio_codecs = audio.and_then(|a| a.index.track_codecs(Packaged::Audio));
+        let codecs: Vec<&str> = index.track_codecs(Packaged::Video).into_iter().chain(audio_codecs).collect();
+        let audio_peak = audio.map_or(0, |a| a.index.track_peak_bandwidth(Packaged::Audio));
+        let average = index.average_bandwidth();
+        variants.push(VariantStream {
+            uri: format!("{}{}", r.prefix, track_playlist_name(Packaged::Video)),
+            bandwidth: (index.track_peak_bandwidth(Packaged::Video) + audio_peak).max(average),
+            average_bandwidth: Some(average),
+            codecs: Some(codecs.join(",")),
+            resolution: index
+                .resolution()
+                .map(|(w, h)| Resolution { width: u64::from(w), height: u64::from(h) }),
+            frame_rate: index.frame_rate().map(|f| (f * 1000.0).round() / 1000.0),
+            audio: audio.is_some().then(|| AUDIO_GROUP.to_string()),
+            subtitles: subtitles_group.clone(),
+            ..Default::default()
+        });
+    }
+    if let (Some(audio), false) = (audio, has_video) {
+        variants.push(VariantStream {
+            uri: format!("{}{}", audio.prefix, track_playlist_name(Packaged::Audio)),
+            bandwidth: audio.index.peak_bandwidth(),
+            average_bandwidth: Some(audio.index.average_bandwidth()),
+            codecs: Some(audio.index.codecs().to_string()),
+            subtitles: subtitles_group.clone(),
+            ..Default::default()
+        });
+    }
     let playlist = MasterPlaylist {
         version: Some(7),
         independent_segments: true,
-        variants: vec![variant],
+        alternatives,
+        variants,
         ..Default::default()
     };
     write(|out| playlist.write_to(out))
 }
 
-/// The VOD media playlist.
+/// The muxed rendition's VOD media playlist.
 pub fn media_playlist(index: &SegmentIndex) -> String {
+    vod_playlist(index, INIT, segment_name)
+}
+
+/// The `which` track's VOD media playlist: the same segment times as the muxed one.
+pub fn track_playlist(index: &SegmentIndex, which: Packaged) -> String {
+    vod_playlist(index, &track_init_name(which), |n| track_segment_name(which, n))
+}
+
+fn vod_playlist(index: &SegmentIndex, init: &str, name: impl Fn(usize) -> String) -> String {
     let segments: Vec<MediaSegment> = (0..index.segments())
         .map(|n| MediaSegment {
-            uri: segment_name(n),
+            uri: name(n),
             duration: index.segment_duration(n) as f32,
-            map: (n == 0).then(|| m3u8_rs::Map { uri: INIT.to_string(), ..Default::default() }),
+            map: (n == 0).then(|| m3u8_rs::Map { uri: init.to_string(), ..Default::default() }),
             ..Default::default()
         })
         .collect();
     // EXTINF rounded to the nearest integer may not exceed the target duration (RFC 8216
     // §4.3.3.1); rounding up is always safe.
     let longest = (0..index.segments()).map(|n| index.segment_duration(n)).fold(0.0, f64::max);
+    finish_vod(longest, segments)
+}
+
+/// The subtitles playlist of a language: segmented WebVTT (see [`super::webvtt`]), one segment
+/// for each media segment of `index`, the same durations.
+pub fn subtitles_playlist(index: &SegmentIndex, language: &str) -> String {
+    let segments: Vec<MediaSegment> = (0..index.segments())
+        .map(|n| MediaSegment {
+            uri: subtitles_segment_name(language, n),
+            duration: index.segment_duration(n) as f32,
+            ..Default::default()
+        })
+        .collect();
+    let longest = (0..index.segments()).map(|n| index.segment_duration(n)).fold(0.0, f64::max);
+    finish_vod(longest, segments)
+}
+
+fn finish_vod(longest: f64, segments: Vec<MediaSegment>) -> String {
     let playlist = MediaPlaylist {
         version: Some(7),
         target_duration: longest.ceil().max(1.0) as u64,
@@ -136,6 +331,28 @@ mod tests {
             assert_eq!(Resource::parse(bad), None, "{bad}");
         }
         assert_eq!(Resource::parse(&segment_name(7)), Some(Resource::Segment(7)));
+        assert_eq!(Resource::parse("manifest.mpd"), Some(Resource::Mpd));
+        assert_eq!(Resource::parse("video.m3u8"), Some(Resource::TrackPlaylist(Packaged::Video)));
+        assert_eq!(Resource::parse("audio-init.mp4"), Some(Resource::TrackInit(Packaged::Audio)));
+        assert_eq!(Resource::parse("video-seg-3.m4s"), Some(Resource::TrackSegment(Packaged::Video, 3)));
+        assert_eq!(
+            Resource::parse(&track_segment_name(Packaged::Audio, 9)),
+            Some(Resource::TrackSegment(Packaged::Audio, 9))
+        );
+        assert_eq!(Resource::parse("subtitles-pt-BR.m3u8"), Some(Resource::Subtitles("pt-BR".into())));
+        assert_eq!(
+            Resource::parse("subtitles-pt-BR-12.vtt"),
+            Some(Resource::SubtitlesSegment("pt-BR".into(), 12))
+        );
+        assert_eq!(Resource::parse("subtitles-en-0.vtt"), Some(Resource::SubtitlesSegment("en".into(), 0)));
+        for bad in ["subtitles-en-01.vtt", "subtitles-en.vtt", "subtitles-en--1.vtt", "subtitles-E-1.vtt"] {
+            assert_eq!(Resource::parse(bad), None, "{bad}");
+        }
+        for bad in
+            ["video-seg-01.m4s", "videoseg-1.m4s", "subtitles-E.m3u8", "subtitles-../x.m3u8", "audio.mpd"]
+        {
+            assert_eq!(Resource::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]
@@ -143,12 +360,17 @@ mod tests {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
         let file = Mp4File::from_bytes(&std::fs::read(path).unwrap()).unwrap();
         let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
-        let master = master_playlist(&index);
+        let master = master_playlist(&[Rendition { prefix: "", index: &index }], &[]);
         assert!(master.starts_with("#EXTM3U\n"), "{master}");
         assert!(master.contains("CODECS=\"avc1.4d401e,mp4a.40.2\""), "{master}");
         assert!(master.contains("RESOLUTION=640x360"), "{master}");
+        assert!(master.contains("FRAME-RATE=30"), "{master}");
         assert!(master.contains("BANDWIDTH="), "{master}");
-        assert!(master.contains("\nmedia.m3u8\n"), "{master}");
+        assert!(master.contains("TYPE=AUDIO,URI=\"audio.m3u8\",GROUP-ID=\"audio\""), "{master}");
+        assert!(master.contains("\nvideo.m3u8\n"), "{master}");
+        let video = track_playlist(&index, Packaged::Video);
+        assert!(video.contains("#EXT-X-MAP:URI=\"video-init.mp4\""), "{video}");
+        assert!(video.contains("video-seg-2.m4s"), "{video}");
         let media = media_playlist(&index);
         for line in [
             "#EXT-X-PLAYLIST-TYPE:VOD",

@@ -70,6 +70,20 @@ pub trait Catalogue {
     fn open_playable(&self, path: &str) -> Result<Arc<Mp4File>, Refusal> {
         checked(self.open(path).map_err(|NotFound| Refusal::NotFound)?)
     }
+
+    /// Whether `peer` may play the presentation at URL path `path`, given the request URL's
+    /// query and its `Authorization` header: `Err(401 or 403)` when not. Asked on `DESCRIBE`,
+    /// and on a `SETUP` of a path the connection was not already allowed. The default allows
+    /// everyone.
+    fn authorize(
+        &self,
+        _path: &str,
+        _query: Option<&str>,
+        _authorization: Option<&str>,
+        _peer: std::net::IpAddr,
+    ) -> Result<(), u16> {
+        Ok(())
+    }
 }
 
 /// What the server does when one more viewer would take more than the RTSP loop has left.
@@ -111,6 +125,10 @@ pub struct RtspConfig {
     pub max_sessions_per_connection: usize,
     /// Sessions in the table in all.
     pub max_sessions: usize,
+    /// Sessions one client address may hold (0: no limit); one more is refused with 503. A
+    /// client's connections all meet on one loop (they are spread by address), so the loop's
+    /// table counts them all.
+    pub max_sessions_per_ip: usize,
     /// Tracks one session may set up.
     pub max_tracks_per_session: usize,
     /// The server's RTP and RTCP UDP ports (the engine's shared sockets), `None` to refuse UDP
@@ -134,6 +152,7 @@ impl Default for RtspConfig {
             max_pipelined: 16,
             max_sessions_per_connection: 8,
             max_sessions: 10_000,
+            max_sessions_per_ip: 0,
             max_tracks_per_session: 8,
             udp_server_ports: Some((6970, 6971)),
             max_payload: 1400,
@@ -617,6 +636,9 @@ pub struct RtspConnection {
     /// fetching ([`Refusal::Warming`]): since when, and when it was last asked again. The
     /// requests pipelined behind it wait their turn (replies go out in order).
     held: Option<(Instant, Instant)>,
+    /// The paths this connection was allowed to play (by [`Catalogue::authorize`]), so that the
+    /// `SETUP`s after a `DESCRIBE` with a signed URL need not carry it again.
+    allowed: Vec<String>,
 }
 
 impl RtspConnection {
@@ -630,6 +652,7 @@ impl RtspConnection {
             closed: false,
             last_activity: now,
             held: None,
+            allowed: Vec::new(),
         }
     }
 
@@ -797,8 +820,15 @@ impl RtspConnection {
                     Ok(ok().session(&id.to_string(), x.table.config.session_timeout))
                 }
             },
-            Method::Describe => self.describe(x),
-            Method::Setup => self.setup(x),
+            Method::Describe | Method::Setup => {
+                if let Some(denied) = self.authorize(x)? {
+                    return Ok(denied);
+                }
+                match x.request.method() {
+                    Method::Describe => self.describe(x),
+                    _ => self.setup(x),
+                }
+            }
             Method::Play => self.play(x),
             Method::Pause => {
                 let id = self.session(x.request, x.table)?;
@@ -836,6 +866,31 @@ impl RtspConnection {
         }
     }
 
+    /// The reply refusing the request when the catalogue does not allow its path (401 asks for
+    /// credentials, as MediaMTX does, with a Basic challenge); `None` when allowed.
+    fn authorize(&mut self, x: &mut Exchange<'_>) -> Result<Option<Reply>, RtspError> {
+        let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
+        let (path, _) = split_url(url);
+        if self.allowed.contains(&path) {
+            return Ok(None);
+        }
+        let authorization = x.request.header(&headers::AUTHORIZATION).map(|v| v.as_str());
+        match x.catalogue.authorize(&path, url.query(), authorization, self.peer.ip()) {
+            Ok(()) => {
+                // Bounded: a connection plays a few presentations, not thousands.
+                if self.allowed.len() < 16 {
+                    self.allowed.push(path);
+                }
+                Ok(None)
+            }
+            Err(401) => Ok(Some(
+                Reply::new(StatusCode::Unauthorized, Some(x.cseq))
+                    .header(headers::WWW_AUTHENTICATE, "Basic realm=\"sluice\""),
+            )),
+            Err(_) => Ok(Some(Reply::new(StatusCode::Forbidden, Some(x.cseq)))),
+        }
+    }
+
     fn describe(&self, x: &mut Exchange<'_>) -> Result<Reply, RtspError> {
         let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
         let (path, track) = split_url(url);
@@ -849,7 +904,11 @@ impl RtspConnection {
         let options = SdpOptions { session_name: path, ..SdpOptions::default() };
         let sdp = to_bytes(&session_description(&file, &options));
         // Track URLs (`a=control:trackID=N`) resolve against Content-Base, which must end in '/'.
-        let mut base = url.to_string();
+        // A signed URL's query stays off it: the tracks are set up on this connection, which
+        // the DESCRIBE allowed.
+        let mut unsigned = url.clone();
+        unsigned.set_query(None);
+        let mut base = unsigned.to_string();
         if !base.ends_with('/') {
             base.push('/');
         }
@@ -891,6 +950,12 @@ impl RtspConnection {
                 self.sessions.retain(|id| x.table.sessions.contains_key(id));
                 if self.sessions.len() >= x.table.config.max_sessions_per_connection
                     || x.table.sessions.len() >= x.table.config.max_sessions
+                {
+                    return Err(RtspError::Overloaded);
+                }
+                let per_ip = x.table.config.max_sessions_per_ip;
+                if per_ip > 0
+                    && x.table.sessions.values().filter(|s| s.peer == self.peer.ip()).count() >= per_ip
                 {
                     return Err(RtspError::Overloaded);
                 }

@@ -8,6 +8,7 @@
 
 pub mod body;
 pub mod conditional;
+pub mod credentials;
 pub mod file;
 pub mod path;
 pub mod range;

@@ -37,6 +37,8 @@ impl Status {
     pub const METHOD_NOT_ALLOWED: Status = Status(405);
     /// 408
     pub const REQUEST_TIMEOUT: Status = Status(408);
+    /// 409
+    pub const CONFLICT: Status = Status(409);
     /// 411
     pub const LENGTH_REQUIRED: Status = Status(411);
     /// 412
@@ -49,6 +51,8 @@ impl Status {
     pub const RANGE_NOT_SATISFIABLE: Status = Status(416);
     /// 431
     pub const HEADER_FIELDS_TOO_LARGE: Status = Status(431);
+    /// 429: the client asked more often than it may (sent with `Retry-After`).
+    pub const TOO_MANY_REQUESTS: Status = Status(429);
     /// 500
     pub const INTERNAL_SERVER_ERROR: Status = Status(500);
     /// 501
@@ -86,6 +90,7 @@ impl Status {
             408 => "Request Timeout",
             409 => "Conflict",
             411 => "Length Required",
+            429 => "Too Many Requests",
             412 => "Precondition Failed",
             413 => "Content Too Large",
             414 => "URI Too Long",

@@ -137,6 +137,12 @@ impl Browser {
     /// Attaches to the browser's page and loads `url` in it, waiting (bounded) until it and
     /// its hls.js have loaded.
     pub fn open_page(&mut self, url: &str) {
+        self.open_until(url, "!!window.Hls", "the page and its hls.js load");
+    }
+
+    /// Attaches to the browser's page and loads `url` in it, waiting (bounded) until it has
+    /// loaded and `ready` (a script expression) is true; `what` names the wait in a failure.
+    pub fn open_until(&mut self, url: &str, ready: &str, what: &str) {
         let targets = self.call("Target.getTargets", json!({}));
         let page =
             targets["targetInfos"].as_array().unwrap().iter().find(|t| t["type"] == "page").unwrap().clone();
@@ -144,12 +150,8 @@ impl Browser {
             self.call("Target.attachToTarget", json!({ "targetId": page["targetId"], "flatten": true }));
         self.session = Some(attached["sessionId"].as_str().unwrap().to_string());
         self.call("Page.navigate", json!({ "url": url }));
-        assert!(
-            super::poll_until(super::IO_TIMEOUT, || self
-                .eval("document.readyState === 'complete' && !!window.Hls")
-                == json!(true)),
-            "the page and its hls.js load"
-        );
+        let expression = format!("document.readyState === 'complete' && ({ready})");
+        assert!(super::poll_until(super::IO_TIMEOUT, || self.eval(&expression) == json!(true)), "{what}");
     }
 }
 

@@ -154,3 +154,8 @@ pub fn record_figure(test: &str, engine: &[&str], figure: impl std::fmt::Display
     let engine: Vec<&str> = engine.iter().copied().filter(|a| !a.starts_with("--")).collect();
     println!("ROBUSTNESS\t{test}\t{}\t{figure}", engine.join(" "));
 }
+
+/// A port free right now on 127.0.0.1.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}

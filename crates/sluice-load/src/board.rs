@@ -1,0 +1,214 @@
+//! A load run as pictures: the per-second samples of a run (HTTP or RTSP) charted live on a
+//! page of its own (`sluice load --dashboard ADDR`) and, at the end, in a self-contained HTML
+//! report (`--report FILE.html`), both drawn by `sluice_charts`, the same page the server's
+//! admin dashboard is.
+//!
+//! Owns what a load sample holds and which charts show it. It wraps the run's other observer
+//! (the progress line), so it adds the pictures without changing what the run does; it does
+//! not measure anything itself.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use sluice_charts::{Chart, Hub, LivePage, Samples};
+
+use crate::error::LoadError;
+use crate::rtsp::{RtspObserver, RtspProgress};
+use crate::run::{Observer, RunProgress};
+use crate::stats::{ErrorKind, SecondSample};
+
+/// Samples a run keeps for its report: a day at one a second (a few MB); a longer run's report
+/// shows its last day.
+const MAX_SAMPLES: usize = 86_400;
+/// Samples a page opened during the run gets at once.
+const LIVE_HISTORY: usize = 900;
+
+/// Watches a run for its live page and report, passing every second on to `inner`.
+pub struct LoadBoard<'a> {
+    inner: &'a mut dyn BoardInner,
+    title: String,
+    started_unix: f64,
+    samples: Vec<Value>,
+    hub: Arc<Hub>,
+    live: Option<LivePage>,
+    /// The RTSP totals at the last second, for per-second rates.
+    last_rtsp: Option<RtspProgress>,
+}
+
+/// What a [`LoadBoard`] passes the run's seconds on to: an HTTP and an RTSP observer both.
+pub trait BoardInner: Observer + RtspObserver {}
+impl<T: Observer + RtspObserver> BoardInner for T {}
+
+impl<'a> LoadBoard<'a> {
+    /// A board for a run titled `title`; with `dashboard`, its live page is served there.
+    pub fn new(
+        title: &str,
+        dashboard: Option<TcpListener>,
+        rtsp: bool,
+        inner: &'a mut dyn BoardInner,
+    ) -> Result<LoadBoard<'a>, LoadError> {
+        let hub = Arc::new(Hub::new(LIVE_HISTORY));
+        let live = match dashboard {
+            Some(listener) => {
+                let page = sluice_charts::page(
+                    title,
+                    "live, a sample a second",
+                    &charts(rtsp),
+                    Samples::Live("/events"),
+                );
+                Some(sluice_charts::serve(listener, page, Arc::clone(&hub)).map_err(LoadError::Runtime)?)
+            }
+            None => None,
+        };
+        let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        Ok(LoadBoard {
+            inner,
+            title: title.into(),
+            started_unix,
+            samples: Vec::new(),
+            hub,
+            live,
+            last_rtsp: None,
+        })
+    }
+
+    /// Where the live page is served, if it is.
+    pub fn live_addr(&self) -> Option<std::net::SocketAddr> {
+        self.live.as_ref().map(LivePage::local_addr)
+    }
+
+    fn add(&mut self, sample: Value) {
+        self.hub.publish(&sample);
+        if self.samples.len() >= MAX_SAMPLES {
+            self.samples.remove(0);
+        }
+        self.samples.push(sample);
+    }
+
+    /// The samples so far (one a second of the run).
+    pub fn samples(&self) -> &[Value] {
+        &self.samples
+    }
+
+    /// Writes the report: the run's charts holding every sample, one HTML file.
+    pub fn write_report(&self, path: &Path, rtsp: bool, summary: &str) -> Result<(), LoadError> {
+        let html = sluice_charts::page(&self.title, summary, &charts(rtsp), Samples::Held(&self.samples));
+        std::fs::write(path, html).map_err(|source| LoadError::Output { path: path.to_path_buf(), source })
+    }
+}
+
+impl Observer for LoadBoard<'_> {
+    fn on_second(&mut self, s: &SecondSample, progress: &RunProgress) {
+        let sample = http_sample(self.started_unix, s);
+        self.add(sample);
+        Observer::on_second(self.inner, s, progress);
+    }
+
+    fn on_finish(&mut self) {
+        Observer::on_finish(self.inner);
+    }
+}
+
+impl RtspObserver for LoadBoard<'_> {
+    fn on_second(&mut self, p: &RtspProgress) {
+        let last = self.last_rtsp.replace(*p).unwrap_or_default();
+        let secs = p.elapsed.saturating_sub(last.elapsed).as_secs_f64().max(1e-3);
+        let sample = json!({
+            "t": (self.started_unix + p.elapsed.as_secs_f64()).round(),
+            "second": p.elapsed.as_secs(),
+            "viewers": { "playing": p.playing.saturating_sub(p.ended), "started": p.started, "failed": p.failed },
+            "samples_per_s": (p.samples.saturating_sub(last.samples) as f64 / secs).round(),
+            "lost_per_s": (p.lost_packets.saturating_sub(last.lost_packets) as f64 / secs).round(),
+        });
+        self.add(sample);
+        RtspObserver::on_second(self.inner, p);
+    }
+}
+
+/// The sample charted for second `s` of an HTTP run that started at `started_unix` (Unix
+/// seconds): the live page's, the report's and the lab's.
+pub fn http_sample(started_unix: f64, s: &SecondSample) -> Value {
+    let errors: serde_json::Map<String, Value> =
+        ErrorKind::ALL.iter().map(|k| (k.name().to_string(), json!(s.errors.get(*k)))).collect();
+    let ms = |us: u64| (s.ok > 0).then(|| us as f64 / 1e3);
+    json!({
+        "t": (started_unix + s.second as f64 + 1.0).round(),
+        "second": s.second,
+        "rps": { "ok": s.ok, "failed": s.failed, "dropped": s.dropped, "sent": s.started },
+        "latency_ms": { "p50": ms(s.p50_us), "p99": ms(s.p99_us) },
+        "errors": errors,
+        "active_users": s.active_users,
+        "mbps": s.bytes as f64 / 1e6,
+    })
+}
+
+/// The charts of an HTTP run, or of an RTSP run.
+pub fn charts(rtsp: bool) -> Vec<Chart> {
+    if rtsp {
+        return vec![
+            Chart::new(
+                "RTSP viewers",
+                "",
+                &[
+                    ("viewers.playing", "playing"),
+                    ("viewers.started", "started"),
+                    ("viewers.failed", "failed"),
+                ],
+            ),
+            Chart::new("Video samples received", "/s", &[("samples_per_s", "samples")]),
+            Chart::new("RTP packets lost", "/s", &[("lost_per_s", "lost")]),
+        ];
+    }
+    vec![
+        Chart::new(
+            "Requests",
+            "/s",
+            &[("rps.ok", "ok"), ("rps.failed", "failed"), ("rps.dropped", "dropped"), ("rps.sent", "sent")],
+        ),
+        Chart::new(
+            "Latency from the scheduled time",
+            "ms",
+            &[("latency_ms.p50", "p50"), ("latency_ms.p99", "p99")],
+        ),
+        Chart::new("Errors by kind", "/s", &[("errors.*", "")]),
+        Chart::new("Active users", "", &[("active_users", "active")]),
+        Chart::new("Bytes received", "MB/s", &[("mbps", "received")]),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rtsp_seconds_become_rates_and_http_seconds_keep_their_counts() {
+        let mut inner = crate::NoObserver;
+        let mut board = LoadBoard::new("run", None, true, &mut inner).unwrap();
+        let at = |secs, samples, lost| RtspProgress {
+            elapsed: Duration::from_secs(secs),
+            started: 2,
+            playing: 2,
+            samples,
+            lost_packets: lost,
+            ..RtspProgress::default()
+        };
+        RtspObserver::on_second(&mut board, &at(1, 60, 0));
+        RtspObserver::on_second(&mut board, &at(2, 120, 3));
+        let s = board.samples();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[1]["samples_per_s"], json!(60.0));
+        assert_eq!(s[1]["lost_per_s"], json!(3.0));
+        assert_eq!(s[1]["viewers"]["playing"], json!(2));
+        let second =
+            SecondSample { second: 3, ok: 5, p50_us: 1500, bytes: 2_000_000, ..SecondSample::default() };
+        let h = http_sample(1000.0, &second);
+        assert_eq!(h["t"], json!(1004.0));
+        assert_eq!(h["rps"]["ok"], json!(5));
+        assert_eq!(h["latency_ms"]["p50"], json!(1.5));
+        assert_eq!(h["mbps"], json!(2.0));
+    }
+}

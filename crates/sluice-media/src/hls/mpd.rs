@@ -1,0 +1,246 @@
+//! The DASH manifest (MPD) of one packaged file or of a rendition set: the same per-track CMAF
+//! segments the HLS playlists point at, described for DASH players (dash.js, Shaka, ExoPlayer).
+//!
+//! This module owns the MPD's text: a static presentation (`type="static"`, ISO BMFF live
+//! profile, which is the profile of `SegmentTemplate` addressing), one video `AdaptationSet`
+//! with a `Representation` per rendition, one audio `AdaptationSet` (the first rendition that
+//! has audio), a text `AdaptationSet` per WebVTT sidecar. Every `Representation` has a
+//! `SegmentTemplate` with `$Number$` from 0 (the numbers of `video-seg-N.m4s`) and a
+//! `SegmentTimeline` whose times are the sample tables' own decode times, so a player's idea of
+//! where a segment starts is exact. It is written by a small writer here (the structure is
+//! fixed and small; values are escaped); the tests parse it back. It does not cut segments
+//! ([`super::index`]) or answer requests.
+
+use std::fmt::Write;
+
+use super::index::{sample_duration, Packaged, SegmentIndex};
+use super::playlist::{track_init_name, Subtitle};
+use crate::mp4::{Mp4File, TrackKind};
+
+/// One packaged file of an MPD: what [`super::playlist::Rendition`] is, with its sample tables
+/// (the audio timeline is read from them).
+#[derive(Debug, Clone, Copy)]
+pub struct MpdRendition<'a> {
+    /// Where its segments are relative to the manifest (`""`, or `"../film.720p.mp4/"`).
+    pub prefix: &'a str,
+    /// Its segments.
+    pub index: &'a SegmentIndex,
+    /// Its sample tables.
+    pub file: &'a Mp4File,
+}
+
+/// The MPD of `renditions` (video from each, audio from the first that has it) and `subtitles`.
+pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> String {
+    let duration = renditions.iter().map(|r| r.index.duration()).fold(0.0, f64::max);
+    let longest = renditions
+        .iter()
+        .flat_map(|r| (0..r.index.segments()).map(|n| r.index.segment_duration(n)))
+        .fold(1.0, f64::max);
+    let mut out = String::with_capacity(4096);
+    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" profiles=\"urn:mpeg:dash:profile:isoff-live:2011\" \
+         type=\"static\" mediaPresentationDuration=\"{}\" minBufferTime=\"{}\">",
+        iso_duration(duration),
+        iso_duration(longest.ceil())
+    );
+    let _ = writeln!(out, " <Period id=\"0\" start=\"PT0S\">");
+    let videos: Vec<&MpdRendition<'_>> = renditions.iter().filter(|r| r.index.has(Packaged::Video)).collect();
+    let mut set_id = 0;
+    if !videos.is_empty() {
+        let max_width = videos.iter().filter_map(|r| r.index.resolution()).map(|(w, _)| w).max().unwrap_or(0);
+        let max_height =
+            videos.iter().filter_map(|r| r.index.resolution()).map(|(_, h)| h).max().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" \
+             segmentAlignment=\"true\" startWithSAP=\"1\" maxWidth=\"{max_width}\" maxHeight=\"{max_height}\">"
+        );
+        set_id += 1;
+        for (i, r) in videos.iter().enumerate() {
+            let index = r.index;
+            let _ = write!(
+                out,
+                "   <Representation id=\"video{i}\" bandwidth=\"{}\" codecs=\"{}\"",
+                index.track_peak_bandwidth(Packaged::Video),
+                escape(index.track_codecs(Packaged::Video).unwrap_or_default())
+            );
+            if let Some((w, h)) = index.resolution() {
+                let _ = write!(out, " width=\"{w}\" height=\"{h}\" sar=\"1:1\"");
+            }
+            if let Some(rate) = index.frame_rate() {
+                let _ = write!(out, " frameRate=\"{}\"", frame_rate(rate));
+            }
+            out.push_str(">\n");
+            template(&mut out, r, Packaged::Video);
+            out.push_str("   </Representation>\n");
+        }
+        out.push_str("  </AdaptationSet>\n");
+    }
+    if let Some(r) = renditions.iter().find(|r| r.index.has(Packaged::Audio)) {
+        let (rate, channels) = r
+            .index
+            .tracks(r.file)
+            .find_map(|(t, w)| match (&t.kind, w) {
+                (TrackKind::Aac(a), Packaged::Audio) => Some((a.sample_rate, a.channels)),
+                _ => None,
+            })
+            .unwrap_or((48_000, 2));
+        let _ = writeln!(
+            out,
+            "  <AdaptationSet id=\"{set_id}\" contentType=\"audio\" mimeType=\"audio/mp4\" lang=\"und\" \
+             segmentAlignment=\"true\" startWithSAP=\"1\">"
+        );
+        set_id += 1;
+        let _ = writeln!(
+            out,
+            "   <Representation id=\"audio0\" bandwidth=\"{}\" codecs=\"{}\" audioSamplingRate=\"{rate}\">",
+            r.index.track_peak_bandwidth(Packaged::Audio),
+            escape(r.index.track_codecs(Packaged::Audio).unwrap_or_default())
+        );
+        let _ = writeln!(
+            out,
+            "    <AudioChannelConfiguration schemeIdUri=\"urn:mpeg:dash:23003:3:audio_channel_configuration:2011\" value=\"{channels}\"/>"
+        );
+        template(&mut out, r, Packaged::Audio);
+        out.push_str("   </Representation>\n  </AdaptationSet>\n");
+    }
+    for sub in subtitles {
+        let language = escape(sub.language);
+        let _ = writeln!(
+            out,
+            "  <AdaptationSet id=\"{set_id}\" contentType=\"text\" mimeType=\"text/vtt\" lang=\"{language}\">\n   \
+             <Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"subtitle\"/>\n   \
+             <Representation id=\"subtitles-{language}\" bandwidth=\"256\">\n    \
+             <BaseURL>{}</BaseURL>\n   </Representation>\n  </AdaptationSet>",
+            escape(sub.uri)
+        );
+        set_id += 1;
+    }
+    out.push_str(" </Period>\n</MPD>\n");
+    out
+}
+
+/// The `SegmentTemplate` and `SegmentTimeline` of one track of a rendition: `t` of the first
+/// segment, then each segment's duration (`r` repeats equal ones), in the track's timescale.
+fn template(out: &mut String, r: &MpdRendition<'_>, which: Packaged) {
+    let Some(track) = r.index.tracks(r.file).find(|(_, w)| *w == which).map(|(t, _)| t) else { return };
+    if track.samples.is_empty() {
+        return;
+    }
+    let segments = r.index.segments();
+    // Each segment's first decode time, then the end of the last sample.
+    let mut times = Vec::with_capacity(segments + 1);
+    for n in 0..segments {
+        let samples = r.index.samples(n, which);
+        let first = track.samples.get(samples.start).map(|s| s.decode_time());
+        times.push(first.unwrap_or_else(|| times.last().copied().unwrap_or(0)));
+    }
+    let last = track.samples.len() - 1;
+    times.push(track.samples[last].decode_time() + u64::from(sample_duration(track, last)));
+    let prefix = escape(r.prefix);
+    let _ = writeln!(
+        out,
+        "    <SegmentTemplate timescale=\"{}\" startNumber=\"0\" initialization=\"{prefix}{}\" media=\"{prefix}{}-seg-$Number$.m4s\">\n     <SegmentTimeline>",
+        track.timescale,
+        track_init_name(which),
+        which.name()
+    );
+    let mut n = 0;
+    while n < segments {
+        let d = times[n + 1].saturating_sub(times[n]);
+        let mut repeat = 0;
+        while n + repeat + 1 < segments && times[n + repeat + 2].saturating_sub(times[n + repeat + 1]) == d {
+            repeat += 1;
+        }
+        let _ = write!(out, "      <S");
+        if n == 0 {
+            let _ = write!(out, " t=\"{}\"", times[0]);
+        }
+        let _ = write!(out, " d=\"{d}\"");
+        if repeat > 0 {
+            let _ = write!(out, " r=\"{repeat}\"");
+        }
+        out.push_str("/>\n");
+        n += repeat + 1;
+    }
+    out.push_str("     </SegmentTimeline>\n    </SegmentTemplate>\n");
+}
+
+/// An `xs:duration` of `secs` seconds, to the millisecond (`PT6.006S`).
+fn iso_duration(secs: f64) -> String {
+    format!("PT{:.3}S", secs.max(0.0))
+}
+
+/// A frame rate as DASH writes it: an integer, or a ratio (`30000/1001`).
+fn frame_rate(rate: f64) -> String {
+    if (rate - rate.round()).abs() < 0.001 {
+        format!("{}", rate.round() as u64)
+    } else {
+        format!("{}/1000", (rate * 1000.0).round() as u64)
+    }
+}
+
+/// `text` with XML's special characters escaped, for attribute values and text.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn demo() -> Mp4File {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+        Mp4File::from_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn demo_manifest_has_exact_timelines() {
+        let file = demo();
+        let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
+        let mpd = manifest(
+            &[MpdRendition { prefix: "", index: &index, file: &file }],
+            &[Subtitle { language: "en", uri: "../demo.en.vtt" }],
+        );
+        for part in [
+            "type=\"static\"",
+            "mediaPresentationDuration=\"PT6.000S\"",
+            "minBufferTime=\"PT2.000S\"",
+            "codecs=\"avc1.4d401e\"",
+            "codecs=\"mp4a.40.2\"",
+            "width=\"640\" height=\"360\"",
+            "frameRate=\"30\"",
+            "media=\"video-seg-$Number$.m4s\"",
+            "initialization=\"audio-init.mp4\"",
+            "startNumber=\"0\"",
+            // Three video segments of 2 s at 15360 ticks a second.
+            "<S t=\"0\" d=\"30720\" r=\"2\"/>",
+            "lang=\"en\"",
+            "<BaseURL>../demo.en.vtt</BaseURL>",
+        ] {
+            assert!(mpd.contains(part), "{part} in {mpd}");
+        }
+    }
+
+    #[test]
+    fn values_are_escaped_and_rates_written_as_dash_does() {
+        assert_eq!(escape("a&b<\"c\">"), "a&amp;b&lt;&quot;c&quot;&gt;");
+        assert_eq!(frame_rate(30.0), "30");
+        assert_eq!(frame_rate(29.97003), "29970/1000");
+        assert_eq!(iso_duration(6.0061), "PT6.006S");
+    }
+}

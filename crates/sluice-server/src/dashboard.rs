@@ -1,0 +1,355 @@
+//! The admin listener's live dashboard: a sample a second of what `/metrics` says, the last
+//! 15 minutes of them, the page at `/` that charts them and the server-sent events at `/events`
+//! that feed it.
+//!
+//! Owns the sampler and the event streams. A sample is built from the `/metrics` text itself
+//! (rates from two scrapes a second apart) plus, for response-time percentiles, the same HDR
+//! histograms the text's buckets come from: the page and a Prometheus scraping `/metrics` see
+//! one source. It does not count anything, and it does not draw (`sluice_charts` does).
+//!
+//! Streams are bounded: at most [`MAX_STREAMS`] at once (more get 503), and a stream holds at
+//! most one sample beyond what its socket took, because its next sample is produced only once
+//! the last was sent. A dashboard that stops reading fills its socket and the admin listener's
+//! send deadline drops it; the sampler and the other streams never wait for it.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use serde_json::{json, Map, Value};
+use sluice_charts::{Chart, Hub};
+use sluice_engine::Shutdown;
+use sluice_proto::conn::Segment;
+use sluice_proto::http::{Body, BodyTail, BodyTailError, Response, Status, StreamedBody};
+
+use crate::metrics::{RequestCounts, RouteKind};
+
+/// Samples kept: 15 minutes at one a second.
+pub const HISTORY: usize = 900;
+/// Event streams served at once.
+pub const MAX_STREAMS: usize = 64;
+/// The admin listener's kernel send buffer per connection (the kernel doubles it): a sample is
+/// under a kilobyte, and `/metrics` or the history take a few round trips more.
+pub const SEND_BUFFER: i32 = 4096;
+/// How long an admin connection may make no sending progress before it is dropped.
+pub const STALL: Duration = Duration::from_secs(5);
+/// How long between samples.
+const PERIOD: Duration = Duration::from_secs(1);
+/// A stream's `Content-Length`: the browser reconnects (after `retry`) once it is used up.
+const STREAM_BYTES: u64 = 1 << 30;
+
+/// The samples so far and the streams following them.
+#[derive(Debug)]
+pub struct Board {
+    hub: Hub,
+    streams: AtomicUsize,
+}
+
+impl Default for Board {
+    fn default() -> Self {
+        Board { hub: Hub::new(HISTORY), streams: AtomicUsize::new(0) }
+    }
+}
+
+impl Board {
+    /// Adds a sample and wakes the streams.
+    pub fn publish(&self, sample: &Value) {
+        self.hub.publish(sample);
+    }
+
+    /// Event streams open now.
+    pub fn streams(&self) -> usize {
+        self.streams.load(Ordering::Relaxed)
+    }
+
+    /// `/events`: the history, then a sample a second; 503 past [`MAX_STREAMS`].
+    pub fn events(self: &Arc<Self>, shutdown: &Shutdown) -> Response {
+        let taken = self.streams.fetch_add(1, Ordering::Relaxed);
+        let (head, next) = self.hub.start();
+        let tail =
+            EventTail { board: Arc::clone(self), next, left: STREAM_BYTES, shutdown: shutdown.clone() };
+        if taken >= MAX_STREAMS {
+            drop(tail);
+            return Response::refusal(Status::SERVICE_UNAVAILABLE, "too many dashboards follow this server")
+                .with_header("Retry-After", "10");
+        }
+        let mut tail = tail;
+        tail.left -= head.len() as u64;
+        Response {
+            status: Status::OK,
+            headers: vec![
+                ("Content-Type", Cow::Borrowed("text/event-stream")),
+                ("Cache-Control", Cow::Borrowed("no-cache")),
+            ],
+            body: Body::Streamed(StreamedBody {
+                len: STREAM_BYTES,
+                ready: vec![Segment::Bytes(head.into_bytes())],
+                tail: Box::new(tail),
+            }),
+        }
+    }
+}
+
+/// One stream's place in the samples.
+struct EventTail {
+    board: Arc<Board>,
+    /// The sequence number of the next sample it sends.
+    next: u64,
+    /// Bytes left of its `Content-Length`.
+    left: u64,
+    shutdown: Shutdown,
+}
+
+impl Drop for EventTail {
+    fn drop(&mut self) {
+        self.board.streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl BodyTail for EventTail {
+    fn next(&mut self) -> Result<Vec<Segment>, BodyTailError> {
+        let stopping = || self.shutdown.is_triggered();
+        let Some(text) = self.board.hub.next_event(&mut self.next, &stopping) else {
+            return Err(BodyTailError("the server is stopping".into()));
+        };
+        let mut bytes = text.into_bytes();
+        if bytes.len() as u64 > self.left {
+            // The last bytes of the length: a comment line, after which the browser reconnects.
+            let n = self.left as usize;
+            bytes =
+                if n >= 2 { format!(":{}\n", " ".repeat(n - 2)).into_bytes() } else { b"\n"[..n].to_vec() };
+        }
+        self.left -= bytes.len() as u64;
+        Ok(vec![Segment::Bytes(bytes)])
+    }
+}
+
+/// Takes a sample a second from `metrics` (the `/metrics` text) and `requests` until `shutdown`.
+pub fn sample_every_second(
+    board: &Board,
+    requests: &RequestCounts,
+    metrics: impl Fn() -> String,
+    shutdown: &Shutdown,
+) {
+    let mut sampler = Sampler::default();
+    let mut due = Instant::now();
+    while !shutdown.is_triggered() {
+        let now = Instant::now();
+        if now < due {
+            std::thread::sleep((due - now).min(Duration::from_millis(100)));
+            continue;
+        }
+        due += PERIOD;
+        if let Some(sample) = sampler.take(&metrics(), requests, now) {
+            board.publish(&sample);
+        }
+    }
+}
+
+/// The previous scrape, that the next one's rates are measured from.
+#[derive(Default)]
+struct Sampler {
+    previous: Option<Scrape>,
+}
+
+/// One scrape: when, the `/metrics` samples, and the response-duration histograms by route kind.
+type Scrape = (Instant, HashMap<String, f64>, Vec<Histogram<u64>>);
+
+impl Sampler {
+    /// A sample from `text` and `requests` now; `None` the first time (no rates yet).
+    fn take(&mut self, text: &str, requests: &RequestCounts, now: Instant) -> Option<Value> {
+        let values = parse(text);
+        let histograms: Vec<Histogram<u64>> =
+            RouteKind::ALL.iter().map(|k| requests.durations_of(*k)).collect();
+        let previous = self.previous.replace((now, values, histograms));
+        let (then, before, before_h) = previous?;
+        let (_, values, histograms) = self.previous.as_ref()?;
+        let dt = now.duration_since(then).as_secs_f64().max(1e-3);
+        let value = |key: &str| values.get(key).copied();
+        let delta = |key: &str| {
+            let v = values.get(key).copied().unwrap_or(0.0);
+            (v - before.get(key).copied().unwrap_or(0.0)).max(0.0)
+        };
+        let rate = |key: &str| delta(key) / dt;
+        let classes = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+        let by_class = |name: &str, scale: f64| -> Map<String, Value> {
+            classes
+                .iter()
+                .map(|c| ((*c).to_string(), json!(round(rate(&format!("{name}{{class=\"{c}\"}}")) / scale))))
+                .collect()
+        };
+        let mut latency = BTreeMap::new();
+        for (q, name) in [(0.5, "p50"), (0.9, "p90"), (0.99, "p99")] {
+            let mut per_route = Map::new();
+            for ((kind, now_h), then_h) in RouteKind::ALL.iter().zip(histograms).zip(&before_h) {
+                let mut interval = now_h.clone();
+                if interval.subtract(then_h).is_ok() && !interval.is_empty() {
+                    per_route
+                        .insert(kind.name().into(), json!(round(interval.value_at_quantile(q) as f64 / 1e3)));
+                }
+            }
+            latency.insert(name, per_route);
+        }
+        let labelled = |name: &str, label: &str, f: &dyn Fn(&str) -> f64| -> Map<String, Value> {
+            let prefix = format!("{name}{{{label}=\"");
+            values
+                .keys()
+                .filter_map(|k| k.strip_prefix(&prefix)?.strip_suffix("\"}").map(|v| (k, v)))
+                .map(|(k, v)| (v.replace("\\\"", "\"").replace("\\\\", "\\"), json!(round(f(k)))))
+                .collect()
+        };
+        let (hits, misses) = (delta("sluice_cache_hits_total"), delta("sluice_cache_misses_total"));
+        let origin = delta("sluice_origin_request_seconds_count");
+        let uploads: f64 = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+            .iter()
+            .map(|c| {
+                rate(&format!(
+                    "sluice_http_response_duration_seconds_count{{route=\"upload\",class=\"{c}\"}}"
+                ))
+            })
+            .sum();
+        let refused = [
+            "sluice_http_requests_refused_total",
+            "sluice_connections_rejected_total",
+            "sluice_connections_shed_total",
+        ]
+        .iter()
+        .map(|k| rate(k))
+        .sum::<f64>();
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        Some(json!({
+            "t": t.round(),
+            "rps": by_class("sluice_http_responses_total", 1.0),
+            "mbps": by_class("sluice_http_response_bytes_total", 1e6),
+            "connections": value("sluice_connections_open"),
+            "latency": latency,
+            "rtsp": {
+                "viewers": labelled("sluice_rtsp_stream_viewers", "path", &|k| value(k).unwrap_or(0.0)),
+                "busy": labelled("sluice_rtsp_loop_busy_ratio", "loop", &|k| value(k).unwrap_or(0.0)),
+                "late": round(rate("sluice_rtp_late_sends_total")),
+                "refused": round(rate("sluice_rtsp_viewers_refused_total")),
+            },
+            "refused": round(refused),
+            "cache": {
+                "hit_ratio": (hits + misses > 0.0).then(|| round(hits / (hits + misses))),
+                "origin_rps": value("sluice_origin_requests_total").map(|_| round(rate("sluice_origin_requests_total"))),
+                "origin_ms": (origin > 0.0).then(|| round(delta("sluice_origin_request_seconds_sum") / origin * 1e3)),
+            },
+            "uploads": round(uploads),
+            "log_dropped": round(rate("sluice_log_lines_dropped_total")),
+            "cpu": round(rate("process_cpu_seconds_total")),
+            "rss_mb": value("process_resident_memory_bytes").map(|b| round(b / 1e6)),
+        }))
+    }
+}
+
+/// Three decimals are plenty for a chart and keep samples small.
+fn round(v: f64) -> f64 {
+    (v * 1e3).round() / 1e3
+}
+
+/// The samples of a Prometheus text exposition, keyed by name and labels as written.
+fn parse(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (key, value) = l.rsplit_once(' ')?;
+            Some((key.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The dashboard's charts.
+pub fn charts() -> Vec<Chart> {
+    let classes = [("rps.2xx", "2xx"), ("rps.3xx", "3xx"), ("rps.4xx", "4xx"), ("rps.5xx", "5xx")];
+    let bytes = [("mbps.2xx", "2xx"), ("mbps.3xx", "3xx"), ("mbps.4xx", "4xx"), ("mbps.5xx", "5xx")];
+    vec![
+        Chart::new("Requests by status class", "req/s", &classes),
+        Chart::new("Bytes by status class", "MB/s", &bytes),
+        Chart::new("Open connections", "", &[("connections", "open")]),
+        Chart::new("Response time p50 by route", "ms", &[("latency.p50.*", "")]),
+        Chart::new("Response time p99 by route", "ms", &[("latency.p99.*", "")]),
+        Chart::new("RTSP viewers by stream", "", &[("rtsp.viewers.*", "")]),
+        Chart::new("RTSP loops busy", "share", &[("rtsp.busy.*", "loop")]),
+        Chart::new(
+            "Late sends and refusals",
+            "/s",
+            &[("rtsp.late", "late RTP sends"), ("rtsp.refused", "RTSP refused"), ("refused", "HTTP refused")],
+        ),
+        Chart::new("Edge cache hit ratio", "", &[("cache.hit_ratio", "hits")]),
+        Chart::new(
+            "Origin",
+            "req/s, ms",
+            &[("cache.origin_rps", "requests/s"), ("cache.origin_ms", "latency ms")],
+        ),
+        Chart::new(
+            "Uploads and dropped log lines",
+            "/s",
+            &[("uploads", "uploads"), ("log_dropped", "log lines dropped")],
+        ),
+        Chart::new("CPU", "cores", &[("cpu", "cpu")]),
+        Chart::new("Resident memory", "MB", &[("rss_mb", "rss")]),
+    ]
+}
+
+/// The page at the admin listener's `/`.
+pub fn page() -> String {
+    sluice_charts::page(
+        "sluice",
+        "the last 15 minutes, a sample a second (the numbers /metrics exports)",
+        &charts(),
+        sluice_charts::Samples::Live("/events"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_are_rates_between_two_scrapes() {
+        let requests = RequestCounts::default();
+        let mut sampler = Sampler::default();
+        let t0 = Instant::now();
+        let text = |n: u64| {
+            format!("sluice_http_responses_total{{class=\"2xx\"}} {n}\nsluice_rtsp_stream_viewers{{path=\"/a \\\"b\\\".mp4\"}} 2\nprocess_cpu_seconds_total 1.5\n")
+        };
+        assert!(sampler.take(&text(10), &requests, t0).is_none(), "no rate from one scrape");
+        requests.ended(RouteKind::Range, 206, 1000, Duration::from_millis(20));
+        let s = sampler.take(&text(30), &requests, t0 + Duration::from_secs(2)).unwrap();
+        assert_eq!(s["rps"]["2xx"], json!(10.0), "{s}");
+        assert_eq!(s["rtsp"]["viewers"]["/a \"b\".mp4"], json!(2.0), "{s}");
+        let p50 = s["latency"]["p50"]["range"].as_f64().unwrap();
+        assert!((19.0..21.0).contains(&p50), "{s}");
+        assert!(s["latency"]["p50"].get("file").is_none(), "no file responses, no file percentile: {s}");
+        assert_eq!(s["cache"]["hit_ratio"], Value::Null);
+    }
+
+    #[test]
+    fn a_stream_sends_history_then_each_sample_and_frees_its_place() {
+        let board = Arc::new(Board::default());
+        board.publish(&json!({"t": 1}));
+        let shutdown = Shutdown::new().unwrap();
+        let Body::Streamed(body) = board.events(&shutdown).body else { panic!("a stream") };
+        assert_eq!(board.streams(), 1);
+        let head: Vec<u8> = body
+            .ready
+            .iter()
+            .flat_map(|s| match s {
+                Segment::Bytes(b) => b.clone(),
+                _ => vec![],
+            })
+            .collect();
+        assert!(String::from_utf8_lossy(&head).contains("event: history\ndata: [{\"t\":1}]"));
+        let mut tail = body.tail;
+        board.publish(&json!({"t": 2}));
+        let next = tail.next().unwrap();
+        let Segment::Bytes(b) = &next[0] else { panic!("bytes") };
+        assert_eq!(b, b"data: {\"t\":2}\n\n");
+        drop(tail);
+        assert_eq!(board.streams(), 0);
+    }
+}
