@@ -445,3 +445,31 @@ impl<S: Session> Session for TlsSession<S> {
         self.inner.on_close(&self.inner_out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ktls_probe_agrees_with_the_kernels_list() {
+        let listed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap_or_default();
+        let support = ktls_support();
+        if listed.split_whitespace().any(|u| u == "tls") {
+            assert!(support.available, "{support:?}");
+        } else if !support.available {
+            // Not listed and not loadable on demand: the reason names the missing ULP.
+            assert!(support.reason.contains("no `tls` TCP ULP"), "{support:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_or_empty_pem_is_named() {
+        let dir = std::env::temp_dir().join(format!("sluice-tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, b"").expect("write");
+        let e = TlsCertificate::load(&empty, &dir.join("none.pem")).expect_err("no certificate");
+        assert!(e.to_string().contains("no CERTIFICATE block"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
