@@ -38,6 +38,17 @@ def make_cgroup(name, cpu):
     return path
 
 
+def stop_in_cgroups(procs, groups):
+    """Stops the servers (by process group) and removes their cgroups."""
+    for p in procs.values():
+        stop(p)
+    for g in groups.values():
+        try:
+            os.rmdir(g)
+        except OSError:
+            pass
+
+
 def in_cgroup(path, cmd):
     return ["sh", "-c", f'echo $$ > {path}/cgroup.procs && exec "$@"', "sh", *cmd]
 
@@ -175,13 +186,7 @@ def capacity(args, work, sluice):
                 print(f"round {rnd + 1} {name}: {r['rps']:.1f} segments/s {r['gb'] / args.duration * 1024:.0f} MB/s "
                       f"server CPU {r['cpu']:.2f} s = {r['cpu_per_gb']:.3f} s/GB errors {r['errors']}", file=sys.stderr)
     finally:
-        for p in procs.values():
-            stop(p)
-        for g in groups.values():
-            try:
-                os.rmdir(g)
-            except OSError:
-                pass
+        stop_in_cgroups(procs, groups)
     peers = ""
     if "nginx" in servers:
         peers = "; " + subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
