@@ -108,10 +108,7 @@ fn https_server(engine: &[&str], fx: &Fixture, extra: &[&str]) -> (Server, Socke
     let tls = server
         .logs()
         .iter()
-        .find_map(|l| {
-            let rest = &l[l.find("listening on https://")? + "listening on https://".len()..];
-            rest.split('/').next()?.parse().ok()
-        })
+        .find_map(|l| parse_scheme_line(l, "https"))
         .unwrap_or_else(|| panic!("no https listening line in:\n{}", server.log_text()));
     (server, tls, own)
 }
