@@ -31,6 +31,11 @@ const HIGH_WATER: u64 = 256 * 1024;
 /// Plaintext encrypted at a time from a file slice (four full TLS records).
 const FILE_CHUNK: usize = 64 * 1024;
 
+thread_local! {
+    /// Where file bytes are read before rustls encrypts them.
+    static CHUNK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Why a certificate could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -308,10 +313,12 @@ impl<S: Session> TlsSession<S> {
         let n = match self.inner_out.front() {
             None => return Ok(()),
             Some(Pending::Bytes(bytes)) => tls.writer().write(bytes)?,
-            Some(Pending::File(slice)) => {
+            Some(Pending::File(slice)) => CHUNK.with_borrow_mut(|chunk| {
+                // One buffer per thread, not per connection: file bytes pass through it on the
+                // way into rustls, which copies them into its records.
+                chunk.resize(FILE_CHUNK, 0);
                 let want = (slice.len as usize).min(FILE_CHUNK);
-                let mut chunk = vec![0u8; want];
-                let got = slice.file.read_at(&mut chunk, slice.offset)?;
+                let got = slice.file.read_at(&mut chunk[..want], slice.offset)?;
                 if got == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -319,8 +326,8 @@ impl<S: Session> TlsSession<S> {
                     ));
                 }
                 tls.writer().write_all(&chunk[..got])?;
-                got
-            }
+                Ok::<usize, io::Error>(got)
+            })?,
         };
         self.inner_out.advance(n as u64);
         Ok(())
