@@ -5,7 +5,7 @@ certificate, at the same CPU budget.
 Each server (one sluice with HTTP on one port and HTTPS on another, one nginx likewise, both with
 the same self-signed ECDSA P-256 certificate made here by openssl) runs one worker pinned to the
 server's core in a CPU cgroup of its own (cgroup v1 `cpu.cfs_quota_us`, as scripts/bench_hls.py),
-sendfile on. wrk (OpenSSL, TLS 1.3 with both servers) on the other core fetches one 1 MB file over
+sendfile on. wrk (built with OpenSSL) on the other core fetches one 1 MB file over
 keep-alive connections; the four rows (server x scheme) alternate round by round. Server CPU is
 the server's processes' utime + stime from /proc over each run. Needs: nginx, wrk, openssl, a
 release build.
