@@ -4,7 +4,7 @@
 //! plain HTTP keeps its own port; ffprobe reads the MP4 and its HLS over `https://`; a certificate
 //! swapped on disk and SIGHUP reaches new connections while an open one keeps working (checked
 //! with a rustls client that reads the served certificate); plain HTTP or garbage sent to the TLS
-//! port is closed and counted in /metrics; and the kernel-TLS probe reports what
+//! port is closed and counted in /metrics; without `--tls-listen` the media port serves HTTPS only; and the kernel-TLS probe reports what
 //! /proc/sys/net/ipv4/tcp_available_ulp says, in the start-up log and in `serve --check`.
 //! The HAProxy alternative (deploy/haproxy.cfg's TLS frontend) is checked with `haproxy -c`.
 //!
@@ -313,6 +313,27 @@ fn bad_handshakes_are_closed_and_counted(engine: &[&str]) {
     assert!(metric(&m, "sluice_tls_handshakes_total") >= 1, "{m}");
 }
 
+/// Without --tls-listen, --listen serves HTTPS only: plain HTTP there is refused like garbage.
+fn https_only_on_listen(engine: &[&str]) {
+    let fx = Fixture::new();
+    fx.write("hello.txt", b"hello over tls\n");
+    let (cert, key) = (pki().path("a.pem"), pki().path("a.key"));
+    let server = Server::serve(
+        engine,
+        &fx,
+        &["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()],
+    );
+    assert!(server.log_text().contains("listening on https://"), "{}", server.log_text());
+    let port = server.addr().port();
+    let resolve = format!("localhost:{port}:127.0.0.1");
+    let r = curl(&format!("https://localhost:{port}/hello.txt"), &["--resolve", &resolve]);
+    assert_eq!(r.body, b"hello over tls\n");
+    let mut plain = TcpStream::connect(server.addr()).unwrap();
+    plain.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert!(closed_by_server(plain));
+    assert!(metric(&server.scrape(), "sluice_tls_handshake_failures_total") >= 1);
+}
+
 /// What the kernel lists: the expected verdict of sluice's probe.
 fn kernel_has_tls_ulp() -> bool {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp")
@@ -386,4 +407,9 @@ fn haproxy_tls_frontend_is_valid() {
 }
 
 engine_matrix!(ranges_over_https);
-rtsp_matrix!(hls_over_https, certificate_reload_on_sighup, bad_handshakes_are_closed_and_counted);
+rtsp_matrix!(
+    hls_over_https,
+    certificate_reload_on_sighup,
+    bad_handshakes_are_closed_and_counted,
+    https_only_on_listen
+);
