@@ -131,6 +131,10 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     /// Engines whose sends complete asynchronously (io_uring) call it directly.
     pub fn next_step(&mut self, clock: &Clock) -> Option<Pump> {
         loop {
+            self.session.refill(&mut self.out, clock);
+            if !self.out.is_empty() {
+                return None;
+            }
             if self.out.closing() {
                 return Some(Pump::Finished);
             }

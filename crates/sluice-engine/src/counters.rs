@@ -140,11 +140,16 @@ pub enum Event {
     RtspViewersRefused,
     /// Samples the RTSP loop queued more than `sluice_media::rtsp::LATE_SEND` after their time.
     RtpLateSends,
+    /// TLS handshakes completed.
+    TlsHandshakes,
+    /// TLS connections that ended before their handshake completed (not TLS, a bad or refused
+    /// handshake, or the header deadline).
+    TlsHandshakeFailures,
 }
 
 impl Event {
     /// Every event, in `/metrics` order.
-    pub const ALL: [Event; 24] = [
+    pub const ALL: [Event; 26] = [
         Event::UringSubmitted,
         Event::UringCompleted,
         Event::BytesIn,
@@ -169,6 +174,8 @@ impl Event {
         Event::RtspViewersAdmitted,
         Event::RtspViewersRefused,
         Event::RtpLateSends,
+        Event::TlsHandshakes,
+        Event::TlsHandshakeFailures,
     ];
 
     /// The metric name (without the `sluice_` prefix) and its help text.
@@ -217,6 +224,11 @@ impl Event {
             Event::RtspViewersRefused => {
                 ("rtsp_viewers_refused_total", "RTSP viewers refused with 453 Not Enough Bandwidth.")
             }
+            Event::TlsHandshakes => ("tls_handshakes_total", "TLS handshakes completed."),
+            Event::TlsHandshakeFailures => (
+                "tls_handshake_failures_total",
+                "TLS connections closed before their handshake completed (not TLS, refused, or too slow).",
+            ),
             Event::RtpLateSends => {
                 ("rtp_late_sends_total", "Samples queued more than 50 ms after their time by the RTSP loop.")
             }

@@ -18,6 +18,7 @@ pub mod rtsp;
 mod send;
 mod shutdown;
 mod threads;
+pub mod tls;
 mod tokio_engine;
 pub mod udp_gso;
 mod uring;

@@ -284,6 +284,11 @@ pub trait Session {
     /// rather than from when the response was queued.
     fn on_drained(&mut self, clock: &Clock);
 
+    /// Called with the engine's outbox empty, before the engine asks for input: a session that
+    /// produces its output in steps (TLS encrypting a large response a bounded piece at a time)
+    /// queues the next step here. The default queues nothing.
+    fn refill(&mut self, _out: &mut Outbox, _clock: &Clock) {}
+
     /// Called when the deadline has passed with no input; the session may queue a last response
     /// and must ask for the connection to be closed.
     fn on_deadline(&mut self, out: &mut Outbox, clock: &Clock);

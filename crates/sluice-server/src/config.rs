@@ -41,6 +41,33 @@ pub struct Config {
     pub access: Vec<crate::access::AccessPolicy>,
     /// `[clients]`: limits per client address.
     pub clients: crate::limits::ClientsSection,
+    /// `[tls]`: HTTPS.
+    pub tls: TlsSection,
+}
+
+/// `[tls]`: HTTPS with a certificate and key in PEM files (read again on SIGHUP).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSection {
+    /// The certificate chain (PEM), server certificate first.
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+    /// Where HTTPS listens, HTTP staying on `http.listen`; unset with a certificate: `http.listen`
+    /// serves HTTPS only.
+    #[serde(deserialize_with = "optional_listen_address")]
+    pub listen: Option<SocketAddr>,
+}
+
+impl TlsSection {
+    /// Whether HTTPS is on.
+    pub fn enabled(&self) -> bool {
+        self.cert.is_some()
+    }
+}
+
+fn optional_listen_address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    listen_address(d).map(Some)
 }
 
 /// `[http]`
@@ -427,6 +454,12 @@ impl Config {
         }
         if !(200..=65_000).contains(&self.rtsp.max_payload) {
             return bad("rtsp.max_payload must be between 200 and 65000 bytes");
+        }
+        if self.tls.cert.is_some() != self.tls.key.is_some() {
+            return bad("tls.cert and tls.key (--tls-cert, --tls-key) go together");
+        }
+        if self.tls.listen.is_some() && !self.tls.enabled() {
+            return bad("tls.listen (--tls-listen) needs tls.cert and tls.key (--tls-cert, --tls-key)");
         }
         if self.rtsp.max_viewers == 0 {
             return bad("rtsp.max_viewers must be at least 1");

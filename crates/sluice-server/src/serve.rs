@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_engine::rtsp::RtspSockets;
+use sluice_engine::tls::{TlsCertificate, TlsService};
 use sluice_engine::{
     Counters, EngineConfig, EngineError, EngineKind, Listeners, Service, Shutdown, ThreadsMode,
 };
@@ -68,6 +69,9 @@ pub enum ServeError {
         /// The system's reason, in words.
         reason: String,
     },
+    /// The certificate or key (`--tls-cert`, `--tls-key`) cannot be used.
+    #[error(transparent)]
+    Tls(#[from] sluice_engine::tls::TlsError),
     /// The engine failed to start or run.
     #[error(transparent)]
     Engine(#[from] sluice_engine::EngineError),
@@ -113,6 +117,7 @@ impl ServeError {
             ServeError::RemoteLibrary { .. } | ServeError::CacheDirInUse(_) => 2,
             ServeError::Uploads(_) | ServeError::Store { .. } | ServeError::SameAddress { .. } => 2,
             ServeError::Access(_) => 2,
+            ServeError::Tls(_) => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
         }
@@ -147,6 +152,7 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
     config.uploads.load_tokens()?;
     config.uploads.gzip_mode()?;
     crate::access::Access::load(&config.access)?;
+    tls_certificate(config)?;
     if let Some(location) = &config.store.location {
         let failed = |reason: String| ServeError::Store { location: location.clone(), reason };
         if config.store.is_remote() {
@@ -172,6 +178,30 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// The certificate of `[tls]`, loaded, when HTTPS is on.
+fn tls_certificate(config: &Config) -> Result<Option<Arc<TlsCertificate>>, ServeError> {
+    match (&config.tls.cert, &config.tls.key) {
+        (Some(cert), Some(key)) => Ok(Some(Arc::new(TlsCertificate::load(cert, key)?))),
+        _ => Ok(None),
+    }
+}
+
+/// What the kernel offers for TLS, in the words of the start-up log and `serve --check`.
+pub fn ktls_note() -> String {
+    let ktls = sluice_engine::tls::ktls_support();
+    if ktls.available {
+        format!(
+            "kernel TLS: {}; sluice encrypts in user space for now (file bodies are read, encrypted and sent; sendfile and splice are not used under TLS)",
+            ktls.reason
+        )
+    } else {
+        format!(
+            "kernel TLS unavailable: {}; file bodies under TLS are read, encrypted in user space and sent (sendfile and splice fall back to copying)",
+            ktls.reason
+        )
+    }
+}
+
 /// The library root must be a directory; the one message for `serve` and `serve --check`.
 fn root_directory(root: &std::path::Path) -> Result<(), ServeError> {
     let source = match std::fs::metadata(root) {
@@ -186,6 +216,9 @@ fn root_directory(root: &std::path::Path) -> Result<(), ServeError> {
 /// as a port "in use by another process".
 fn same_address(config: &Config) -> Result<(), ServeError> {
     let mut listeners = vec![("--listen (http.listen)", config.http.listen)];
+    if let Some(tls) = config.tls.listen.filter(|_| config.tls.enabled()) {
+        listeners.push(("--tls-listen (tls.listen)", tls));
+    }
     if config.admin.enabled {
         listeners.push(("--admin-listen (admin.listen)", config.admin.listen));
     }
@@ -309,6 +342,8 @@ pub struct Server {
     listeners: Listeners,
     rtsp: Option<Rtsp>,
     admin: Option<Listeners>,
+    /// HTTPS: the certificate, and its own listener when HTTP keeps `listeners`.
+    tls: Option<(Arc<TlsCertificate>, Option<Listeners>)>,
     counters: Arc<Counters>,
     demo: bool,
     /// Not ready until the store answers (`--store-wait`).
@@ -392,6 +427,18 @@ impl Server {
         let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
         let listeners =
             Listeners::bind(config.http.listen, sockets).map_err(address_error("HTTP", "--listen"))?;
+        let tls = match tls_certificate(&config)? {
+            Some(certificate) => {
+                let own = match config.tls.listen {
+                    Some(addr) => {
+                        Some(Listeners::bind(addr, sockets).map_err(address_error("HTTPS", "--tls-listen"))?)
+                    }
+                    None => None,
+                };
+                Some((certificate, own))
+            }
+            None => None,
+        };
         let admin = match config.admin.enabled {
             true => Some(
                 Listeners::bind(config.admin.listen, 1)
@@ -420,6 +467,7 @@ impl Server {
             listeners,
             rtsp,
             admin,
+            tls,
             counters,
             demo,
             readiness,
@@ -431,6 +479,17 @@ impl Server {
     /// The admin listener's address, if it is on.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(Listeners::local_addr)
+    }
+
+    /// The certificate HTTPS presents, when it is on (for reloading it).
+    pub fn tls_certificate(&self) -> Option<Arc<TlsCertificate>> {
+        self.tls.as_ref().map(|(c, _)| Arc::clone(c))
+    }
+
+    /// The HTTPS address, when HTTPS is on (`--listen` itself when it serves HTTPS only).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        let (_, own) = self.tls.as_ref()?;
+        Some(own.as_ref().map_or_else(|| self.local_addr(), Listeners::local_addr))
     }
 
     /// The media engine's counters (open connections, RTSP sessions, ...).
@@ -455,7 +514,11 @@ impl Server {
             .join("/");
         Some(match self.rtsp_addr() {
             Some(rtsp) => format!("rtsp://{}{path}", host_port(rtsp)),
-            None => format!("http://{}{path}", host_port(self.local_addr())),
+            None => {
+                let scheme =
+                    if self.tls.as_ref().is_some_and(|(_, own)| own.is_none()) { "https" } else { "http" };
+                format!("{scheme}://{}{path}", host_port(self.local_addr()))
+            }
         })
     }
 
@@ -600,8 +663,34 @@ impl Server {
                 }
                 None => None,
             };
+            let (https_only, https) = match self.tls {
+                Some((certificate, own)) => {
+                    tracing::info!("HTTPS: {}", ktls_note());
+                    let tls =
+                        Arc::new(TlsService::new(Arc::clone(&service), certificate, Arc::clone(counters)));
+                    match own {
+                        Some(listeners) => {
+                            tracing::info!("listening on https://{}/", listeners.local_addr());
+                            let engine = &engine;
+                            let thread = std::thread::Builder::new()
+                                .name("sluice-https".into())
+                                .spawn_scoped(scope, move || {
+                                    sluice_engine::run(engine, listeners, tls, shutdown, counters)
+                                })
+                                .map_err(|source| EngineError::Setup {
+                                    what: "spawn https listener",
+                                    source,
+                                })?;
+                            (None, Some(thread))
+                        }
+                        None => (Some(tls), None),
+                    }
+                }
+                None => (None, None),
+            };
             tracing::info!(
-                "listening on http://{addr} engine={} send={} {workers} library={}{}",
+                "listening on {}://{addr} engine={} send={} {workers} library={}{}",
+                if https_only.is_some() { "https" } else { "http" },
                 engine.kind.name(),
                 engine.send.name(),
                 root,
@@ -610,7 +699,10 @@ impl Server {
             if let Some(url) = &first_stream {
                 tracing::info!("try: {url}");
             }
-            let http = sluice_engine::run(&engine, self.listeners, service, shutdown, counters);
+            let http = match https_only {
+                Some(tls) => sluice_engine::run(&engine, self.listeners, tls, shutdown, counters),
+                None => sluice_engine::run(&engine, self.listeners, service, shutdown, counters),
+            };
             // The RTSP loop and the admin listener stop on the same signal; an HTTP side that
             // failed takes them down.
             shutdown.trigger();
@@ -624,7 +716,8 @@ impl Server {
                 };
             let rtsp = join(rtsp, "rtsp loop");
             let admin = join(admin, "admin listener");
-            http.and(rtsp).and(admin)
+            let https = join(https, "https listener");
+            http.and(rtsp).and(admin).and(https)
         });
         result?;
         let seen = *seen.lock().unwrap_or_else(|e| e.into_inner());

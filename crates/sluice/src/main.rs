@@ -76,6 +76,16 @@ struct ServeArgs {
     /// Do not serve the admin endpoints.
     #[arg(long)]
     no_admin: bool,
+    /// Serve HTTPS with this certificate chain (PEM; read again on SIGHUP).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM; read again on SIGHUP).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// HTTPS address, as --listen, with HTTP staying on --listen; without it --listen serves
+    /// HTTPS only.
+    #[arg(long, value_parser = parse_listen, value_name = "ADDR")]
+    tls_listen: Option<SocketAddr>,
     /// An RTSP session with no request or RTCP report for this long is released.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     rtsp_session_timeout: Option<Duration>,
@@ -271,6 +281,13 @@ impl ServeArgs {
             c.admin.enabled = false;
         }
         set!(self.admin_listen => admin.listen);
+        if self.tls_cert.is_some() {
+            c.tls.cert = self.tls_cert;
+            c.tls.key = self.tls_key;
+        }
+        if self.tls_listen.is_some() {
+            c.tls.listen = self.tls_listen;
+        }
         if self.log_file.is_some() {
             c.log.file = self.log_file;
         }
@@ -352,6 +369,9 @@ fn check(config: &Config, demanded: bool, connect: bool) -> Result<(), ServeErro
     }
     // `sluice serve --check | head` must not panic on a closed stdout.
     let _ = std::io::stdout().write_all(effective.effective_toml().as_bytes());
+    if effective.tls.enabled() {
+        eprintln_safe(&format!("sluice: {}", sluice_server::serve::ktls_note()));
+    }
     eprintln_safe("sluice: the configuration is valid");
     Ok(())
 }
@@ -369,9 +389,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let log = sluice_server::logging::init(&config.log).map_err(ServeError::from)?;
     raise_nofile_limit();
     let shutdown = Shutdown::new().map_err(ServeError::from)?;
-    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     // Installed before binding, so that a signal during start-up is not lost.
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1])
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGUSR1, SIGHUP])
         .map_err(|source| sluice_engine::EngineError::Setup { what: "installing signal handlers", source })
         .map_err(ServeError::from)?;
     let server = match Server::bind(config, demanded) {
@@ -383,6 +403,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let signal_thread = {
         let (shutdown, log, counters) = (shutdown.clone(), log.clone(), Arc::clone(server.counters()));
+        let certificate = server.tls_certificate();
         let handle = signals.handle();
         std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
             for sig in signals.forever() {
@@ -390,6 +411,15 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 if sig == SIGUSR1 {
                     log.reopen();
                     tracing::info!("SIGUSR1: log file reopened");
+                } else if sig == SIGHUP {
+                    // New connections get the files' certificate; open ones keep theirs.
+                    match &certificate {
+                        Some(c) => match c.reload() {
+                            Ok(()) => tracing::info!("SIGHUP: certificate {} reloaded", c.cert_path().display()),
+                            Err(e) => tracing::warn!("SIGHUP: {e}; still serving the previous certificate"),
+                        },
+                        None => tracing::info!("SIGHUP: no certificate to reload (HTTPS is off)"),
+                    }
                 } else if !shutdown.is_triggered() {
                     tracing::info!(
                         connections = counters.open_connections(),

@@ -88,7 +88,12 @@ impl Server {
         };
         let deadline = Instant::now() + IO_TIMEOUT;
         loop {
-            if let Some(addr) = server.logs().iter().find_map(|l| parse_listen_line(l)) {
+            // The media listener's line (`engine=...`): http://, or https:// when it serves HTTPS only.
+            let main = |l: &String| {
+                parse_listen_line(l)
+                    .or_else(|| l.contains(" engine=").then(|| parse_scheme_line(l, "https")).flatten())
+            };
+            if let Some(addr) = server.logs().iter().find_map(main) {
                 server.addr = addr;
                 return server;
             }

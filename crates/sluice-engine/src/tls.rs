@@ -1,0 +1,482 @@
+//! HTTPS: rustls between the socket and a protocol session, once for every engine.
+//!
+//! Owns the TLS record layer of a connection ([`TlsSession`], itself a [`Session`]: ciphertext in,
+//! ciphertext out, no I/O of its own but reading the file slices it encrypts), the certificate
+//! the server presents ([`TlsCertificate`], reloaded from its PEM files on demand, e.g. on
+//! SIGHUP: connections accepted afterwards get the new one) and the probe of the kernel's TLS
+//! offload ([`ktls_support`]). Engines run a [`TlsService`] exactly as they run any service, so
+//! every engine and send strategy serves HTTPS with the same code. File bodies go through the
+//! copy path (read, encrypt, send) because the bytes on the wire are no longer the file's.
+//! It does not parse HTTP (the wrapped session does) and does not own sockets.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use rustls::{ServerConfig, ServerConnection};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use sluice_proto::conn::Pending;
+use sluice_proto::{Clock, Job, JobOutput, Outbox, Segment, Session};
+
+use crate::counters::{Counters, Event};
+use crate::Service;
+
+/// Ciphertext queued for the socket beyond which a session stops encrypting more of its
+/// response until the engine has sent it: bounds each connection's memory like a socket buffer.
+const HIGH_WATER: u64 = 256 * 1024;
+/// Plaintext encrypted at a time from a file slice (four full TLS records).
+const FILE_CHUNK: usize = 64 * 1024;
+
+thread_local! {
+    /// Where file bytes are read before rustls encrypts them.
+    static CHUNK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Why a certificate could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file could not be read or holds nothing usable.
+    #[error("cannot read {what} {path}: {reason}")]
+    Pem {
+        /// "certificate" or "private key".
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The reason.
+        reason: String,
+    },
+    /// rustls refused the pair (a key that does not match the certificate, say).
+    #[error("cannot use the certificate {cert} with the key {key}: {reason}")]
+    Config {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// rustls's reason.
+        reason: String,
+    },
+}
+
+/// The certificate chain and key a server presents, from two PEM files, swappable at run time.
+#[derive(Debug)]
+pub struct TlsCertificate {
+    cert: PathBuf,
+    key: PathBuf,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+impl TlsCertificate {
+    /// Loads the chain from `cert` and the private key from `key` (PEM).
+    pub fn load(cert: &Path, key: &Path) -> Result<TlsCertificate, TlsError> {
+        let config = server_config(cert, key)?;
+        Ok(TlsCertificate { cert: cert.into(), key: key.into(), current: RwLock::new(config) })
+    }
+
+    /// Reads both files again; connections accepted from now on present what they hold. On an
+    /// error the certificate in use stays.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let config = server_config(&self.cert, &self.key)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = config;
+        Ok(())
+    }
+
+    /// The certificate file's path.
+    pub fn cert_path(&self) -> &Path {
+        &self.cert
+    }
+
+    fn config(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// A rustls server configuration for the pair of PEM files: TLS 1.2 and 1.3, ALPN `http/1.1`.
+fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+    let pem = |what, path: &Path, reason: String| TlsError::Pem { what, path: path.into(), reason };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| pem("certificate", cert, e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| pem("certificate", cert, e.to_string()))?;
+    if chain.is_empty() {
+        return Err(pem("certificate", cert, "no CERTIFICATE block in the file".into()));
+    }
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| pem("private key", key, e.to_string()))?;
+    let failed =
+        |e: rustls::Error| TlsError::Config { cert: cert.into(), key: key.into(), reason: e.to_string() };
+    let mut config = ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(failed)?
+        .with_no_client_auth()
+        .with_single_cert(chain, private)
+        .map_err(failed)?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Whether the kernel can take over TLS record encryption (kTLS), so that `sendfile` and
+/// `splice` could stay zero-copy under TLS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KtlsSupport {
+    /// The kernel offers the `tls` TCP upper-layer protocol.
+    pub available: bool,
+    /// What the probe saw, in words.
+    pub reason: String,
+}
+
+/// Probes for kernel TLS: `/proc/sys/net/ipv4/tcp_available_ulp` and, to be sure (the module may
+/// load on demand), `setsockopt(TCP_ULP, "tls")` on a fresh socket: `ENOENT` means the kernel
+/// has no `tls` ULP; `ENOTCONN` means it has one (the socket is not connected yet).
+pub fn ktls_support() -> KtlsSupport {
+    let listed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").ok();
+    let ulps = listed.as_deref().map(str::trim).unwrap_or("unreadable");
+    // SAFETY: plain socket(2); closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return KtlsSupport { available: false, reason: format!("cannot open a probe socket: {e}") };
+    }
+    let name = b"tls";
+    // SAFETY: passes a live buffer of the given length; fd is ours.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_ULP,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    let err = io::Error::last_os_error();
+    // SAFETY: closes the probe socket opened above.
+    unsafe { libc::close(fd) };
+    let verdict = if r == 0 { None } else { err.raw_os_error() };
+    match verdict {
+        Some(libc::ENOENT) => KtlsSupport {
+            available: false,
+            reason: format!("the kernel has no `tls` TCP ULP (available: {ulps})"),
+        },
+        Some(libc::ENOTCONN) | None => {
+            KtlsSupport { available: true, reason: format!("the kernel offers the `tls` TCP ULP ({ulps})") }
+        }
+        Some(_) => KtlsSupport { available: false, reason: format!("TCP_ULP `tls` refused: {err}") },
+    }
+}
+
+/// A service served over TLS: every session of `S` wrapped in a [`TlsSession`].
+pub struct TlsService<S> {
+    inner: Arc<S>,
+    certificate: Arc<TlsCertificate>,
+    counters: Arc<Counters>,
+}
+
+impl<S> TlsService<S> {
+    /// `inner` over TLS with `certificate`; handshakes are counted in `counters`.
+    pub fn new(inner: Arc<S>, certificate: Arc<TlsCertificate>, counters: Arc<Counters>) -> Self {
+        TlsService { inner, certificate, counters }
+    }
+}
+
+impl<S: Service> Service for TlsService<S> {
+    type Session = TlsSession<S::Session>;
+
+    fn session(&self, peer: SocketAddr, clock: &Clock) -> Self::Session {
+        TlsSession::new(
+            self.inner.session(peer, clock),
+            self.certificate.config(),
+            Arc::clone(&self.counters),
+        )
+    }
+}
+
+/// One connection's TLS state around the session that speaks the protocol inside it.
+pub struct TlsSession<S> {
+    inner: S,
+    /// `None` when rustls refused to start (never with a configuration that loaded).
+    tls: Option<ServerConnection>,
+    /// The inner session's plaintext output, encrypted into the engine's outbox as it drains.
+    inner_out: Outbox,
+    /// Decrypted bytes the inner session has not consumed yet.
+    plain_in: Vec<u8>,
+    /// Offer `plain_in` to the inner session again (new bytes came, or its output drained).
+    offer: bool,
+    /// The inner outbox had something in it since the inner session last heard it drained.
+    inner_busy: bool,
+    /// The handshake finished (counted once).
+    established: bool,
+    /// The connection is over: nothing more is decrypted or encrypted.
+    done: bool,
+    counters: Arc<Counters>,
+}
+
+impl<S: Session> TlsSession<S> {
+    fn new(inner: S, config: Arc<ServerConfig>, counters: Arc<Counters>) -> Self {
+        let tls = ServerConnection::new(config).ok().map(|mut tls| {
+            // This session bounds what it queues itself (HIGH_WATER) and drains rustls after
+            // every write; rustls's own default limit would refuse a whole FILE_CHUNK.
+            tls.set_buffer_limit(None);
+            tls
+        });
+        TlsSession {
+            inner,
+            tls,
+            inner_out: Outbox::new(),
+            plain_in: Vec::new(),
+            offer: false,
+            inner_busy: false,
+            established: false,
+            done: false,
+            counters,
+        }
+    }
+
+    /// Ends the connection after whatever is queued (an alert, a close_notify).
+    fn finish(&mut self, out: &mut Outbox) {
+        if !self.done {
+            self.done = true;
+            if !self.established {
+                self.counters.shard(0).add(Event::TlsHandshakeFailures, 1);
+            }
+        }
+        self.write_records(out);
+        out.close_after_flush();
+    }
+
+    /// Moves the records rustls has ready into the engine's outbox.
+    fn write_records(&mut self, out: &mut Outbox) {
+        let Some(tls) = self.tls.as_mut() else { return };
+        if !tls.wants_write() {
+            return;
+        }
+        let mut buf = out.buffer();
+        buf.clear();
+        while tls.wants_write() {
+            if tls.write_tls(&mut buf).is_err() {
+                break;
+            }
+        }
+        out.push(Segment::Bytes(buf));
+    }
+
+    /// Encrypts the inner session's output into `out` up to [`HIGH_WATER`], lets the inner
+    /// session go on when its output is all encrypted, and closes with a close_notify once it
+    /// asked to close.
+    fn pump(&mut self, out: &mut Outbox, clock: &Clock) {
+        if self.done {
+            return;
+        }
+        loop {
+            while out.pending_bytes() < HIGH_WATER && !self.inner_out.is_empty() {
+                if let Err(e) = self.encrypt_front() {
+                    tracing::debug!("TLS connection ends: {e}");
+                    self.finish(out);
+                    return;
+                }
+                self.write_records(out);
+            }
+            if !self.inner_out.is_empty() {
+                return;
+            }
+            if self.inner_out.closing() {
+                if let Some(tls) = self.tls.as_mut() {
+                    tls.send_close_notify();
+                }
+                self.finish(out);
+                return;
+            }
+            if std::mem::take(&mut self.inner_busy) {
+                self.inner.on_drained(clock);
+                self.offer = true;
+            }
+            if !(self.offer && self.established && !self.plain_in.is_empty() && self.inner.wants_input()) {
+                return;
+            }
+            self.offer = false;
+            let used = self.inner.receive(&self.plain_in, &mut self.inner_out, clock);
+            self.plain_in.drain(..used);
+            self.note_inner_output();
+        }
+    }
+
+    fn note_inner_output(&mut self) {
+        if !self.inner_out.is_empty() || self.inner_out.closing() {
+            self.inner_busy = true;
+        }
+    }
+
+    /// Hands the front of the inner outbox (or a chunk of it) to rustls.
+    fn encrypt_front(&mut self) -> io::Result<()> {
+        let Some(tls) = self.tls.as_mut() else { return Err(io::Error::other("no TLS state")) };
+        let n = match self.inner_out.front() {
+            None => return Ok(()),
+            Some(Pending::Bytes(bytes)) => tls.writer().write(bytes)?,
+            Some(Pending::File(slice)) => CHUNK.with_borrow_mut(|chunk| {
+                // One buffer per thread, not per connection: file bytes pass through it on the
+                // way into rustls, which copies them into its records.
+                chunk.resize(FILE_CHUNK, 0);
+                let want = (slice.len as usize).min(FILE_CHUNK);
+                let got = slice.file.read_at(&mut chunk[..want], slice.offset)?;
+                if got == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shorter than its response",
+                    ));
+                }
+                tls.writer().write_all(&chunk[..got])?;
+                Ok::<usize, io::Error>(got)
+            })?,
+        };
+        self.inner_out.advance(n as u64);
+        Ok(())
+    }
+
+    /// Feeds ciphertext to rustls and collects what it decrypts.
+    fn decrypt(&mut self, mut input: &[u8], out: &mut Outbox) -> Result<bool, ()> {
+        let Some(tls) = self.tls.as_mut() else { return Err(()) };
+        let mut peer_closed = false;
+        while !input.is_empty() {
+            if tls.read_tls(&mut input).is_err() {
+                return Err(());
+            }
+            let state = match tls.process_new_packets() {
+                Ok(state) => state,
+                Err(e) => {
+                    tracing::debug!("TLS: {e}");
+                    // The alert rustls queued goes out before the close.
+                    return Err(());
+                }
+            };
+            let mut plain = state.plaintext_bytes_to_read();
+            while plain > 0 {
+                let start = self.plain_in.len();
+                self.plain_in.resize(start + plain, 0);
+                let got = tls.reader().read(&mut self.plain_in[start..]).unwrap_or(0);
+                self.plain_in.truncate(start + got);
+                if got == 0 {
+                    break;
+                }
+                plain -= got;
+                self.offer = true;
+            }
+            peer_closed |= state.peer_has_closed();
+        }
+        if !self.established && !tls.is_handshaking() {
+            self.established = true;
+            self.counters.shard(0).add(Event::TlsHandshakes, 1);
+        }
+        self.write_records(out);
+        Ok(peer_closed)
+    }
+}
+
+impl<S: Session> Session for TlsSession<S> {
+    fn receive(&mut self, input: &[u8], out: &mut Outbox, clock: &Clock) -> usize {
+        if self.done {
+            return input.len();
+        }
+        match self.decrypt(input, out) {
+            Ok(peer_closed) => {
+                self.pump(out, clock);
+                if peer_closed && self.inner_out.is_empty() {
+                    self.finish(out);
+                }
+            }
+            Err(()) => self.finish(out),
+        }
+        input.len()
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        // Until the handshake is over this is the session's header deadline: a client that
+        // never finishes it is cut when one that never sends a request would be.
+        self.inner.deadline()
+    }
+
+    fn on_drained(&mut self, _clock: &Clock) {}
+
+    fn refill(&mut self, out: &mut Outbox, clock: &Clock) {
+        self.pump(out, clock);
+    }
+
+    fn on_deadline(&mut self, out: &mut Outbox, clock: &Clock) {
+        if self.done {
+            return;
+        }
+        if !self.established {
+            // The handshake did not finish in time: there is no channel to say 408 on.
+            self.finish(out);
+            return;
+        }
+        self.inner.on_deadline(&mut self.inner_out, clock);
+        self.note_inner_output();
+        self.pump(out, clock);
+    }
+
+    fn on_shutdown(&mut self, out: &mut Outbox) -> bool {
+        if !self.established {
+            return true;
+        }
+        // A last word the inner session queues is encrypted by the next refill.
+        let idle = self.inner.on_shutdown(&mut self.inner_out);
+        self.note_inner_output();
+        let _ = out;
+        idle
+    }
+
+    fn wants_input(&self) -> bool {
+        !self.established || self.inner.wants_input()
+    }
+
+    fn take_job(&mut self) -> Option<Job> {
+        self.inner.take_job()
+    }
+
+    fn job_done(&mut self, output: JobOutput, out: &mut Outbox, clock: &Clock) {
+        self.inner.job_done(output, &mut self.inner_out, clock);
+        self.note_inner_output();
+        self.offer = true;
+        self.pump(out, clock);
+    }
+
+    fn job_refused(&mut self, out: &mut Outbox, clock: &Clock) {
+        self.inner.job_refused(&mut self.inner_out, clock);
+        self.note_inner_output();
+        self.offer = true;
+        self.pump(out, clock);
+    }
+
+    fn on_close(&mut self, _out: &Outbox) {
+        self.inner.on_close(&self.inner_out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ktls_probe_agrees_with_the_kernels_list() {
+        let listed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap_or_default();
+        let support = ktls_support();
+        if listed.split_whitespace().any(|u| u == "tls") {
+            assert!(support.available, "{support:?}");
+        } else if !support.available {
+            // Not listed and not loadable on demand: the reason names the missing ULP.
+            assert!(support.reason.contains("no `tls` TCP ULP"), "{support:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_or_empty_pem_is_named() {
+        let dir = std::env::temp_dir().join(format!("sluice-tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, b"").expect("write");
+        let e = TlsCertificate::load(&empty, &dir.join("none.pem")).expect_err("no certificate");
+        assert!(e.to_string().contains("no CERTIFICATE block"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
