@@ -66,20 +66,34 @@ fn players_fetch_every_segment_of_sluice_hls_once(engine: &[&str]) {
     let server = Server::serve(engine, &fx, &["--hls-segment", "2s"]);
     let addr = server.addr();
     let base = "/films/demo.mp4";
-    // What the segments weigh, read with the tests' own client.
-    let media = fetch_get(addr, &format!("{base}/media.m3u8"), &[]);
-    let m3u8_rs::Playlist::MediaPlaylist(p) = m3u8_rs::parse_playlist_res(&media.body).unwrap() else {
-        panic!("not a media playlist")
-    };
-    let sizes: u64 =
-        p.segments.iter().map(|s| fetch_get(addr, &format!("{base}/{}", s.uri), &[]).body.len() as u64).sum();
-    let init = fetch_get(addr, &format!("{base}/init.mp4"), &[]).body.len() as u64;
+    // The master lists the video rendition and its audio group (per-track CMAF): a player fetches
+    // both playlists, both init segments and every segment of each. What they weigh, read with the
+    // tests' own client.
+    let (mut segments, mut sizes, mut init, mut video_segments) = (0u64, 0u64, 0u64, 0u64);
+    for track in ["video", "audio"] {
+        let playlist = fetch_get(addr, &format!("{base}/{track}.m3u8"), &[]);
+        let m3u8_rs::Playlist::MediaPlaylist(p) = m3u8_rs::parse_playlist_res(&playlist.body).unwrap() else {
+            panic!("{track}.m3u8 is not a media playlist")
+        };
+        segments += p.segments.len() as u64;
+        if track == "video" {
+            video_segments = p.segments.len() as u64;
+        }
+        sizes += p
+            .segments
+            .iter()
+            .map(|s| fetch_get(addr, &format!("{base}/{}", s.uri), &[]).body.len() as u64)
+            .sum::<u64>();
+        init += fetch_get(addr, &format!("{base}/{track}-init.mp4"), &[]).body.len() as u64;
+    }
     let url = format!("http://{addr}{base}/master.m3u8");
     let (ok, report) = player(&["--hls", &url, "--vus", "3", "--pace", "fast"]);
     assert!(ok, "{report:#}");
     assert_eq!(report["kind"], "hls");
-    assert_every_viewer(&report, 3, p.segments.len() as u64, sizes, init);
-    assert_eq!(u(&report["renditions"][0]["segments_played"]), 3 * p.segments.len() as u64);
+    assert_eq!(u(&report["audio_tracks"]), 1, "{report:#}");
+    assert_every_viewer(&report, 3, segments, sizes, init);
+    assert_eq!(u(&report["renditions"][0]["segments"]), video_segments, "{report:#}");
+    assert_eq!(u(&report["renditions"][0]["segments_played"]), 3 * video_segments, "{report:#}");
 }
 
 engine_matrix!(players_fetch_every_segment_of_sluice_hls_once);
