@@ -121,6 +121,9 @@
             width: Math.max(300, el.clientWidth - 8),
             height: xy ? 260 : 170,
             title: xy ? chart.title : chart.title + (chart.unit ? " (" + chart.unit + ")" : ""),
+            // An x-y chart's legend names its lines (its few points are marked); a time series'
+            // legend shows the values under the cursor.
+            legend: { live: !xy },
             scales: {
               x: xy ? { time: false, distr: chart.x.log ? 3 : 1, log: 10 } : { time: true },
               y: { range: (u, lo, hi) => [Math.min(0, lo), hi > 0 ? hi * 1.1 : 1] },

@@ -18,7 +18,7 @@ h1{font-size:1.6em}h2{margin-top:2.2em;border-bottom:2px solid #ddd}h3{margin-to
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.peer td:first-child{font-style:italic}
 .caveat{background:#fff6e0;border-left:4px solid #e0a800;padding:.6em 1em}.muted{color:#666;font-size:13px}
-.charts{display:flex;flex-wrap:wrap;gap:12px}.charts .board{display:block;width:600px;padding:0}.charts .board .chart{margin-bottom:8px}
+.charts{display:flex;flex-wrap:wrap;gap:12px}.charts .board{display:block;width:580px;padding:0}.charts .board .chart{margin-bottom:8px}
 code{background:#f5f5f5;padding:1px 4px}details{margin:.8em 0}.scroll{overflow-x:auto;max-width:100%}
 table.rows td{vertical-align:top}table.rows td.cmd{text-align:left;min-width:28em;max-width:40em}
 table.rows td.cmd code{white-space:pre-wrap;overflow-wrap:anywhere;display:block;margin-bottom:3px}

@@ -8,6 +8,7 @@
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
 
+#[allow(unused_macros)]
 mod common;
 
 use std::path::Path;
@@ -823,4 +824,23 @@ fn e7_edge_cache_cold_then_warm_through_sluice_edges_haproxy_and_nginx_over_seaw
         unsafe { libc::kill(*pid, libc::SIGKILL) };
     }
     assert!(left.is_empty(), "processes outlived the lab: {left:?}");
+}
+
+/// A report rendered from saved results (a quick E4 run of two servers, committed beside this
+/// test) fetches nothing, holds each chart's points, and draws every chart in headless Chromium:
+/// the chart by profile (named x ticks) and each row's per-second responses and users.
+#[test]
+fn a_report_from_saved_results_draws_every_chart_in_a_browser() {
+    let out = tempfile::tempdir().unwrap();
+    let saved = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab-fixture/execution-models");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(saved.join("results.json")).unwrap()).unwrap();
+    let path = lab_report(out.path(), &[saved]);
+    let html = std::fs::read_to_string(&path).unwrap();
+    self_contained(&html);
+    check_chart_data(&html, &results);
+    let per_second =
+        boards(&html).iter().filter(|(spec, _)| spec["charts"][0]["x"]["key"] == "second").count();
+    assert_eq!(per_second, rows(&results).len(), "each open-model row has its per-second board");
+    check_charts_draw(&path);
 }
