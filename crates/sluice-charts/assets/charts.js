@@ -1,5 +1,6 @@
-// sluice's time-series board: draws charts (uPlot) from per-second samples, live from server-sent
-// events or from samples embedded in a report. One code path for every page that shows charts.
+// sluice's board: draws charts (uPlot) from samples, live from server-sent events or embedded in a
+// report. A chart's x is the samples' time (`t`) or, with `chart.x`, a number of each sample
+// (users, connections, a chunk size; linear or log). One code path for every page with charts.
 (function () {
   "use strict";
   const MAX_SAMPLES = 900;
@@ -14,6 +15,33 @@
       v = v[k];
     }
     return typeof v === "number" && isFinite(v) ? v : null;
+  }
+
+  // A number short enough for an axis tick (150k, 1.5M).
+  function short(v) {
+    const a = Math.abs(v);
+    if (a >= 1e6) return (v / 1e6).toFixed(1) + "M";
+    if (a >= 1e4) return (v / 1e3).toFixed(0) + "k";
+    if (a >= 100 || v === Math.trunc(v)) return v.toFixed(0);
+    if (a >= 1) return v.toFixed(1);
+    return v.toFixed(2);
+  }
+
+  // The x axis of a chart with `chart.x`: its named ticks, else a tick at each x when there are
+  // few (a sweep's points), else uPlot's own.
+  function xAxis(chart, xs) {
+    const axis = { label: chart.x.label };
+    const named = chart.x.ticks || [];
+    if (named.length > 0) {
+      axis.splits = () => named.map((t) => t[0]);
+      axis.values = (u, splits) => splits.map((v) => (named.find((t) => t[0] === v) || [v, short(v)])[1]);
+    } else if (xs.length > 0 && xs.length <= 12) {
+      axis.splits = () => xs;
+      axis.values = (u, splits) => splits.map(short);
+    } else if (!chart.x.log) {
+      axis.values = (u, splits) => splits.map(short);
+    }
+    return axis;
   }
 
   class Board {
@@ -55,9 +83,10 @@
       return out;
     }
 
+    // Held samples (a report): all of them, however many.
     replace(samples) {
-      this.samples = [];
-      this.push(samples);
+      this.samples = samples.slice();
+      this.draw();
     }
 
     push(samples) {
@@ -67,11 +96,18 @@
     }
 
     draw() {
-      const times = this.samples.map((s) => s.t);
       this.spec.charts.forEach((chart, i) => {
+        // The samples this chart draws, in x order: a time series all of them; an x-y chart
+        // those with an x (a positive one on a log axis).
+        let rows = this.samples.map((s) => [chart.x ? at(s, chart.x.key) : s.t, s]);
+        if (chart.x) {
+          rows = rows.filter(([x]) => x !== null && (!chart.x.log || x > 0));
+          rows.sort((a, b) => a[0] - b[0]);
+        }
         const series = this.seriesOf(chart);
-        const columns = series.map((s) => this.samples.map((x) => at(x, s.key, s.name)));
-        const data = [times, ...columns];
+        const xs = rows.map(([x]) => x);
+        const columns = series.map((s) => rows.map(([, x]) => at(x, s.key, s.name)));
+        const data = [xs, ...columns];
         const keys = series.map((s) => s.key + "/" + (s.name || "")).join("|");
         let entry = this.plots.get(i);
         if (entry && entry.keys !== keys) {
@@ -80,13 +116,31 @@
         }
         if (!entry) {
           const el = this.cells[i];
+          const xy = !!chart.x;
           const opts = {
             width: Math.max(300, el.clientWidth - 8),
-            height: 170,
-            title: chart.title + (chart.unit ? " (" + chart.unit + ")" : ""),
-            scales: { x: { time: true }, y: { range: (u, lo, hi) => [Math.min(0, lo), hi > 0 ? hi * 1.1 : 1] } },
-            series: [{}].concat(series.map((s, j) => ({ label: s.label, stroke: PALETTE[j % PALETTE.length], width: 1.5, spanGaps: false }))),
-            axes: [{}, { size: 60 }],
+            height: xy ? 260 : 170,
+            title: xy ? chart.title : chart.title + (chart.unit ? " (" + chart.unit + ")" : ""),
+            // An x-y chart's legend names its lines (its few points are marked); a time series'
+            // legend shows the values under the cursor.
+            legend: { live: !xy },
+            scales: {
+              x: xy ? { time: false, distr: chart.x.log ? 3 : 1, log: 10 } : { time: true },
+              y: { range: (u, lo, hi) => [Math.min(0, lo), hi > 0 ? hi * 1.1 : 1] },
+            },
+            series: [{ label: xy ? chart.x.label : "time" }].concat(
+              series.map((s, j) => ({
+                label: s.label,
+                stroke: s.color || PALETTE[j % PALETTE.length],
+                width: xy ? 2 : 1.5,
+                dash: s.dashed ? [6, 4] : undefined,
+                // A sweep's points are few and each a measurement: marked, and joined across
+                // an x another line has and this one lacks.
+                points: xy ? { show: true, size: 7 } : undefined,
+                spanGaps: xy,
+              }))
+            ),
+            axes: [xy ? xAxis(chart, [...new Set(xs)]) : {}, xy ? { size: 60, label: chart.unit, values: (u, splits) => splits.map(short) } : { size: 60 }],
           };
           entry = { keys, plot: new uPlot(opts, data, el) };
           this.plots.set(i, entry);

@@ -1,6 +1,8 @@
-//! Time-series charts as one self-contained HTML page: the admin dashboard of `sluice serve`,
-//! the live page of `sluice load --dashboard` and the HTML report `sluice load --report` writes
-//! all come from [`page`], so they draw alike.
+//! Charts as one self-contained HTML page: the admin dashboard of `sluice serve`, the live page
+//! of `sluice load --dashboard` and the HTML report `sluice load --report` writes all come from
+//! [`page`], and the lab's reports put [`library`] and [`board`]s in a page of their own, so they
+//! all draw alike. A chart's x axis is the samples' time (`t`) or, for [`Chart::xy`], a number
+//! of each sample ([`XAxis`]: users, connections, a chunk size, linear or logarithmic).
 //!
 //! Owns the page, the samples a live page follows ([`Hub`]), a small server for a page with no
 //! server of its own ([`serve`]), the board script (`assets/charts.js`) and the vendored uPlot (npm `uplot`,
@@ -31,6 +33,67 @@ pub struct Series {
     pub key: String,
     /// The line's name in the legend (a wildcard's keys follow it).
     pub label: String,
+    /// Its colour (`#1f77b4`), so one thing keeps its colour across charts; the board's
+    /// palette by position when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub color: Option<String>,
+    /// Drawn dashed (a reference line, a peer beside sluice).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dashed: bool,
+}
+
+impl Series {
+    /// The number at `key`, named `label` in the legend.
+    pub fn new(key: &str, label: &str) -> Series {
+        Series { key: key.into(), label: label.into(), color: None, dashed: false }
+    }
+
+    /// The same line in `color`.
+    pub fn color(mut self, color: &str) -> Series {
+        self.color = Some(color.into());
+        self
+    }
+
+    /// The same line, dashed when `dashed`.
+    pub fn dashed(mut self, dashed: bool) -> Series {
+        self.dashed = dashed;
+        self
+    }
+}
+
+/// A chart's x axis when it is not time: the number at `key` in each sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct XAxis {
+    /// Where the x value is in a sample (`x`, `second`).
+    pub key: String,
+    /// The axis's name (`virtual users`, `chunk size`).
+    pub label: String,
+    /// Logarithmic (positive x only).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub log: bool,
+    /// Named ticks at these x values (`64 KB` at 65536, a profile's name at its index); when
+    /// empty, a chart with few distinct x values gets a tick at each, others round ticks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ticks: Vec<(f64, String)>,
+}
+
+impl XAxis {
+    /// A linear axis named `label` over the number at `key`.
+    pub fn new(key: &str, label: &str) -> XAxis {
+        XAxis { key: key.into(), label: label.into(), log: false, ticks: Vec::new() }
+    }
+
+    /// The same axis, logarithmic when `log`.
+    pub fn log(mut self, log: bool) -> XAxis {
+        self.log = log;
+        self
+    }
+
+    /// The same axis with named ticks.
+    pub fn ticks(mut self, ticks: Vec<(f64, String)>) -> XAxis {
+        self.ticks = ticks;
+        self
+    }
 }
 
 /// One chart of a page.
@@ -42,16 +105,25 @@ pub struct Chart {
     pub unit: String,
     /// Its lines.
     pub series: Vec<Series>,
+    /// Its x axis; the samples' time (`t`, Unix seconds) when absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x: Option<XAxis>,
 }
 
 impl Chart {
-    /// A chart titled `title` in `unit`, with `series` as (key, label) pairs.
+    /// A time-series chart titled `title` in `unit`, with `series` as (key, label) pairs.
     pub fn new(title: &str, unit: &str, series: &[(&str, &str)]) -> Chart {
         Chart {
             title: title.into(),
             unit: unit.into(),
-            series: series.iter().map(|(k, l)| Series { key: (*k).into(), label: (*l).into() }).collect(),
+            series: series.iter().map(|(k, l)| Series::new(k, l)).collect(),
+            x: None,
         }
+    }
+
+    /// A chart of `series` against `x` (one sample per x value), its y axis named `y_label`.
+    pub fn xy(title: &str, x: XAxis, y_label: &str, series: Vec<Series>) -> Chart {
+        Chart { title: title.into(), unit: y_label.into(), series, x: Some(x) }
     }
 }
 
@@ -78,29 +150,35 @@ pub fn page(title: &str, subtitle: &str, charts: &[Chart], samples: Samples<'_>)
     )
 }
 
-/// Boards to put in a page of one's own (the lab's report): the chart library once, then each
-/// board's `charts` drawn from its samples, in a `<div class="board">` each.
+/// Boards to put in a page of one's own: the chart [`library`] once, then each [`board`].
 pub fn boards(boards: &[(&[Chart], Samples<'_>)]) -> String {
-    let mut html = format!("<style>{UPLOT_CSS}\n{BOARD_STYLE}</style>\n<script>{UPLOT_JS}</script>\n<script>{BOARD_JS}</script>\n");
+    let mut html = library();
     for (charts, samples) in boards {
-        let spec = script_json(&serde_json::json!({ "charts": charts }).to_string());
-        let start = match samples {
-            Samples::Live(url) => {
-                format!("board.follow({});", script_json(&serde_json::json!(url).to_string()))
-            }
-            Samples::Held(samples) => {
-                format!(
-                    "board.replace({});",
-                    script_json(&serde_json::to_string(samples).unwrap_or_default())
-                )
-            }
-        };
-        html.push_str(&format!(
-            "<div class=\"board\"></div>\n<script>(() => {{ const root = document.currentScript.previousElementSibling; \
-const board = new SluiceBoard(root, {spec});\n{start} }})();</script>\n"
-        ));
+        html.push_str(&board(charts, samples));
     }
     html
+}
+
+/// The chart library (uPlot, the board script, their styles): once in a page, before its first
+/// [`board`] (in `<head>` or `<body>`).
+pub fn library() -> String {
+    format!("<style>{UPLOT_CSS}\n{BOARD_STYLE}</style>\n<script>{UPLOT_JS}</script>\n<script>{BOARD_JS}</script>\n")
+}
+
+/// One board: `charts` drawn from `samples`, in a `<div class="board">`, anywhere in a page after
+/// the [`library`]. Every board of a page is in `window.sluiceBoards`.
+pub fn board(charts: &[Chart], samples: &Samples<'_>) -> String {
+    let spec = script_json(&serde_json::json!({ "charts": charts }).to_string());
+    let start = match samples {
+        Samples::Live(url) => format!("board.follow({});", script_json(&serde_json::json!(url).to_string())),
+        Samples::Held(samples) => {
+            format!("board.replace({});", script_json(&serde_json::to_string(samples).unwrap_or_default()))
+        }
+    };
+    format!(
+        "<div class=\"board\"></div>\n<script>(() => {{ const root = document.currentScript.previousElementSibling; \
+const board = new SluiceBoard(root, {spec});\n{start} }})();</script>\n"
+    )
 }
 
 /// The page around a board.
@@ -117,8 +195,8 @@ fn script_json(json: &str) -> String {
     json.replace('<', "\\u003c")
 }
 
-/// Text made safe inside HTML.
-fn escape(text: &str) -> String {
+/// Text made safe inside HTML (element text and quoted attribute values).
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
@@ -138,5 +216,33 @@ mod tests {
         assert_eq!(html.matches("</script>").count(), 3);
         let live = page("t", "s", &charts, Samples::Live("/events"));
         assert!(live.contains("board.follow(\"/events\")"));
+    }
+
+    #[test]
+    fn an_xy_chart_names_its_x_axis_and_keeps_colours_and_dashes() {
+        let x = XAxis::new("x", "chunk size").log(true).ticks(vec![(65536.0, "64 KB".into())]);
+        let chart = Chart::xy(
+            "MB/s by chunk",
+            x,
+            "MB/s",
+            vec![Series::new("y.0", "sluice").color("#1f77b4"), Series::new("y.1", "nginx").dashed(true)],
+        );
+        let spec = serde_json::to_value(&chart).unwrap_or_default();
+        assert_eq!(
+            spec["x"],
+            serde_json::json!({"key": "x", "label": "chunk size", "log": true, "ticks": [[65536.0, "64 KB"]]})
+        );
+        assert_eq!(
+            spec["series"][0],
+            serde_json::json!({"key": "y.0", "label": "sluice", "color": "#1f77b4"})
+        );
+        assert_eq!(spec["series"][1], serde_json::json!({"key": "y.1", "label": "nginx", "dashed": true}));
+        let time =
+            serde_json::to_value(Chart::new("Requests", "req/s", &[("rps", "all")])).unwrap_or_default();
+        assert!(time.get("x").is_none(), "a time series has no x axis of its own");
+        let samples = [serde_json::json!({"x": 65536, "y": {"0": 1.5}})];
+        let html = format!("{}{}", library(), board(&[chart], &Samples::Held(&samples)));
+        assert_eq!(html.matches("window.SluiceBoard =").count(), 1);
+        assert!(html.contains(r#"board.replace([{"x":65536,"y":{"0":1.5}}]);"#));
     }
 }

@@ -366,19 +366,19 @@ fn below(results: &ExperimentResults, spec: &ClaimSpec, out: &mut Vec<Verdict>) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::experiment::Experiment;
     use crate::results::{Figures, Measurement, Row};
 
     /// A load report to hang figures on: one request to a port nothing listens on.
-    fn some_report() -> sluice_load::Report {
+    pub(crate) fn some_report() -> sluice_load::Report {
         let target = sluice_load::TargetSpec::parse("http://127.0.0.1:1/").unwrap();
         let config = sluice_load::LoadConfig::closed(vec![target], 1, None, Some(1));
         sluice_load::run(&config, &mut sluice_load::NoObserver).unwrap()
     }
 
-    fn row(report: &sluice_load::Report, server: &str, vus: usize, req_per_s: f64) -> Row {
+    pub(crate) fn row(report: &sluice_load::Report, server: &str, vus: usize, req_per_s: f64) -> Row {
         let e = Experiment::find("E3").unwrap();
         let point = e.points(false, 2).into_iter().find(|p| p.budget && p.vus == Some(vus)).unwrap();
         let mut figures = Figures::derive(report, None, 1.0, None);

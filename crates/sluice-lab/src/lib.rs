@@ -26,7 +26,6 @@ pub mod peer;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod svg;
 
 pub use error::LabError;
 pub use experiment::{builtin, Experiment};

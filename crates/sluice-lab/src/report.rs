@@ -1,27 +1,40 @@
-//! The HTML report: one self-contained page (inline CSS and SVG, no scripts, nothing fetched) per
+//! The HTML report: one self-contained page (inline CSS and scripts, nothing fetched) per
 //! run of one or more experiments. Each experiment gets its machine and commands, the caveat,
 //! the generated findings, the source report's numbers, the declared tables (servers down, the
 //! sweep's points across) and charts, per-second charts for open-model rows, per-endpoint
-//! latency, errors by kind, and every figure of every row. It computes nothing new.
+//! latency, errors by kind, and every figure of every row. It computes nothing new, and it does
+//! not draw: its charts are `sluice-charts` boards (the same code as the live dashboards), each
+//! holding its points as samples, so the page stays one file that opens offline.
 
 use std::fmt::Write as _;
 
 use crate::experiment::{size_label, ChartSpec, Param, TableSpec};
 use crate::results::{metric_heading, ExperimentResults, Row, RowOutcome};
-use crate::svg::{escape, LineChart, Series};
+use serde_json::{json, Value};
+use sluice_charts::{escape, Chart, Samples, Series, XAxis};
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
 h1{font-size:1.6em}h2{margin-top:2.2em;border-bottom:2px solid #ddd}h3{margin-top:1.6em}
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}.peer td:first-child{font-style:italic}
 .caveat{background:#fff6e0;border-left:4px solid #e0a800;padding:.6em 1em}.muted{color:#666;font-size:13px}
-.charts{display:flex;flex-wrap:wrap;gap:12px}svg.chart{border:1px solid #eee;background:#fff}
+.charts{display:flex;flex-wrap:wrap;gap:12px}.charts .board{display:block;width:580px;padding:0}.charts .board .chart{margin-bottom:8px}
 code{background:#f5f5f5;padding:1px 4px}details{margin:.8em 0}.scroll{overflow-x:auto;max-width:100%}
 table.rows td{vertical-align:top}table.rows td.cmd{text-align:left;min-width:28em;max-width:40em}
 table.rows td.cmd code{white-space:pre-wrap;overflow-wrap:anywhere;display:block;margin-bottom:3px}
 table.rows td.kinds{text-align:left;white-space:nowrap;font-size:12px}
 .verdict-reproduced{background:#e3f6e3}.verdict-not_reproduced{background:#fde4e1}.verdict-not_measurable{background:#eee}
-table.claims td{text-align:left;vertical-align:top;max-width:30em}.method{background:#eef4fb;border-left:4px solid #4a7fc1;padding:.6em 1em}.pair{display:flex;flex-direction:column;gap:4px}";
+table.claims td{text-align:left;vertical-align:top;max-width:30em}.method{background:#eef4fb;border-left:4px solid #4a7fc1;padding:.6em 1em}";
+
+/// Each server's colour, by its place among the experiment's servers, so a server keeps its
+/// colour in every chart of an experiment.
+const SERVER_COLOURS: [&str; 10] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
+    "#bcbd22",
+];
+
+/// Reference lines (the loopback limit, every client perfect).
+const REFERENCE_COLOUR: &str = "#444444";
 
 /// The whole page for `runs`.
 pub fn render(runs: &[ExperimentResults]) -> String {
@@ -33,8 +46,9 @@ pub fn render(runs: &[ExperimentResults]) -> String {
     };
     let _ = write!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>",
-        t = escape(&title)
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title><style>{STYLE}</style>{library}</head><body><h1>{t}</h1>",
+        t = escape(&title),
+        library = sluice_charts::library(),
     );
     if let Some(first) = runs.first() {
         let _ = write!(
@@ -128,7 +142,7 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
     for c in &e.chart {
         // A sweep this run left out (`--sweeps`) has nothing to draw, not even "no measured rows".
         if r.rows_of(&e.sweep_named(c.sweep.as_deref()).name).next().is_some() {
-            h.push_str(&chart(r, c).render());
+            h.push_str(&sweep_chart(r, c));
         }
     }
     h.push_str("</div>");
@@ -464,72 +478,102 @@ pub fn markdown(r: &ExperimentResults) -> String {
     m
 }
 
-fn chart(r: &ExperimentResults, c: &ChartSpec) -> LineChart {
+/// The colour of `server` among `r`'s servers.
+fn server_colour(r: &ExperimentResults, server: &str) -> &'static str {
+    let mut servers: Vec<&str> = Vec::new();
+    for row in &r.rows {
+        if !servers.contains(&row.server.as_str()) {
+            servers.push(&row.server);
+        }
+    }
+    let i = servers.iter().position(|s| *s == server).unwrap_or(0);
+    SERVER_COLOURS[i % SERVER_COLOURS.len()]
+}
+
+/// A declared chart of one sweep: one line per server (the median of its rounds at each x),
+/// as a board whose samples are the sweep's points (`{"x": 10, "y": {"0": 1234.5, …}}`).
+fn sweep_chart(r: &ExperimentResults, c: &ChartSpec) -> String {
+    let (chart, samples) = sweep_chart_data(r, c);
+    if chart.series.is_empty() {
+        return format!("<p class=\"muted\">{}: no measured rows</p>", escape(&c.title));
+    }
+    sluice_charts::board(&[chart], &Samples::Held(&samples))
+}
+
+/// The chart and its samples (see [`sweep_chart`]).
+fn sweep_chart_data(r: &ExperimentResults, c: &ChartSpec) -> (Chart, Vec<Value>) {
     let sweep = r.experiment.sweep_named(c.sweep.as_deref());
     let labels = r.point_labels(&sweep.name);
     let categorical = sweep.x == Param::Profile;
-    let mut series: Vec<Series> = by_server(r, &sweep.name)
-        .into_iter()
-        .map(|(server, peer, rows)| Series {
-            name: server.to_string(),
-            dashed: peer,
-            // One point per x: the median of its rounds.
-            points: labels
-                .iter()
-                .enumerate()
-                .filter_map(|(i, label)| {
-                    let row = rows.iter().find(|row| row.point.x_label() == *label)?;
-                    let y = r.spread(server, &sweep.name, label, &c.metric)?.median;
-                    let x = if categorical { i as f64 } else { row.point.x_value()? };
-                    Some((x, y))
-                })
-                .collect(),
+    // The x of each point: its index for named points (profiles), else its value.
+    let xs: Vec<Option<f64>> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            if categorical {
+                return Some(i as f64);
+            }
+            r.rows_of(&sweep.name).find(|row| row.point.x_label() == *label)?.point.x_value()
         })
-        .filter(|s| !s.points.is_empty())
         .collect();
-    let xs: Vec<f64> = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
-    if c.metric == "mb_per_s" {
+    let mut series: Vec<Series> = Vec::new();
+    let mut ys: Vec<Vec<Option<f64>>> = Vec::new();
+    for (server, peer, rows) in by_server(r, &sweep.name) {
+        let column: Vec<Option<f64>> = labels
+            .iter()
+            .map(|label| {
+                rows.iter().find(|row| row.point.x_label() == *label)?;
+                Some(r.spread(server, &sweep.name, label, &c.metric)?.median)
+            })
+            .collect();
+        if column.iter().any(Option::is_some) {
+            series.push(
+                Series::new(&format!("y.{}", series.len()), server)
+                    .color(server_colour(r, server))
+                    .dashed(peer),
+            );
+            ys.push(column);
+        }
+    }
+    let measured = !ys.is_empty();
+    let mut reference = |name: &str, at: &dyn Fn(f64) -> f64| {
+        series.push(Series::new(&format!("y.{}", series.len()), name).color(REFERENCE_COLOUR).dashed(true));
+        ys.push(xs.iter().map(|x| x.map(at)).collect());
+    };
+    if measured && c.metric == "mb_per_s" {
         if let Some(limit) = r.rows.iter().find_map(|row| match row.outcome {
             RowOutcome::Reference { mb_per_s } => Some(mb_per_s),
             _ => None,
         }) {
-            let (lo, hi) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
-            if lo <= hi {
-                series.push(Series {
-                    name: "iperf3 loopback, one stream".into(),
-                    points: vec![(lo, limit), (hi, limit)],
-                    dashed: true,
-                });
-            }
+            reference("iperf3 loopback, one stream", &|_| limit);
         }
     }
-    if c.metric == "perfect_clients" {
+    if measured && c.metric == "perfect_clients" {
         // Where every client is perfect: y = x.
-        let (lo, hi) = xs.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
-        if lo <= hi {
-            series.push(Series {
-                name: "every client perfect".into(),
-                points: vec![(lo, lo), (hi, hi)],
-                dashed: true,
-            });
-        }
+        reference("every client perfect", &|x| x);
     }
-    let x_ticks = if sweep.x == Param::Chunk {
+    let samples = xs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| {
+            let y: serde_json::Map<String, Value> =
+                ys.iter().enumerate().filter_map(|(j, col)| Some((j.to_string(), json!(col[i]?)))).collect();
+            Some(json!({ "x": (*x)?, "y": y }))
+        })
+        .collect();
+    let ticks = if categorical {
+        labels.iter().enumerate().map(|(i, l)| (i as f64, l.clone())).collect()
+    } else if sweep.x == Param::Chunk {
         sweep.chunk.iter().map(|&c| (c as f64, size_label(c))).collect()
     } else {
         Vec::new()
     };
-    LineChart {
-        title: c.title.clone(),
-        x_label: sweep.x.label().to_string(),
-        y_label: metric_heading(&c.metric).to_string(),
-        log_x: c.log_x || sweep.x == Param::Chunk,
-        categories: if categorical { labels } else { Vec::new() },
-        x_ticks,
-        series,
-    }
+    let x = XAxis::new("x", sweep.x.label()).log(c.log_x || sweep.x == Param::Chunk).ticks(ticks);
+    (Chart::xy(&c.title, x, metric_heading(&c.metric), series), samples)
 }
 
+/// Per second of each open-model row: responses (OK, failed + dropped) and active users, two
+/// charts of one board over the row's seconds.
 fn per_second_charts(h: &mut String, r: &ExperimentResults) {
     let open: Vec<&Row> =
         r.rows.iter().filter(|row| row.load().is_some_and(|l| l.settings.model == "open")).collect();
@@ -539,31 +583,29 @@ fn per_second_charts(h: &mut String, r: &ExperimentResults) {
     h.push_str("<h3>Per second: OK and failed responses, active users</h3><div class=\"charts\">");
     for row in open {
         let Some(load) = row.load() else { continue };
-        let line = |name: &str, f: &dyn Fn(&sluice_load::SecondSample) -> u64, dashed| Series {
-            name: name.into(),
-            points: load.series.iter().map(|s| (s.second as f64, f(s) as f64)).collect(),
-            dashed,
-        };
+        let samples: Vec<Value> = load
+            .series
+            .iter()
+            .map(|s| json!({ "second": s.second, "ok": s.ok, "failed": s.failed + s.dropped, "users": s.active_users }))
+            .collect();
         let title = format!("{} – {} profile", row.server, row.point.x_label());
+        let second = || XAxis::new("second", "second");
         // Responses and users have different scales: each its own chart, one above the other.
-        let responses = LineChart {
-            title: format!("{title}: responses per second"),
-            x_label: "second".into(),
-            y_label: "responses per second".into(),
-            series: vec![
-                line("OK", &|s| s.ok, false),
-                line("failed + dropped", &|s| s.failed + s.dropped, false),
-            ],
-            ..LineChart::default()
-        };
-        let users = LineChart {
-            title: format!("{title}: active users"),
-            x_label: "second".into(),
-            y_label: "active users".into(),
-            series: vec![line("active users", &|s| s.active_users, false)],
-            ..LineChart::default()
-        };
-        let _ = write!(h, "<div class=\"pair\">{}{}</div>", responses.render(), users.render());
+        let charts = [
+            Chart::xy(
+                &format!("{title}: responses per second"),
+                second(),
+                "responses per second",
+                vec![Series::new("ok", "OK"), Series::new("failed", "failed + dropped")],
+            ),
+            Chart::xy(
+                &format!("{title}: active users"),
+                second(),
+                "active users",
+                vec![Series::new("users", "active users")],
+            ),
+        ];
+        h.push_str(&sluice_charts::board(&charts, &Samples::Held(&samples)));
     }
     h.push_str("</div>");
 }
@@ -745,4 +787,79 @@ fn all_rows_table(h: &mut String, r: &ExperimentResults) {
         );
     }
     h.push_str("</table></div></details>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claims::tests::{row, some_report};
+    use crate::experiment::Experiment;
+
+    /// E3's capacity sweep, two servers at two points in two rounds.
+    fn capacity_results() -> ExperimentResults {
+        let report = some_report();
+        let mut rows = Vec::new();
+        for (vus, uring, nginx) in
+            [(10, [100.0, 300.0]), (1000, [1000.0, 1200.0])].map(|(v, u)| (v, u, [50.0, 70.0]))
+        {
+            for round in 0..2 {
+                rows.push(row(&report, "sluice uring", vus, uring[round]));
+                rows.push(row(&report, "nginx return 200", vus, nginx[round] * vus as f64));
+            }
+        }
+        ExperimentResults::for_tests(Experiment::find("E3").expect("E3"), rows)
+    }
+
+    #[test]
+    fn a_sweep_chart_holds_each_servers_medians_on_a_log_x_axis() {
+        let r = capacity_results();
+        let spec = r.experiment.chart.iter().find(|c| c.sweep.as_deref() == Some("capacity")).expect("chart");
+        let (chart, samples) = sweep_chart_data(&r, spec);
+        let x = chart.x.as_ref().expect("an x-y chart");
+        assert!(x.log && x.label == Param::Vus.label(), "{x:?}");
+        assert_eq!(chart.unit, metric_heading("req_per_s"));
+        let labels: Vec<&str> = chart.series.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["sluice uring", "nginx return 200"]);
+        assert!(chart.series[1].dashed && !chart.series[0].dashed, "the peer is dashed");
+        assert_eq!(chart.series[0].color.as_deref(), Some(SERVER_COLOURS[0]));
+        // The median of each server's rounds at each x.
+        assert_eq!(
+            samples,
+            vec![
+                json!({"x": 10.0, "y": {"0": 200.0, "1": 600.0}}),
+                json!({"x": 1000.0, "y": {"0": 1100.0, "1": 60000.0}})
+            ]
+        );
+    }
+
+    #[test]
+    fn the_report_draws_its_charts_with_the_chart_library_and_fetches_nothing() {
+        let html = render(&[capacity_results()]);
+        assert_eq!(html.matches("uPlot").count().min(1), 1, "uPlot is inlined");
+        assert_eq!(html.matches("window.SluiceBoard =").count(), 1, "the library once");
+        assert!(!html.contains("<svg"), "no chart is drawn by the report itself");
+        for chart in Experiment::find("E3")
+            .expect("E3")
+            .chart
+            .iter()
+            .filter(|c| c.sweep.as_deref() == Some("capacity"))
+        {
+            assert!(html.contains(&json!(chart.title).to_string()), "{} is a board's chart", chart.title);
+        }
+        assert!(
+            html.contains(r#"{"x":1000.0,"y":{"0":1100.0,"1":60000.0}}"#),
+            "the chart's data is in the page"
+        );
+        for external in
+            ["src=\"http", "href=\"http", "src='http", "href='http", "http-equiv", "@import", "url(http"]
+        {
+            assert!(!html.contains(external), "nothing fetched: {external}");
+        }
+        // A sweep with no measured rows says so rather than drawing an empty chart.
+        let mut empty = capacity_results();
+        for row in &mut empty.rows {
+            row.outcome = RowOutcome::Skipped { reason: "not here".into() };
+        }
+        assert!(render(&[empty]).contains("no measured rows"));
+    }
 }

@@ -8,10 +8,14 @@
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
 
+#[allow(unused_macros)]
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 
+use common::browser::{Browser, ONE_BROWSER_AT_A_TIME};
 use serde_json::Value;
 
 /// The lab pins processes to cores and measures their CPU time: one experiment at a time.
@@ -221,19 +225,106 @@ fn check_capacity(results: &Value, html: &str, rounds: u64) {
 }
 
 /// Each declared table and chart is in the report.
+/// The page fetches nothing: no script, stylesheet, image or frame from the network, no redirect.
+fn self_contained(html: &str) {
+    for external in
+        ["src=\"http", "href=\"http", "src='http", "href='http", "http-equiv", "@import", "url(http"]
+    {
+        assert!(!html.contains(external), "the report fetches nothing ({external})");
+    }
+    assert!(html.contains("uPlot") && html.contains("window.SluiceBoard"), "the chart library is inlined");
+}
+
+/// Each board of a report page: its spec (`{"charts": [...]}`) and its held samples.
+fn boards(html: &str) -> Vec<(Value, Vec<Value>)> {
+    html.split("new SluiceBoard(root, ")
+        .skip(1)
+        .map(|rest| {
+            let (spec, rest) = rest.split_once(");\nboard.replace(").unwrap();
+            let (samples, _) = rest.split_once("); })();</script>").unwrap();
+            (serde_json::from_str(spec).unwrap(), serde_json::from_str(samples).unwrap())
+        })
+        .collect()
+}
+
+/// Every declared chart of a sweep with measured rows is a board's chart; each of its lines has
+/// numbers in the board's samples, and each server with the chart's metric measured is a line.
+fn check_chart_data(html: &str, results: &Value) {
+    let boards = boards(html);
+    let e = &results["experiment"];
+    let default_sweep = e["sweep"][0]["name"].as_str().unwrap();
+    for c in e["chart"].as_array().unwrap() {
+        let title = c["title"].as_str().unwrap();
+        let sweep = c["sweep"].as_str().unwrap_or(default_sweep);
+        let metric = c["metric"].as_str().unwrap();
+        let measured: Vec<&Value> = rows(results)
+            .iter()
+            .filter(|r| r["point"]["sweep"] == sweep && r["status"] == "measured")
+            .collect();
+        if measured.is_empty() {
+            continue;
+        }
+        let (chart, samples) = boards
+            .iter()
+            .find_map(|(spec, samples)| {
+                spec["charts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|ch| ch["title"] == title)
+                    .map(|ch| (ch, samples))
+            })
+            .unwrap_or_else(|| panic!("chart {title} is in the page"));
+        assert!(chart["x"]["label"].is_string(), "chart {title} has its x axis named");
+        let series = chart["series"].as_array().unwrap();
+        assert!(!series.is_empty(), "{title} has lines");
+        for line in series {
+            let (group, index) = line["key"].as_str().unwrap().split_once('.').unwrap();
+            assert!(
+                samples.iter().any(|s| s[group][index].is_number()),
+                "{title}: {line}'s points are in the page"
+            );
+        }
+        for row in measured.iter().filter(|r| r["figures"][metric].is_number()) {
+            assert!(
+                series.iter().any(|l| l["label"] == row["server"]),
+                "{title}: {} is a line",
+                row["server"]
+            );
+        }
+    }
+}
+
+/// Headless Chromium opens the report and every chart of every board draws points.
+fn check_charts_draw(path: &Path) {
+    let html = std::fs::read_to_string(path).unwrap();
+    let charts: usize = boards(&html).iter().map(|(spec, _)| spec["charts"].as_array().unwrap().len()).sum();
+    assert!(charts > 0, "the report has charts");
+    let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut browser = Browser::start();
+    let drawn = format!(
+        "!!window.sluiceBoards && window.sluiceBoards.flatMap(b => b.charts).length === {charts} \
+         && window.sluiceBoards.every(b => b.charts.every(c => c.points > 0))"
+    );
+    browser.open_until(
+        &format!("file://{}", path.display()),
+        &drawn,
+        "every chart of the report draws points",
+    );
+    let plots = browser.eval("document.querySelectorAll('.board .uplot canvas').length").as_u64().unwrap();
+    assert_eq!(plots as usize, charts, "one plot per chart");
+}
+
 fn check_report(dir: &Path, results: &Value) -> String {
     let html = std::fs::read_to_string(dir.join("report.html")).expect("report.html");
     assert!(html.starts_with("<!DOCTYPE html>") && html.trim_end().ends_with("</html>"));
-    assert!(!html.contains("<script") && !html.contains("http-equiv"), "self-contained, no scripts");
+    self_contained(&html);
     let e = &results["experiment"];
     for t in e["table"].as_array().unwrap() {
         let caption = t["caption"].as_str().unwrap();
         assert!(html.contains(&format!("<caption>{caption}</caption>")), "table {caption}");
     }
-    for c in e["chart"].as_array().unwrap() {
-        let title = c["title"].as_str().unwrap();
-        assert!(html.contains(&format!("<title>{title}</title>")), "chart {title}");
-    }
+    check_chart_data(&html, results);
     for p in e["published"].as_array().unwrap() {
         assert!(html.contains(p["caption"].as_str().unwrap().split(" (").next().unwrap()));
     }
@@ -316,6 +407,7 @@ fn e3_io_models_sweeps_connections_and_threads_with_syscalls_per_request() {
     }
     let html = check_report(&out.path().join("io-models"), &results);
     check_capacity(&results, &html, 2);
+    check_charts_draw(&out.path().join("io-models/report.html"));
     // The claims table is generated from results.json: a report rebuilt from it has the same.
     let again = std::fs::read_to_string(lab_report(out.path(), &[out.path().join("io-models")])).unwrap();
     for c in results["claims"].as_array().unwrap() {
@@ -386,6 +478,13 @@ fn e4_execution_models_run_the_three_profiles_cold_with_per_second_series() {
     assert_eq!(targets.len(), 4, "50, 100, 200 ms and mixed");
     let html = check_report(&out.path().join("execution-models"), &results);
     assert!(html.contains("Per second: OK and failed responses, active users"));
+    let per_second = boards(&html).into_iter().filter(|(spec, _)| spec["charts"][0]["x"]["key"] == "second");
+    assert_eq!(
+        per_second.map(|(_, samples)| samples.len() >= 3).filter(|long| *long).count(),
+        5 * 3,
+        "one per row"
+    );
+    check_charts_draw(&out.path().join("execution-models/report.html"));
     // The seed's success rates, checked per execution model and profile.
     let claims = results["claims"].as_array().unwrap();
     assert_eq!(claims.len(), 5 * 3, "{claims:?}");
@@ -725,4 +824,23 @@ fn e7_edge_cache_cold_then_warm_through_sluice_edges_haproxy_and_nginx_over_seaw
         unsafe { libc::kill(*pid, libc::SIGKILL) };
     }
     assert!(left.is_empty(), "processes outlived the lab: {left:?}");
+}
+
+/// A report rendered from saved results (a quick E4 run of two servers, committed beside this
+/// test) fetches nothing, holds each chart's points, and draws every chart in headless Chromium:
+/// the chart by profile (named x ticks) and each row's per-second responses and users.
+#[test]
+fn a_report_from_saved_results_draws_every_chart_in_a_browser() {
+    let out = tempfile::tempdir().unwrap();
+    let saved = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab-fixture/execution-models");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(saved.join("results.json")).unwrap()).unwrap();
+    let path = lab_report(out.path(), &[saved]);
+    let html = std::fs::read_to_string(&path).unwrap();
+    self_contained(&html);
+    check_chart_data(&html, &results);
+    let per_second =
+        boards(&html).iter().filter(|(spec, _)| spec["charts"][0]["x"]["key"] == "second").count();
+    assert_eq!(per_second, rows(&results).len(), "each open-model row has its per-second board");
+    check_charts_draw(&path);
 }
