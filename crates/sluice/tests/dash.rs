@@ -392,6 +392,23 @@ fn check_set(addr: std::net::SocketAddr) {
     let langs: Vec<&str> = text.iter().map(|t| t.attr("lang")).collect();
     assert_eq!(langs, ["en", "fr"]);
     assert_eq!(text[0].one("Representation").one("BaseURL").text, "../movie.en.vtt");
+
+    // A typed reading of the MPD schema (dash-mpd-core, through `sluice load`'s DASH player) finds
+    // the same renditions, and every segment it expands the templates to is there, init first.
+    let url = url::Url::parse(&format!("http://{addr}/films/movie.set/manifest.mpd")).unwrap();
+    let presentation = sluice_load::player::manifest::parse_dash(&url, &mpd.body_text())
+        .unwrap_or_else(|e| panic!("dash-mpd-core does not read the MPD: {e}\n{}", mpd.body_text()));
+    assert_eq!(presentation.renditions.len(), 3);
+    assert_eq!(presentation.audio.len(), 1);
+    for track in presentation.renditions.iter().chain(&presentation.audio) {
+        assert_eq!(track.segments.len(), CLIP_SECS, "{}", track.name);
+        assert!((track.duration() - duration).abs() < 0.1, "{}: {} s", track.name, track.duration());
+        let init = track.init.as_ref().unwrap_or_else(|| panic!("{} has no init segment", track.name));
+        for resource in std::iter::once(init).chain(track.segments.iter().map(|s| &s.resource)) {
+            let path = url::Url::parse(&resource.url).unwrap().path().to_string();
+            assert_eq!(fetch_get(addr, &path, &[]).status, 200, "{}", resource.url);
+        }
+    }
 }
 
 /// An s3:// edge serves the set like a local root does.
