@@ -279,11 +279,14 @@ pub fn rtp_roundtrip(data: &[u8]) {
 
 /// The credentials parsers never panic, and split at every byte they keep their meaning: a
 /// query `A&B` gives each parameter's first value (A's before B's), and `Basic` of `user:pass`
-/// gives `pass` back whatever the bytes.
+/// gives `pass` back whatever the bytes; `Digest` parameters holding any split of the bytes
+/// read back as written.
 pub fn access_credentials(data: &[u8]) {
-    use crate::http::credentials::{credential, param};
+    use crate::http::credentials::{basic, credential, digest, param, DigestCredentials};
     let text = String::from_utf8_lossy(data);
     let _ = credential(&text);
+    let _ = basic(&text);
+    let _ = digest(&text);
     for name in ["sig", "exp", "jwt", ""] {
         let _ = param(&text, name);
     }
@@ -298,5 +301,15 @@ pub fn access_credentials(data: &[u8]) {
             let basic = base64::engine::general_purpose::STANDARD.encode(format!("{a}:{b}"));
             assert_eq!(credential(&format!("Basic {basic}")).as_deref(), Some(b), "Basic {a:?}:{b:?}");
         }
+        let d = DigestCredentials {
+            username: a.into(),
+            realm: b.into(),
+            nonce: b.into(),
+            uri: a.into(),
+            response: b.into(),
+            cnonce: Some(a.into()),
+            ..Default::default()
+        };
+        assert_eq!(digest(&d.header()), Some(d), "Digest of {a:?} | {b:?}");
     }
 }

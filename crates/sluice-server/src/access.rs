@@ -1,6 +1,8 @@
-//! Who may read what: the `[[access]]` policies of `sluice.toml`, signed URLs and JWTs.
+//! Who may read what: the `[[access]]` policies of `sluice.toml`, signed URLs, JWTs and users
+//! with passwords.
 //!
-//! Owns the policies per path prefix (`open`, `signed`, `jwt`), the signature format that
+//! Owns the policies per path prefix (`open`, `signed`, `jwt`, `users`), the users file and the
+//! Basic and Digest (RFC 7616, MD5) checks with their stateless expiring nonces, the signature format that
 //! `sluice sign` writes and the server checks (an expiring HMAC-SHA256 over a path or a path
 //! prefix, optionally bound to the client's address, keys by id), JWT checks against a JWKS file,
 //! the refusal reasons counted in `/metrics`, and carrying a URL's credentials on to the URLs a
@@ -44,6 +46,10 @@ pub struct AccessPolicy {
     /// `jwt`: the claim listing the path prefixes the token opens.
     #[serde(default = "default_claim")]
     pub claim: String,
+    /// `users`: the file of `name:password` lines (or `name:sha256:HEX`, Basic only, or
+    /// `name:digest-md5:HEX` of MD5 `name:sluice:password`, Basic and Digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users_file: Option<PathBuf>,
 }
 
 fn default_claim() -> String {
@@ -60,6 +66,8 @@ pub enum AccessMode {
     Signed,
     /// A JWT (bearer header or `?jwt=`) checked with the policy's JWKS.
     Jwt,
+    /// A user and password of the policy's users file, by Basic or Digest.
+    Users,
 }
 
 /// A policy that cannot be used.
@@ -103,11 +111,13 @@ pub enum Refusal {
     WrongAddress,
     /// The token is malformed, unsigned, not yet valid or signed by no known key (403).
     BadToken,
+    /// An unknown user or a wrong password (401: the client may ask its user again).
+    BadPassword,
 }
 
 impl Refusal {
     /// Every reason, as `/metrics` lists them.
-    pub const ALL: [Refusal; 7] = [
+    pub const ALL: [Refusal; 8] = [
         Refusal::Missing,
         Refusal::Expired,
         Refusal::BadSignature,
@@ -115,6 +125,7 @@ impl Refusal {
         Refusal::WrongPrefix,
         Refusal::WrongAddress,
         Refusal::BadToken,
+        Refusal::BadPassword,
     ];
 
     /// The reason's label in `/metrics` and the log.
@@ -127,12 +138,14 @@ impl Refusal {
             Refusal::WrongPrefix => "wrong_prefix",
             Refusal::WrongAddress => "wrong_address",
             Refusal::BadToken => "bad_token",
+            Refusal::BadPassword => "bad_password",
         }
     }
 
-    /// 401 when nothing was presented (the client may retry with credentials), else 403.
+    /// 401 when nothing was presented or a password was wrong (the client may retry with
+    /// credentials), else 403.
     pub fn status(self) -> u16 {
-        if self == Refusal::Missing {
+        if matches!(self, Refusal::Missing | Refusal::BadPassword) {
             401
         } else {
             403
@@ -152,6 +165,10 @@ pub struct Presented<'a> {
     pub bearer: Option<&'a str>,
     /// The client's address.
     pub peer: IpAddr,
+    /// The whole `Authorization` header (Basic and Digest for `users`).
+    pub authorization: Option<&'a str>,
+    /// The request's method (`GET`, `DESCRIBE`…), which a Digest response covers.
+    pub method: &'a str,
 }
 
 /// The answer to [`Access::check`].
@@ -177,6 +194,10 @@ pub struct Access {
     /// Longest prefix first.
     policies: Vec<(String, Rule)>,
     refusals: [AtomicU64; Refusal::ALL.len()],
+    /// Users let in, by scheme: Basic, Digest.
+    logins: [AtomicU64; 2],
+    /// The per-process key of Digest nonces.
+    nonce_key: [u8; 32],
     /// When each client's last refusal was logged (one line a second at most per client).
     logged: Mutex<Lru<IpAddr, Instant>>,
 }
@@ -196,6 +217,71 @@ enum Rule {
     Open,
     Signed { keys: BTreeMap<String, Vec<u8>> },
     Jwt { keys: Vec<JwtKey>, claim: String },
+    Users { users: BTreeMap<String, Secret> },
+}
+
+/// What the users file holds of a user's password.
+enum Secret {
+    /// The password itself (Basic and Digest).
+    Plain(String),
+    /// SHA-256 of the password (Basic only: Digest needs the password or HA1).
+    Sha256(Vec<u8>),
+    /// MD5 of `name:realm:password`, Digest's HA1 (Basic and Digest).
+    Ha1(Vec<u8>),
+}
+
+/// The realm of Basic and Digest challenges (a stored HA1 is computed with it).
+pub const REALM: &str = "sluice";
+
+/// How long a Digest nonce is good for; a client presenting an older one is challenged again.
+const NONCE_LIFETIME: u64 = 300;
+
+/// Reads a users file: `name:password` lines, `name:sha256:HEX` or `name:digest-md5:HEX`;
+/// blank lines and `#` comments skipped.
+fn read_users(text: &str) -> Result<BTreeMap<String, Secret>, String> {
+    let mut users = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, rest) =
+            line.split_once(':').ok_or_else(|| format!("line {}: not name:password", n + 1))?;
+        let hex = |h: &str, len: usize| {
+            hex_decode(h).filter(|b| b.len() == len).ok_or_else(|| format!("line {}: bad hex", n + 1))
+        };
+        let secret = if let Some(h) = rest.strip_prefix("sha256:") {
+            Secret::Sha256(hex(h, 32)?)
+        } else if let Some(h) = rest.strip_prefix("digest-md5:") {
+            Secret::Ha1(hex(h, 16)?)
+        } else {
+            Secret::Plain(rest.to_string())
+        };
+        if name.is_empty() {
+            return Err(format!("line {}: empty user name", n + 1));
+        }
+        users.insert(name.to_string(), secret);
+    }
+    if users.is_empty() {
+        return Err("the users file lists no user".into());
+    }
+    Ok(users)
+}
+
+fn hex_decode(h: &str) -> Option<Vec<u8>> {
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn md5_hex(text: &str) -> String {
+    use md5::Digest as _;
+    hex(&md5::Md5::digest(text.as_bytes()))
 }
 
 struct JwtKey {
@@ -257,6 +343,14 @@ impl Access {
                     let keys = jwks_keys(&text).map_err(|why| invalid(&why))?;
                     Rule::Jwt { keys, claim: p.claim.clone() }
                 }
+                AccessMode::Users => {
+                    let file = p
+                        .users_file
+                        .as_deref()
+                        .ok_or_else(|| invalid("mode = \"users\" needs users_file"))?;
+                    let text = std::fs::read_to_string(file).map_err(read(file))?;
+                    Rule::Users { users: read_users(&text).map_err(|why| invalid(&why))? }
+                }
             };
             loaded.push((p.prefix.clone(), rule));
         }
@@ -265,9 +359,18 @@ impl Access {
 
     fn with_rules(mut policies: Vec<(String, Rule)>) -> Access {
         policies.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        let mut nonce_key = [0u8; 32];
+        // Without randomness the key is still secret enough to stop forged nonces from outside
+        // the host; the expiry still bounds replays.
+        if getrandom::fill(&mut nonce_key).is_err() {
+            let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            nonce_key[..16].copy_from_slice(&t.to_le_bytes());
+        }
         Access {
             policies,
             refusals: Default::default(),
+            logins: Default::default(),
+            nonce_key,
             logged: Mutex::new(Lru::new(LOGGED_CLIENTS, &[LOGGED_CLIENTS])),
         }
     }
@@ -303,6 +406,10 @@ impl Access {
                 Ok(()) => Decision::Allowed { carry: carried(presented.query, &SIGNED_PARAMS) },
                 Err(reason) => Decision::Refused(reason),
             },
+            Rule::Users { users } => match self.check_user(users, presented, now) {
+                Ok(()) => Decision::Allowed { carry: None },
+                Err(reason) => Decision::Refused(reason),
+            },
             Rule::Jwt { keys, claim } => {
                 let from_query = presented.query.and_then(|q| param(q, JWT_PARAM));
                 let Some(token) = from_query.as_deref().or(presented.bearer) else {
@@ -333,6 +440,103 @@ impl Access {
         drop(logged);
         tracing::info!(target: "sluice::access", peer = %presented.peer, path = presented.path,
             reason = reason.name(), status = reason.status(), "refused: {}", reason.name());
+    }
+
+    /// The `WWW-Authenticate` challenges of a 401 for `path` when a `users` policy guards it
+    /// (Digest with a fresh nonce, then Basic); `None` for the other modes.
+    pub fn challenges(&self, path: &str, now: SystemTime) -> Option<[String; 2]> {
+        let slashed = format!("{path}/");
+        let (_, rule) = self.policies.iter().find(|(prefix, _)| slashed.starts_with(prefix.as_str()))?;
+        if !matches!(rule, Rule::Users { .. }) {
+            return None;
+        }
+        let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        Some([
+            format!("Digest realm=\"{REALM}\", nonce=\"{}\", algorithm=MD5", self.nonce(now)),
+            format!("Basic realm=\"{REALM}\""),
+        ])
+    }
+
+    /// A Digest nonce: the time it was made and an HMAC of it with the per-process key, so the
+    /// server keeps no table of the nonces it gave out.
+    fn nonce(&self, at: u64) -> String {
+        format!("{at:016x}{}", hex(&self.nonce_mac(at)))
+    }
+
+    fn nonce_mac(&self, at: u64) -> Vec<u8> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.nonce_key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes any key"));
+        mac.update(format!("sluice-digest-nonce-v1\n{at}").as_bytes());
+        mac.finalize().into_bytes()[..16].to_vec()
+    }
+
+    /// Whether `nonce` is one of ours and still fresh (checked in constant time).
+    fn nonce_is_fresh(&self, nonce: &str, now: u64) -> bool {
+        let (Some(at), Some(mac)) = (nonce.get(..16), nonce.get(16..)) else { return false };
+        let (Ok(at), Some(mac)) = (u64::from_str_radix(at, 16), hex_decode(mac)) else { return false };
+        bool::from(self.nonce_mac(at).ct_eq(&mac)) && at <= now && now - at < NONCE_LIFETIME
+    }
+
+    fn check_user(
+        &self,
+        users: &BTreeMap<String, Secret>,
+        presented: &Presented<'_>,
+        now: u64,
+    ) -> Result<(), Refusal> {
+        use sluice_proto::http::credentials::{basic, digest};
+        let Some(authorization) = presented.authorization else { return Err(Refusal::Missing) };
+        if let Some((name, password)) = basic(authorization) {
+            let good = match users.get(&name) {
+                Some(Secret::Plain(p)) => bool::from(p.as_bytes().ct_eq(password.as_bytes())),
+                Some(Secret::Sha256(h)) => {
+                    use sha2::Digest as _;
+                    bool::from(Sha256::digest(password.as_bytes()).as_slice().ct_eq(h))
+                }
+                Some(Secret::Ha1(h)) => {
+                    let ha1 = md5_hex(&format!("{name}:{REALM}:{password}"));
+                    bool::from(ha1.as_bytes().ct_eq(hex(h).as_bytes()))
+                }
+                None => false,
+            };
+            return self.login(good, 0);
+        }
+        let Some(d) = digest(authorization) else { return Err(Refusal::Missing) };
+        // A stale or foreign nonce gets a new challenge, as if nothing had been presented.
+        if !self.nonce_is_fresh(&d.nonce, now) || d.realm != REALM {
+            return Err(Refusal::Missing);
+        }
+        if d.algorithm.as_deref().is_some_and(|a| !a.eq_ignore_ascii_case("MD5")) {
+            return Err(Refusal::BadPassword);
+        }
+        let ha1 = match users.get(&d.username) {
+            Some(Secret::Plain(p)) => md5_hex(&format!("{}:{REALM}:{p}", d.username)),
+            Some(Secret::Ha1(h)) => hex(h),
+            Some(Secret::Sha256(_)) | None => return self.login(false, 1),
+        };
+        let ha2 = md5_hex(&format!("{}:{}", presented.method, d.uri));
+        let expected = match (&d.qop, &d.nc, &d.cnonce) {
+            (Some(qop), Some(nc), Some(cnonce)) => {
+                md5_hex(&format!("{ha1}:{}:{nc}:{cnonce}:{qop}:{ha2}", d.nonce))
+            }
+            _ => md5_hex(&format!("{ha1}:{}:{ha2}", d.nonce)),
+        };
+        self.login(bool::from(expected.as_bytes().ct_eq(d.response.to_ascii_lowercase().as_bytes())), 1)
+    }
+
+    fn login(&self, good: bool, scheme: usize) -> Result<(), Refusal> {
+        if !good {
+            return Err(Refusal::BadPassword);
+        }
+        self.logins[scheme].fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Users let in so far by Basic and by Digest.
+    pub fn logins(&self) -> [(&'static str, u64); 2] {
+        [
+            ("basic", self.logins[0].load(Ordering::Relaxed)),
+            ("digest", self.logins[1].load(Ordering::Relaxed)),
+        ]
     }
 
     /// Refusals so far, by reason.
@@ -617,7 +821,17 @@ mod tests {
     fn ask(access: &Access, url: &str, peer: [u8; 4]) -> Decision {
         let (path, query) = url.split_once('?').map_or((url, None), |(p, q)| (p, Some(q)));
         let path = percent_decode_str(path).decode_utf8_lossy();
-        access.check(&Presented { path: &path, query, bearer: None, peer: IpAddr::from(peer) }, at(NOW))
+        access.check(
+            &Presented {
+                path: &path,
+                query,
+                bearer: None,
+                peer: IpAddr::from(peer),
+                authorization: None,
+                method: "GET",
+            },
+            at(NOW),
+        )
     }
 
     const LOCAL: [u8; 4] = [127, 0, 0, 1];
@@ -725,7 +939,17 @@ mod tests {
         let ok = token(far, &["/members/a"], "h1");
         let now = SystemTime::now();
         let ask = |path: &str, query: Option<&str>, bearer: Option<&str>| {
-            access.check(&Presented { path, query, bearer, peer: IpAddr::from(LOCAL) }, now)
+            access.check(
+                &Presented {
+                    path,
+                    query,
+                    bearer,
+                    peer: IpAddr::from(LOCAL),
+                    authorization: None,
+                    method: "GET",
+                },
+                now,
+            )
         };
         assert_eq!(ask("/members/a.mp4", None, Some(&ok)), Decision::Allowed { carry: None });
         let q = format!("jwt={ok}");
@@ -745,6 +969,86 @@ mod tests {
         let forged = token(far, &["/"], "h1");
         let forged = format!("{}x", &forged[..forged.len() - 1]);
         assert_eq!(ask("/members/a.mp4", None, Some(&forged)), Decision::Refused(Refusal::BadToken));
+    }
+
+    #[test]
+    fn users_pass_by_basic_and_digest_with_fresh_nonces_only() {
+        use sluice_proto::http::credentials::{digest, DigestCredentials};
+        let ha1 = md5_hex(&format!("bo:{REALM}:hashed"));
+        let sha = {
+            use sha2::Digest as _;
+            hex(&Sha256::digest(b"shaw"))
+        };
+        let text = format!("# viewers\nann:se:cret\nbo:digest-md5:{ha1}\ncy:sha256:{sha}\n");
+        let access =
+            Access::with_rules(vec![("/".into(), Rule::Users { users: read_users(&text).unwrap() })]);
+        let now = SystemTime::now();
+        let ask = |authorization: Option<&str>, method: &str| {
+            let presented = Presented {
+                path: "/a.mp4",
+                query: None,
+                bearer: None,
+                peer: IpAddr::from(LOCAL),
+                authorization,
+                method,
+            };
+            access.check(&presented, now)
+        };
+        let b64 = |s: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(s));
+        let allowed = Decision::Allowed { carry: None };
+        assert_eq!(ask(Some(&b64("ann:se:cret")), "GET"), allowed);
+        assert_eq!(ask(Some(&b64("bo:hashed")), "GET"), allowed);
+        assert_eq!(ask(Some(&b64("cy:shaw")), "GET"), allowed);
+        assert_eq!(ask(Some(&b64("ann:wrong")), "GET"), Decision::Refused(Refusal::BadPassword));
+        assert_eq!(ask(Some(&b64("nobody:x")), "GET"), Decision::Refused(Refusal::BadPassword));
+        assert_eq!(ask(None, "GET"), Decision::Refused(Refusal::Missing));
+        let [offer, _] = access.challenges("/a.mp4", now).unwrap();
+        let nonce = offer.split('"').nth(3).unwrap().to_string();
+        let answer = |user: &str, password: &str, nonce: &str| {
+            let ha1 = md5_hex(&format!("{user}:{REALM}:{password}"));
+            let uri = "rtsp://127.0.0.1/a.mp4";
+            let response = md5_hex(&format!("{ha1}:{nonce}:{}", md5_hex(&format!("DESCRIBE:{uri}"))));
+            let d = DigestCredentials {
+                username: user.into(),
+                realm: REALM.into(),
+                nonce: nonce.into(),
+                uri: uri.into(),
+                response,
+                ..Default::default()
+            };
+            assert!(digest(&d.header()).is_some());
+            d.header()
+        };
+        assert_eq!(ask(Some(&answer("ann", "se:cret", &nonce)), "DESCRIBE"), allowed);
+        assert_eq!(ask(Some(&answer("bo", "hashed", &nonce)), "DESCRIBE"), allowed);
+        assert_eq!(
+            ask(Some(&answer("ann", "se:cret", &nonce)), "SETUP"),
+            Decision::Refused(Refusal::BadPassword),
+            "the method is covered"
+        );
+        assert_eq!(
+            ask(Some(&answer("ann", "nope", &nonce)), "DESCRIBE"),
+            Decision::Refused(Refusal::BadPassword)
+        );
+        assert_eq!(
+            ask(Some(&answer("cy", "shaw", &nonce)), "DESCRIBE"),
+            Decision::Refused(Refusal::BadPassword),
+            "a SHA-256 entry cannot answer Digest"
+        );
+        let old = access.nonce(1_000);
+        assert_eq!(
+            ask(Some(&answer("ann", "se:cret", &old)), "DESCRIBE"),
+            Decision::Refused(Refusal::Missing)
+        );
+        let forged = format!("{}{}", &nonce[..15], "f".repeat(nonce.len() - 15));
+        assert_eq!(
+            ask(Some(&answer("ann", "se:cret", &forged)), "DESCRIBE"),
+            Decision::Refused(Refusal::Missing)
+        );
+        assert_eq!(access.logins(), [("basic", 3), ("digest", 2)]);
+        assert!(
+            read_users("ann").is_err() && read_users("bo:sha256:zz").is_err() && read_users("\n").is_err()
+        );
     }
 
     #[test]
@@ -783,6 +1087,8 @@ mod tests {
                 query: None,
                 bearer: Some(token),
                 peer: IpAddr::from(LOCAL),
+                authorization: None,
+                method: "GET",
             };
             access.check(&presented, SystemTime::now())
         };

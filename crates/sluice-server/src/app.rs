@@ -436,13 +436,26 @@ fn check_access(
     let full = crate::access::request_path(path);
     let authorization = req.header("authorization").map(String::from_utf8_lossy);
     let bearer = authorization.as_deref().and_then(crate::access::credential);
-    let presented = Presented { path: &full, query: req.query(), bearer: bearer.as_deref(), peer: peer.ip() };
-    match access.check(&presented, std::time::SystemTime::now()) {
+    let method = req.method.as_str();
+    let presented = Presented {
+        path: &full,
+        query: req.query(),
+        bearer: bearer.as_deref(),
+        peer: peer.ip(),
+        authorization: authorization.as_deref(),
+        method,
+    };
+    let now = std::time::SystemTime::now();
+    match access.check(&presented, now) {
         Decision::Allowed { carry } => Ok(carry),
         Decision::Refused(reason) => {
             let response = Response::error(Status(reason.status())).with_header("Cache-Control", "no-store");
-            Err(match reason.status() {
-                401 => response.with_header("WWW-Authenticate", "Bearer realm=\"sluice\""),
+            Err(match (reason.status(), access.challenges(&full, now)) {
+                // A `users` path: Digest and Basic, as browsers, curl and players answer them.
+                (401, Some([digest, basic])) => {
+                    response.with_header("WWW-Authenticate", digest).with_header("WWW-Authenticate", basic)
+                }
+                (401, None) => response.with_header("WWW-Authenticate", "Bearer realm=\"sluice\""),
                 _ => response,
             })
         }

@@ -222,6 +222,7 @@ impl Catalogue for RtspMedia {
 
     fn authorize(
         &self,
+        method: &str,
         path: &str,
         query: Option<&str>,
         authorization: Option<&str>,
@@ -232,10 +233,30 @@ impl Catalogue for RtspMedia {
         let Ok(normal) = normalize(path) else { return Ok(()) };
         let path = format!("/{}", normal.relative());
         let bearer = authorization.and_then(crate::access::credential);
-        let presented = crate::access::Presented { path: &path, query, bearer: bearer.as_deref(), peer };
+        let presented = crate::access::Presented {
+            path: &path,
+            query,
+            bearer: bearer.as_deref(),
+            peer,
+            authorization,
+            method,
+        };
         match access.check(&presented, std::time::SystemTime::now()) {
             crate::access::Decision::Allowed { .. } => Ok(()),
             crate::access::Decision::Refused(reason) => Err(reason.status()),
+        }
+    }
+
+    /// Digest alone on a `users` path: one RTSP header holds one challenge, and Digest keeps
+    /// the password off the wire (a client that sends Basic anyway is still let in).
+    fn challenge(&self, path: &str) -> String {
+        let challenges = self.access.as_ref().and_then(|access| {
+            let normal = normalize(path).ok()?;
+            access.challenges(&format!("/{}", normal.relative()), std::time::SystemTime::now())
+        });
+        match challenges {
+            Some([digest, _]) => digest,
+            None => "Basic realm=\"sluice\"".to_string(),
         }
     }
 }

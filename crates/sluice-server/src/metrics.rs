@@ -495,6 +495,13 @@ pub fn render_access(
     }
     let _ = writeln!(
         m,
+        "# HELP sluice_access_logins_total Users of `users` policies let in, by scheme.\n# TYPE sluice_access_logins_total counter"
+    );
+    for (scheme, n) in access.map_or([("basic", 0), ("digest", 0)], |a| a.logins()) {
+        let _ = writeln!(m, "sluice_access_logins_total{{scheme=\"{scheme}\"}} {n}");
+    }
+    let _ = writeln!(
+        m,
         "# HELP sluice_client_limit_refused_total Requests and connections refused by the limits per client address.\n# TYPE sluice_client_limit_refused_total counter"
     );
     for (limit, n) in clients.refusals() {

@@ -1,5 +1,6 @@
 //! Who may watch, end to end on every engine: `[[access]]` policies in a `sluice.toml`, URLs
-//! signed by `sluice sign` and JWTs checked against a JWKS file, over HTTP (files, playlists,
+//! signed by `sluice sign`, JWTs checked against a JWKS file and users with passwords (Basic and
+//! Digest), over HTTP (files, playlists,
 //! segments) and RTSP (DESCRIBE); and the limits per client address (429 with `Retry-After`,
 //! RTSP sessions per address, upload bytes per token per day, a table that stays bounded under a flood of distinct addresses
 //! from 127.0.0.0/8).
@@ -403,4 +404,101 @@ fn chromium_plays_a_signed_hls_url_through_the_page() {
     assert!(!log.contains("status=401") && !log.contains("status=403"), "nothing was refused:\n{log}");
 }
 
-rtsp_matrix!(signed_urls, jwt_tokens, per_ip_limits, upload_quota);
+/// `curl` against the server with these arguments: the status it got and the head.
+fn curl(url: &str, args: &[&str]) -> (u16, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "--noproxy", "*", "-o", "/dev/null", "-D", "-", "-w", "%{http_code}"])
+        .args(args)
+        .arg(url);
+    let (_, out, _) = run_bounded(&mut cmd, Duration::from_secs(20));
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.get(out.len().saturating_sub(3)..).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, out)
+}
+
+/// A `users` policy on `/films/` (one plain password, one stored as Digest's HA1): ffprobe
+/// plays RTSP through Digest (the only scheme an RTSP 401 offers), a wrong password is 401 and
+/// counted, a client sending Basic gets in, and curl gets in over HTTP by Basic and by Digest.
+fn users_and_passwords(engine: &[&str]) {
+    let fx = Fixture::new();
+    let demo = std::fs::read(DEMO).unwrap();
+    fx.write("films/demo.mp4", &demo);
+    fx.write("open.mp4", &demo);
+    let dir = tempfile::tempdir().unwrap();
+    // MD5 of "bo:sluice:hashed", as `printf bo:sluice:hashed | md5sum` prints it.
+    let bo = {
+        let out = Command::new("md5sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write as _;
+                c.stdin.take().unwrap().write_all(b"bo:sluice:hashed")?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap().split_whitespace().next().unwrap().to_string()
+    };
+    assert_eq!(bo.len(), 32, "{bo}");
+    std::fs::write(dir.path().join("users"), format!("# viewers\nann:s3cret\nbo:digest-md5:{bo}\n")).unwrap();
+    let config = format!(
+        "[[access]]\nprefix = \"/films/\"\nmode = \"users\"\nusers_file = \"{}\"\n",
+        dir.path().join("users").display()
+    );
+    std::fs::write(dir.path().join("sluice.toml"), config).unwrap();
+    let config = dir.path().join("sluice.toml").display().to_string();
+    let server = Server::serve(engine, &fx, &["--config", &config]);
+    let (addr, rtsp) = (server.addr(), server.rtsp_addr());
+    let expected = frames_in_the_mp4(addr);
+
+    // RTSP: the 401 offers Digest alone, so ffprobe's success is Digest's.
+    let mut c = RtspConn::open(rtsp);
+    let refused = c.request("DESCRIBE", &format!("rtsp://{rtsp}/films/demo.mp4"), &[]);
+    refused.expect(401, "DESCRIBE without credentials");
+    let challenge = refused.header("www-authenticate").unwrap_or_default().to_string();
+    assert!(challenge.starts_with("Digest realm=\"sluice\", nonce=\""), "{challenge}");
+    plays_whole(&format!("rtsp://ann:s3cret@{rtsp}/films/demo.mp4"), &expected);
+    plays_whole(&format!("rtsp://bo:hashed@{rtsp}/films/demo.mp4"), &expected);
+    let logins =
+        |m: &str, scheme: &str| metric(m, &format!("sluice_access_logins_total{{scheme=\"{scheme}\"}}"));
+    let metrics = server.scrape();
+    assert!(logins(&metrics, "digest") >= 2, "{metrics}");
+    assert_eq!(logins(&metrics, "basic"), 0, "{metrics}");
+
+    let mut ffprobe = Command::new(require_tool("ffprobe", "ffmpeg"));
+    ffprobe.args([
+        "-v",
+        "error",
+        "-rtsp_transport",
+        "tcp",
+        &format!("rtsp://ann:wrong@{rtsp}/films/demo.mp4"),
+    ]);
+    let (status, _, err) = run_bounded(&mut ffprobe, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&err);
+    assert!(!status.success() && err.contains("401"), "a wrong password is 401: {err}");
+
+    // A client that sends Basic right away is let in; a wrong Basic password is 401.
+    let basic =
+        |user_pass: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_pass));
+    assert_eq!(describe_status(&server, "/films/demo.mp4", &[("Authorization", &basic("ann:s3cret"))]), 200);
+    assert_eq!(describe_status(&server, "/films/demo.mp4", &[("Authorization", &basic("ann:nope"))]), 401);
+    assert_eq!(describe_status(&server, "/films/missing.mp4", &[("Authorization", &basic("ann:nope"))]), 401);
+
+    // HTTP: curl -u sends Basic, --digest answers the Digest challenge; both are offered.
+    let url = format!("http://{addr}/films/demo.mp4");
+    let (status, head) = curl(&url, &[]);
+    assert_eq!(status, 401, "{head}");
+    assert!(head.contains("WWW-Authenticate: Digest realm=\"sluice\", nonce="), "{head}");
+    assert!(head.contains("WWW-Authenticate: Basic realm=\"sluice\""), "{head}");
+    assert_eq!(curl(&url, &["-u", "ann:s3cret"]).0, 200);
+    assert_eq!(curl(&url, &["--digest", "-u", "bo:hashed"]).0, 200);
+    assert_eq!(curl(&url, &["-u", "ann:wrong"]).0, 401);
+    assert_eq!(curl(&url, &["--digest", "-u", "ann:wrong"]).0, 401);
+
+    let metrics = server.scrape();
+    assert!(logins(&metrics, "basic") >= 2, "{metrics}");
+    assert!(logins(&metrics, "digest") >= 3, "{metrics}");
+    assert!(metric(&metrics, "sluice_access_refused_total{reason=\"bad_password\"}") >= 5, "{metrics}");
+}
+
+rtsp_matrix!(signed_urls, jwt_tokens, per_ip_limits, upload_quota, users_and_passwords);

@@ -71,18 +71,25 @@ pub trait Catalogue {
         checked(self.open(path).map_err(|NotFound| Refusal::NotFound)?)
     }
 
-    /// Whether `peer` may play the presentation at URL path `path`, given the request URL's
-    /// query and its `Authorization` header: `Err(401 or 403)` when not. Asked on `DESCRIBE`,
-    /// and on a `SETUP` of a path the connection was not already allowed. The default allows
-    /// everyone.
+    /// Whether `peer` may play the presentation at URL path `path`, given the request's method
+    /// (which a Digest response covers), the URL's query and its `Authorization` header:
+    /// `Err(401 or 403)` when not. Asked on `DESCRIBE`, and on a `SETUP` of a path the
+    /// connection was not already allowed. The default allows everyone.
     fn authorize(
         &self,
+        _method: &str,
         _path: &str,
         _query: Option<&str>,
         _authorization: Option<&str>,
         _peer: std::net::IpAddr,
     ) -> Result<(), u16> {
         Ok(())
+    }
+
+    /// The `WWW-Authenticate` challenge of a 401 for `path`: Basic (where a token can be the
+    /// password) unless the catalogue asks for something else, e.g. Digest with a fresh nonce.
+    fn challenge(&self, _path: &str) -> String {
+        "Basic realm=\"sluice\"".to_string()
     }
 }
 
@@ -867,7 +874,7 @@ impl RtspConnection {
     }
 
     /// The reply refusing the request when the catalogue does not allow its path (401 asks for
-    /// credentials, as MediaMTX does, with a Basic challenge); `None` when allowed.
+    /// credentials, as MediaMTX does, with the catalogue's challenge); `None` when allowed.
     fn authorize(&mut self, x: &mut Exchange<'_>) -> Result<Option<Reply>, RtspError> {
         let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
         let (path, _) = split_url(url);
@@ -875,7 +882,8 @@ impl RtspConnection {
             return Ok(None);
         }
         let authorization = x.request.header(&headers::AUTHORIZATION).map(|v| v.as_str());
-        match x.catalogue.authorize(&path, url.query(), authorization, self.peer.ip()) {
+        let method = <&str>::from(x.request.method());
+        match x.catalogue.authorize(method, &path, url.query(), authorization, self.peer.ip()) {
             Ok(()) => {
                 // Bounded: a connection plays a few presentations, not thousands.
                 if self.allowed.len() < 16 {
@@ -885,7 +893,7 @@ impl RtspConnection {
             }
             Err(401) => Ok(Some(
                 Reply::new(StatusCode::Unauthorized, Some(x.cseq))
-                    .header(headers::WWW_AUTHENTICATE, "Basic realm=\"sluice\""),
+                    .header(headers::WWW_AUTHENTICATE, x.catalogue.challenge(&path)),
             )),
             Err(_) => Ok(Some(Reply::new(StatusCode::Forbidden, Some(x.cseq)))),
         }
