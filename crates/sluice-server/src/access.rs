@@ -269,7 +269,7 @@ fn read_users(text: &str) -> Result<BTreeMap<String, Secret>, String> {
 }
 
 fn hex_decode(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
+    if !h.len().is_multiple_of(2) {
         return None;
     }
     (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect()

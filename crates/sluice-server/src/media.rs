@@ -247,16 +247,16 @@ impl Catalogue for RtspMedia {
         }
     }
 
-    /// Digest alone on a `users` path: one RTSP header holds one challenge, and Digest keeps
-    /// the password off the wire (a client that sends Basic anyway is still let in).
-    fn challenge(&self, path: &str) -> String {
+    /// Digest and Basic on a `users` path (clients pick Digest, which keeps the password off
+    /// the wire); Basic alone elsewhere (a token as the password).
+    fn challenges(&self, path: &str) -> Vec<String> {
         let challenges = self.access.as_ref().and_then(|access| {
             let normal = normalize(path).ok()?;
             access.challenges(&format!("/{}", normal.relative()), std::time::SystemTime::now())
         });
         match challenges {
-            Some([digest, _]) => digest,
-            None => "Basic realm=\"sluice\"".to_string(),
+            Some(both) => both.to_vec(),
+            None => vec!["Basic realm=\"sluice\"".to_string()],
         }
     }
 }

@@ -417,8 +417,9 @@ fn curl(url: &str, args: &[&str]) -> (u16, String) {
 }
 
 /// A `users` policy on `/films/` (one plain password, one stored as Digest's HA1): ffprobe
-/// plays RTSP through Digest (the only scheme an RTSP 401 offers), a wrong password is 401 and
-/// counted, a client sending Basic gets in, and curl gets in over HTTP by Basic and by Digest.
+/// plays RTSP through Digest (offered beside Basic; the logins by scheme show which it took), a
+/// wrong password is 401 and counted, a client sending Basic gets in, and curl gets in over
+/// HTTP by Basic and by Digest.
 fn users_and_passwords(engine: &[&str]) {
     let fx = Fixture::new();
     let demo = std::fs::read(DEMO).unwrap();
@@ -451,12 +452,14 @@ fn users_and_passwords(engine: &[&str]) {
     let (addr, rtsp) = (server.addr(), server.rtsp_addr());
     let expected = frames_in_the_mp4(addr);
 
-    // RTSP: the 401 offers Digest alone, so ffprobe's success is Digest's.
+    // RTSP: the 401 offers Digest and Basic, one line each.
     let mut c = RtspConn::open(rtsp);
     let refused = c.request("DESCRIBE", &format!("rtsp://{rtsp}/films/demo.mp4"), &[]);
     refused.expect(401, "DESCRIBE without credentials");
-    let challenge = refused.header("www-authenticate").unwrap_or_default().to_string();
-    assert!(challenge.starts_with("Digest realm=\"sluice\", nonce=\""), "{challenge}");
+    let challenges = refused.headers_named("www-authenticate");
+    assert_eq!(challenges.len(), 2, "{refused:?}");
+    assert!(challenges[0].starts_with("Digest realm=\"sluice\", nonce=\""), "{challenges:?}");
+    assert_eq!(challenges[1], "Basic realm=\"sluice\"");
     plays_whole(&format!("rtsp://ann:s3cret@{rtsp}/films/demo.mp4"), &expected);
     plays_whole(&format!("rtsp://bo:hashed@{rtsp}/films/demo.mp4"), &expected);
     let logins =

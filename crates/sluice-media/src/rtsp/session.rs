@@ -86,10 +86,11 @@ pub trait Catalogue {
         Ok(())
     }
 
-    /// The `WWW-Authenticate` challenge of a 401 for `path`: Basic (where a token can be the
-    /// password) unless the catalogue asks for something else, e.g. Digest with a fresh nonce.
-    fn challenge(&self, _path: &str) -> String {
-        "Basic realm=\"sluice\"".to_string()
+    /// The `WWW-Authenticate` challenges of a 401 for `path`, one header line each: Basic
+    /// (where a token can be the password) unless the catalogue offers more, e.g. Digest with
+    /// a fresh nonce beside Basic.
+    fn challenges(&self, _path: &str) -> Vec<String> {
+        vec!["Basic realm=\"sluice\"".to_string()]
     }
 }
 
@@ -891,10 +892,16 @@ impl RtspConnection {
                 }
                 Ok(None)
             }
-            Err(401) => Ok(Some(
-                Reply::new(StatusCode::Unauthorized, Some(x.cseq))
-                    .header(headers::WWW_AUTHENTICATE, x.catalogue.challenge(&path)),
-            )),
+            Err(401) => {
+                let mut reply = Reply::new(StatusCode::Unauthorized, Some(x.cseq));
+                for (i, challenge) in x.catalogue.challenges(&path).into_iter().enumerate() {
+                    reply = match i {
+                        0 => reply.header(headers::WWW_AUTHENTICATE, challenge),
+                        _ => reply.another_header(headers::WWW_AUTHENTICATE, challenge),
+                    };
+                }
+                Ok(Some(reply))
+            }
             Err(_) => Ok(Some(Reply::new(StatusCode::Forbidden, Some(x.cseq)))),
         }
     }

@@ -27,9 +27,10 @@ pub struct RtpInfoEntry {
     pub rtptime: u32,
 }
 
-/// A response under construction.
+/// A response under construction, and the header lines that repeat a name already set
+/// (`rtsp-types` keeps one value per name).
 #[derive(Debug, Clone)]
-pub struct Reply(Response<Vec<u8>>);
+pub struct Reply(Response<Vec<u8>>, Vec<String>);
 
 impl Reply {
     /// The status code, for the access log.
@@ -52,7 +53,7 @@ impl Reply {
         if let Some(cseq) = cseq {
             builder = builder.header(headers::CSEQ, cseq.to_string());
         }
-        Reply(builder.build(Vec::new()))
+        Reply(builder.build(Vec::new()), Vec::new())
     }
 
     /// The response to a refused request; asks the client to close when framing was lost.
@@ -68,6 +69,14 @@ impl Reply {
     /// Sets a header.
     pub fn header(mut self, name: headers::HeaderName, value: impl Into<String>) -> Reply {
         self.0.insert_header(name, value.into());
+        self
+    }
+
+    /// One more `name: value` line beside the header of that name already set: each challenge
+    /// of a 401 on a line of its own (`WWW-Authenticate: Digest …` and `… Basic …`), as clients
+    /// read them.
+    pub fn another_header(mut self, name: headers::HeaderName, value: impl Into<String>) -> Reply {
+        self.1.push(format!("{}: {}\r\n", name.as_str(), value.into()));
         self
     }
 
@@ -133,7 +142,7 @@ impl Reply {
         let mut response = self.0.replace_body(body);
         response.insert_header(headers::CONTENT_TYPE, content_type.to_string());
         response.insert_header(headers::CONTENT_LENGTH, len.to_string());
-        Reply(response)
+        Reply(response, self.1)
     }
 
     /// The response as `rtsp-types` holds it.
@@ -143,7 +152,16 @@ impl Reply {
 
     /// Appends the serialized response to `out`.
     pub fn write(&self, out: &mut Vec<u8>) {
+        let start = out.len();
         self.0.write(out).expect("writing into a Vec cannot fail");
+        if self.1.is_empty() {
+            return;
+        }
+        if let Some(end) = out[start..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let at = start + end + 2;
+            let lines = self.1.concat().into_bytes();
+            out.splice(at..at, lines);
+        }
     }
 }
 
@@ -231,5 +249,24 @@ mod tests {
         );
         let t = text(&Reply::error(&RtspError::SessionNotFound, Some(1)));
         assert!(t.starts_with("RTSP/1.0 454 "), "{t}");
+    }
+
+    #[test]
+    fn another_header_adds_a_line_of_the_same_name_before_the_body() {
+        let reply = Reply::new(StatusCode::Unauthorized, Some(2))
+            .header(headers::WWW_AUTHENTICATE, "Digest realm=\"sluice\", nonce=\"n\"")
+            .another_header(headers::WWW_AUTHENTICATE, "Basic realm=\"sluice\"");
+        let text = text(&reply);
+        let head = text.split("\r\n\r\n").next().unwrap();
+        let lines: Vec<&str> = head.lines().filter(|l| l.starts_with("WWW-Authenticate: ")).collect();
+        assert_eq!(
+            lines,
+            [
+                "WWW-Authenticate: Digest realm=\"sluice\", nonce=\"n\"",
+                "WWW-Authenticate: Basic realm=\"sluice\""
+            ],
+            "{text}"
+        );
+        assert!(text.ends_with("\r\n\r\n"), "{text}");
     }
 }
