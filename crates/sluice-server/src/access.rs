@@ -268,6 +268,18 @@ fn read_users(text: &str) -> Result<BTreeMap<String, Secret>, String> {
     Ok(users)
 }
 
+/// Whether a Digest `uri` (`rtsp://host/films/a.mp4`, `/films/a.mp4?x`) names `path` (decoded,
+/// from the root) or something under it (an RTSP track, `…/trackID=1`).
+fn digest_uri_covers(uri: &str, path: &str) -> bool {
+    let without_scheme =
+        uri.split_once("://").map_or(uri, |(_, rest)| rest.find('/').map_or("/", |i| &rest[i..]));
+    let target = without_scheme.split('?').next().unwrap_or("");
+    let Some(named) = normal_path(target) else { return false };
+    let named = named.trim_end_matches('/');
+    let path = path.trim_end_matches('/');
+    named == path || named.strip_prefix(path).is_some_and(|rest| rest.starts_with('/'))
+}
+
 fn hex_decode(h: &str) -> Option<Vec<u8>> {
     if !h.len().is_multiple_of(2) {
         return None;
@@ -506,6 +518,11 @@ impl Access {
             return Err(Refusal::Missing);
         }
         if d.algorithm.as_deref().is_some_and(|a| !a.eq_ignore_ascii_case("MD5")) {
+            return Err(Refusal::BadPassword);
+        }
+        // The response covers its `uri`: it must name the path asked for (or, over RTSP, one of
+        // its tracks), so a captured answer opens nothing else while its nonce is fresh.
+        if !digest_uri_covers(&d.uri, presented.path) {
             return Err(Refusal::BadPassword);
         }
         let ha1 = match users.get(&d.username) {
@@ -1030,6 +1047,9 @@ mod tests {
             ask(Some(&answer("ann", "nope", &nonce)), "DESCRIBE"),
             Decision::Refused(Refusal::BadPassword)
         );
+        assert!(digest_uri_covers("rtsp://h:1/a.mp4/trackID=1", "/a.mp4"));
+        assert!(digest_uri_covers("/films/?x=1", "/films/"));
+        assert!(!digest_uri_covers("rtsp://h/a.mp4x", "/a.mp4") && !digest_uri_covers("/b.mp4", "/a.mp4"));
         assert_eq!(
             ask(Some(&answer("cy", "shaw", &nonce)), "DESCRIBE"),
             Decision::Refused(Refusal::BadPassword),
