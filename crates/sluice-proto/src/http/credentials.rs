@@ -18,10 +18,8 @@ pub fn credential(authorization: &str) -> Option<String> {
         return (!rest.is_empty()).then(|| rest.to_string());
     }
     if scheme.eq_ignore_ascii_case("basic") {
-        let decoded = base64::engine::general_purpose::STANDARD.decode(rest).ok()?;
-        let text = String::from_utf8(decoded).ok()?;
-        let (_, password) = text.split_once(':')?;
-        return (!password.is_empty()).then(|| password.to_string());
+        let (_, password) = basic(authorization)?;
+        return (!password.is_empty()).then_some(password);
     }
     None
 }
