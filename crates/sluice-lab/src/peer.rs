@@ -88,9 +88,16 @@ fn live_groups() -> std::sync::MutexGuard<'static, Vec<u32>> {
     LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Kills every server process group the lab has running (for the binary's signal handler).
+/// Set (under [`LIVE_GROUPS`]' lock) once [`stop_all`] has run: no server may start after it,
+/// or one started while the lab exits would outlive it.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Kills every server process group the lab has running and lets no other start (for the
+/// binary's signal handler).
 pub fn stop_all() {
-    for pgid in live_groups().drain(..) {
+    let mut groups = live_groups();
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+    for pgid in groups.drain(..) {
         // SAFETY: signalling process groups this process created and has not reaped.
         unsafe { libc::kill(-(pgid as libc::pid_t), libc::SIGKILL) };
     }
@@ -138,8 +145,14 @@ fn spawn_with(
             });
         }
     }
+    // Spawned and registered under one lock, so a signal's `stop_all` sees every server that
+    // started, and none starts after it.
+    let mut groups = live_groups();
+    if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(std::io::Error::other("the lab is stopping"));
+    }
     let child = cmd.spawn()?;
-    live_groups().push(child.id());
+    groups.push(child.id());
     Ok(child)
 }
 
