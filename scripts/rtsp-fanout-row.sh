@@ -2,10 +2,10 @@
 # One row of docs/BENCHMARKS.md's "RTSP fan-out" section: a sluice server pinned to
 # CPU 0 with one worker, `sluice load rtsp` viewers over UDP pinned to CPU 1 (E5's generator
 # settings), the server's /metrics, the generator's CPU and the machine's UDP receive-buffer drops
-# over the run; prints the row's summary. Run it inside /work/wt/measure on a shared machine.
+# over the run; prints the row's summary. On a shared machine, run one measurement at a time.
 #
 #   scripts/rtsp-fanout-row.sh BIN ENGINE CLIENTS TAG [serve flags...]
-#   e.g. /work/wt/measure scripts/rtsp-fanout-row.sh target/release/sluice epoll 300 epoll-300-refuse \
+#   e.g. scripts/rtsp-fanout-row.sh target/release/sluice epoll 300 epoll-300-refuse \
 #          --rtsp-overload refuse
 #
 # MEDIA (default /tmp/fanout-media) holds hd.mp4, E5's content (made here with E5's ffmpeg line
