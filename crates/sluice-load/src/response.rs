@@ -11,6 +11,8 @@
 /// buffers without bound.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
+use sluice_proto::http::body::{BodyDecoder, BodyFraming};
+
 /// Most headers parsed in one response head.
 const MAX_HEADERS: usize = 64;
 
@@ -45,42 +47,14 @@ pub enum ResponseError {
 }
 
 /// Where the reader is inside the current response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum State {
     Head,
-    /// Body with a known number of bytes left.
-    Fixed {
-        left: u64,
-    },
-    /// Chunked body; the sub-state says which part of a chunk comes next.
-    Chunked(ChunkState),
+    /// Body delimited by `Content-Length` or chunked coding, walked by the shared decoder.
+    Framed(BodyDecoder),
     /// Body delimited by the end of the connection.
     UntilClose,
     Done,
-}
-
-/// Position inside a chunked body, advanced byte by byte so a chunk-size line split across reads
-/// needs no buffering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChunkState {
-    /// Reading hex digits of a chunk size; `digits` counts them to reject absurd sizes.
-    Size { size: u64, digits: u8 },
-    /// Skipping a chunk extension up to the end of the size line.
-    Extension { size: u64 },
-    /// Saw CR of the size line.
-    SizeLf { size: u64 },
-    /// Inside chunk data.
-    Data { left: u64 },
-    /// Expecting CR after chunk data.
-    DataCr,
-    /// Expecting LF after chunk data.
-    DataLf,
-    /// At the start of a trailer line (or the final empty line).
-    TrailerStart,
-    /// Inside a trailer field line.
-    TrailerLine,
-    /// Saw CR of a trailer line; `empty` when that line was the final empty one.
-    TrailerLf { empty: bool },
 }
 
 /// Reads one response after another from a connection's bytes. Reuse it across responses with
@@ -141,17 +115,6 @@ impl ResponseReader {
         self.kept.take().map(|k| k.bytes).unwrap_or_default()
     }
 
-    /// Keeps `bytes` of the body when asked to.
-    fn keep(&mut self, bytes: &[u8]) -> Result<(), ResponseError> {
-        if let Some(k) = &mut self.kept {
-            if k.bytes.len() + bytes.len() > k.limit {
-                return Err(ResponseError::Malformed("body larger than the limit for documents"));
-            }
-            k.bytes.extend_from_slice(bytes);
-        }
-        Ok(())
-    }
-
     /// The status code, once the head has been read (0 before).
     pub fn status(&self) -> u16 {
         self.status
@@ -159,12 +122,12 @@ impl ResponseReader {
 
     /// Whether the connection may carry another request after this response.
     pub fn keep_alive(&self) -> bool {
-        self.keep_alive && self.state != State::UntilClose
+        self.keep_alive && !matches!(self.state, State::UntilClose)
     }
 
     /// Whether the head has been read.
     pub fn head_done(&self) -> bool {
-        self.state != State::Head
+        !matches!(self.state, State::Head)
     }
 
     /// Body bytes seen so far (after transfer decoding of chunk framing).
@@ -175,14 +138,14 @@ impl ResponseReader {
     /// Consumes response bytes. Bytes after a complete response are left unconsumed.
     pub fn feed(&mut self, input: &[u8]) -> Result<Progress, ResponseError> {
         let mut used = 0;
-        if self.state == State::Head {
+        if matches!(self.state, State::Head) {
             match self.parse_head(input)? {
                 Some(n) => used = n,
                 None => return Ok(Progress::NeedMore { consumed: 0 }),
             }
         }
         used += self.feed_body(&input[used..])?;
-        if self.state == State::Done {
+        if matches!(self.state, State::Done) {
             Ok(Progress::Complete { consumed: used })
         } else {
             Ok(Progress::NeedMore { consumed: used })
@@ -199,7 +162,7 @@ impl ResponseReader {
                 Ok(())
             }
             State::Head => Err(ResponseError::PrematureClose),
-            State::Fixed { .. } | State::Chunked(_) => Err(ResponseError::ShortBody),
+            State::Framed(_) => Err(ResponseError::ShortBody),
         }
     }
 
@@ -256,16 +219,12 @@ impl ResponseReader {
         self.status = status;
         self.keep_alive = keep_alive;
         let bodiless = self.head_request || (100..200).contains(&status) || status == 204 || status == 304;
-        self.state = if bodiless {
+        self.state = if bodiless || (content_length == Some(0) && !chunked) {
             State::Done
         } else if chunked {
-            State::Chunked(ChunkState::Size { size: 0, digits: 0 })
+            State::Framed(BodyDecoder::lenient(BodyFraming::Chunked))
         } else if let Some(len) = content_length {
-            if len == 0 {
-                State::Done
-            } else {
-                State::Fixed { left: len }
-            }
+            State::Framed(BodyDecoder::lenient(BodyFraming::Length(len)))
         } else {
             State::UntilClose
         };
@@ -274,109 +233,43 @@ impl ResponseReader {
 
     /// Consumes body bytes; returns how many were used.
     fn feed_body(&mut self, input: &[u8]) -> Result<usize, ResponseError> {
-        match self.state {
+        match &mut self.state {
             State::Head | State::Done => Ok(0),
-            State::Fixed { left } => {
-                let take = left.min(input.len() as u64);
-                self.keep(&input[..take as usize])?;
-                self.body_bytes += take;
-                self.state = if take == left { State::Done } else { State::Fixed { left: left - take } };
-                Ok(take as usize)
+            State::Framed(decoder) => {
+                let mut kept = Ok(());
+                let kept_body = &mut self.kept;
+                let decoded = decoder
+                    .decode_with(input, |payload| {
+                        if kept.is_ok() {
+                            kept = keep(kept_body, payload);
+                        }
+                    })
+                    .map_err(|_| ResponseError::Malformed("invalid chunked framing"))?;
+                kept?;
+                self.body_bytes += decoded.payload;
+                if decoded.done {
+                    self.state = State::Done;
+                }
+                Ok(decoded.consumed)
             }
             State::UntilClose => {
-                self.keep(input)?;
+                keep(&mut self.kept, input)?;
                 self.body_bytes += input.len() as u64;
                 Ok(input.len())
             }
-            State::Chunked(chunk) => self.feed_chunked(chunk, input),
         }
-    }
-
-    fn feed_chunked(&mut self, mut chunk: ChunkState, input: &[u8]) -> Result<usize, ResponseError> {
-        let mut i = 0;
-        while i < input.len() {
-            let b = input[i];
-            chunk = match chunk {
-                ChunkState::Size { size, digits } => match hex_value(b) {
-                    Some(v) => {
-                        // 15 hex digits is already far beyond any body this tool will meet.
-                        if digits >= 15 {
-                            return Err(ResponseError::Malformed("chunk size too large"));
-                        }
-                        ChunkState::Size { size: size * 16 + v, digits: digits + 1 }
-                    }
-                    None if digits == 0 => return Err(ResponseError::Malformed("invalid chunk size")),
-                    None if b == b'\r' => ChunkState::SizeLf { size },
-                    None if b == b';' || b == b' ' || b == b'\t' => ChunkState::Extension { size },
-                    None => return Err(ResponseError::Malformed("invalid chunk size")),
-                },
-                ChunkState::Extension { size } => {
-                    if b == b'\r' {
-                        ChunkState::SizeLf { size }
-                    } else {
-                        ChunkState::Extension { size }
-                    }
-                }
-                ChunkState::SizeLf { size } => {
-                    if b != b'\n' {
-                        return Err(ResponseError::Malformed("invalid chunk size line"));
-                    }
-                    if size == 0 {
-                        ChunkState::TrailerStart
-                    } else {
-                        ChunkState::Data { left: size }
-                    }
-                }
-                ChunkState::Data { left } => {
-                    let take = left.min((input.len() - i) as u64);
-                    self.keep(&input[i..i + take as usize])?;
-                    self.body_bytes += take;
-                    i += take as usize;
-                    chunk = if take == left {
-                        ChunkState::DataCr
-                    } else {
-                        ChunkState::Data { left: left - take }
-                    };
-                    continue;
-                }
-                ChunkState::DataCr if b == b'\r' => ChunkState::DataLf,
-                ChunkState::DataLf if b == b'\n' => ChunkState::Size { size: 0, digits: 0 },
-                ChunkState::DataCr | ChunkState::DataLf => {
-                    return Err(ResponseError::Malformed("missing CRLF after chunk data"))
-                }
-                ChunkState::TrailerStart if b == b'\r' => ChunkState::TrailerLf { empty: true },
-                ChunkState::TrailerStart | ChunkState::TrailerLine => {
-                    if b == b'\r' {
-                        ChunkState::TrailerLf { empty: false }
-                    } else {
-                        ChunkState::TrailerLine
-                    }
-                }
-                ChunkState::TrailerLf { empty } => {
-                    if b != b'\n' {
-                        return Err(ResponseError::Malformed("invalid trailer line"));
-                    }
-                    if empty {
-                        self.state = State::Done;
-                        return Ok(i + 1);
-                    }
-                    ChunkState::TrailerStart
-                }
-            };
-            i += 1;
-        }
-        self.state = State::Chunked(chunk);
-        Ok(i)
     }
 }
 
-fn hex_value(b: u8) -> Option<u64> {
-    match b {
-        b'0'..=b'9' => Some(u64::from(b - b'0')),
-        b'a'..=b'f' => Some(u64::from(b - b'a' + 10)),
-        b'A'..=b'F' => Some(u64::from(b - b'A' + 10)),
-        _ => None,
+/// Keeps `bytes` of the body when asked to.
+fn keep(kept: &mut Option<KeptBody>, bytes: &[u8]) -> Result<(), ResponseError> {
+    if let Some(k) = kept {
+        if k.bytes.len() + bytes.len() > k.limit {
+            return Err(ResponseError::Malformed("body larger than the limit for documents"));
+        }
+        k.bytes.extend_from_slice(bytes);
     }
+    Ok(())
 }
 
 fn trim(mut s: &[u8]) -> &[u8] {
@@ -483,6 +376,16 @@ mod tests {
         let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabX";
         let (_, res) = feed_in_steps(resp, 64);
         assert!(matches!(res, Err(ResponseError::Malformed(_))));
+    }
+
+    #[test]
+    fn chunk_lines_ended_by_a_bare_lf_are_read() {
+        let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\n0\n\nHTTP";
+        for step in 1..=resp.len() {
+            let (r, res) = feed_in_steps(resp, step);
+            assert_eq!(res, Ok(resp.len() - 4), "step {step}");
+            assert_eq!(r.body_bytes(), 5);
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::io::IoSlice;
 use std::time::Instant;
 
 use crate::conn::{Clock, Outbox, Session};
+use crate::http::body::{BodyDecoder, BodyError, BodyFraming};
 use crate::http::range::{resolve_range, RangeOutcome};
 use crate::http::request::{parse_head, Parsed, MAX_HEADERS};
 use crate::http::{Body, Handler, HttpSession, Limits, Reply, Request, Response, Status};
@@ -109,6 +110,55 @@ pub fn http_session(data: &[u8]) {
         let (split_out, split_closed) = run_session(&[a, b]);
         assert_eq!(split_out, whole, "split at {split} changed the output");
         assert_eq!(split_closed, closed, "split at {split} changed whether the connection closes");
+    }
+}
+
+/// Decodes `chunks` as successive reads of one chunked body, giving unconsumed bytes again with
+/// the next read as a connection does: the payload, the bytes consumed, and how it ended.
+fn decode_chunked(lenient: bool, chunks: &[&[u8]]) -> (Vec<u8>, usize, Result<bool, BodyError>) {
+    let mut decoder = if lenient {
+        BodyDecoder::lenient(BodyFraming::Chunked)
+    } else {
+        match BodyDecoder::new(BodyFraming::Chunked, 1 << 16) {
+            Ok(d) => d,
+            Err(e) => return (Vec::new(), 0, Err(e)),
+        }
+    };
+    let (mut payload, mut consumed, mut pending) = (Vec::new(), 0, Vec::new());
+    for chunk in chunks {
+        pending.extend_from_slice(chunk);
+        match decoder.decode_with(&pending, |p| payload.extend_from_slice(p)) {
+            Ok(d) => {
+                consumed += d.consumed;
+                pending.drain(..d.consumed);
+                if d.done {
+                    return (payload, consumed, Ok(true));
+                }
+            }
+            Err(e) => return (payload, consumed, Err(e)),
+        }
+    }
+    (payload, consumed, Ok(false))
+}
+
+/// The chunked decoder (strict when the first byte is even, lenient when odd) gives the same
+/// payload, end and error for the rest of `data` whole as split at any point, and never consumes
+/// or makes more than it was given.
+pub fn chunked_body(data: &[u8]) {
+    let Some((&mode, body)) = data.split_first() else { return };
+    let lenient = mode % 2 == 1;
+    let (payload, consumed, end) = decode_chunked(lenient, &[body]);
+    assert!(consumed <= body.len(), "consumed more than it was given");
+    assert!(payload.len() <= body.len(), "more payload than bytes given");
+    let step = (body.len() / 64).max(1);
+    for split in (0..=body.len()).step_by(step) {
+        let (a, b) = body.split_at(split);
+        let (split_payload, split_consumed, split_end) = decode_chunked(lenient, &[a, b]);
+        if end.is_ok() {
+            assert_eq!(split_payload, payload, "split at {split} changed the payload");
+            assert_eq!(split_consumed, consumed, "split at {split} changed where the body ends");
+        }
+        assert_eq!(split_end, end, "split at {split} changed how the body ends");
     }
 }
 

@@ -40,3 +40,8 @@ fn rtp_roundtrip_corpus() {
 fn access_credentials_corpus() {
     replay("access_credentials", sluice_proto::fuzzing::access_credentials);
 }
+
+#[test]
+fn chunked_body_corpus() {
+    replay("chunked_body", sluice_proto::fuzzing::chunked_body);
+}

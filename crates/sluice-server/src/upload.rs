@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use percent_encoding::utf8_percent_encode;
 use serde::{Deserialize, Serialize};
-use sluice_proto::http::body::BodySink;
 use sluice_proto::http::file::content_type_for;
 use sluice_proto::http::path::{normalize, PathError};
+use sluice_proto::http::BodySink;
 use sluice_proto::http::{Method, Reply, Request, Response, Status};
 use sluice_store::gzip::{put_with_policy, GzipPolicy};
 use sluice_store::{Checksum, Condition, Key, ObjectWriter, PutOptions, Store, StoreError};

@@ -1,31 +1,11 @@
-//! Request bodies: how they are delimited (RFC 9112 §6) and a decoder that walks them.
+//! Message bodies: how they are delimited (RFC 9112 §6) and the one chunked decoder sluice has.
 //!
 //! The [`BodyDecoder`] consumes body bytes as they arrive and reports the payload slices and the
-//! end, so that a connection never loses track of where the next request starts, whether the body
-//! is kept (an upload's [`BodySink`]) or thrown away (a body on GET). It holds no buffers of its own.
-
-use super::request::RequestError;
-use super::response::{Reply, Response};
-
-/// Where a handler sends a request's body (an upload): the payload arrives here as the connection
-/// reads it, never buffered whole by the session, and the reply comes once the body has ended.
-///
-/// Dropping a sink without [`BodySink::finish`] means the body never completed (a cut connection,
-/// a timeout, malformed chunked framing, a size over the limit): the sink must then discard
-/// everything it was given. That is what makes a cut upload leave nothing behind on every engine.
-pub trait BodySink: Send {
-    /// Most payload bytes accepted. A declared `Content-Length` above it is answered 413 before a
-    /// byte of the body is read (and before `100 Continue`); a chunked body that grows past it is
-    /// cut with 413.
-    fn max_len(&self) -> u64;
-
-    /// The next payload bytes. An error response ends the request: the session sends it and closes
-    /// the connection (the rest of the body is not read).
-    fn write(&mut self, payload: &[u8]) -> Result<(), Response>;
-
-    /// The body has ended; the reply to send (often [`Reply::Compute`], to commit off the loop).
-    fn finish(self: Box<Self>) -> Reply;
-}
+//! end, so that a connection never loses track of where the next message starts, whether the body
+//! is kept (an upload's [`super::BodySink`]) or thrown away (a body on GET). The server reads
+//! request bodies with the strict decoder ([`BodyDecoder::new`]); the load generator reads
+//! response bodies from any peer with the lenient one ([`BodyDecoder::lenient`]). It holds no
+//! buffers of its own, and does not know about heads, sockets or what a body is for.
 
 /// How a request body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,18 +29,34 @@ pub struct Decoded {
     pub done: bool,
 }
 
-/// A streaming decoder for one request body.
+/// Why a body could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// More payload than the decoder was allowed to read.
+    #[error("body over {0} bytes")]
+    TooLarge(u64),
+    /// The chunked body is not valid chunked coding.
+    #[error("malformed chunked body")]
+    BadChunk,
+}
+
+/// A streaming decoder for one message body.
 ///
-/// Chunked framing is read strictly: every line ends in CRLF (a bare LF or CR is an error, not a
-/// line end), chunk extensions may not hold control bytes, and sizes, extensions, trailers and the
-/// framing as a whole are bounded. Leniency here is what request smuggling feeds on: a front end
-/// that reads a bare LF differently would disagree with us about where the next request starts.
+/// The strict decoder ([`BodyDecoder::new`], for request bodies) reads chunked framing strictly:
+/// every line ends in CRLF (a bare LF or CR is an error, not a line end), chunk extensions may not
+/// hold control bytes, and sizes, extensions, trailers and the framing as a whole are bounded.
+/// Leniency there is what request smuggling feeds on: a front end that reads a bare LF differently
+/// would disagree with us about where the next request starts. The lenient decoder
+/// ([`BodyDecoder::lenient`], for a client reading responses) also takes a bare LF as a line end
+/// (RFC 9112 §2.2 lets a recipient), any bytes in extensions and trailers, and no bound on payload
+/// or framing: what a real peer sends is measured, not judged.
 #[derive(Debug, Clone)]
 pub struct BodyDecoder {
     state: State,
     payload_seen: u64,
     framing_seen: u64,
     max_payload: u64,
+    lenient: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,15 +90,26 @@ const MAX_TRAILER_LINE: u16 = 8 * 1024;
 const FRAMING_ALLOWANCE: u64 = 16 * 1024;
 
 impl BodyDecoder {
-    /// A decoder for a body with this framing, refusing more than `max_payload` bytes of payload.
-    pub fn new(framing: BodyFraming, max_payload: u64) -> Result<Self, RequestError> {
+    /// A strict decoder for a body with this framing, refusing more than `max_payload` bytes of
+    /// payload.
+    pub fn new(framing: BodyFraming, max_payload: u64) -> Result<Self, BodyError> {
         let state = match framing {
             BodyFraming::None => State::Done,
-            BodyFraming::Length(n) if n > max_payload => return Err(RequestError::BodyTooLarge(max_payload)),
+            BodyFraming::Length(n) if n > max_payload => return Err(BodyError::TooLarge(max_payload)),
             BodyFraming::Length(n) => State::Length(n),
             BodyFraming::Chunked => State::Size { size: 0, digits: 0 },
         };
-        Ok(BodyDecoder { state, payload_seen: 0, framing_seen: 0, max_payload })
+        Ok(BodyDecoder { state, payload_seen: 0, framing_seen: 0, max_payload, lenient: false })
+    }
+
+    /// A lenient decoder (see the type's docs) for a body with this framing, of any length.
+    pub fn lenient(framing: BodyFraming) -> Self {
+        let state = match framing {
+            BodyFraming::None | BodyFraming::Length(0) => State::Done,
+            BodyFraming::Length(n) => State::Length(n),
+            BodyFraming::Chunked => State::Size { size: 0, digits: 0 },
+        };
+        BodyDecoder { state, payload_seen: 0, framing_seen: 0, max_payload: u64::MAX, lenient: true }
     }
 
     /// Whether the body has been read to its end.
@@ -112,16 +119,12 @@ impl BodyDecoder {
 
     /// Consumes as much of `input` as belongs to the body. Payload is not returned: callers that
     /// keep it slice it out with [`BodyDecoder::decode_with`].
-    pub fn decode(&mut self, input: &[u8]) -> Result<Decoded, RequestError> {
+    pub fn decode(&mut self, input: &[u8]) -> Result<Decoded, BodyError> {
         self.decode_with(input, |_| {})
     }
 
     /// Like [`BodyDecoder::decode`], handing each payload slice to `sink` in order.
-    pub fn decode_with(
-        &mut self,
-        input: &[u8],
-        mut sink: impl FnMut(&[u8]),
-    ) -> Result<Decoded, RequestError> {
+    pub fn decode_with(&mut self, input: &[u8], mut sink: impl FnMut(&[u8])) -> Result<Decoded, BodyError> {
         let mut pos = 0;
         let mut payload = 0u64;
         while pos < input.len() && self.state != State::Done {
@@ -131,6 +134,7 @@ impl BodyDecoder {
                 sink(&rest[..take]);
                 pos += take;
                 payload += take as u64;
+                self.payload_seen += take as u64;
                 let left = left - take as u64;
                 self.state = match self.state {
                     State::Length(_) if left == 0 => State::Done,
@@ -143,21 +147,52 @@ impl BodyDecoder {
             let b = rest[0];
             pos += 1;
             self.framing_seen += 1;
-            self.state = self.step(b)?;
+            // Checked at every framing byte, so the answer depends on the bytes and not on how
+            // the reads split them.
+            if !self.lenient && self.framing_seen > FRAMING_ALLOWANCE + 4 * self.payload_seen {
+                return Err(BodyError::BadChunk);
+            }
+            self.state = if self.lenient { self.step_lenient(b) } else { self.step(b) }?;
         }
-        self.payload_seen += payload;
         if self.payload_seen > self.max_payload {
-            return Err(RequestError::BodyTooLarge(self.max_payload));
-        }
-        if self.framing_seen > FRAMING_ALLOWANCE + 4 * self.payload_seen {
-            return Err(RequestError::BadChunk);
+            return Err(BodyError::TooLarge(self.max_payload));
         }
         Ok(Decoded { consumed: pos, payload, done: self.state == State::Done })
     }
 
+    /// One framing byte of a chunked body, leniently: a bare LF ends a line, extensions and
+    /// trailer lines may hold any byte and any length; the rest is as strict as [`Self::step`].
+    fn step_lenient(&self, b: u8) -> Result<State, BodyError> {
+        match (self.state, b) {
+            (State::Size { size, digits }, b'\n') if digits > 0 => self.after_size_line(size),
+            (State::Extension { size, .. }, b'\n') => self.after_size_line(size),
+            (State::Extension { size, .. }, b'\r') => Ok(State::SizeLf { size }),
+            (State::Extension { size, .. }, _) => Ok(State::Extension { size, len: 1 }),
+            (State::DataEnd { cr_seen: false }, b'\n') => Ok(State::Size { size: 0, digits: 0 }),
+            (State::Trailer { line: 0, cr_seen: false }, b'\n') => Ok(State::Done),
+            (State::Trailer { cr_seen: false, .. }, b'\n') => Ok(State::Trailer { line: 0, cr_seen: false }),
+            (State::Trailer { line, cr_seen: false }, b'\r') => Ok(State::Trailer { line, cr_seen: true }),
+            (State::Trailer { cr_seen: false, .. }, _) => Ok(State::Trailer { line: 1, cr_seen: false }),
+            (State::Trailer { line: 0, cr_seen: true }, _) => self.step(b),
+            (State::Trailer { cr_seen: true, .. }, b'\n') => Ok(State::Trailer { line: 0, cr_seen: false }),
+            _ => self.step(b),
+        }
+    }
+
+    /// The state after a chunk-size line of `size` ends.
+    fn after_size_line(&self, size: u64) -> Result<State, BodyError> {
+        if size == 0 {
+            Ok(State::Trailer { line: 0, cr_seen: false })
+        } else if self.payload_seen.saturating_add(size) > self.max_payload {
+            Err(BodyError::TooLarge(self.max_payload))
+        } else {
+            Ok(State::Data(size))
+        }
+    }
+
     /// One framing byte of a chunked body.
-    fn step(&self, b: u8) -> Result<State, RequestError> {
-        let bad = Err(RequestError::BadChunk);
+    fn step(&self, b: u8) -> Result<State, BodyError> {
+        let bad = Err(BodyError::BadChunk);
         match self.state {
             State::Size { size, digits } => match b {
                 b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
@@ -179,11 +214,7 @@ impl BodyDecoder {
                 _ => bad,
             },
             State::SizeLf { size } => match b {
-                b'\n' if size == 0 => Ok(State::Trailer { line: 0, cr_seen: false }),
-                b'\n' if self.payload_seen.saturating_add(size) > self.max_payload => {
-                    Err(RequestError::BodyTooLarge(self.max_payload))
-                }
-                b'\n' => Ok(State::Data(size)),
+                b'\n' => self.after_size_line(size),
                 _ => bad,
             },
             State::DataEnd { cr_seen: false } if b == b'\r' => Ok(State::DataEnd { cr_seen: true }),
@@ -209,7 +240,7 @@ impl BodyDecoder {
 mod tests {
     use super::*;
 
-    fn decode_all(framing: BodyFraming, input: &[u8]) -> Result<(Vec<u8>, usize, bool), RequestError> {
+    fn decode_all(framing: BodyFraming, input: &[u8]) -> Result<(Vec<u8>, usize, bool), BodyError> {
         let mut d = BodyDecoder::new(framing, 1 << 20)?;
         let mut out = Vec::new();
         let r = d.decode_with(input, |s| out.extend_from_slice(s))?;
@@ -263,7 +294,7 @@ mod tests {
             b"2\rxx",
             b"0\r\nTrailer: x\n\r\n",
         ] {
-            assert_eq!(decode_all(BodyFraming::Chunked, input).unwrap_err(), RequestError::BadChunk);
+            assert_eq!(decode_all(BodyFraming::Chunked, input).unwrap_err(), BodyError::BadChunk);
         }
     }
 
@@ -272,19 +303,40 @@ mod tests {
         let mut d = BodyDecoder::new(BodyFraming::Chunked, 1 << 20).unwrap();
         let chunk = format!("1;{}\r\nx\r\n", "e".repeat(200));
         let flood = chunk.repeat(200);
-        assert_eq!(d.decode(flood.as_bytes()).unwrap_err(), RequestError::BadChunk);
+        assert_eq!(d.decode(flood.as_bytes()).unwrap_err(), BodyError::BadChunk);
         let mut d = BodyDecoder::new(BodyFraming::Chunked, 1 << 20).unwrap();
         let long_ext = format!("1;{}\r\nx\r\n", "e".repeat(300));
-        assert_eq!(d.decode(long_ext.as_bytes()).unwrap_err(), RequestError::BadChunk);
+        assert_eq!(d.decode(long_ext.as_bytes()).unwrap_err(), BodyError::BadChunk);
+    }
+
+    #[test]
+    fn the_lenient_decoder_takes_bare_lf_and_any_extension_in_any_split() {
+        let input = b"5;\x01odd\nhello\n6\r\n world\r\n0\nX-T: \x02\n\r\nNEXT";
+        for split in 0..=input.len() {
+            let mut d = BodyDecoder::lenient(BodyFraming::Chunked);
+            let mut out = Vec::new();
+            let a = d.decode_with(&input[..split], |s| out.extend_from_slice(s)).unwrap();
+            let b = d.decode_with(&input[a.consumed..], |s| out.extend_from_slice(s)).unwrap();
+            assert_eq!(out, b"hello world", "split {split}");
+            assert_eq!(&input[a.consumed + b.consumed..], b"NEXT", "split {split}");
+            assert!(b.done, "split {split}");
+        }
+        // The strict decoder refuses the same body.
+        assert_eq!(decode_all(BodyFraming::Chunked, input).unwrap_err(), BodyError::BadChunk);
+        // Leniency is about line ends, not about what a chunk size or chunk end is.
+        for bad in [&b"zz\r\n"[..], b"\n", b"5\r\nhelloXX", b"fffffffffffffffffff\r\n", b"2\rxx"] {
+            let mut d = BodyDecoder::lenient(BodyFraming::Chunked);
+            assert_eq!(d.decode(bad).unwrap_err(), BodyError::BadChunk, "{bad:?}");
+        }
     }
 
     #[test]
     fn too_large_bodies_are_refused() {
         assert!(matches!(
             BodyDecoder::new(BodyFraming::Length(2 << 20), 1 << 20),
-            Err(RequestError::BodyTooLarge(_))
+            Err(BodyError::TooLarge(_))
         ));
         let mut d = BodyDecoder::new(BodyFraming::Chunked, 4).unwrap();
-        assert!(matches!(d.decode(b"5\r\nhello\r\n"), Err(RequestError::BodyTooLarge(_))));
+        assert!(matches!(d.decode(b"5\r\nhello\r\n"), Err(BodyError::TooLarge(_))));
     }
 }

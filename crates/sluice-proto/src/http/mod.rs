@@ -19,9 +19,8 @@ mod session;
 use std::borrow::Cow;
 use std::time::Duration;
 
-pub use body::BodySink;
 pub use request::{Method, Request, RequestError, Version};
-pub use response::{Body, BodyTail, BodyTailError, Reply, Response, Status, StreamedBody};
+pub use response::{Body, BodySink, BodyTail, BodyTailError, Reply, Response, Status, StreamedBody};
 pub use session::HttpSession;
 
 /// A header value a handler attaches to a response.

@@ -4,7 +4,7 @@
 //! This module turns bytes into a [`Request`] (with its [`Framing`]) or a [`RequestError`] that already knows its status code.
 //! It does not read bodies ([`super::body`] does) and does not decide what a request means.
 
-use super::body::BodyFraming;
+use super::body::{BodyError, BodyFraming};
 use super::response::Status;
 use super::Limits;
 
@@ -115,6 +115,15 @@ pub enum RequestError {
     /// The head (or body) did not arrive within its deadline.
     #[error("request not received in time")]
     Timeout,
+}
+
+impl From<BodyError> for RequestError {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::TooLarge(max) => RequestError::BodyTooLarge(max),
+            BodyError::BadChunk => RequestError::BadChunk,
+        }
+    }
 }
 
 impl RequestError {

@@ -1,4 +1,5 @@
-//! Responses: status codes, bodies, and the serialised response head.
+//! Responses: status codes, bodies, the serialised response head, and what a handler may answer
+//! ([`Reply`], including a [`BodySink`] that takes a request's body before answering).
 //!
 //! This module owns the wire form of a response head. It does not decide which status or
 //! headers a request deserves (the handler and [`super::file`] do) nor send anything.
@@ -241,6 +242,26 @@ impl Response {
     }
 }
 
+/// Where a handler sends a request's body (an upload): the payload arrives here as the connection
+/// reads it, never buffered whole by the session, and the reply comes once the body has ended.
+///
+/// Dropping a sink without [`BodySink::finish`] means the body never completed (a cut connection,
+/// a timeout, malformed chunked framing, a size over the limit): the sink must then discard
+/// everything it was given. That is what makes a cut upload leave nothing behind on every engine.
+pub trait BodySink: Send {
+    /// Most payload bytes accepted. A declared `Content-Length` above it is answered 413 before a
+    /// byte of the body is read (and before `100 Continue`); a chunked body that grows past it is
+    /// cut with 413.
+    fn max_len(&self) -> u64;
+
+    /// The next payload bytes. An error response ends the request: the session sends it and closes
+    /// the connection (the rest of the body is not read).
+    fn write(&mut self, payload: &[u8]) -> Result<(), Response>;
+
+    /// The body has ended; the reply to send (often [`Reply::Compute`], to commit off the loop).
+    fn finish(self: Box<Self>) -> Reply;
+}
+
 /// A handler's answer: a response now, or one that must wait.
 pub enum Reply {
     /// Send this response.
@@ -251,7 +272,7 @@ pub enum Reply {
     /// Compute the reply off the event loop (CPU-bound work); it may itself be `After`.
     Compute(Box<dyn FnOnce() -> Reply + Send>),
     /// Read the request's body into this sink; its [`BodySink::finish`] gives the reply.
-    Body(Box<dyn super::body::BodySink>),
+    Body(Box<dyn BodySink>),
 }
 
 impl std::fmt::Debug for Reply {

@@ -7,9 +7,11 @@
 
 use std::time::Instant;
 
-use super::body::{BodyDecoder, BodyFraming, BodySink};
+use super::body::{BodyDecoder, BodyFraming};
 use super::request::{parse_head, Framing, Method, Parsed, RequestError, Version, MAX_HEADERS};
-use super::response::{write_head, Body, BodyTail, BodyTailError, Persistence, Reply, Response, Status};
+use super::response::{
+    write_head, Body, BodySink, BodyTail, BodyTailError, Persistence, Reply, Response, Status,
+};
 use super::Handler;
 use crate::conn::{Clock, Job, JobOutput, Outbox, Segment, Session};
 
@@ -178,7 +180,7 @@ impl<H: Handler> HttpSession<H> {
         };
         let decoder = match BodyDecoder::new(framing.body, max) {
             Ok(d) => d,
-            Err(e) => return self.refuse(e, out, clock),
+            Err(e) => return self.refuse(e.into(), out, clock),
         };
         if framing.expects_continue && framing.version == Version::Http11 && has_body {
             out.push(Segment::Static(b"HTTP/1.1 100 Continue\r\n\r\n"));
@@ -214,7 +216,7 @@ impl<H: Handler> HttpSession<H> {
                 input.len()
             }
             (Err(e), None) => {
-                self.refuse(e, out, clock);
+                self.refuse(e.into(), out, clock);
                 input.len()
             }
             (Ok(d), None) => {
