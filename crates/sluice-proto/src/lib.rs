@@ -13,6 +13,7 @@ pub mod duration_text;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
+pub mod lru;
 pub mod rtp;
 pub mod rtsp;
 pub mod size_text;

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::catalogue::Lru;
+use sluice_proto::lru::Lru;
 
 /// One `[[access]]` entry: the paths under `prefix` and how they are guarded.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -203,7 +203,7 @@ pub struct Access {
 }
 
 /// Clients whose last refusal time is remembered, for the log's once-a-second bound.
-const LOGGED_CLIENTS: usize = 4096;
+const LOGGED_CLIENTS: u64 = 4096;
 
 impl std::fmt::Debug for Access {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -383,7 +383,7 @@ impl Access {
             refusals: Default::default(),
             logins: Default::default(),
             nonce_key,
-            logged: Mutex::new(Lru::new(LOGGED_CLIENTS, &[LOGGED_CLIENTS])),
+            logged: Mutex::new(Lru::new(LOGGED_CLIENTS)),
         }
     }
 
@@ -444,11 +444,11 @@ impl Access {
         let mut logged = self.logged.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if logged
             .get(&presented.peer)
-            .is_some_and(|last| now.saturating_duration_since(last) < Duration::from_secs(1))
+            .is_some_and(|last| now.saturating_duration_since(*last) < Duration::from_secs(1))
         {
             return;
         }
-        logged.insert(presented.peer, now, 1, 0);
+        logged.insert(presented.peer, now, 1);
         drop(logged);
         tracing::info!(target: "sluice::access", peer = %presented.peer, path = presented.path,
             reason = reason.name(), status = reason.status(), "refused: {}", reason.name());

@@ -16,7 +16,7 @@
 //! (an event-loop thread) gets [`WouldBlock`] instead of loading or waiting. It does not open
 //! files or decide responses (the library and the routes do).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,6 +24,7 @@ use std::time::Duration;
 use sluice_media::hls::{init_segment, track_init_segment, HlsError, Packaged, SegmentIndex};
 use sluice_media::mp4::{Mp4File, Sample, TrackKind};
 use sluice_proto::http::Status;
+use sluice_proto::lru::Lru;
 
 use crate::page::{Offers, VideoInfo};
 
@@ -221,11 +222,18 @@ pub struct CatalogueStats {
     pub evictions: AtomicU64,
 }
 
+/// The entries, and the keys being loaded.
+#[derive(Debug)]
+struct Shelf {
+    lru: Lru<(VersionKey, Kind), Value>,
+    loading: HashSet<(VersionKey, Kind)>,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Catalogue {
     segment: Duration,
-    lru: Mutex<Lru<(VersionKey, Kind), Value>>,
+    shelf: Mutex<Shelf>,
     loaded: Condvar,
     stats: CatalogueStats,
 }
@@ -235,7 +243,10 @@ impl Catalogue {
     pub fn new(budget: usize, segment: Duration) -> Catalogue {
         Catalogue {
             segment,
-            lru: Mutex::new(Lru::new(budget, &[budget / 2, budget])),
+            shelf: Mutex::new(Shelf {
+                lru: Lru::with_classes(budget as u64, &[budget as u64 / 2, budget as u64]),
+                loading: HashSet::new(),
+            }),
             loaded: Condvar::new(),
             stats: CatalogueStats::default(),
         }
@@ -251,8 +262,8 @@ impl Catalogue {
         self.segment
     }
 
-    fn lock(&self) -> MutexGuard<'_, Lru<(VersionKey, Kind), Value>> {
-        self.lru.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Shelf> {
+        self.shelf.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The sample tables of `key`, loaded by `read` on a miss. An error of `read` is the
@@ -296,10 +307,10 @@ impl Catalogue {
 
     /// What is known of `key` as a video, without loading anything.
     pub fn peek_described(&self, key: &VersionKey) -> Option<Arc<Described>> {
-        match self.lock().get(&(key.clone(), Kind::Described)) {
+        match self.lock().lru.get(&(key.clone(), Kind::Described)) {
             Some(Value::Described(d)) => {
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                Some(d)
+                Some(Arc::clone(d))
             }
             _ => None,
         }
@@ -307,14 +318,14 @@ impl Catalogue {
 
     /// Forgets every version of `path` (it was replaced or deleted through this server).
     pub fn forget(&self, path: &str) {
-        let mut lru = self.lock();
-        lru.remove_where(|(key, _)| key.path == path);
-        self.publish(&lru);
+        let mut shelf = self.lock();
+        shelf.lru.remove_where(|(key, _), _| key.path == path);
+        self.publish(&shelf.lru);
     }
 
     fn publish(&self, lru: &Lru<(VersionKey, Kind), Value>) {
         self.stats.entries.store(lru.len() as u64, Ordering::Relaxed);
-        self.stats.bytes.store(lru.bytes as u64, Ordering::Relaxed);
+        self.stats.bytes.store(lru.held(), Ordering::Relaxed);
     }
 
     /// The entry at `key`, or loaded by `load` once however many ask at the same time.
@@ -324,43 +335,43 @@ impl Catalogue {
         may_block: bool,
         load: impl FnOnce() -> Result<Value, E>,
     ) -> Result<Result<Value, E>, WouldBlock> {
-        let mut lru = self.lock();
+        let mut shelf = self.lock();
         loop {
-            if let Some(value) = lru.get(&key) {
+            if let Some(value) = shelf.lru.get(&key) {
                 self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(Ok(value));
+                return Ok(Ok(value.clone()));
             }
             if !may_block {
                 return Err(WouldBlock);
             }
-            if !lru.loading.contains_key(&key) {
+            if !shelf.loading.contains(&key) {
                 break;
             }
-            lru = self.loaded.wait(lru).unwrap_or_else(|e| e.into_inner());
+            shelf = self.loaded.wait(shelf).unwrap_or_else(|e| e.into_inner());
         }
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
-        lru.loading.insert(key.clone(), ());
-        drop(lru);
+        shelf.loading.insert(key.clone());
+        drop(shelf);
         // Taken off the loading set even if `load` panics, so waiters never wait for nothing.
         let guard = LoadingGuard { catalogue: self, key: Some(key) };
         let loaded = load();
         let key = guard.finish();
-        let mut lru = self.lock();
-        lru.loading.remove(&key);
+        let mut shelf = self.lock();
+        shelf.loading.remove(&key);
         let mut freed = 0;
         if let Ok(value) = &loaded {
-            let cost = value.cost() + 2 * (key.0.path.len() + key.0.version.len()) + ENTRY_OVERHEAD;
+            let cost = (value.cost() + 2 * (key.0.path.len() + key.0.version.len()) + ENTRY_OVERHEAD) as u64;
             let class = match key.1 {
                 Kind::Tables => TABLES,
                 Kind::Described => DESCRIBED,
             };
-            let held = lru.bytes;
-            let evicted = lru.insert(key, value.clone(), cost, class);
-            self.stats.evictions.fetch_add(evicted, Ordering::Relaxed);
-            freed = (held + cost).saturating_sub(lru.bytes);
+            let held = shelf.lru.held();
+            let evicted = shelf.lru.insert_in(class, key, value.clone(), cost);
+            self.stats.evictions.fetch_add(evicted.len() as u64, Ordering::Relaxed);
+            freed = (held + cost).saturating_sub(shelf.lru.held());
         }
-        self.publish(&lru);
-        drop(lru);
+        self.publish(&shelf.lru);
+        drop(shelf);
         self.loaded.notify_all();
         if freed >= RETURN_FREED {
             return_freed_memory();
@@ -370,7 +381,7 @@ impl Catalogue {
 }
 
 /// Evicted bytes past which the allocator is asked to give freed memory back.
-const RETURN_FREED: usize = 1 << 20;
+const RETURN_FREED: u64 = 1 << 20;
 
 /// Gives the pages of freed heap memory back to the kernel. Evicted sample tables are blocks of
 /// megabytes in the middle of the heap, between the descriptions that outlive them: glibc keeps
@@ -424,104 +435,6 @@ impl Drop for LoadingGuard<'_> {
     }
 }
 
-/// A map bounded in bytes that evicts its least recently used entries. Each entry belongs to a
-/// class (its index in `caps`) with a cap of its own within the whole budget, so that a few
-/// large entries (sample tables) cannot push out thousands of small ones (descriptions).
-#[derive(Debug)]
-pub(crate) struct Lru<K, V> {
-    budget: usize,
-    bytes: usize,
-    tick: u64,
-    /// Value, bytes, last use and class of each key.
-    entries: HashMap<K, (V, usize, u64, usize)>,
-    /// Per class: the most bytes it may hold, the bytes it holds, and its keys by last use,
-    /// oldest first.
-    classes: Vec<(usize, usize, BTreeMap<u64, K>)>,
-    /// Keys being loaded.
-    loading: HashMap<K, ()>,
-}
-
-impl<K: Clone + Eq + std::hash::Hash, V: Clone> Lru<K, V> {
-    pub(crate) fn new(budget: usize, caps: &[usize]) -> Lru<K, V> {
-        Lru {
-            budget,
-            bytes: 0,
-            tick: 0,
-            entries: HashMap::new(),
-            classes: caps.iter().map(|&cap| (cap.min(budget), 0, BTreeMap::new())).collect(),
-            loading: HashMap::new(),
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub(crate) fn get(&mut self, key: &K) -> Option<V> {
-        self.tick += 1;
-        let tick = self.tick;
-        let (value, _, used, class) = self.entries.get_mut(key)?;
-        let order = &mut self.classes[*class].2;
-        order.remove(used);
-        *used = tick;
-        order.insert(tick, key.clone());
-        Some(value.clone())
-    }
-
-    /// Inserts `value` of `cost` bytes in `class`, evicting the least recently used entries of
-    /// its class beyond the class's cap, then of any class beyond the budget; returns how many
-    /// were evicted. A value larger than its cap is not kept.
-    pub(crate) fn insert(&mut self, key: K, value: V, cost: usize, class: usize) -> u64 {
-        self.remove(&key);
-        if cost > self.classes[class].0 {
-            return 0;
-        }
-        let mut evicted = 0;
-        while self.classes[class].1 + cost > self.classes[class].0 && self.evict_oldest_of(class) {
-            evicted += 1;
-        }
-        while self.bytes + cost > self.budget {
-            // The least recently used entry of any class.
-            let oldest = (0..self.classes.len())
-                .filter_map(|c| Some((*self.classes[c].2.first_key_value()?.0, c)))
-                .min();
-            match oldest {
-                Some((_, c)) if self.evict_oldest_of(c) => evicted += 1,
-                _ => break,
-            }
-        }
-        self.tick += 1;
-        self.classes[class].2.insert(self.tick, key.clone());
-        self.classes[class].1 += cost;
-        self.entries.insert(key, (value, cost, self.tick, class));
-        self.bytes += cost;
-        evicted
-    }
-
-    fn evict_oldest_of(&mut self, class: usize) -> bool {
-        let Some((_, oldest)) = self.classes[class].2.first_key_value() else { return false };
-        let oldest = oldest.clone();
-        self.remove(&oldest);
-        true
-    }
-
-    fn remove(&mut self, key: &K) {
-        if let Some((_, bytes, used, class)) = self.entries.remove(key) {
-            let (_, held, order) = &mut self.classes[class];
-            order.remove(&used);
-            *held -= bytes;
-            self.bytes -= bytes;
-        }
-    }
-
-    fn remove_where(&mut self, doomed: impl Fn(&K) -> bool) {
-        let keys: Vec<K> = self.entries.keys().filter(|k| doomed(k)).cloned().collect();
-        for key in keys {
-            self.remove(&key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,47 +448,6 @@ mod tests {
 
     fn key(path: &str, version: &str) -> VersionKey {
         VersionKey { path: path.into(), version: version.into() }
-    }
-
-    #[test]
-    fn the_lru_stays_within_its_bytes_and_evicts_the_least_recently_used() {
-        let mut lru: Lru<&str, u32> = Lru::new(100, &[100]);
-        assert_eq!(lru.insert("a", 1, 40, 0), 0);
-        assert_eq!(lru.insert("b", 2, 40, 0), 0);
-        assert_eq!(lru.get(&"a"), Some(1), "a is now the most recently used");
-        assert_eq!(lru.insert("c", 3, 40, 0), 1);
-        assert_eq!(lru.get(&"b"), None, "b was the least recently used");
-        assert_eq!((lru.get(&"a"), lru.get(&"c")), (Some(1), Some(3)));
-        assert_eq!(lru.bytes, 80);
-        assert_eq!(lru.insert("huge", 9, 101, 0), 0);
-        assert_eq!(lru.get(&"huge"), None, "larger than the budget: not kept");
-        assert_eq!(lru.insert("d", 4, 100, 0), 2, "everything else goes for one that fills it");
-        assert_eq!((lru.len(), lru.bytes), (1, 100));
-        lru.insert("d", 5, 10, 0);
-        assert_eq!((lru.len(), lru.bytes, lru.get(&"d")), (1, 10, Some(5)), "replaced, not added");
-    }
-
-    #[test]
-    fn large_entries_take_no_more_than_their_class_allows() {
-        // Class 0 (tables) may hold 50 of 100 bytes; class 1 (descriptions) all of it.
-        let mut lru: Lru<&str, u32> = Lru::new(100, &[50, 100]);
-        for small in ["s1", "s2", "s3", "s4"] {
-            lru.insert(small, 0, 10, 1);
-        }
-        assert_eq!(lru.insert("t1", 0, 30, 0), 0);
-        assert_eq!(lru.insert("t2", 0, 30, 0), 1, "t1 goes: the class is full, not the budget");
-        assert_eq!(lru.get(&"t1"), None);
-        assert_eq!(lru.len(), 5, "every small entry stays");
-        assert_eq!(lru.insert("t3", 0, 51, 0), 0, "larger than its class: not kept");
-        // Past the whole budget, the least recently used of any class goes.
-        for small in ["s5", "s6", "s7"] {
-            lru.insert(small, 0, 10, 1);
-        }
-        assert_eq!(lru.bytes, 100);
-        assert_eq!(lru.get(&"s1"), Some(0));
-        assert_eq!(lru.insert("s8", 0, 10, 1), 1);
-        assert_eq!(lru.get(&"s2"), None, "s2 was the least recently used");
-        assert_eq!(lru.get(&"t2"), Some(0));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalogue::Lru;
+use sluice_proto::lru::Lru;
 
 /// `[clients]`: what one client address may take. 0 means no limit.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -77,7 +77,7 @@ impl ClientLimits {
         let size = settings.table_size.max(1);
         ClientLimits {
             settings,
-            table: Mutex::new(Lru::new(size, &[size])),
+            table: Mutex::new(Lru::new(size as u64)),
             refused_connections: AtomicU64::new(0),
             refused_requests: AtomicU64::new(0),
         }
@@ -91,9 +91,10 @@ impl ClientLimits {
     fn with_client<T>(&self, ip: IpAddr, now: Instant, f: impl FnOnce(&mut Client) -> T) -> T {
         let mut table = self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let burst = f64::from(self.settings.burst.max(1));
-        let mut client = table.get(&ip).unwrap_or(Client { connections: 0, tokens: burst, refilled: now });
+        let mut client =
+            table.get(&ip).copied().unwrap_or(Client { connections: 0, tokens: burst, refilled: now });
         let result = f(&mut client);
-        table.insert(ip, client, 1, 0);
+        table.insert(ip, client, 1);
         result
     }
 
