@@ -9,6 +9,7 @@
 //! lock it needs, decides what a miss fetches, and acts on what [`Lru::insert`] evicted (a file to
 //! unlink, a buffer to reuse).
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
@@ -95,28 +96,39 @@ impl<K: Clone + Eq + Hash, V> Lru<K, V> {
     }
 
     /// The value of `key`, now the most recently used; counted as a hit or a miss.
-    pub fn get(&mut self, key: &K) -> Option<&mut V> {
+    pub fn get<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+    {
         self.tick += 1;
         let tick = self.tick;
-        let Some(entry) = self.entries.get_mut(key) else {
+        let Some((owned, entry)) = self.entries.get_key_value(key) else {
             self.counts.misses += 1;
             return None;
         };
         self.counts.hits += 1;
-        let order = &mut self.classes[entry.class].order;
-        order.remove(&entry.used);
+        let (owned, class, used) = (owned.clone(), entry.class, entry.used);
+        let order = &mut self.classes[class].order;
+        order.remove(&used);
+        order.insert(tick, owned);
+        let entry = self.entries.get_mut(key)?;
         entry.used = tick;
-        order.insert(tick, key.clone());
         Some(&mut entry.value)
     }
 
     /// The value of `key` and its cost, without using it (its place in line and the counts stay).
-    pub fn peek(&self, key: &K) -> Option<(&V, u64)> {
+    pub fn peek<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<(&V, u64)>
+    where
+        K: Borrow<Q>,
+    {
         self.entries.get(key).map(|e| (&e.value, e.cost))
     }
 
     /// Whether `key` is held.
-    pub fn contains_key(&self, key: &K) -> bool {
+    pub fn contains_key<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         self.entries.contains_key(key)
     }
 
@@ -171,7 +183,10 @@ impl<K: Clone + Eq + Hash, V> Lru<K, V> {
     }
 
     /// Takes `key` out (not counted as an eviction).
-    pub fn remove(&mut self, key: &K) -> Option<V> {
+    pub fn remove<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
         let entry = self.entries.remove(key)?;
         let class = &mut self.classes[entry.class];
         class.order.remove(&entry.used);

@@ -35,20 +35,30 @@
 //! The API is blocking, like [`Store`]: callers that must not block (an event-loop worker) ask
 //! with `may_block = false` and get [`CacheError::WouldBlock`] when the origin is needed, then
 //! repeat the call where blocking is fine (a job). This module does not speak HTTP.
+//!
+//! This file owns versions, slice lookups, fetches and eviction (through the shared
+//! [`sluice_proto::lru::Lru`]); living with what happens to the directory is `repair`'s job,
+//! its layout and lock `dir`'s, and reading an object through the slices `reader`'s.
 
 mod dir;
+mod reader;
+mod repair;
 
 pub use dir::CacheDirInUse;
+pub use reader::VersionReader;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
+
+use sluice_proto::lru::Lru;
+
+use repair::RepairLog;
 
 use crate::{Key, ObjectMeta, Store, StoreError};
 
@@ -60,8 +70,10 @@ pub const SLICE_LEN: u64 = 4 << 20;
 /// object uploaded through another edge shows up here within about a second.
 const NEGATIVE_TTL: Duration = Duration::from_secs(1);
 
-/// Object metadata entries kept (a few hundred bytes each).
-const MAX_KNOWN_OBJECTS: usize = 100_000;
+/// Object metadata entries kept (a few hundred bytes each), the least recently used forgotten
+/// past it: requests for made-up names must not grow memory without end, and forgetting an
+/// entry costs only a HEAD.
+const MAX_KNOWN_OBJECTS: u64 = 100_000;
 
 /// How the cache is set up.
 #[derive(Debug, Clone)]
@@ -186,14 +198,6 @@ pub struct CacheStats {
 /// A slice's file name in the cache directory, which says its version and index (see `dir`).
 type SliceName = String;
 
-#[derive(Debug)]
-enum Slice {
-    /// Someone is fetching it; `generation` tells waiters whether the fetch they waited for ended.
-    Fetching { generation: u64 },
-    /// On disk.
-    Ready { len: u64, used: u64 },
-}
-
 /// A fetched slice, open.
 enum Fetched {
     /// Written to the cache directory.
@@ -202,25 +206,42 @@ enum Fetched {
     InMemory(File),
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     /// Metadata by key: `None` for a missing object, with when it was checked.
-    objects: HashMap<String, (Option<Arc<ObjectVersion>>, Instant)>,
+    objects: Lru<String, (Option<Arc<ObjectVersion>>, Instant)>,
     /// The last listing of the whole store and when it was made.
     listing: Option<(Arc<Vec<ObjectMeta>>, Instant)>,
-    slices: HashMap<SliceName, Slice>,
-    /// Ready slices by last use (a tick), oldest first.
-    lru: BTreeMap<u64, SliceName>,
+    /// Slices on disk, costing their length, within [`CacheConfig::max_bytes`].
+    ready: Lru<SliceName, ()>,
+    /// Slices someone is fetching, with the generation that tells waiters whether the fetch
+    /// they waited for ended.
+    fetching: HashMap<SliceName, u64>,
     /// Keys whose metadata someone is fetching.
-    resolving: std::collections::HashSet<String>,
+    resolving: HashSet<String>,
     /// Fetches that failed, by generation, so their waiters fail too instead of each retrying.
     failed: HashMap<u64, String>,
     /// Versions whose slices an earlier process left, as (name prefix, object length), by the
     /// key part of the prefix: dropped when their key next resolves, and forgotten if that
     /// finds another version (nothing else knows they are stale).
     leftovers: HashMap<String, Vec<(String, u64)>>,
-    held: u64,
-    tick: u64,
+    /// The last fetch generation handed out.
+    generation: u64,
+}
+
+impl State {
+    fn new(max_bytes: u64) -> State {
+        State {
+            objects: Lru::new(MAX_KNOWN_OBJECTS),
+            listing: None,
+            ready: Lru::new(max_bytes),
+            fetching: HashMap::new(),
+            resolving: HashSet::new(),
+            failed: HashMap::new(),
+            leftovers: HashMap::new(),
+            generation: 0,
+        }
+    }
 }
 
 /// See the module docs.
@@ -241,18 +262,6 @@ pub struct SliceCache {
     write_failure_logged: Mutex<Option<Instant>>,
 }
 
-/// What repairs of the cache directory have logged, so that a lasting failure is one line.
-#[derive(Debug, Default)]
-struct RepairLog {
-    /// [`CacheStats::vanished_slices`] when the last line was written.
-    vanished: u64,
-    /// The directory could not be restored, and that was logged.
-    failing: bool,
-}
-
-/// Write failures are logged at most this often.
-const WRITE_FAILURE_LOG_EVERY: Duration = Duration::from_secs(60);
-
 impl SliceCache {
     /// A cache of `store` in `config.dir`, which it locks: the slices found there whole are
     /// reused, the cache's other files there are removed. Fails with [`CacheDirInUse`] (see
@@ -264,7 +273,7 @@ impl SliceCache {
         let cache = SliceCache {
             store,
             dir,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State::new(config.max_bytes)),
             fetched: Condvar::new(),
             stats: CacheStats::default(),
             needs_repair: AtomicBool::new(false),
@@ -274,39 +283,6 @@ impl SliceCache {
         };
         cache.adopt(scan);
         Ok(cache)
-    }
-
-    /// Takes back the slices an earlier process left whole, the oldest as least recently used,
-    /// and evicts what is beyond the size.
-    fn adopt(&self, mut scan: dir::Scan) {
-        let mut state = self.lock();
-        scan.whole.sort_by_key(|l| l.modified);
-        let (found, found_bytes) = (scan.whole.len(), scan.whole.iter().map(|l| l.len).sum::<u64>());
-        for leftover in scan.whole {
-            state.tick += 1;
-            let tick = state.tick;
-            state.lru.insert(tick, leftover.name.clone());
-            state.slices.insert(leftover.name, Slice::Ready { len: leftover.len, used: tick });
-            state.held += leftover.len;
-            let versions = state.leftovers.entry(dir::key_part(&leftover.version).to_string()).or_default();
-            let version = (leftover.version, leftover.object_len);
-            if !versions.contains(&version) {
-                versions.push(version);
-            }
-        }
-        self.evict(&mut state, None);
-        let kept = state.slices.len();
-        self.stats.reused_slices.store(kept as u64, Ordering::Relaxed);
-        self.stats.held_bytes.store(state.held, Ordering::Relaxed);
-        if found > 0 || scan.removed > 0 {
-            tracing::info!(
-                "cache: reusing {kept} slice(s) ({} bytes) left in {}{}; removed {} file(s) that were not whole slices",
-                state.held,
-                self.config.dir.display(),
-                if kept < found { format!(" ({found} found, {found_bytes} bytes: beyond the size)") } else { String::new() },
-                scan.removed,
-            );
-        }
     }
 
     /// What the cache has done so far.
@@ -386,7 +362,11 @@ impl SliceCache {
                     // Stale on error: the version this edge last saw, until the next check, rather
                     // than failing objects whose slices are on disk.
                     tracing::warn!(key = %key, "origin: revalidation failed, serving the cached version: {e}");
-                    state.objects.insert(key.as_str().to_string(), (Some(Arc::clone(stale)), Instant::now()));
+                    state.objects.insert(
+                        key.as_str().to_string(),
+                        (Some(Arc::clone(stale)), Instant::now()),
+                        1,
+                    );
                 }
                 drop(state);
                 self.fetched.notify_all();
@@ -398,12 +378,7 @@ impl SliceCache {
             self.forget_version(&mut state, &old);
         }
         self.drop_leftovers(&mut state, key, current.as_deref());
-        if state.objects.len() >= MAX_KNOWN_OBJECTS {
-            // Requests for made-up names must not grow memory without end. Forgetting metadata
-            // costs a HEAD; a slice of an unchanged object stays valid.
-            state.objects.clear();
-        }
-        state.objects.insert(key.as_str().to_string(), (current.clone(), Instant::now()));
+        state.objects.insert(key.as_str().to_string(), (current.clone(), Instant::now()), 1);
         drop(state);
         self.fetched.notify_all();
         Ok(current)
@@ -426,7 +401,7 @@ impl SliceCache {
     fn forget_slices(&self, state: &mut State, prefix: &str, object_len: u64) {
         for index in 0..object_len.div_ceil(self.config.slice_len) {
             let name = dir::slice_name(prefix, self.config.slice_len, object_len, index);
-            if let Some(Slice::Ready { .. }) = state.slices.get(&name) {
+            if state.ready.contains_key(&name) {
                 self.remove_ready(state, &name);
             }
         }
@@ -493,14 +468,15 @@ impl SliceCache {
     /// Whether slice `index` of `version` is on disk now.
     pub fn has(&self, version: &ObjectVersion, index: u64) -> bool {
         let name = self.name_of(version, index);
-        matches!(self.lock().slices.get(&name), Some(Slice::Ready { .. }))
+        self.lock().ready.contains_key(&name)
     }
 
     /// Whether slice `index` of `version` is on disk or being fetched now: asking for it would
     /// not start another fetch.
     pub fn has_or_fetching(&self, version: &ObjectVersion, index: u64) -> bool {
         let name = self.name_of(version, index);
-        self.lock().slices.contains_key(&name)
+        let state = self.lock();
+        state.ready.contains_key(&name) || state.fetching.contains_key(&name)
     }
 
     /// Slice `index` of `version`, opened: from the cache, or fetched (once, however many ask at
@@ -514,39 +490,33 @@ impl SliceCache {
         let mut state = self.lock();
         let mut waited_for = None;
         loop {
-            match state.slices.get(&name) {
-                Some(Slice::Ready { len, used }) => {
-                    let (len, old) = (*len, *used);
-                    let file = match self.dir.open_slice(&name) {
-                        Ok(file) => file,
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                            // Removed behind the cache's back: fetched again, like a miss.
-                            self.forget_vanished(&mut state, &name);
-                            if may_block {
-                                drop(state);
-                                let _ = self.repair();
-                                state = self.lock();
-                            } else {
-                                self.needs_repair.store(true, Ordering::Relaxed);
-                            }
-                            continue;
+            if let Some(len) = state.ready.peek(&name).map(|(_, len)| len) {
+                let file = match self.dir.open_slice(&name) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        // Removed behind the cache's back: fetched again, like a miss.
+                        self.forget_vanished(&mut state, &name);
+                        if may_block {
+                            drop(state);
+                            let _ = self.repair();
+                            state = self.lock();
+                        } else {
+                            self.needs_repair.store(true, Ordering::Relaxed);
                         }
-                        Err(e) => return Err(e.into()),
-                    };
-                    state.tick += 1;
-                    let tick = state.tick;
-                    state.lru.remove(&old);
-                    state.lru.insert(tick, name.clone());
-                    if let Some(Slice::Ready { used, .. }) = state.slices.get_mut(&name) {
-                        *used = tick;
+                        continue;
                     }
-                    if waited_for.is_none() {
-                        self.stats.hits.fetch_add(1, Ordering::Relaxed);
-                        self.stats.bytes_from_cache.fetch_add(len, Ordering::Relaxed);
-                    }
-                    return Ok(file);
+                    Err(e) => return Err(e.into()),
+                };
+                // Now the most recently used.
+                state.ready.get(&name);
+                if waited_for.is_none() {
+                    self.stats.hits.fetch_add(1, Ordering::Relaxed);
+                    self.stats.bytes_from_cache.fetch_add(len, Ordering::Relaxed);
                 }
-                Some(Slice::Fetching { generation }) => {
+                return Ok(file);
+            }
+            match state.fetching.get(&name) {
+                Some(generation) => {
                     if !may_block {
                         return Err(CacheError::WouldBlock);
                     }
@@ -570,9 +540,9 @@ impl SliceCache {
                 }
             }
         }
-        state.tick += 1;
-        let generation = state.tick;
-        state.slices.insert(name.clone(), Slice::Fetching { generation });
+        state.generation += 1;
+        let generation = state.generation;
+        state.fetching.insert(name.clone(), generation);
         drop(state);
         let range = self.slice_range(version, index);
         self.stats.misses.fetch_add(1, Ordering::Relaxed);
@@ -580,24 +550,18 @@ impl SliceCache {
         let fetched = self.fetch(version, index, range.clone(), &name);
         self.stats.fetching_bytes.fetch_sub(range.end - range.start, Ordering::Relaxed);
         let mut state = self.lock();
+        state.fetching.remove(&name);
         let result = match fetched {
             Ok(Fetched::Stored(file)) => {
-                let len = range.end - range.start;
-                state.tick += 1;
-                let tick = state.tick;
-                state.slices.insert(name.clone(), Slice::Ready { len, used: tick });
-                state.lru.insert(tick, name.clone());
-                state.held += len;
-                self.evict(&mut state, Some(&name));
+                // A slice larger than the whole cache comes back at once: served from the open
+                // file, not kept.
+                let evicted = state.ready.insert(name, (), range.end - range.start);
+                self.remove_evicted(&state, evicted);
                 Ok(file)
             }
-            Ok(Fetched::InMemory(file)) => {
-                // Not cached: whoever waited for it fetches it again (and may find room).
-                state.slices.remove(&name);
-                Ok(file)
-            }
+            // Not cached: whoever waited for it fetches it again (and may find room).
+            Ok(Fetched::InMemory(file)) => Ok(file),
             Err(e) => {
-                state.slices.remove(&name);
                 if matches!(e, CacheError::Changed | CacheError::NotFound) {
                     // Resolve the version again on the next request.
                     state.objects.remove(version.key.as_str());
@@ -610,7 +574,7 @@ impl SliceCache {
                 Err(e)
             }
         };
-        self.stats.held_bytes.store(state.held, Ordering::Relaxed);
+        self.stats.held_bytes.store(state.ready.held(), Ordering::Relaxed);
         drop(state);
         self.fetched.notify_all();
         result
@@ -637,458 +601,28 @@ impl SliceCache {
         self.store_slice(name, &bytes)
     }
 
-    /// Writes fetched `bytes` as slice file `name`, putting the directory back first if
-    /// something removed it; the bytes are served from memory if that fails.
-    fn store_slice(&self, name: &str, bytes: &[u8]) -> Result<Fetched, CacheError> {
-        // One stat a slice: a removed or emptied directory took the lock file with it. One this
-        // cache cannot take back (another process holds it now) is not written to.
-        let mut written = match self.dir.lock_is_intact() || self.repair() {
-            true => self.dir.write(name, bytes),
-            false => Err(io::Error::other("the cache directory could not be restored")),
-        };
-        if matches!(&written, Err(e) if e.kind() == io::ErrorKind::NotFound) && self.repair() {
-            // Removed between the check and the write.
-            written = self.dir.write(name, bytes);
+    /// Unlinks the files of slices the LRU let go (a response still sending one keeps its
+    /// descriptor) and publishes its evictions (a slice it would not take at all is not one).
+    fn remove_evicted(&self, state: &State, evicted: Vec<(SliceName, ())>) {
+        for (name, ()) in evicted {
+            self.remove_file(&name);
         }
-        match written {
-            Ok(file) => Ok(Fetched::Stored(file)),
-            Err(e) => {
-                let failures = self.stats.write_failures.fetch_add(1, Ordering::Relaxed) + 1;
-                let mut logged = self.write_failure_logged.lock().unwrap_or_else(|e| e.into_inner());
-                if logged.is_none_or(|at| at.elapsed() >= WRITE_FAILURE_LOG_EVERY) {
-                    *logged = Some(Instant::now());
-                    tracing::warn!(
-                        "cache: cannot write a slice to {}: {e}; serving it from memory ({failures} slice write(s) failed so far)",
-                        self.config.dir.display()
-                    );
-                }
-                drop(logged);
-                Ok(Fetched::InMemory(dir::in_memory(bytes)?))
-            }
-        }
+        self.stats.evictions.store(state.ready.counts().evictions, Ordering::Relaxed);
     }
 
-    /// Puts the directory and its lock back if they are gone, and forgets the slices whose
-    /// files are gone (a tmp cleaner, an operator freeing disk); logs one line when it found any.
-    /// Returns whether the directory is this cache's (again).
-    fn repair(&self) -> bool {
-        let mut log = self.repairing.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = self.config.dir.display();
-        let restored = match self.dir.restore() {
-            Ok(restored) => restored,
-            Err(e) => {
-                // Slices are served from memory until the directory can be written again.
-                if !log.failing {
-                    log.failing = true;
-                    tracing::error!(
-                        "cache: cannot restore the cache directory {dir}: {e}; slices are served from memory until it can be"
-                    );
-                }
-                return false;
-            }
-        };
-        log.failing = false;
-        let ready: Vec<SliceName> = {
-            let state = self.lock();
-            state
-                .slices
-                .iter()
-                .filter(|(_, s)| matches!(s, Slice::Ready { .. }))
-                .map(|(n, _)| n.clone())
-                .collect()
-        };
-        if let Ok(present) = self.dir.names() {
-            let gone: Vec<SliceName> =
-                ready.into_iter().filter(|n| !present.contains(std::ffi::OsStr::new(n.as_str()))).collect();
-            let mut state = self.lock();
-            for name in gone {
-                // Written again since the listing was read, or not: the file decides.
-                if matches!(state.slices.get(&name), Some(Slice::Ready { .. })) && !self.dir.exists(&name) {
-                    self.forget_vanished(&mut state, &name);
-                }
-            }
-        }
-        let vanished = self.stats.vanished_slices.load(Ordering::Relaxed);
-        let new = vanished - log.vanished;
-        log.vanished = vanished;
-        if restored.recreated {
-            self.stats.dir_recreations.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                "cache: the cache directory {dir} was removed while in use; recreated it ({new} slice(s) forgotten, fetched again when asked for)"
-            );
-        } else if new > 0 || restored.relocked {
-            tracing::warn!(
-                "cache: {new} slice file(s) were removed from the cache directory {dir} by another process; forgotten, fetched again when asked for"
-            );
-        }
-        true
-    }
-
-    /// Forgets a ready slice whose file is gone.
-    fn forget_vanished(&self, state: &mut State, name: &str) {
-        if let Some(Slice::Ready { len, used }) = state.slices.remove(name) {
-            state.lru.remove(&used);
-            state.held -= len;
-            self.stats.vanished_slices.fetch_add(1, Ordering::Relaxed);
-            self.stats.held_bytes.store(state.held, Ordering::Relaxed);
-        }
-    }
-
-    /// Evicts least recently used slices (never `keep`, the one just added) until within size.
-    fn evict(&self, state: &mut State, keep: Option<&str>) {
-        while state.held > self.config.max_bytes {
-            let victim = state.lru.values().find(|name| Some(name.as_str()) != keep).cloned();
-            let Some(victim) = victim else { break };
-            self.remove_ready(state, &victim);
-            self.stats.evictions.fetch_add(1, Ordering::Relaxed);
+    fn remove_file(&self, name: &str) {
+        if let Err(e) = self.dir.remove(name) {
+            tracing::warn!("cache: cannot remove {name} from {}: {e}", self.config.dir.display());
         }
     }
 
     fn remove_ready(&self, state: &mut State, name: &str) {
-        if let Some(Slice::Ready { len, used }) = state.slices.remove(name) {
-            state.lru.remove(&used);
-            state.held -= len;
-            if let Err(e) = self.dir.remove(name) {
-                tracing::warn!("cache: cannot remove {name} from {}: {e}", self.config.dir.display());
-            }
+        if state.ready.remove(name).is_some() {
+            self.remove_file(name);
         }
-        self.stats.held_bytes.store(state.held, Ordering::Relaxed);
-    }
-
-    /// Fills `into` with the bytes of `version` at `offset`, through the slices (blocking on a
-    /// miss): the RTSP side's sample reads and the MP4 index reads.
-    pub fn read_at(&self, version: &ObjectVersion, offset: u64, into: &mut [u8]) -> Result<(), CacheError> {
-        let end = offset + into.len() as u64;
-        if end > version.len {
-            return Err(CacheError::Io(io::Error::from(io::ErrorKind::UnexpectedEof)));
-        }
-        let mut done = 0usize;
-        for index in self.slices_of(offset..end) {
-            let range = self.slice_range(version, index);
-            let file = self.slice(version, index, true)?;
-            let from = (offset + done as u64).max(range.start);
-            let take = (range.end.min(end) - from) as usize;
-            file.read_exact_at(&mut into[done..done + take], from - range.start)?;
-            done += take;
-        }
-        Ok(())
-    }
-
-    /// A reader of `version` (for indexing an MP4), reading through the slices.
-    pub fn reader<'a>(&'a self, version: &'a ObjectVersion) -> VersionReader<'a> {
-        VersionReader { cache: self, version, pos: 0 }
-    }
-}
-
-/// Reads one version of an object through the cache; see [`SliceCache::reader`].
-#[derive(Debug)]
-pub struct VersionReader<'a> {
-    cache: &'a SliceCache,
-    version: &'a ObjectVersion,
-    pos: u64,
-}
-
-impl Read for VersionReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.version.len.saturating_sub(self.pos);
-        // Never across a slice boundary, so one read is one slice.
-        let to_boundary = self.cache.config.slice_len - self.pos % self.cache.config.slice_len;
-        let n = (buf.len() as u64).min(left).min(to_boundary) as usize;
-        if n == 0 {
-            return Ok(0);
-        }
-        self.cache.read_at(self.version, self.pos, &mut buf[..n]).map_err(io::Error::other)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl Seek for VersionReader<'_> {
-    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        let pos = match to {
-            SeekFrom::Start(p) => Some(p),
-            SeekFrom::End(d) => self.version.len.checked_add_signed(d),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-        };
-        self.pos = pos.ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
-        Ok(self.pos)
+        self.stats.held_bytes.store(state.ready.held(), Ordering::Relaxed);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{LocalStore, PutOptions};
-
-    fn cache_of(root: &std::path::Path, dir: &std::path::Path, max: u64) -> SliceCache {
-        let store: Arc<dyn Store> = Arc::new(LocalStore::open(root).unwrap());
-        let config = CacheConfig {
-            dir: dir.to_path_buf(),
-            max_bytes: max,
-            slice_len: 1000,
-            revalidate: Duration::ZERO,
-        };
-        SliceCache::new(store, config).unwrap()
-    }
-
-    fn put(root: &std::path::Path, name: &str, bytes: &[u8]) {
-        let store = LocalStore::open(root).unwrap();
-        crate::put_bytes(&store, &Key::new(name).unwrap(), bytes, PutOptions::default()).unwrap();
-    }
-
-    /// The slice files in `dir`, sorted.
-    fn slice_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "slice"))
-            .collect();
-        files.sort();
-        files
-    }
-
-    /// The whole of `key` read through `cache`, checked against `data`.
-    fn read_whole(cache: &SliceCache, key: &str, data: &[u8]) {
-        let v = cache.version(&Key::new(key).unwrap(), true).unwrap().unwrap();
-        let mut all = vec![0u8; v.len as usize];
-        cache.read_at(&v, 0, &mut all).unwrap();
-        assert!(all == data, "{key} read back whole and correct");
-    }
-
-    fn count(c: &AtomicU64) -> u64 {
-        c.load(Ordering::Relaxed)
-    }
-
-    fn pattern(len: usize, seed: u32) -> Vec<u8> {
-        (0..len as u32).map(|i| (i.wrapping_mul(31).wrapping_add(seed) % 251) as u8).collect()
-    }
-
-    #[test]
-    fn slices_are_fetched_once_and_the_size_holds() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        put(root.path(), "a.bin", &data);
-        let cache = cache_of(root.path(), dir.path(), 3000);
-        let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
-        assert!(matches!(cache.slice(&v, 0, false), Err(CacheError::WouldBlock)));
-        let mut all = vec![0u8; data.len()];
-        cache.read_at(&v, 0, &mut all).unwrap();
-        assert_eq!(all, data);
-        let s = cache.stats();
-        assert_eq!(s.misses.load(Ordering::Relaxed), 10);
-        assert_eq!(s.evictions.load(Ordering::Relaxed), 7);
-        assert!(s.held_bytes.load(Ordering::Relaxed) <= 3000);
-        assert_eq!(slice_files(dir.path()).len(), 3, "evicted slices leave no file");
-        // The last three slices are warm; reading them again costs no origin request.
-        let before = s.origin_requests.load(Ordering::Relaxed);
-        let mut tail = vec![0u8; 2500];
-        cache.read_at(&v, 7500, &mut tail).unwrap();
-        assert_eq!(tail, data[7500..]);
-        assert_eq!(s.origin_requests.load(Ordering::Relaxed), before);
-    }
-
-    #[test]
-    fn concurrent_misses_make_one_fetch() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        put(root.path(), "a.bin", &[7u8; 1000]);
-        let cache = cache_of(root.path(), dir.path(), 1 << 20);
-        let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
-        std::thread::scope(|s| {
-            for _ in 0..16 {
-                s.spawn(|| {
-                    let mut b = [0u8; 1000];
-                    cache.slice(&v, 0, true).unwrap().read_exact_at(&mut b, 0).unwrap();
-                    assert_eq!(b, [7u8; 1000]);
-                });
-            }
-        });
-        let s = cache.stats();
-        assert_eq!(s.misses.load(Ordering::Relaxed), 1);
-        assert_eq!(s.hits.load(Ordering::Relaxed) + s.coalesced_waits.load(Ordering::Relaxed), 15);
-    }
-
-    #[test]
-    fn a_replaced_object_is_never_read_against_its_old_version() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        put(root.path(), "a.bin", &[1u8; 2000]);
-        let cache = cache_of(root.path(), dir.path(), 1 << 20);
-        let key = Key::new("a.bin").unwrap();
-        let old = cache.version(&key, true).unwrap().unwrap();
-        cache.slice(&old, 0, true).unwrap();
-        std::thread::sleep(Duration::from_millis(1100));
-        put(root.path(), "a.bin", &[2u8; 2500]);
-        assert!(matches!(cache.slice(&old, 1, true), Err(CacheError::Changed)));
-        let new = cache.version(&key, true).unwrap().unwrap();
-        assert_ne!(new.etag, old.etag);
-        let mut all = vec![0u8; 2500];
-        cache.read_at(&new, 0, &mut all).unwrap();
-        assert_eq!(all, [2u8; 2500]);
-    }
-
-    #[test]
-    fn a_second_cache_on_the_directory_is_refused_naming_the_first() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let first = cache_of(root.path(), dir.path(), 1 << 20);
-        let store: Arc<dyn Store> = Arc::new(LocalStore::open(root.path()).unwrap());
-        let config = first.config().clone();
-        let refused = SliceCache::new(Arc::clone(&store), config.clone()).unwrap_err();
-        let busy = refused.dir_in_use().expect("refused because the directory is held");
-        assert_eq!(busy.pid, Some(std::process::id()));
-        assert!(refused.to_string().contains("is in use by sluice pid"), "{refused}");
-        drop(first);
-        SliceCache::new(store, config).expect("the directory is free once the first cache is gone");
-    }
-
-    #[test]
-    fn whole_leftover_slices_are_reused_and_the_rest_removed() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let data = pattern(4500, 1);
-        put(root.path(), "a.bin", &data);
-        let first = cache_of(root.path(), dir.path(), 1 << 20);
-        read_whole(&first, "a.bin", &data);
-        // Dropping a cache cleans nothing up: the directory is as a SIGKILL leaves it.
-        drop(first);
-        let files = slice_files(dir.path());
-        assert_eq!(files.len(), 5);
-        // One slice cut short, a temporary file, a slice of an older layout, a stranger's file.
-        let short = &files[1];
-        std::fs::OpenOptions::new().write(true).open(short).unwrap().set_len(999).unwrap();
-        std::fs::write(format!("{}.3.tmp", files[2].display()), b"partial").unwrap();
-        std::fs::write(dir.path().join("1234-5.slice"), b"old").unwrap();
-        std::fs::write(dir.path().join("notes.txt"), b"an operator's").unwrap();
-
-        let second = cache_of(root.path(), dir.path(), 1 << 20);
-        let s = second.stats();
-        assert_eq!(count(&s.reused_slices), 4);
-        assert_eq!(count(&s.held_bytes), 4500 - 1000);
-        assert!(!short.exists(), "the short slice is removed");
-        assert!(!dir.path().join("1234-5.slice").exists());
-        assert!(dir.path().join("notes.txt").exists(), "files not the cache's are left alone");
-        read_whole(&second, "a.bin", &data);
-        assert_eq!(count(&s.misses), 1, "only the short slice is fetched again");
-        assert_eq!(count(&s.hits), 4);
-        assert_eq!(slice_files(dir.path()).len(), 5);
-    }
-
-    #[test]
-    fn leftovers_of_a_replaced_object_are_never_served_and_are_removed() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let old = pattern(2500, 2);
-        put(root.path(), "a.bin", &old);
-        let first = cache_of(root.path(), dir.path(), 1 << 20);
-        read_whole(&first, "a.bin", &old);
-        drop(first);
-        std::thread::sleep(Duration::from_millis(1100));
-        let new = pattern(2500, 3);
-        put(root.path(), "a.bin", &new);
-        let second = cache_of(root.path(), dir.path(), 1 << 20);
-        assert_eq!(count(&second.stats().reused_slices), 3);
-        read_whole(&second, "a.bin", &new);
-        assert_eq!(count(&second.stats().misses), 3, "every slice of the new version is fetched");
-        assert_eq!(slice_files(dir.path()).len(), 3, "the old version's slices are removed");
-        assert_eq!(count(&second.stats().held_bytes), 2500);
-    }
-
-    #[test]
-    fn leftovers_beyond_the_size_are_evicted_oldest_first() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let data = pattern(5000, 4);
-        put(root.path(), "a.bin", &data);
-        read_whole(&cache_of(root.path(), dir.path(), 1 << 20), "a.bin", &data);
-        let second = cache_of(root.path(), dir.path(), 2000);
-        assert_eq!(count(&second.stats().reused_slices), 2);
-        assert_eq!(count(&second.stats().held_bytes), 2000);
-        assert_eq!(slice_files(dir.path()).len(), 2);
-    }
-
-    #[test]
-    fn a_removed_directory_is_recreated_and_refilled() {
-        let (root, parent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let dir = parent.path().join("cache");
-        let data = pattern(3000, 5);
-        put(root.path(), "a.bin", &data);
-        let cache = cache_of(root.path(), &dir, 1 << 20);
-        read_whole(&cache, "a.bin", &data);
-        std::fs::remove_dir_all(&dir).unwrap();
-        read_whole(&cache, "a.bin", &data);
-        let s = cache.stats();
-        assert_eq!(count(&s.dir_recreations), 1);
-        assert_eq!(count(&s.vanished_slices), 3);
-        assert_eq!(count(&s.misses), 6);
-        assert_eq!(count(&s.held_bytes), 3000);
-        assert_eq!(slice_files(&dir).len(), 3, "refilled");
-        let store: Arc<dyn Store> = Arc::new(LocalStore::open(root.path()).unwrap());
-        let again = SliceCache::new(store, cache.config().clone()).unwrap_err();
-        assert!(again.dir_in_use().is_some(), "the recreated directory is locked again");
-        // And again, warm.
-        read_whole(&cache, "a.bin", &data);
-        assert_eq!(count(&s.misses), 6);
-    }
-
-    #[test]
-    fn slices_removed_by_another_process_are_forgotten_and_fetched_again() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let data = pattern(3000, 6);
-        put(root.path(), "a.bin", &data);
-        let cache = cache_of(root.path(), dir.path(), 1 << 20);
-        read_whole(&cache, "a.bin", &data);
-        let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
-        // Every file removed, the lock file too (`rm -rf dir/*`).
-        for entry in std::fs::read_dir(dir.path()).unwrap() {
-            std::fs::remove_file(entry.unwrap().path()).unwrap();
-        }
-        // On an event loop: not served as a missing file, not fetched there either.
-        assert!(matches!(cache.slice(&v, 0, false), Err(CacheError::WouldBlock)));
-        assert!(!cache.has(&v, 0));
-        read_whole(&cache, "a.bin", &data);
-        let s = cache.stats();
-        assert_eq!(count(&s.vanished_slices), 3, "the other two found by the repair, not served missing");
-        assert_eq!(count(&s.dir_recreations), 0);
-        assert_eq!(count(&s.held_bytes), 3000);
-        assert!(dir.path().join(dir::LOCK_FILE).exists(), "the lock is taken again");
-        assert_eq!(slice_files(dir.path()).len(), 3);
-    }
-
-    #[test]
-    fn a_slice_the_disk_will_not_take_is_served_from_memory_and_counted() {
-        let (root, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let data = pattern(2500, 7);
-        put(root.path(), "a.bin", &data);
-        let cache = cache_of(root.path(), dir.path(), 1 << 20);
-        cache.dir.failing_writes.store(1, Ordering::Relaxed);
-        let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
-        let first = cache.slice(&v, 0, true).unwrap();
-        let mut bytes = vec![0u8; 1000];
-        first.read_exact_at(&mut bytes, 0).unwrap();
-        assert!(bytes == data[..1000], "the failed slice's bytes are served");
-        let s = cache.stats();
-        assert_eq!(count(&s.write_failures), 1);
-        assert!(!cache.has(&v, 0), "not cached");
-        assert!(slice_files(dir.path()).is_empty(), "no partial file is left");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the lock file");
-        // The disk takes the next ones.
-        read_whole(&cache, "a.bin", &data);
-        assert_eq!(count(&s.write_failures), 1);
-        assert_eq!(count(&s.misses), 4);
-        assert_eq!(count(&s.held_bytes), 2500);
-    }
-
-    #[test]
-    fn a_directory_another_cache_took_while_it_was_gone_is_not_written_to() {
-        let (root, parent) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let dir = parent.path().join("cache");
-        let data = pattern(2000, 8);
-        put(root.path(), "a.bin", &data);
-        let first = cache_of(root.path(), &dir, 1 << 20);
-        read_whole(&first, "a.bin", &data);
-        std::fs::remove_dir_all(&dir).unwrap();
-        let second = cache_of(root.path(), &dir, 1 << 20);
-        // The first still serves, from memory, and leaves the second's directory alone.
-        read_whole(&first, "a.bin", &data);
-        read_whole(&first, "a.bin", &data);
-        assert_eq!(count(&first.stats().write_failures), 4);
-        assert!(slice_files(&dir).is_empty(), "nothing written into the directory the second holds");
-        read_whole(&second, "a.bin", &data);
-        assert_eq!(slice_files(&dir).len(), 2);
-    }
-}
+mod tests;
