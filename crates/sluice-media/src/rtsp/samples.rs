@@ -2,13 +2,14 @@
 //! bounded by bytes, for the viewers at (or near) the same position, so a fan-out of N viewers
 //! reads each sample about once instead of N times.
 //!
-//! Owns the kept bytes and their order of eviction (oldest first). It does not read: the caller
+//! Owns the kept bytes, in the shared [`Lru`] (least recently used first out). It does not read: the caller
 //! reads a missing sample through its [`MediaLibrary`](super::MediaLibrary) and hands the bytes
 //! over. A sample is known by its presentation (the index's `Arc`, held by the entry so its
 //! address cannot be reused while the entry lives), its offset and its size.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+
+use sluice_proto::lru::Lru;
 
 use crate::mp4::Mp4File;
 
@@ -21,10 +22,9 @@ type Key = (usize, u64, u32);
 
 /// See the module docs.
 pub struct SampleCache {
-    budget: usize,
-    held: usize,
-    entries: HashMap<Key, (Arc<Mp4File>, Arc<Vec<u8>>)>,
-    order: VecDeque<Key>,
+    entries: Lru<Key, (Arc<Mp4File>, Arc<Vec<u8>>)>,
+    /// The last sample larger than the whole budget: not kept, but lent out like the others.
+    oversize: Arc<Vec<u8>>,
     /// Buffers of evicted entries, reused for the next reads.
     spare: Vec<Vec<u8>>,
 }
@@ -32,7 +32,7 @@ pub struct SampleCache {
 impl SampleCache {
     /// A cache holding at most `budget` bytes of samples.
     pub fn new(budget: usize) -> SampleCache {
-        SampleCache { budget, held: 0, entries: HashMap::new(), order: VecDeque::new(), spare: Vec::new() }
+        SampleCache { entries: Lru::new(budget as u64), oversize: Arc::default(), spare: Vec::new() }
     }
 
     fn key(file: &Arc<Mp4File>, offset: u64, size: u32) -> Key {
@@ -41,7 +41,7 @@ impl SampleCache {
 
     /// The bytes of the sample of `file` at `offset`, `size` long, if kept.
     pub fn get(&self, file: &Arc<Mp4File>, offset: u64, size: u32) -> Option<&[u8]> {
-        self.entries.get(&Self::key(file, offset, size)).map(|(_, b)| b.as_slice())
+        self.entries.peek(&Self::key(file, offset, size)).map(|((_, b), _)| b.as_slice())
     }
 
     /// Reads the sample with `read` (given a buffer of `size` bytes) unless it is kept, keeps
@@ -57,39 +57,36 @@ impl SampleCache {
     ) -> Result<&Arc<Vec<u8>>, E> {
         let key = Self::key(file, offset, size);
         if !self.entries.contains_key(&key) {
-            let len = size as usize;
             let mut buf = self.spare.pop().unwrap_or_default();
             buf.clear();
-            buf.resize(len, 0);
+            buf.resize(size as usize, 0);
             if let Err(e) = read(&mut buf) {
                 self.spare.push(buf);
                 return Err(e);
             }
-            self.held += len;
-            while self.held > self.budget && !self.order.is_empty() {
-                self.evict();
+            for (evicted, (_, buf)) in
+                self.entries.insert(key, (file.clone(), Arc::new(buf)), u64::from(size))
+            {
+                if evicted == key {
+                    self.oversize = buf;
+                    return Ok(&self.oversize);
+                }
+                // A sample still referred to by queued packets lives on with them; one no packet
+                // holds any more is reused.
+                if let (true, Ok(buf)) = (self.spare.len() < 8, Arc::try_unwrap(buf)) {
+                    self.spare.push(buf);
+                }
             }
-            self.entries.insert(key, (file.clone(), Arc::new(buf)));
-            self.order.push_back(key);
         }
-        Ok(self.entries.get(&key).map(|(_, b)| b).expect("inserted above"))
-    }
-
-    fn evict(&mut self) {
-        let Some(key) = self.order.pop_front() else { return };
-        if let Some((_, buf)) = self.entries.remove(&key) {
-            self.held -= buf.len();
-            // A sample still referred to by queued packets lives on with them; one no packet
-            // holds any more is reused.
-            if let (true, Ok(buf)) = (self.spare.len() < 8, Arc::try_unwrap(buf)) {
-                self.spare.push(buf);
-            }
+        match self.entries.get(&key) {
+            Some((_, bytes)) => Ok(bytes),
+            None => Ok(&self.oversize),
         }
     }
 
     /// Bytes kept now.
     pub fn held(&self) -> usize {
-        self.held
+        self.entries.held() as usize
     }
 }
 
