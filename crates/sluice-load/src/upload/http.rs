@@ -1,0 +1,287 @@
+//! The uploader's HTTP side: one worker's kept-alive connection to a sluice server, the `PUT`
+//! it sends (with `Repr-Digest`, and `Expect: 100-continue` for large bodies) and what it makes
+//! of the answer (status, stored length, the server's one-line reason). It does not retry or
+//! count: [`super::run_upload`] decides that from the [`Failure`] or [`Answer`] it gets.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use base64::Engine as _;
+use sha2::Digest as _;
+
+use super::{Answer, Failure, Item};
+use crate::response::{Progress, ResponseReader};
+
+/// Bodies from this size ask `Expect: 100-continue` first: a refusal then costs a round trip,
+/// not the body. Smaller ones are sent at once (the round trip would cost more than the body).
+const EXPECT_CONTINUE_FROM: usize = 1 << 20;
+
+/// How long to wait for `100 Continue` before sending the body anyway (RFC 9110 section 10.1.1),
+/// for servers that ignore `Expect`.
+const CONTINUE_WAIT: Duration = Duration::from_secs(1);
+
+/// One worker's connection to a sluice server.
+pub(super) struct HttpConnection {
+    pub(super) stream: Option<TcpStream>,
+    pub(super) opened: u64,
+    pub(super) buf: Vec<u8>,
+}
+
+impl HttpConnection {
+    pub(super) fn put(
+        &mut self,
+        dest: (&SocketAddr, &str, &str, Option<&str>),
+        item: &Item,
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<u64, Failure> {
+        let (addr, host, prefix, token) = dest;
+        if self.stream.is_none() {
+            let s = TcpStream::connect_timeout(addr, timeout).map_err(|e| Failure::io(&e))?;
+            s.set_nodelay(true).ok();
+            s.set_read_timeout(Some(timeout)).ok();
+            s.set_write_timeout(Some(timeout)).ok();
+            self.opened += 1;
+            self.stream = Some(s);
+            self.buf.clear();
+        }
+        let digest = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(body));
+        let path = url_path(&item.key);
+        let mut head = format!(
+            "PUT {prefix}/{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nContent-Type: {}\r\nRepr-Digest: sha-256=:{digest}:\r\n",
+            body.len(),
+            item.content_type()
+        );
+        if let Some(t) = token {
+            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        let expect = body.len() >= EXPECT_CONTINUE_FROM;
+        if expect {
+            head.push_str("Expect: 100-continue\r\n");
+        }
+        head.push_str("\r\n");
+        let answer = if expect {
+            self.write(head.as_bytes())?;
+            match self.read_answer(Some(CONTINUE_WAIT)) {
+                Ok(a) if a.status == 100 => {
+                    self.write(body)?;
+                    self.read_answer(None)?
+                }
+                Ok(final_answer) => {
+                    // Refused before the body: the connection is not worth reusing.
+                    self.stream = None;
+                    final_answer
+                }
+                // No answer yet: a server that ignores `Expect` waits for the body.
+                Err(f) if f.kind == "timeout" && self.stream.is_some() => {
+                    self.write(body)?;
+                    self.read_answer(None)?
+                }
+                Err(f) => return Err(f),
+            }
+        } else {
+            let mut request = head.into_bytes();
+            request.extend_from_slice(body);
+            self.write(&request)?;
+            self.read_answer(None)?
+        };
+        match answer.status {
+            200..=299 => Ok(answer.stored.unwrap_or(body.len() as u64)),
+            _ => Err(Failure::http(&answer)),
+        }
+    }
+
+    /// Sends `bytes`. When the server cut the connection while they went out, its answer (a 413
+    /// or 401 sent before it closed) is read and becomes the failure; only without one is it a
+    /// reset worth a retry.
+    fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        let stream = self.stream.as_mut().ok_or_else(|| Failure::transient("closed"))?;
+        match stream.write_all(bytes) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let answer = self.read_answer(Some(CONTINUE_WAIT));
+                self.stream = None;
+                match answer {
+                    Ok(a) if a.status >= 200 => Err(Failure::http(&a)),
+                    _ => Err(Failure::io(&e)),
+                }
+            }
+        }
+    }
+
+    /// Reads one response (skipping nothing: a `100 Continue` is returned as such), waiting at most
+    /// `wait` for each read when given, else the connection's timeout.
+    fn read_answer(&mut self, wait: Option<Duration>) -> Result<Answer, Failure> {
+        let Some(stream) = self.stream.as_mut() else { return Err(Failure::transient("closed")) };
+        let previous = stream.read_timeout().ok().flatten();
+        if wait.is_some() {
+            stream.set_read_timeout(wait).ok();
+        }
+        let answer = self.read_answer_inner();
+        if wait.is_some() {
+            if let Some(stream) = self.stream.as_mut() {
+                stream.set_read_timeout(previous).ok();
+            }
+        }
+        answer
+    }
+
+    fn read_answer_inner(&mut self) -> Result<Answer, Failure> {
+        let mut reader = ResponseReader::new();
+        reader.start(false);
+        // The response's own bytes (head and the start of the body), for its reason.
+        let mut raw: Vec<u8> = Vec::new();
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            if !self.buf.is_empty() {
+                match reader.feed(&self.buf) {
+                    Ok(Progress::Complete { consumed }) => {
+                        keep_start(&mut raw, &self.buf[..consumed]);
+                        self.buf.drain(..consumed);
+                        break;
+                    }
+                    Ok(Progress::NeedMore { consumed }) => {
+                        keep_start(&mut raw, &self.buf[..consumed]);
+                        self.buf.drain(..consumed);
+                    }
+                    Err(e) => {
+                        self.stream = None;
+                        return Err(Failure::transient(&format!("malformed response: {e}")));
+                    }
+                }
+            }
+            let Some(stream) = self.stream.as_mut() else { return Err(Failure::transient("closed")) };
+            match stream.read(&mut chunk) {
+                Ok(0) => {
+                    self.stream = None;
+                    if reader.head_done() && reader.finish().is_ok() {
+                        break;
+                    }
+                    return Err(Failure::transient("closed"));
+                }
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
+                    // Still open: a caller waiting for `100 Continue` may go on.
+                    return Err(Failure::io(&e));
+                }
+                Err(e) => {
+                    self.stream = None;
+                    return Err(Failure::io(&e));
+                }
+            }
+        }
+        if !reader.keep_alive() {
+            self.stream = None;
+        }
+        let (stored, reason) = head_facts(&raw);
+        Ok(Answer { status: reader.status(), reason, stored })
+    }
+}
+
+/// Keeps the first 8 KiB of a response: its head and enough of an error body for the reason.
+fn keep_start(raw: &mut Vec<u8>, bytes: &[u8]) {
+    let room = (8usize << 10).saturating_sub(raw.len());
+    raw.extend_from_slice(&bytes[..bytes.len().min(room)]);
+}
+
+/// A key as a URL path: each `/`-separated segment percent-encoded once, so the server decodes
+/// exactly the name given (`caf%C3%A9.mp4` goes out as `caf%25C3%25A9.mp4`).
+pub(super) fn url_path(key: &str) -> String {
+    key.split('/')
+        .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Characters escaped in a path segment.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'?')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'/')
+    .add(b'\\')
+    .add(b'+')
+    .add(b'&')
+    .add(b'=')
+    .add(b';');
+
+/// From a response's first bytes: its `Sluice-Stored-Length` and its one-line reason (the body's
+/// first non-empty line, else the status line's phrase).
+pub(super) fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut r = httparse::Response::new(&mut headers);
+    let Ok(httparse::Status::Complete(head_len)) = r.parse(raw) else {
+        return (None, String::new());
+    };
+    let header = |name: &str| {
+        r.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(str::trim)
+    };
+    let stored = header("sluice-stored-length").and_then(|v| v.parse().ok());
+    let chunked = header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+    let body = String::from_utf8_lossy(&raw[head_len..]);
+    let mut lines = body.lines().map(str::trim).filter(|l| !l.is_empty());
+    if chunked {
+        lines.next(); // the first chunk's size
+    }
+    let phrase = r.reason.unwrap_or("").trim().to_string();
+    let code = r.code.map(|c| format!("{c} ")).unwrap_or_default();
+    // A body that only repeats the status line (`413 Content Too Large`) adds nothing.
+    let repeats = |line: &str| line.strip_prefix(code.as_str()).unwrap_or(line).eq_ignore_ascii_case(&phrase);
+    let reason = match lines.next() {
+        Some(line) if !repeats(line) && line != "0" => {
+            let line: String = line.chars().take(300).collect();
+            if phrase.is_empty() {
+                line
+            } else {
+                format!("{phrase}: {line}")
+            }
+        }
+        _ => phrase,
+    };
+    (stored, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_segment_is_percent_encoded_once() {
+        assert_eq!(url_path("caf%C3%A9.mp4"), "caf%25C3%25A9.mp4");
+        assert_eq!(
+            url_path("sub/my clip – été 日本.mp4"),
+            "sub/my%20clip%20%E2%80%93%20%C3%A9t%C3%A9%20%E6%97%A5%E6%9C%AC.mp4"
+        );
+        assert_eq!(url_path("a+b=c&d.mp4"), "a%2Bb%3Dc%26d.mp4");
+        assert_eq!(url_path("100%.mp4"), "100%25.mp4");
+    }
+
+    #[test]
+    fn the_reason_is_the_body_first_line_else_the_phrase() {
+        let raw = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 40\r\n\r\nthe upload is larger than 1024 bytes\n";
+        assert_eq!(head_facts(raw).1, "Payload Too Large: the upload is larger than 1024 bytes");
+        let raw = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 22\r\n\r\n413 Content Too Large\n";
+        assert_eq!(head_facts(raw).1, "Content Too Large");
+        let raw = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(head_facts(raw).1, "Unauthorized");
+        let raw = b"HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nuploads are off\n\r\n0\r\n\r\n";
+        assert_eq!(head_facts(raw).1, "Forbidden: uploads are off");
+        let raw = b"HTTP/1.1 201 Created\r\nSluice-Stored-Length: 12\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(head_facts(raw).0, Some(12));
+    }
+}
