@@ -7,8 +7,8 @@ use std::path::Path;
 
 use crate::error::LoadError;
 use crate::report::Report;
+use crate::stats::format_us;
 use crate::stats::{ErrorKind, LatencySummary};
-use crate::threshold::format_us;
 
 /// Renders a report in one format.
 pub trait ReportWriter {

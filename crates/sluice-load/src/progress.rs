@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::run::{Observer, RunProgress};
+use crate::stats::format_us;
 use crate::stats::SecondSample;
-use crate::threshold::format_us;
 
 /// How often the plain (non-terminal) progress line is printed.
 pub const PLAIN_EVERY: Duration = Duration::from_secs(5);

@@ -10,7 +10,6 @@ use crate::client::{ConnectionMode, ExpectedStatus};
 use crate::config::{LoadConfig, Model};
 use crate::stats::{ErrorCounts, LatencySummary, SecondSample, Totals};
 use crate::target::Target;
-use crate::threshold::ThresholdResult;
 
 /// The settings a run used, as recorded in its report.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -247,4 +246,16 @@ mod status_keys {
             })
             .collect()
     }
+}
+
+/// A threshold's verdict on a run, as the report holds it (the thresholds themselves, and
+/// checking them, are [`crate::threshold`]'s).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ThresholdResult {
+    /// The expression as given.
+    pub expression: String,
+    /// The measured value, written in the expression's units.
+    pub actual: String,
+    /// Whether it held.
+    pub passed: bool,
 }

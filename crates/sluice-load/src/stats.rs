@@ -470,6 +470,17 @@ pub struct SecondSample {
     pub bytes: u64,
 }
 
+/// Formats microseconds for people: `850µs`, `12.3ms`, `1.20s`.
+pub fn format_us(us: f64) -> String {
+    if us < 1_000.0 {
+        format!("{us:.0}µs")
+    } else if us < 1_000_000.0 {
+        format!("{:.2}ms", us / 1e3)
+    } else {
+        format!("{:.2}s", us / 1e6)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,8 +13,8 @@
 //! - Throughput: `rps` (responses per second).
 
 use crate::error::LoadError;
-use crate::report::Report;
-use crate::stats::{ErrorKind, LatencySummary};
+use crate::report::{Report, ThresholdResult};
+use crate::stats::{format_us, ErrorKind, LatencySummary};
 
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,17 +78,6 @@ pub struct Threshold {
     op: Op,
     /// In the metric's unit: microseconds, fraction, count or per second.
     limit: f64,
-}
-
-/// A threshold's verdict on a run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ThresholdResult {
-    /// The expression as given.
-    pub expression: String,
-    /// The measured value, written in the expression's units.
-    pub actual: String,
-    /// Whether it held.
-    pub passed: bool,
 }
 
 impl Threshold {
@@ -332,17 +321,6 @@ fn stat_of(s: &LatencySummary, stat: Stat) -> f64 {
                 s.max_us
             }) as f64
         }
-    }
-}
-
-/// Formats microseconds for people: `850µs`, `12.3ms`, `1.20s`.
-pub fn format_us(us: f64) -> String {
-    if us < 1_000.0 {
-        format!("{us:.0}µs")
-    } else if us < 1_000_000.0 {
-        format!("{:.2}ms", us / 1e3)
-    } else {
-        format!("{:.2}s", us / 1e6)
     }
 }
 
