@@ -42,6 +42,7 @@ pub mod target;
 pub mod threshold;
 mod timer;
 pub mod upload;
+pub(crate) mod viewer_report;
 mod worker;
 
 pub use client::{ConnectionMode, ExpectedStatus};

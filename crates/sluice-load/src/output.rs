@@ -25,21 +25,6 @@ pub fn write_file(writer: &dyn ReportWriter, report: &Report, path: &Path) -> Re
     out.flush().map_err(err)
 }
 
-/// Writes `value` as pretty JSON, with a final newline, to a new file at `path` (`-`: standard
-/// output): the RTSP and player reports.
-pub fn write_json_file<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), LoadError> {
-    let err = |source| LoadError::Output { path: path.to_path_buf(), source };
-    let out: Box<dyn Write> = if path == Path::new("-") {
-        Box::new(io::stdout())
-    } else {
-        Box::new(std::fs::File::create(path).map_err(err)?)
-    };
-    let mut out = io::BufWriter::new(out);
-    serde_json::to_writer_pretty(&mut out, value).map_err(|e| err(io::Error::other(e)))?;
-    writeln!(out).map_err(err)?;
-    out.flush().map_err(err)
-}
-
 /// The readable end-of-run summary (in the spirit of k6's).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TextSummary;

@@ -12,6 +12,7 @@ use super::manifest::{Presentation, Protocol};
 use super::{Pacing, PlayerConfig, RenditionChoice, SharedStats};
 use crate::error::LoadError;
 use crate::stats::{ErrorCounts, ErrorKind, LatencySummary};
+use crate::viewer_report;
 
 /// How a viewer stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -300,12 +301,12 @@ impl PlayerReport {
 
     /// Reads a report written by [`PlayerReport::write_json`].
     pub fn from_json(text: &str) -> Result<PlayerReport, LoadError> {
-        serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
+        viewer_report::read_json(text)
     }
 
     /// Writes the report as pretty JSON to `path` (`-`: standard output).
     pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
-        crate::output::write_json_file(self, path)
+        viewer_report::write_json_file(self, path)
     }
 
     /// Writes the readable end-of-run summary.
@@ -316,16 +317,18 @@ impl PlayerReport {
             Pacing::RealTime => format!("real time, {:.1}s buffer", st.buffer_ms as f64 / 1000.0),
             Pacing::Fast => "as fast as possible".to_string(),
         };
-        writeln!(
+        let command = format!("http --{}", self.kind.name());
+        let how = format!(", {pacing}");
+        viewer_report::write_head(
             out,
-            "\n  sluice load http --{}: {} viewer(s), {pacing}, ramp {:.1}s, {} thread(s), {:.1}s",
-            self.kind.name(),
+            &command,
             st.viewers,
-            st.ramp_ms as f64 / 1000.0,
+            &how,
+            st.ramp_ms,
             st.threads,
-            self.duration_s
+            self.duration_s,
+            &st.url,
         )?;
-        writeln!(out, "    {}", st.url)?;
         for (i, r) in self.renditions.iter().enumerate() {
             let mark = if st.fixed_rendition == Some(i) { "*" } else { " " };
             writeln!(
@@ -379,17 +382,10 @@ impl PlayerReport {
             s.ended_complete, s.ended_deadline, s.ended_failed, s.playing
         )?;
         if s.failed_requests > 0 {
-            write!(out, "  failed     {} of {} requests:", s.failed_requests, s.requests)?;
-            for k in ErrorKind::ALL {
-                let n = s.errors.get(k);
-                if n > 0 {
-                    write!(out, " {}={n}", k.name())?;
-                }
-            }
-            writeln!(out)?;
-            if let Some(v) = self.viewers.iter().find(|v| v.error.is_some()) {
-                writeln!(out, "  first      viewer {}: {}", v.index, v.error.as_deref().unwrap_or_default())?;
-            }
+            let lead = format!("  failed     {} of {} requests:", s.failed_requests, s.requests);
+            viewer_report::write_counts(out, &lead, ErrorKind::ALL.map(|k| (k.name(), s.errors.get(k))))?;
+            let errors = self.viewers.iter().map(|v| (v.index, v.error.as_deref()));
+            viewer_report::write_first_error(out, "  first      ", errors)?;
         }
         writeln!(
             out,

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::viewer::{EndReason, FailureKind, ViewerError};
 use super::{RtspConfig, RtspTransport};
 use crate::error::LoadError;
+use crate::viewer_report;
 
 /// What one viewer received.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -398,33 +399,35 @@ impl RtspReport {
 
     /// Reads a report written by [`RtspReport::write_json`].
     pub fn from_json(text: &str) -> Result<RtspReport, LoadError> {
-        serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
+        viewer_report::read_json(text)
     }
 
     /// Writes the report as pretty JSON to a new file at `path` (`-`: standard output).
     pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
-        crate::output::write_json_file(self, path)
+        viewer_report::write_json_file(self, path)
     }
 
     /// Writes the readable end-of-run summary.
     pub fn write_summary(&self, out: &mut dyn Write) -> io::Result<()> {
         let st = &self.settings;
         let s = &self.summary;
-        writeln!(
+        let gro = match (st.transport, st.udp_gro) {
+            (RtspTransport::Udp, true) => " with GRO",
+            (RtspTransport::Udp, false) => " without GRO",
+            _ => "",
+        };
+        let how = format!(" over {}{gro}", st.transport.name());
+        viewer_report::write_head(
             out,
-            "\n  sluice load rtsp: {} viewer(s) over {}{}, ramp {:.1}s, {} thread(s), {:.1}s",
+            "rtsp",
             st.clients,
-            st.transport.name(),
-            match (st.transport, st.udp_gro) {
-                (RtspTransport::Udp, true) => " with GRO",
-                (RtspTransport::Udp, false) => " without GRO",
-                _ => "",
-            },
-            st.ramp_ms as f64 / 1000.0,
+            &how,
+            st.ramp_ms,
             st.threads,
-            self.duration_s
+            self.duration_s,
+            &st.url,
         )?;
-        writeln!(out, "    {}\n", st.url)?;
+        writeln!(out)?;
         match s.reference {
             ReferenceSource::Expected => writeln!(
                 out,
@@ -475,17 +478,13 @@ impl RtspReport {
             s.playing_clients, e.stream_end, e.closed, e.expected, e.deadline, e.failed
         )?;
         if s.failures.total() > 0 {
-            write!(out, "  failures  ")?;
-            for k in FailureKind::ALL {
-                let n = s.failures.get(k);
-                if n > 0 {
-                    write!(out, " {}={n}", k.name())?;
-                }
-            }
-            writeln!(out)?;
-            if let Some(v) = self.viewers.iter().find(|v| v.error.is_some()) {
-                writeln!(out, "  first     viewer {}: {}", v.index, v.error.as_deref().unwrap_or_default())?;
-            }
+            viewer_report::write_counts(
+                out,
+                "  failures  ",
+                FailureKind::ALL.map(|k| (k.name(), s.failures.get(k))),
+            )?;
+            let errors = self.viewers.iter().map(|v| (v.index, v.error.as_deref()));
+            viewer_report::write_first_error(out, "  first     ", errors)?;
         }
         writeln!(out)
     }

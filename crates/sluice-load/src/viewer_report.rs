@@ -1,0 +1,78 @@
+//! What the reports of viewer runs (`sluice load http --hls/--dash`'s players and `sluice load
+//! rtsp`'s viewers) share: the JSON envelope (written pretty to a file or standard output, read
+//! back by the lab) and the lines of the text summary that read alike (the run's head, failures
+//! by kind, the first failed viewer). Each report owns its own figures and the lines only it has;
+//! this module measures nothing.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use crate::error::LoadError;
+
+/// Writes `value` as pretty JSON, with a final newline, to a new file at `path` (`-`: standard
+/// output): the RTSP and player reports.
+pub(crate) fn write_json_file<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), LoadError> {
+    let err = |source| LoadError::Output { path: path.to_path_buf(), source };
+    let out: Box<dyn Write> = if path == Path::new("-") {
+        Box::new(io::stdout())
+    } else {
+        Box::new(std::fs::File::create(path).map_err(err)?)
+    };
+    let mut out = io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut out, value).map_err(|e| err(io::Error::other(e)))?;
+    writeln!(out).map_err(err)?;
+    out.flush().map_err(err)
+}
+
+/// Reads a report [`write_json_file`] wrote.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, LoadError> {
+    serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
+}
+
+/// The run's head: `sluice load <command>: N viewer(s)<how>, ramp, threads, duration`, then the
+/// URL.
+#[allow(clippy::too_many_arguments)] // one line of a report, each argument a figure on it
+pub(crate) fn write_head(
+    out: &mut dyn Write,
+    command: &str,
+    viewers: usize,
+    how: &str,
+    ramp_ms: u64,
+    threads: usize,
+    duration_s: f64,
+    url: &str,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "\n  sluice load {command}: {viewers} viewer(s){how}, ramp {:.1}s, {threads} thread(s), {duration_s:.1}s",
+        ramp_ms as f64 / 1000.0,
+    )?;
+    writeln!(out, "    {url}")
+}
+
+/// `lead` and then every kind counted more than zero as ` name=count`, on one line.
+pub(crate) fn write_counts(
+    out: &mut dyn Write,
+    lead: &str,
+    counts: impl IntoIterator<Item = (&'static str, u64)>,
+) -> io::Result<()> {
+    write!(out, "{lead}")?;
+    for (name, n) in counts {
+        if n > 0 {
+            write!(out, " {name}={n}")?;
+        }
+    }
+    writeln!(out)
+}
+
+/// The first failed viewer's error, after `lead`, when a viewer failed.
+pub(crate) fn write_first_error<'a>(
+    out: &mut dyn Write,
+    lead: &str,
+    viewers: impl IntoIterator<Item = (usize, Option<&'a str>)>,
+) -> io::Result<()> {
+    match viewers.into_iter().find_map(|(index, error)| Some((index, error?))) {
+        Some((index, error)) => writeln!(out, "{lead}viewer {index}: {error}"),
+        None => Ok(()),
+    }
+}
