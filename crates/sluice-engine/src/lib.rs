@@ -32,6 +32,7 @@ use sluice_proto::{Clock, Session};
 
 pub use counters::Counters;
 pub use listener::Listeners;
+pub use pool::{CpuPool, PoolFull, PoolStats};
 pub use shutdown::Shutdown;
 pub use uring::probe::resolve_engine;
 

@@ -1,12 +1,16 @@
-//! The CPU worker pool event loops hand jobs to, so that no loop ever runs CPU-bound work.
+//! The one way sluice runs work that may block or burn CPU off an event loop: a pool of worker
+//! threads behind a bounded queue. The event-loop engines hand it their sessions' jobs; the
+//! server's remote library runs its background origin work (slices fetched ahead, MP4 indexes
+//! read for the RTSP loop) on a pool of its own of this type, detached ([`CpuPool::spawn`]).
 //!
 //! A fixed number of threads take jobs from one bounded queue. When the queue is full a job is
 //! refused at once, and the session answers 503. Letting jobs pile up without limit would turn a
 //! CPU overload into unbounded memory and latency. Each result goes back to the loop that asked,
-//! through that loop's [`Mailbox`], which wakes it with an eventfd. This module does not know what
+//! through that loop's [`Mailbox`], which wakes it with an eventfd. Every pool counts its queue
+//! depth, busy workers and jobs ([`PoolStats`]) for `/metrics`. This module does not know what
 //! jobs compute.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -31,44 +35,121 @@ pub(crate) fn run_job(job: Job) -> JobOutput {
     })
 }
 
-/// A bounded pool of CPU worker threads.
-pub(crate) struct CpuPool {
+/// What a pool is doing: gauges (`queued`, `busy`, `workers`) and counters (`jobs`, `refused`).
+#[derive(Debug, Default)]
+pub struct PoolStats {
+    /// Worker threads.
+    pub workers: AtomicU64,
+    /// Jobs waiting for a worker.
+    pub queued: AtomicU64,
+    /// Workers running a job now.
+    pub busy: AtomicU64,
+    /// Jobs run to their end (a panicking one included).
+    pub jobs: AtomicU64,
+    /// Jobs refused because the queue was full.
+    pub refused: AtomicU64,
+}
+
+/// The pool's queue was full (or it is stopping): the job was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the worker pool is full")]
+pub struct PoolFull;
+
+/// A bounded pool of worker threads; see the module docs.
+pub struct CpuPool {
     queue: Option<SyncSender<Task>>,
     threads: Vec<std::thread::JoinHandle<()>>,
     /// Set when the engine stops: jobs still queued are dropped, not run for loops that are gone.
     closed: Arc<AtomicBool>,
+    stats: Arc<PoolStats>,
+}
+
+impl std::fmt::Debug for CpuPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuPool").field("stats", &self.stats).finish_non_exhaustive()
+    }
 }
 
 impl CpuPool {
-    /// Starts `threads` workers behind a queue of `capacity` jobs.
+    /// Starts `threads` CPU workers (`sluice-cpu-N`) behind a queue of `capacity` jobs.
     pub fn start(threads: usize, capacity: usize) -> Result<CpuPool, EngineError> {
+        CpuPool::start_named("sluice-cpu", threads, capacity)
+    }
+
+    /// Starts `threads` workers named `name-N` behind a queue of `capacity` jobs (0: a job is
+    /// taken only when a worker is idle, so at most `threads` run and none wait).
+    pub fn start_named(name: &str, threads: usize, capacity: usize) -> Result<CpuPool, EngineError> {
         let (tx, rx) = sync_channel::<Task>(capacity);
         let rx = Arc::new(Mutex::new(rx));
+        let stats = Arc::new(PoolStats::default());
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads.max(1) {
             let rx: Arc<Mutex<Receiver<Task>>> = Arc::clone(&rx);
+            let counts = Arc::clone(&stats);
             let handle = std::thread::Builder::new()
-                .name(format!("sluice-cpu-{i}"))
+                .name(format!("{name}-{i}"))
                 .spawn(move || loop {
                     let task = match rx.lock() {
                         Ok(rx) => rx.recv(),
                         Err(_) => return,
                     };
-                    match task {
-                        Ok(task) => task(),
-                        Err(_) => return,
-                    }
+                    let Ok(task) = task else { return };
+                    // Counted as taken once received: a rendezvous queue never counts it queued.
+                    counts
+                        .queued
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                        .ok();
+                    counts.busy.fetch_add(1, Ordering::Relaxed);
+                    task();
+                    counts.busy.fetch_sub(1, Ordering::Relaxed);
+                    counts.jobs.fetch_add(1, Ordering::Relaxed);
                 })
                 .map_err(|source| EngineError::Setup { what: "spawn cpu worker", source })?;
             handles.push(handle);
+            stats.workers.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(CpuPool { queue: Some(tx), threads: handles, closed: Arc::new(AtomicBool::new(false)) })
+        Ok(CpuPool { queue: Some(tx), threads: handles, closed: Arc::new(AtomicBool::new(false)), stats })
+    }
+
+    /// What the pool is doing, for `/metrics`.
+    pub fn stats(&self) -> &PoolStats {
+        &self.stats
+    }
+
+    /// Queues `task`, counting it; `Err` when the queue is full.
+    fn queue(&self, task: Task) -> Result<(), PoolFull> {
+        let Some(queue) = &self.queue else { return Err(PoolFull) };
+        // Counted before it is sent so a worker that takes it at once never counts below zero.
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        match queue.try_send(task) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.stats
+                    .queued
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .ok();
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                Err(PoolFull)
+            }
+        }
+    }
+
+    /// Runs `work` on a worker, detached: nobody is told when it ends (it sends its result where
+    /// it needs to). A panic in it is logged and the worker lives on.
+    pub fn spawn(&self, work: impl FnOnce() + Send + 'static) -> Result<(), PoolFull> {
+        let closed = Arc::clone(&self.closed);
+        self.queue(Box::new(move || {
+            if !closed.load(Ordering::Relaxed)
+                && std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err()
+            {
+                tracing::error!("a background job panicked");
+            }
+        }))
     }
 
     /// Queues `job` for connection (`key`, `id`); its output goes to `mailbox`. Gives the job
     /// back when the queue is full.
-    pub fn submit(&self, job: Job, key: usize, id: u64, mailbox: &Arc<Mailbox>) -> Result<(), ()> {
-        let Some(queue) = &self.queue else { return Err(()) };
+    pub(crate) fn submit(&self, job: Job, key: usize, id: u64, mailbox: &Arc<Mailbox>) -> Result<(), ()> {
         let mailbox = Arc::clone(mailbox);
         let closed = Arc::clone(&self.closed);
         let task: Task = Box::new(move || {
@@ -76,10 +157,7 @@ impl CpuPool {
                 mailbox.deliver((key, id, run_job(job)));
             }
         });
-        match queue.try_send(task) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Err(()),
-        }
+        self.queue(task).map_err(|_| ())
     }
 }
 
@@ -153,7 +231,91 @@ impl JobGate {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
+
+    /// Waits (a bounded time) until `done` holds.
+    fn eventually(done: impl Fn() -> bool) -> bool {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            if Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
+    #[test]
+    fn detached_jobs_run_are_counted_and_refused_past_the_queue() {
+        let pool = CpuPool::start_named("test-pool", 2, 1).unwrap();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let job = || {
+            let (release_rx, ran) = (Arc::clone(&release_rx), Arc::clone(&ran));
+            move || {
+                let _ = release_rx.lock().map(|rx| rx.recv());
+                ran.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        // Two workers, one place in line: the first two run, the third waits, the fourth is
+        // refused.
+        // (The workers may not be waiting yet: each of the first two is offered until taken.)
+        for _ in 0..2 {
+            assert!(eventually(|| pool.spawn(job()).is_ok()));
+        }
+        assert!(eventually(|| pool.stats().busy.load(Ordering::Relaxed) == 2));
+        assert_eq!(pool.stats().queued.load(Ordering::Relaxed), 0);
+        let refused_before = pool.stats().refused.load(Ordering::Relaxed);
+        let mut accepted = 2;
+        let mut refused = 0;
+        for _ in 0..2 {
+            match pool.spawn(job()) {
+                Ok(()) => accepted += 1,
+                Err(PoolFull) => refused += 1,
+            }
+        }
+        assert!(refused >= 1, "a full pool refuses");
+        assert_eq!(pool.stats().refused.load(Ordering::Relaxed) - refused_before, refused);
+        assert_eq!((accepted, pool.stats().queued.load(Ordering::Relaxed)), (3, 1));
+        for _ in 0..accepted {
+            release_tx.send(()).unwrap();
+        }
+        assert!(eventually(|| ran.load(Ordering::SeqCst) == accepted));
+        assert!(eventually(|| pool.stats().jobs.load(Ordering::Relaxed) == accepted as u64));
+        assert_eq!(pool.stats().workers.load(Ordering::Relaxed), 2);
+        assert!(eventually(|| pool.stats().busy.load(Ordering::Relaxed) == 0));
+        // A panicking job leaves the worker alive.
+        pool.spawn(|| panic!("deliberate")).unwrap();
+        let ran_after = Arc::clone(&ran);
+        assert!(eventually(|| pool
+            .spawn({
+                let ran = Arc::clone(&ran_after);
+                move || {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+            .is_ok()));
+        assert!(eventually(|| ran.load(Ordering::SeqCst) == accepted + 1));
+    }
+
+    #[test]
+    fn a_rendezvous_pool_takes_a_job_only_when_a_worker_is_idle() {
+        let pool = CpuPool::start_named("test-rendezvous", 1, 0).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        // The worker may not be waiting yet: offer until it takes the job.
+        let rx = Arc::new(Mutex::new(rx));
+        assert!(eventually(|| {
+            let rx = Arc::clone(&rx);
+            pool.spawn(move || {
+                let _ = rx.lock().map(|rx| rx.recv());
+            })
+            .is_ok()
+        }));
+        assert!(pool.spawn(|| {}).is_err(), "its one worker is busy and no job may wait");
+        tx.send(()).unwrap();
+        assert!(eventually(|| pool.spawn(|| {}).is_ok()));
+    }
 
     #[test]
     fn the_gate_bounds_running_jobs_and_refuses_past_its_line() {

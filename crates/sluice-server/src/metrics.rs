@@ -444,6 +444,29 @@ pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
         get(&stats.held_bytes),
         get(&stats.fetching_bytes)
     );
+    if let Some(pool) = crate::library::remote::background_stats() {
+        render_pool(m, "fetch_pool", "background origin work: slices fetched ahead, indexes read", pool);
+    }
+}
+
+/// A worker pool's gauges and counters under `sluice_<name>_…` (the remote library's background
+/// fetch workers: slices fetched ahead, indexes read for the RTSP loop).
+pub fn render_pool(m: &mut String, name: &str, what: &str, stats: &sluice_engine::PoolStats) {
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    let series = [
+        ("workers", "gauge", "Worker threads", &stats.workers),
+        ("queued", "gauge", "Jobs waiting for a worker", &stats.queued),
+        ("busy", "gauge", "Workers running a job now", &stats.busy),
+        ("jobs_total", "counter", "Jobs run", &stats.jobs),
+        ("refused_total", "counter", "Jobs refused because every worker was busy", &stats.refused),
+    ];
+    for (series, kind, help, c) in series {
+        let _ = writeln!(
+            m,
+            "# HELP sluice_{name}_{series} {help} ({what}).\n# TYPE sluice_{name}_{series} {kind}\nsluice_{name}_{series} {}",
+            get(c)
+        );
+    }
 }
 
 /// The catalogue of parsed MP4 indexes RTSP, HLS and the page share: what it holds and how

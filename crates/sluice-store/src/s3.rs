@@ -1,8 +1,13 @@
 //! The S3 backend: objects in a bucket under a prefix, through the `object_store` crate.
 //!
-//! The rest of sluice is synchronous (engines call handlers on their own threads), so this backend
-//! owns a small tokio runtime and turns each operation into a task on it, waited for with
-//! `futures::executor::block_on` (which works from any thread, including a tokio engine's).
+//! The rest of sluice is synchronous: an operation is called, and blocks, where blocking is
+//! allowed (a CPU-pool job of the engine, a background fetch worker, an uploader's worker),
+//! never on an event loop. This backend still owns a small tokio runtime (two threads), and
+//! turns each operation into a task on it waited for with `futures::executor::block_on` (which
+//! works from any thread, including a tokio engine's), because `object_store`'s S3 client is
+//! async: its HTTP connections (hyper, under reqwest) need a tokio reactor to drive them, and
+//! their pooled keep-alive connections and a multipart upload's parts in flight live on that
+//! runtime between calls. The runtime only drives sockets; the waiting is the caller's job.
 //! A write below [`MULTIPART_THRESHOLD`] is buffered and sent as one PutObject; a larger one becomes
 //! a multipart upload whose parts are sent while the body still arrives, at most
 //! [`PARTS_IN_FLIGHT`] at a time (so memory stays at a few parts whatever the object's size), and

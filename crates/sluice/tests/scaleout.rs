@@ -202,6 +202,8 @@ fn a_cold_whole_object_starts_before_its_last_slice_is_fetched(engine: &[&str]) 
     assert_eq!(metric(&text, "sluice_cache_misses_total"), STREAMED_SLICES as u64, "{text}");
     assert_eq!(metric(&text, "sluice_cache_bytes_total{source=\"origin\"}"), data.len() as u64);
     assert_eq!(metric(&text, "sluice_http_responses_cut_total"), 0, "{text}");
+    // Slices after the first were fetched ahead by the background workers.
+    assert!(metric(&text, "sluice_fetch_pool_jobs_total") >= 1, "{text}");
 }
 
 fn an_origin_failure_mid_body_cuts_the_response_and_the_edge_serves_on(engine: &[&str]) {

@@ -15,14 +15,15 @@
 //! round trip plus its transfer, tens of milliseconds against the microseconds a hit costs.
 //! The job waits for the response's first slice only: the head goes out with it, and the rest
 //! of the body is a [`SliceStream`], a [`BodyTail`] the session runs as one more job each time
-//! the engine has sent what was queued, while the next slices are fetched ahead. It does not
+//! the engine has sent what was queued, while the next slices are fetched ahead by the
+//! background workers ([`in_background`], a [`CpuPool`] of their own). It does not
 //! parse HTTP nor decide the validators' semantics (`sluice_proto::http::file` does).
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, OnceLock};
 
+use sluice_engine::{CpuPool, PoolStats};
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::LibraryPath;
@@ -390,24 +391,26 @@ const STEP_SLICES: usize = 4;
 /// threads with two fetches each had); past it a slice is fetched by the step that needs it.
 const MAX_FETCHES_AHEAD: usize = 32;
 
-static FETCHES_AHEAD: AtomicUsize = AtomicUsize::new(0);
-
-/// A place among [`MAX_FETCHES_AHEAD`], given back when dropped.
-struct FetchPermit;
-
-impl FetchPermit {
-    fn take() -> Option<FetchPermit> {
-        FETCHES_AHEAD
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < MAX_FETCHES_AHEAD).then_some(n + 1))
-            .ok()
-            .map(|_| FetchPermit)
-    }
+/// The workers of background origin work: a pool of the engine's kind, apart from the one the
+/// engine runs requests on, because a request's job may wait for a fetch started ahead of it,
+/// which must then never be stuck in line behind that job. It takes a job only when a worker is
+/// idle (no queue), so at most [`MAX_FETCHES_AHEAD`] run and the caller learns at once to do
+/// the work itself. `None` when its threads could not be started (nothing runs ahead then).
+fn background() -> Option<&'static CpuPool> {
+    static POOL: OnceLock<Option<CpuPool>> = OnceLock::new();
+    POOL.get_or_init(|| match CpuPool::start_named("sluice-fetch", MAX_FETCHES_AHEAD, 0) {
+        Ok(pool) => Some(pool),
+        Err(e) => {
+            tracing::error!("cannot start the background fetch workers: {e}; nothing is fetched ahead");
+            None
+        }
+    })
+    .as_ref()
 }
 
-impl Drop for FetchPermit {
-    fn drop(&mut self) {
-        FETCHES_AHEAD.fetch_sub(1, Ordering::AcqRel);
-    }
+/// What the background fetch workers are doing, for `/metrics` (`None` before first use).
+pub fn background_stats() -> Option<&'static PoolStats> {
+    background().map(CpuPool::stats)
 }
 
 impl SliceStream {
@@ -553,20 +556,19 @@ fn fetch_in_background(
 }
 
 /// Runs `work`, which waits for the origin (a slice fetched ahead, an MP4 index read for the
-/// RTSP loop), on a thread of its own, unless [`MAX_FETCHES_AHEAD`] such are running (`None`:
-/// the caller asks again later, or does the work where it may block); the receiver gets the
-/// result.
+/// RTSP loop), on a background worker, unless all [`MAX_FETCHES_AHEAD`] are busy (`None`: the
+/// caller asks again later, or does the work where it may block); the receiver gets the result.
 pub(crate) fn in_background<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Option<mpsc::Receiver<T>> {
-    let permit = FetchPermit::take()?;
     let (tx, rx) = mpsc::channel();
-    let spawned = std::thread::Builder::new().name("sluice-fetch".into()).spawn(move || {
-        let _permit = permit;
-        // Whoever asked may be gone by now; what was fetched is cached for the next reader.
-        let _ = tx.send(work());
-    });
-    spawned.ok().map(|_| rx)
+    background()?
+        .spawn(move || {
+            // Whoever asked may be gone by now; what was fetched is cached for the next reader.
+            let _ = tx.send(work());
+        })
+        .ok()
+        .map(|()| rx)
 }
 
 impl BodyTail for SliceStream {
