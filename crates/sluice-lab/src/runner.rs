@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sluice_load::rtsp::{RtspConfig, RtspObserver, RtspProgress};
+use sluice_load::rtsp::{RtspConfig, RtspProgress};
 use sluice_load::schedule::Stage;
+use sluice_load::ViewerObserver;
 use sluice_load::{
     ConnectionMode, ExpectedStatus, LoadConfig, Observer, Report, RunProgress, SecondSample, TargetSpec,
 };
@@ -572,7 +573,7 @@ struct RtspBarObserver<'a> {
     label: String,
 }
 
-impl RtspObserver for RtspBarObserver<'_> {
+impl ViewerObserver<RtspProgress> for RtspBarObserver<'_> {
     fn on_second(&mut self, p: &RtspProgress) {
         self.bar.set_message(format!("{}: {p}", self.label));
     }

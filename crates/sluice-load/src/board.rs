@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 use sluice_charts::{Chart, Hub, LivePage, Samples};
 
 use crate::error::LoadError;
-use crate::rtsp::{RtspObserver, RtspProgress};
+use crate::progress::ViewerObserver;
+use crate::rtsp::RtspProgress;
 use crate::run::{Observer, RunProgress};
 use crate::stats::{ErrorKind, SecondSample};
 
@@ -39,8 +40,8 @@ pub struct LoadBoard<'a> {
 }
 
 /// What a [`LoadBoard`] passes the run's seconds on to: an HTTP and an RTSP observer both.
-pub trait BoardInner: Observer + RtspObserver {}
-impl<T: Observer + RtspObserver> BoardInner for T {}
+pub trait BoardInner: Observer + ViewerObserver<RtspProgress> {}
+impl<T: Observer + ViewerObserver<RtspProgress>> BoardInner for T {}
 
 impl<'a> LoadBoard<'a> {
     /// A board for a run titled `title`; with `dashboard`, its live page is served there.
@@ -112,7 +113,7 @@ impl Observer for LoadBoard<'_> {
     }
 }
 
-impl RtspObserver for LoadBoard<'_> {
+impl ViewerObserver<RtspProgress> for LoadBoard<'_> {
     fn on_second(&mut self, p: &RtspProgress) {
         let last = self.last_rtsp.replace(*p).unwrap_or_default();
         let secs = p.elapsed.saturating_sub(last.elapsed).as_secs_f64().max(1e-3);
@@ -124,7 +125,7 @@ impl RtspObserver for LoadBoard<'_> {
             "lost_per_s": (p.lost_packets.saturating_sub(last.lost_packets) as f64 / secs).round(),
         });
         self.add(sample);
-        RtspObserver::on_second(self.inner, p);
+        ViewerObserver::on_second(self.inner, p);
     }
 }
 
@@ -196,8 +197,8 @@ mod tests {
             lost_packets: lost,
             ..RtspProgress::default()
         };
-        RtspObserver::on_second(&mut board, &at(1, 60, 0));
-        RtspObserver::on_second(&mut board, &at(2, 120, 3));
+        ViewerObserver::on_second(&mut board, &at(1, 60, 0));
+        ViewerObserver::on_second(&mut board, &at(2, 120, 3));
         let s = board.samples();
         assert_eq!(s.len(), 2);
         assert_eq!(s[1]["samples_per_s"], json!(60.0));

@@ -49,7 +49,7 @@ pub use client::{ConnectionMode, ExpectedStatus};
 pub use config::{ClosedModel, LoadConfig, Model, OpenModel};
 pub use error::LoadError;
 pub use output::{write_file, CsvSeries, JsonReport, ReportWriter, TextSummary};
-pub use progress::LiveProgress;
+pub use progress::{LiveProgress, ViewerObserver};
 pub use report::Report;
 pub use report::ThresholdResult;
 pub use run::{run, NoObserver, Observer, RunProgress};

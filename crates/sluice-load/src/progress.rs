@@ -65,6 +65,27 @@ impl LiveProgress {
     }
 }
 
+/// Watches a run of viewers (`sluice load rtsp`'s, the players') second by second, on the thread
+/// that runs it; `P` is what one second's progress says.
+pub trait ViewerObserver<P> {
+    /// Another second of the run has passed.
+    fn on_second(&mut self, _progress: &P) {}
+    /// Every viewer has stopped.
+    fn on_finish(&mut self) {}
+}
+
+impl<P> ViewerObserver<P> for crate::NoObserver {}
+
+impl<P: std::fmt::Display> ViewerObserver<P> for LiveProgress {
+    fn on_second(&mut self, p: &P) {
+        self.show(p.to_string());
+    }
+
+    fn on_finish(&mut self) {
+        self.clear();
+    }
+}
+
 /// The text of the line for one second.
 pub fn progress_line(s: &SecondSample, p: &RunProgress) -> String {
     let planned = p.planned.map(|d| format!("/{:.0}s", d.as_secs_f64())).unwrap_or_default();

@@ -1,6 +1,6 @@
 //! The catalogue: every parsed MP4 index the server keeps, for RTSP, HLS and the library page.
 //!
-//! Owns one least-recently-used map, bounded in bytes (an estimate of each entry's heap, see
+//! Owns one least-recently-used map (the shared [`Lru`]), bounded in bytes (an estimate of each entry's heap, see
 //! [`tables_cost`] and [`Described::cost`]), of two kinds of entries per file version (a path and
 //! the version's tag, so a replaced file is a new entry and never reads an old index):
 //! - the full sample tables ([`Mp4File`]), which RTSP streams from and an HLS media segment's
@@ -8,7 +8,7 @@
 //! - what the file is as a video ([`Described`]): its HLS segment index and init segments (the
 //!   muxed one and each track's, which HLS renditions and DASH share), or why
 //!   it cannot be packaged, and whether RTSP can stream it (about 11 KB for an hour), which
-//!   playlists, the page and `/streams` need.
+//!   playlists, the page and `/streams` need, and what the page offers of it ([`Offers`]).
 //!
 //! Failures to parse are entries too, so a broken file is read and logged once per version.
 //! Concurrent misses for one entry load it once: the first caller reads the `moov` (through the
@@ -25,8 +25,6 @@ use sluice_media::hls::{init_segment, track_init_segment, HlsError, Packaged, Se
 use sluice_media::mp4::{Mp4File, Sample, TrackKind};
 use sluice_proto::http::Status;
 use sluice_proto::lru::Lru;
-
-use crate::page::{Offers, VideoInfo};
 
 /// Bytes of indexes the catalogue keeps. Below the 64 MiB a server may spend on indexes, with
 /// room for the allocator's overhead (freed sample tables leave holes in the heap): it holds
@@ -220,6 +218,29 @@ pub struct CatalogueStats {
     pub misses: AtomicU64,
     /// Entries evicted to stay within the budget.
     pub evictions: AtomicU64,
+}
+
+/// What the page shows of a video it can package as HLS (the catalogue describes it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoInfo {
+    /// Duration in seconds.
+    pub duration_secs: f64,
+    /// Width and height, for a file with video.
+    pub resolution: Option<(u16, u16)>,
+    /// RFC 6381 codecs (`avc1.4d401e,mp4a.40.2`).
+    pub codecs: String,
+    /// Average bit rate in bits per second.
+    pub bitrate: u64,
+}
+
+/// What the page offers of an MP4: only what works for it. Unknown (not indexed yet) offers
+/// nothing beyond the file itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Offers {
+    /// Its details and HLS URL, when it packages as HLS.
+    pub video: Option<VideoInfo>,
+    /// Whether RTSP can stream it.
+    pub rtsp: bool,
 }
 
 /// The entries, and the keys being loaded.

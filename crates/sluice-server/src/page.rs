@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use sluice_proto::http::path::LibraryPath;
 
+pub use crate::catalogue::{Offers, VideoInfo};
 use crate::library::Listed;
 
 /// Characters percent-encoded in links: everything that is not safe in a path segment.
@@ -79,29 +80,6 @@ fn human_size(len: u64) -> String {
 pub fn is_mp4(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     [".mp4", ".m4v", ".mov"].iter().any(|ext| lower.ends_with(ext))
-}
-
-/// What the page shows of a video it can package as HLS.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VideoInfo {
-    /// Duration in seconds.
-    pub duration_secs: f64,
-    /// Width and height, for a file with video.
-    pub resolution: Option<(u16, u16)>,
-    /// RFC 6381 codecs (`avc1.4d401e,mp4a.40.2`).
-    pub codecs: String,
-    /// Average bit rate in bits per second.
-    pub bitrate: u64,
-}
-
-/// What the page offers of an MP4: only what works for it. Unknown (not indexed yet) offers
-/// nothing beyond the file itself.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Offers {
-    /// Its details and HLS URL, when it packages as HLS.
-    pub video: Option<VideoInfo>,
-    /// Whether RTSP can stream it.
-    pub rtsp: bool,
 }
 
 /// Where sluice serves its vendored copy of hls.js (npm `hls.js`, `dist/hls.min.js`).

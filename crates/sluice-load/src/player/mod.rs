@@ -34,6 +34,7 @@ pub use report::{EndReason, PlayerReport, PlayerSettings, PlayerSummary, Renditi
 
 use crate::client::{Connection, ConnectionMode, ExpectedStatus};
 use crate::error::LoadError;
+use crate::progress::ViewerObserver;
 use crate::stats::{DurationHistogram, ErrorCounts};
 use crate::target::{Method, Target, TargetSpec};
 
@@ -234,26 +235,6 @@ impl std::fmt::Display for PlayerProgress {
     }
 }
 
-/// Watches a player run second by second.
-pub trait PlayerObserver {
-    /// Another second has passed.
-    fn on_second(&mut self, _progress: &PlayerProgress) {}
-    /// Every viewer has stopped.
-    fn on_finish(&mut self) {}
-}
-
-impl PlayerObserver for crate::NoObserver {}
-
-impl PlayerObserver for crate::LiveProgress {
-    fn on_second(&mut self, p: &PlayerProgress) {
-        self.show(p.to_string());
-    }
-
-    fn on_finish(&mut self) {
-        self.clear();
-    }
-}
-
 /// Counters the viewers bump as they go (relaxed: a display, not a measurement).
 #[derive(Debug, Default)]
 pub(crate) struct Live {
@@ -442,7 +423,7 @@ fn process_cpu() -> (f64, f64) {
 /// Loads the manifest, runs `config.viewers` viewers to the end and reports on them.
 pub fn run_player(
     config: &PlayerConfig,
-    observer: &mut dyn PlayerObserver,
+    observer: &mut dyn ViewerObserver<PlayerProgress>,
 ) -> Result<PlayerReport, LoadError> {
     config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -42,6 +42,7 @@ pub use viewer::{EndReason, FailureKind, ViewerError};
 pub use wire::{fuzz_viewer_input, gro_segment_size, gro_segments, Interleaved, RtpHeader};
 
 use crate::error::LoadError;
+use crate::progress::ViewerObserver;
 
 /// How a viewer asks for its RTP packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -217,26 +218,6 @@ impl std::fmt::Display for RtspProgress {
     }
 }
 
-/// Watches an RTSP run second by second (called on the thread that called [`run_rtsp`]).
-pub trait RtspObserver {
-    /// Another second of the run has passed.
-    fn on_second(&mut self, _progress: &RtspProgress) {}
-    /// Every viewer has stopped.
-    fn on_finish(&mut self) {}
-}
-
-impl RtspObserver for crate::NoObserver {}
-
-impl RtspObserver for crate::LiveProgress {
-    fn on_second(&mut self, p: &RtspProgress) {
-        self.show(p.to_string());
-    }
-
-    fn on_finish(&mut self) {
-        self.clear();
-    }
-}
-
 /// Counters the viewers bump as they go (relaxed atomics: a display, not a measurement).
 #[derive(Debug, Default)]
 pub(crate) struct Live {
@@ -273,7 +254,11 @@ pub fn start_offset(index: usize, clients: usize, ramp: Duration) -> Duration {
 
 /// Runs `config.clients` viewers to the end and reports on them, telling `observer` about every
 /// second.
-pub fn run_rtsp(config: &RtspConfig, observer: &mut dyn RtspObserver) -> Result<RtspReport, LoadError> {
+/// `observer` is called on the thread that called it.
+pub fn run_rtsp(
+    config: &RtspConfig,
+    observer: &mut dyn ViewerObserver<RtspProgress>,
+) -> Result<RtspReport, LoadError> {
     let (url, addr) = config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads)

@@ -393,12 +393,14 @@ const MAX_FETCHES_AHEAD: usize = 32;
 
 /// The workers of background origin work: a pool of the engine's kind, apart from the one the
 /// engine runs requests on, because a request's job may wait for a fetch started ahead of it,
-/// which must then never be stuck in line behind that job. It takes a job only when a worker is
-/// idle (no queue), so at most [`MAX_FETCHES_AHEAD`] run and the caller learns at once to do
-/// the work itself. `None` when its threads could not be started (nothing runs ahead then).
+/// which must then never be stuck in line behind that job. [`MAX_FETCHES_AHEAD`] run at once
+/// and as many more may wait (a waiting one holds no slice yet); past that the caller does the
+/// work itself. (With no line at all, a job offered while a worker that just took one hands the
+/// queue to the next would be refused though workers are idle.) `None` when its threads could
+/// not be started (nothing runs ahead then).
 fn background() -> Option<&'static CpuPool> {
     static POOL: OnceLock<Option<CpuPool>> = OnceLock::new();
-    POOL.get_or_init(|| match CpuPool::start_named("sluice-fetch", MAX_FETCHES_AHEAD, 0) {
+    POOL.get_or_init(|| match CpuPool::start_named("sluice-fetch", MAX_FETCHES_AHEAD, MAX_FETCHES_AHEAD) {
         Ok(pool) => Some(pool),
         Err(e) => {
             tracing::error!("cannot start the background fetch workers: {e}; nothing is fetched ahead");
@@ -556,8 +558,9 @@ fn fetch_in_background(
 }
 
 /// Runs `work`, which waits for the origin (a slice fetched ahead, an MP4 index read for the
-/// RTSP loop), on a background worker, unless all [`MAX_FETCHES_AHEAD`] are busy (`None`: the
-/// caller asks again later, or does the work where it may block); the receiver gets the result.
+/// RTSP loop), on a background worker, unless all [`MAX_FETCHES_AHEAD`] are busy and as many wait
+/// (`None`: the caller asks again later, or does the work where it may block); the receiver gets
+/// the result.
 pub(crate) fn in_background<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Option<mpsc::Receiver<T>> {
