@@ -24,10 +24,11 @@ use sluice_proto::http::{
 
 use crate::access::{Access, Decision, Presented};
 use crate::bench;
+use crate::config::ClientsSection;
 use crate::hls::HlsRequest;
 use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
-use crate::limits::{ClientLimits, ClientsSection};
+use crate::limits::ClientLimits;
 use crate::metrics::{RequestCounts, RouteKind};
 use crate::page::Offers;
 use crate::upload::Uploads;
