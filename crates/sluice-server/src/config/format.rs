@@ -370,3 +370,24 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
         .copied()
         .ok_or_else(|| format!("`{text}` resolves to no address"))
 }
+
+/// Reads a key of a section, refusing one not in `0` while reading it, so that the error points
+/// at the key's line.
+pub(crate) struct Key(pub(crate) &'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = &'static str;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<&'static str, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for Key {
+    type Value = &'static str;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a key")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<&'static str, E> {
+        self.0.iter().find(|k| **k == v).copied().ok_or_else(|| E::unknown_field(v, self.0))
+    }
+}

@@ -192,16 +192,15 @@ macro_rules! settings {
                             mut map: A,
                         ) -> Result<$Section, A::Error> {
                             let mut s = $Section::default();
-                            while let Some(key) = map.next_key::<String>()? {
-                                match key.as_str() {
+                            while let Some(key) = map.next_key_seed($crate::config::format::Key(FIELDS))? {
+                                match key {
                                     $(stringify!($field) => {
                                         s.$field = map.next_value_seed(
                                             $crate::config::format::Seed::<$fmt, $ty>(std::marker::PhantomData),
                                         )?
                                     })*
-                                    other => {
-                                        return Err(<A::Error as serde::de::Error>::unknown_field(other, FIELDS))
-                                    }
+                                    // `Key` let only the section's keys through.
+                                    _ => {}
                                 }
                             }
                             Ok(s)
