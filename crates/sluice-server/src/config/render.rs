@@ -135,11 +135,9 @@ pub fn example() -> String {
                 }
             }
         }
-        if *section == "clients" {
-            out.push('\n');
-            out.push_str(ACCESS);
-        }
     }
+    out.push('\n');
+    out.push_str(ACCESS);
     out
 }
 

@@ -148,3 +148,17 @@ fn a_flag_sets_what_the_key_sets() {
     let bad = SETTINGS.iter().find(|s| s.flag == Some("rtsp-overload")).unwrap();
     assert!((bad.parse)("sometimes").unwrap_err().contains("refuse, degrade"));
 }
+
+#[test]
+fn any_cut_of_the_file_reads_or_says_where_it_is_wrong() {
+    let text = render::example();
+    // Cut within keys, values, comments and headers alike (every 7th byte keeps it quick).
+    for cut in (0..text.len()).step_by(7).filter(|i| text.is_char_boundary(*i)) {
+        match Config::from_text(&text[..cut]) {
+            Ok(c) => drop(c.validate()),
+            Err((line, column, message)) => {
+                assert!(line >= 1 && column >= 1 && !message.contains('\n'), "cut at {cut}: {message}")
+            }
+        }
+    }
+}
