@@ -4,7 +4,9 @@
 //! Owns nothing but the entries; [`super::setting`] turns them into the section structs and
 //! [`super::SETTINGS`]. Adding a setting is one entry here plus its use. Rules between settings
 //! (a head at least as long as its request line) live in [`super::Config::validate`], derived
-//! values (RTSP loops, the engine's) in [`super::Config`].
+//! values (RTSP loops, the engine's) in [`super::Config`]. A default that depends on the machine
+//! (one per core) is an unset `Option` whose entry says what unset means (`unset`, and `here` for
+//! this machine's value in `--help`): the checked-in `sluice.toml` must read the same everywhere.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
