@@ -14,18 +14,32 @@
 
 #![deny(missing_docs)]
 
+// Definitions first, then what a run found, then what reads it: each module uses only those
+// above it in this order (no module imports one below it).
 pub mod budget;
 pub mod ceiling;
+pub mod charts;
 pub mod claims;
 pub mod content;
+pub mod csv;
 pub mod error;
 pub mod experiment;
+pub mod figures;
 pub mod findings;
 pub mod machine;
+pub mod markdown;
+pub mod method;
+pub mod metrics;
+pub mod output;
 pub mod peer;
+pub mod pivot;
 pub mod report;
+pub mod report_spec;
 pub mod results;
+pub mod row_tables;
+pub mod rtsp_figures;
 pub mod runner;
+pub mod server_spec;
 
 pub use error::LabError;
 pub use experiment::{builtin, Experiment};
