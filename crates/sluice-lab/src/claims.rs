@@ -22,10 +22,53 @@ use crate::experiment::{ClaimKind, ClaimSpec};
 use crate::metrics::{higher_is_better, metric_heading};
 use crate::results::{ExperimentResults, RowOutcome, Spread, Verdict, VerdictKind};
 
-/// Every declared claim of a run, checked against its rows.
+/// Every declared claim this run could measure, checked against its rows (see [`in_run`]).
 pub fn evaluate(results: &ExperimentResults) -> Vec<Verdict> {
+    in_run(results).0
+}
+
+/// The claims this run could measure, checked, and the ones it could not because `--sweeps`,
+/// `--servers` or a stop left out their sweep or servers (their text, with the server for a
+/// per-server claim). A server left out has no row at all in the sweep; one that was skipped or
+/// failed has rows, and its claim stays in the table as not measurable, with the reason.
+pub fn in_run(results: &ExperimentResults) -> (Vec<Verdict>, Vec<String>) {
     let mut out = Vec::new();
+    let mut left_out = Vec::new();
     for spec in &results.experiment.claim {
+        let sweep = sweep_name(results, spec);
+        let ran = |name: &str| {
+            results.rows_of(sweep).any(|r| match name {
+                "best sluice" => !r.peer,
+                "best peer" => r.peer,
+                _ => r.server == name,
+            })
+        };
+        // A claim of the machine (not measurable anywhere here) names no sweep: it stays while
+        // the run has any row.
+        let machine_claim = spec.kind == ClaimKind::NotMeasurable && spec.sweep.is_none();
+        if results.rows_of(sweep).next().is_none() && !(machine_claim && !results.rows.is_empty()) {
+            left_out.push(spec.claim.clone());
+            continue;
+        }
+        let spec = &match spec.kind {
+            ClaimKind::Ratio => {
+                if !spec.a.iter().chain(&spec.b).all(|s| ran(s)) {
+                    left_out.push(spec.claim.clone());
+                    continue;
+                }
+                spec.clone()
+            }
+            ClaimKind::Flat | ClaimKind::Below => {
+                let (servers, absent): (Vec<String>, Vec<String>) =
+                    spec.servers.iter().cloned().partition(|s| ran(s));
+                left_out.extend(absent.iter().map(|s| format!("{} ({s})", spec.claim)));
+                if servers.is_empty() {
+                    continue;
+                }
+                ClaimSpec { servers, ..spec.clone() }
+            }
+            ClaimKind::NotMeasurable => spec.clone(),
+        };
         match spec.kind {
             ClaimKind::Ratio => out.push(ratio(results, spec)),
             ClaimKind::Flat => flat(results, spec, &mut out),
@@ -43,7 +86,7 @@ pub fn evaluate(results: &ExperimentResults) -> Vec<Verdict> {
             }),
         }
     }
-    out
+    (out, left_out)
 }
 
 fn sweep_name<'a>(results: &'a ExperimentResults, spec: &ClaimSpec) -> &'a str {
@@ -343,8 +386,9 @@ pub(crate) mod tests {
         assert_eq!(v[4].verdict, VerdictKind::NotMeasurable, "no rows at 4000");
         assert!(v[4].why.contains("no row at 4000"), "{:?}", v[4]);
         let flat = spec("claim = \"f\"\npublished = \"-\"\nkind = \"flat\"\nsweep = \"threads\"\nservers = [\"sluice uring\"]");
-        let v = evaluate(&results(vec![row(&report, "sluice uring", 10, 1.0)], vec![flat]));
-        assert!(v[0].why.contains("`threads` was not run"), "{:?}", v[0]);
+        let (v, left_out) = in_run(&results(vec![row(&report, "sluice uring", 10, 1.0)], vec![flat]));
+        assert!(v.is_empty(), "a sweep not run has no verdict: {v:?}");
+        assert_eq!(left_out, ["f"], "but one line says it was not in this run");
     }
 
     #[test]
@@ -354,6 +398,10 @@ pub(crate) mod tests {
         for (vus, rps) in [(10, 100.0), (1000, 120.0)] {
             rows.push(row(&report, "sluice uring", vus, rps));
             rows.push(row(&report, "sluice epoll", vus, rps * (vus as f64 / 10.0)));
+            // Skipped rows: tokio ran in this run, without figures.
+            let mut skipped = row(&report, "sluice tokio", vus, 0.0);
+            skipped.outcome = RowOutcome::Skipped { reason: "not installed".into() };
+            rows.push(skipped);
         }
         let claims = vec![
             spec("claim = \"flat\"\npublished = \"-\"\nkind = \"flat\"\nsweep = \"capacity\"\nmetric = \"req_per_s\"\nservers = [\"sluice uring\", \"sluice epoll\", \"sluice tokio\"]"),
@@ -372,5 +420,25 @@ pub(crate) mod tests {
         );
         assert!(v[0].measured.contains("+20%"), "{:?}", v[0]);
         assert!(v[3].claim.contains("sluice uring"), "the best at 10 is named: {:?}", v[3]);
+        assert!(v[2].why.contains("not installed"), "a skipped server says why: {:?}", v[2]);
+    }
+
+    #[test]
+    fn claims_of_servers_a_run_left_out_are_one_line_not_rows() {
+        let report = some_report();
+        // `--servers uring`: epoll and nginx have no row at all.
+        let rows = vec![row(&report, "sluice uring", 1000, 50_000.0)];
+        let claims = vec![
+            spec("claim = \"uring beats epoll\"\npublished = \"-\"\nkind = \"ratio\"\nsweep = \"capacity\"\na = \"sluice uring\"\nb = \"sluice epoll\"\nat = \"1000\""),
+            spec("claim = \"sluice beats nginx\"\npublished = \"-\"\nkind = \"ratio\"\nsweep = \"capacity\"\na = \"best sluice\"\nb = \"best peer\"\nat = \"1000\""),
+            spec("claim = \"below\"\npublished = \"-\"\nkind = \"below\"\nsweep = \"capacity\"\nat = \"1000\"\nat_most = 1e9\nmetric = \"req_per_s\"\nservers = [\"sluice uring\", \"sluice epoll\"]"),
+            spec("claim = \"16 cores\"\npublished = \"-\"\nkind = \"not_measurable\"\nreason = \"{cores} here\""),
+        ];
+        let (v, left_out) = in_run(&results(rows, claims));
+        let checked: Vec<&str> = v.iter().map(|v| v.claim.as_str()).collect();
+        assert_eq!(checked, ["below (sluice uring, capacity)", "16 cores"], "{v:?}");
+        assert_eq!(left_out, ["uring beats epoll", "sluice beats nginx", "below (sluice epoll)"]);
+        let page = crate::report::render(&[results(vec![row(&report, "sluice uring", 1000, 1.0)], vec![])]);
+        assert!(!page.contains("not in this run"), "nothing left out, no line");
     }
 }

@@ -14,8 +14,11 @@
 
 #![deny(missing_docs)]
 
-// Definitions first, then what a run found, then what reads it: each module uses only those
-// above it in this order (no module imports one below it).
+// Dependencies point one way, from the bottom up (no module imports one from a later layer):
+// definitions (`error`, `metrics`, `content`, `server_spec`, `report_spec`, `experiment`), the
+// machine (`machine`, `budget`), what a run found (`figures`, `rtsp_figures`, `results`), what
+// reads it (`claims`, `findings`, `csv`, `method`, `pivot`, `markdown`, `charts`, `row_tables`,
+// `report`, `output`), and running (`ceiling`, `peer`, `stop`, `progress`, `runner`).
 pub mod budget;
 pub mod ceiling;
 pub mod charts;
@@ -33,6 +36,7 @@ pub mod metrics;
 pub mod output;
 pub mod peer;
 pub mod pivot;
+pub mod progress;
 pub mod report;
 pub mod report_spec;
 pub mod results;
@@ -40,6 +44,7 @@ pub mod row_tables;
 pub mod rtsp_figures;
 pub mod runner;
 pub mod server_spec;
+pub mod stop;
 
 pub use error::LabError;
 pub use experiment::{builtin, Experiment};

@@ -24,6 +24,9 @@ pub fn markdown(r: &ExperimentResults) -> String {
         r.command,
         e.caveat
     );
+    if let Some(partial) = &r.partial {
+        let _ = writeln!(m, "**{}**\n", partial.describe(r.rows.len()));
+    }
     if let Some(c) = &r.content {
         let _ = writeln!(
             m,
@@ -44,7 +47,10 @@ pub fn markdown(r: &ExperimentResults) -> String {
         m.push_str(&table.markdown());
         m.push('\n');
     }
-    let claims = crate::claims::evaluate(r);
+    let (claims, left_out) = crate::claims::in_run(r);
+    if !left_out.is_empty() {
+        let _ = writeln!(m, "{}\n", crate::method::not_in_run(&left_out));
+    }
     if !claims.is_empty() {
         let _ = writeln!(
             m,

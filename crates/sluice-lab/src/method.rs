@@ -1,6 +1,6 @@
 //! How a run measured, in the words a report prints: the note on quick runs, and the method of
 //! the capacity rows (the CPU budget read back from the kernel, the placement, the rounds, the
-//! throttling), or why they were not measured. Text only, shared by the HTML page and Markdown.
+//! throttling), or why they were not measured; the line naming the claims a run left out. Text only, shared by the HTML page and Markdown.
 
 use crate::budget::RowBudget;
 use crate::results::{ExperimentResults, Row, RowOutcome};
@@ -62,4 +62,12 @@ pub fn capacity_method(r: &ExperimentResults) -> Option<String> {
         first.cpus * 100.0 / row.point.workers.max(1) as f64,
         budgeted.len(),
     ))
+}
+
+/// `Claims not in this run (…): a; b.`: one line for the claims a run left out.
+pub fn not_in_run(left_out: &[String]) -> String {
+    format!(
+        "Claims not in this run (their sweep or servers were not run: --sweeps, --servers or a stop): {}.",
+        left_out.join("; ")
+    )
 }

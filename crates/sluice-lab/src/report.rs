@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use sluice_charts::escape;
 
 use crate::charts::{per_second_charts, sweep_chart};
-use crate::method::{capacity_method, quick_note};
+use crate::method::{capacity_method, not_in_run, quick_note};
 use crate::pivot::PivotTable;
 use crate::results::{ExperimentResults, RowOutcome};
 use crate::row_tables::{all_rows_table, per_endpoint_table, rtsp_rows_table};
@@ -29,13 +29,14 @@ table.rows td{vertical-align:top}table.rows td.cmd{text-align:left;min-width:28e
 table.rows td.cmd code{white-space:pre-wrap;overflow-wrap:anywhere;display:block;margin-bottom:3px}
 table.rows td.kinds{text-align:left;white-space:nowrap;font-size:12px}
 .verdict-reproduced{background:#e3f6e3}.verdict-not_reproduced{background:#fde4e1}.verdict-not_measurable{background:#eee}
-table.claims td{text-align:left;vertical-align:top;max-width:30em}.method{background:#eef4fb;border-left:4px solid #4a7fc1;padding:.6em 1em}";
+table.claims td{text-align:left;vertical-align:top;max-width:30em}.partial{background:#fde4e1;border-left:4px solid #c0392b;padding:.6em 1em;font-weight:bold}.method{background:#eef4fb;border-left:4px solid #4a7fc1;padding:.6em 1em}";
 
 /// The whole page for `runs`.
 pub fn render(runs: &[ExperimentResults]) -> String {
     let mut h = String::new();
     let title = if runs.len() == 1 {
-        format!("sluice lab: {} {}", runs[0].experiment.id, runs[0].experiment.name)
+        let partial = if runs[0].partial.is_some() { " (partial run)" } else { "" };
+        format!("sluice lab: {} {}{partial}", runs[0].experiment.id, runs[0].experiment.name)
     } else {
         "sluice lab".to_string()
     };
@@ -96,6 +97,9 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
         m = escape(&r.machine.summary()),
         cmd = escape(&r.command),
     );
+    if let Some(partial) = &r.partial {
+        let _ = write!(h, "<p class=\"partial\">{}</p>", escape(&partial.describe(r.rows.len())));
+    }
     let _ = write!(h, "<p class=\"caveat\">{}</p>", escape(&e.caveat));
     if let Some(method) = capacity_method(r) {
         let _ = write!(h, "<p class=\"method\">{}</p>", escape(&method));
@@ -168,9 +172,13 @@ fn experiment_section(h: &mut String, r: &ExperimentResults) {
     }
 }
 
-/// The seed's claims with this run's counterparts and verdicts.
+/// The seed's claims this run could measure with their counterparts and verdicts, and one line
+/// for the others.
 fn claims_table(h: &mut String, r: &ExperimentResults) {
-    let claims = crate::claims::evaluate(r);
+    let (claims, left_out) = crate::claims::in_run(r);
+    if !left_out.is_empty() {
+        let _ = write!(h, "<p class=\"muted not-in-run\">{}</p>", escape(&not_in_run(&left_out)));
+    }
     if claims.is_empty() {
         return;
     }

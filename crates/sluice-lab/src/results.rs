@@ -218,6 +218,28 @@ pub struct ExperimentResults {
     /// The source report's claims with this run's counterparts and verdicts.
     #[serde(default)]
     pub claims: Vec<Verdict>,
+    /// Set when the run was stopped before its last row: it holds the rows finished before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<Partial>,
+}
+
+/// A run stopped before its end (by a signal): what stopped it and how many rows it planned.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Partial {
+    /// `SIGINT`, `SIGTERM`.
+    pub stopped_by: String,
+    /// Rows the run would have had.
+    pub rows_planned: usize,
+}
+
+impl Partial {
+    /// `Partial run: stopped by SIGINT after 3 of 12 rows.`
+    pub fn describe(&self, rows_finished: usize) -> String {
+        format!(
+            "Partial run: stopped by {} after {rows_finished} of {} rows; everything below comes from the rows it finished.",
+            self.stopped_by, self.rows_planned
+        )
+    }
 }
 
 /// The rounds of one server at one point, on one metric: median and range.
@@ -302,6 +324,7 @@ impl ExperimentResults {
             content: None,
             budget: None,
             claims: Vec::new(),
+            partial: None,
         }
     }
 
