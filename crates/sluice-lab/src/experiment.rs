@@ -208,6 +208,9 @@ pub struct Sweep {
     /// Response body sizes in bytes.
     #[serde(default)]
     pub chunk: Vec<u64>,
+    /// Response body sizes with `--quick` (the full list when absent).
+    #[serde(default)]
+    pub quick_chunk: Vec<u64>,
     /// Virtual users (closed model connections).
     #[serde(default)]
     pub vus: Vec<usize>,
@@ -515,7 +518,8 @@ impl Experiment {
             let vus = if quick && !s.quick_vus.is_empty() { &s.quick_vus } else { &s.vus };
             let clients = if quick && !s.quick_clients.is_empty() { &s.quick_clients } else { &s.clients };
             let clients: Vec<Option<usize>> = opt_list(clients);
-            let chunks: Vec<Option<u64>> = opt_list(&s.chunk);
+            let chunks: Vec<Option<u64>> =
+                opt_list(if quick && !s.quick_chunk.is_empty() { &s.quick_chunk } else { &s.chunk });
             let vus: Vec<Option<usize>> = opt_list(vus);
             let profiles: Vec<Option<String>> = opt_list(&s.profile);
             let payloads: Vec<Option<String>> = opt_list(&s.payload);

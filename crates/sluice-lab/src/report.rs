@@ -242,5 +242,16 @@ mod tests {
             row.outcome = RowOutcome::Skipped { reason: "not here".into() };
         }
         assert!(render(&[empty]).contains("no measured rows"));
+        // uring and nginx ran, epoll did not: the goal (best sluice against the peer) is a row,
+        // the claims naming epoll are one line; without nginx the goal joins that line.
+        let goal = "sluice's goal: the best sluice serves";
+        assert!(html.contains(&format!("<td>{}", escape(goal))), "the goal is checked");
+        assert!(html.contains("Claims not in this run"), "the line is there");
+        assert!(!html.contains("<td>io_uring serves more requests per second than epoll"), "not a row");
+        let mut uring_only = capacity_results();
+        uring_only.rows.retain(|r| r.server == "sluice uring");
+        let page = render(&[uring_only]);
+        assert!(page.contains(&escape(goal)), "named in the line");
+        assert!(!page.contains(&format!("<td>{}", escape(goal))), "not a row");
     }
 }

@@ -184,7 +184,8 @@ fn stop_servers_on_signal() -> anyhow::Result<()> {
         let Some(sig) = signals.next() else { return };
         sluice_lab::stop::stop(sig);
         eprintln!(
-            "sluice lab: stopped by signal {sig}; its servers are stopped; writing the rows finished so far"
+            "sluice lab: stopped by {}; its servers are stopped; writing the rows finished so far",
+            sluice_lab::stop::signal_name(sig)
         );
         let exit_now = move || {
             sluice_lab::stop::remove_cgroups();

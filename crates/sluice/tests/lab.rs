@@ -346,9 +346,9 @@ fn e1_zero_copy_every_engine_and_strategy_against_nginx_with_the_loopback_limit(
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let results = lab(&["E1"], out.path(), &[]);
-    // 11 sluice configurations + 2 nginx, 3 chunk sizes paced and once more at the budget (one
-    // round with --quick), + the iperf3 reference row.
-    check_rows(&results, 13 * 3 * 2 + 1);
+    // 11 sluice configurations + 2 nginx, 2 chunk sizes with --quick (64 KB and 1 MB) paced and
+    // once more at the budget (one round with --quick), + the iperf3 reference row.
+    check_rows(&results, 13 * 2 * 2 + 1);
     let reference = rows(&results).iter().find(|r| r["status"] == "reference").expect("iperf3 ran");
     assert!(reference["server_command"].as_str().unwrap().contains("iperf3"));
     for r in rows(&results).iter().filter(|r| r["server"].as_str().unwrap().starts_with("nginx")) {
@@ -703,10 +703,11 @@ fn an_interrupted_lab_writes_the_rows_it_finished_and_leaves_nothing_behind() {
         }
         all
     });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Generous bounds: a busy machine (CI's 2 cores) slows every row.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     // The first row is on record when its progress line comes.
     loop {
-        let line = progress.recv_timeout(std::time::Duration::from_secs(60)).expect("a progress line");
+        let line = progress.recv_timeout(std::time::Duration::from_secs(120)).expect("a progress line");
         if line.starts_with("E3 io-models: row 1/") {
             break;
         }
