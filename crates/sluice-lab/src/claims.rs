@@ -46,7 +46,9 @@ pub fn in_run(results: &ExperimentResults) -> (Vec<Verdict>, Vec<String>) {
         // A claim of the machine (not measurable anywhere here) names no sweep: it stays while
         // the run has any row.
         let machine_claim = spec.kind == ClaimKind::NotMeasurable && spec.sweep.is_none();
-        if results.rows_of(sweep).next().is_none() && !(machine_claim && !results.rows.is_empty()) {
+        let sweep_ran = results.rows_of(sweep).next().is_some();
+        let kept = sweep_ran || (machine_claim && !results.rows.is_empty());
+        if !kept {
             left_out.push(spec.claim.clone());
             continue;
         }
