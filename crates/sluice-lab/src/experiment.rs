@@ -1,7 +1,9 @@
 //! Experiments as data: each is a TOML file in `experiments/` (compiled in) declaring the server
 //! configurations, the load, the sweeps of parameters, and how the report shows the result
-//! (tables, charts, findings, the published numbers). This module parses those files and expands
-//! an experiment into the steps the runner executes; it runs nothing.
+//! (tables, charts, findings, the published numbers). This module owns the experiment, its load
+//! and sweeps and their points: it parses those files and expands an experiment into the steps
+//! the runner executes; it runs nothing. The server configurations (`server_spec`) and what the
+//! report declares (`report_spec`) are their own modules, re-exported here.
 //!
 //! One run of an experiment is every server × every point of every sweep, where a point is one
 //! combination of the sweep's parameter lists (chunk size, virtual users, workers, profile, RTSP
