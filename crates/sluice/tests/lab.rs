@@ -578,9 +578,25 @@ fn e5_rtsp_fanout_counts_every_clients_samples_over_udp_and_tcp() {
         assert!(num(f, "samples_max") <= expected && mean <= expected && stdev >= 0.0, "{label}: {f}");
         assert!((num(f, "perfect_pct") - perfect / clients * 100.0).abs() < 1e-9, "{label}");
         assert!(num(f, "stalled_clients") <= playing, "{label}: {f}");
-        // A few light viewers on loopback: every server sends every sample to every client.
-        assert_eq!(perfect, clients, "{label}: {f}");
-        assert_eq!(num(f, "stalled_clients"), 0.0, "{label}: {f}");
+        // A few light viewers on loopback: every server sends every sample to every client. Only
+        // on a machine too busy to send on time does sluice drop frames (its `degrade` policy),
+        // and then the samples its viewers missed are exactly the drops it reports.
+        let dropped = f["server"]["frames_dropped"].as_f64().unwrap_or(0.0);
+        if dropped == 0.0 {
+            assert_eq!(perfect, clients, "{label}: {f}");
+            assert_eq!(num(f, "stalled_clients"), 0.0, "{label}: {f}");
+        } else {
+            let missed = (clients * expected - mean * clients).round();
+            assert_eq!(
+                missed, dropped,
+                "{label}: missed samples are the server's drops (a busy machine): {f}"
+            );
+            assert_eq!(
+                num(f, "lost_packets"),
+                0.0,
+                "{label}: dropped frames are never sent, so never lost: {f}"
+            );
+        }
         assert!(num(f, "mbit_per_s") > 0.0 && num(f, "cpu_s") > 0.0, "{label}: {f}");
         assert!(num(f, "generator_cpu_pct") >= 0.0 && num(f, "generator_cpus") >= 1.0, "{label}");
         assert!(num(f, "connect_spread_s") < 5.0, "{label}: concurrent by the seed's definition");
