@@ -13,6 +13,7 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -131,6 +132,34 @@ pub struct ServerCgroup {
 
 static GROUPS: AtomicUsize = AtomicUsize::new(0);
 
+/// The directories of the groups alive now, so that an exit that skips their drop (a second
+/// signal) still removes them ([`remove_live_groups`]).
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes `dir`, giving the last threads of a stopped server a moment to leave it; whether it
+/// is gone.
+fn remove_group(dir: &Path) -> bool {
+    for _ in 0..50 {
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Removes every group this process made that is still there (their servers stopped first: the
+/// lab's stop kills them); for an exit that does not unwind.
+pub fn remove_live_groups() {
+    for dir in live().drain(..) {
+        remove_group(&dir);
+    }
+}
+
 fn root() -> PathBuf {
     std::env::var_os(CGROUP_ROOT_ENV).map_or_else(|| PathBuf::from("/sys/fs/cgroup"), PathBuf::from)
 }
@@ -212,7 +241,10 @@ impl ServerCgroup {
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", procs.display())))
         };
         match set() {
-            Ok(procs) => Ok(ServerCgroup { dir, version, procs, quota_us, period_us }),
+            Ok(procs) => {
+                live().push(dir.clone());
+                Ok(ServerCgroup { dir, version, procs, quota_us, period_us })
+            }
             Err(e) => {
                 let _ = std::fs::remove_dir(&dir);
                 Err(e)
@@ -279,12 +311,8 @@ impl ServerCgroup {
 impl Drop for ServerCgroup {
     fn drop(&mut self) {
         // The server was stopped and reaped before; its last threads may take a moment to leave.
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        remove_group(&self.dir);
+        live().retain(|d| *d != self.dir);
     }
 }
 

@@ -18,111 +18,59 @@
 //! It reads rows only (so a report rebuilt from `results.json` gets the same table); it
 //! measures nothing and renders nothing.
 
-use serde::{Deserialize, Serialize};
+use crate::experiment::{ClaimKind, ClaimSpec};
+use crate::metrics::{higher_is_better, metric_heading};
+use crate::results::{ExperimentResults, RowOutcome, Spread, Verdict, VerdictKind};
 
-use crate::results::{higher_is_better, metric_heading, ExperimentResults, RowOutcome, Spread};
-
-/// How a claim is checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClaimKind {
-    /// One server against another.
-    Ratio,
-    /// A metric that should not grow along the sweep.
-    Flat,
-    /// A metric under a bound.
-    Below,
-    /// Not measurable on this machine.
-    NotMeasurable,
-}
-
-/// One published claim and how this run checks it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClaimSpec {
-    /// The claim in words.
-    pub claim: String,
-    /// The published figure behind it.
-    pub published: String,
-    /// How it is checked.
-    pub kind: ClaimKind,
-    /// The sweep whose rows count (the first when absent).
-    #[serde(default)]
-    pub sweep: Option<String>,
-    /// The metric (`req_per_s` when absent).
-    #[serde(default)]
-    pub metric: Option<String>,
-    /// First server (`ratio`).
-    #[serde(default)]
-    pub a: Option<String>,
-    /// Second server (`ratio`).
-    #[serde(default)]
-    pub b: Option<String>,
-    /// The point (its x label: `1000`, `1 MB`); absent: every point.
-    #[serde(default)]
-    pub at: Option<String>,
-    /// First point of a `flat` claim.
-    #[serde(default)]
-    pub from: Option<String>,
-    /// Last point of a `flat` claim.
-    #[serde(default)]
-    pub to: Option<String>,
-    /// Servers a `flat` or `below` claim is checked for, one verdict each.
-    #[serde(default)]
-    pub servers: Vec<String>,
-    /// The ratio that reproduces a `ratio` claim at least.
-    #[serde(default)]
-    pub at_least: Option<f64>,
-    /// The ratio (or for `below`, the value) that reproduces the claim at most.
-    #[serde(default)]
-    pub at_most: Option<f64>,
-    /// Why a `not_measurable` claim is.
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-/// A claim's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictKind {
-    /// Measured here and it holds.
-    Reproduced,
-    /// Measured here and it does not hold (including ties).
-    NotReproduced,
-    /// Not measured here.
-    NotMeasurable,
-}
-
-impl VerdictKind {
-    /// As the report prints it.
-    pub fn label(self) -> &'static str {
-        match self {
-            VerdictKind::Reproduced => "reproduced",
-            VerdictKind::NotReproduced => "not reproduced",
-            VerdictKind::NotMeasurable => "not measurable here",
-        }
-    }
-}
-
-/// One row of the claims table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// The claim (with the server it was checked for, when per server).
-    pub claim: String,
-    /// The published figure.
-    pub published: String,
-    /// This run's counterpart.
-    pub measured: String,
-    /// The verdict.
-    pub verdict: VerdictKind,
-    /// Why (the threshold, a tie, what is missing).
-    pub why: String,
-}
-
-/// Every declared claim of a run, checked against its rows.
+/// Every declared claim this run could measure, checked against its rows (see [`in_run`]).
 pub fn evaluate(results: &ExperimentResults) -> Vec<Verdict> {
+    in_run(results).0
+}
+
+/// The claims this run could measure, checked, and the ones it could not because `--sweeps`,
+/// `--servers` or a stop left out their sweep or servers (their text, with the server for a
+/// per-server claim). A server left out has no row at all in the sweep; one that was skipped or
+/// failed has rows, and its claim stays in the table as not measurable, with the reason.
+pub fn in_run(results: &ExperimentResults) -> (Vec<Verdict>, Vec<String>) {
     let mut out = Vec::new();
+    let mut left_out = Vec::new();
     for spec in &results.experiment.claim {
+        let sweep = sweep_name(results, spec);
+        let ran = |name: &str| {
+            results.rows_of(sweep).any(|r| match name {
+                "best sluice" => !r.peer,
+                "best peer" => r.peer,
+                _ => r.server == name,
+            })
+        };
+        // A claim of the machine (not measurable anywhere here) names no sweep: it stays while
+        // the run has any row.
+        let machine_claim = spec.kind == ClaimKind::NotMeasurable && spec.sweep.is_none();
+        let sweep_ran = results.rows_of(sweep).next().is_some();
+        let kept = sweep_ran || (machine_claim && !results.rows.is_empty());
+        if !kept {
+            left_out.push(spec.claim.clone());
+            continue;
+        }
+        let spec = &match spec.kind {
+            ClaimKind::Ratio => {
+                if !spec.a.iter().chain(&spec.b).all(|s| ran(s)) {
+                    left_out.push(spec.claim.clone());
+                    continue;
+                }
+                spec.clone()
+            }
+            ClaimKind::Flat | ClaimKind::Below => {
+                let (servers, absent): (Vec<String>, Vec<String>) =
+                    spec.servers.iter().cloned().partition(|s| ran(s));
+                left_out.extend(absent.iter().map(|s| format!("{} ({s})", spec.claim)));
+                if servers.is_empty() {
+                    continue;
+                }
+                ClaimSpec { servers, ..spec.clone() }
+            }
+            ClaimKind::NotMeasurable => spec.clone(),
+        };
         match spec.kind {
             ClaimKind::Ratio => out.push(ratio(results, spec)),
             ClaimKind::Flat => flat(results, spec, &mut out),
@@ -140,7 +88,7 @@ pub fn evaluate(results: &ExperimentResults) -> Vec<Verdict> {
             }),
         }
     }
-    out
+    (out, left_out)
 }
 
 fn sweep_name<'a>(results: &'a ExperimentResults, spec: &ClaimSpec) -> &'a str {
@@ -440,8 +388,9 @@ pub(crate) mod tests {
         assert_eq!(v[4].verdict, VerdictKind::NotMeasurable, "no rows at 4000");
         assert!(v[4].why.contains("no row at 4000"), "{:?}", v[4]);
         let flat = spec("claim = \"f\"\npublished = \"-\"\nkind = \"flat\"\nsweep = \"threads\"\nservers = [\"sluice uring\"]");
-        let v = evaluate(&results(vec![row(&report, "sluice uring", 10, 1.0)], vec![flat]));
-        assert!(v[0].why.contains("`threads` was not run"), "{:?}", v[0]);
+        let (v, left_out) = in_run(&results(vec![row(&report, "sluice uring", 10, 1.0)], vec![flat]));
+        assert!(v.is_empty(), "a sweep not run has no verdict: {v:?}");
+        assert_eq!(left_out, ["f"], "but one line says it was not in this run");
     }
 
     #[test]
@@ -451,6 +400,10 @@ pub(crate) mod tests {
         for (vus, rps) in [(10, 100.0), (1000, 120.0)] {
             rows.push(row(&report, "sluice uring", vus, rps));
             rows.push(row(&report, "sluice epoll", vus, rps * (vus as f64 / 10.0)));
+            // Skipped rows: tokio ran in this run, without figures.
+            let mut skipped = row(&report, "sluice tokio", vus, 0.0);
+            skipped.outcome = RowOutcome::Skipped { reason: "not installed".into() };
+            rows.push(skipped);
         }
         let claims = vec![
             spec("claim = \"flat\"\npublished = \"-\"\nkind = \"flat\"\nsweep = \"capacity\"\nmetric = \"req_per_s\"\nservers = [\"sluice uring\", \"sluice epoll\", \"sluice tokio\"]"),
@@ -469,5 +422,23 @@ pub(crate) mod tests {
         );
         assert!(v[0].measured.contains("+20%"), "{:?}", v[0]);
         assert!(v[3].claim.contains("sluice uring"), "the best at 10 is named: {:?}", v[3]);
+        assert!(v[2].why.contains("not installed"), "a skipped server says why: {:?}", v[2]);
+    }
+
+    #[test]
+    fn claims_of_servers_a_run_left_out_are_one_line_not_rows() {
+        let report = some_report();
+        // `--servers uring`: epoll and nginx have no row at all.
+        let rows = vec![row(&report, "sluice uring", 1000, 50_000.0)];
+        let claims = vec![
+            spec("claim = \"uring beats epoll\"\npublished = \"-\"\nkind = \"ratio\"\nsweep = \"capacity\"\na = \"sluice uring\"\nb = \"sluice epoll\"\nat = \"1000\""),
+            spec("claim = \"sluice beats nginx\"\npublished = \"-\"\nkind = \"ratio\"\nsweep = \"capacity\"\na = \"best sluice\"\nb = \"best peer\"\nat = \"1000\""),
+            spec("claim = \"below\"\npublished = \"-\"\nkind = \"below\"\nsweep = \"capacity\"\nat = \"1000\"\nat_most = 1e9\nmetric = \"req_per_s\"\nservers = [\"sluice uring\", \"sluice epoll\"]"),
+            spec("claim = \"16 cores\"\npublished = \"-\"\nkind = \"not_measurable\"\nreason = \"{cores} here\""),
+        ];
+        let (v, left_out) = in_run(&results(rows, claims));
+        let checked: Vec<&str> = v.iter().map(|v| v.claim.as_str()).collect();
+        assert_eq!(checked, ["below (sluice uring, capacity)", "16 cores"], "{v:?}");
+        assert_eq!(left_out, ["uring beats epoll", "sluice beats nginx", "below (sluice epoll)"]);
     }
 }

@@ -1,7 +1,9 @@
 //! Experiments as data: each is a TOML file in `experiments/` (compiled in) declaring the server
 //! configurations, the load, the sweeps of parameters, and how the report shows the result
-//! (tables, charts, findings, the published numbers). This module parses those files and expands
-//! an experiment into the steps the runner executes; it runs nothing.
+//! (tables, charts, findings, the published numbers). This module owns the experiment, its load
+//! and sweeps and their points: it parses those files and expands an experiment into the steps
+//! the runner executes; it runs nothing. The server configurations (`server_spec`) and what the
+//! report declares (`report_spec`) are their own modules, re-exported here.
 //!
 //! One run of an experiment is every server × every point of every sweep, where a point is one
 //! combination of the sweep's parameter lists (chunk size, virtual users, workers, profile, RTSP
@@ -15,6 +17,9 @@ use sluice_load::rtsp::RtspTransport;
 
 use crate::content::ContentSpec;
 use crate::error::LabError;
+
+pub use crate::report_spec::{ChartSpec, ClaimKind, ClaimSpec, FindingSpec, PublishedTable, TableSpec};
+pub use crate::server_spec::{EdgeRole, NginxMode, ServerKind, ServerSpec};
 
 /// The experiments sluice ships, in order.
 const BUILTIN: [&str; 7] = [
@@ -82,9 +87,9 @@ pub struct Experiment {
     /// The source report's numbers, shown for reference.
     #[serde(default)]
     pub published: Vec<PublishedTable>,
-    /// The source report's claims, each checked against this run (see [`crate::claims`]).
+    /// The source report's claims, each checked against this run (checked by `claims`).
     #[serde(default)]
-    pub claim: Vec<crate::claims::ClaimSpec>,
+    pub claim: Vec<ClaimSpec>,
 }
 
 /// Closed or open model.
@@ -205,6 +210,9 @@ pub struct Sweep {
     /// Response body sizes in bytes.
     #[serde(default)]
     pub chunk: Vec<u64>,
+    /// Response body sizes with `--quick` (the full list when absent).
+    #[serde(default)]
+    pub quick_chunk: Vec<u64>,
     /// Virtual users (closed model connections).
     #[serde(default)]
     pub vus: Vec<usize>,
@@ -319,142 +327,6 @@ impl Param {
             Param::Payload => "payload",
         }
     }
-}
-
-/// What kind of server a row runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerKind {
-    /// `sluice serve` with the row's arguments.
-    #[default]
-    Sluice,
-    /// nginx with a generated configuration.
-    Nginx,
-    /// GStreamer's RTSP server (scripts/gst-rtsp-server.py, run by a python3 with PyGObject).
-    Gstreamer,
-    /// No server: uploads go straight to the S3 bucket (SeaweedFS), with the spec's `gzip`.
-    S3,
-}
-
-/// What the nginx peer serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NginxMode {
-    /// The experiment's media directory.
-    Static,
-    /// `return 200 "Hello, World!"` at `/bench/hello`.
-    Return200,
-}
-
-/// One server configuration.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerSpec {
-    /// Name in tables and charts.
-    pub name: String,
-    /// sluice or a peer.
-    #[serde(default)]
-    pub kind: ServerKind,
-    /// Extra `sluice serve` arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// What nginx serves.
-    #[serde(default)]
-    pub nginx: Option<NginxMode>,
-    /// nginx `sendfile on|off`.
-    #[serde(default)]
-    pub sendfile: Option<bool>,
-    /// The uploader's gzip policy straight to S3: `never`, `always` or `auto` (uploads).
-    #[serde(default)]
-    pub gzip: Option<String>,
-    /// What an edge experiment's row puts in front of the library (edges).
-    #[serde(default)]
-    pub edge: Option<EdgeRole>,
-}
-
-/// What serves an edge experiment's row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EdgeRole {
-    /// `sluice serve --root` over the library's files on local disk (the reference).
-    Local,
-    /// One `sluice serve --store s3://…` with a cache holding the library.
-    S3,
-    /// Two such edges behind HAProxy running deploy/haproxy.cfg.
-    Haproxy,
-    /// nginx `proxy_cache` (with `slice 1m` and `proxy_cache_lock`) in front of the store.
-    Nginx,
-}
-
-impl ServerSpec {
-    /// Whether this row is a peer rather than sluice.
-    pub fn is_peer(&self) -> bool {
-        self.kind != ServerKind::Sluice
-    }
-}
-
-/// A table of the report: servers down, the sweep's points across, each with `metrics`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TableSpec {
-    /// Caption.
-    pub caption: String,
-    /// Which sweep (the first when absent).
-    #[serde(default)]
-    pub sweep: Option<String>,
-    /// Metric names (see [`crate::results::Figures::metric`]).
-    pub metrics: Vec<String>,
-    /// Add the change from the first point to the last, in %.
-    #[serde(default)]
-    pub change: bool,
-}
-
-/// A chart of the report: one line per server, the sweep's parameter on x.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChartSpec {
-    /// Title.
-    pub title: String,
-    /// Metric on y.
-    pub metric: String,
-    /// Which sweep (the first when absent).
-    #[serde(default)]
-    pub sweep: Option<String>,
-    /// Logarithmic x axis.
-    #[serde(default)]
-    pub log_x: bool,
-}
-
-/// A generated finding.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FindingSpec {
-    /// `best`, `flat`, `ratio`, `success` or `latency_overhead` (see [`crate::findings`]).
-    pub kind: String,
-    /// The metric compared.
-    #[serde(default)]
-    pub metric: Option<String>,
-    /// First server (`ratio`).
-    #[serde(default)]
-    pub a: Option<String>,
-    /// Second server (`ratio`).
-    #[serde(default)]
-    pub b: Option<String>,
-    /// Only points with at least this many virtual users (`ratio`).
-    #[serde(default)]
-    pub min_vus: Option<usize>,
-}
-
-/// Numbers from the source report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PublishedTable {
-    /// Caption.
-    pub caption: String,
-    /// Column headings.
-    pub columns: Vec<String>,
-    /// Cells.
-    pub rows: Vec<Vec<String>>,
 }
 
 /// One point of a sweep: the parameters of one row.
@@ -601,9 +473,9 @@ impl Experiment {
             }
         }
         let known = match self.load.model {
-            LoadModel::Rtsp => &crate::results::RTSP_METRICS[..],
-            LoadModel::Upload => &crate::results::UPLOAD_METRICS[..],
-            LoadModel::Closed | LoadModel::Open | LoadModel::Edge => &crate::results::METRICS[..],
+            LoadModel::Rtsp => &crate::metrics::RTSP_METRICS[..],
+            LoadModel::Upload => &crate::metrics::UPLOAD_METRICS[..],
+            LoadModel::Closed | LoadModel::Open | LoadModel::Edge => &crate::metrics::METRICS[..],
         };
         let metrics =
             self.table.iter().flat_map(|t| t.metrics.iter()).chain(self.chart.iter().map(|c| &c.metric));
@@ -614,9 +486,9 @@ impl Experiment {
         }
         for c in &self.claim {
             let needs = match c.kind {
-                crate::claims::ClaimKind::Ratio => c.a.is_some() && c.b.is_some(),
-                crate::claims::ClaimKind::Flat | crate::claims::ClaimKind::Below => !c.servers.is_empty(),
-                crate::claims::ClaimKind::NotMeasurable => c.reason.is_some(),
+                ClaimKind::Ratio => c.a.is_some() && c.b.is_some(),
+                ClaimKind::Flat | ClaimKind::Below => !c.servers.is_empty(),
+                ClaimKind::NotMeasurable => c.reason.is_some(),
             };
             if !needs {
                 return bad(format!("claim `{}` lacks what its kind needs", c.claim));
@@ -648,7 +520,8 @@ impl Experiment {
             let vus = if quick && !s.quick_vus.is_empty() { &s.quick_vus } else { &s.vus };
             let clients = if quick && !s.quick_clients.is_empty() { &s.quick_clients } else { &s.clients };
             let clients: Vec<Option<usize>> = opt_list(clients);
-            let chunks: Vec<Option<u64>> = opt_list(&s.chunk);
+            let chunks: Vec<Option<u64>> =
+                opt_list(if quick && !s.quick_chunk.is_empty() { &s.quick_chunk } else { &s.chunk });
             let vus: Vec<Option<usize>> = opt_list(vus);
             let profiles: Vec<Option<String>> = opt_list(&s.profile);
             let payloads: Vec<Option<String>> = opt_list(&s.payload);

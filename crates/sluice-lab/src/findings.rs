@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::experiment::FindingSpec;
-use crate::results::{higher_is_better, metric_heading, ExperimentResults, Row, RowOutcome};
+use crate::metrics::{higher_is_better, metric_heading};
+use crate::results::{ExperimentResults, Row, RowOutcome};
 
 /// A first loss during which the rest of the machine used more than this share of a core (%) is
 /// said to have competed: E5 re-run on 2026-11-24 while other sessions ran test suites lost at 100

@@ -14,18 +14,37 @@
 
 #![deny(missing_docs)]
 
+// Dependencies point one way, from the bottom up (no module imports one from a later layer):
+// definitions (`error`, `metrics`, `content`, `server_spec`, `report_spec`, `experiment`), the
+// machine (`machine`, `budget`), what a run found (`figures`, `rtsp_figures`, `results`), what
+// reads it (`claims`, `findings`, `csv`, `method`, `pivot`, `markdown`, `charts`, `row_tables`,
+// `report`, `output`), and running (`ceiling`, `peer`, `stop`, `progress`, `runner`).
 pub mod budget;
 pub mod ceiling;
+pub mod charts;
 pub mod claims;
 pub mod content;
+pub mod csv;
 pub mod error;
 pub mod experiment;
+pub mod figures;
 pub mod findings;
 pub mod machine;
+pub mod markdown;
+pub mod method;
+pub mod metrics;
+pub mod output;
 pub mod peer;
+pub mod pivot;
+pub mod progress;
 pub mod report;
+pub mod report_spec;
 pub mod results;
+pub mod row_tables;
+pub mod rtsp_figures;
 pub mod runner;
+pub mod server_spec;
+pub mod stop;
 
 pub use error::LabError;
 pub use experiment::{builtin, Experiment};

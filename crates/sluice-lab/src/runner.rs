@@ -15,13 +15,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use indicatif::{ProgressBar, ProgressStyle};
-use sluice_load::rtsp::{RtspConfig, RtspProgress};
+use indicatif::ProgressBar;
+use sluice_load::rtsp::RtspConfig;
 use sluice_load::schedule::Stage;
-use sluice_load::ViewerObserver;
-use sluice_load::{
-    ConnectionMode, ExpectedStatus, LoadConfig, Observer, Report, RunProgress, SecondSample, TargetSpec,
-};
+use sluice_load::{ConnectionMode, ExpectedStatus, LoadConfig, Report, TargetSpec};
 
 use crate::budget::{CpuBudget, RowBudget, ServerCgroup};
 use crate::content::Content;
@@ -31,8 +28,10 @@ use crate::machine::{
     all_cpus, machine_busy_seconds, pin, process_cpu_seconds, udp_rcvbuf_errors, Machine, Placement,
 };
 use crate::peer::{gstreamer_python, iperf3_loopback, RunningServer, ServerContext, StartError};
+use crate::progress::{BarObserver, Progress, RtspBarObserver};
 use crate::results::{
-    ExperimentResults, Figures, Measurement, Row, RowOutcome, RtspFigures, RtspMeasures, RtspServerCounters,
+    ExperimentResults, Figures, Measurement, Partial, Row, RowOutcome, RtspFigures, RtspMeasures,
+    RtspServerCounters,
 };
 
 /// How to run an experiment.
@@ -96,14 +95,16 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
     let reference = experiment.loopback_reference && options.servers.is_none();
     let rounds = |p: &Point| experiment.sweep_of(p).rounds_for(options.quick);
     let steps = points.iter().map(rounds).sum::<usize>() * servers.len() + usize::from(reference);
-    let bar = progress_bar(options.progress, steps as u64, &format!("{} {}", experiment.id, experiment.name));
+    let progress =
+        Progress::new(options.progress, steps as u64, &format!("{} {}", experiment.id, experiment.name));
+    let bar = &progress.bar;
     let mut rows = Vec::with_capacity(steps);
+    let run =
+        Run { experiment, options, ctx: &ctx, content: content.as_ref(), bar, progress: &progress, started };
     if reference {
         bar.set_message("iperf3 loopback, one stream".to_string());
-        rows.push(loopback_row(experiment, options, &ctx, &machine));
-        bar.inc(1);
+        run.record(&mut rows, loopback_row(experiment, options, &ctx, &machine));
     }
-    let run = Run { experiment, options, ctx: &ctx, content: content.as_ref(), bar: &bar, started };
     if experiment.load.model == LoadModel::Upload {
         run.upload_sweeps(&points, &servers, &mut rows);
     } else if experiment.load.model == LoadModel::Edge {
@@ -111,7 +112,7 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
     } else if experiment.load.model == LoadModel::Rtsp {
         run.rtsp_sweeps(&points, &servers, &mut rows);
     } else {
-        for point in &points {
+        'points: for point in &points {
             // Rounds alternate the servers, every other round in reverse order, so a drift of
             // the machine over a point weighs on every server alike.
             let n = rounds(point);
@@ -121,16 +122,27 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
                     order.reverse();
                 }
                 for server in order {
+                    if crate::stop::stopped_by().is_some() {
+                        break 'points;
+                    }
                     let tag = (n > 1).then_some((round + 1, n));
                     let mut row = run.row(server, point, rows.len(), tag);
                     row.round = tag.map(|(r, _)| r);
-                    rows.push(row);
+                    run.record(&mut rows, row);
                 }
             }
         }
     }
     let _ = pin(&all_cpus());
-    bar.finish_with_message("done");
+    let partial = crate::stop::stopped_by().map(|signal| Partial {
+        stopped_by: crate::stop::signal_name(signal),
+        rows_planned: bar.length().map_or(steps, |l| l as usize),
+    });
+    if partial.is_some() {
+        bar.abandon_with_message("stopped");
+    } else {
+        bar.finish_with_message("done");
+    }
     let mut results = ExperimentResults {
         experiment: experiment.clone(),
         quick: options.quick,
@@ -148,6 +160,7 @@ pub fn run_experiment(experiment: &Experiment, options: &RunOptions) -> Result<E
         }),
         budget: options.budget.filter(|_| points.iter().any(|p| p.budget)),
         claims: Vec::new(),
+        partial,
     };
     results.derive_across_rows();
     results.findings = crate::findings::generate(&results);
@@ -163,6 +176,7 @@ struct Run<'a> {
     /// The RTSP experiment's file, or why there is none.
     content: Option<&'a Result<Content, String>>,
     bar: &'a ProgressBar,
+    progress: &'a Progress,
     started: Instant,
 }
 
@@ -170,9 +184,23 @@ impl Run<'_> {
     /// One row (round `r` of `n` when the point runs more than once), with the progress bar told.
     fn row(&self, server: &ServerSpec, point: &Point, index: usize, round: Option<(usize, usize)>) -> Row {
         self.bar.set_message(row_label(server, point, round));
-        let row = run_row(self, server, point, index, round);
+        run_row(self, server, point, index, round)
+    }
+
+    /// Puts a finished row on record and tells the progress, unless the lab was stopped while
+    /// the row ran: its servers were killed under it, so its figures are cut short and it is
+    /// left out (the run keeps only the rows finished before the signal).
+    fn record(&self, rows: &mut Vec<Row>, row: Row) {
+        if crate::stop::stopped_by().is_some() {
+            return;
+        }
+        let round = row.round.map(|r| format!(" (round {r})")).unwrap_or_default();
+        let label = format!("{} @ {} {}{round}", row.server, row.point.sweep, row.point.x_label());
+        let status = row.status();
+        rows.push(row);
         self.bar.inc(1);
-        row
+        let planned = self.bar.length().unwrap_or(rows.len() as u64);
+        self.progress.row_done(rows.len(), planned, &label, status);
     }
 
     /// Every RTSP sweep: its declared points for every server (alternating within a point),
@@ -183,7 +211,7 @@ impl Run<'_> {
             let declared: Vec<&Point> = points.iter().filter(|p| p.sweep == sweep.name).collect();
             for point in &declared {
                 for server in servers {
-                    rows.push(self.row(server, point, rows.len(), None));
+                    self.record(rows, self.row(server, point, rows.len(), None));
                 }
             }
             let Some(&last) = declared.last() else { continue };
@@ -213,13 +241,12 @@ impl Run<'_> {
                                 sluice_load::duration_text::format(budget)
                             ),
                         };
-                        rows.push(row);
-                        self.bar.inc(1);
+                        self.record(rows, row);
                     }
                     break;
                 }
                 for server in std::mem::take(&mut going) {
-                    rows.push(self.row(server, &point, rows.len(), None));
+                    self.record(rows, self.row(server, &point, rows.len(), None));
                     if perfect_at(rows, server, Some(next)) {
                         going.push(server);
                     }
@@ -257,22 +284,6 @@ fn empty_row(server: &ServerSpec, point: &Point, placement: &Placement) -> Row {
         budget: None,
         outcome: RowOutcome::Skipped { reason: String::new() },
     }
-}
-
-fn progress_bar(show: bool, len: u64, prefix: &str) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {pos}/{len} {elapsed_precise}, about {eta} left\n  {wide_msg}",
-        )
-        .expect("a valid template")
-        .progress_chars("=> "),
-    );
-    bar.set_prefix(prefix.to_string());
-    bar
 }
 
 /// Files of exactly each chunk size (`chunk-65536.bin`), readable by every user so a peer that
@@ -568,17 +579,6 @@ fn rtsp_command(c: &RtspConfig) -> String {
     )
 }
 
-struct RtspBarObserver<'a> {
-    bar: &'a ProgressBar,
-    label: String,
-}
-
-impl ViewerObserver<RtspProgress> for RtspBarObserver<'_> {
-    fn on_second(&mut self, p: &RtspProgress) {
-        self.bar.set_message(format!("{}: {p}", self.label));
-    }
-}
-
 fn measured(
     report: Report,
     chunk: Option<u64>,
@@ -593,24 +593,6 @@ fn measured(
 
 fn counter_delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
     after.iter().map(|(k, v)| (k.clone(), (v - before.get(k).copied().unwrap_or(0.0)).max(0.0))).collect()
-}
-
-struct BarObserver<'a> {
-    bar: &'a ProgressBar,
-    label: String,
-}
-
-impl Observer for BarObserver<'_> {
-    fn on_second(&mut self, _sample: &SecondSample, p: &RunProgress) {
-        let planned = p.planned.map(|d| format!("/{}s", d.as_secs())).unwrap_or_default();
-        self.bar.set_message(format!(
-            "{}: {}s{planned}, {} ok, {} failed",
-            self.label,
-            p.elapsed.as_secs(),
-            p.ok,
-            p.failed + p.dropped
-        ));
-    }
 }
 
 /// The load of one row, ready to run.

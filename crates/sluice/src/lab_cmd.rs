@@ -171,17 +171,32 @@ fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// On SIGINT/SIGTERM the lab takes its servers down with it: they run in process groups of
-/// their own, where the terminal's Ctrl-C does not reach.
+/// On SIGINT/SIGTERM the lab takes its servers down with it (they run in process groups of
+/// their own, where the terminal's Ctrl-C does not reach), then writes the rows it finished as a
+/// partial run (`run_experiments`); a second signal, or a row that does not end within a
+/// minute, exits at once.
 fn stop_servers_on_signal() -> anyhow::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
     std::thread::Builder::new().name("sluice-lab-signals".into()).spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            sluice_lab::peer::stop_all();
-            eprintln!("sluice lab: stopped by signal {sig}; its servers are stopped too");
+        let mut signals = signals.forever();
+        let Some(sig) = signals.next() else { return };
+        sluice_lab::stop::stop(sig);
+        eprintln!(
+            "sluice lab: stopped by {}; its servers are stopped; writing the rows finished so far",
+            sluice_lab::stop::signal_name(sig)
+        );
+        let exit_now = move || {
+            sluice_lab::stop::remove_cgroups();
             std::process::exit(128 + sig);
+        };
+        let _ = std::thread::Builder::new().name("sluice-lab-stop".into()).spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            exit_now();
+        });
+        if signals.next().is_some() {
+            exit_now();
         }
     })?;
     Ok(())
@@ -225,12 +240,22 @@ fn run_experiments(args: RunArgs) -> anyhow::Result<()> {
         for f in &results.findings {
             println!("  - {f}");
         }
+        let stopped = sluice_lab::stop::stopped_by();
+        if let (Some(partial), Some(_)) = (&results.partial, stopped) {
+            println!("  {}", partial.describe(results.rows.len()));
+        }
         runs.push(results);
+        if stopped.is_some() {
+            break;
+        }
     }
     if runs.len() > 1 {
         let path = args.out.join("report.html");
         write_report(&path, &runs)?;
         println!("all experiments → {}", path.display());
+    }
+    if let Some(sig) = sluice_lab::stop::stopped_by() {
+        std::process::exit(128 + sig);
     }
     Ok(())
 }

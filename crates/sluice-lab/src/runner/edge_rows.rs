@@ -193,8 +193,7 @@ impl Run<'_> {
                     for point in mine {
                         let mut row = empty_row(server, point, &Placement { server: vec![], load: vec![] });
                         row.outcome = outcome.clone();
-                        rows.push(row);
-                        self.bar.inc(1);
+                        self.record(rows, row);
                     }
                     continue;
                 }
@@ -202,8 +201,7 @@ impl Run<'_> {
             let Ok((library, _, _)) = &prepared else { unreachable!("a rig needs the library") };
             for point in mine {
                 self.bar.set_message(super::row_label(server, point, None));
-                rows.push(self.edge_row(server, point, &rig, library, &store));
-                self.bar.inc(1);
+                self.record(rows, self.edge_row(server, point, &rig, library, &store));
             }
             rig.stop();
         }

@@ -112,8 +112,7 @@ impl Run<'_> {
                 for server in servers {
                     self.bar.set_message(super::row_label(server, point, None));
                     let index = rows.len();
-                    rows.push(self.upload_row(server, point, index, endpoint.as_deref()));
-                    self.bar.inc(1);
+                    self.record(rows, self.upload_row(server, point, index, endpoint.as_deref()));
                 }
             }
         }
