@@ -349,11 +349,17 @@ pub struct Counters {
     shards: Box<[Shard]>,
     /// The `max_connections` places the HTTP workers and the RTSP loops counted here share.
     connections: OnceLock<Arc<ConnectionLimit>>,
+    /// The CPU pools of the engines counting here (one a run), for `/metrics`.
+    cpu_pools: Mutex<Vec<Arc<crate::PoolStats>>>,
 }
 
 impl Default for Counters {
     fn default() -> Self {
-        Counters { shards: (0..SHARDS).map(|_| Shard::default()).collect(), connections: OnceLock::new() }
+        Counters {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            connections: OnceLock::new(),
+            cpu_pools: Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -361,6 +367,17 @@ impl Counters {
     /// A fresh set, all zero.
     pub fn new() -> Arc<Counters> {
         Arc::new(Counters::default())
+    }
+
+    /// Counts `pool` among the CPU pools of the engines counting here.
+    pub(crate) fn add_cpu_pool(&self, pool: Arc<crate::PoolStats>) {
+        self.cpu_pools.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
+    }
+
+    /// The CPU pools of the engines counting here (none for the threads and tokio engines, which
+    /// run jobs on their own threads).
+    pub fn cpu_pools(&self) -> Vec<Arc<crate::PoolStats>> {
+        self.cpu_pools.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Sets the connection limit that every side counting here shares (HTTP connections and RTSP

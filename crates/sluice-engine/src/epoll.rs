@@ -37,6 +37,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
     let Launch { config, listeners, service, shutdown, counters } = launch;
     let limit = counters.connection_limit(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
+    counters.add_cpu_pool(pool.stats_handle());
     let (limit, pool) = (&*limit, &pool);
     per_listener("epoll", listeners, |index, listener| {
         let core = LoopCore::new(config, counters.shard(index), limit, pool)?;

@@ -115,6 +115,11 @@ impl CpuPool {
         &self.stats
     }
 
+    /// The same, shared: it outlives the pool (the engine's counters keep it).
+    pub(crate) fn stats_handle(&self) -> Arc<PoolStats> {
+        Arc::clone(&self.stats)
+    }
+
     /// Queues `task`, counting it; `Err` when the queue is full.
     fn queue(&self, task: Task) -> Result<(), PoolFull> {
         let Some(queue) = &self.queue else { return Err(PoolFull) };

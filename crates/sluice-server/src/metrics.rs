@@ -182,6 +182,11 @@ impl RequestCounts {
 /// Renders every metric.
 pub fn render(engine: &EngineConfig, counters: &Counters, requests: &RequestCounts) -> String {
     let mut m = String::with_capacity(4096);
+    let pools = counters.cpu_pools();
+    if !pools.is_empty() {
+        let pools: Vec<&sluice_engine::PoolStats> = pools.iter().map(|p| &**p).collect();
+        render_pool(&mut m, "cpu_pool", "the event loops' CPU jobs", &pools);
+    }
     let _ = writeln!(
         m,
         "# HELP sluice_engine_info The I/O path this server runs.\n# TYPE sluice_engine_info gauge"
@@ -445,26 +450,27 @@ pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
         get(&stats.fetching_bytes)
     );
     if let Some(pool) = crate::library::remote::background_stats() {
-        render_pool(m, "fetch_pool", "background origin work: slices fetched ahead, indexes read", pool);
+        render_pool(m, "fetch_pool", "background origin work: slices fetched ahead, indexes read", &[pool]);
     }
 }
 
-/// A worker pool's gauges and counters under `sluice_<name>_…` (the remote library's background
-/// fetch workers: slices fetched ahead, indexes read for the RTSP loop).
-pub fn render_pool(m: &mut String, name: &str, what: &str, stats: &sluice_engine::PoolStats) {
-    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    let series = [
-        ("workers", "gauge", "Worker threads", &stats.workers),
-        ("queued", "gauge", "Jobs waiting for a worker", &stats.queued),
-        ("busy", "gauge", "Workers running a job now", &stats.busy),
-        ("jobs_total", "counter", "Jobs run", &stats.jobs),
-        ("refused_total", "counter", "Jobs refused because every worker was busy", &stats.refused),
+/// Worker pools' gauges and counters, summed, under `sluice_<name>_…`: the engine's CPU pools
+/// (`cpu_pool`) and the remote library's background fetch workers (`fetch_pool`).
+pub fn render_pool(m: &mut String, name: &str, what: &str, pools: &[&sluice_engine::PoolStats]) {
+    let sum = |c: fn(&sluice_engine::PoolStats) -> &AtomicU64| {
+        pools.iter().map(|p| c(p).load(Ordering::Relaxed)).sum::<u64>()
+    };
+    let series: [(&str, &str, &str, u64); 5] = [
+        ("workers", "gauge", "Worker threads", sum(|p| &p.workers)),
+        ("queued", "gauge", "Jobs waiting for a worker", sum(|p| &p.queued)),
+        ("busy", "gauge", "Workers running a job now", sum(|p| &p.busy)),
+        ("jobs_total", "counter", "Jobs run", sum(|p| &p.jobs)),
+        ("refused_total", "counter", "Jobs refused because the queue was full", sum(|p| &p.refused)),
     ];
-    for (series, kind, help, c) in series {
+    for (series, kind, help, value) in series {
         let _ = writeln!(
             m,
-            "# HELP sluice_{name}_{series} {help} ({what}).\n# TYPE sluice_{name}_{series} {kind}\nsluice_{name}_{series} {}",
-            get(c)
+            "# HELP sluice_{name}_{series} {help} ({what}).\n# TYPE sluice_{name}_{series} {kind}\nsluice_{name}_{series} {value}",
         );
     }
 }

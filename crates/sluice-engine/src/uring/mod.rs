@@ -121,6 +121,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
     let support = probe::support().map_err(|reason| probe::refusal(&reason))?;
     let limit = counters.connection_limit(config.max_connections);
     let pool = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
+    counters.add_cpu_pool(pool.stats_handle());
     let (limit, pool) = (&*limit, &pool);
     let per_worker = config.max_connections.div_ceil(config.workers.max(1));
     per_listener("uring", listeners, |index, listener| {
