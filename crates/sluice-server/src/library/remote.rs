@@ -351,7 +351,7 @@ enum Piece {
 enum Ahead {
     /// On disk and open: the descriptor holds it against eviction until it is sent.
     Ready(Arc<File>),
-    /// Being fetched by a thread of its own.
+    /// Being fetched by a background worker.
     Fetching(mpsc::Receiver<Result<File, CacheError>>),
 }
 
@@ -511,7 +511,7 @@ impl SliceStream {
         }
     }
 
-    /// Starts fetching slice `index` on a thread of its own, unless too many are running.
+    /// Starts fetching slice `index` on a background worker, unless too many are running.
     fn fetch_in_background(&self, index: u64) -> Option<Ahead> {
         fetch_in_background(&self.cache, &self.version, index).map(Ahead::Fetching)
     }
