@@ -188,13 +188,40 @@ impl Process {
 
     /// Its exit status, once it has exited (reaping it); `None` while it runs.
     pub fn exit_status(&mut self) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                self.forget_group();
-                self.status = Some(status);
-            }
+        if self.status.is_none() && self.leader_exited() {
+            self.reap();
         }
         self.status
+    }
+
+    /// Whether the leader has exited, without reaping it: while it is a zombie its pid, and so
+    /// its group id, cannot be reused, so signalling the group still reaches only ours.
+    fn leader_exited(&mut self) -> bool {
+        // SAFETY: siginfo_t is plain data; all zeroes is a valid value.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        // SAFETY: waitid on our own child with a pointer to a live siginfo_t; WNOWAIT leaves it
+        // unreaped.
+        let r = unsafe { libc::waitid(libc::P_PID, self.child.id() as libc::id_t, &mut info, flags) };
+        if r != 0 {
+            // Not waitable any more (reaped elsewhere): let the standard library tell.
+            return matches!(self.child.try_wait(), Ok(Some(_)) | Err(_));
+        }
+        // SAFETY: waitid filled `info` (si_pid stays 0 when the child has not exited).
+        unsafe { info.si_pid() != 0 }
+    }
+
+    /// Kills what is left of the group (the leader has exited or is being killed), then reaps
+    /// the leader.
+    fn reap(&mut self) {
+        // nginx's workers leave with their master, a shell's children may not: nothing of the
+        // group lingers. The leader is not reaped yet, so the group id is still ours.
+        // SAFETY: signalling the process group this process created; the leader is unreaped.
+        unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+        if let Ok(status) = self.child.wait() {
+            self.status = Some(status);
+        }
+        self.forget_group();
     }
 
     /// Waits at most `limit` for the process to exit; its status, or `None` if it still runs.
@@ -241,23 +268,15 @@ impl Process {
     /// Stops the process group: SIGTERM, up to `grace` for the leader to exit, then SIGKILL to
     /// whatever of the group is left. Returns the leader's exit status.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
-        let pgid = self.child.id() as libc::pid_t;
         if self.status.is_none() {
             // SAFETY: signalling the process group this process created (its leader unreaped).
-            unsafe { libc::kill(-pgid, libc::SIGTERM) };
-            self.wait_exit(grace);
-        }
-        // nginx's workers leave with their master, a shell's children may not: nothing of the
-        // group lingers. Once the leader is reaped its id may be reused, but a group id stays
-        // taken while any member lives, so this reaches only what is left of ours.
-        // SAFETY: as above; a group with no member left makes kill fail harmlessly.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        if self.status.is_none() {
-            if let Ok(status) = self.child.wait() {
-                self.status = Some(status);
+            unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGTERM) };
+            let deadline = Instant::now() + grace;
+            while !self.leader_exited() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
             }
+            self.reap();
         }
-        self.forget_group();
         self.status
     }
 

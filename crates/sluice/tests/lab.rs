@@ -11,7 +11,7 @@
 #[allow(unused_macros)]
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -21,9 +21,21 @@ use serde_json::Value;
 /// The lab pins processes to cores and measures their CPU time: one experiment at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The lab's program, which `cargo test --workspace` builds beside `sluice` (and which runs the
+/// `sluice` beside it).
+fn sluice_lab() -> PathBuf {
+    let lab = Path::new(env!("CARGO_BIN_EXE_sluice")).with_file_name("sluice-lab");
+    assert!(
+        lab.is_file(),
+        "{} is missing: build it with `cargo build -p sluice-lab` (`cargo test --workspace` does)",
+        lab.display()
+    );
+    lab
+}
+
 fn lab(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Value {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.args(["lab", "run"]).args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
+    let mut cmd = Command::new(sluice_lab());
+    cmd.arg("run").args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
     cmd.envs(env.iter().copied());
     let output = cmd.output().expect("running sluice lab");
     assert!(
@@ -40,8 +52,8 @@ fn lab(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Value {
 /// `sluice lab report` over `results` into `dir/again.html` and `dir/again.md`; returns the HTML path.
 fn lab_report(dir: &Path, results: &[std::path::PathBuf]) -> std::path::PathBuf {
     let html = dir.join("again.html");
-    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["lab", "report", "--out"])
+    let status = Command::new(sluice_lab())
+        .args(["report", "--out"])
         .arg(&html)
         .arg("--markdown")
         .arg(dir.join("again.md"))
@@ -655,6 +667,8 @@ fn processes_mentioning(needle: &str) -> Vec<i32> {
 fn an_interrupted_lab_stops_its_servers() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
+    // Through `sluice lab`, which hands the process over to sluice-lab: the signal reaches the lab.
+    sluice_lab();
     let mut lab = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["lab", "run", "io-models", "--quick", "--no-progress", "--servers", "sluice", "--out"])
         .arg(out.path())

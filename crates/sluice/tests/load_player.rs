@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use sluice_store::toxiproxy::{Stream, Toxiproxy};
+use sluice_harness::toxiproxy::{Stream, Toxiproxy};
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 

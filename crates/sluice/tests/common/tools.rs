@@ -1,5 +1,5 @@
-//! External tools (ffprobe, ...), bounded waits, metrics scrapes and descriptor counts, and the
-//! figures robustness tests record.
+//! External tools (ffprobe, ...; found through sluice-harness), bounded waits, metrics scrapes
+//! and descriptor counts, and the figures robustness tests record.
 
 #![allow(dead_code)]
 
@@ -7,32 +7,25 @@ use super::*;
 
 /// The path of a tool the tests need; panics, saying how to get it, when it is missing.
 pub fn require_tool(name: &str, package: &str) -> PathBuf {
-    let preferred = Path::new("/usr/bin").join(name);
-    if preferred.is_file() {
-        return preferred;
+    sluice_harness::tools::find_tool_or(name, &format!("apt-get install {package}")).unwrap_or_else(|e| {
+        panic!("{e}. This test needs it and does not skip: run the project's test script (scripts/test), which installs it.")
+    })
+}
+
+/// A command running ffmpeg's tool `name`, with no proxy in its environment (they never apply to
+/// loopback, but be sure).
+pub fn tool(name: &str) -> Command {
+    let mut cmd = Command::new(require_tool(name, "ffmpeg"));
+    for v in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        cmd.env_remove(v);
     }
-    if let Some(paths) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&paths) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "`{name}` is not installed (Debian package `{package}`). This test needs it and does not \
-         skip: run the project's test script (scripts/test), which installs it, or \
-         `apt-get install {package}`."
-    );
+    cmd
 }
 
 /// Video frames ffprobe decodes from `url` (HTTP, or RTSP over TCP), and what it printed on
 /// stderr; panics when it fails.
 pub fn ffprobe_video_frames(url: &str) -> (String, String) {
-    let mut cmd = Command::new(require_tool("ffprobe", "ffmpeg"));
-    for v in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"] {
-        cmd.env_remove(v);
-    }
+    let mut cmd = tool("ffprobe");
     if url.starts_with("rtsp://") {
         cmd.args(["-rtsp_transport", "tcp"]);
     } else {
@@ -157,5 +150,5 @@ pub fn record_figure(test: &str, engine: &[&str], figure: impl std::fmt::Display
 
 /// A port free right now on 127.0.0.1.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    sluice_harness::free_port().expect("a free port")
 }
