@@ -79,11 +79,7 @@ impl GstRtspServer {
             })?
             .0
             .clone();
-        std::fs::create_dir_all(work)
-            .map_err(|e| HarnessError::io(format!("creating {}", work.display()), e))?;
-        let script = work.join("gst-rtsp-server.py");
-        std::fs::write(&script, SCRIPT)
-            .map_err(|e| HarnessError::io(format!("writing {}", script.display()), e))?;
+        let script = crate::write_into(work, "gst-rtsp-server.py", SCRIPT)?;
         let mut command = Command::new(python);
         command.arg(&script).arg(file).args(["--port", &port.to_string(), "--name", name]).args(extra);
         prepare(&mut command);

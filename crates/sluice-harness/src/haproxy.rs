@@ -53,11 +53,7 @@ impl Haproxy {
         prepare: impl FnOnce(&mut Command),
     ) -> Result<Haproxy, HarnessError> {
         let program = crate::find_tool("haproxy")?;
-        std::fs::create_dir_all(work)
-            .map_err(|e| HarnessError::io(format!("creating {}", work.display()), e))?;
-        let cfg = work.join("haproxy.cfg");
-        std::fs::write(&cfg, CONFIG)
-            .map_err(|e| HarnessError::io(format!("writing {}", cfg.display()), e))?;
+        let cfg = crate::write_into(work, "haproxy.cfg", CONFIG)?;
         let (http, rtsp, stats) = (free_addr()?, free_addr()?, free_addr()?);
         let mut command = Command::new(program);
         command

@@ -25,3 +25,11 @@ pub use error::HarnessError;
 pub use port::{free_port, free_udp_port};
 pub use process::Process;
 pub use tools::find_tool;
+
+/// Writes `text` to `dir/name` (making `dir` first): a launcher's configuration or script.
+fn write_into(dir: &std::path::Path, name: &str, text: &str) -> Result<std::path::PathBuf, HarnessError> {
+    std::fs::create_dir_all(dir).map_err(|e| HarnessError::io(format!("creating {}", dir.display()), e))?;
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))?;
+    Ok(path)
+}

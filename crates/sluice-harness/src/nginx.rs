@@ -39,11 +39,7 @@ impl Nginx {
         prepare: impl FnOnce(&mut Command),
     ) -> Result<Nginx, HarnessError> {
         let program = crate::find_tool("nginx")?;
-        std::fs::create_dir_all(work)
-            .map_err(|e| HarnessError::io(format!("creating {}", work.display()), e))?;
-        let conf = work.join("nginx.conf");
-        std::fs::write(&conf, config)
-            .map_err(|e| HarnessError::io(format!("writing {}", conf.display()), e))?;
+        let conf = crate::write_into(work, "nginx.conf", config)?;
         let mut command = Command::new(program);
         command.arg("-p").arg(work).arg("-c").arg(&conf).arg("-e").arg(work.join("error.log"));
         prepare(&mut command);
