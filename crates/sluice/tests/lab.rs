@@ -520,10 +520,13 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     assert!(!rows.is_empty());
     for r in rows {
         assert_eq!(r["status"], "skipped", "{r}");
-        assert!(r["reason"].as_str().unwrap().contains("nginx is not installed"), "{r}");
+        assert!(
+            r["reason"].as_str().unwrap().contains("nginx not found: apt-get install nginx-light"),
+            "{r}"
+        );
     }
     let html = check_report(&out.path().join("io-models"), &results);
-    assert!(html.contains("not measured, skipped (nginx is not installed"));
+    assert!(html.contains("not measured, skipped (nginx not found: apt-get install nginx-light"));
     // A report can be rendered again from results.json, alone or with other runs.
     let again =
         lab_report(out.path(), &[out.path().join("io-models"), out.path().join("io-models/results.json")]);
