@@ -22,7 +22,7 @@ pub mod tools;
 pub mod toxiproxy;
 
 pub use error::HarnessError;
-pub use port::{free_port, free_udp_port};
+pub use port::free_port;
 pub use process::Process;
 pub use tools::find_tool;
 
