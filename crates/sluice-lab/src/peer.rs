@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-pub use sluice_harness::gstreamer::{python as gstreamer_python, PYTHON_ENV};
+pub use sluice_harness::gstreamer::python as gstreamer_python;
+/// Kills every server the lab has running and lets no other start (for a signal handler).
 pub use sluice_harness::process::stop_all;
 use sluice_harness::{HarnessError, Process};
 
@@ -62,11 +63,6 @@ pub struct RunningServer {
 
 /// A free TCP port on 127.0.0.1 (free when asked; the server binds it right after).
 pub use sluice_harness::free_port;
-
-/// Where `program` is (on `PATH`, or a path that exists); `None` when it is not installed.
-pub fn find_program(program: &str) -> Option<PathBuf> {
-    sluice_harness::find_tool(program).ok()
-}
 
 impl From<HarnessError> for StartError {
     fn from(e: HarnessError) -> StartError {
