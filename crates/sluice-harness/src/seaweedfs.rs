@@ -43,7 +43,20 @@ impl SeaweedFs {
 
     /// Starts `weed mini` with its data in `dir` (its log `weed.log` there) and `bucket`
     /// created, and waits (at most 60 s) until the bucket is there.
+    ///
+    /// A `weed` that exits at start-up is started once more on fresh ports: a port picked free
+    /// can be taken (say, as another program's outgoing port) before `weed` binds it.
     pub fn start(dir: &Path, bucket: &str) -> Result<SeaweedFs, HarnessError> {
+        match SeaweedFs::start_once(dir, bucket) {
+            Err(HarnessError::Exited { .. }) => {
+                let _ = std::fs::rename(dir.join("weed.log"), dir.join("weed.log.1"));
+                SeaweedFs::start_once(dir, bucket)
+            }
+            started => started,
+        }
+    }
+
+    fn start_once(dir: &Path, bucket: &str) -> Result<SeaweedFs, HarnessError> {
         let weed = crate::find_tool("weed")?;
         let names = [
             "master.port",
