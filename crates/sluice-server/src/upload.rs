@@ -13,7 +13,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use percent_encoding::utf8_percent_encode;
-use serde::{Deserialize, Serialize};
 use sluice_proto::http::body::BodySink;
 use sluice_proto::http::file::content_type_for;
 use sluice_proto::http::path::{normalize, PathError};
@@ -21,29 +20,7 @@ use sluice_proto::http::{Method, Reply, Request, Response, Status};
 use sluice_store::gzip::{put_with_policy, GzipPolicy};
 use sluice_store::{Checksum, Condition, Key, ObjectWriter, PutOptions, Store, StoreError};
 
-/// `[uploads]`: who may write into the store, and how much.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct UploadsSection {
-    /// A file of bearer tokens, one a line (blank lines and `#` comments ignored). It must be
-    /// readable and hold at least one token. Uploads are off while no token is configured.
-    pub token_file: Option<PathBuf>,
-    /// Tokens given inline (prefer `token_file`, which keeps them out of the config). Never
-    /// printed by `serve --check`.
-    #[serde(skip_serializing)]
-    pub tokens: Vec<String>,
-    /// Largest upload in bytes; a declared length above it is 413 before the body is read.
-    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
-    pub max_size: u64,
-    /// `auto` (gzip compressible types when it saves enough), `always` or `never`.
-    pub gzip: String,
-    /// Least saving for `auto`, as a fraction of the plain size (also at least 512 bytes).
-    pub gzip_min_saving: f64,
-    /// Bytes each token may upload per day (UTC), 0 for no limit; beyond it 429 with
-    /// `Retry-After` until midnight.
-    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
-    pub max_bytes_per_token_per_day: u64,
-}
+use crate::config::{StoreSection, UploadsSection};
 
 impl UploadsSection {
     /// The tokens that may write: `tokens` and every line of `token_file`. A token file that
@@ -71,93 +48,6 @@ impl UploadsSection {
     /// The gzip policy's mode.
     pub fn gzip_mode(&self) -> Result<sluice_store::gzip::GzipMode, UploadSetupError> {
         self.gzip.parse().map_err(UploadSetupError::Gzip)
-    }
-}
-
-impl Default for UploadsSection {
-    fn default() -> Self {
-        let gzip = GzipPolicy::default();
-        UploadsSection {
-            token_file: None,
-            tokens: Vec::new(),
-            max_size: 64 << 30,
-            gzip: "auto".into(),
-            gzip_min_saving: gzip.min_saving,
-            max_bytes_per_token_per_day: 0,
-        }
-    }
-}
-
-/// `[store]`: where uploads go. Unset `location` means the library root. An `s3://` location is
-/// also the library served, through a local cache of slices (`cache_*`).
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StoreSection {
-    /// A local directory, or `s3://bucket/prefix`.
-    pub location: Option<String>,
-    /// S3 endpoint URL (SeaweedFS, MinIO), e.g. `http://127.0.0.1:8333`.
-    pub s3_endpoint: Option<String>,
-    /// S3 region (else `AWS_REGION`, else `us-east-1`).
-    pub s3_region: Option<String>,
-    /// S3 access key id (else `AWS_ACCESS_KEY_ID`).
-    pub s3_access_key_id: Option<String>,
-    /// S3 secret access key (else `AWS_SECRET_ACCESS_KEY`). Never printed by `serve --check`.
-    #[serde(skip_serializing)]
-    pub s3_secret_access_key: Option<String>,
-    /// Virtual-hosted-style addressing; off (path style) suits SeaweedFS and MinIO.
-    pub s3_virtual_hosted: bool,
-    /// Longest time one request to the store may take (default 30 s); a library read from the
-    /// store answers 504 past it.
-    #[serde(default, deserialize_with = "optional_duration", serialize_with = "serialize_optional_duration")]
-    pub s3_timeout: Option<std::time::Duration>,
-    /// Where an s3:// library's cache keeps its slices (default: `sluice-cache-PID` under the
-    /// system's temporary directory).
-    pub cache_dir: Option<std::path::PathBuf>,
-    /// Most bytes of slices the cache keeps on disk (beyond the slices being fetched).
-    #[serde(deserialize_with = "sluice_proto::size_text::deserialize")]
-    pub cache_size: u64,
-    /// Object metadata older than this is checked with the store (by entity tag).
-    #[serde(
-        deserialize_with = "crate::config::duration",
-        serialize_with = "sluice_proto::duration_text::serialize"
-    )]
-    pub cache_revalidate: std::time::Duration,
-    /// When an s3:// store does not answer at start-up: off, `serve` exits 2 with the reason; on,
-    /// it starts unready (`/readyz` 503 with the reason) and becomes ready once the store answers.
-    pub wait: bool,
-}
-
-impl Default for StoreSection {
-    fn default() -> Self {
-        StoreSection {
-            location: None,
-            s3_endpoint: None,
-            s3_region: None,
-            s3_access_key_id: None,
-            s3_secret_access_key: None,
-            s3_virtual_hosted: false,
-            s3_timeout: None,
-            cache_dir: None,
-            cache_size: 1 << 30,
-            cache_revalidate: std::time::Duration::from_secs(60),
-            wait: false,
-        }
-    }
-}
-
-fn optional_duration<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<std::time::Duration>, D::Error> {
-    crate::config::duration(d).map(Some)
-}
-
-fn serialize_optional_duration<S: serde::Serializer>(
-    d: &Option<std::time::Duration>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => sluice_proto::duration_text::serialize(d, s),
-        None => s.serialize_none(),
     }
 }
 
