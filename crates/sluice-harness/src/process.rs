@@ -292,6 +292,51 @@ impl Drop for Process {
     }
 }
 
+/// Runs `command` to its end with a time limit, its stdout and stderr captured (stdin null):
+/// its status and both outputs. One that overruns `limit` is killed (by its pid) and reaped, and
+/// that is the error. For short tools (ffprobe, ffmpeg, a CLI under test), not servers.
+pub fn run_bounded(command: &mut Command, limit: Duration) -> Result<std::process::Output, HarnessError> {
+    use std::io::Read;
+    let what = format!("{:?}", command.get_program());
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| HarnessError::io(format!("running {what}"), e))?;
+    // Both pipes are drained while it runs, so it never blocks on a full one.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HarnessError::NotReady {
+                    what: format!("{what} to finish"),
+                    limit,
+                    tail: String::new(),
+                });
+            }
+            Err(e) => return Err(HarnessError::io(format!("waiting for {what}"), e)),
+        }
+    };
+    let joined = |t: std::thread::JoinHandle<Vec<u8>>| t.join().unwrap_or_default();
+    Ok(std::process::Output { status, stdout: joined(out), stderr: joined(err) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +345,18 @@ mod tests {
         let mut c = Command::new("sh");
         c.args(["-c", script]);
         c
+    }
+
+    #[test]
+    fn a_bounded_run_captures_both_outputs_and_an_overrun_is_an_error() {
+        let out =
+            run_bounded(&mut shell("echo out; echo err >&2; exit 4"), Duration::from_secs(10)).expect("runs");
+        assert_eq!(
+            (out.status.code(), &out.stdout[..], &out.stderr[..]),
+            (Some(4), &b"out\n"[..], &b"err\n"[..])
+        );
+        let err = run_bounded(&mut shell("sleep 30"), Duration::from_millis(200)).expect_err("overruns");
+        assert!(err.to_string().contains("to finish"), "{err}");
     }
 
     #[test]

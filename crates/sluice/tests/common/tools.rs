@@ -39,40 +39,11 @@ pub fn ffprobe_video_frames(url: &str) -> (String, String) {
     (String::from_utf8_lossy(&out).trim().trim_end_matches(',').to_string(), stderr)
 }
 
-/// Runs a command with a time limit (killing it by pid if it overruns); returns
-/// (status, stdout, stderr).
+/// Runs a command with a time limit (sluice-harness kills it by pid if it overruns); returns
+/// (status, stdout, stderr); panics when it cannot run or overruns.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, Vec<u8>, Vec<u8>) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status, out_t.join().unwrap(), err_t.join().unwrap())
+    let out = sluice_harness::process::run_bounded(cmd, limit).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    (out.status, out.stdout, out.stderr)
 }
 
 /// Polls `cond` every 50 ms until it is true or `limit` passes; returns whether it became true.
