@@ -1,33 +1,28 @@
 //! The processes a row runs against: `sluice serve` with the row's arguments (and an RTSP port
-//! when the row streams), nginx with a generated configuration, GStreamer's RTSP server
-//! (scripts/gst-rtsp-server.py, compiled into the binary and run by a python3 that has
-//! GStreamer's bindings), and iperf3 for a loopback reference. Each starts in its own process
-//! group, pinned to the server's CPUs, with its output in a log file of the row's work directory;
-//! it is stopped by that group id, never by name. Every port is picked free on 127.0.0.1 for the
+//! when the row streams), nginx with a generated configuration, GStreamer's RTSP server, and
+//! iperf3 for a loopback reference. Each is a harness process (sluice-harness: its own process
+//! group, stopped by that group id, never by name), pinned to the server's CPUs, with its output
+//! in a log file of the row's work directory. Every port is picked free on 127.0.0.1 for the
 //! row, so no server ever takes a default one. This module also reads what a server reports about
 //! itself (sluice's `/metrics`). It generates no load (`runner`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+pub use sluice_harness::gstreamer::python as gstreamer_python;
+/// Kills every server the lab has running and lets no other start (for a signal handler).
+pub use sluice_harness::process::stop_all;
+use sluice_harness::{HarnessError, Process};
 
 use crate::budget::ServerCgroup;
 use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
 use crate::machine::{group_cpu_seconds, CpuSet};
 use crate::results::RtspServerCounters;
-
-/// GStreamer's RTSP launcher (the same file the `sluice load rtsp` tests run).
-const GST_RTSP_SERVER: &str = include_str!("../../../scripts/gst-rtsp-server.py");
-
-/// The environment variable naming the python3 to run GStreamer's RTSP server with (default: the
-/// system's `/usr/bin/python3`, then `python3` on `PATH`).
-pub const PYTHON_ENV: &str = "SLUICE_LAB_PYTHON";
 
 /// What every server of a run shares.
 #[derive(Debug, Clone)]
@@ -54,7 +49,7 @@ pub enum StartError {
 /// A server process serving on loopback.
 #[derive(Debug)]
 pub struct RunningServer {
-    child: Child,
+    process: Process,
     /// Its port on 127.0.0.1 (HTTP; the RTSP port for GStreamer).
     pub port: u16,
     /// Its RTSP port on 127.0.0.1, when the row streams.
@@ -64,77 +59,30 @@ pub struct RunningServer {
     /// Its command line.
     pub command_line: String,
     kind: ServerKind,
-    log: PathBuf,
 }
 
 /// A free TCP port on 127.0.0.1 (free when asked; the server binds it right after).
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port())
-}
+pub use sluice_harness::free_port;
 
-/// Whether `program` is on `PATH` (or is a path that exists).
-pub fn find_program(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        return Path::new(program).exists().then(|| PathBuf::from(program));
-    }
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(program)).find(|p| p.is_file())
-}
-
-/// Process groups of the servers running now. They are not in the terminal's foreground group,
-/// so a Ctrl-C reaches only the lab; [`stop_all`] is how the lab takes them down with it.
-static LIVE_GROUPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-fn live_groups() -> std::sync::MutexGuard<'static, Vec<u32>> {
-    LIVE_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Set (under [`LIVE_GROUPS`]' lock) once [`stop_all`] has run: no server may start after it,
-/// or one started while the lab exits would outlive it.
-static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Kills every server process group the lab has running and lets no other start (for the
-/// binary's signal handler).
-pub fn stop_all() {
-    let mut groups = live_groups();
-    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
-    for pgid in groups.drain(..) {
-        // SAFETY: signalling process groups this process created and has not reaped.
-        unsafe { libc::kill(-(pgid as libc::pid_t), libc::SIGKILL) };
+impl From<HarnessError> for StartError {
+    fn from(e: HarnessError) -> StartError {
+        match e {
+            HarnessError::ToolMissing { .. } => StartError::Missing(e.to_string()),
+            _ => StartError::Failed(e.to_string()),
+        }
     }
 }
 
-/// Starts `program args` in its own process group on `cpus` (and in the CPU cgroup whose
-/// `cgroup.procs` is `cgroup`, when given), output to `log`.
-fn spawn(
-    program: &Path,
-    args: &[String],
-    cpus: &[usize],
-    cgroup: Option<&ServerCgroup>,
-    log: &Path,
-) -> std::io::Result<Child> {
-    spawn_with(program, args, &[], cpus, cgroup, log)
-}
-
-/// [`spawn`] with `env` added to the environment.
-fn spawn_with(
-    program: &Path,
-    args: &[String],
-    env: &[(String, String)],
-    cpus: &[usize],
-    cgroup: Option<&ServerCgroup>,
-    log: &Path,
-) -> std::io::Result<Child> {
-    let out = std::fs::File::create(log)?;
-    let mut cmd = Command::new(program);
-    cmd.envs(env.iter().map(|(k, v)| (k, v)));
-    cmd.args(args).stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out).process_group(0);
+/// Pins `command` to `cpus` and puts it in the CPU cgroup whose `cgroup.procs` is `cgroup`,
+/// when given (between fork and exec).
+fn place(command: &mut Command, cpus: &[usize], cgroup: Option<&ServerCgroup>) {
     let set = (!cpus.is_empty()).then(|| CpuSet::new(cpus));
     let procs = cgroup.map(ServerCgroup::procs_fd);
     if set.is_some() || procs.is_some() {
         // SAFETY: the closure runs between fork and exec and only makes two system calls, on a
         // set built and a descriptor opened before the fork.
         unsafe {
-            cmd.pre_exec(move || {
+            command.pre_exec(move || {
                 if let Some(set) = &set {
                     set.apply()?;
                 }
@@ -145,28 +93,33 @@ fn spawn_with(
             });
         }
     }
-    // Spawned and registered under one lock, so a signal's `stop_all` sees every server that
-    // started, and none starts after it.
-    let mut groups = live_groups();
-    if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(std::io::Error::other("the lab is stopping"));
-    }
-    let child = cmd.spawn()?;
-    groups.push(child.id());
-    Ok(child)
 }
 
-fn command_line(program: &Path, args: &[String], cpus: &[usize]) -> String {
+/// Starts `program args` as a harness process on `cpus` (and in `cgroup`), output to `log`.
+fn spawn(
+    program: &Path,
+    args: &[String],
+    cpus: &[usize],
+    cgroup: Option<&ServerCgroup>,
+    log: &Path,
+) -> Result<Process, HarnessError> {
+    let mut command = Command::new(program);
+    command.args(args);
+    place(&mut command, cpus, cgroup);
+    let name = program
+        .file_name()
+        .map_or_else(|| program.display().to_string(), |n| n.to_string_lossy().into_owned());
+    Process::spawn(&name, command, log)
+}
+
+/// A process's command line as a shell would run it on `cpus`.
+fn pinned_command_line(command_line: &str, cpus: &[usize]) -> String {
     let mut s = String::new();
     if !cpus.is_empty() {
         let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
         let _ = write!(s, "taskset -c {} ", list.join(","));
     }
-    s.push_str(&program.display().to_string());
-    for a in args {
-        s.push(' ');
-        s.push_str(a);
-    }
+    s.push_str(command_line);
     s
 }
 
@@ -193,7 +146,15 @@ impl RunningServer {
             ServerKind::Sluice => Some(free_port().map_err(|e| failed("finding a free admin port", e))?),
             _ => None,
         };
-        let (program, args) = match spec.kind {
+        let peer = |process: Process| RunningServer {
+            command_line: pinned_command_line(process.command_line(), cpus),
+            process,
+            port,
+            rtsp_port,
+            admin_port,
+            kind: spec.kind,
+        };
+        match spec.kind {
             ServerKind::Sluice => {
                 // The lab measures /bench/ endpoints and reads counters from the admin listener.
                 let admin = format!("127.0.0.1:{}", admin_port.unwrap_or(0));
@@ -221,101 +182,59 @@ impl RunningServer {
                     None => args.push("--no-rtsp".into()),
                 }
                 args.extend(spec.args.iter().cloned());
-                (ctx.sluice_exe.clone(), args)
+                let process = spawn(&ctx.sluice_exe, &args, cpus, cgroup, &work.join("server.log"))?;
+                peer(process).ready()
             }
-            ServerKind::S3 => {
-                return Err(StartError::Failed("uploads straight to S3 run no server".into()));
-            }
+            ServerKind::S3 => Err(StartError::Failed("uploads straight to S3 run no server".into())),
             ServerKind::Gstreamer => {
-                let python =
-                    gstreamer_python().as_ref().map_err(|e| StartError::Missing(e.clone()))?.0.clone();
                 let file = ctx.rtsp_file.as_ref().ok_or_else(|| {
                     StartError::Failed("GStreamer's RTSP server needs a file to stream".into())
                 })?;
-                let script = work.join("gst-rtsp-server.py");
-                std::fs::write(&script, GST_RTSP_SERVER).map_err(|e| failed("writing the launcher", e))?;
                 let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-                let mut args = vec![script.display().to_string(), file.display().to_string()];
                 // Unshared media: every viewer's PLAY starts its own pipeline at the first frame
                 // (shared media seeks the one pipeline back for every PLAY with a Range; see the script).
-                args.extend(["--port".into(), port.to_string(), "--name".into(), name, "--no-shared".into()]);
-                args.extend(spec.args.iter().cloned());
-                (python, args)
+                let mut extra = vec!["--no-shared".to_string()];
+                extra.extend(spec.args.iter().cloned());
+                let gst =
+                    sluice_harness::gstreamer::GstRtspServer::start(file, &name, port, &extra, work, |c| {
+                        place(c, cpus, cgroup)
+                    })?;
+                Ok(peer(gst.into_process()))
             }
             ServerKind::Nginx => {
-                let program = find_program("nginx").ok_or_else(|| {
-                    StartError::Missing("nginx is not installed (scripts/test installs nginx-light)".into())
-                })?;
-                let conf = work.join("nginx.conf");
-                std::fs::write(&conf, nginx_config(spec, point, &ctx.media_root, work, port))
-                    .map_err(|e| failed("writing nginx.conf", e))?;
-                let args = vec![
-                    "-p".into(),
-                    work.display().to_string(),
-                    "-c".into(),
-                    conf.display().to_string(),
-                    "-e".into(),
-                    work.join("error.log").display().to_string(),
-                ];
-                (program, args)
+                let config = nginx_config(spec, point, &ctx.media_root, work, port);
+                let nginx =
+                    sluice_harness::nginx::Nginx::start(&config, port, work, |c| place(c, cpus, cgroup))?;
+                Ok(peer(nginx.into_process()))
             }
-        };
-        let log = work.join("server.log");
-        let child =
-            spawn(&program, &args, cpus, cgroup, &log).map_err(|e| failed("starting the server", e))?;
-        let server = RunningServer {
-            child,
+        }
+    }
+
+    /// A peer of an edge row (HAProxy, nginx as a caching proxy) the harness started and found
+    /// ready, serving on `port`.
+    pub fn adopt(process: Process, port: u16) -> RunningServer {
+        RunningServer {
+            command_line: process.command_line().to_string(),
+            process,
             port,
-            rtsp_port,
-            admin_port,
-            command_line: command_line(&program, &args, cpus),
-            kind: spec.kind,
-            log,
-        };
-        server.ready()
+            rtsp_port: None,
+            admin_port: None,
+            kind: ServerKind::Nginx,
+        }
     }
 
     /// The server once it answers, or why it did not within 15 s (stopped, with its log's tail).
     fn ready(mut self) -> Result<RunningServer, StartError> {
-        if let Err(reason) = self.wait_ready(Duration::from_secs(15)) {
-            let tail = self.log_tail();
-            self.stop();
-            return Err(StartError::Failed(format!("{reason}{tail}")));
-        }
+        let (addr, rtsp_port, admin) = (self.addr(), self.rtsp_port, self.admin_addr());
+        let answered = |_: &Process| {
+            let rtsp_up = rtsp_port.is_none_or(|p| TcpStream::connect((Ipv4Addr::LOCALHOST, p)).is_ok());
+            match admin {
+                Some(admin) => sluice_harness::http::get_ok_text(admin, "/metrics").is_ok() && rtsp_up,
+                None => TcpStream::connect(addr).is_ok(),
+            }
+        };
+        self.process.wait_ready(Duration::from_secs(15), answered)?;
         Ok(self)
-    }
-
-    /// Waits until the server accepts on its port (and, for sluice, answers `/metrics`).
-    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
-        let end = Instant::now() + limit;
-        while Instant::now() < end {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("the server exited at start-up ({status})"));
-            }
-            let rtsp_up =
-                || self.rtsp_port.is_none_or(|p| TcpStream::connect((Ipv4Addr::LOCALHOST, p)).is_ok());
-            let answered = match self.kind {
-                ServerKind::Sluice => self.metrics().is_some() && rtsp_up(),
-                ServerKind::Nginx | ServerKind::Gstreamer | ServerKind::S3 => {
-                    TcpStream::connect(self.addr()).is_ok()
-                }
-            };
-            if answered {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(format!("the server did not answer on port {} within {limit:?}", self.port))
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().rev().take(5).collect();
-        if lines.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", lines.into_iter().rev().collect::<Vec<_>>().join(" | "))
-        }
     }
 
     /// The server's address.
@@ -340,31 +259,23 @@ impl RunningServer {
 
     /// sluice's RTSP counters from `/metrics`; `None` for peers or when it does not answer.
     pub fn rtsp_counters(&self) -> Option<RtspServerCounters> {
-        if self.kind != ServerKind::Sluice {
-            return None;
-        }
-        let text = http_get(self.admin_addr()?, "/metrics").ok()?;
-        Some(RtspServerCounters::parse(&text))
+        Some(RtspServerCounters::parse(&self.metrics_text()?))
     }
 
     /// The server's process id (its process group's leader).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// CPU seconds of the server's whole process group so far.
     pub fn cpu_seconds(&self) -> f64 {
-        group_cpu_seconds(self.child.id())
+        group_cpu_seconds(self.process.pid())
     }
 
     /// sluice's system-call counters by kind from `/metrics`; `None` for peers or when it does
     /// not answer.
     pub fn metrics(&self) -> Option<BTreeMap<String, f64>> {
-        if self.kind != ServerKind::Sluice {
-            return None;
-        }
-        let text = http_get(self.admin_addr()?, "/metrics").ok()?;
-        Some(syscall_counters(&text))
+        Some(syscall_counters(&self.metrics_text()?))
     }
 
     /// sluice's whole `/metrics` text; `None` for peers or when it does not answer.
@@ -372,68 +283,13 @@ impl RunningServer {
         if self.kind != ServerKind::Sluice {
             return None;
         }
-        http_get(self.admin_addr()?, "/metrics").ok()
-    }
-
-    /// A peer of an edge row (HAProxy, nginx as a caching proxy): `program args` with `env` in
-    /// its own process group, output to `work/server.log`, ready once it accepts on `port`.
-    pub fn start_program(
-        program: &Path,
-        args: &[String],
-        env: &[(String, String)],
-        port: u16,
-        work: &Path,
-    ) -> Result<RunningServer, StartError> {
-        let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
-        std::fs::create_dir_all(work).map_err(|e| failed("creating the work directory", e))?;
-        let log = work.join("server.log");
-        let child = spawn_with(program, args, env, &[], None, &log).map_err(|e| failed("starting it", e))?;
-        let server = RunningServer {
-            child,
-            port,
-            rtsp_port: None,
-            admin_port: None,
-            command_line: command_line(program, args, &[]),
-            kind: ServerKind::Nginx,
-            log,
-        };
-        server.ready()
+        sluice_harness::http::get_ok_text(self.admin_addr()?, "/metrics").ok()
     }
 
     /// Stops the server's process group: SIGTERM, then SIGKILL after 5 s.
     pub fn stop(&mut self) {
-        stop_group(&mut self.child, Duration::from_secs(5));
+        self.process.stop(Duration::from_secs(5));
     }
-}
-
-impl Drop for RunningServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Signals `child`'s process group to stop and reaps it; SIGKILL once `grace` has passed.
-fn stop_group(child: &mut Child, grace: Duration) {
-    live_groups().retain(|&g| g != child.id());
-    if matches!(child.try_wait(), Ok(Some(_))) {
-        return;
-    }
-    let pgid = child.id() as libc::pid_t;
-    // SAFETY: signalling a process group we created (process_group(0) made the child its leader).
-    unsafe { libc::kill(-pgid, libc::SIGTERM) };
-    let end = Instant::now() + grace;
-    while Instant::now() < end {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            // nginx's workers leave with their master; make sure nothing of the group lingers.
-            // SAFETY: as above.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    // SAFETY: as above.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
-    let _ = child.wait();
 }
 
 /// `sluice_syscalls_total{kind="read"} 12` lines as `read → 12`.
@@ -446,51 +302,6 @@ pub fn syscall_counters(metrics: &str) -> BTreeMap<String, f64> {
             Some((kind.to_string(), rest.trim().parse().ok()?))
         })
         .collect()
-}
-
-/// The python3 that can run GStreamer's RTSP server, and GStreamer's version; or why there is
-/// none (the row is then skipped). Looked up once per process.
-pub fn gstreamer_python() -> &'static Result<(PathBuf, String), String> {
-    static FOUND: OnceLock<Result<(PathBuf, String), String>> = OnceLock::new();
-    FOUND.get_or_init(|| {
-        let candidates: Vec<PathBuf> = match std::env::var_os(PYTHON_ENV) {
-            Some(p) => vec![PathBuf::from(p)],
-            None => ["/usr/bin/python3", "python3"].iter().filter_map(|p| find_program(p)).collect(),
-        };
-        const CHECK: &str = "import gi\ngi.require_version('Gst', '1.0')\ngi.require_version('GstPbutils', '1.0')\ngi.require_version('GstRtspServer', '1.0')\nfrom gi.repository import Gst, GstPbutils, GstRtspServer\nGst.init(None)\nmissing = [e for e in ('qtdemux', 'h264parse', 'rtph264pay', 'aacparse', 'rtpmp4gpay') if Gst.ElementFactory.find(e) is None]\nif missing: raise SystemExit('missing GStreamer elements: ' + ', '.join(missing))\nprint(Gst.version_string())\n";
-        let mut why = Vec::new();
-        for python in candidates {
-            match Command::new(&python).args(["-c", CHECK]).stdin(Stdio::null()).output() {
-                Ok(out) if out.status.success() => {
-                    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                    return Ok((python, version));
-                }
-                Ok(out) => {
-                    let err = String::from_utf8_lossy(&out.stderr);
-                    why.push(format!("{}: {}", python.display(), err.trim().lines().last().unwrap_or("failed")));
-                }
-                Err(e) => why.push(format!("{}: {e}", python.display())),
-            }
-        }
-        let why = if why.is_empty() { "no python3 found".to_string() } else { why.join("; ") };
-        Err(format!(
-            "GStreamer's Python bindings are missing ({why}); scripts/test installs python3-gi, gir1.2-gst-rtsp-server-1.0 and gstreamer1.0-plugins-base/-good/-bad"
-        ))
-    })
-}
-
-/// A one-off `GET` with `Connection: close`; returns the body.
-pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    if !head.starts_with("HTTP/1.1 200") {
-        return Err(std::io::Error::other(format!("{path}: {}", head.lines().next().unwrap_or(""))));
-    }
-    Ok(body.to_string())
 }
 
 /// nginx's configuration for a row: as many workers as sluice gets, access log off, long
@@ -543,15 +354,13 @@ pub fn iperf3_loopback(
     server_cpus: &[usize],
     client_cpus: &[usize],
 ) -> Result<(f64, String), StartError> {
-    let program = find_program("iperf3")
-        .ok_or_else(|| StartError::Missing("iperf3 is not installed (scripts/test installs it)".into()))?;
+    let program = sluice_harness::find_tool("iperf3")?;
     let failed = |m: String| StartError::Failed(m);
     std::fs::create_dir_all(work).map_err(|e| failed(format!("creating {}: {e}", work.display())))?;
     let port = free_port().map_err(|e| failed(format!("finding a free port: {e}")))?;
     let server_args: Vec<String> =
         vec!["-s".into(), "-B".into(), "127.0.0.1".into(), "-p".into(), port.to_string()];
-    let mut server = spawn(&program, &server_args, server_cpus, None, &work.join("iperf3-server.log"))
-        .map_err(|e| failed(format!("starting iperf3 -s: {e}")))?;
+    let mut server = spawn(&program, &server_args, server_cpus, None, &work.join("iperf3-server.log"))?;
     let secs = duration.as_secs().max(1);
     let client_args: Vec<String> = vec![
         "-c".into(),
@@ -562,18 +371,15 @@ pub fn iperf3_loopback(
         secs.to_string(),
         "-J".into(),
     ];
-    let command = format!(
-        "{} & {}",
-        command_line(&program, &server_args, server_cpus),
-        command_line(&program, &client_args, client_cpus)
-    );
+    let client_line = |p: &Process| pinned_command_line(p.command_line(), client_cpus);
+    let server_line = pinned_command_line(server.command_line(), server_cpus);
     // The client starts once the server listens: a probe connection would count as the
     // server's test, so the kernel's socket table is read instead (a busy machine can take
     // seconds to get iperf3 -s that far). A run that still ends in an error (iperf3 can exit 0
     // with `"error"` in its JSON, e.g. "unable to connect") is retried.
     let listen_deadline = Instant::now() + Duration::from_secs(10);
     while !tcp_listening(port) && Instant::now() < listen_deadline {
-        if matches!(server.try_wait(), Ok(Some(_))) {
+        if server.exit_status().is_some() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -581,26 +387,26 @@ pub fn iperf3_loopback(
     let mut result = Err(failed("iperf3 did not run".into()));
     for _ in 0..20 {
         let log = work.join("iperf3-client.json");
-        let status = spawn(&program, &client_args, client_cpus, None, &log).and_then(|mut c| {
-            let status = c.wait();
-            live_groups().retain(|&g| g != c.id());
-            status
+        let run = spawn(&program, &client_args, client_cpus, None, &log).map(|mut c| {
+            let status = c.wait_exit(Duration::from_secs(secs + 30));
+            (status, client_line(&c))
         });
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let excerpt = || text.chars().take(200).collect::<String>();
-        result = match (&status, iperf3_outcome(&text)) {
-            (Ok(s), Ok(mb)) if s.success() => Ok((mb, command.clone())),
-            (Ok(s), Err(why)) if s.success() => {
+        result = match (&run, iperf3_outcome(&text)) {
+            (Ok((Some(s), client)), Ok(mb)) if s.success() => Ok((mb, format!("{server_line} & {client}"))),
+            (Ok((Some(s), _)), Err(why)) if s.success() => {
                 Err(failed(format!("iperf3 printed no throughput ({why}): {}", excerpt())))
             }
-            (other, _) => Err(failed(format!("iperf3 client: {other:?} {}", excerpt()))),
+            (Ok((status, _)), _) => Err(failed(format!("iperf3 client: {status:?} {}", excerpt()))),
+            (Err(e), _) => Err(failed(format!("iperf3 client: {e} {}", excerpt()))),
         };
         if result.is_ok() {
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    stop_group(&mut server, Duration::from_secs(2));
+    server.stop(Duration::from_secs(2));
     result
 }
 
@@ -665,7 +471,7 @@ mod tests {
         let table = "  sl  local_address rem_address   st tx_queue rx_queue\n   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000\n   1: 0100007F:1F91 0100007F:9C40 01 00000000:00000000\n";
         assert!(listening_in(table, 8080));
         assert!(!listening_in(table, 8081), "established, not listening");
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         assert!(tcp_listening(l.local_addr().unwrap().port()));
     }
 
@@ -696,6 +502,5 @@ mod tests {
         let c = nginx_config(&spec, &point, Path::new("/m"), Path::new("/w"), 8080);
         assert!(c.contains("sendfile off;") && c.contains("worker_processes 2;") && c.contains("root /m;"));
         assert!(c.contains("listen 127.0.0.1:8080"));
-        assert!(find_program("definitely-not-a-program-here").is_none());
     }
 }

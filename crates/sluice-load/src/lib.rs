@@ -26,6 +26,7 @@ mod closed;
 pub mod config;
 pub use sluice_proto::duration_text;
 pub mod error;
+pub mod limits;
 mod open;
 pub mod output;
 pub mod payload;

@@ -17,12 +17,8 @@ mod error;
 pub mod gzip;
 mod key;
 mod local;
-mod local_process;
 mod location;
-mod loopback_http;
 mod s3;
-pub mod seaweedfs;
-pub mod toxiproxy;
 
 use std::ops::Range;
 use std::time::SystemTime;

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use sluice_store::seaweedfs::SeaweedFs;
+use sluice_harness::seaweedfs::SeaweedFs;
 use sluice_store::{Checksum, Condition, Key, PutOptions, S3Store, Store, StoreError};
 
 /// One SeaweedFS for this test binary (it starts in seconds, not milliseconds).
@@ -112,7 +112,7 @@ fn keys_by_boto3(bucket: &str, prefix: &str) -> Vec<String> {
         print('\\n'.join(o['Key'] for o in r.get('Contents',[])))\n";
     let out = std::process::Command::new("python3")
         .args(["-c", script, &weed.s3_endpoint])
-        .args([sluice_store::seaweedfs::ACCESS_KEY, sluice_store::seaweedfs::SECRET_KEY, bucket])
+        .args([sluice_harness::seaweedfs::ACCESS_KEY, sluice_harness::seaweedfs::SECRET_KEY, bucket])
         .arg(format!("{prefix}/"))
         .output()
         .expect("python3 runs");

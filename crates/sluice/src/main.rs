@@ -73,19 +73,10 @@ impl ServeArgs {
     }
 }
 
-/// Raises the soft open-files limit to the hard one: every connection is a descriptor, and the
-/// usual soft default (1024) would cap a server, a load run or the lab at about a thousand
-/// connections.
+/// Raises the soft open-files limit to the hard one (see `sluice_load::limits`).
 pub(crate) fn raise_nofile_limit() {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit/setrlimit with a pointer to a live rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                tracing::warn!("cannot raise the open-files limit: {}", std::io::Error::last_os_error());
-            }
-        }
+    if let Err(e) = sluice_load::limits::raise_nofile_limit() {
+        tracing::warn!("cannot raise the open-files limit: {e}");
     }
 }
 

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use sluice_store::seaweedfs::SeaweedFs;
+use sluice_harness::seaweedfs::SeaweedFs;
 
 /// The exit status and the message line (`sluice: ...` or clap's `error: ...`) of
 /// `sluice serve ARGS` (with `--check` when `check`), every listener on a free port unless the
@@ -38,8 +38,8 @@ fn outcome(args: &[String], check: bool) -> (Option<i32>, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
     cmd.args(&all)
         .env_remove("SLUICE_CONFIG")
-        .env("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY)
-        .env("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+        .env("AWS_ACCESS_KEY_ID", sluice_harness::seaweedfs::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", sluice_harness::seaweedfs::SECRET_KEY);
     // A configuration `serve` accepts would run until killed: the limit fails that case.
     let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(60));
     let err = String::from_utf8_lossy(&err).into_owned();
@@ -85,11 +85,6 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 fn path(p: &Path) -> String {
     p.to_str().unwrap().to_string()
-}
-
-/// A port nothing listens on right now (the listener asking for it twice never binds it).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[test]
@@ -293,8 +288,8 @@ fn a_missing_bucket_is_refused_by_check_connect_and_serve_or_waited_for() {
     waiting.push("--store-wait".into());
     let waiting: Vec<&str> = waiting.iter().map(String::as_str).collect();
     let server = Server::start_with(&["--engine", "epoll", "--workers", "1"], &waiting, |c| {
-        c.env("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+        c.env("AWS_ACCESS_KEY_ID", sluice_harness::seaweedfs::ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", sluice_harness::seaweedfs::SECRET_KEY);
     });
     let readyz = || {
         let mut c = Conn::open(server.admin_addr());
@@ -329,8 +324,8 @@ fn the_default_cache_directory_is_removed_at_exit() {
     let location = "s3://present/lib".to_string();
     let args = ["--store", &location, "--s3-endpoint", &weed.s3_endpoint];
     let mut server = Server::start_with(&["--engine", "epoll", "--workers", "1"], &args, |c| {
-        c.env("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+        c.env("AWS_ACCESS_KEY_ID", sluice_harness::seaweedfs::ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", sluice_harness::seaweedfs::SECRET_KEY);
     });
     let dir = std::env::temp_dir().join(format!("sluice-cache-{}", server.pid()));
     let mut c = Conn::open(server.addr());

@@ -12,7 +12,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,10 +62,10 @@ fn load(http: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<usiz
     })
 }
 
-/// Prometheus (Debian's `prometheus`) scraping `target` every second, on free ports, stopped
-/// by its pid on drop.
+/// Prometheus (Debian's `prometheus`) scraping `target` every second, on free ports, a harness
+/// process stopped (by its process group) on drop.
 struct Prometheus {
-    child: Child,
+    _process: sluice_harness::Process,
     addr: SocketAddr,
     _dir: tempfile::TempDir,
 }
@@ -83,23 +83,21 @@ impl Prometheus {
                 .replace("scrape_interval: 5s", "scrape_interval: 1s");
         std::fs::write(&config, shipped).unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
-            .args(["--log.level=warn", "--storage.tsdb.retention.time=1h"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let prometheus = Prometheus { child, addr, _dir: dir };
-        assert!(
-            poll_until(IO_TIMEOUT, || TcpStream::connect(addr).is_ok()
-                && fetch_get(addr, "/-/ready", &[]).status == 200),
-            "prometheus is ready"
-        );
-        prometheus
+            .args(["--log.level=warn", "--storage.tsdb.retention.time=1h"]);
+        let mut process =
+            sluice_harness::Process::spawn("prometheus", command, &dir.path().join("prometheus.log"))
+                .unwrap();
+        process
+            .wait_ready(IO_TIMEOUT, |_| {
+                TcpStream::connect(addr).is_ok() && fetch_get(addr, "/-/ready", &[]).status == 200
+            })
+            .unwrap_or_else(|e| panic!("prometheus is ready: {e}"));
+        Prometheus { _process: process, addr, _dir: dir }
     }
 
     /// An instant query's result vector.
@@ -113,13 +111,6 @@ impl Prometheus {
         let v: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(v["status"], json!("success"), "{promql}: {v}");
         v["data"]["result"].as_array().cloned().unwrap_or_default()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -29,7 +29,7 @@ use common::edge::multi_slice_clip as big_mp4;
 use common::edge::{put_object, weed_slice_gets};
 use common::*;
 use serde_json::{json, Value};
-use sluice_store::seaweedfs::SeaweedFs;
+use sluice_harness::seaweedfs::SeaweedFs;
 
 engine_matrix!(
     an_edge_packages_hls_that_players_decode_whole,

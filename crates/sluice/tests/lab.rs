@@ -11,7 +11,7 @@
 #[allow(unused_macros)]
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
@@ -21,9 +21,21 @@ use serde_json::Value;
 /// The lab pins processes to cores and measures their CPU time: one experiment at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The lab's program, which `cargo test --workspace` builds beside `sluice` (and which runs the
+/// `sluice` beside it).
+fn sluice_lab() -> PathBuf {
+    let lab = Path::new(env!("CARGO_BIN_EXE_sluice")).with_file_name("sluice-lab");
+    assert!(
+        lab.is_file(),
+        "{} is missing: build it with `cargo build -p sluice-lab` (`cargo test --workspace` does)",
+        lab.display()
+    );
+    lab
+}
+
 fn lab(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Value {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.args(["lab", "run"]).args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
+    let mut cmd = Command::new(sluice_lab());
+    cmd.arg("run").args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
     cmd.envs(env.iter().copied());
     let output = cmd.output().expect("running sluice lab");
     assert!(
@@ -40,8 +52,8 @@ fn lab(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Value {
 /// `sluice lab report` over `results` into `dir/again.html` and `dir/again.md`; returns the HTML path.
 fn lab_report(dir: &Path, results: &[std::path::PathBuf]) -> std::path::PathBuf {
     let html = dir.join("again.html");
-    let status = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["lab", "report", "--out"])
+    let status = Command::new(sluice_lab())
+        .args(["report", "--out"])
         .arg(&html)
         .arg("--markdown")
         .arg(dir.join("again.md"))
@@ -509,10 +521,13 @@ fn a_missing_peer_is_a_skipped_row_with_its_reason() {
     assert!(!rows.is_empty());
     for r in rows {
         assert_eq!(r["status"], "skipped", "{r}");
-        assert!(r["reason"].as_str().unwrap().contains("nginx is not installed"), "{r}");
+        assert!(
+            r["reason"].as_str().unwrap().contains("nginx not found: apt-get install nginx-light"),
+            "{r}"
+        );
     }
     let html = check_report(&out.path().join("io-models"), &results);
-    assert!(html.contains("not measured, skipped (nginx is not installed"));
+    assert!(html.contains("not measured, skipped (nginx not found: apt-get install nginx-light"));
     // A report can be rendered again from results.json, alone or with other runs.
     let again =
         lab_report(out.path(), &[out.path().join("io-models"), out.path().join("io-models/results.json")]);
@@ -700,6 +715,8 @@ fn an_interrupted_lab_writes_the_rows_it_finished_and_leaves_nothing_behind() {
     // Capacity rows run in CPU groups; where none can be made, the connection sweep's rows.
     let budget = budget_applies();
     let sweep = if budget { "capacity" } else { "connections" };
+    // Through `sluice lab`, which hands the process over to sluice-lab: the signal reaches the lab.
+    sluice_lab();
     let mut lab = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["lab", "run", "io-models", "--quick", "--servers", "sluice epoll", "--sweeps", sweep, "--out"])
         .arg(out.path())

@@ -206,7 +206,7 @@ fn bad_input_is_refused_with_a_message_and_exit_2() {
 /// or without thresholds.
 #[test]
 fn a_run_where_nothing_succeeded_exits_1() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = sluice_harness::free_port().unwrap();
     let url = format!("http://127.0.0.1:{port}/");
     for extra in [&[][..], &["--threshold", "p99<10s"][..]] {
         let mut args = vec!["-n", "20", "--vus", "2", "--quiet"];

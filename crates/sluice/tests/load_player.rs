@@ -15,15 +15,14 @@
 #[macro_use]
 mod common;
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use sluice_store::toxiproxy::{Stream, Toxiproxy};
+use sluice_harness::toxiproxy::{Stream, Toxiproxy};
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 
@@ -228,23 +227,18 @@ fn count_of(dir: &Path, pick: impl Fn(&str) -> bool) -> u64 {
         .count() as u64
 }
 
-/// nginx serving `root` as static files on a free loopback port; stopped (its process group)
-/// on drop.
+/// nginx (sluice-harness's launcher) serving `root` as static files on a free loopback port;
+/// stopped (its process group) on drop.
 struct Nginx {
-    child: Child,
+    _nginx: sluice_harness::nginx::Nginx,
     addr: std::net::SocketAddr,
     _work: tempfile::TempDir,
 }
 
 impl Nginx {
     fn serve(root: &Path) -> Nginx {
-        let nginx = if Path::new("/usr/sbin/nginx").exists() {
-            PathBuf::from("/usr/sbin/nginx")
-        } else {
-            require_tool("nginx", "nginx-light")
-        };
         let work = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = free_port();
         let w = work.path().display();
         // SAFETY: geteuid has no preconditions.
         let user = if unsafe { libc::geteuid() } == 0 { "user root;\n" } else { "" };
@@ -257,34 +251,9 @@ impl Nginx {
              server {{ listen 127.0.0.1:{port}; root {}; }}\n}}\n",
             root.display()
         );
-        let conf_path = work.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(nginx)
-            .arg("-p")
-            .arg(work.path())
-            .arg("-c")
-            .arg(&conf_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-        assert!(
-            poll_until(IO_TIMEOUT, || std::net::TcpStream::connect(addr).is_ok()),
-            "nginx did not listen: {}",
-            std::fs::read_to_string(work.path().join("error.log")).unwrap_or_default()
-        );
-        Nginx { child, addr, _work: work }
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        // SAFETY: kill takes plain integers; the group is the one nginx was started in.
-        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGTERM) };
-        let _ = self.child.wait();
+        let nginx = sluice_harness::nginx::Nginx::start(&conf, port, work.path(), |_| {})
+            .unwrap_or_else(|e| panic!("{e}"));
+        Nginx { _nginx: nginx, addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)), _work: work }
     }
 }
 

@@ -2,17 +2,16 @@
 //! scripts/gst-rtsp-server.py (run by the system python3), serving the demo MP4 (180 video
 //! frames) on a free loopback port. Five viewers over TCP and over UDP must each receive all 180
 //! samples, without video loss or failure; the JSON report is read back with the library's type. The
-//! server is started in its own process group and stopped through that group (never by name).
+//! server is a harness process: its own process group, stopped through that group (never by name).
 //! scripts/test installs GStreamer; without it these tests fail and say which packages are missing.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+
+use sluice_harness::gstreamer::GstRtspServer;
 
 use sluice_load::rtsp::{RtspReport, RtspTransport};
 
@@ -22,92 +21,23 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The system python3 (GStreamer's Python bindings are Debian packages, not pip ones).
-fn system_python() -> &'static str {
-    if Path::new("/usr/bin/python3").exists() {
-        "/usr/bin/python3"
-    } else {
-        "python3"
-    }
-}
-
-/// GStreamer's RTSP server in its own process group, stopped on drop.
+/// GStreamer's RTSP server (sluice-harness's launcher) with its work directory, stopped by
+/// process group on drop.
 struct GstServer {
-    child: Child,
+    _server: GstRtspServer,
     url: String,
+    _work: tempfile::TempDir,
 }
 
 impl GstServer {
     fn start(extra: &[&str]) -> GstServer {
-        let root = repo_root();
-        let mut child = Command::new(system_python())
-            .arg(root.join("scripts/gst-rtsp-server.py"))
-            .arg(root.join("crates/sluice-server/demo/sluice-demo.mp4"))
-            .args(["--port", "0", "--name", "demo.mp4"])
-            .args(extra)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start scripts/gst-rtsp-server.py with the system python3");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("ready ") {
-                    let _ = tx.send(url.to_string());
-                }
-            }
-        });
-        let (err_tx, err_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                text.push_str(&line);
-                text.push('\n');
-            }
-            let _ = err_tx.send(text);
-        });
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            Ok(url) => GstServer { child, url },
-            Err(_) => {
-                let mut server = GstServer { child, url: String::new() };
-                server.stop();
-                let stderr = err_rx.recv_timeout(Duration::from_secs(2)).unwrap_or_default();
-                panic!(
-                    "GStreamer's RTSP server did not start within 20 s (scripts/test installs python3-gi, \
-                     gir1.2-gst-rtsp-server-1.0 and gstreamer1.0-plugins-base/-good/-bad); its stderr:\n{stderr}"
-                );
-            }
-        }
-    }
-
-    /// SIGTERM to the process group, SIGKILL if it has not exited within 5 s.
-    fn stop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        let group = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) on the process group this test created for the server.
-        unsafe { libc::kill(-group, libc::SIGTERM) };
-        let until = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < until {
-            if self.child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // SAFETY: as above.
-        unsafe { libc::kill(-group, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for GstServer {
-    fn drop(&mut self) {
-        self.stop();
+        let work = tempfile::tempdir().unwrap();
+        let demo = repo_root().join("crates/sluice-server/demo/sluice-demo.mp4");
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+        let server = GstRtspServer::start(&demo, "demo.mp4", 0, &extra, work.path(), |_| {})
+            .unwrap_or_else(|e| panic!("GStreamer's RTSP server: {e}"));
+        let url = server.url.clone();
+        GstServer { _server: server, url, _work: work }
     }
 }
 

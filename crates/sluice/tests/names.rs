@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use common::rtsp::RtspConn;
 use common::*;
-use sluice_store::seaweedfs::SeaweedFs;
+use sluice_harness::seaweedfs::SeaweedFs;
 
 engine_matrix!(
     a_file_and_its_gz_namesake_are_two_objects_locally,
@@ -343,8 +343,8 @@ fn keys_by_boto3(prefix: &str) -> Vec<String> {
         r=s3.list_objects_v2(Bucket=sys.argv[4],Prefix=sys.argv[5])\n\
         print('\\n'.join(o['Key'] for o in r.get('Contents',[])))\n";
     let out = std::process::Command::new("python3")
-        .args(["-c", script, &weed.s3_endpoint, sluice_store::seaweedfs::ACCESS_KEY])
-        .args([sluice_store::seaweedfs::SECRET_KEY, &weed.bucket, &format!("{prefix}/")])
+        .args(["-c", script, &weed.s3_endpoint, sluice_harness::seaweedfs::ACCESS_KEY])
+        .args([sluice_harness::seaweedfs::SECRET_KEY, &weed.bucket, &format!("{prefix}/")])
         .output()
         .expect("python3 runs");
     assert!(out.status.success(), "boto3 list: {}", String::from_utf8_lossy(&out.stderr));
@@ -368,8 +368,8 @@ fn put_by_boto3(key: &str, body: &[u8]) {
         aws_secret_access_key=sys.argv[3],region_name='us-east-1')\n\
         s3.put_object(Bucket=sys.argv[4],Key=sys.argv[5],Body=open(sys.argv[6],'rb').read())\n";
     let out = std::process::Command::new("python3")
-        .args(["-c", script, &weed.s3_endpoint, sluice_store::seaweedfs::ACCESS_KEY])
-        .args([sluice_store::seaweedfs::SECRET_KEY, &weed.bucket, key, file.path().to_str().unwrap()])
+        .args(["-c", script, &weed.s3_endpoint, sluice_harness::seaweedfs::ACCESS_KEY])
+        .args([sluice_harness::seaweedfs::SECRET_KEY, &weed.bucket, key, file.path().to_str().unwrap()])
         .output()
         .expect("python3 runs");
     assert!(out.status.success(), "boto3 put: {}", String::from_utf8_lossy(&out.stderr));

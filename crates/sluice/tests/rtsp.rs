@@ -198,15 +198,6 @@ fn released(reason: &str) -> String {
     format!("sluice_rtsp_sessions_released_total{{reason=\"{reason}\"}}")
 }
 
-/// Environment for ffmpeg tools: no proxies (they never apply to loopback RTSP, but be sure).
-fn tool(name: &str) -> Command {
-    let mut cmd = Command::new(require_tool(name, "ffmpeg"));
-    for v in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
-        cmd.env_remove(v);
-    }
-    cmd
-}
-
 /// A media section of an SDP.
 #[derive(Debug)]
 struct SdpMedia {

@@ -20,7 +20,7 @@ use common::edge::multi_slice_clip as big_mp4;
 use common::edge::put_object;
 use common::rtsp::*;
 use common::*;
-use sluice_store::toxiproxy::{Stream, Toxiproxy};
+use sluice_harness::toxiproxy::{Stream, Toxiproxy};
 
 rtsp_matrix!(
     a_cold_object_is_fetched_off_the_rtsp_loop_while_a_viewer_plays_on_it,

@@ -10,17 +10,17 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::edge::{put_object, sha256_hex as sha256, start_edge as edge, weed_slice_gets};
 use common::*;
-use sluice_store::seaweedfs::SeaweedFs;
-use sluice_store::toxiproxy::{Stream, Toxiproxy};
+use sluice_harness::haproxy::{Edge, Haproxy};
+use sluice_harness::seaweedfs::SeaweedFs;
+use sluice_harness::toxiproxy::{Stream, Toxiproxy};
 
 engine_matrix!(
     ranges_pages_and_conditionals_come_from_the_cache,
@@ -433,81 +433,19 @@ fn the_cache_stays_within_its_size_and_a_changed_object_is_served_whole() {
     assert!(r.body == v3, "the object after revalidation");
 }
 
-/// A HAProxy running deploy/haproxy.cfg, stopped by pid when dropped.
-struct Haproxy {
-    child: Child,
-    http: SocketAddr,
-    rtsp: SocketAddr,
-    stats: SocketAddr,
-    log: tempfile::NamedTempFile,
-}
-
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
-impl Haproxy {
-    fn start(a: &Server, b: &Server) -> Haproxy {
-        let haproxy = require_tool("haproxy", "haproxy");
-        let (http, rtsp, stats) = (free_addr(), free_addr(), free_addr());
-        let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/haproxy.cfg");
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(haproxy)
-            .args(["-db", "-f", cfg])
-            .env("SLUICE_HTTP_BIND", http.to_string())
-            .env("SLUICE_RTSP_BIND", rtsp.to_string())
-            .env("SLUICE_STATS_BIND", stats.to_string())
-            .env("EDGE_A_HTTP", a.addr().to_string())
-            .env("EDGE_A_RTSP", a.rtsp_addr().to_string())
-            .env("EDGE_A_ADMIN_PORT", a.admin_addr().port().to_string())
-            .env("EDGE_B_HTTP", b.addr().to_string())
-            .env("EDGE_B_RTSP", b.rtsp_addr().to_string())
-            .env("EDGE_B_ADMIN_PORT", b.admin_addr().port().to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap();
-        let h = Haproxy { child, http, rtsp, stats, log };
-        let servers = [
-            ("edges_http", "edge-a"),
-            ("edges_http", "edge-b"),
-            ("edges_rtsp", "edge-a"),
-            ("edges_rtsp", "edge-b"),
-        ];
-        let up = poll_until(Duration::from_secs(10), || servers.iter().all(|(b, s)| h.status(b, s) == "UP"));
-        let states: Vec<String> =
-            servers.iter().map(|(b, s)| format!("{b}/{s}: {}", h.status(b, s))).collect();
-        assert!(up, "HAProxy did not see both edges up: {states:?}; its log:\n{}", h.log_text());
-        h
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-
-    /// A server's status on the stats page (`UP`, `DOWN`, ...), empty when unreachable.
-    fn status(&self, backend: &str, server: &str) -> String {
-        let Ok(mut c) = TcpStream::connect(self.stats) else { return String::new() };
-        let _ = c.set_read_timeout(Some(IO_TIMEOUT));
-        let _ = c.write_all(b"GET /stats;csv HTTP/1.0\r\nHost: localhost\r\n\r\n");
-        let mut text = String::new();
-        let _ = c.read_to_string(&mut text);
-        let Some(header) = text.lines().find(|l| l.starts_with("# pxname")) else { return String::new() };
-        let column = header.trim_start_matches("# ").split(',').position(|c| c == "status").unwrap();
-        text.lines()
-            .map(|l| l.split(',').collect::<Vec<_>>())
-            .find(|f| f.len() > column && f[0] == backend && f[1] == server)
-            .map(|f| f[column].to_string())
-            .unwrap_or_default()
-    }
-}
-
-impl Drop for Haproxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// HAProxy running deploy/haproxy.cfg in front of edges `a` and `b`, its files in `work`, once
+/// it sees every edge up.
+fn start_haproxy(a: &Server, b: &Server, work: &Path) -> Haproxy {
+    let edge = |s: &Server| Edge { http: s.addr(), rtsp: s.rtsp_addr(), admin_port: s.admin_addr().port() };
+    let lb = Haproxy::start(edge(a), edge(b), work, |_| {}).unwrap_or_else(|e| panic!("{e}"));
+    let servers = [
+        ("edges_http", "edge-a"),
+        ("edges_http", "edge-b"),
+        ("edges_rtsp", "edge-a"),
+        ("edges_rtsp", "edge-b"),
+    ];
+    lb.wait_up(&servers, Duration::from_secs(10)).unwrap_or_else(|e| panic!("{e}"));
+    lb
 }
 
 /// Opens a GET through HAProxy and reads the head; the body is left on the socket.
@@ -551,7 +489,8 @@ fn two_edges_behind_haproxy_survive_losing_one() {
         cache_b.path(),
         &[],
     );
-    let lb = Haproxy::start(&a, &b);
+    let lb_dir = tempfile::tempdir().unwrap();
+    let lb = start_haproxy(&a, &b, lb_dir.path());
     // HAProxy hashes the path (balance uri): find a name each edge owns, asking for objects that
     // do not exist yet (the 404 says which edge answered).
     let owned_by = |edge: &str, stem: &str| {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use sha2::Digest as _;
-use sluice_store::seaweedfs::SeaweedFs;
+use sluice_harness::seaweedfs::SeaweedFs;
 use sluice_store::{Key, S3Store, Store};
 
 const TOKEN: &str = "cli-token-42";
@@ -99,8 +99,8 @@ fn five_hundred_files_at_concurrency_16_into_seaweedfs() {
     let weed_dir = fx.base.join("weed");
     std::fs::create_dir_all(&weed_dir).unwrap();
     let weed = SeaweedFs::start(&weed_dir, "cli").expect("SeaweedFS starts");
-    std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+    std::env::set_var("AWS_ACCESS_KEY_ID", sluice_harness::seaweedfs::ACCESS_KEY);
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_harness::seaweedfs::SECRET_KEY);
     let src = fx.base.join("src");
     let files = tree(&src);
     let (ok, report) = upload(&[
@@ -293,8 +293,8 @@ fn names_are_stored_as_given_in_a_bucket() {
         &weed.s3_endpoint,
         "--quiet",
     ])
-    .env("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY)
-    .env("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+    .env("AWS_ACCESS_KEY_ID", sluice_harness::seaweedfs::ACCESS_KEY)
+    .env("AWS_SECRET_ACCESS_KEY", sluice_harness::seaweedfs::SECRET_KEY);
     let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
     assert!(status.success(), "{}", String::from_utf8_lossy(&err));
     // The filer names each object by its key, percent-encoded once in its URL.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use sha2::Digest as _;
-use sluice_store::toxiproxy::{Stream, Toxiproxy};
+use sluice_harness::toxiproxy::{Stream, Toxiproxy};
 
 const TOKEN: &str = "reset-token-7";
 const OBJECTS: u64 = 1000;

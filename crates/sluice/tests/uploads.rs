@@ -11,7 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_store::seaweedfs::SeaweedFs;
+use sluice_harness::seaweedfs::SeaweedFs;
 use sluice_store::{Key, S3Store, Store};
 
 engine_matrix!(

@@ -11,17 +11,19 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use sluice_harness::haproxy::{free_addr, Edge, Haproxy};
+use sluice_harness::nginx::Nginx;
+use sluice_harness::seaweedfs::SeaweedFs;
 use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
 use sluice_load::{ConnectionMode, ExpectedStatus, LoadConfig, TargetSpec};
 use sluice_store::gzip::{GzipMode, GzipPolicy};
-use sluice_store::seaweedfs::SeaweedFs;
 use sluice_store::S3Config;
 
 use super::upload_rows::Store;
 use super::{empty_row, measured, not_started, Run};
 use crate::experiment::{EdgeRole, Point, ServerSpec, Sweep};
 use crate::machine::{group_cpu_seconds, Placement};
-use crate::peer::{find_program, free_port, RunningServer, StartError};
+use crate::peer::{free_port, RunningServer, StartError};
 use crate::results::{Measurement, OriginFigures, Row, RowOutcome};
 
 /// The bucket the library lives in, and its prefix there.
@@ -243,19 +245,15 @@ impl Run<'_> {
             }
             EdgeRole::S3 => Ok(Rig { sluices: vec![edge("edge")?], front: None }),
             EdgeRole::Haproxy => {
-                let program = find_program("haproxy").ok_or_else(|| {
-                    StartError::Missing("HAProxy is not installed (apt-get install haproxy)".into())
-                })?;
+                sluice_harness::find_tool("haproxy")?;
                 let sluices = vec![edge("edge-a")?, edge("edge-b")?];
-                let front = start_haproxy(&program, &sluices, &work.join("haproxy"))?;
+                let front = start_haproxy(&sluices, &work.join("haproxy"))?;
                 Ok(Rig { sluices, front: Some(front) })
             }
             EdgeRole::Nginx => {
-                let program = find_program("nginx").ok_or_else(|| {
-                    StartError::Missing("nginx is not installed (apt-get install nginx-light)".into())
-                })?;
+                sluice_harness::find_tool("nginx")?;
                 let filer = filer.as_ref().map_err(|e| StartError::Missing(e.clone()))?;
-                let front = start_nginx_cache(&program, *filer, library, &work.join("nginx"))?;
+                let front = start_nginx_cache(*filer, library, &work.join("nginx"))?;
                 Ok(Rig { sluices: vec![], front: Some(front) })
             }
         }
@@ -404,82 +402,37 @@ fn upload_library(library: &Library, endpoint: &str) -> Result<(), String> {
     Err(format!("uploading the library: {last}"))
 }
 
-/// HAProxy running deploy/haproxy.cfg as shipped in front of `edges` (two), addresses from the
-/// environment as the file expects.
-fn start_haproxy(program: &Path, edges: &[RunningServer], work: &Path) -> Result<RunningServer, StartError> {
-    let failed = |e: std::io::Error| StartError::Failed(format!("finding a free port: {e}"));
-    let port = free_port().map_err(failed)?;
-    let loopback = |p: u16| format!("127.0.0.1:{p}");
-    let (a, b) = (&edges[0], &edges[1]);
-    let admin = |s: &RunningServer| s.admin_port.unwrap_or(0).to_string();
+/// HAProxy running deploy/haproxy.cfg as shipped in front of `edges` (two), once it sees both
+/// edges' HTTP up.
+fn start_haproxy(edges: &[RunningServer], work: &Path) -> Result<RunningServer, StartError> {
     // RTSP is not served here; its frontend still needs addresses, free ones no one answers on.
-    let env = vec![
-        ("SLUICE_HTTP_BIND".to_string(), loopback(port)),
-        ("SLUICE_RTSP_BIND".into(), loopback(free_port().map_err(failed)?)),
-        ("SLUICE_STATS_BIND".into(), loopback(free_port().map_err(failed)?)),
-        ("EDGE_A_HTTP".into(), a.addr().to_string()),
-        ("EDGE_A_RTSP".into(), loopback(free_port().map_err(failed)?)),
-        ("EDGE_A_ADMIN_PORT".into(), admin(a)),
-        ("EDGE_B_HTTP".into(), b.addr().to_string()),
-        ("EDGE_B_RTSP".into(), loopback(free_port().map_err(failed)?)),
-        ("EDGE_B_ADMIN_PORT".into(), admin(b)),
-    ];
-    let cfg = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/haproxy.cfg");
-    let cfg = std::fs::read_to_string(&cfg)
-        .map_err(|e| StartError::Failed(format!("{}: {e}", cfg.display())))
-        .and_then(|text| {
-            let _ = std::fs::create_dir_all(work);
-            let copy = work.join("haproxy.cfg");
-            std::fs::write(&copy, text)
-                .map_err(|e| StartError::Failed(format!("{}: {e}", copy.display())))?;
-            Ok(copy)
-        })?;
-    let args = vec!["-db".into(), "-f".into(), cfg.display().to_string()];
-    let front = RunningServer::start_program(program, &args, &env, port, work)?;
-    // Both edges pass HAProxy's health check before the row measures.
-    std::thread::sleep(Duration::from_secs(2));
-    Ok(front)
+    let edge = |s: &RunningServer| -> Result<Edge, StartError> {
+        Ok(Edge { http: s.addr(), rtsp: free_addr()?, admin_port: s.admin_port.unwrap_or(0) })
+    };
+    let front = Haproxy::start(edge(&edges[0])?, edge(&edges[1])?, work, |_| {})?;
+    front.wait_up(&[("edges_http", "edge-a"), ("edges_http", "edge-b")], Duration::from_secs(10))?;
+    let port = front.http.port();
+    Ok(RunningServer::adopt(front.into_process(), port))
 }
 
 /// nginx as a caching proxy in front of SeaweedFS's filer (through toxiproxy): `proxy_cache`
 /// with `slice 1m` and `proxy_cache_lock`, a cache twice the library.
 fn start_nginx_cache(
-    program: &Path,
     origin: std::net::SocketAddr,
     library: &Library,
     work: &Path,
 ) -> Result<RunningServer, StartError> {
     let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
-    let slice = nginx_has_slice(program);
-    if !slice {
+    if !sluice_harness::nginx::has_slice_module() {
         return Err(StartError::Missing("this nginx has no slice module (--with-http_slice_module)".into()));
     }
     std::fs::create_dir_all(work.join("cache")).map_err(|e| failed("creating the cache directory", e))?;
     let port = free_port().map_err(|e| failed("finding a free port", e))?;
     let conf = nginx_cache_config(port, origin, &work.join("cache"), 2 * library.bytes());
-    let path = work.join("nginx.conf");
-    std::fs::write(&path, conf).map_err(|e| failed("writing nginx.conf", e))?;
-    let args = vec![
-        "-p".into(),
-        work.display().to_string(),
-        "-c".into(),
-        path.display().to_string(),
-        "-e".into(),
-        work.join("error.log").display().to_string(),
-    ];
-    RunningServer::start_program(program, &args, &[], port, work)
+    let nginx = Nginx::start(&conf, port, work, |_| {})?;
+    Ok(RunningServer::adopt(nginx.into_process(), port))
 }
 
-/// Whether `nginx -V` lists the slice module.
-fn nginx_has_slice(program: &Path) -> bool {
-    std::process::Command::new(program)
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stderr).contains("--with-http_slice_module"))
-}
-
-/// The caching proxy's configuration: one worker (as the sluice edge's one), keepalive to the
-/// origin, 1 MiB slices keyed by URI and range, one origin request per missing slice.
 fn nginx_cache_config(port: u16, origin: std::net::SocketAddr, cache: &Path, max_size: u64) -> String {
     format!(
         "worker_processes 1;\ndaemon off;\npid nginx.pid;\nevents {{ worker_connections 4096; }}\n\

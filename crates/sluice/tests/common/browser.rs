@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 
 use serde_json::{json, Value};
@@ -18,7 +18,7 @@ pub static ONE_BROWSER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Chromium with its DevTools protocol on fds 3 (commands in) and 4 (replies out).
 pub struct Browser {
-    child: Child,
+    process: sluice_harness::Process,
     commands: File,
     replies: BufReader<File>,
     next_id: u64,
@@ -65,10 +65,7 @@ impl Browser {
             "--remote-debugging-pipe",
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg("about:blank")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .arg("about:blank");
         // SAFETY: between fork and exec only dup2 runs, which is async-signal-safe; dup2 leaves
         // the new descriptors without close-on-exec, so the browser inherits exactly 3 and 4.
         unsafe {
@@ -79,7 +76,9 @@ impl Browser {
                 Ok(())
             });
         }
-        let child = cmd.spawn().unwrap();
+        // A harness process: Chromium's helper processes share its group and stop with it.
+        let process =
+            sluice_harness::Process::spawn_with_temp_log("chromium", cmd).unwrap_or_else(|e| panic!("{e}"));
         // SAFETY: the browser has its copies now; ours of its ends are closed, and the ends we
         // keep are owned by the Files from here on.
         let (commands, replies) = unsafe {
@@ -88,7 +87,7 @@ impl Browser {
             (File::from_raw_fd(to_browser_w), File::from_raw_fd(from_browser_r))
         };
         Browser {
-            child,
+            process,
             commands,
             replies: BufReader::new(replies),
             next_id: 0,
@@ -157,9 +156,8 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // Stopped by its own pid (the whole tree goes with the browser process's pipe).
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // No grace: Chromium and its helpers (its process group) are killed at once.
+        self.process.stop(std::time::Duration::ZERO);
     }
 }
 

@@ -1,22 +1,20 @@
-//! Shared harness for sluice's integration tests, one module a concern: the `sluice serve`
-//! process ([`server`]), the temporary media library ([`fixture`]), a raw HTTP/1.1 client
-//! ([`http`]) and range checks ([`ranges`]), external tools and bounded waits ([`tools`]), the RTSP
-//! client ([`rtsp`]) with the header parsing both clients share ([`headers`]), and here the engine
-//! matrix macro.
+//! Shared helpers for sluice's integration tests, one module a concern, on top of sluice-harness
+//! (processes, ports, peers): the `sluice serve` process ([`server`]), the temporary media
+//! library ([`fixture`]), a raw HTTP/1.1 client ([`http`]) and range checks ([`ranges`]),
+//! external tools and bounded waits ([`tools`]), the RTSP client ([`rtsp`]) with the header
+//! parsing both clients share ([`headers`]), and here the engine matrix macro.
 //!
 //! Everything here talks to 127.0.0.1 only, and every wait is bounded: a hung server fails the
 //! test that hit it instead of hanging the suite.
 
 #![allow(dead_code)]
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Longest any single socket operation or process wait may take.

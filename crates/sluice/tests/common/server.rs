@@ -1,18 +1,18 @@
-//! The `sluice serve` process a test starts: free ports for every listener, its log captured,
-//! stopped by its own pid (never by name).
+//! The `sluice serve` process a test starts: free ports for every listener, its log in a file,
+//! stopped by its own pid (never by name). The process itself is sluice-harness's (own process
+//! group, dies with the test binary); what is sluice's here is its flags and its log lines.
 
 #![allow(dead_code)]
 
 use super::*;
 
-/// A running `sluice serve`, killed (by its pid) and reaped on drop.
+use sluice_harness::Process;
+
+/// A running `sluice serve`, stopped (SIGTERM, then SIGKILL) and reaped on drop.
 pub struct Server {
-    child: Child,
+    process: Process,
     pid: i32,
     addr: SocketAddr,
-    logs: Arc<Mutex<Vec<String>>>,
-    reader: Option<JoinHandle<()>>,
-    status: Option<ExitStatus>,
 }
 
 impl Server {
@@ -44,48 +44,12 @@ impl Server {
         args.extend_from_slice(engine);
         args.extend_from_slice(extra);
         let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        command
-            .args(&args)
-            .env_remove("SLUICE_CONFIG")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        command.args(&args).env_remove("SLUICE_CONFIG").env_remove("RUST_LOG");
         configure(&mut command);
-        let mut child =
-            command.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", env!("CARGO_BIN_EXE_sluice")));
-        let pid = child.id() as i32;
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().expect("stderr is piped");
-        let reader = {
-            let logs = Arc::clone(&logs);
-            std::thread::Builder::new()
-                .name(format!("sluice-{pid}-stderr"))
-                .spawn(move || {
-                    // Keeps draining so the server never blocks on a full pipe.
-                    let mut r = BufReader::new(stderr);
-                    let mut line = Vec::new();
-                    loop {
-                        line.clear();
-                        match r.read_until(b'\n', &mut line) {
-                            Ok(0) | Err(_) => break,
-                            Ok(_) => {
-                                let text = String::from_utf8_lossy(&line);
-                                logs.lock().unwrap().push(text.trim_end().to_string());
-                            }
-                        }
-                    }
-                })
-                .expect("spawn stderr reader")
-        };
-        let mut server = Server {
-            child,
-            pid,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            logs,
-            reader: Some(reader),
-            status: None,
-        };
+        let process = Process::spawn_with_temp_log("sluice", command)
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", env!("CARGO_BIN_EXE_sluice")));
+        let pid = process.pid() as i32;
+        let mut server = Server { process, pid, addr: SocketAddr::from(([127, 0, 0, 1], 0)) };
         let deadline = Instant::now() + IO_TIMEOUT;
         loop {
             // The media listener's line (`engine=...`): http://, or https:// when it serves HTTPS only.
@@ -97,18 +61,16 @@ impl Server {
                 server.addr = addr;
                 return server;
             }
-            if let Ok(Some(status)) = server.child.try_wait() {
-                server.status = Some(status);
-                server.join_reader();
+            if let Some(status) = server.process.exit_status() {
                 panic!(
                     "sluice {args:?} exited with {status} before listening; its log:\n{}",
-                    server.logs().join("\n")
+                    server.log_text()
                 );
             }
             if Instant::now() >= deadline {
                 panic!(
                     "sluice {args:?} did not print its `listening on` line within {IO_TIMEOUT:?}; its log so far:\n{}",
-                    server.logs().join("\n")
+                    server.log_text()
                 );
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -161,50 +123,29 @@ impl Server {
             .count()
     }
 
-    /// Every stderr line so far.
+    /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
+        self.log_text().lines().map(str::to_string).collect()
     }
 
     /// The log as one string, for failure messages.
     pub fn log_text(&self) -> String {
-        self.logs().join("\n")
+        self.process.log_text()
     }
 
     /// Sends a signal to the server (by its pid).
     pub fn signal(&self, sig: libc::c_int) {
-        if self.status.is_none() {
-            // SAFETY: kill(2) with our own child's pid; no memory is passed.
-            unsafe { libc::kill(self.pid, sig) };
-        }
+        self.process.signal(sig);
     }
 
     /// Waits at most `timeout` for the server to exit.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        if let Some(s) = self.status {
-            return Some(s);
-        }
-        let deadline = Instant::now() + timeout;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(s)) => {
-                    self.status = Some(s);
-                    self.join_reader();
-                    return Some(s);
-                }
-                Ok(None) => {}
-                Err(e) => panic!("waiting for sluice: {e}"),
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.process.wait_exit(timeout)
     }
 
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
-        self.wait_exit(Duration::ZERO).is_none()
+        self.process.exit_status().is_none()
     }
 
     /// SIGTERM, then waits at most 10 s for the exit; panics (after SIGKILL) if it does not come.
@@ -214,38 +155,16 @@ impl Server {
         match self.wait_exit(IO_TIMEOUT) {
             Some(s) => s,
             None => {
-                self.kill();
+                self.process.stop(Duration::ZERO);
                 panic!("sluice did not exit within {IO_TIMEOUT:?} of SIGTERM; its log:\n{}", self.log_text());
             }
-        }
-    }
-
-    fn kill(&mut self) {
-        if self.status.is_none() {
-            // Child::kill sends SIGKILL to this child's pid only.
-            let _ = self.child.kill();
-            if let Ok(s) = self.child.wait() {
-                self.status = Some(s);
-            }
-            self.join_reader();
-        }
-    }
-
-    fn join_reader(&mut self) {
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
         }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if self.status.is_none() {
-            self.signal(libc::SIGTERM);
-            if self.wait_exit(Duration::from_secs(3)).is_none() {
-                self.kill();
-            }
-        }
+        self.process.stop(Duration::from_secs(3));
         if std::thread::panicking() {
             let logs = self.logs();
             let skip = logs.len().saturating_sub(60);

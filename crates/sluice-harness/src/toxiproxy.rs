@@ -1,23 +1,38 @@
 //! A local toxiproxy (Shopify's TCP fault proxy, `go install
 //! github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0`, installed as `$(go env GOPATH)/bin/server`)
 //! for tests and the lab: it puts a modelled round trip (latency toxics) or faults (`reset_peer`)
-//! between a client and a store on 127.0.0.1. Started on a free port, driven through its HTTP API,
-//! killed by pid when dropped. It owns no store and is not used by `sluice serve`.
+//! between a client and a store on 127.0.0.1. Run as a [`Process`] on a free port, driven
+//! through its HTTP API, stopped by process group when dropped. It owns no store.
 
-use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use crate::local_process::{free_port, spawn_tied};
-use crate::loopback_http::request;
+use crate::process::Process;
+use crate::{free_port, HarnessError};
 
 /// A running toxiproxy server.
 #[derive(Debug)]
 pub struct Toxiproxy {
-    child: Child,
+    process: Process,
     api: SocketAddr,
+}
+
+/// `method path` on toxiproxy's API with a JSON body: status and body text.
+fn request(
+    api: SocketAddr,
+    method: &str,
+    path: &str,
+    json: Option<&str>,
+) -> Result<(u16, String), HarnessError> {
+    let headers = [("Accept", "application/json"), ("Content-Type", "application/json")];
+    let r = crate::http::request(api, method, path, &headers, json.map(str::as_bytes))?;
+    Ok((r.status, r.text()))
+}
+
+fn free(what: &str) -> Result<u16, HarnessError> {
+    free_port().map_err(|e| HarnessError::io(format!("finding a free port for {what}"), e))
 }
 
 /// The toxiproxy binary: `$TOXIPROXY`, else `server` in `$(go env GOPATH)/bin`, else in
@@ -62,41 +77,32 @@ impl Toxiproxy {
         binary().is_some()
     }
 
-    /// Starts the server on a free loopback port and waits (at most 10 s) for its API.
-    pub fn start(log: &Path) -> io::Result<Toxiproxy> {
-        let bin = binary().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "toxiproxy missing: go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0",
-            )
+    /// Starts the server on a free loopback port, its output in `log`, and waits (at most
+    /// 10 s) for its API.
+    pub fn start(log: &Path) -> Result<Toxiproxy, HarnessError> {
+        let bin = binary().ok_or_else(|| HarnessError::ToolMissing {
+            tool: "toxiproxy".into(),
+            hint: crate::tools::install_hint("toxiproxy"),
         })?;
-        let port = free_port()?;
-        let log = std::fs::File::create(log)?;
+        let port = free("toxiproxy")?;
         let mut command = Command::new(bin);
-        command
-            .args(["-host", "127.0.0.1", "-port", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        let proxy = Toxiproxy { child: spawn_tied(command)?, api: SocketAddr::from(([127, 0, 0, 1], port)) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !matches!(request(proxy.api, "GET", "/version", None), Ok((200, _))) {
-            if Instant::now() > deadline {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "toxiproxy did not start in 10 s"));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(proxy)
+        command.args(["-host", "127.0.0.1", "-port", &port.to_string()]);
+        let api = SocketAddr::from(([127, 0, 0, 1], port));
+        let mut process = Process::spawn("toxiproxy", command, log)?;
+        process.wait_ready(Duration::from_secs(10), |_| {
+            matches!(request(api, "GET", "/version", None), Ok((200, _)))
+        })?;
+        Ok(Toxiproxy { process, api })
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// Creates proxy `name` on a free loopback port in front of `upstream`; returns its address.
-    pub fn proxy(&self, name: &str, upstream: SocketAddr) -> io::Result<SocketAddr> {
-        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+    pub fn proxy(&self, name: &str, upstream: SocketAddr) -> Result<SocketAddr, HarnessError> {
+        let listen = SocketAddr::from(([127, 0, 0, 1], free("a proxy")?));
         let body = format!(r#"{{"name":"{name}","listen":"{listen}","upstream":"{upstream}"}}"#);
         self.call("POST", "/proxies", &body)?;
         Ok(listen)
@@ -113,7 +119,7 @@ impl Toxiproxy {
         stream: Stream,
         toxicity: f64,
         attributes: &str,
-    ) -> io::Result<()> {
+    ) -> Result<(), HarnessError> {
         let body = format!(
             r#"{{"name":"{toxic}","type":"{kind}","stream":"{}","toxicity":{toxicity},"attributes":{attributes}}}"#,
             stream.name()
@@ -122,23 +128,24 @@ impl Toxiproxy {
     }
 
     /// Removes toxic `toxic` from proxy `proxy` (no error when it is not there).
-    pub fn remove_toxic(&self, proxy: &str, toxic: &str) -> io::Result<()> {
+    pub fn remove_toxic(&self, proxy: &str, toxic: &str) -> Result<(), HarnessError> {
         match request(self.api, "DELETE", &format!("/proxies/{proxy}/toxics/{toxic}"), None)? {
             (204 | 404, _) => Ok(()),
-            (status, body) => {
-                Err(io::Error::other(format!("toxiproxy: DELETE toxic {toxic}: {status} {body}")))
-            }
+            (status, body) => Err(HarnessError::Refused {
+                what: format!("toxiproxy: DELETE toxic {toxic}"),
+                message: format!("{status} {body}"),
+            }),
         }
     }
 
     /// Enables or disables proxy `proxy`; disabling closes its connections and stops listening,
     /// as if the upstream had gone away at once.
-    pub fn set_enabled(&self, proxy: &str, enabled: bool) -> io::Result<()> {
+    pub fn set_enabled(&self, proxy: &str, enabled: bool) -> Result<(), HarnessError> {
         self.call("POST", &format!("/proxies/{proxy}"), &format!(r#"{{"enabled":{enabled}}}"#))
     }
 
     /// The round trip the lab models: a latency toxic of `each_way` on both streams.
-    pub fn set_latency(&self, proxy: &str, each_way: Option<Duration>) -> io::Result<()> {
+    pub fn set_latency(&self, proxy: &str, each_way: Option<Duration>) -> Result<(), HarnessError> {
         for stream in [Stream::Upstream, Stream::Downstream] {
             let toxic = format!("latency_{}", stream.name());
             self.remove_toxic(proxy, &toxic)?;
@@ -156,17 +163,13 @@ impl Toxiproxy {
         Ok(())
     }
 
-    fn call(&self, method: &str, path: &str, body: &str) -> io::Result<()> {
+    fn call(&self, method: &str, path: &str, body: &str) -> Result<(), HarnessError> {
         match request(self.api, method, path, Some(body))? {
             (200..=299, _) => Ok(()),
-            (status, text) => Err(io::Error::other(format!("toxiproxy: {method} {path}: {status} {text}"))),
+            (status, text) => Err(HarnessError::Refused {
+                what: format!("toxiproxy: {method} {path}"),
+                message: format!("{status} {text}"),
+            }),
         }
-    }
-}
-
-impl Drop for Toxiproxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
