@@ -796,8 +796,9 @@ fn an_interrupted_lab_writes_the_rows_it_finished_and_leaves_nothing_behind() {
 /// repository (a rendered report is checked by `check_report`).
 #[test]
 fn lab_list_names_sources_in_the_repository() {
+    sluice_lab();
     let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["lab", "list"]).output().unwrap();
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("docs/seeds/"), "{text}");
     speaks_of_the_product(&text);
