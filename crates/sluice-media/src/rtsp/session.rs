@@ -33,7 +33,7 @@ use rtsp_types::{Method, Request, Url};
 use sluice_proto::rtp::StreamConfig;
 use sluice_proto::rtsp::{
     cseq, parse_range, parse_transport, read_message, session_id, ConnectionContext, Limits, Message,
-    NptStart, Reply, RtpInfoEntry, RtspError, StatusCode, TransportSpec,
+    NptStart, Release, Reply, RtpInfoEntry, RtspError, StatusCode, TransportSpec,
 };
 
 use super::playable::{checked, Refusal, Unplayable, REASON_HEADER};
@@ -286,17 +286,6 @@ impl RtspSession {
         self.owner == conn
             || (self.peer == peer && self.tracks.iter().all(|t| matches!(t.delivery, Delivery::Udp { .. })))
     }
-}
-
-/// Why a session was released.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Release {
-    /// The client sent `TEARDOWN`.
-    Teardown,
-    /// No request or report within the session timeout.
-    Timeout,
-    /// Its control connection closed and its packets went over that connection.
-    ConnectionClosed,
 }
 
 /// What the engine must act on.
