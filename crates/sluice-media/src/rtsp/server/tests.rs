@@ -8,7 +8,7 @@ use sluice_proto::rtsp::{read_message, Limits, Message, Release};
 
 use super::*;
 use crate::mp4::Mp4File;
-use crate::rtsp::NotFound;
+use crate::rtsp::{DatagramSink, NotFound, Port, WARM_RETRY, WARM_TIMEOUT};
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 const URL: &str = "rtsp://127.0.0.1:8554/sluice-demo.mp4";
