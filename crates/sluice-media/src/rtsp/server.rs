@@ -294,6 +294,9 @@ struct Viewer<B> {
     /// Listed in `udp_ready`.
     ready: bool,
     pacer: Pacer,
+    /// Held by its pacer until its next burst is in the bucket: no turn before then sends it
+    /// anything (see [`RtspServer::fill_datagrams`]).
+    held_until: Option<Instant>,
 }
 
 /// See the module docs.
@@ -577,6 +580,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                             next_wake: None,
                             ready: false,
                             pacer: Pacer::new(PACE_FALLBACK_RATE, now),
+                            held_until: None,
                         },
                     );
                 }

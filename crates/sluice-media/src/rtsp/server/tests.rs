@@ -496,9 +496,13 @@ fn a_udp_viewer_gets_paced_datagrams_at_its_ports_and_rtcp_keeps_it() {
     assert!(burst <= PACE_BURST as usize + 1500, "a burst of {burst} bytes");
     let wake = server.next_wake().unwrap();
     assert!(wake >= t1 + PACE_TICK, "paced: wakes again no sooner than a tick");
+    // Held until its next burst is in the bucket: an earlier turn sends it nothing.
+    let mut none = Batch { room: 10_000, ..Batch::default() };
+    assert!(!server.fill_datagrams(&mut none, t1 + Duration::from_millis(10)));
+    assert!(none.datagrams.is_empty(), "a held viewer trickled {} datagrams", none.datagrams.len());
     // A full batch stops the round, and says so.
     let mut small = Batch { room: 1, ..Batch::default() };
-    assert!(server.fill_datagrams(&mut small, wake + Duration::from_millis(50)));
+    assert!(server.fill_datagrams(&mut small, wake + Duration::from_secs(1)));
     assert_eq!(small.datagrams.len(), 1);
 
     // Receiver reports from the viewer's RTCP port keep the session past its timeout; one
