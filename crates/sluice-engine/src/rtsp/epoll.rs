@@ -14,7 +14,7 @@ use std::time::Instant;
 use sluice_proto::rtsp::{Port, RtspCore};
 
 use super::datagrams::Datagrams;
-use super::{sendmmsg, thread_cpu, wall_clock, LoopSockets, Parts, DRAIN, DRAIN_TURN};
+use super::{sendmmsg, wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{Event, Shard, Syscall};
 use crate::worker::Place;
 use crate::{cvt, EngineError, Shutdown};
@@ -33,6 +33,7 @@ pub(crate) type Core<'a> = dyn RtspCore<Socket> + 'a;
 
 pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), EngineError> {
     let Parts { mut core, counters, sockets, gso, limit } = parts;
+    let demand = Demand::of_this_thread();
     let core: &mut Core<'_> = &mut *core;
     let setup = |what| move |source| EngineError::Setup { what, source };
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
@@ -157,7 +158,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
             drive(core, counters, key, &mut buf, now);
         }
         udp_blocked = send_datagrams(core, counters, &mut batch, [&rtp, &rtcp], now);
-        core.account(thread_cpu(), Instant::now());
+        core.account(demand.now(), Instant::now());
         if draining.is_some_and(|until| (core.drained() && !udp_blocked) || Instant::now() >= until) {
             return Ok(());
         }

@@ -19,7 +19,7 @@ use sluice_proto::rtsp::{Port, RtspCore};
 
 use super::datagrams::Datagrams;
 use super::handoff::Handoff;
-use super::{thread_cpu, wall_clock, LoopSockets, Parts, DRAIN, DRAIN_TURN};
+use super::{wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
 use crate::worker::{ConnectionLimit, Place};
@@ -93,6 +93,7 @@ struct Loop<'c, 'a> {
 
 pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), EngineError> {
     let Parts { mut core, counters, sockets, gso, limit } = parts;
+    let demand = Demand::of_this_thread();
     let ring = IoUring::builder()
         .setup_cqsize(16 * 1024)
         .build(1024)
@@ -135,7 +136,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         if l.in_flight == 0 {
             l.send_batch([&rtp, &rtcp], now);
         }
-        l.core.account(thread_cpu(), Instant::now());
+        l.core.account(demand.now(), Instant::now());
         let mut timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
         if l.in_flight > 0 {
             // A batch is on the ring: nothing more can be sent until its completions come, and

@@ -37,7 +37,8 @@ pub trait DatagramSink {
 /// How loaded the RTSP loop was over one load window, and what it admits from now on.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Headroom {
-    /// Share of the window the loop spent working (its thread's CPU time over wall time).
+    /// Share of the window the loop needed the CPU (its thread's CPU time, and the time it waited
+    /// for a CPU, over wall time).
     pub busy: f64,
     /// Samples queued late in the window.
     pub late_sends: usize,
@@ -264,7 +265,8 @@ pub trait RtspCore<T> {
     fn remove(&mut self, key: usize, now: Instant) -> Option<T>;
     /// A datagram arrived on the RTCP port from `from`.
     fn rtcp_from(&mut self, from: SocketAddr, now: Instant);
-    /// The loop's thread has used `cpu` of CPU time in all, at `now` (once a turn).
+    /// The loop's thread has needed `cpu` of CPU time in all (used it, or waited for it behind
+    /// other work), at `now` (once a turn).
     fn account(&mut self, cpu: Duration, now: Instant);
     /// When the loop must call [`RtspCore::tick`] next, if ever.
     fn next_wake(&self) -> Option<Instant>;
