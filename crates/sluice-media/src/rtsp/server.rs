@@ -114,10 +114,8 @@ pub trait MediaLibrary: Catalogue {
 /// Something the core did, for the loop's counters and logs.
 #[derive(Debug, Clone, Copy)]
 pub enum Note<'a> {
-    /// A control connection was accepted.
-    Connected,
-    /// Bytes arrived on a control connection.
-    BytesIn(usize),
+    /// What the loop counts (bytes in, packets out, drops, admissions, its headroom).
+    Loop(LoopNote<'a>),
     /// Requests were answered on `connection` (their replies are in its output).
     Answered {
         /// The connection.
@@ -138,8 +136,6 @@ pub enum Note<'a> {
     SessionCreated(SessionId, &'a str),
     /// A session is gone, and why.
     SessionReleased(SessionId, sluice_proto::rtsp::Release),
-    /// A sample's bytes were read through [`MediaLibrary::read_at`].
-    SampleRead,
     /// A playing session's presentation could not be opened for reading: its viewer gets
     /// nothing and times out.
     Unreadable {
@@ -159,35 +155,6 @@ pub enum Note<'a> {
         /// Why.
         reason: &'a str,
     },
-    /// A viewer's queue refused a frame of `packets` packets (its connection or the network is
-    /// slower than the stream).
-    FrameDropped {
-        /// Packets of the frame.
-        packets: usize,
-    },
-    /// Packets left for a viewer (moved into an interleaved connection's output, or sent as
-    /// datagrams by the loop).
-    PacketsSent {
-        /// Packets.
-        packets: usize,
-        /// Their bytes (without interleaved framing).
-        bytes: usize,
-    },
-    /// A viewer's stream started (its first `PLAY` was admitted).
-    ViewerAdmitted,
-    /// A viewer was refused with 453 (at `--rtsp-max-viewers`, or out of headroom).
-    ViewerRefused,
-    /// Samples were queued more than [`LATE_SEND`] after they were due.
-    LateSends(usize),
-    /// The viewers streaming the presentation at this URL path changed to this many.
-    StreamViewers {
-        /// The URL path.
-        path: &'a str,
-        /// Viewers streaming it now.
-        viewers: usize,
-    },
-    /// The loop's headroom over the last [`LOAD_WINDOW`].
-    Headroom(Headroom),
 }
 
 /// The loop's CPU time against wall time, window by window, and the viewers it can carry.
@@ -220,22 +187,13 @@ impl Note<'_> {
     /// files are the server's to log).
     pub fn counted(&self) -> Option<LoopNote<'_>> {
         Some(match *self {
-            Note::Connected => LoopNote::Connected,
-            Note::BytesIn(n) => LoopNote::BytesIn(n),
+            Note::Loop(note) => note,
             Note::Answered { requests, .. } => LoopNote::Answered(requests),
+            Note::SessionCreated(id, _) => LoopNote::SessionCreated(id.0),
+            Note::SessionReleased(id, why) => LoopNote::SessionReleased(id.0, why),
             Note::Refused(_) | Note::Access { .. } | Note::Unplayable { .. } | Note::Unreadable { .. } => {
                 return None
             }
-            Note::SessionCreated(id, _) => LoopNote::SessionCreated(id.0),
-            Note::SessionReleased(id, why) => LoopNote::SessionReleased(id.0, why),
-            Note::SampleRead => LoopNote::SampleRead,
-            Note::FrameDropped { packets } => LoopNote::FrameDropped { packets },
-            Note::PacketsSent { packets, bytes } => LoopNote::PacketsSent { packets, bytes },
-            Note::ViewerAdmitted => LoopNote::ViewerAdmitted,
-            Note::ViewerRefused => LoopNote::ViewerRefused,
-            Note::LateSends(n) => LoopNote::LateSends(n),
-            Note::StreamViewers { path, viewers } => LoopNote::StreamViewers { path, viewers },
-            Note::Headroom(h) => LoopNote::Headroom(h),
         })
     }
 }
@@ -376,7 +334,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         // The id carries the slot and a generation, so a session of a closed connection can never
         // be taken for one of the connection that reuses its slot.
         let id = ConnectionId((u64::from(self.generation) << 32) | key as u64);
-        self.observer.note(Note::Connected);
+        self.observer.note(Note::Loop(LoopNote::Connected));
         let control = Control {
             io,
             out: OutBuf::default(),
@@ -432,7 +390,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         if c.closing || c.disconnected || c.input_ended {
             return;
         }
-        observer.note(Note::BytesIn(bytes.len()));
+        observer.note(Note::Loop(LoopNote::BytesIn(bytes.len())));
         c.input.extend_from_slice(bytes);
         self.answer(key, now);
     }
@@ -469,7 +427,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             }
             for error in &self.output.refused {
                 if *error.kind() == RtspError::NotEnoughBandwidth {
-                    self.observer.note(Note::ViewerRefused);
+                    self.observer.note(Note::Loop(LoopNote::ViewerRefused));
                 }
                 self.observer.note(Note::Refused(error));
             }
@@ -641,7 +599,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         v.pacer = Pacer::new(if rate > 0.0 { rate } else { PACE_FALLBACK_RATE }, now);
         v.next_wake = session.streamer_mut().and_then(|s| s.next_wake());
         if let Some(path) = first {
-            self.observer.note(Note::ViewerAdmitted);
+            self.observer.note(Note::Loop(LoopNote::ViewerAdmitted));
             self.count_stream(&path, true);
         }
     }
@@ -653,7 +611,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         if viewers == 0 {
             self.per_stream.remove(path);
         }
-        self.observer.note(Note::StreamViewers { path, viewers });
+        self.observer.note(Note::Loop(LoopNote::StreamViewers { path, viewers }));
     }
 
     /// The loop's thread has used `cpu` of CPU time in all, at `now` (called once a turn): the
@@ -688,7 +646,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         };
         self.table.set_room(room);
         let viewers = viewers.round() as usize;
-        self.observer.note(Note::Headroom(Headroom { busy, late_sends, viewers, room }));
+        self.observer.note(Note::Loop(LoopNote::Headroom(Headroom { busy, late_sends, viewers, room })));
         self.load.start = Some((now, cpu));
     }
 

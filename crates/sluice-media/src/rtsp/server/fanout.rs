@@ -12,7 +12,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use sluice_proto::rtp::Offer;
-use sluice_proto::rtsp::{interleaved_header, DatagramSink, Port};
+use sluice_proto::rtsp::{interleaved_header, DatagramSink, LoopNote, Port};
 
 use super::{
     MediaLibrary, Note, Observer, RtspServer, Viewer, CNAME, DEGRADE_BACKLOG, DEGRADE_BEHIND, LATE_SEND,
@@ -147,7 +147,7 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
         }
         if late > 0 {
             self.load.late += late;
-            self.observer.note(Note::LateSends(late));
+            self.observer.note(Note::Loop(LoopNote::LateSends(late)));
         }
         self.scratch_ids = due_ids;
     }
@@ -190,7 +190,7 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
                 if !d.keyframe {
                     // Under degrade and late: this frame is dropped unread (the work is what
                     // the loop lacks), and so is every one up to the next keyframe.
-                    self.observer.note(Note::FrameDropped { packets: 0 });
+                    self.observer.note(Note::Loop(LoopNote::FrameDropped { packets: 0 }));
                     continue;
                 }
                 v.skipping = false;
@@ -203,7 +203,7 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
                 Some(b) => {
                     let read = media.read_at(b, d.offset, into);
                     if read.is_ok() {
-                        observer.note(Note::SampleRead);
+                        observer.note(Note::Loop(LoopNote::SampleRead));
                     }
                     read
                 }
@@ -228,7 +228,7 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
             }
             let packets = self.packets.len();
             if v.queue.push_packets((d.track * 2) as u8, d.keyframe, &mut self.packets) == Offer::Dropped {
-                self.observer.note(Note::FrameDropped { packets });
+                self.observer.note(Note::Loop(LoopNote::FrameDropped { packets }));
             }
         }
         match stall_from {
@@ -298,14 +298,16 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
                         packets += 1;
                         bytes += packet.len();
                     }
-                    None if channel.is_some() => self.observer.note(Note::FrameDropped { packets: 1 }),
+                    None if channel.is_some() => {
+                        self.observer.note(Note::Loop(LoopNote::FrameDropped { packets: 1 }))
+                    }
                     None => {}
                 }
                 v.queue.pop();
             }
         }
         if packets > 0 {
-            self.observer.note(Note::PacketsSent { packets, bytes });
+            self.observer.note(Note::Loop(LoopNote::PacketsSent { packets, bytes }));
             self.mark(key);
         }
     }
@@ -419,6 +421,6 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
 
     /// `packets` datagrams of `bytes` bytes left (counted as sent).
     pub fn sent_datagrams(&self, packets: usize, bytes: usize) {
-        self.observer.note(Note::PacketsSent { packets, bytes });
+        self.observer.note(Note::Loop(LoopNote::PacketsSent { packets, bytes }));
     }
 }

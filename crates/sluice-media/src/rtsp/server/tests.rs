@@ -4,7 +4,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use sluice_proto::rtp::{Body, RtpPacket};
-use sluice_proto::rtsp::{read_message, Limits, Message, Release};
+use sluice_proto::rtsp::{read_message, Limits, LoopNote, Message, Release};
 
 use super::*;
 use crate::mp4::Mp4File;
@@ -66,15 +66,19 @@ impl Observer for Tally {
     fn note(&self, note: Note<'_>) {
         match note {
             Note::Answered { requests, .. } => self.answered.set(self.answered.get() + requests),
-            Note::PacketsSent { packets, .. } => self.packets_sent.set(self.packets_sent.get() + packets),
-            Note::SampleRead => self.reads.set(self.reads.get() + 1),
+            Note::Loop(LoopNote::PacketsSent { packets, .. }) => {
+                self.packets_sent.set(self.packets_sent.get() + packets)
+            }
+            Note::Loop(LoopNote::SampleRead) => self.reads.set(self.reads.get() + 1),
             Note::SessionReleased(_, why) => self.released.borrow_mut().push(why),
-            Note::ViewerRefused => self.refused.set(self.refused.get() + 1),
-            Note::ViewerAdmitted => self.admitted.set(self.admitted.get() + 1),
-            Note::LateSends(n) => self.late.set(self.late.get() + n),
-            Note::FrameDropped { .. } => self.frames_dropped.set(self.frames_dropped.get() + 1),
-            Note::Headroom(h) => self.headroom.borrow_mut().push(h),
-            Note::StreamViewers { path, viewers } => {
+            Note::Loop(LoopNote::ViewerRefused) => self.refused.set(self.refused.get() + 1),
+            Note::Loop(LoopNote::ViewerAdmitted) => self.admitted.set(self.admitted.get() + 1),
+            Note::Loop(LoopNote::LateSends(n)) => self.late.set(self.late.get() + n),
+            Note::Loop(LoopNote::FrameDropped { .. }) => {
+                self.frames_dropped.set(self.frames_dropped.get() + 1)
+            }
+            Note::Loop(LoopNote::Headroom(h)) => self.headroom.borrow_mut().push(h),
+            Note::Loop(LoopNote::StreamViewers { path, viewers }) => {
                 self.streams.borrow_mut().insert(path.to_string(), viewers);
             }
             Note::Unplayable { path, status, .. } => self.unplayable.borrow_mut().push((path.into(), status)),
