@@ -40,8 +40,8 @@ pub const ESTIMATE_VIEWERS: f64 = 16.0;
 pub const FIRST_ADMITS: usize = 48;
 /// Newcomers admitted in one window at most, as a share of the sessions held: 48, 96, 144, 216,
 /// 324, 486, 729 and 1,093 places window by window, room for about 900 of 1,500 viewers ramped
-/// over 4 s. Doubling a window (tried) overshot on a shared machine: 497 to 646 admitted where
-/// 491 stayed perfect (2026-11-26).
+/// over 4 s. Doubling a window (tried, with the load from CPU time alone) overshot on a shared
+/// machine: 497 to 646 admitted where 491 stayed perfect (2026-11-26).
 pub const NEWCOMERS_SHARE: f64 = 0.5;
 /// Change in the mean viewers between two windows that makes a marginal cost sample; closer ones
 /// are mostly noise.
