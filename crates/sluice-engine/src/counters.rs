@@ -138,7 +138,7 @@ pub enum Event {
     RtspViewersAdmitted,
     /// RTSP viewers refused with 453 (viewer bound or headroom).
     RtspViewersRefused,
-    /// Samples the RTSP loop queued more than `sluice_media::rtsp::LATE_SEND` after their time.
+    /// Samples the RTSP loop queued late (past the core's late-send threshold) after their time.
     RtpLateSends,
     /// TLS handshakes completed.
     TlsHandshakes,

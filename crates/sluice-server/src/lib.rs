@@ -23,6 +23,7 @@ pub mod media;
 pub mod metrics;
 pub mod page;
 pub mod renditions;
+pub mod rtsp_cores;
 pub mod serve;
 pub mod upload;
 

@@ -526,15 +526,8 @@ impl Server {
                     let thread = std::thread::Builder::new()
                         .name("sluice-rtsp".into())
                         .spawn_scoped(scope, move || {
-                            sluice_engine::rtsp::run(
-                                kind,
-                                config,
-                                sockets,
-                                media,
-                                &shutdown,
-                                counters,
-                                &crate::app::log_rtsp,
-                            )
+                            let cores = crate::rtsp_cores::Cores::new(config, media);
+                            sluice_engine::rtsp::run(kind, sockets, &cores, &shutdown, counters)
                         })
                         .map_err(|source| sluice_engine::EngineError::Setup {
                             what: "spawn rtsp loop",

@@ -20,8 +20,8 @@
 
 use std::net::SocketAddr;
 
-use sluice_media::rtsp::{DatagramSink, Port};
 use sluice_proto::rtp::Body;
+use sluice_proto::rtsp::{DatagramSink, Port};
 
 use crate::listener::sockaddr_of;
 pub(crate) use crate::udp_gso::supported as gso_supported;

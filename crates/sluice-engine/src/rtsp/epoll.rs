@@ -3,7 +3,7 @@
 //!
 //! Owns the descriptors' registration and the system calls (the shared listener, the loop's own
 //! UDP pair, and the eventfd through which other loops hand it connections, [`super::handoff`]);
-//! everything else is the [`RtspServer`]'s. The loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
+//! everything else is the [`RtspCore`]'s. The loop sleeps until the next packet is due (or a session or connection deadline), so pacing is
 //! as exact as `epoll_wait`'s millisecond timeout, rounded up: a packet is never early.
 
 use std::io::{self, Read, Write};
@@ -11,12 +11,10 @@ use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Instant;
 
-use sluice_media::rtsp::{Port, RtspServer};
+use sluice_proto::rtsp::{Port, RtspCore};
 
 use super::datagrams::Datagrams;
-use super::{
-    sendmmsg, thread_cpu, wall_clock, LoopObserver, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN,
-};
+use super::{sendmmsg, wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{Event, Shard, Syscall};
 use crate::worker::Place;
 use crate::{cvt, EngineError, Shutdown};
@@ -31,13 +29,12 @@ const EVENTS: usize = 256;
 const WRITEV_SLICES: usize = 256;
 
 /// The core as this loop holds it.
-pub(crate) type Core<'a, M> = RtspServer<'a, M, LoopObserver<'a>, Socket>;
+pub(crate) type Core<'a> = dyn RtspCore<Socket> + 'a;
 
-pub(crate) fn run<M: MediaLibrary>(
-    parts: Parts<'_, M, Socket>,
-    shutdown: &Shutdown,
-) -> Result<(), EngineError> {
+pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), EngineError> {
     let Parts { mut core, counters, sockets, gso, limit } = parts;
+    let demand = Demand::of_this_thread();
+    let core: &mut Core<'_> = &mut *core;
     let setup = |what| move |source| EngineError::Setup { what, source };
     // SAFETY: epoll_create1 takes no pointers; the result is checked.
     let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;
@@ -68,7 +65,7 @@ pub(crate) fn run<M: MediaLibrary>(
     // Set at shutdown: until then the loop says goodbye to every viewer, then returns.
     let mut draining: Option<Instant> = None;
     // A connection this loop keeps: registered edge-triggered, both ways.
-    let adopt = |core: &mut Core<'_, M>, (stream, peer): (TcpStream, SocketAddr), now: Instant| {
+    let adopt = |core: &mut Core<'_>, (stream, peer): (TcpStream, SocketAddr), now: Instant| {
         // Past --max-connections the connection is closed at once (dropped), as HTTP's are.
         let Some(place) = limit.place(counters) else { return };
         if stream.set_nonblocking(true).is_err() {
@@ -124,7 +121,7 @@ pub(crate) fn run<M: MediaLibrary>(
                     match control.accept() {
                         Ok((stream, peer)) => {
                             if let Some(mine) = handoff.route(stream, peer) {
-                                adopt(&mut core, mine, now);
+                                adopt(core, mine, now);
                             }
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -138,21 +135,19 @@ pub(crate) fn run<M: MediaLibrary>(
                 INBOX => {
                     handoff.take(&mut arrivals);
                     for arrival in arrivals.drain(..) {
-                        adopt(&mut core, arrival, now);
+                        adopt(core, arrival, now);
                     }
                 }
                 RTP => {} // writable again: the send below finds out
-                RTCP => drain_rtcp(&rtcp, &mut core, counters, &mut buf, now),
+                RTCP => drain_rtcp(&rtcp, core, counters, &mut buf, now),
                 key => {
                     let key = key as usize;
                     let input = (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR) as u32;
-                    if ev.events & input != 0
-                        && read_control(&mut core, counters, key, &mut buf, now).is_err()
-                    {
+                    if ev.events & input != 0 && read_control(core, counters, key, &mut buf, now).is_err() {
                         core.remove(key, now);
                         continue;
                     }
-                    drive(&mut core, counters, key, &mut buf, now);
+                    drive(core, counters, key, &mut buf, now);
                 }
             }
         }
@@ -160,10 +155,10 @@ pub(crate) fn run<M: MediaLibrary>(
         // Interleaved output first: control replies should not wait behind datagrams.
         core.take_dirty(&mut dirty);
         for &key in &dirty {
-            drive(&mut core, counters, key, &mut buf, now);
+            drive(core, counters, key, &mut buf, now);
         }
-        udp_blocked = send_datagrams(&mut core, counters, &mut batch, [&rtp, &rtcp], now);
-        core.account(thread_cpu(), Instant::now());
+        udp_blocked = send_datagrams(core, counters, &mut batch, [&rtp, &rtcp], now);
+        core.account(demand.now(), Instant::now());
         if draining.is_some_and(|until| (core.drained() && !udp_blocked) || Instant::now() >= until) {
             return Ok(());
         }
@@ -181,8 +176,8 @@ pub(crate) struct Socket {
 
 /// Reads what `key` has, while it wants input; `Err` when the connection failed. End of file is
 /// a half-close: the core answers what arrived before it, and closes once the replies are out.
-fn read_control<M: MediaLibrary>(
-    core: &mut Core<'_, M>,
+fn read_control(
+    core: &mut Core<'_>,
     counters: &Shard,
     key: usize,
     buf: &mut [u8],
@@ -214,13 +209,7 @@ fn read_control<M: MediaLibrary>(
 
 /// Writes `key`'s output until done or the socket is full, reading input the core now wants;
 /// closes the connection when the core says so.
-fn drive<M: MediaLibrary>(
-    core: &mut Core<'_, M>,
-    counters: &Shard,
-    key: usize,
-    buf: &mut [u8],
-    now: Instant,
-) {
+fn drive(core: &mut Core<'_>, counters: &Shard, key: usize, buf: &mut [u8], now: Instant) {
     loop {
         if core.control(key).is_some_and(|c| c.io.unread)
             && read_control(core, counters, key, buf, now).is_err()
@@ -229,7 +218,7 @@ fn drive<M: MediaLibrary>(
             return;
         }
         let Some(c) = core.control(key) else { return };
-        if c.should_close() {
+        if c.should_close {
             core.remove(key, now);
             return;
         }
@@ -258,8 +247,8 @@ fn drive<M: MediaLibrary>(
 }
 
 /// Sends batches until the viewers' queues are empty or a socket is full; returns whether one is.
-fn send_datagrams<M: MediaLibrary>(
-    core: &mut Core<'_, M>,
+fn send_datagrams(
+    core: &mut Core<'_>,
     counters: &Shard,
     batch: &mut Datagrams,
     sockets: [&UdpSocket; 2],
@@ -299,13 +288,7 @@ fn send_datagrams<M: MediaLibrary>(
 }
 
 /// Takes every RTCP packet waiting on the server's RTCP port; each keeps its sender's session.
-fn drain_rtcp<M: MediaLibrary>(
-    rtcp: &UdpSocket,
-    core: &mut Core<'_, M>,
-    counters: &Shard,
-    buf: &mut [u8],
-    now: Instant,
-) {
+fn drain_rtcp(rtcp: &UdpSocket, core: &mut Core<'_>, counters: &Shard, buf: &mut [u8], now: Instant) {
     loop {
         counters.syscall(Syscall::Read);
         match rtcp.recv_from(buf) {

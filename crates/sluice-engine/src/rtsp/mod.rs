@@ -1,11 +1,12 @@
-//! RTSP/RTP serving: the sockets, and the loop that drives `sluice_media::rtsp::RtspServer` and
-//! fans its paced RTP packets out to every viewer from that one loop.
+//! RTSP/RTP serving: the sockets, and the loop that drives the RTSP server core (an
+//! [`RtspCore`], which the server makes for each loop through [`RtspCores`]) and fans its paced
+//! RTP packets out to every viewer from that one loop.
 //!
 //! Owns the RTSP side's descriptors (a TCP control listener, and the RTP and RTCP UDP sockets every
 //! UDP viewer shares), the choice of loop (io_uring on the `uring` engine; epoll on every other,
 //! the `threads` and `tokio` engines included, which the start-up line and `--help` say), the
 //! batching of datagrams (`sendmmsg`, UDP GSO; [`datagrams`]) and the timers. Both loops run the
-//! same sans-I/O [`RtspServer`], which holds control connections, the session table, each
+//! same sans-I/O core, which holds control connections, the session table, each
 //! viewer's bounded queue and the pacing, and tells the loop what to write where; the loops only
 //! differ in how bytes reach and leave the kernel (readiness and `write`/`sendmmsg` for epoll,
 //! submitted `send`/`sendmsg` operations for io_uring). A viewer is a queue and a timer entry, not
@@ -16,15 +17,15 @@
 //! clients whose address hashes to it, handing the others to their loop ([`handoff`]); each loop
 //! has its own RTP/RTCP port pair, which its `SETUP` replies name, so a client's RTCP reaches
 //! the loop holding its session. What must hold for the server rather than a loop is shared: the
-//! catalogue (one [`MediaLibrary`]), the `--rtsp-max-viewers` places (one [`ViewerBudget`]) and
-//! the counters (a shard per loop, added up, with the loop's gauges labelled by its index).
-//! Each loop keeps its own sample cache: viewers on different loops read a shared sample once
-//! per loop.
+//! catalogue and the `--rtsp-max-viewers` places (the server's [`RtspCores`] shares them between
+//! the cores it makes) and the counters (a shard per loop, added up, with the loop's gauges
+//! labelled by its index). Each loop's core keeps its own sample cache: viewers on different
+//! loops read a shared sample once per loop.
 //!
-//! Not here: what requests mean, SDP, packetization, interleaved framing, pacing
-//! (`sluice-media`, `sluice-proto`), which files exist (the server's [`MediaLibrary`]), or the
-//! RTSP access log and session lines (the server's [`RtspLog`], beside HTTP's access log; the
-//! engine counts what the core reports and logs only its loops' health).
+//! Not here: what requests mean, SDP, packetization, interleaved framing, pacing (the core, which
+//! the engine knows only as an [`RtspCore`]), which files exist, or the RTSP access log and session
+//! lines (the server's, beside HTTP's access log; the engine counts the [`LoopNote`]s the core
+//! gives and logs only its loops' health).
 
 mod datagrams;
 mod epoll;
@@ -36,10 +37,10 @@ use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use sluice_media::rtsp::MediaLibrary;
-use sluice_media::rtsp::{Note, Observer, Release, RtspConfig, RtspServer, SessionTable, ViewerBudget};
+use sluice_proto::rtsp::Release;
+pub use sluice_proto::rtsp::{LoopNote, RtspCore};
 
 use self::handoff::Handoff;
 
@@ -66,7 +67,7 @@ pub(crate) struct LoopSockets {
 }
 
 /// How long a loop keeps sending after shutdown starts, for the final RTCP BYE to every viewer
-/// and the last writes to control connections ([`RtspServer::farewell`]), at most.
+/// and the last writes to control connections ([`RtspCore::farewell`]), at most.
 pub(crate) const DRAIN: Duration = Duration::from_secs(1);
 /// The longest a draining loop sleeps between turns.
 pub(crate) const DRAIN_TURN: Duration = Duration::from_millis(5);
@@ -208,25 +209,45 @@ fn bind_udp_pair_in(
     ))
 }
 
+/// What the server gives the RTSP loops: a core for each, made on the loop's own thread.
+pub trait RtspCores: Sync {
+    /// Loop `setup.index`'s core, holding the loop's per-connection state `T`, serving on
+    /// `setup.udp_ports` (which its `SETUP` replies name), reporting what the loop counts to
+    /// `counters`.
+    fn core<'a, T: 'a>(
+        &'a self,
+        setup: LoopSetup,
+        counters: &'a dyn Fn(LoopNote<'_>),
+    ) -> Box<dyn RtspCore<T> + 'a>;
+}
+
+/// What a loop's core is made for.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopSetup {
+    /// The loop's index, from 0.
+    pub index: usize,
+    /// Its RTP and RTCP ports.
+    pub udp_ports: (u16, u16),
+    /// The time it starts at.
+    pub now: Instant,
+}
+
 /// Runs the RTSP loops for `engine` (io_uring for `uring`, epoll for the others), one per port
-/// pair of `sockets` on threads of their own, until `shutdown`; counts into `counters`, a shard
-/// per loop. Each loop's `config.udp_server_ports` is its own pair. A loop that fails triggers
-/// `shutdown`, so the others stop and the error is reported.
-pub fn run<M: MediaLibrary + Send + Sync + 'static>(
+/// pair of `sockets` on threads of their own, each driving a core from `cores`, until `shutdown`;
+/// counts into `counters`, a shard per loop. A loop that fails triggers `shutdown`, so the others
+/// stop and the error is reported.
+pub fn run<C: RtspCores>(
     engine: EngineKind,
-    config: RtspConfig,
     sockets: RtspSockets,
-    media: Arc<M>,
+    cores: &C,
     shutdown: &Shutdown,
     counters: &Counters,
-    log: &RtspLog,
 ) -> Result<(), EngineError> {
     let RtspSockets { control, udp } = sockets;
     let gso = std::env::var_os(NO_GSO_ENV).is_none()
         && udp.first().is_some_and(|(rtp, _)| datagrams::gso_supported(rtp.as_raw_fd()));
     let handoffs =
         Handoff::set(udp.len()).map_err(|source| EngineError::Setup { what: "eventfd", source })?;
-    let budget = ViewerBudget::new(config.max_viewers);
     // Control connections take places under the server's --max-connections, as HTTP's do.
     let limit = counters.connection_limit(usize::MAX);
     let mut loops = Vec::with_capacity(udp.len());
@@ -234,21 +255,28 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
         let control = control
             .try_clone()
             .map_err(|source| EngineError::Setup { what: "dup the RTSP listener", source })?;
-        let mut config = config.clone();
-        config.udp_server_ports = Some((port_of(&rtp), port_of(&rtcp)));
-        let table = SessionTable::with_entropy(config, os_entropy).sharing(Arc::clone(&budget));
-        loops.push((table, LoopSockets { control, rtp, rtcp, handoff }));
+        loops.push(LoopSockets { control, rtp, rtcp, handoff });
     }
-    let media = &*media;
-    let run_one = &|(table, sockets): (SessionTable, LoopSockets)| {
-        let shard = counters.rtsp_loop(sockets.handoff.index());
-        let observer = LoopObserver { shard, log };
+    let run_one = &|sockets: LoopSockets| {
+        let index = sockets.handoff.index();
+        let shard = counters.rtsp_loop(index);
+        let observer = LoopObserver { shard };
+        let notes = |note: LoopNote<'_>| observer.note(note);
+        let setup = LoopSetup {
+            index,
+            udp_ports: (port_of(&sockets.rtp), port_of(&sockets.rtcp)),
+            now: Instant::now(),
+        };
         let limit = Arc::clone(&limit);
         let result = match engine {
             EngineKind::Uring => {
-                uring::run(Parts::new(table, media, &observer, shard, sockets, gso, limit), shutdown)
+                let core = cores.core(setup, &notes);
+                uring::run(Parts { core, counters: shard, sockets, gso, limit }, shutdown)
             }
-            _ => epoll::run(Parts::new(table, media, &observer, shard, sockets, gso, limit), shutdown),
+            _ => {
+                let core = cores.core(setup, &notes);
+                epoll::run(Parts { core, counters: shard, sockets, gso, limit }, shutdown)
+            }
         };
         if result.is_err() {
             shutdown.trigger();
@@ -259,7 +287,7 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
         let mut threads = Vec::new();
         let last = loops.pop().expect("at least one loop");
         for l in loops {
-            let index = l.1.handoff.index();
+            let index = l.handoff.index();
             let spawned = std::thread::Builder::new()
                 .name(format!("sluice-rtsp-{index}"))
                 .spawn_scoped(scope, move || run_one(l))
@@ -286,38 +314,48 @@ pub fn run<M: MediaLibrary + Send + Sync + 'static>(
 /// What a loop starts with: the core (holding the loop's per-connection state `T`), the counters
 /// it reports to, its sockets, whether UDP GSO may be used, and the connection limit its control
 /// connections share with HTTP's.
-pub(crate) struct Parts<'a, M: MediaLibrary, T> {
-    core: RtspServer<'a, M, LoopObserver<'a>, T>,
+pub(crate) struct Parts<'a, T> {
+    core: Box<dyn RtspCore<T> + 'a>,
     counters: &'a Shard,
     sockets: LoopSockets,
     gso: bool,
     limit: Arc<ConnectionLimit>,
 }
 
-impl<'a, M: MediaLibrary, T> Parts<'a, M, T> {
-    fn new(
-        table: SessionTable,
-        media: &'a M,
-        observer: &'a LoopObserver<'a>,
-        counters: &'a Shard,
-        sockets: LoopSockets,
-        gso: bool,
-        limit: Arc<ConnectionLimit>,
-    ) -> Self {
-        Parts { core: RtspServer::new(table, media, observer), counters, sockets, gso, limit }
+/// The time a loop's thread has needed the CPU, for the core's headroom ([`RtspCore::account`]):
+/// the CPU time it used (user and system) plus the time it waited, runnable, for a CPU others
+/// held (the scheduler's run delay, from `/proc/thread-self/schedstat`). On a core of its own the
+/// wait is nil; on a shared one, CPU time alone made a loop look 0.6 to 0.7 busy while it was
+/// already late, and under `refuse` it admitted 497 to 646 viewers where it kept 491 perfect
+/// (shared machine, 2026-11-26). Opened on the loop's own thread; CPU time alone where the
+/// file is missing.
+pub(crate) struct Demand {
+    schedstat: Option<std::fs::File>,
+}
+
+impl Demand {
+    /// For the calling thread.
+    pub(crate) fn of_this_thread() -> Demand {
+        Demand { schedstat: std::fs::File::open("/proc/thread-self/schedstat").ok() }
+    }
+
+    /// CPU time used plus run delay, in all; one `pread` a turn.
+    pub(crate) fn now(&self) -> Duration {
+        let from_schedstat = self.schedstat.as_ref().and_then(|f| {
+            use std::os::unix::fs::FileExt;
+            let mut buf = [0u8; 96];
+            let n = f.read_at(&mut buf, 0).ok()?;
+            let text = std::str::from_utf8(&buf[..n]).ok()?;
+            let mut fields = text.split_ascii_whitespace().map(|f| f.parse::<u64>().ok());
+            let (cpu, waited) = (fields.next()??, fields.next()??);
+            Some(Duration::from_nanos(cpu.saturating_add(waited)))
+        });
+        from_schedstat.unwrap_or_else(thread_cpu)
     }
 }
 
-/// Random numbers for the core's session ids and RTP identities, from the OS.
-fn os_entropy() -> u64 {
-    // getrandom fails only when the OS has no entropy source at all; a server cannot issue
-    // unguessable ids then, and must not pretend to.
-    getrandom::u64().expect("the OS random number generator is unavailable")
-}
-
-/// CPU time the calling thread has used (user and system), for the core's headroom
-/// ([`RtspServer::account`]); one `clock_gettime` a turn.
-pub(crate) fn thread_cpu() -> Duration {
+/// CPU time the calling thread has used (user and system).
+fn thread_cpu() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a live timespec the call fills.
     if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
@@ -331,33 +369,25 @@ pub(crate) fn wall_clock() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO)
 }
 
-/// Where a loop's reports go: the engine's counters, and the server's hook for the rest (the RTSP
-/// access log, sessions started and ended, files it cannot stream), which it is given by
-/// [`run`], as HTTP's access log is the server's.
+/// Where a loop's reports go: the engine's counters and gauges, and the loop's own warning when
+/// it falls behind.
 pub(crate) struct LoopObserver<'a> {
     shard: &'a Shard,
-    log: &'a RtspLog,
 }
 
-/// The server's hook for the RTSP core's reports (every [`Note`]; the engine counts them itself).
-pub type RtspLog = dyn Fn(&Note<'_>) + Sync;
-
-/// The RTSP core's reports become the engine's counters and gauges and the loop's own warning when
-/// it falls behind; each also goes to the server's [`RtspLog`].
-impl Observer for LoopObserver<'_> {
-    fn note(&self, note: Note<'_>) {
+impl LoopObserver<'_> {
+    fn note(&self, note: LoopNote<'_>) {
         let shard = self.shard;
         match note {
-            Note::Connected => shard.add(Event::RtspConnections, 1),
-            Note::BytesIn(n) => shard.add(Event::BytesIn, n as u64),
-            Note::Answered { requests, .. } => shard.add(Event::RtspRequests, requests as u64),
-            Note::Refused(_) | Note::Access { .. } | Note::Unplayable { .. } | Note::Unreadable { .. } => {}
-            Note::SessionCreated(id, _) => {
+            LoopNote::Connected => shard.add(Event::RtspConnections, 1),
+            LoopNote::BytesIn(n) => shard.add(Event::BytesIn, n as u64),
+            LoopNote::Answered(requests) => shard.add(Event::RtspRequests, requests as u64),
+            LoopNote::SessionCreated(id) => {
                 shard.add(Event::RtspSessionsCreated, 1);
-                shard.rtsp_session_started(id.0);
+                shard.rtsp_session_started(id);
             }
-            Note::SessionReleased(id, why) => {
-                shard.rtsp_session_ended(id.0);
+            LoopNote::SessionReleased(id, why) => {
+                shard.rtsp_session_ended(id);
                 shard.add(
                     match why {
                         Release::Teardown => Event::RtspReleasedTeardown,
@@ -367,26 +397,26 @@ impl Observer for LoopObserver<'_> {
                     1,
                 )
             }
-            Note::SampleRead => shard.syscall(Syscall::Pread),
-            Note::FrameDropped { packets } => {
+            LoopNote::SampleRead => shard.syscall(Syscall::Pread),
+            LoopNote::FrameDropped { packets } => {
                 shard.add(Event::RtpFramesDropped, 1);
                 shard.add(Event::RtpPacketsDropped, packets as u64);
             }
-            Note::PacketsSent { packets, bytes } => {
+            LoopNote::PacketsSent { packets, bytes } => {
                 shard.add(Event::RtpPacketsSent, packets as u64);
                 shard.add(Event::RtpBytesSent, bytes as u64);
             }
-            Note::ViewerAdmitted => shard.add(Event::RtspViewersAdmitted, 1),
-            Note::ViewerRefused => shard.add(Event::RtspViewersRefused, 1),
-            Note::LateSends(n) => shard.add(Event::RtpLateSends, n as u64),
-            Note::StreamViewers { path, viewers } => shard.rtsp_gauges(|g| {
+            LoopNote::ViewerAdmitted => shard.add(Event::RtspViewersAdmitted, 1),
+            LoopNote::ViewerRefused => shard.add(Event::RtspViewersRefused, 1),
+            LoopNote::LateSends(n) => shard.add(Event::RtpLateSends, n as u64),
+            LoopNote::StreamViewers { path, viewers } => shard.rtsp_gauges(|g| {
                 if viewers == 0 {
                     g.streams.remove(path);
                 } else {
                     g.streams.insert(path.to_string(), viewers as u64);
                 }
             }),
-            Note::Headroom(h) => {
+            LoopNote::Headroom(h) => {
                 shard.rtsp_gauges(|g| {
                     g.busy = h.busy;
                     g.room = (h.room != usize::MAX).then_some(h.room as u64);
@@ -403,7 +433,6 @@ impl Observer for LoopObserver<'_> {
                 }
             }
         }
-        (self.log)(&note);
     }
 }
 
@@ -421,9 +450,53 @@ pub(crate) fn sendmmsg(
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    /// Every `.rs` file under `dir` whose text names `needle`.
+    fn files_naming(dir: &Path, needle: &str, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("read the source directory").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files_naming(&path, needle, found);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && std::fs::read_to_string(&path).expect("read a source file").contains(needle)
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+
+    /// A thread's demand counts its CPU time: spinning for 20 ms adds about that much.
     #[test]
-    fn os_entropy_differs_call_to_call() {
-        let draws: std::collections::HashSet<u64> = (0..64).map(|_| super::os_entropy()).collect();
-        assert_eq!(draws.len(), 64);
+    fn demand_counts_the_threads_cpu_time() {
+        let demand = super::Demand::of_this_thread();
+        let before = demand.now();
+        let start = std::time::Instant::now();
+        while start.elapsed() < std::time::Duration::from_millis(20) {
+            std::hint::black_box(0u64);
+        }
+        let grown = demand.now().saturating_sub(before);
+        assert!(grown >= std::time::Duration::from_millis(15), "grew {grown:?}");
+    }
+
+    /// The loops reach the RTSP core only through `RtspCore` (as HTTP's reach `Session`): the
+    /// engine neither depends on `sluice-media` nor names its RTSP types.
+    #[test]
+    fn the_engine_reaches_the_rtsp_core_only_through_its_trait() {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let tree = std::process::Command::new(cargo)
+            .args(["tree", "-p", "sluice-engine", "-e", "normal", "--prefix", "none", "--offline"])
+            .current_dir(manifest)
+            .output()
+            .expect("run cargo tree");
+        let tree = String::from_utf8_lossy(&tree.stdout);
+        assert!(tree.contains("sluice-proto"), "cargo tree gave no dependencies:\n{tree}");
+        assert!(!tree.contains("sluice-media"), "sluice-engine depends on sluice-media:\n{tree}");
+        let mut naming = Vec::new();
+        // Spelled in two pieces so this file does not name it.
+        let media = concat!("sluice", "_media");
+        files_naming(&manifest.join("src"), media, &mut naming);
+        assert!(naming.is_empty(), "sluice-engine sources name {media}: {naming:?}");
     }
 }

@@ -7,7 +7,7 @@
 //! connection is shut down so they do, then freed), and a datagram batch is refilled only when
 //! every `sendmsg` of it has completed. A poll on the hand-over eventfd brings the connections
 //! other loops accepted for this one ([`super::handoff`]). Everything else is the
-//! [`RtspServer`]'s.
+//! [`RtspCore`]'s.
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -15,11 +15,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
-use sluice_media::rtsp::{Port, RtspServer};
+use sluice_proto::rtsp::{Port, RtspCore};
 
 use super::datagrams::Datagrams;
 use super::handoff::Handoff;
-use super::{thread_cpu, wall_clock, LoopObserver, LoopSockets, MediaLibrary, Parts, DRAIN, DRAIN_TURN};
+use super::{wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
 use crate::worker::{ConnectionLimit, Place};
@@ -70,12 +70,12 @@ struct RtcpRecv {
 }
 
 /// The core as this loop holds it.
-type Core<'a, M> = RtspServer<'a, M, LoopObserver<'a>, Socket>;
+type Core<'a> = dyn RtspCore<Socket> + 'a;
 
-struct Loop<'c, 'a, M: MediaLibrary> {
+struct Loop<'c, 'a> {
     // Declared first so it is dropped first: the kernel must be done with the memory below.
     ring: IoUring,
-    core: &'c mut Core<'a, M>,
+    core: &'c mut Core<'a>,
     counters: &'c Shard,
     batch: Datagrams,
     /// `sendmsg`s of the batch not yet completed, and what the completed ones carried.
@@ -91,11 +91,9 @@ struct Loop<'c, 'a, M: MediaLibrary> {
     limit: Arc<ConnectionLimit>,
 }
 
-pub(crate) fn run<M: MediaLibrary>(
-    parts: Parts<'_, M, Socket>,
-    shutdown: &Shutdown,
-) -> Result<(), EngineError> {
+pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), EngineError> {
     let Parts { mut core, counters, sockets, gso, limit } = parts;
+    let demand = Demand::of_this_thread();
     let ring = IoUring::builder()
         .setup_cqsize(16 * 1024)
         .build(1024)
@@ -105,7 +103,7 @@ pub(crate) fn run<M: MediaLibrary>(
     let rtcp_recv: Box<RtcpRecv> = Box::new(unsafe { std::mem::zeroed() });
     let mut l = Loop {
         ring,
-        core: &mut core,
+        core: &mut *core,
         counters,
         batch: Datagrams::new(gso),
         in_flight: 0,
@@ -138,7 +136,7 @@ pub(crate) fn run<M: MediaLibrary>(
         if l.in_flight == 0 {
             l.send_batch([&rtp, &rtcp], now);
         }
-        l.core.account(thread_cpu(), Instant::now());
+        l.core.account(demand.now(), Instant::now());
         let mut timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
         if l.in_flight > 0 {
             // A batch is on the ring: nothing more can be sent until its completions come, and
@@ -163,7 +161,7 @@ pub(crate) fn run<M: MediaLibrary>(
     Ok(())
 }
 
-impl<M: MediaLibrary> Loop<'_, '_, M> {
+impl Loop<'_, '_> {
     fn push(&mut self, entry: squeue::Entry) {
         loop {
             // SAFETY: every entry points at memory that outlives its operation: a connection's
@@ -277,7 +275,7 @@ impl<M: MediaLibrary> Loop<'_, '_, M> {
     fn drive(&mut self, key: usize, now: Instant) {
         let wants_input = self.core.wants_input(key);
         let Some(c) = self.core.control(key) else { return };
-        if c.should_close() || c.io.closing {
+        if c.should_close || c.io.closing {
             self.close(key, now);
             return;
         }

@@ -23,6 +23,7 @@
 //! ```
 
 mod client;
+mod outcome;
 mod receiver;
 mod report;
 mod viewer;
@@ -34,11 +35,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 pub use client::ClientError;
+pub use outcome::{EndReason, FailureKind, ViewerError};
 pub use report::GeneratorCost;
 pub use report::{
     EndCounts, FailureCounts, ReferenceSource, RtspReport, RtspSettings, RtspSummary, ViewerResult,
 };
-pub use viewer::{EndReason, FailureKind, ViewerError};
 pub use wire::{fuzz_viewer_input, gro_segment_size, gro_segments, Interleaved, RtpHeader};
 
 use crate::error::LoadError;

@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::viewer::{EndReason, FailureKind, ViewerError};
+use super::outcome::{EndReason, FailureKind, ViewerError};
 use super::{RtspConfig, RtspTransport};
 use crate::error::LoadError;
 use crate::viewer_report;

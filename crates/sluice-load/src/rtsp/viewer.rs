@@ -4,8 +4,8 @@
 //! stream ends, the expected count is reached or the run's deadline passes. Over UDP the packets
 //! arrive on the viewer's own sockets, which a receiver thread reads together with many other
 //! viewers' (see `receiver`); over TCP the viewer's task reads its connection in 64 KiB chunks.
-//! Failures are typed ([`ViewerError`]) and counted by [`FailureKind`]; the viewer never panics
-//! on what the server sends.
+//! Failures are typed ([`ViewerError`], in `outcome` with how a viewer ended, which the report
+//! reads too) and counted by [`FailureKind`](super::outcome::FailureKind); the viewer never panics on what the server sends.
 //!
 //! Access units are counted from the packets' marker bits and sequence numbers
 //! ([`AccessUnits`]), not by depacketizing: RFC 6184 sets the marker on an access unit's last
@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::client::{ClientError, Control, Medium, RtpInfo};
+use super::outcome::{EndReason, ViewerError};
 use super::receiver::{Ended, Receivers, UdpViewer};
 use super::report::ViewerResult;
 use super::wire::{Interleaved, RtpHeader};
@@ -40,127 +41,6 @@ pub(crate) struct Plan {
     pub run_start: Instant,
     pub deadline: Instant,
     pub live: Arc<super::Live>,
-}
-
-/// Why a viewer stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndReason {
-    /// No media for the idle span after playing: the stream's end.
-    StreamEnd,
-    /// The server ended the session (the stream closed).
-    Closed,
-    /// The expected number of samples arrived.
-    Expected,
-    /// The run's deadline passed first.
-    Deadline,
-    /// The viewer failed (see its failure kind).
-    Failed,
-}
-
-/// What kind of failure stopped a viewer, for counting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// The TCP connection to the server could not be made.
-    Connect,
-    /// DESCRIBE failed (error status, bad SDP, connection lost).
-    Describe,
-    /// The presentation has no video stream.
-    NoVideo,
-    /// SETUP failed (for example 461 for an unsupported transport).
-    Setup,
-    /// PLAY failed.
-    Play,
-    /// Connecting, DESCRIBE, SETUP or PLAY took longer than the setup timeout.
-    Timeout,
-    /// Playing, but no video sample arrived within the setup timeout.
-    NoMedia,
-    /// The stream failed while playing (read error, malformed RTP, depacketization error).
-    Stream,
-    /// The viewer task panicked (a bug in the generator).
-    Panicked,
-}
-
-impl FailureKind {
-    /// Every kind, in report order.
-    pub const ALL: [FailureKind; 9] = [
-        FailureKind::Connect,
-        FailureKind::Describe,
-        FailureKind::NoVideo,
-        FailureKind::Setup,
-        FailureKind::Play,
-        FailureKind::Timeout,
-        FailureKind::NoMedia,
-        FailureKind::Stream,
-        FailureKind::Panicked,
-    ];
-
-    /// The name used in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            FailureKind::Connect => "connect",
-            FailureKind::Describe => "describe",
-            FailureKind::NoVideo => "no_video",
-            FailureKind::Setup => "setup",
-            FailureKind::Play => "play",
-            FailureKind::Timeout => "timeout",
-            FailureKind::NoMedia => "no_media",
-            FailureKind::Stream => "stream",
-            FailureKind::Panicked => "panicked",
-        }
-    }
-}
-
-/// Why a viewer failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ViewerError {
-    /// No connection to the server.
-    #[error("{0}")]
-    Connect(ClientError),
-    /// DESCRIBE failed.
-    #[error("DESCRIBE failed: {0}")]
-    Describe(ClientError),
-    /// The SDP has no video stream.
-    #[error("the presentation has no video stream")]
-    NoVideo,
-    /// SETUP failed.
-    #[error("SETUP failed: {0}")]
-    Setup(ClientError),
-    /// PLAY failed.
-    #[error("PLAY failed: {0}")]
-    Play(ClientError),
-    /// Setting up took too long.
-    #[error("no PLAY response within {0:?} of starting")]
-    Timeout(Duration),
-    /// Playing but silent.
-    #[error("no video sample within {0:?} of starting")]
-    NoMedia(Duration),
-    /// The stream failed while playing.
-    #[error("stream failed: {0}")]
-    Stream(ClientError),
-}
-
-impl ViewerError {
-    /// The kind this error is counted as.
-    pub fn kind(&self) -> FailureKind {
-        match self {
-            ViewerError::Connect(_) => FailureKind::Connect,
-            ViewerError::Describe(_) => FailureKind::Describe,
-            ViewerError::NoVideo => FailureKind::NoVideo,
-            ViewerError::Setup(_) => FailureKind::Setup,
-            ViewerError::Play(_) => FailureKind::Play,
-            ViewerError::Timeout(_) => FailureKind::Timeout,
-            ViewerError::NoMedia(_) => FailureKind::NoMedia,
-            ViewerError::Stream(_) => FailureKind::Stream,
-        }
-    }
-
-    /// The first line of the message.
-    pub fn short_message(&self) -> String {
-        let text = self.to_string();
-        text.lines().next().unwrap_or_default().to_string()
-    }
 }
 
 /// Counts the complete access units of one RTP stream; see the module docs.
@@ -817,19 +697,5 @@ mod tests {
             )
         };
         assert!(v >= 1 << 20, "{v}");
-    }
-
-    #[test]
-    fn kinds_have_distinct_names() {
-        let mut names: Vec<_> = FailureKind::ALL.iter().map(|k| k.name()).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), FailureKind::ALL.len());
-        assert_eq!(ViewerError::NoVideo.kind(), FailureKind::NoVideo);
-        assert_eq!(ViewerError::Timeout(Duration::from_secs(1)).kind(), FailureKind::Timeout);
-        assert_eq!(
-            ViewerError::NoMedia(Duration::from_secs(1)).short_message(),
-            "no video sample within 1s of starting"
-        );
     }
 }

@@ -42,21 +42,22 @@
 //! allows tearing down one stream), and `PLAY`/`PAUSE` always act on the whole session.
 
 pub mod admission;
+pub mod config;
+mod loop_core;
 pub mod playable;
 pub mod samples;
 pub mod server;
 pub mod session;
 pub mod stream;
+pub mod table;
 
 pub use admission::ADMIT_BUSY;
+pub use config::{Overload, RtspConfig};
 pub use playable::{first_refusal, playable, Refusal, Unplayable, REASON_HEADER};
-pub use server::{
-    Control, DatagramSink, Headroom, MediaLibrary, Note, Observer, OutBuf, Port, RtspServer, LATE_SEND,
-    LOAD_WINDOW, PACE_TICK,
-};
+pub use server::{Control, MediaLibrary, Note, Observer, RtspServer, LATE_SEND, LOAD_WINDOW, PACE_TICK};
 pub use session::{
-    Answered, Catalogue, ConnectionId, Delivery, Event, NotFound, Output, Overload, Release, RtspConfig,
-    RtspConnection, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget, METHODS, WARM_RETRY,
-    WARM_TIMEOUT,
+    Answered, Catalogue, Event, NotFound, Output, RtspConnection, METHODS, WARM_RETRY, WARM_TIMEOUT,
 };
+pub use sluice_proto::rtsp::{DatagramSink, Headroom, OutBuf, Port, Release, RtspCore};
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};
+pub use table::{ConnectionId, Delivery, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget};

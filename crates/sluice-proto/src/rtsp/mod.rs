@@ -6,14 +6,16 @@
 //! responses with the headers a client expects back ([`response`]). Every refusal is an
 //! [`RtspError`] that knows its status code. Parsing and writing are done by `rtsp-types`; this
 //! module adds the framing limits and the meaning. It does not keep session state (which
-//! session exists, what it may do next) and does not touch sockets: the server's RTSP session
-//! will own that, on top of these pieces.
+//! session exists, what it may do next) and does not touch sockets: the server's RTSP core owns
+//! that, on top of these pieces, and an engine's RTSP loop drives it through [`loops`].
 
 pub mod headers;
+pub mod loops;
 pub mod request;
 pub mod response;
 
 pub use headers::{cseq, parse_range, parse_transport, session_id, NptStart, PlayRange, TransportSpec};
+pub use loops::{ControlIo, DatagramSink, Headroom, LoopNote, OutBuf, Port, Release, RtspCore};
 pub use request::{read_message, Limits, Message};
 pub use response::{Reply, RtpInfoEntry};
 
