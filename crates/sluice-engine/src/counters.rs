@@ -1,5 +1,6 @@
 //! What an engine costs, counted by the engine itself: system calls by kind, io_uring operations,
-//! bytes, connections and errors.
+//! bytes, connections and errors; and the one limit on connections open at once over all of an
+//! engine's workers and RTSP loops, which counts what it refuses and closes.
 //!
 //! Every engine bumps these counters at the place it makes the call, so "system calls per request"
 //! (the epoll vs io_uring report's central figure) comes from the server on every engine rather than
@@ -8,10 +9,8 @@
 //! does not format them (the server renders `/metrics`).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-
-use crate::worker::ConnectionLimit;
 
 /// System calls engines make, by kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -482,6 +481,66 @@ impl Counters {
     pub fn open_connections(&self) -> u64 {
         self.events(Event::ConnectionsAccepted).saturating_sub(self.events(Event::ConnectionsClosed))
     }
+}
+
+/// The connections open at once over all of an engine's workers, against `max_connections`.
+#[derive(Debug)]
+pub(crate) struct ConnectionLimit {
+    open: AtomicUsize,
+    max: usize,
+}
+
+impl ConnectionLimit {
+    /// A limit of `max` connections, none open.
+    pub fn new(max: usize) -> ConnectionLimit {
+        ConnectionLimit { open: AtomicUsize::new(0), max }
+    }
+
+    /// Takes a place for a connection just accepted. At the limit the connection is counted as
+    /// rejected and closed and false is returned: the caller drops it (closing it at once).
+    pub fn admit(&self, counters: &Shard) -> bool {
+        if self.open.fetch_add(1, Ordering::AcqRel) >= self.max {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            counters.add(Event::ConnectionsRejected, 1);
+            count_closed(counters);
+            return false;
+        }
+        true
+    }
+
+    /// Takes a place for a connection as [`ConnectionLimit::admit`] does, returned when the
+    /// [`Place`] is dropped (with the connection it travels with).
+    pub fn place(self: &Arc<Self>, counters: &Shard) -> Option<Place> {
+        self.admit(counters).then(|| Place(Arc::clone(self)))
+    }
+
+    /// Gives back the place of a connection that has closed; returns how many are still open.
+    pub fn leave(&self) -> usize {
+        self.open.fetch_sub(1, Ordering::AcqRel).saturating_sub(1)
+    }
+
+    /// Connections open now.
+    #[cfg(test)]
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+/// A connection's place under a [`ConnectionLimit`], given back when dropped: an RTSP control
+/// connection holds one in its loop's slot, however the slot is freed.
+#[derive(Debug)]
+pub(crate) struct Place(Arc<ConnectionLimit>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
+/// Counts a connection's socket closed.
+pub(crate) fn count_closed(counters: &Shard) {
+    counters.syscall(Syscall::Close);
+    counters.add(Event::ConnectionsClosed, 1);
 }
 
 #[cfg(test)]

@@ -23,11 +23,12 @@ use std::time::{Duration, Instant};
 use sluice_proto::{Clock, Session};
 
 use crate::connection::{Connection, Pump};
+use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::JobGate;
 use crate::send::{flush, PipePool, SendBuffers};
-use crate::worker::{count_closed, ConnectionLimit, ACCEPT_WARNINGS, SWEEP};
+use crate::worker::{ACCEPT_WARNINGS, SWEEP};
 use crate::{
     new_clock, read_clock, EngineConfig, EngineError, Launch, SendStrategy, Service, Shutdown, ThreadsMode,
 };

@@ -19,10 +19,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::connection::{Connection, Pump};
+use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::pool::run_job;
 use crate::send::{PipePool, SendBuffers};
-use crate::worker::{count_closed, ConnectionLimit, ACCEPT_WARNINGS};
+use crate::worker::ACCEPT_WARNINGS;
 use crate::{new_clock, read_clock, EngineConfig, EngineError, Launch, Service};
 
 const READ_BUFFER: usize = 16 * 1024;

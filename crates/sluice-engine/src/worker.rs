@@ -4,21 +4,21 @@
 //!
 //! The event-loop engines (epoll, io_uring) keep this state in a [`LoopCore`] and implement
 //! [`EventLoop`], so that [`sweep`], [`begin_drain`] and [`deliver_jobs`] are the same code on
-//! both; the blocking and task engines (threads, tokio) use [`ConnectionLimit`] and
+//! both; the blocking and task engines (threads, tokio) use the counters' [`ConnectionLimit`] and
 //! [`AcceptWarnings`] directly, and their per-connection deadlines are `Connection`'s. This module
 //! does not wait for anything and owns no socket: how a loop waits, accepts, reads and sends is
 //! each engine's own.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sluice_proto::{Clock, Job, Session};
 
 use crate::connection::Connection;
-use crate::counters::{Event, Shard, Syscall};
+use crate::counters::{count_closed, ConnectionLimit, Event, Shard};
 use crate::pool::{CpuPool, Delivery, Mailbox};
 use crate::{new_clock, EngineConfig, EngineError};
 
@@ -26,66 +26,6 @@ use crate::{new_clock, EngineConfig, EngineError};
 /// `latency?ms=` reply is due to the millisecond), so this only bounds how stale the sweep's view
 /// of far deadlines (idle connections) can get, and how often idle pools are trimmed.
 pub(crate) const SWEEP: Duration = Duration::from_millis(250);
-
-/// The connections open at once over all of an engine's workers, against `max_connections`.
-#[derive(Debug)]
-pub(crate) struct ConnectionLimit {
-    open: AtomicUsize,
-    max: usize,
-}
-
-impl ConnectionLimit {
-    /// A limit of `max` connections, none open.
-    pub fn new(max: usize) -> ConnectionLimit {
-        ConnectionLimit { open: AtomicUsize::new(0), max }
-    }
-
-    /// Takes a place for a connection just accepted. At the limit the connection is counted as
-    /// rejected and closed and false is returned: the caller drops it (closing it at once).
-    pub fn admit(&self, counters: &Shard) -> bool {
-        if self.open.fetch_add(1, Ordering::AcqRel) >= self.max {
-            self.open.fetch_sub(1, Ordering::AcqRel);
-            counters.add(Event::ConnectionsRejected, 1);
-            count_closed(counters);
-            return false;
-        }
-        true
-    }
-
-    /// Takes a place for a connection as [`ConnectionLimit::admit`] does, returned when the
-    /// [`Place`] is dropped (with the connection it travels with).
-    pub fn place(self: &Arc<Self>, counters: &Shard) -> Option<Place> {
-        self.admit(counters).then(|| Place(Arc::clone(self)))
-    }
-
-    /// Gives back the place of a connection that has closed; returns how many are still open.
-    pub fn leave(&self) -> usize {
-        self.open.fetch_sub(1, Ordering::AcqRel).saturating_sub(1)
-    }
-
-    /// Connections open now.
-    #[cfg(test)]
-    pub fn open(&self) -> usize {
-        self.open.load(Ordering::Acquire)
-    }
-}
-
-/// A connection's place under a [`ConnectionLimit`], given back when dropped: an RTSP control
-/// connection holds one in its loop's slot, however the slot is freed.
-#[derive(Debug)]
-pub(crate) struct Place(Arc<ConnectionLimit>);
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        self.0.leave();
-    }
-}
-
-/// Counts a connection's socket closed.
-pub(crate) fn count_closed(counters: &Shard) {
-    counters.syscall(Syscall::Close);
-    counters.add(Event::ConnectionsClosed, 1);
-}
 
 /// Warnings about failing accepts (`EMFILE` and its kin), at most one line a second for the whole
 /// process with the number held back since the last one: a descriptor shortage makes every

@@ -14,10 +14,7 @@ use std::path::{Path, PathBuf};
 const MAX_LINES: usize = 800;
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
 }
 
 /// Every crate's `src` directory.
@@ -47,8 +44,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// A file holding only unit tests (`foo/tests.rs`, `tests/…`).
 fn is_test_file(rel: &Path) -> bool {
-    rel.file_stem().is_some_and(|s| s == "tests")
-        || rel.components().any(|c| c.as_os_str() == "tests")
+    rel.file_stem().is_some_and(|s| s == "tests") || rel.components().any(|c| c.as_os_str() == "tests")
 }
 
 /// The text before the file's `#[cfg(test)] mod tests`, with `//` comments removed.
@@ -58,9 +54,7 @@ fn code_of(text: &str) -> String {
     while let Some(line) = lines.next() {
         let trimmed = line.trim();
         if trimmed == "#[cfg(test)]"
-            && lines
-                .peek()
-                .is_some_and(|next| next.trim_start().starts_with("mod tests"))
+            && lines.peek().is_some_and(|next| next.trim_start().starts_with("mod tests"))
         {
             break;
         }
@@ -80,10 +74,7 @@ fn lines_before_tests(text: &str) -> usize {
 
 /// A module path (`["rtsp", "session"]`) from a file's path under `src`.
 fn module_of(rel: &Path) -> Vec<String> {
-    let mut parts: Vec<String> = rel
-        .iter()
-        .map(|c| c.to_string_lossy().into_owned())
-        .collect();
+    let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
     let file = parts.pop().expect("file name");
     match file.as_str() {
         "lib.rs" | "main.rs" | "mod.rs" if parts.is_empty() || file == "mod.rs" => parts,
@@ -338,10 +329,7 @@ fn every_module_opens_with_what_it_owns() {
         rust_files(&src, &mut files);
         for file in files {
             let text = std::fs::read_to_string(&file).expect("read source");
-            let first = text
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty() && !l.starts_with("#!["));
+            let first = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("#!["));
             if !first.is_some_and(|l| l.starts_with("//!")) {
                 let rel = file.strip_prefix(workspace_root()).expect("in workspace");
                 missing.push(rel.display().to_string());
@@ -365,10 +353,8 @@ fn no_file_level_import_circle_between_sibling_modules() {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         for group in crate_circles(&src) {
-            let files: Vec<String> = group
-                .iter()
-                .map(|m| if m.is_empty() { "lib".to_string() } else { m.join("::") })
-                .collect();
+            let files: Vec<String> =
+                group.iter().map(|m| if m.is_empty() { "lib".to_string() } else { m.join("::") }).collect();
             found.push(format!("{name}: {}", files.join(" <-> ")));
         }
     }

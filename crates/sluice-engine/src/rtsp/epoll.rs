@@ -15,8 +15,8 @@ use sluice_proto::rtsp::{Port, RtspCore};
 
 use super::datagrams::Datagrams;
 use super::{sendmmsg, wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
+use crate::counters::Place;
 use crate::counters::{Event, Shard, Syscall};
-use crate::worker::Place;
 use crate::{cvt, EngineError, Shutdown};
 
 const LISTENER: u64 = u64::MAX;

@@ -44,9 +44,9 @@ pub use sluice_proto::rtsp::{LoopNote, RtspCore};
 
 use self::handoff::Handoff;
 
+use crate::counters::ConnectionLimit;
 use crate::counters::{Counters, Event, Shard, Syscall};
 use crate::listener::set_int_opt;
-use crate::worker::ConnectionLimit;
 use crate::{EngineError, EngineKind, Shutdown};
 
 /// The RTSP side's sockets, bound before the server announces itself: the control listener

@@ -20,9 +20,9 @@ use sluice_proto::rtsp::{Port, RtspCore};
 use super::datagrams::Datagrams;
 use super::handoff::Handoff;
 use super::{wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
+use crate::counters::{ConnectionLimit, Place};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::socket_addr_from;
-use crate::worker::{ConnectionLimit, Place};
 use crate::{EngineError, Shutdown};
 
 const ACCEPT: u64 = 1;

@@ -25,6 +25,7 @@
 mod client;
 mod outcome;
 mod receiver;
+mod reception;
 mod report;
 mod viewer;
 mod wire;

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::viewer::{set_receive_buffer, stop_at, Limits, Reception, Stop};
+use super::reception::{set_receive_buffer, stop_at, Limits, Reception, Stop};
 use super::wire::{gro_segment_size, gro_segments};
 
 /// Messages per `recvmmsg`, bytes per message (a GSO message is at most 64 KiB), bytes of

@@ -275,6 +275,14 @@ settings! {
         cache_revalidate: Duration = Duration::from_secs(60); Dur,
             flag "cache-revalidate" "Object metadata older than this is revalidated with the store \
                 by ETag.";
+        /// Background workers that fetch an s3:// library's slices ahead of readers and read
+        /// RTSP indexes off the loops (as many fetches wait; each holds a 4 MiB slice until it is
+        /// written); a pool apart from the CPU workers, since a request's job may wait for a
+        /// fetch started ahead of it.
+        fetch_workers: usize = crate::library::remote::MAX_FETCHES_AHEAD; Count,
+            flag "fetch-workers" "Background workers fetching an s3:// library ahead of its \
+                readers (as many wait).",
+            check |v| at_least(v, 1);
         /// An s3:// store that does not answer at start-up (a missing bucket, refused
         /// credentials) makes `sluice serve` exit 2 with the reason; with wait = true it starts
         /// unready instead (/readyz 503 with the reason) and becomes ready once the store

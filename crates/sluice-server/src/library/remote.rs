@@ -386,10 +386,23 @@ const AHEAD: usize = 2;
 /// response holds open at once.
 const STEP_SLICES: usize = 4;
 
-/// Fetches ahead running in the whole process. Each holds its slice (4 MiB) in memory until it
-/// is written, so this bounds that memory (32 × 4 MiB = 128 MiB, the bound the CPU pool's 16
-/// threads with two fetches each had); past it a slice is fetched by the step that needs it.
-const MAX_FETCHES_AHEAD: usize = 32;
+/// Fetches ahead running in the whole process by default (`store.fetch_workers`). Each holds its
+/// slice (4 MiB) in memory until it is written, so this bounds that memory (32 × 4 MiB = 128 MiB,
+/// the bound the CPU pool's 16 threads with two fetches each had); past it a slice is fetched by
+/// the step that needs it.
+pub const MAX_FETCHES_AHEAD: usize = 32;
+
+/// The background workers' number (`store.fetch_workers`), read when they first start.
+static FETCH_WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(MAX_FETCHES_AHEAD);
+
+/// The background fetch workers, started on first use.
+static BACKGROUND: OnceLock<Option<CpuPool>> = OnceLock::new();
+
+/// Sets how many background fetch workers start (and as many fetches wait); before the first
+/// fetch only: the workers are one pool for the process.
+pub fn size_background(workers: usize) {
+    FETCH_WORKERS.store(workers.max(1), std::sync::atomic::Ordering::Relaxed);
+}
 
 /// The workers of background origin work: a pool of the engine's kind, apart from the one the
 /// engine runs requests on, because a request's job may wait for a fetch started ahead of it,
@@ -399,15 +412,16 @@ const MAX_FETCHES_AHEAD: usize = 32;
 /// queue to the next would be refused though workers are idle.) `None` when its threads could
 /// not be started (nothing runs ahead then).
 fn background() -> Option<&'static CpuPool> {
-    static POOL: OnceLock<Option<CpuPool>> = OnceLock::new();
-    POOL.get_or_init(|| match CpuPool::start_named("sluice-fetch", MAX_FETCHES_AHEAD, MAX_FETCHES_AHEAD) {
-        Ok(pool) => Some(pool),
-        Err(e) => {
-            tracing::error!("cannot start the background fetch workers: {e}; nothing is fetched ahead");
-            None
-        }
-    })
-    .as_ref()
+    let workers = FETCH_WORKERS.load(std::sync::atomic::Ordering::Relaxed);
+    BACKGROUND
+        .get_or_init(|| match CpuPool::start_named("sluice-fetch", workers, workers) {
+            Ok(pool) => Some(pool),
+            Err(e) => {
+                tracing::error!("cannot start the background fetch workers: {e}; nothing is fetched ahead");
+                None
+            }
+        })
+        .as_ref()
 }
 
 /// What the background fetch workers are doing, for `/metrics` (`None` before first use).
