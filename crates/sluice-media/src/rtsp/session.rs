@@ -35,6 +35,7 @@ use sluice_proto::rtsp::{
 
 use super::playable::{checked, Refusal, Unplayable, REASON_HEADER};
 use super::stream::{StreamTrack, Streamer};
+pub use super::table::Event;
 use super::table::{ConnectionId, Delivery, RtspSession, SessionId, SessionTable, SessionTrack};
 use crate::mp4::Mp4File;
 use crate::sdp::{payload_type, session_description, to_bytes, SdpOptions};
@@ -100,19 +101,6 @@ pub const WARM_RETRY: Duration = Duration::from_millis(20);
 /// with the reason: the origin did not answer in time (the server's own origin timeout usually
 /// answers first, with its reason).
 pub const WARM_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What the engine must act on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// A session was set up (count it; nothing to send yet).
-    Created(SessionId),
-    /// The session plays: ask its streamer what is due now and at its next wake-up.
-    Play(SessionId),
-    /// The session paused: stop waking for it.
-    Pause(SessionId),
-    /// The session is gone: drop its queue and timers.
-    Released(SessionId, Release),
-}
 
 /// What a connection produced: replies to write in order, events, and whether to close once
 /// the replies are written. The engine owns one and clears it after acting on it.

@@ -17,10 +17,22 @@ use std::time::Instant;
 use sluice_proto::rtsp::Release;
 
 use super::config::RtspConfig;
-use super::session::Event;
 use super::stream::{StreamTrack, Streamer};
 use crate::mp4::Mp4File;
 use rtsp_types::Url;
+
+/// What the engine must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A session was set up (count it; nothing to send yet).
+    Created(SessionId),
+    /// The session plays: ask its streamer what is due now and at its next wake-up.
+    Play(SessionId),
+    /// The session paused: stop waking for it.
+    Pause(SessionId),
+    /// The session is gone: drop its queue and timers.
+    Released(SessionId, Release),
+}
 
 /// A session id: 64 random bits, written as 16 hex digits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
