@@ -138,7 +138,8 @@ fn slowed_edge(engine: &[&str], dir: &Path) -> (Toxiproxy, Server) {
     let proxy = toxiproxy.proxy("s3", upstream).unwrap();
     toxiproxy.add_toxic("s3", "slow", "bandwidth", Stream::Downstream, 1.0, r#"{"rate":8192}"#).unwrap();
     let endpoint = format!("http://{proxy}");
-    let extra = ["--cache-size", "64M", "--s3-timeout", "5s"];
+    // Three background fetch workers (`--fetch-workers`): enough for the two slices fetched ahead.
+    let extra = ["--cache-size", "64M", "--s3-timeout", "5s", "--fetch-workers", "3"];
     let server = edge_via(&endpoint, engine, "edges/streamed", &dir.join("cache"), &extra);
     (toxiproxy, server)
 }
@@ -204,6 +205,7 @@ fn a_cold_whole_object_starts_before_its_last_slice_is_fetched(engine: &[&str]) 
     assert_eq!(metric(&text, "sluice_http_responses_cut_total"), 0, "{text}");
     // Slices after the first were fetched ahead by the background workers.
     assert!(metric(&text, "sluice_fetch_pool_jobs_total") >= 1, "{text}");
+    assert_eq!(metric(&text, "sluice_fetch_pool_workers"), 3, "as many as --fetch-workers: {text}");
 }
 
 fn an_origin_failure_mid_body_cuts_the_response_and_the_edge_serves_on(engine: &[&str]) {
