@@ -13,6 +13,11 @@
 //! it does for a real server here. Each side's CPU is its
 //! thread's own user + system time plus the softirq time of its CPU (`/proc/stat`).
 //!
+//! What the datagrams carry is the probe's [`Payload`]: one hot buffer for every viewer (the
+//! cheapest case, a live stream whose viewers are in step), or datagrams as a server of files
+//! sends them to viewers who started apart (each its own RTP-sized header beside a slice of the
+//! content, every viewer at its own point of it), whose copies the sender's caches cannot hold.
+//!
 //! It owns the probe and its result. It does not own RTP, RTSP or any server; the lab's E5 rows
 //! measure those.
 
@@ -58,7 +63,32 @@ pub struct CeilingProbe {
     pub receiver_cpu: usize,
     /// The receiving sockets take GSO messages whole (`UDP_GRO`).
     pub gro: bool,
+    /// What the datagrams carry.
+    pub payload: Payload,
 }
+
+/// What a ceiling probe's datagrams carry.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Payload {
+    /// One 60 KiB buffer, the whole of every GSO message, for every viewer: the sender copies
+    /// bytes its cache holds, as for a live stream whose viewers are in step. The cheapest case,
+    /// and E5's matching ceiling.
+    Shared,
+    /// Datagrams as a server of files sends them: each its own [`HEADER`]-byte header (an RTP
+    /// header and the two bytes of H.264's FU-A, its own `iovec`) beside a slice of the content,
+    /// the viewers spread evenly over `spread` of a content buffer at the probe's bitrate, as
+    /// viewers who started that far apart (E5's ramp: 4 s, about 12 MB of its file). Measured
+    /// here (2026-11-26), a C sender to 400 plain receivers spent 0.58 us a datagram from one hot
+    /// buffer and 0.84-0.87 us with header iovecs and content from a buffer too big for its
+    /// caches: the kernel's copy reads memory, not cache.
+    Staggered {
+        /// How far apart the first and the last viewer are in the content.
+        spread: Duration,
+    },
+}
+
+/// Bytes of each datagram's own header under [`Payload::Staggered`]: 12 of RTP and 2 of FU-A.
+pub const HEADER: usize = 14;
 
 /// What one probe measured.
 #[derive(Debug, Clone, Copy)]
@@ -194,10 +224,10 @@ fn send(
     targets: &[std::net::SocketAddr],
     p: &CeilingProbe,
 ) -> std::io::Result<(u64, u64)> {
-    let payload = vec![0x5au8; GSO_BYTES];
     // Each viewer gets full GSO messages (sluice's pacing bursts), so the kernel's send path runs
     // once per 60 KB rather than once per tick.
     let burst = GSO_SEGMENTS.min(GSO_BYTES / p.datagram).max(1) as u64;
+    let mut content = Content::new(p, targets.len(), burst as usize);
     let per_viewer_per_s = p.bitrate as f64 / 8.0 / p.datagram as f64;
     let addrs: Vec<(libc::sockaddr_in, libc::socklen_t)> = targets.iter().map(sockaddr_in).collect();
     let control = SegmentControl::new(Some(p.datagram as u16));
@@ -219,13 +249,13 @@ fn send(
                 messages.push((v, n));
                 left -= n;
                 if messages.len() == SEND_BATCH {
-                    sent += send_batch(socket, &messages, &addrs, &payload, p.datagram, &control)?;
+                    sent += send_batch(socket, &messages, &addrs, &mut content, &control)?;
                     messages.clear();
                 }
             }
         }
         if !messages.is_empty() {
-            sent += send_batch(socket, &messages, &addrs, &payload, p.datagram, &control)?;
+            sent += send_batch(socket, &messages, &addrs, &mut content, &control)?;
             messages.clear();
         }
         let next =
@@ -239,13 +269,17 @@ fn send_batch(
     socket: &UdpSocket,
     messages: &[(usize, usize)],
     addrs: &[(libc::sockaddr_in, libc::socklen_t)],
-    payload: &[u8],
-    datagram: usize,
+    content: &mut Content,
     control: &SegmentControl,
 ) -> std::io::Result<u64> {
-    let mut iovs: Vec<libc::iovec> = messages
+    let mut iovs: Vec<libc::iovec> = Vec::with_capacity(messages.len() * content.iovecs_per_message());
+    let spans: Vec<(usize, usize)> = messages
         .iter()
-        .map(|&(_, n)| libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: n * datagram })
+        .map(|&(v, n)| {
+            let from = iovs.len();
+            content.message(v, n, &mut iovs);
+            (from, iovs.len() - from)
+        })
         .collect();
     let mut controls: Vec<SegmentControl> = vec![*control; messages.len()];
     let mut addrs_out: Vec<libc::sockaddr_in> = messages.iter().map(|&(v, _)| addrs[v].0).collect();
@@ -255,8 +289,9 @@ fn send_batch(
         let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
         h.msg_name = (&mut addrs_out[i] as *mut libc::sockaddr_in).cast();
         h.msg_namelen = addrs[messages[i].0].1;
-        h.msg_iov = &mut iovs[i];
-        h.msg_iovlen = 1;
+        let (from, count) = spans[i];
+        h.msg_iov = iovs[from..].as_mut_ptr();
+        h.msg_iovlen = count;
         if n > 1 {
             controls[i].attach(&mut h);
         }
@@ -286,6 +321,72 @@ fn send_batch(
         done += r as usize;
     }
     Ok(datagrams)
+}
+
+/// The bytes the sender's messages point at, by [`Payload`]; see there.
+struct Content {
+    /// The shared buffer, or the content the staggered viewers play.
+    bytes: Vec<u8>,
+    /// Per viewer (staggered): its header bytes and where it is in `bytes`.
+    headers: Vec<[u8; HEADER]>,
+    positions: Vec<usize>,
+    datagram: usize,
+    staggered: bool,
+}
+
+impl Content {
+    fn new(p: &CeilingProbe, viewers: usize, burst: usize) -> Content {
+        match p.payload {
+            Payload::Shared => Content {
+                bytes: vec![0x5a; GSO_BYTES],
+                headers: Vec::new(),
+                positions: Vec::new(),
+                datagram: p.datagram,
+                staggered: false,
+            },
+            Payload::Staggered { spread } => {
+                let body = p.datagram.saturating_sub(HEADER).max(1);
+                // At least two whole messages, so that wrapping around always finds room.
+                let len = ((spread.as_secs_f64() * p.bitrate as f64 / 8.0) as usize).max(2 * burst * body);
+                // Bytes that differ, so that no page is shared (an all-zero buffer could be).
+                let bytes: Vec<u8> = (0..len).map(|i| (i * 131 % 251) as u8).collect();
+                let positions = (0..viewers).map(|v| v * len / viewers.max(1)).collect();
+                let headers = (0..viewers).map(|v| [(v % 251) as u8; HEADER]).collect();
+                Content { bytes, headers, positions, datagram: p.datagram, staggered: true }
+            }
+        }
+    }
+
+    fn iovecs_per_message(&self) -> usize {
+        if self.staggered {
+            2 * GSO_SEGMENTS
+        } else {
+            1
+        }
+    }
+
+    /// Appends the `iovec`s of viewer `v`'s next message of `segments` datagrams.
+    fn message(&mut self, v: usize, segments: usize, iovs: &mut Vec<libc::iovec>) {
+        if !self.staggered {
+            let len = (segments * self.datagram).min(self.bytes.len());
+            iovs.push(libc::iovec { iov_base: self.bytes.as_ptr() as *mut libc::c_void, iov_len: len });
+            return;
+        }
+        let body = self.datagram.saturating_sub(HEADER).max(1);
+        let mut at = self.positions[v];
+        if at + segments * body > self.bytes.len() {
+            at = 0;
+        }
+        let header = self.headers[v].as_ptr();
+        for _ in 0..segments {
+            iovs.push(libc::iovec { iov_base: header as *mut libc::c_void, iov_len: HEADER });
+            // SAFETY: `at + body` is within `bytes` (checked above for the whole message).
+            let slice = unsafe { self.bytes.as_ptr().add(at) };
+            iovs.push(libc::iovec { iov_base: slice as *mut libc::c_void, iov_len: body });
+            at += body;
+        }
+        self.positions[v] = at;
+    }
 }
 
 /// Drains every socket until `stop`; returns the datagrams read (a GRO message counts its
@@ -408,7 +509,8 @@ mod tests {
     #[test]
     fn a_small_probe_delivers_every_datagram_it_sends() {
         let cpus = crate::machine::all_cpus();
-        for gro in [false, true] {
+        let payloads = [Payload::Shared, Payload::Staggered { spread: Duration::from_millis(200) }];
+        for (gro, payload) in [false, true].into_iter().flat_map(|g| payloads.map(|p| (g, p))) {
             let probe = CeilingProbe {
                 viewers: 4,
                 bitrate: 2_000_000,
@@ -417,6 +519,7 @@ mod tests {
                 sender_cpu: cpus[0],
                 receiver_cpu: *cpus.last().unwrap_or(&0),
                 gro,
+                payload,
             };
             let r = run(&probe).expect("probe runs");
             assert!(r.offered > 100, "{r:?}");

@@ -52,6 +52,33 @@ struct CeilingArgs {
     /// The receiver's CPU (the viewers' in E5).
     #[arg(long, default_value_t = 1)]
     receiver_cpu: usize,
+    /// What the datagrams carry, comma-separated: `shared` (one buffer the sender's cache holds,
+    /// the whole of every message: viewers of a live stream in step; E5's matching ceiling) and
+    /// `staggered` (a header of its own beside a slice of the content per datagram, the viewers
+    /// spread over --spread of it, as a server of files sends to viewers who started apart).
+    #[arg(long, value_delimiter = ',', default_values_t = [PayloadKind::Shared, PayloadKind::Staggered])]
+    payload: Vec<PayloadKind>,
+    /// How far apart in the content the first and last viewer are under `--payload staggered`
+    /// (E5's viewers start over 4 s).
+    #[arg(long, default_value = "4s", value_parser = sluice_load::duration_text::parse)]
+    spread: std::time::Duration,
+}
+
+/// The `--payload` of `sluice lab ceiling`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq)]
+enum PayloadKind {
+    Shared,
+    Staggered,
+}
+
+impl std::fmt::Display for PayloadKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad`, not `write_str`: the table's columns give widths.
+        f.pad(match self {
+            PayloadKind::Shared => "shared",
+            PayloadKind::Staggered => "staggered",
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -148,15 +175,22 @@ fn run(args: LabArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Prints one line per viewer count and kind of receiver (GRO, then plain): datagrams asked
-/// for, sent and read, and each side's share of its core (its thread plus the softirq time of
-/// its CPU).
+/// Prints one line per payload, viewer count and kind of receiver (GRO, then plain): datagrams
+/// asked for, sent and read, the sender's CPU per datagram, and each side's share of its core
+/// (its thread plus the softirq time of its CPU).
 fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
     println!(
-        "receivers  viewers  asked/s    sent/s     read/s     kept pace  delivered  sender core  (ksoftirqd)  receiver core  (ksoftirqd)"
+        "payload    receivers  viewers  asked/s    sent/s     read/s     kept pace  delivered  sender core  (ksoftirqd)  us/datagram  receiver core  (ksoftirqd)"
     );
-    let runs = args.viewers.iter().flat_map(|&v| [(v, true), (v, false)]);
-    for (viewers, gro) in runs {
+    let runs = args
+        .payload
+        .iter()
+        .flat_map(|&k| args.viewers.iter().flat_map(move |&v| [(k, v, true), (k, v, false)]));
+    for (kind, viewers, gro) in runs {
+        let payload = match kind {
+            PayloadKind::Shared => sluice_lab::ceiling::Payload::Shared,
+            PayloadKind::Staggered => sluice_lab::ceiling::Payload::Staggered { spread: args.spread },
+        };
         let probe = sluice_lab::ceiling::CeilingProbe {
             viewers,
             bitrate: args.bitrate,
@@ -165,10 +199,11 @@ fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
             sender_cpu: args.sender_cpu,
             receiver_cpu: args.receiver_cpu,
             gro,
+            payload,
         };
         let r = sluice_lab::ceiling::run(&probe).context("running the probe")?;
         println!(
-            "{:<9}  {viewers:>7}  {:>9.0}  {:>9.0}  {:>9.0}  {:>8.1}%  {:>9}  {:>10.0}%  {:>10.0}%  {:>12.0}%  {:>10.0}%",
+            "{kind:<9}  {:<9}  {viewers:>7}  {:>9.0}  {:>9.0}  {:>9.0}  {:>8.1}%  {:>9}  {:>10.0}%  {:>10.0}%  {:>11.3}  {:>12.0}%  {:>10.0}%",
             if gro { "gro" } else { "plain" },
             r.offered as f64 / args.duration.as_secs_f64(),
             r.sent as f64 / args.duration.as_secs_f64(),
@@ -181,6 +216,7 @@ fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
             },
             100.0 * r.sender_load(),
             100.0 * r.sender_softirq / r.seconds,
+            1e6 * (r.sender_cpu + r.sender_softirq) / r.sent.max(1) as f64,
             100.0 * r.receiver_load(),
             100.0 * r.receiver_softirq / r.seconds,
         );

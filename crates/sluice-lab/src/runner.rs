@@ -510,6 +510,7 @@ fn rtsp_row(
             sender_cpu: server_cpu.unwrap_or(0),
             receiver_cpu: load_cpu.unwrap_or(crate::machine::cores().saturating_sub(1)),
             gro: config.udp_gro,
+            payload: crate::ceiling::Payload::Shared,
         };
         crate::ceiling::run(&probe).ok().map(|r| r.received as f64 / r.offered.max(1) as f64)
     });
