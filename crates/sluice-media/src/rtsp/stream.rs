@@ -358,6 +358,13 @@ impl Streamer {
     /// [`Streamer::due`] and [`Streamer::sender_reports`]: a report left unsent stays due, and
     /// this keeps answering its (past) time.
     pub fn next_wake(&self) -> Option<Instant> {
+        self.next_wake_in_slots(|at| at)
+    }
+
+    /// [`Streamer::next_wake`] with the next sample's time taken to the start of its send slot by
+    /// `slot_start` (a caller that calls [`Streamer::due`] with the end of the slot sends a slot's
+    /// samples together); sender reports keep their own time.
+    pub fn next_wake_in_slots(&self, slot_start: impl Fn(Instant) -> Instant) -> Option<Instant> {
         let Clock::Playing { since, position } = self.clock else { return None };
         let samples = self
             .tracks
@@ -368,7 +375,15 @@ impl Streamer {
                 since + at.saturating_sub(position)
             })
             .min()?;
+        let samples = slot_start(samples);
         Some(self.next_report.map_or(samples, |r| r.min(samples)))
+    }
+
+    /// When the presentation's start was (or would have been) played, while playing: viewers of
+    /// one file with the same origin are at the same sample.
+    pub fn origin(&self) -> Option<Instant> {
+        let Clock::Playing { since, position } = self.clock else { return None };
+        Some(since.checked_sub(position).unwrap_or(since))
     }
 
     /// Appends the sender reports due at `now` as `(track, compound RTCP packet)`, with

@@ -121,6 +121,10 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
         due_ids.extend(
             self.viewers.iter().filter(|(_, v)| v.next_wake.is_some_and(|w| w <= now)).map(|(id, _)| *id),
         );
+        // Viewers at the same point of a file one after the other (see SEND_SLOT): their
+        // packets then sit side by side in the batch, and the kernel copies a sample from the
+        // cache for all but the first.
+        due_ids.sort_by_key(|id| self.viewers.get(id).and_then(|v| v.origin));
         let degrade = self.config().overload == Overload::Degrade;
         let mut late = 0;
         for &id in &due_ids {
@@ -176,7 +180,7 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
         let Some(streamer) = session.streamer_mut() else { return };
         self.due.clear();
         self.due.extend(v.stalled.drain(..));
-        streamer.due(now, &mut self.due);
+        streamer.due(super::slot_end(self.epoch, now), &mut self.due);
         // Bytes still being fetched hold the viewer's samples (in order) rather than lose them,
         // up to WARM_TIMEOUT; past it they are missed as lost frames would be.
         let give_up = v.stalled_since.is_some_and(|t| now.saturating_duration_since(t) >= WARM_TIMEOUT);
@@ -247,7 +251,8 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
         for (track, report) in &self.reports {
             let _ = v.queue.push_packet((track * 2 + 1) as u8, report);
         }
-        v.next_wake = streamer.next_wake();
+        let epoch = self.epoch;
+        v.next_wake = streamer.next_wake_in_slots(|at| super::slot_start(epoch, at));
         if !v.stalled.is_empty() {
             let retry = now + WARM_RETRY;
             v.next_wake = Some(v.next_wake.map_or(retry, |w| w.min(retry)));

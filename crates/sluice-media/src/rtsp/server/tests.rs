@@ -812,3 +812,82 @@ fn a_loop_at_40_percent_still_admits() {
     assert!((h.busy - 0.4).abs() < 0.01 && h.room > 40, "{h:?}");
     udp_viewer_at(&mut server, [10, 2, 0, 1], t0 + Duration::from_secs(3)).expect("a newcomer at 40%");
 }
+
+#[test]
+fn viewers_due_in_one_send_slot_send_a_frame_in_the_same_turn_and_never_more_than_a_slot_early() {
+    let (media, tally) = (demo(), Tally::default());
+    let t0 = Instant::now();
+    let mut server: Server<'_> = RtspServer::new(table(), &media, &tally, t0);
+    let starts = [Duration::ZERO, Duration::from_millis(7), Duration::from_millis(19)];
+    let end = t0 + Duration::from_secs(3);
+    // The loop on time, as an idle loop would run it, each viewer playing from its start; every
+    // datagram with the turn it left in.
+    let (mut out, mut turns) = (Capture::default(), Vec::new());
+    let mut viewers = Vec::new();
+    let mut now = t0;
+    while now <= end {
+        while let Some(&start) = starts.get(viewers.len()).filter(|s| t0 + **s <= now) {
+            viewers.push((udp_viewer(&mut server, viewers.len() as u8 + 1, t0 + start).unwrap(), start));
+        }
+        server.tick(now, Duration::from_secs(1_800_000_000));
+        let before = out.datagrams.len();
+        server.fill_datagrams(&mut out, now);
+        turns.extend(std::iter::repeat_n(now, out.datagrams.len() - before));
+        let next_play = starts.get(viewers.len()).map(|s| t0 + *s);
+        let wake = match server.next_wake() {
+            Some(at) if at > now => at,
+            _ => now + Duration::from_micros(100),
+        };
+        now = next_play.map_or(wake, |p| p.min(wake));
+    }
+    // Per viewer: the turn of each frame's first packet (a frame is the packets of one RTP
+    // timestamp), with the time its sample is due in decode order.
+    let track = &media.file.tracks[0];
+    let frames = |to: SocketAddr| -> Vec<(Duration, Instant)> {
+        let mut seen = Vec::<(u32, Instant)>::new();
+        for ((dest, bytes), turn) in out.datagrams.iter().zip(&turns) {
+            let Some(p) = (*dest == to).then(|| RtpPacket::parse(bytes).ok()).flatten() else { continue };
+            if seen.last().is_none_or(|(ts, _)| *ts != p.timestamp) {
+                seen.push((p.timestamp, *turn));
+            }
+        }
+        seen.iter()
+            .enumerate()
+            .map(|(n, (_, turn))| (crate::rtsp::stream::sample_time(track, n), *turn))
+            .collect()
+    };
+    let slot = |at: Instant| at.saturating_duration_since(t0).as_nanos() / SEND_SLOT.as_nanos();
+    let per_viewer: Vec<_> = viewers.iter().map(|(to, start)| (frames(*to), *start)).collect();
+    for (frames, start) in &per_viewer {
+        assert!(frames.len() > 30, "{} frames", frames.len());
+        for (media, turn) in frames {
+            let due = t0 + *start + *media;
+            assert!(
+                *turn + SEND_SLOT > due,
+                "a frame due at {due:?} left at {turn:?}: more than a slot early"
+            );
+            assert!(*turn <= due + PACE_TICK, "a frame due at {due:?} left late, at {turn:?}");
+        }
+    }
+    // Frames two viewers have due in the same slot leave in the same turn (the kernel copies
+    // the second from the cache), once both play (the later one's first frames leave at its
+    // PLAY); most frames of viewers 7 and 19 ms apart are such.
+    let (mut together, mut shared_slot) = (0, 0);
+    for (a, start_a) in &per_viewer {
+        for (b, start_b) in &per_viewer {
+            for ((media, turn_a), (media_b, turn_b)) in a.iter().zip(b) {
+                assert_eq!(media, media_b, "the viewers play the same frames");
+                let due_b = t0 + *start_b + *media;
+                if start_a < start_b
+                    && slot(t0 + *start_a + *media) == slot(due_b)
+                    && slot(due_b) > slot(t0 + *start_b)
+                {
+                    shared_slot += 1;
+                    together += usize::from(turn_a == turn_b);
+                }
+            }
+        }
+    }
+    assert_eq!(together, shared_slot, "frames due in one slot left in different turns");
+    assert!(shared_slot > per_viewer[0].0.len(), "only {shared_slot} frame pairs shared a slot");
+}
