@@ -25,7 +25,8 @@ if [ ! -s "$MEDIA/hd.mp4" ]; then
     -c:v libx264 -preset veryfast -b:v 23000k -maxrate 23000k -bufsize 46000k -g 60 -keyint_min 60 \
     -sc_threshold 0 -pix_fmt yuv420p -movflags +faststart -f mp4 "$MEDIA/hd.mp4"
 fi
-HP=$((20000 + RANDOM % 20000)); RP=$((HP + 1)); AP=$((HP + 2))
+# Below the ephemeral range (32768-60999), where the viewers' own sockets take their ports.
+HP=$((10000 + RANDOM % 20000)); RP=$((HP + 1)); AP=$((HP + 2))
 snmp() { awk '/^Udp:/{n++; if (n == 2) print "RcvbufErrors=" $6, "InErrors=" $4}' /proc/net/snmp; }
 snmp > "$OUT/snmp.before"
 grep -E '^(cpu[01]) ' /proc/stat > "$OUT/stat.before"

@@ -77,10 +77,9 @@ pub enum Payload {
     /// Datagrams as a server of files sends them: each its own [`HEADER`]-byte header (an RTP
     /// header and the two bytes of H.264's FU-A, its own `iovec`) beside a slice of the content,
     /// the viewers spread evenly over `spread` of a content buffer at the probe's bitrate, as
-    /// viewers who started that far apart (E5's ramp: 4 s, about 12 MB of its file). Measured
-    /// here (2026-11-26), a C sender to 400 plain receivers spent 0.58 us a datagram from one hot
-    /// buffer and 0.84-0.87 us with header iovecs and content from a buffer too big for its
-    /// caches: the kernel's copy reads memory, not cache.
+    /// viewers who started that far apart (E5's ramp: 4 s, about 12 MB of its file). To 400
+    /// plain receivers the sender spent 0.53 us a datagram with [`Payload::Shared`] and 0.71 us
+    /// with this (2026-11-26, docs/BENCHMARKS.md): the kernel's copy reads memory, not cache.
     Staggered {
         /// How far apart the first and the last viewer are in the content.
         spread: Duration,
