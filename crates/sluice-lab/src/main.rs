@@ -143,11 +143,22 @@ fn main() -> ExitCode {
 fn run(args: LabArgs) -> anyhow::Result<()> {
     match args.command {
         LabCommand::List => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
             for e in sluice_lab::builtin() {
                 let points = e.points(false, sluice_lab::machine::cores());
                 let runs: usize = points.iter().map(|p| e.sweep_of(p).rounds_for(false)).sum();
                 let rows = runs * e.server.len();
-                println!("{:<4} {:<18} {} ({} rows; source: {})", e.id, e.name, e.title, rows, e.seed);
+                let line = writeln!(
+                    out,
+                    "{:<4} {:<18} {} ({} rows; source: {})",
+                    e.id, e.name, e.title, rows, e.seed
+                );
+                // A reader that stopped early (`sluice lab list | head`) is not an error.
+                match line {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    other => other.context("writing the list")?,
+                }
             }
             Ok(())
         }

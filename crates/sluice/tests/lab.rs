@@ -804,6 +804,24 @@ fn lab_list_names_sources_in_the_repository() {
     speaks_of_the_product(&text);
 }
 
+/// A reader that stops early (`sluice lab list | head -1`) ends the list quietly: its stdout here
+/// is a pipe whose reading end is already closed, so the first line written fails.
+#[test]
+fn lab_list_to_a_closed_pipe_exits_quietly() {
+    sluice_lab();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["lab", "list"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// No issue numbers and no paths outside the repository.
 fn speaks_of_the_product(text: &str) {
     for outside in ["issue ", "Issue ", "../"] {
