@@ -291,7 +291,7 @@ pub struct RtspServer<'a, M: MediaLibrary, O: Observer, T> {
     packets: Packets,
     samples: SampleCache,
     reports: Vec<(usize, Vec<u8>)>,
-    scratch_ids: Vec<SessionId>,
+    scratch_ids: Vec<(Option<Instant>, SessionId)>,
     load: LoadMeter,
     /// The origin of the wake-up grid.
     epoch: Instant,
@@ -611,8 +611,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let rate = if seconds > 0.0 { file.file_len as f64 / seconds * PACE_RATE_FACTOR } else { 0.0 };
         v.pacer = Pacer::new(if rate > 0.0 { rate } else { PACE_FALLBACK_RATE }, now);
         let epoch = self.epoch;
-        v.next_wake = session.streamer_mut().and_then(|s| s.next_wake_in_slots(|at| slot_start(epoch, at)));
-        v.origin = session.streamer_mut().and_then(|s| s.origin());
+        let streamer = session.streamer_mut();
+        v.next_wake = streamer.as_ref().and_then(|s| s.next_wake_in_slots(|at| slot_start(epoch, at)));
+        v.origin = streamer.and_then(|s| s.origin());
         if let Some(path) = first {
             self.observer.note(Note::Loop(LoopNote::ViewerAdmitted));
             self.count_stream(&path, true);
@@ -681,17 +682,20 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             .min();
         let at = [viewers, controls, self.table.deadline(), self.pace_wake].into_iter().flatten().min()?;
         // Rounded up to the grid: never early, at most a step late.
-        let step = PACE_TICK.as_nanos();
-        let steps = at.saturating_duration_since(self.epoch).as_nanos().div_ceil(step);
-        Some(self.epoch + Duration::from_nanos((steps * step) as u64))
+        Some(grid_point(self.epoch, at, PACE_TICK, u128::div_ceil))
     }
+}
+
+/// The point of the grid of `step`s from `epoch` that `round` (`div_ceil` or `div`) takes `at` to.
+fn grid_point(epoch: Instant, at: Instant, step: Duration, round: fn(u128, u128) -> u128) -> Instant {
+    let step = step.as_nanos();
+    let steps = round(at.saturating_duration_since(epoch).as_nanos(), step);
+    epoch + Duration::from_nanos((steps * step) as u64)
 }
 
 /// The start of the [`SEND_SLOT`] holding `at`, slots counted from `epoch`.
 fn slot_start(epoch: Instant, at: Instant) -> Instant {
-    let slot = SEND_SLOT.as_nanos();
-    let n = at.saturating_duration_since(epoch).as_nanos() / slot;
-    epoch + Duration::from_nanos((n * slot) as u64)
+    grid_point(epoch, at, SEND_SLOT, std::ops::Div::div)
 }
 
 /// The last instant of the [`SEND_SLOT`] holding `at`.

@@ -118,16 +118,19 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
         }
         let mut due_ids = std::mem::take(&mut self.scratch_ids);
         due_ids.clear();
-        due_ids.extend(
-            self.viewers.iter().filter(|(_, v)| v.next_wake.is_some_and(|w| w <= now)).map(|(id, _)| *id),
-        );
         // Viewers at the same point of a file one after the other (see SEND_SLOT): their
         // packets then sit side by side in the batch, and the kernel copies a sample from the
         // cache for all but the first.
-        due_ids.sort_by_key(|id| self.viewers.get(id).and_then(|v| v.origin));
+        due_ids.extend(
+            self.viewers
+                .iter()
+                .filter(|(_, v)| v.next_wake.is_some_and(|w| w <= now))
+                .map(|(id, v)| (v.origin, *id)),
+        );
+        due_ids.sort_unstable_by_key(|&(origin, _)| origin);
         let degrade = self.config().overload == Overload::Degrade;
         let mut late = 0;
-        for &id in &due_ids {
+        for &(_, id) in &due_ids {
             if let Some(v) = self.viewers.get_mut(&id) {
                 // Late to queue the viewer's samples, or late to send what it queued: at 400 UDP
                 // viewers the loop kept its ticks on time but its sends fell seconds behind,
