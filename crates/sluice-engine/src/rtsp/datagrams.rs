@@ -7,8 +7,8 @@
 //! splits them late.
 //!
 //! A datagram is its own few bytes (the RTP header and the FU-A or AU headers, copied here) and
-//! a [`Body`]: a range of the one shared sample every viewer's packets refer to, held (not
-//! copied) by the batch. Each message's `iovec`s alternate the two, so the kernel's copy into the
+//! a [`BodyRef`]: a range of the one shared sample every viewer's packets refer to, held (not
+//! copied) by the batch, once for each run of datagrams from the same sample. Each message's `iovec`s alternate the two, so the kernel's copy into the
 //! socket buffer is the only copy of the media: before, the packetizer copied each sample into
 //! each viewer's packets and this batch copied them again (`__memmove` was 15.6% of the server's
 //! profile at 250 viewers).
@@ -20,7 +20,9 @@
 
 use std::net::SocketAddr;
 
-use sluice_proto::rtp::Body;
+use std::sync::Arc;
+
+use sluice_proto::rtp::BodyRef;
 use sluice_proto::rtsp::{DatagramSink, Port};
 
 use crate::listener::sockaddr_of;
@@ -43,14 +45,14 @@ struct Item {
     /// The datagram's own bytes in `data` (its headers, or all of it).
     start: usize,
     head: usize,
-    /// The rest, in a shared sample this batch holds until it is cleared.
-    body: Option<Body>,
+    /// The rest: where it starts in `held[i]` and how long it is.
+    body: Option<(usize, usize, usize)>,
     dest: SocketAddr,
 }
 
 impl Item {
     fn len(&self) -> usize {
-        self.head + self.body.as_ref().map_or(0, Body::len)
+        self.head + self.body.map_or(0, |(_, _, len)| len)
     }
 }
 
@@ -59,6 +61,10 @@ pub(crate) struct Datagrams {
     /// The datagrams' own bytes (RTP, FU-A and AU headers; whole RTCP packets).
     data: Vec<u8>,
     items: Vec<Item>,
+    /// The shared samples the items' bodies lie in, held until the batch is cleared: one hold
+    /// for each run of items from the same sample (a viewer's frame, or the same frame to
+    /// viewers side by side), not one per datagram.
+    held: Vec<Arc<Vec<u8>>>,
     /// Bytes of the items, bodies included.
     bytes: usize,
     /// Per port: headers, their iovecs (a message's are consecutive) and addresses, and how
@@ -82,6 +88,7 @@ impl Datagrams {
         Datagrams {
             data: Vec::with_capacity(MAX_BYTES),
             items: Vec::with_capacity(MAX_DATAGRAMS),
+            held: Vec::new(),
             bytes: 0,
             hdrs: [Vec::with_capacity(MAX_DATAGRAMS), Vec::with_capacity(MAX_DATAGRAMS)],
             // Two iovecs a datagram at most: reserved once, so they never move while prepared.
@@ -110,15 +117,27 @@ impl Datagrams {
     /// Adds a datagram of `head` then `body`; the caller checked [`Datagrams::fits`] (an
     /// oversized one is refused). `head` is copied (a few header bytes, or a small RTCP packet);
     /// `body` is held, not copied: the message's `iovec` points into the shared sample.
-    pub(crate) fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>) -> bool {
-        let len = head.len() + body.map_or(0, Body::len);
+    pub(crate) fn push(
+        &mut self,
+        port: Port,
+        dest: SocketAddr,
+        head: &[u8],
+        body: Option<BodyRef<'_>>,
+    ) -> bool {
+        let len = head.len() + body.map_or(0, |b| b.len());
         if !self.fits(len) {
             return false;
         }
         let start = self.data.len();
         self.data.extend_from_slice(head);
         self.bytes += len;
-        self.items.push(Item { port, start, head: head.len(), body: body.cloned(), dest });
+        let body = body.map(|b| {
+            if !self.held.last().is_some_and(|h| Arc::ptr_eq(h, b.sample())) {
+                self.held.push(Arc::clone(b.sample()));
+            }
+            (self.held.len() - 1, b.start(), b.len())
+        });
+        self.items.push(Item { port, start, head: head.len(), body, dest });
         true
     }
 
@@ -160,9 +179,9 @@ impl Datagrams {
                 if item.head > 0 {
                     self.iovs[p].push(libc::iovec { iov_base: head.cast(), iov_len: item.head });
                 }
-                if let Some(body) = &item.body {
-                    // The kernel only reads it; the item holds the sample until `clear`.
-                    let bytes = body.as_slice();
+                if let Some((held, start, len)) = item.body {
+                    // The kernel only reads it; the batch holds the sample until `clear`.
+                    let bytes = &self.held[held][start..start + len];
                     self.iovs[p]
                         .push(libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() });
                 }
@@ -229,6 +248,7 @@ impl Datagrams {
     pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.items.clear();
+        self.held.clear();
         self.bytes = 0;
         self.forget_messages();
     }
@@ -253,7 +273,7 @@ impl DatagramSink for Datagrams {
         Datagrams::fits(self, len)
     }
 
-    fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>) {
+    fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<BodyRef<'_>>) {
         Datagrams::push(self, port, dest, head, body);
     }
 }
@@ -330,10 +350,12 @@ mod tests {
         let to = rx.local_addr().unwrap();
         // Headers of their own and bodies in one shared sample, as the RTSP core queues them.
         let sample = std::sync::Arc::new([vec![8u8; 988], vec![9; 5]].concat());
-        let body = |start, len| Body::new(sample.clone(), start, len).unwrap();
+        let body = |start, len| sluice_proto::rtp::Body::new(sample.clone(), start, len).unwrap();
+        let (first, last) = (body(0, 988), body(988, 5));
         d.push(Port::Rtp, to, &[7; 1000], None);
-        d.push(Port::Rtp, to, &[6; 12], Some(&body(0, 988)));
-        d.push(Port::Rtp, to, &[5; 5], Some(&body(988, 5)));
+        d.push(Port::Rtp, to, &[6; 12], Some(first.view()));
+        d.push(Port::Rtp, to, &[5; 5], Some(last.view()));
+        assert_eq!(std::sync::Arc::strong_count(&sample), 4, "one hold for the run of the sample");
         d.prepare();
         assert_eq!(d.size_of(Port::Rtp, 0), (3, 2010), "one GSO message");
         let counters = crate::Counters::new();

@@ -21,7 +21,7 @@ pub mod rtcp;
 pub use aac::{AacAccessUnits, AacPacketizer};
 pub use h264::{AccessUnit, H264Depacketizer, H264Packetizer};
 pub use packet::{Packets, RtpPacket, RtpStream, StreamConfig, RTP_HEADER_LEN};
-pub use queue::{Body, Offer, QueueLimits, Queued, ViewerQueue};
+pub use queue::{Body, BodyRef, Offer, QueueLimits, Queued, ViewerQueue};
 pub use rtcp::{ntp_timestamp, RtcpError, SenderReport};
 
 /// Why a sample could not be packetized.

@@ -13,7 +13,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::rtp::Body;
+use crate::rtp::{Body, BodyRef};
 
 /// Which of the server's two UDP sockets a datagram leaves from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +29,10 @@ pub trait DatagramSink {
     /// Whether a datagram of `len` bytes fits now.
     fn fits(&self, len: usize) -> bool;
     /// Adds a datagram from `port` to `dest`: `head`, then `body` (payload bytes in a shared
-    /// sample, which the sink may hold, by cloning it, until the datagram has left); called only
-    /// after [`DatagramSink::fits`] said yes for their total length.
-    fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>);
+    /// sample, which the sink may hold, by cloning its sample once for the packets of that sample
+    /// in a row, until the datagram has left); called only after [`DatagramSink::fits`] said yes
+    /// for their total length.
+    fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<BodyRef<'_>>);
 }
 
 /// How loaded the RTSP loop was over one load window, and what it admits from now on.
@@ -93,9 +94,9 @@ impl Pieces {
         }
     }
 
-    fn push_shared(&mut self, body: &Body) {
+    fn push_shared(&mut self, body: BodyRef<'_>) {
         self.len += body.len();
-        self.pieces.push(Piece::Shared(body.clone()));
+        self.pieces.push(Piece::Shared(body.to_body()));
     }
 
     fn clear(&mut self) {
@@ -126,7 +127,7 @@ impl OutBuf {
     }
 
     /// Appends a slice of a shared sample, held rather than copied.
-    pub fn push_shared(&mut self, body: &Body) {
+    pub fn push_shared(&mut self, body: BodyRef<'_>) {
         self.queued.push_shared(body);
     }
 

@@ -40,9 +40,12 @@ impl Pacer {
     /// Takes `n` bytes' worth if the bucket has them (a packet larger than the burst is let
     /// through on a full bucket).
     fn take(&mut self, n: usize, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * self.rate).min(PACE_BURST);
-        self.at = now;
+        // A viewer's packets leave one after another at the same `now`: the bucket fills once.
+        if now != self.at {
+            let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+            self.tokens = (self.tokens + elapsed * self.rate).min(PACE_BURST);
+            self.at = now;
+        }
         let n = (n as f64).min(PACE_BURST);
         if self.tokens >= n {
             self.tokens -= n;

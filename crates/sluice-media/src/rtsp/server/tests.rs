@@ -3,7 +3,7 @@
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
-use sluice_proto::rtp::{Body, RtpPacket};
+use sluice_proto::rtp::{Body, BodyRef, RtpPacket};
 use sluice_proto::rtsp::{read_message, Limits, LoopNote, Message, Release};
 
 use super::*;
@@ -450,8 +450,8 @@ impl DatagramSink for Batch {
         self.datagrams.len() < self.room
     }
 
-    fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>) {
-        self.datagrams.push((port, dest, head.len() + body.map_or(0, Body::len)));
+    fn push(&mut self, port: Port, dest: SocketAddr, head: &[u8], body: Option<BodyRef<'_>>) {
+        self.datagrams.push((port, dest, head.len() + body.map_or(0, |b| b.len())));
     }
 }
 
@@ -462,7 +462,7 @@ fn output_is_written_as_its_own_bytes_and_shared_slices_and_survives_partial_wri
     let mut out = OutBuf::default();
     out.push(b"$\x00");
     out.push(b"ab");
-    out.push_shared(&body);
+    out.push_shared(body.view());
     out.push(b"cd");
     assert_eq!(out.len(), 26);
     let slices: Vec<Vec<u8>> = out.pending_slices(8).into_iter().map(<[u8]>::to_vec).collect();
@@ -531,9 +531,9 @@ impl DatagramSink for Capture {
         true
     }
 
-    fn push(&mut self, _: Port, dest: SocketAddr, head: &[u8], body: Option<&Body>) {
+    fn push(&mut self, _: Port, dest: SocketAddr, head: &[u8], body: Option<BodyRef<'_>>) {
         let mut bytes = head.to_vec();
-        bytes.extend_from_slice(body.map_or(&[][..], Body::as_slice));
+        bytes.extend_from_slice(body.map_or(&[][..], |b| b.as_slice()));
         self.datagrams.push((dest, bytes));
     }
 }
@@ -752,7 +752,7 @@ impl DatagramSink for Discard {
         true
     }
 
-    fn push(&mut self, _: Port, _: SocketAddr, _: &[u8], _: Option<&Body>) {}
+    fn push(&mut self, _: Port, _: SocketAddr, _: &[u8], _: Option<BodyRef<'_>>) {}
 }
 
 #[test]
