@@ -40,19 +40,24 @@ const MAX_BYTES: usize = MAX_DATAGRAMS * 1500;
 const GSO_MAX_SEGMENTS: usize = crate::udp_gso::MAX_SEGMENTS;
 const GSO_MAX_BYTES: usize = 60_000;
 
+/// One datagram of the batch, in 28 bytes (it was 88, with its own copy of the address, and
+/// the batch's records of 1,024 datagrams no longer fit the cache beside the viewers' queues).
 struct Item {
     port: Port,
     /// The datagram's own bytes in `data` (its headers, or all of it).
-    start: usize,
-    head: usize,
-    /// The rest: where it starts in `held[i]` and how long it is.
-    body: Option<(usize, usize, usize)>,
-    dest: SocketAddr,
+    start: u32,
+    head: u32,
+    /// The rest: which of `held` it lies in, where it starts there and how long it is (0: none).
+    body_sample: u32,
+    body_start: u32,
+    body_len: u32,
+    /// Its destination in `dests`.
+    dest: u32,
 }
 
 impl Item {
     fn len(&self) -> usize {
-        self.head + self.body.map_or(0, |(_, _, len)| len)
+        (self.head + self.body_len) as usize
     }
 }
 
@@ -65,6 +70,8 @@ pub(crate) struct Datagrams {
     /// for each run of items from the same sample (a viewer's frame, or the same frame to
     /// viewers side by side), not one per datagram.
     held: Vec<Arc<Vec<u8>>>,
+    /// The items' destinations, one entry for each run of items to the same viewer port.
+    dests: Vec<SocketAddr>,
     /// Bytes of the items, bodies included.
     bytes: usize,
     /// Per port: headers, their iovecs (a message's are consecutive) and addresses, and how
@@ -89,6 +96,7 @@ impl Datagrams {
             data: Vec::with_capacity(MAX_BYTES),
             items: Vec::with_capacity(MAX_DATAGRAMS),
             held: Vec::new(),
+            dests: Vec::with_capacity(MAX_DATAGRAMS),
             bytes: 0,
             hdrs: [Vec::with_capacity(MAX_DATAGRAMS), Vec::with_capacity(MAX_DATAGRAMS)],
             // Two iovecs a datagram at most: reserved once, so they never move while prepared.
@@ -128,16 +136,33 @@ impl Datagrams {
         if !self.fits(len) {
             return false;
         }
-        let start = self.data.len();
+        // Within MAX_BYTES, so every offset and length fits 32 bits.
+        let narrow = |n: usize| n as u32;
+        let start = narrow(self.data.len());
         self.data.extend_from_slice(head);
         self.bytes += len;
-        let body = body.map(|b| {
-            if !self.held.last().is_some_and(|h| Arc::ptr_eq(h, b.sample())) {
-                self.held.push(Arc::clone(b.sample()));
+        let (body_sample, body_start, body_len) = match body {
+            Some(b) => {
+                if !self.held.last().is_some_and(|h| Arc::ptr_eq(h, b.sample())) {
+                    self.held.push(Arc::clone(b.sample()));
+                }
+                (narrow(self.held.len() - 1), narrow(b.start()), narrow(b.len()))
             }
-            (self.held.len() - 1, b.start(), b.len())
+            None => (0, 0, 0),
+        };
+        if self.dests.last() != Some(&dest) {
+            self.dests.push(dest);
+        }
+        let dest = narrow(self.dests.len() - 1);
+        self.items.push(Item {
+            port,
+            start,
+            head: narrow(head.len()),
+            body_sample,
+            body_start,
+            body_len,
+            dest,
         });
-        self.items.push(Item { port, start, head: head.len(), body, dest });
         true
     }
 
@@ -175,19 +200,20 @@ impl Datagrams {
             for item in &self.items[i..i + count] {
                 // SAFETY: the pointer is into `data`, which has its full capacity reserved and
                 // is not pushed to while prepared, so it stays valid and unmoved.
-                let head = unsafe { self.data.as_mut_ptr().add(item.start) };
+                let head = unsafe { self.data.as_mut_ptr().add(item.start as usize) };
                 if item.head > 0 {
-                    self.iovs[p].push(libc::iovec { iov_base: head.cast(), iov_len: item.head });
+                    self.iovs[p].push(libc::iovec { iov_base: head.cast(), iov_len: item.head as usize });
                 }
-                if let Some((held, start, len)) = item.body {
+                if item.body_len > 0 {
                     // The kernel only reads it; the batch holds the sample until `clear`.
-                    let bytes = &self.held[held][start..start + len];
+                    let (start, len) = (item.body_start as usize, item.body_len as usize);
+                    let bytes = &self.held[item.body_sample as usize][start..start + len];
                     self.iovs[p]
                         .push(libc::iovec { iov_base: bytes.as_ptr() as *mut _, iov_len: bytes.len() });
                 }
             }
             self.iov_spans[p].push((from, self.iovs[p].len() - from));
-            self.addrs[p].push(sockaddr_of(first.dest));
+            self.addrs[p].push(sockaddr_of(self.dests[first.dest as usize]));
             self.controls[p].push(SegmentControl::new(if count > 1 { Some(size as u16) } else { None }));
             self.segments[p].push(count);
             self.lengths[p].push(len);
@@ -249,6 +275,7 @@ impl Datagrams {
         self.data.clear();
         self.items.clear();
         self.held.clear();
+        self.dests.clear();
         self.bytes = 0;
         self.forget_messages();
     }

@@ -197,14 +197,23 @@ impl RtpStream {
         };
         let buf = out.start();
         let seq = self.next_sequence;
-        buf.push(0x80); // V=2, no padding, no extension, no CSRC
-        buf.push(u8::from(marker) << 7 | (self.config.payload_type & 0x7f));
-        buf.extend_from_slice(&seq.to_be_bytes());
-        buf.extend_from_slice(&timestamp.to_be_bytes());
-        buf.extend_from_slice(&self.config.ssrc.to_be_bytes());
+        let mut header = [0u8; RTP_HEADER_LEN];
+        header[0] = 0x80; // V=2, no padding, no extension, no CSRC
+        header[1] = u8::from(marker) << 7 | (self.config.payload_type & 0x7f);
+        header[2..4].copy_from_slice(&seq.to_be_bytes());
+        header[4..8].copy_from_slice(&timestamp.to_be_bytes());
+        header[8..12].copy_from_slice(&self.config.ssrc.to_be_bytes());
+        // One fixed-size copy: a header written field by field, and the FU-A and AU headers
+        // copied as slices, were calls to memmove of 1 to 4 bytes, 0.9% of the server's core at
+        // 450 viewers.
+        buf.extend_from_slice(&header);
         let mut len = body.map_or(0, |(_, len)| len);
         for part in copied {
-            buf.extend_from_slice(part);
+            if part.len() <= 4 {
+                part.iter().for_each(|&b| buf.push(b));
+            } else {
+                buf.extend_from_slice(part);
+            }
             len += part.len();
         }
         out.finish(body);
