@@ -85,6 +85,8 @@ struct Loop<'c, 'a> {
     dirty: Vec<usize>,
     handoff: Handoff,
     arrivals: Vec<(TcpStream, SocketAddr)>,
+    /// Completions taken off the ring, reused from reap to reap.
+    completions: Vec<(u64, i32)>,
     /// Set at shutdown: until then the loop says goodbye to every viewer, then stops.
     draining: Option<Instant>,
     /// The connection limit control connections share with HTTP's.
@@ -112,6 +114,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         dirty: Vec::new(),
         handoff,
         arrivals: Vec::new(),
+        completions: Vec::new(),
         draining: None,
         limit,
     };
@@ -133,8 +136,13 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         for key in std::mem::take(&mut l.dirty) {
             l.drive(key, now);
         }
-        if l.in_flight == 0 {
-            l.send_batch([&rtp, &rtcp], now);
+        // Batch after batch while the queues fill them, as the epoll loop does: UDP sends
+        // complete as they are submitted, so the next batch need not wait for a whole turn
+        // (its scan of every viewer for due samples and wake-ups was twice the epoll loop's
+        // share of the core at 450 plain viewers).
+        while l.in_flight == 0 && l.send_batch([&rtp, &rtcp], now) {
+            l.enter(Some(Duration::ZERO));
+            l.reap(&control, &rtcp, now);
         }
         l.core.account(demand.now(), Instant::now());
         let mut timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
@@ -249,12 +257,13 @@ impl Loop<'_, '_> {
         self.push(entry);
     }
 
-    /// Fills a batch from the viewers' queues and submits a `sendmsg` for each datagram.
-    fn send_batch(&mut self, sockets: [&UdpSocket; 2], now: Instant) {
+    /// Fills a batch from the viewers' queues and queues a `sendmsg` for each datagram; returns
+    /// whether the batch filled up (more may be sendable at once).
+    fn send_batch(&mut self, sockets: [&UdpSocket; 2], now: Instant) -> bool {
         self.batch.clear();
-        self.core.fill_datagrams(&mut self.batch, now);
+        let more = self.core.fill_datagrams(&mut self.batch, now);
         if self.batch.is_empty() {
-            return;
+            return false;
         }
         self.batch.prepare();
         self.batch_sent = (0, 0);
@@ -268,6 +277,7 @@ impl Loop<'_, '_> {
                 self.in_flight += 1;
             }
         }
+        more
     }
 
     /// Starts what `key` needs: a send of its output, a receive if the core wants input, or its
@@ -328,9 +338,11 @@ impl Loop<'_, '_> {
     }
 
     fn reap(&mut self, listener: &std::net::TcpListener, rtcp: &UdpSocket, now: Instant) {
-        let cqes: Vec<(u64, i32)> = self.ring.completion().map(|c| (c.user_data(), c.result())).collect();
+        let mut cqes = std::mem::take(&mut self.completions);
+        cqes.clear();
+        cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
         self.counters.add(Event::UringCompleted, cqes.len() as u64);
-        for (data, res) in cqes {
+        for &(data, res) in &cqes {
             let key = (data & ((1 << 56) - 1)) as usize;
             match data >> 56 {
                 SHUTDOWN if self.draining.is_none() => {
@@ -392,6 +404,7 @@ impl Loop<'_, '_> {
                 _ => {}
             }
         }
+        self.completions = cqes;
     }
 
     fn on_recv(&mut self, key: usize, res: i32, now: Instant) {
