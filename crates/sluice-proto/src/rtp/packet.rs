@@ -77,6 +77,11 @@ impl Packets {
         Some(&self.data[start..end])
     }
 
+    /// Every packet's own bytes, back to back (packet `i` ends at `ends()[i]`).
+    pub(crate) fn own_bytes(&self) -> &[u8] {
+        &self.data
+    }
+
     /// The range of the referenced sample that ends packet `i`, if its payload refers to it.
     pub fn body(&self, i: usize) -> Option<(usize, usize)> {
         self.bodies.get(i).copied().flatten()

@@ -299,11 +299,12 @@ impl ViewerQueue {
                         self.body_bytes += len;
                         bodies += 1;
                     }
-                    if !swap {
-                        self.data.extend_from_slice(packets.get(i).expect("index in range"));
-                    }
                     self.entries.push_back(Entry::new(end - start, stream, body));
                     start = end;
+                }
+                if !swap {
+                    // One copy of all the heads (they lie back to back), not one per packet.
+                    self.data.extend_from_slice(packets.own_bytes());
                 }
                 if bodies > 0 {
                     let sample = Arc::clone(packets.sample().expect("a packet with a body has a sample"));
