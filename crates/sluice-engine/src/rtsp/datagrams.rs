@@ -8,15 +8,15 @@
 //!
 //! A datagram is its own few bytes (the RTP header and the FU-A or AU headers, copied here) and
 //! a [`BodyRef`]: a range of the one shared sample every viewer's packets refer to, held (not
-//! copied) by the batch, once for each run of datagrams from the same sample. Each message's `iovec`s alternate the two, so the kernel's copy into the
-//! socket buffer is the only copy of the media: before, the packetizer copied each sample into
-//! each viewer's packets and this batch copied them again (`__memmove` was 15.6% of the server's
-//! profile at 250 viewers).
+//! copied) by the batch, once for each run of datagrams from the same sample. Each message's
+//! `iovec`s alternate the two, so the kernel's copy into the socket buffer is the only copy of
+//! the media: before, the packetizer copied each sample into each viewer's packets and this batch
+//! copied them again (`__memmove` was 15.6% of the server's profile at 250 viewers).
 //!
 //! Owns the header bytes, the holds on the samples, the destination addresses and the message
 //! headers pointing at them, and keeps them at stable addresses from [`Datagrams::prepare`]
-//! until [`Datagrams::clear`]: io_uring reads them after submission. It does not decide what goes in a batch (the RTSP core does,
-//! through [`DatagramSink`]) or make the call (the loops do).
+//! until [`Datagrams::clear`]: io_uring reads them after submission. It does not decide what
+//! goes in a batch (the RTSP core does, through [`DatagramSink`]) or make the call (the loops do).
 
 use std::net::SocketAddr;
 
@@ -136,8 +136,9 @@ impl Datagrams {
         if !self.fits(len) {
             return false;
         }
-        // Within MAX_BYTES, so every offset and length fits 32 bits.
-        let narrow = |n: usize| n as u32;
+        // The batch's own offsets are within MAX_BYTES and its counts within MAX_DATAGRAMS; a
+        // body's range lies in an MP4 sample, whose size is 32-bit.
+        let narrow = |n: usize| u32::try_from(n).expect("batch offsets and sample ranges fit 32 bits");
         let start = narrow(self.data.len());
         self.data.extend_from_slice(head);
         self.bytes += len;
@@ -363,6 +364,50 @@ mod tests {
         assert_eq!((level, kind, size), (crate::udp_gso::SOL_UDP, crate::udp_gso::UDP_SEGMENT, 1400));
         assert_eq!(d.unsent(Port::Rtp)[1].msg_hdr.msg_controllen, 0, "a single datagram has no cmsg");
         assert_eq!(d.advance(Port::Rtp, 3), (6, 3 * 1400 + 700 + 2 * 1400));
+    }
+
+    /// The bytes of prepared message `i` of `port`, gathered from its iovecs.
+    fn message_bytes(d: &mut Datagrams, port: Port, i: usize) -> Vec<u8> {
+        let hdr = d.unsent(port)[i].msg_hdr;
+        // SAFETY: a prepared header's iovecs point into the batch's data and held samples,
+        // alive and unmoved until `clear`.
+        let iovs = unsafe { std::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen) };
+        iovs.iter()
+            // SAFETY: as above, each iovec is a live slice of its length.
+            .flat_map(|v| unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) })
+            .copied()
+            .collect()
+    }
+
+    #[test]
+    fn holds_a_sample_once_per_run_and_groups_only_neighbours_to_one_destination() {
+        use sluice_proto::rtp::Body;
+        let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:6000".parse().unwrap();
+        let (first, second) = (Arc::new(vec![1u8; 4000]), Arc::new(vec![2u8; 4000]));
+        let body = |s: &Arc<Vec<u8>>, at| Body::new(Arc::clone(s), at, 1388).unwrap();
+        // To A from the first sample, to B from the second, to A from the first again.
+        let sends = [(a, &first, 0), (a, &first, 1388), (b, &second, 0), (a, &first, 0), (a, &first, 1388)];
+        let mut d = Datagrams::new(true);
+        for (dest, sample, at) in sends {
+            assert!(d.push(Port::Rtp, dest, &[9; 12], Some(body(sample, at).view())));
+        }
+        assert_eq!((Arc::strong_count(&first), Arc::strong_count(&second)), (3, 2), "a hold per run");
+        d.prepare();
+        assert_eq!(d.count(Port::Rtp), 3, "A twice, B, A twice: neighbours to one place group");
+        assert_eq!((d.size_of(Port::Rtp, 0), d.size_of(Port::Rtp, 2)), ((2, 2800), (2, 2800)));
+        let datagram = |fill: u8| [vec![9; 12], vec![fill; 1388]].concat();
+        assert_eq!(message_bytes(&mut d, Port::Rtp, 0), [datagram(1), datagram(1)].concat());
+        assert_eq!(message_bytes(&mut d, Port::Rtp, 1), datagram(2));
+        assert_eq!(message_bytes(&mut d, Port::Rtp, 2), [datagram(1), datagram(1)].concat());
+        d.clear();
+        assert_eq!((Arc::strong_count(&first), Arc::strong_count(&second)), (1, 1), "let go at clear");
+        // An RTCP datagram between two of A's RTP datagrams keeps them apart.
+        d.push(Port::Rtp, a, &[1; 1400], None);
+        d.push(Port::Rtcp, a, &[2; 40], None);
+        d.push(Port::Rtp, a, &[1; 1400], None);
+        d.prepare();
+        assert_eq!((d.count(Port::Rtp), d.count(Port::Rtcp)), (2, 1));
     }
 
     #[test]

@@ -534,6 +534,49 @@ mod tests {
     }
 
     #[test]
+    fn each_frames_sample_is_held_until_its_last_packet_leaves_whatever_is_queued_between() {
+        use crate::rtp::{H264Packetizer, StreamConfig};
+        let config = StreamConfig { ssrc: 7, payload_type: 96, initial_sequence: 100 };
+        // Two access units in samples of their own, each a NAL unit cut into FU-A fragments.
+        let sample = |tag: u8| {
+            let mut au = vec![0, 0, 0x0b, 0xb8, 0x65];
+            au.extend((0..2999u32).map(|i| (i as u8).wrapping_add(tag)));
+            Arc::new(au)
+        };
+        let (first, second) = (sample(0), sample(99));
+        let mut packetizer = H264Packetizer::new(config, 1400, 4).unwrap();
+        let mut packetize = |s: &Arc<Vec<u8>>| {
+            let mut p = Packets::new();
+            p.reference(s);
+            packetizer.packetize(s, 9, &mut p).unwrap();
+            p
+        };
+        let (mut a, mut b) = (packetize(&first), packetize(&second));
+        let expected: Vec<Vec<u8>> = (0..a.len())
+            .map(|i| a.to_vec(i).unwrap())
+            .chain([vec![5; 28]])
+            .chain((0..b.len()).map(|i| b.to_vec(i).unwrap()))
+            .collect();
+        let (a_packets, room) = (a.len(), a.len() + 1 + b.len());
+        let mut q = ViewerQueue::new(QueueLimits { max_bytes: 1 << 20, max_packets: room });
+        assert_eq!(q.push_packets(0, true, &mut a), Offer::Queued);
+        assert_eq!(q.push_packet(1, &[5; 28]), Offer::Queued);
+        // A frame of another stream that does not fit, between the two.
+        assert_eq!(offer(&mut q, 2, true, &frame(room, 10, 0)), Offer::Dropped);
+        assert_eq!(q.push_packets(0, true, &mut b), Offer::Queued);
+        assert_eq!((Arc::strong_count(&first), Arc::strong_count(&second)), (2, 2), "one hold per frame");
+        let mut got = Vec::new();
+        while let Some(p) = q.front() {
+            got.push(p.to_vec());
+            q.pop();
+            let held_first = Arc::strong_count(&first) == 2;
+            assert_eq!(held_first, got.len() < a_packets, "the first sample is let go with its last packet");
+        }
+        assert_eq!(got, expected);
+        assert_eq!(Arc::strong_count(&second), 1);
+    }
+
+    #[test]
     fn a_keyframe_that_does_not_fit_keeps_the_stream_waiting() {
         let mut q = ViewerQueue::new(QueueLimits { max_bytes: 10_000, max_packets: 4 });
         assert_eq!(offer(&mut q, 0, true, &frame(5, 10, 0)), Offer::Dropped, "over the packet bound");
