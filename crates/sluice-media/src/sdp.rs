@@ -109,9 +109,13 @@ fn media_section(index: usize, track: &Track) -> Media {
     let mut media = Media::new(kind, 0, sdp_types::TransportProto::RtpAvp, pt);
     media.add_attribute(Attribute::with_value("rtpmap", rtpmap));
     media.add_attribute(Attribute::with_value("fmtp", fmtp));
-    media.add_attribute(Attribute::with_value("control", format!("trackID={index}")));
+    media.add_attribute(Attribute::with_value("control", format!("{TRACK_CONTROL}{index}")));
     media
 }
+
+/// How a track's `a=control` names it, relative to the presentation's URL: `trackID=<index>`,
+/// so its URL is `rtsp://host/films/a.mp4/trackID=1`.
+pub const TRACK_CONTROL: &str = "trackID=";
 
 /// The session description as bytes, ready for a `DESCRIBE` body (`application/sdp`).
 pub fn to_bytes(session: &Session) -> Vec<u8> {

@@ -164,6 +164,17 @@ pub struct Presented<'a> {
     pub authorization: Option<&'a str>,
     /// The request's method (`GET`, `DESCRIBE`…), which a Digest response covers.
     pub method: &'a str,
+    /// The request's target as its request line sent it, which a Digest response must name.
+    pub target: Target<'a>,
+}
+
+/// A request's target as its request line sent it: what a Digest answer must name.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// An HTTP request-target (`/films/a.mp4/master.m3u8?x=1`, or absolute-form).
+    Http(&'a str),
+    /// An RTSP request URL (`rtsp://host:8554/films/a.mp4/trackID=1`).
+    Rtsp(&'a str),
 }
 
 /// The answer to [`Access::check`].
@@ -172,15 +183,15 @@ pub enum Decision {
     /// Allowed; `carry` is the query to append to the URLs a playlist lists (the URL's own
     /// credentials), when they came in the URL.
     Allowed {
-        /// `exp=…&sig=…` or `jwt=…`, as the client sent it.
+        /// `exp=…&sig=…` or `jwt=…`: only the parameters that were checked, one of each (the
+        /// one checked), written again percent-encoded as `sluice sign` writes them, so nothing
+        /// else a client appended to its URL reaches a page or a manifest.
         carry: Option<String>,
     },
     /// Refused, for this reason.
     Refused(Refusal),
 }
 
-/// The query parameters a signed URL carries.
-pub const SIGNED_PARAMS: [&str; 5] = ["exp", "kid", "scope", "ip", "sig"];
 /// The query parameter carrying a JWT.
 pub const JWT_PARAM: &str = "jwt";
 
@@ -313,7 +324,7 @@ impl Access {
         match rule {
             Rule::Open => Decision::Allowed { carry: None },
             Rule::Signed { keys } => match check_signed(keys, presented, now) {
-                Ok(()) => Decision::Allowed { carry: carried(presented.query, &SIGNED_PARAMS) },
+                Ok(carry) => Decision::Allowed { carry: Some(carry) },
                 Err(reason) => Decision::Refused(reason),
             },
             Rule::Users { users } => match self.check_user(users, presented, now) {
@@ -326,9 +337,7 @@ impl Access {
                     return Decision::Refused(Refusal::Missing);
                 };
                 match check_jwt(keys, claim, token, presented.path) {
-                    Ok(()) => Decision::Allowed {
-                        carry: from_query.is_some().then(|| carried(presented.query, &[JWT_PARAM])).flatten(),
-                    },
+                    Ok(()) => Decision::Allowed { carry: from_query.as_deref().map(jwt_query) },
                     Err(reason) => Decision::Refused(reason),
                 }
             }
@@ -400,13 +409,9 @@ pub fn title_folder(path: &str) -> String {
     format!("{dir}/")
 }
 
-/// The parameters of `query` named in `names`, as sent, joined again.
-fn carried(query: Option<&str>, names: &[&str]) -> Option<String> {
-    let kept: Vec<&str> = query?
-        .split('&')
-        .filter(|pair| names.contains(&pair.split_once('=').map_or(*pair, |(k, _)| k)))
-        .collect();
-    (!kept.is_empty()).then(|| kept.join("&"))
+/// The query carrying a checked JWT on: `jwt=TOKEN`, percent-encoded.
+fn jwt_query(token: &str) -> String {
+    format!("{JWT_PARAM}={}", percent_encoding::utf8_percent_encode(token, signed::URL_TEXT))
 }
 
 mod carry;

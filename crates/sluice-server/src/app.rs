@@ -443,6 +443,7 @@ fn check_access(
         peer: peer.ip(),
         authorization: authorization.as_deref(),
         method,
+        target: crate::access::Target::Http(req.target),
     };
     let now = std::time::SystemTime::now();
     match access.check(&presented, now) {

@@ -223,6 +223,7 @@ impl Catalogue for RtspMedia {
     fn authorize(
         &self,
         method: &str,
+        url: &str,
         path: &str,
         query: Option<&str>,
         authorization: Option<&str>,
@@ -240,6 +241,7 @@ impl Catalogue for RtspMedia {
             peer,
             authorization,
             method,
+            target: crate::access::Target::Rtsp(url),
         };
         match access.check(&presented, std::time::SystemTime::now()) {
             crate::access::Decision::Allowed { .. } => Ok(()),

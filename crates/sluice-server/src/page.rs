@@ -46,7 +46,9 @@ fn is_video(name: &str) -> bool {
     [".mp4", ".m4v", ".webm", ".mov"].iter().any(|ext| lower.ends_with(ext))
 }
 
-fn escape(s: &str) -> String {
+/// `s` made safe as HTML or XML text or a quoted attribute value (the five special characters
+/// as references); the page's names, and the credentials carried into pages and MPDs.
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -504,4 +504,197 @@ fn users_and_passwords(engine: &[&str]) {
     assert!(metric(&metrics, "sluice_access_refused_total{reason=\"bad_password\"}") >= 5, "{metrics}");
 }
 
-rtsp_matrix!(signed_urls, jwt_tokens, per_ip_limits, upload_quota, users_and_passwords);
+fn md5_hex(text: &str) -> String {
+    use md5::Digest as _;
+    md5::Md5::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `Authorization` a Digest client sends (RFC 7616, MD5) for `method uri`, answering `nonce`.
+fn digest_answer(user_password: (&str, &str), nonce: &str, method: &str, uri: &str) -> String {
+    let (user, password) = user_password;
+    let ha1 = md5_hex(&format!("{user}:sluice:{password}"));
+    let response = md5_hex(&format!("{ha1}:{nonce}:{}", md5_hex(&format!("{method}:{uri}"))));
+    format!("Digest username=\"{user}\", realm=\"sluice\", nonce=\"{nonce}\", uri=\"{uri}\", response=\"{response}\"")
+}
+
+/// A Digest answer opens only what it was computed for: over HTTP its own request-target (query
+/// included), not the file a playlist or segment belongs to nor a file's folder; over RTSP its
+/// own URL, and a presentation's answer the track URLs its SDP hands out. Real clients still get
+/// in: curl, and ffprobe over HLS (an answer per playlist and segment) and over RTSP.
+fn digest_answers_open_only_their_own_url(engine: &[&str]) {
+    let fx = Fixture::new();
+    let demo = std::fs::read(DEMO).unwrap();
+    for name in ["studio/a.mp4", "studio/secret/b.mp4", "open.mp4"] {
+        fx.write(name, &demo);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("users"), "ann:s3cret\n").unwrap();
+    let users = dir.path().join("users").display().to_string();
+    let config = format!("[[access]]\nprefix = \"/studio/\"\nmode = \"users\"\nusers_file = \"{users}\"\n");
+    std::fs::write(dir.path().join("sluice.toml"), config).unwrap();
+    let config = dir.path().join("sluice.toml").display().to_string();
+    let server = Server::serve(engine, &fx, &["--config", &config, "--hls-segment", "2s"]);
+    let (addr, rtsp) = (server.addr(), server.rtsp_addr());
+    let refused = fetch_get(addr, "/studio/", &[]);
+    assert_eq!(refused.status, 401, "{}", refused.head_text());
+    let challenge = refused.header("www-authenticate").unwrap().to_string();
+    let nonce = challenge.split("nonce=\"").nth(1).and_then(|n| n.split('"').next()).unwrap();
+    let answer = |method: &str, uri: &str| digest_answer(("ann", "s3cret"), nonce, method, uri);
+
+    let get = |target: &str, answered: &str| {
+        status_of(addr, target, &[("Authorization", &answer("GET", answered))])
+    };
+    let own = ["/studio/a.mp4/master.m3u8", "/studio/a.mp4/video-seg-1.m4s", "/studio/a.mp4", "/studio/?q=1"];
+    for target in own.iter().chain(&["/studio/secret/b.mp4", "/studio/secret/", "/studio/"]) {
+        assert_eq!(get(target, target), 200, "an answer for {target} opens it");
+    }
+    for (answered, target) in [
+        ("/studio/a.mp4/master.m3u8", "/studio/a.mp4"),
+        ("/studio/a.mp4/video-seg-1.m4s", "/studio/a.mp4"),
+        ("/studio/a.mp4/master.m3u8", "/studio/a.mp4/video.m3u8"),
+        ("/studio/secret/b.mp4", "/studio/secret/"),
+        ("/studio/secret/b.mp4", "/studio/"),
+        ("/studio/", "/studio/secret/b.mp4"),
+        ("/studio/?q=1", "/studio/"),
+        ("/studio/a.mp4", "/studio/a.mp4?q=1"),
+    ] {
+        assert_eq!(get(target, answered), 401, "an answer for {answered} opened {target}");
+    }
+    assert_eq!(curl(&format!("http://{addr}/studio/?q=1"), &["--digest", "-u", "ann:s3cret"]).0, 200);
+    let expected = frames_in_the_mp4(addr);
+    plays_whole(&format!("http://ann:s3cret@{addr}/studio/a.mp4/master.m3u8"), &expected);
+
+    // RTSP, each request on a new connection (none allowed before).
+    let url = |path: &str| format!("rtsp://{rtsp}{path}");
+    let (presentation, track) = (url("/studio/a.mp4"), |n: u8| url(&format!("/studio/a.mp4/trackID={n}")));
+    let ask = |method: &str, target: &str, answered: &str| {
+        let authorization = answer(method, answered);
+        let mut headers = vec![("Authorization", authorization.as_str())];
+        if method == "SETUP" {
+            headers.push(("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1"));
+        }
+        RtspConn::open(rtsp).request(method, target, &headers).status
+    };
+    assert_eq!(ask("DESCRIBE", &presentation, &presentation), 200);
+    assert_eq!(ask("SETUP", &track(1), &track(1)), 200);
+    assert_eq!(ask("SETUP", &track(0), &presentation), 200, "a presentation's answer for its track");
+    assert_eq!(ask("SETUP", &track(0), &format!("{presentation}?x=1")), 200, "its tracks drop its query");
+    for (method, answered, target) in [
+        ("SETUP", track(1), track(0)),
+        ("DESCRIBE", track(0), presentation.clone()),
+        ("DESCRIBE", url("/studio/"), presentation.clone()),
+        ("DESCRIBE", url("/studio/secret/b.mp4"), url("/studio/secret/b.mp4x")),
+        ("DESCRIBE", presentation.clone(), url("/studio/secret/b.mp4")),
+        ("DESCRIBE", format!("{presentation}?x=1"), presentation.clone()),
+        ("SETUP", presentation.clone(), url("/studio/secret/b.mp4/trackID=0")),
+    ] {
+        assert_eq!(
+            ask(method, &target, &answered),
+            401,
+            "{method}: an answer for {answered} opened {target}"
+        );
+    }
+    plays_whole(&format!("rtsp://ann:s3cret@{rtsp}/studio/a.mp4"), &expected);
+}
+
+/// `body`, the text at `path` (a master or media playlist, an MPD or a folder page), parses as
+/// what it is, and every URL it lists carries `carried`, exactly.
+fn lists_with(path: &str, body: &str, carried: &str) {
+    let ends =
+        |uri: &str| assert!(uri.ends_with(&format!("?{carried}")), "{path}: {uri} does not carry {carried}");
+    if path.ends_with("master.m3u8") {
+        let Ok(m3u8_rs::Playlist::MasterPlaylist(m)) = m3u8_rs::parse_playlist_res(body.as_bytes()) else {
+            panic!("{path}: not a master playlist:\n{body}")
+        };
+        m.variants.iter().for_each(|v| ends(&v.uri));
+        m.alternatives.iter().filter_map(|a| a.uri.as_deref()).for_each(ends);
+        assert!(!m.variants.is_empty(), "{body}");
+    } else if path.ends_with(".m3u8") {
+        let Ok(m3u8_rs::Playlist::MediaPlaylist(m)) = m3u8_rs::parse_playlist_res(body.as_bytes()) else {
+            panic!("{path}: not a media playlist:\n{body}")
+        };
+        m.segments.iter().for_each(|s| ends(&s.uri));
+        m.segments.iter().filter_map(|s| s.map.as_ref()).for_each(|map| ends(&map.uri));
+    } else if path.ends_with(".mpd") {
+        use quick_xml::events::Event;
+        let mut reader = quick_xml::Reader::from_str(body);
+        let mut templates = 0;
+        loop {
+            match reader.read_event().unwrap_or_else(|e| panic!("{path}: not XML ({e}):\n{body}")) {
+                Event::Start(e) | Event::Empty(e) => {
+                    for a in e.attributes() {
+                        let a = a.unwrap_or_else(|e| panic!("{path}: a broken attribute ({e}):\n{body}"));
+                        let value = a.unescape_value().unwrap_or_else(|e| panic!("{path}: {e}:\n{body}"));
+                        if [&b"media"[..], b"initialization"].contains(&a.key.as_ref()) {
+                            ends(&value);
+                            templates += 1;
+                        }
+                    }
+                }
+                Event::Eof => break,
+                _ => {}
+            }
+        }
+        assert!(templates >= 2, "{body}");
+    } else {
+        let carried = carried.replace('&', "&amp;");
+        assert!(body.contains(&format!("data-hls=\"./demo.mp4/master.m3u8?{carried}\"")), "{body}");
+        assert!(body.contains(&format!("data-dash=\"./demo.mp4/manifest.mpd?{carried}\"")), "{body}");
+    }
+}
+
+/// Credentials appended again, with quotes and markup (`&sig="><script>…`), change nothing of
+/// what a folder page, a playlist or an MPD says: only the parameters that were checked are
+/// carried on, once, written again percent-encoded, so the page, the playlists (m3u8-rs) and the
+/// MPD (quick-xml) are the very bytes the clean URL gets, and parse, for signed URLs and `?jwt=`
+/// alike; a checked value holding a quote (a scope of `/films/q"t/`) is carried encoded; and
+/// ffprobe plays the MPD through such a URL.
+fn duplicated_and_quoted_credentials_are_carried_checked_and_escaped(engine: &[&str]) {
+    let (server, fx, dir) = guarded_server(engine, &["--no-rtsp"]);
+    fx.write("films/q\"t/demo.mp4", &std::fs::read(DEMO).unwrap());
+    let addr = server.addr();
+    let k1 = key_file(&dir, "k1.key");
+    let sign_prefix = |prefix: &str| {
+        let signed = sign(&[prefix, "--expires", "1h", "--key-file", &k1, "--kid", "k1", "--prefix", prefix]);
+        signed.split_once('?').unwrap().1.to_string()
+    };
+    let films = sign_prefix("/films/");
+    let quoted = sign_prefix("/films/q\"t/");
+    assert!(quoted.contains("scope=/films/q%22t/"), "{quoted}");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let claims = format!(r#"{{"exp":{},"paths":["/members/"]}}"#, now + 600);
+    let token = jwt(r#"{"alg":"HS256","typ":"JWT","kid":"m1"}"#, &claims, JWT_SECRET);
+    let member = format!("jwt={token}");
+    let script = "\"><script>alert(1)</script>";
+    let resources = ["demo.mp4/master.m3u8", "demo.mp4/video.m3u8", "demo.mp4/manifest.mpd", ""];
+    let cases = [
+        ("/films/", &films, format!("{films}&sig={script}&kid=\"&exp={script}&x=\"")),
+        ("/films/q%22t/", &quoted, format!("{}&scope={script}", quoted.replace("%22", "\""))),
+        ("/members/", &member, format!("{member}&jwt={script}&jwt=\"")),
+    ];
+    for (folder, clean, hostile) in &cases {
+        for resource in resources {
+            let path = format!("{folder}{resource}");
+            let wanted = fetch_get(addr, &format!("{path}?{clean}"), &[]);
+            let got = fetch_get(addr, &format!("{path}?{hostile}"), &[]);
+            assert_eq!((wanted.status, got.status), (200, 200), "{path}?{hostile}: {}", got.head_text());
+            let body = got.body_text();
+            assert_eq!(body, wanted.body_text(), "{path}: the appended parameters changed it");
+            assert!(!body.contains("alert"), "{path}:\n{body}");
+            lists_with(&path, &body, clean);
+        }
+    }
+    let encoded = "%22%3E%3Cscript%3Ealert(1)%3C/script%3E";
+    let mpd = format!("http://{addr}/films/demo.mp4/manifest.mpd?{films}&sig={encoded}&kid={encoded}");
+    plays_whole(&mpd, &frames_in_the_mp4(addr));
+}
+
+rtsp_matrix!(
+    signed_urls,
+    jwt_tokens,
+    per_ip_limits,
+    upload_quota,
+    users_and_passwords,
+    digest_answers_open_only_their_own_url,
+    duplicated_and_quoted_credentials_are_carried_checked_and_escaped
+);

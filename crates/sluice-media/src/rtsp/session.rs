@@ -38,7 +38,7 @@ use super::stream::{StreamTrack, Streamer};
 pub use super::table::Event;
 use super::table::{ConnectionId, Delivery, RtspSession, SessionId, SessionTable, SessionTrack};
 use crate::mp4::Mp4File;
-use crate::sdp::{payload_type, session_description, to_bytes, SdpOptions};
+use crate::sdp::{payload_type, session_description, to_bytes, SdpOptions, TRACK_CONTROL};
 
 /// The methods sluice answers (the `Public` header of `OPTIONS`).
 pub const METHODS: [Method; 7] = [
@@ -71,12 +71,13 @@ pub trait Catalogue {
     }
 
     /// Whether `peer` may play the presentation at URL path `path`, given the request's method
-    /// (which a Digest response covers), the URL's query and its `Authorization` header:
-    /// `Err(401 or 403)` when not. Asked on `DESCRIBE`, and on a `SETUP` of a path the
-    /// connection was not already allowed. The default allows everyone.
+    /// and URL (`url`, a track's for a `SETUP`: what a Digest response covers), the URL's query
+    /// and its `Authorization` header: `Err(401 or 403)` when not. Asked on `DESCRIBE`, and on a
+    /// `SETUP` of a path the connection was not already allowed. The default allows everyone.
     fn authorize(
         &self,
         _method: &str,
+        _url: &str,
         _path: &str,
         _query: Option<&str>,
         _authorization: Option<&str>,
@@ -156,8 +157,8 @@ impl Output {
 fn split_url(url: &Url) -> (String, Option<Result<usize, RtspError>>) {
     let path = url.path().trim_end_matches('/');
     match path.rsplit_once('/') {
-        Some((base, last)) if last.starts_with("trackID=") => {
-            let track = last["trackID=".len()..].parse::<usize>().map_err(|_| RtspError::NotFound);
+        Some((base, last)) if last.starts_with(TRACK_CONTROL) => {
+            let track = last[TRACK_CONTROL.len()..].parse::<usize>().map_err(|_| RtspError::NotFound);
             (base.to_string(), Some(track))
         }
         _ => (path.to_string(), None),
@@ -463,7 +464,7 @@ impl RtspConnection {
         }
         let authorization = x.request.header(&headers::AUTHORIZATION).map(|v| v.as_str());
         let method = <&str>::from(x.request.method());
-        match x.catalogue.authorize(method, &path, url.query(), authorization, self.peer.ip()) {
+        match x.catalogue.authorize(method, url.as_str(), &path, url.query(), authorization, self.peer.ip()) {
             Ok(()) => {
                 // Bounded: a connection plays a few presentations, not thousands.
                 if self.allowed.len() < 16 {

@@ -69,27 +69,38 @@ pub fn signed_url(
     expires: u64,
     ip: Option<IpAddr>,
 ) -> String {
-    let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature(key, scope, expires, ip));
-    let mut url: String = utf8_percent_encode(path, URL_TEXT).collect();
-    url.push_str(&format!("?exp={expires}"));
-    if let Some(kid) = kid {
-        url.push_str(&format!("&kid={}", utf8_percent_encode(kid, URL_TEXT)));
-    }
-    if let Scope::Prefix(prefix) = scope {
-        url.push_str(&format!("&scope={}", utf8_percent_encode(prefix, URL_TEXT)));
-    }
-    if ip.is_some() {
-        url.push_str("&ip=1");
-    }
-    url.push_str(&format!("&sig={sig}"));
-    url
+    let sig = signature(key, scope, expires, ip);
+    let path: String = utf8_percent_encode(path, URL_TEXT).collect();
+    format!("{path}?{}", signed_query(kid, scope, expires, ip.is_some(), &sig))
 }
 
+/// The query of a signed URL, each parameter percent-encoded: what `sluice sign` prints, and
+/// what the server carries on from a URL it checked (so nothing but checked values, one of
+/// each, and no character a page, a playlist or a manifest would have to escape).
+fn signed_query(kid: Option<&str>, scope: Scope<'_>, expires: u64, bound: bool, sig: &[u8]) -> String {
+    let mut query = format!("exp={expires}");
+    if let Some(kid) = kid {
+        query.push_str(&format!("&kid={}", utf8_percent_encode(kid, URL_TEXT)));
+    }
+    if let Scope::Prefix(prefix) = scope {
+        query.push_str(&format!("&scope={}", utf8_percent_encode(prefix, URL_TEXT)));
+    }
+    if bound {
+        query.push_str("&ip=1");
+    }
+    let sig = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sig);
+    query.push_str(&format!("&sig={sig}"));
+    query
+}
+
+/// Whether `presented` carries a good signature for its path: `Ok` with the query to carry on
+/// (the checked parameters, written again by [`signed_query`]). Of a parameter sent twice, the
+/// first is the one checked.
 pub(super) fn check_signed(
     keys: &BTreeMap<String, Vec<u8>>,
     presented: &Presented<'_>,
     now: u64,
-) -> Result<(), Refusal> {
+) -> Result<String, Refusal> {
     let query = presented.query.unwrap_or("");
     let (Some(sig), Some(exp)) = (param(query, "sig"), param(query, "exp")) else {
         return Err(Refusal::Missing);
@@ -102,7 +113,8 @@ pub(super) fn check_signed(
         Some(prefix) => Scope::Prefix(prefix),
         None => Scope::Path(presented.path),
     };
-    let ip = param(query, "ip").is_some().then_some(presented.peer);
+    let bound = param(query, "ip").is_some();
+    let ip = bound.then_some(presented.peer);
     let given = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(sig.trim_end_matches('='))
         .map_err(|_| Refusal::BadSignature)?;
@@ -119,5 +131,5 @@ pub(super) fn check_signed(
             return Err(Refusal::WrongPrefix);
         }
     }
-    Ok(())
+    Ok(signed_query(kid.as_deref(), scope, expires, bound, &given))
 }

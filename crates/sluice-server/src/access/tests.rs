@@ -4,7 +4,7 @@ use super::*;
 use base64::Engine as _;
 use percent_encoding::percent_decode_str;
 use sha2::Sha256;
-use users::{digest_uri_covers, hex, md5_hex};
+use users::{digest_uri_names, hex, md5_hex};
 
 const NOW: u64 = 1_800_000_000;
 
@@ -28,6 +28,7 @@ fn ask(access: &Access, url: &str, peer: [u8; 4]) -> Decision {
             peer: IpAddr::from(peer),
             authorization: None,
             method: "GET",
+            target: Target::Http(url),
         },
         at(NOW),
     )
@@ -137,14 +138,24 @@ fn jwts_are_checked_against_the_jwks() {
     let ok = token(far, &["/members/a"], "h1");
     let now = SystemTime::now();
     let ask = |path: &str, query: Option<&str>, bearer: Option<&str>| {
-        access.check(
-            &Presented { path, query, bearer, peer: IpAddr::from(LOCAL), authorization: None, method: "GET" },
-            now,
-        )
+        let target = format!("{path}?{}", query.unwrap_or_default());
+        let presented = Presented {
+            path,
+            query,
+            bearer,
+            peer: IpAddr::from(LOCAL),
+            authorization: None,
+            method: "GET",
+            target: Target::Http(&target),
+        };
+        access.check(&presented, now)
     };
     assert_eq!(ask("/members/a.mp4", None, Some(&ok)), Decision::Allowed { carry: None });
     let q = format!("jwt={ok}");
     assert_eq!(ask("/members/a.mp4", Some(&q), None), Decision::Allowed { carry: Some(q.clone()) });
+    // Only the checked token is carried on, once, whatever else the query holds.
+    let doubled = format!("jwt={ok}&jwt=%22%3E%3Cscript%3E&x=\"");
+    assert_eq!(ask("/members/a.mp4", Some(&doubled), None), Decision::Allowed { carry: Some(q.clone()) });
     assert_eq!(ask("/members/b.mp4", Some(&q), None), Decision::Refused(Refusal::WrongPrefix));
     assert_eq!(ask("/members/a.mp4", None, None), Decision::Refused(Refusal::Missing));
     let expired = token(1_000_000, &["/members/"], "h1");
@@ -181,6 +192,7 @@ fn users_pass_by_basic_and_digest_with_fresh_nonces_only() {
             peer: IpAddr::from(LOCAL),
             authorization,
             method,
+            target: Target::Rtsp("rtsp://127.0.0.1/a.mp4"),
         };
         access.check(&presented, now)
     };
@@ -220,9 +232,6 @@ fn users_pass_by_basic_and_digest_with_fresh_nonces_only() {
         ask(Some(&answer("ann", "nope", &nonce)), "DESCRIBE"),
         Decision::Refused(Refusal::BadPassword)
     );
-    assert!(digest_uri_covers("rtsp://h:1/a.mp4/trackID=1", "/a.mp4"));
-    assert!(digest_uri_covers("/films/?x=1", "/films/"));
-    assert!(!digest_uri_covers("rtsp://h/a.mp4x", "/a.mp4") && !digest_uri_covers("/b.mp4", "/a.mp4"));
     assert_eq!(
         ask(Some(&answer("cy", "shaw", &nonce)), "DESCRIBE"),
         Decision::Refused(Refusal::BadPassword),
@@ -277,6 +286,7 @@ fn es256_keys_from_the_jwks_verify_and_cannot_be_used_as_hmac_secrets() {
             peer: IpAddr::from(LOCAL),
             authorization: None,
             method: "GET",
+            target: Target::Http("/films/a.mp4"),
         };
         access.check(&presented, SystemTime::now())
     };
@@ -307,4 +317,100 @@ fn playlists_carry_the_credentials_on() {
     assert!(out.contains("data-src=\"./a.mp4?exp=1&amp;sig=s\""), "{out}");
     assert!(out.contains("data-hls=\"./a.mp4/master.m3u8?exp=1&amp;sig=s\""), "{out}");
     assert!(out.contains("href=\"../\""), "the way up leaves the signed folder: {out}");
+}
+
+#[test]
+fn a_digest_uri_names_the_request_target_over_http_and_a_track_s_presentation_over_rtsp() {
+    let http = |uri: &str, target: &str| digest_uri_names(uri, Target::Http(target));
+    assert!(http("/studio/a.mp4", "/studio/a.mp4"));
+    assert!(http("/films/?x=1", "/films/?x=1"));
+    assert!(http("http://h:8080/a.mp4?x", "/a.mp4?x") && http("/a.mp4", "http://h/a.mp4"));
+    assert!(http("/a.mp4?u=http://x/b", "/a.mp4?u=http://x/b"));
+    // Nothing but the target itself: not what is below or above it, nor another query.
+    for (uri, target) in [
+        ("/studio/a.mp4/master.m3u8", "/studio/a.mp4"),
+        ("/studio/a.mp4/video-seg-1.m4s", "/studio/a.mp4"),
+        ("/studio/secret/b.mp4", "/studio/secret/"),
+        ("/studio/secret/b.mp4", "/studio/"),
+        ("/studio/a.mp4", "/studio/a.mp4/master.m3u8"),
+        ("/a.mp4/trackID=1", "/a.mp4"),
+        ("/a.mp4", "/a.mp4/trackID=1"),
+        ("/films/?x=1", "/films/"),
+        ("/films/", "/films/?x=1"),
+        ("/b.mp4?u=http://h/a.mp4", "/a.mp4"),
+        ("http://h", "/"),
+        ("", "/a.mp4"),
+    ] {
+        assert!(!http(uri, target), "{uri} opened {target}");
+    }
+    let rtsp = |uri: &str, target: &str| digest_uri_names(uri, Target::Rtsp(target));
+    let track = "rtsp://h:1/a.mp4/trackID=1";
+    assert!(rtsp("rtsp://h:1/a.mp4", "rtsp://h:1/a.mp4"));
+    assert!(rtsp(track, track));
+    for aggregate in ["rtsp://h:1/a.mp4", "rtsp://h:1/a.mp4/", "rtsp://h:1/a.mp4?jwt=x", "/a.mp4"] {
+        assert!(rtsp(aggregate, track), "{aggregate} for its track");
+    }
+    for (uri, target) in [
+        ("rtsp://h:1/a.mp4/trackID=0", track),
+        (track, "rtsp://h:1/a.mp4"),
+        ("rtsp://h:1/", "rtsp://h:1/a.mp4"),
+        ("rtsp://h:1/films", "rtsp://h:1/films/a.mp4/trackID=0"),
+        ("rtsp://h:1/a.mp4x", "rtsp://h:1/a.mp4"),
+        ("rtsp://h:1/a.mp4", "rtsp://h:1/a.mp4x/trackID=0"),
+        ("rtsp://h:1/a.mp4", "rtsp://h:1/a.mp4/trackID="),
+        ("rtsp://h:1/a.mp4", "rtsp://h:1/a.mp4/trackID=x"),
+        ("rtsp://h:1/a.mp4", "rtsp://h:1/a.mp4/other/trackID=0"),
+        ("rtsp://h:1/a.mp4?x=1", "rtsp://h:1/a.mp4"),
+    ] {
+        assert!(!rtsp(uri, target), "{uri} opened {target}");
+    }
+}
+
+#[test]
+fn only_the_checked_parameters_are_carried_one_of_each_percent_encoded() {
+    let access = signed(&[("", b"secret"), ("k\"1", b"other")]);
+    let prefix = "/private/q\"t/";
+    let url =
+        signed_url(b"other", Some("k\"1"), "/private/q\"t/a.mp4", Scope::Prefix(prefix), NOW + 60, None);
+    let query = url.split_once('?').unwrap().1.to_string();
+    assert!(query.contains("kid=k%221&scope=/private/q%22t/&sig="), "{query}");
+    let carried = |url: &str| match ask(&access, url, LOCAL) {
+        Decision::Allowed { carry } => carry.unwrap(),
+        refused => panic!("{url}: {refused:?}"),
+    };
+    let path = "/private/q%22t/a.mp4/master.m3u8";
+    assert_eq!(carried(&format!("{path}?{query}")), query);
+    // A parameter appended again, another parameter, the checked values sent unencoded or with
+    // padding: the same query is carried.
+    let sig = query.split_once("sig=").unwrap().1;
+    for sent in [
+        format!("{query}&sig=\"><script>alert(1)</script>&exp=1"),
+        format!("{query}&jwt=x&utm=\""),
+        format!("x=\"&{}", query.replace("%22", "\"")),
+        query.replace(sig, &format!("{sig}=")),
+    ] {
+        assert_eq!(carried(&format!("{path}?{sent}")), query, "{sent}");
+    }
+    // `ip` is checked for its presence only: whatever its value, `ip=1` is carried.
+    let bound =
+        signed_url(b"secret", None, "/private/a", Scope::Path("/private/a"), NOW + 60, Some(LOCAL.into()));
+    let hostile = bound.replace("ip=1", "ip=%22%3E%3Cx%3E");
+    assert_eq!(carried(&hostile), bound.split_once('?').unwrap().1);
+}
+
+#[test]
+fn carried_credentials_are_escaped_for_each_output() {
+    // Not a query the server would carry (it writes the checked values again, percent-encoded),
+    // but whatever reaches these functions stays inside its attribute.
+    let hostile = "a=\"><b>&c=$x #";
+    let m3u8 = "#EXTM3U\n#EXT-X-MAP:URI=\"init.mp4\"\nseg-0.m4s\n";
+    let out = carry_into_m3u8(m3u8, hostile);
+    assert!(out.contains("URI=\"init.mp4?a=%22%3E%3Cb%3E&c=$x%20%23\"\n"), "{out}");
+    assert!(out.ends_with("\nseg-0.m4s?a=%22%3E%3Cb%3E&c=$x%20%23\n"), "{out}");
+    let mpd = "<SegmentTemplate media=\"v-$Number$.m4s\"/><BaseURL>../a.vtt</BaseURL>";
+    let out = carry_into_mpd(mpd, hostile);
+    assert!(out.contains("media=\"v-$Number$.m4s?a=&quot;&gt;&lt;b&gt;&amp;c=$$x #\""), "{out}");
+    assert!(out.contains("<BaseURL>../a.vtt?a=&quot;&gt;&lt;b&gt;&amp;c=$x #</BaseURL>"), "{out}");
+    let out = carry_into_page("<a href=\"./b/?s=1\">", hostile);
+    assert_eq!(out, "<a href=\"./b/?s=1&amp;a=&quot;&gt;&lt;b&gt;&amp;c=$x #\">");
 }

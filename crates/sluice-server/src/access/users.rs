@@ -13,7 +13,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use super::{normal_path, Access, Presented, Refusal, Rule};
+use super::{normal_path, Access, Presented, Refusal, Rule, Target};
 
 /// What the users file holds of a user's password.
 pub(super) enum Secret {
@@ -63,16 +63,53 @@ pub(super) fn read_users(text: &str) -> Result<BTreeMap<String, Secret>, String>
     Ok(users)
 }
 
-/// Whether a Digest `uri` (`rtsp://host/films/a.mp4`, `/films/a.mp4?x`) names `path` (decoded,
-/// from the root) or something under it (an RTSP track, `…/trackID=1`).
-pub(super) fn digest_uri_covers(uri: &str, path: &str) -> bool {
-    let without_scheme =
-        uri.split_once("://").map_or(uri, |(_, rest)| rest.find('/').map_or("/", |i| &rest[i..]));
-    let target = without_scheme.split('?').next().unwrap_or("");
-    let Some(named) = normal_path(target) else { return false };
-    let named = named.trim_end_matches('/');
-    let path = path.trim_end_matches('/');
-    named == path || named.strip_prefix(path).is_some_and(|rest| rest.starts_with('/'))
+/// Whether a Digest `uri` names the request's target, so that a captured answer opens nothing
+/// but what it was computed for. Over HTTP it must be the request-target itself, query included
+/// (RFC 7616 §3.4.6), both taken in origin form (a proxy may send the absolute form). Over RTSP
+/// it must name the same path and query, or, for a track URL (`…/trackID=1`, as the SDP's
+/// `a=control` hands them out), its presentation's URL, query or not: some clients answer a
+/// track's `SETUP` with the URL they described, and the track URLs drop the described URL's
+/// query (see the `DESCRIBE`'s `Content-Base`).
+pub(super) fn digest_uri_names(uri: &str, target: Target<'_>) -> bool {
+    match target {
+        Target::Http(target) => origin_form(uri).is_some_and(|named| Some(named) == origin_form(target)),
+        Target::Rtsp(target) => {
+            let Some(((named, named_query), (asked, asked_query))) =
+                origin_form(uri).map(split_query).zip(origin_form(target).map(split_query))
+            else {
+                return false;
+            };
+            let (Some(named), Some(asked)) = (normal_path(named), normal_path(asked)) else { return false };
+            let (named, asked) = (named.trim_end_matches('/'), asked.trim_end_matches('/'));
+            (named == asked && named_query == asked_query) || presentation_of_track(asked) == Some(named)
+        }
+    }
+}
+
+/// The path and query of a request-target or URL (`/films/a.mp4?x`): itself in origin form, the
+/// part from the path on in absolute form (`rtsp://host:8554/films/a.mp4?x`); `None` for an
+/// absolute URL without a path.
+fn origin_form(uri: &str) -> Option<&str> {
+    if uri.starts_with('/') {
+        return Some(uri);
+    }
+    let (_, rest) = uri.split_once("://")?;
+    let path = rest.find(['/', '?', '#'])?;
+    rest[path..].starts_with('/').then(|| &rest[path..])
+}
+
+fn split_query(origin_form: &str) -> (&str, Option<&str>) {
+    match origin_form.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (origin_form, None),
+    }
+}
+
+/// The presentation a track URL's path belongs to (`/films/a.mp4` of `/films/a.mp4/trackID=1`).
+fn presentation_of_track(path: &str) -> Option<&str> {
+    let (presentation, last) = path.rsplit_once('/')?;
+    let index = last.strip_prefix(sluice_media::sdp::TRACK_CONTROL)?;
+    (!index.is_empty() && index.bytes().all(|b| b.is_ascii_digit())).then_some(presentation)
 }
 
 pub(super) fn hex_decode(h: &str) -> Option<Vec<u8>> {
@@ -158,9 +195,9 @@ impl Access {
         if d.algorithm.as_deref().is_some_and(|a| !a.eq_ignore_ascii_case("MD5")) {
             return Err(Refusal::BadPassword);
         }
-        // The response covers its `uri`: it must name the path asked for (or, over RTSP, one of
-        // its tracks), so a captured answer opens nothing else while its nonce is fresh.
-        if !digest_uri_covers(&d.uri, presented.path) {
+        // The response covers its `uri`: it must name what was asked for, so a captured answer
+        // opens nothing else while its nonce is fresh.
+        if !digest_uri_names(&d.uri, presented.target) {
             return Err(Refusal::BadPassword);
         }
         let ha1 = match users.get(&d.username) {
