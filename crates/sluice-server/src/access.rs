@@ -409,6 +409,24 @@ pub fn title_folder(path: &str) -> String {
     format!("{dir}/")
 }
 
+/// The prefix `sluice sign` signs a playlist or an MPD with when not told another, so that the
+/// URLs it lists open too: the title's packaging, `/films/a.mp4/` for `/films/a.mp4/master.m3u8`
+/// (its playlists, segments and subtitles are all under it); for a rendition set's
+/// (`/films/a.set/master.m3u8`) the folder holding the set, whose renditions are the files beside
+/// it (`../a.720p.mp4/video.m3u8`, or any file its sidecar names); for any other playlist or MPD
+/// file, its folder. `None` for a path that is neither.
+pub fn manifest_prefix(path: &str) -> Option<String> {
+    let lower = path.to_ascii_lowercase();
+    if !(lower.ends_with(".m3u8") || lower.ends_with(".mpd")) {
+        return None;
+    }
+    let (dir, _) = path.rsplit_once('/')?;
+    if dir.ends_with(crate::renditions::SET_SUFFIX) {
+        return Some(title_folder(path));
+    }
+    Some(format!("{dir}/"))
+}
+
 /// The query carrying a checked JWT on: `jwt=TOKEN`, percent-encoded.
 fn jwt_query(token: &str) -> String {
     format!("{JWT_PARAM}={}", percent_encoding::utf8_percent_encode(token, signed::URL_TEXT))

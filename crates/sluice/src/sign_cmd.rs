@@ -9,13 +9,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use clap::Args;
-use sluice_server::access::{normal_path, read_key, signed_url, title_folder, Scope};
+use sluice_server::access::{manifest_prefix, normal_path, read_key, signed_url, title_folder, Scope};
 use sluice_server::config::parse_duration;
 
 /// Flags of `sluice sign`.
 #[derive(Args, Debug)]
 pub struct SignArgs {
-    /// The URL path to sign, e.g. /films/a.mp4 or /films/a.mp4/master.m3u8.
+    /// The URL path to sign, e.g. /films/a.mp4 or /films/a.mp4/master.m3u8. A playlist or MPD
+    /// is signed with its title's prefix unless --prefix is given (see --prefix).
     path: String,
     /// How long the URL stays valid: 1h, 30m, 7d…
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
@@ -28,7 +29,11 @@ pub struct SignArgs {
     kid: Option<String>,
     /// Sign a prefix rather than the path alone, so that one URL opens a title's playlists,
     /// segments and sidecars. Without a value: the folder holding the title (/films/ for
-    /// /films/a.mp4/master.m3u8).
+    /// /films/a.mp4/master.m3u8). Without the flag, a playlist or MPD (.m3u8, .mpd), whose
+    /// signature alone would not open the URLs it lists, is signed with its title's prefix:
+    /// /films/a.mp4/ for /films/a.mp4/master.m3u8, and the folder for a rendition set's
+    /// (/films/ for /films/a.set/master.m3u8, whose renditions are the files beside it); any
+    /// other path is signed alone.
     #[arg(long, value_name = "PREFIX", num_args = 0..=1, default_missing_value = "")]
     prefix: Option<String>,
     /// Bind the URL to this client address: from anywhere else it is refused.
@@ -47,7 +52,16 @@ pub fn run(args: SignArgs) -> anyhow::Result<()> {
     let key = read_key(&args.key_file)
         .with_context(|| format!("cannot read the key {}", args.key_file.display()))?;
     let prefix = match args.prefix.as_deref() {
-        None => None,
+        None => {
+            let prefix = manifest_prefix(&path);
+            if let Some(prefix) = &prefix {
+                eprintln!(
+                    "sluice sign: signed for every path under {prefix}, so the URLs the manifest \
+                     lists open too (--prefix PREFIX signs another)"
+                );
+            }
+            prefix
+        }
         Some("") => Some(title_folder(&path)),
         Some(p) if path.starts_with(p) => Some(p.to_string()),
         Some(p) => anyhow::bail!("--prefix {p} does not cover {path}"),

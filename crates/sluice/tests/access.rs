@@ -689,6 +689,41 @@ fn duplicated_and_quoted_credentials_are_carried_checked_and_escaped(engine: &[&
     plays_whole(&mpd, &frames_in_the_mp4(addr));
 }
 
+/// `sluice sign` of a playlist or an MPD without `--prefix` signs its title's prefix (and says
+/// so): ffprobe plays every stream of the title over HLS and DASH, and of a rendition set,
+/// through the one URL it prints; the URL opens no other title.
+fn a_signed_manifest_opens_its_title(engine: &[&str]) {
+    let (server, fx, dir) = guarded_server(engine, &["--no-rtsp"]);
+    let demo = std::fs::read(DEMO).unwrap();
+    fx.write("films/set/film.480p.mp4", &demo);
+    fx.write("films/set/film.240p.mp4", &demo);
+    let addr = server.addr();
+    let k1 = key_file(&dir, "k1.key");
+    let expected = frames_in_the_mp4(addr);
+    let (file, set) = ("/films/demo.mp4/master.m3u8", "/films/set/film.set/master.m3u8");
+    for (manifest, prefix, other) in [
+        (file, "/films/demo.mp4/", set),
+        ("/films/demo.mp4/manifest.mpd", "/films/demo.mp4/", "/films/set/film.480p.mp4/manifest.mpd"),
+        (set, "/films/set/", file),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["sign", manifest, "--expires", "1h", "--key-file", &k1, "--kid", "k1"])
+            .output()
+            .unwrap();
+        let (signed, said) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{said}");
+        let signed = signed.trim();
+        assert!(signed.contains(&format!("&scope={prefix}&")), "{signed}");
+        assert!(said.contains(&format!("signed for every path under {prefix}")), "{said}");
+        plays_whole(&format!("http://{addr}{signed}"), &expected);
+        let query = signed.split_once('?').unwrap().1;
+        assert_eq!(status_of(addr, &format!("{other}?{query}"), &[]), 403, "{signed} opened {other}");
+    }
+    // Any other path is signed alone, as before.
+    let file = sign(&["/films/demo.mp4", "--expires", "1h", "--key-file", &k1, "--kid", "k1"]);
+    assert!(!file.contains("scope="), "{file}");
+}
+
 rtsp_matrix!(
     signed_urls,
     jwt_tokens,
@@ -696,5 +731,6 @@ rtsp_matrix!(
     upload_quota,
     users_and_passwords,
     digest_answers_open_only_their_own_url,
-    duplicated_and_quoted_credentials_are_carried_checked_and_escaped
+    duplicated_and_quoted_credentials_are_carried_checked_and_escaped,
+    a_signed_manifest_opens_its_title
 );

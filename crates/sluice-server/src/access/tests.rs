@@ -249,11 +249,21 @@ fn users_pass_by_basic_and_digest_with_fresh_nonces_only() {
 }
 
 #[test]
-fn a_titles_folder_covers_its_packaging_sets_and_sidecars() {
+fn a_titles_folder_and_a_manifests_prefix_cover_what_they_list() {
     assert_eq!(title_folder("/films/a.mp4/master.m3u8"), "/films/");
     assert_eq!(title_folder("/films/a.mp4"), "/films/");
     assert_eq!(title_folder("/films/t.set/manifest.mpd"), "/films/");
     assert_eq!(title_folder("/a.mp4"), "/");
+    let manifest = |path: &str| manifest_prefix(path);
+    assert_eq!(manifest("/films/a.mp4/master.m3u8").as_deref(), Some("/films/a.mp4/"));
+    assert_eq!(manifest("/films/a.mp4/manifest.mpd").as_deref(), Some("/films/a.mp4/"));
+    assert_eq!(manifest("/films/a.mp4/subtitles-en.m3u8").as_deref(), Some("/films/a.mp4/"));
+    assert_eq!(manifest("/films/t.set/master.m3u8").as_deref(), Some("/films/"));
+    assert_eq!(manifest("/live/x.M3U8").as_deref(), Some("/live/"));
+    assert_eq!(manifest("/x.mpd").as_deref(), Some("/"));
+    assert_eq!(manifest("/films/a.mp4"), None);
+    assert_eq!(manifest("/films/a.mp4/video-seg-1.m4s"), None);
+    assert_eq!(manifest("/films/"), None);
     assert_eq!(normal_path("films/a%20b.mp4").as_deref(), Some("/films/a b.mp4"));
     assert_eq!(normal_path("/../x"), None);
 }
