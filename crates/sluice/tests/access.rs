@@ -7,7 +7,8 @@
 //!
 //! A refused request is 403 (401 with nothing presented) whether or not the path exists; a
 //! signed playlist carries its signature on to every URL it lists, so ffprobe plays HLS, DASH
-//! and RTSP from the one signed URL.
+//! and RTSP from the one signed URL (and from the one `sluice sign` prints for a manifest), and
+//! carries nothing but the checked parameters; a Digest answer opens only its own URL.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
