@@ -308,6 +308,18 @@ fn a_set_plays_over_hls_and_dash(engine: &[&str]) {
         streams["items"].as_array().unwrap().iter().find(|i| i["path"] == "/films/movie.120p.mp4").unwrap();
     assert!(item["dash"].as_str().unwrap().ends_with("/films/movie.120p.mp4/manifest.mpd"), "{item}");
     assert_eq!(fetch_get(addr, "/films/movie.set/video-seg-0.m4s", &[]).status, 404);
+
+    // Subtitles segments change with their sidecar, not with the MP4: so do their tags.
+    let targets = ["/films/movie.set/subtitles-fr-seg-1.m4s", "/films/movie.240p.mp4/subtitles-fr-1.vtt"];
+    let before: Vec<Response> = targets.iter().map(|t| ok(addr, t)).collect();
+    fx.write("films/movie.fr.vtt", VTT_FR.replace("Bonjour", "Salut").as_bytes());
+    for (target, old) in targets.iter().zip(&before) {
+        let tag = old.header("etag").unwrap();
+        let new = fetch_get(addr, target, &[("If-None-Match", tag)]);
+        assert_eq!(new.status, 200, "{target}: an edited sidecar is not the one tagged {tag}");
+        assert_ne!(new.header("etag"), Some(tag), "{target}");
+        assert!(contains(&new.body, b"Salut") && !contains(&new.body, b"Bonjour"), "{target}");
+    }
 }
 
 /// The set `films/movie.set` as a client sees it: master playlist, MPD, subtitles.
