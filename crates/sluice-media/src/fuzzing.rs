@@ -43,7 +43,7 @@ pub fn hls_package(data: &[u8]) {
     let manifest = mpd::manifest(&[mpd::MpdRendition { prefix: "", index: &index, file: &file }], &[]);
     assert!(manifest.ends_with("</MPD>\n"));
     for (_, which) in index.tracks(&file) {
-        assert!(playlist::track_playlist(&index, which).contains("#EXT-X-ENDLIST"));
+        assert!(playlist::track_playlist(&index, &file, which).contains("#EXT-X-ENDLIST"));
         let Ok(init) = crate::hls::track_init_segment(&file, &index, which) else { continue };
         let mut buf = init.as_slice();
         mp4_atom::Ftyp::decode(&mut buf).expect("our ftyp decodes");
@@ -82,7 +82,9 @@ pub fn hls_package(data: &[u8]) {
 }
 
 /// Reading arbitrary bytes as WebVTT never panics; when they read, every segment cut from them
-/// reads back with exactly the cues that show during it, and the same preamble.
+/// reads back with exactly the cues that show during it, and the same preamble; as a `wvtt`
+/// text track, each segment's samples tile its time and each holds the cues showing through it
+/// (or is refused as too large, never anything else).
 pub fn webvtt_segment(data: &[u8]) {
     use crate::hls::webvtt::WebVtt;
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -100,7 +102,37 @@ pub fn webvtt_segment(data: &[u8]) {
         let read: Vec<(u64, u64)> = back.cues.iter().map(|c| (c.start_ms, c.end_ms)).collect();
         assert_eq!(read, showing, "cues of {start}..{end} s");
         assert_eq!(back.preamble.len(), vtt.preamble.len());
+        wvtt_tiles(&vtt, from, to);
     }
+}
+
+fn wvtt_tiles(vtt: &crate::hls::webvtt::WebVtt<'_>, from: u64, to: u64) {
+    use crate::hls::wvtt;
+    let samples = match wvtt::samples(vtt, from, to) {
+        Ok(samples) => samples,
+        Err(crate::hls::HlsError::Subtitles { .. }) => return,
+        Err(e) => panic!("{e}"),
+    };
+    let total: u64 = samples.iter().map(|s| u64::from(s.duration)).sum();
+    assert_eq!(total, to - from, "samples tile {from}..{to} ms");
+    let mut at = from;
+    for sample in &samples {
+        assert!(sample.duration > 0);
+        let until = at + u64::from(sample.duration);
+        let through =
+            vtt.cues.iter().filter(|c| c.start_ms <= at && c.end_ms >= until && c.end_ms > c.start_ms);
+        let (mut cues, mut rest) = (0, sample.data.as_slice());
+        while rest.len() >= 8 {
+            let size = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            assert!(size >= 8 && size <= rest.len(), "a box inside the sample");
+            cues += usize::from(&rest[4..8] == b"vttc");
+            rest = &rest[size..];
+        }
+        assert!(rest.is_empty());
+        assert_eq!(cues, through.count(), "cues showing through {at}..{until} ms");
+        at = until;
+    }
+    assert!(wvtt::media_segment(vtt, 0, from, to).is_ok());
 }
 
 /// Where a walk through a file's HLS media segments has got to: the next sample of each track

@@ -2,10 +2,12 @@
 //! library (a local root or an object store): per file, `/<file>.mp4/master.m3u8` (video
 //! variant, audio group, subtitles group), `manifest.mpd`, the per-track renditions
 //! (`video.m3u8`, `video-init.mp4`, `video-seg-N.m4s`, the same for `audio`), the muxed
-//! rendition kept for clients that use its URLs (`media.m3u8`, `init.mp4`, `seg-N.m4s`) and
-//! `subtitles-LANG.m3u8` with its segments `subtitles-LANG-N.vtt` (cut from the sidecar); per
-//! rendition set (see `crate::renditions`), `/<title>.set/master.m3u8`, `manifest.mpd` and the
-//! subtitles, pointing at the files' own segments.
+//! rendition kept for clients that use its URLs (`media.m3u8`, `init.mp4`, `seg-N.m4s`),
+//! `subtitles-LANG.m3u8` with its segments `subtitles-LANG-N.vtt` (cut from the sidecar) for HLS
+//! and the same cues as a text track for DASH (`subtitles-LANG-init.mp4`,
+//! `subtitles-LANG-seg-N.m4s`); per rendition set (see `crate::renditions`),
+//! `/<title>.set/master.m3u8`, `manifest.mpd` and the subtitles, pointing at the files' own
+//! segments.
 //!
 //! Owns the responses. A file's segment index and init segment, and the full sample tables a
 //! media segment's `moof` is written from, come from the library's shared catalogue (built once
@@ -23,7 +25,7 @@ use sluice_media::hls::mpd::{self, MpdRendition};
 use sluice_media::hls::playlist::{
     master_playlist, media_playlist, subtitles_playlist, track_playlist, Rendition, Resource, Subtitle,
 };
-use sluice_media::hls::{media_segment, track_media_segment, HlsError, Packaged};
+use sluice_media::hls::{media_segment, track_media_segment, wvtt, HlsError, Packaged};
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
@@ -72,13 +74,17 @@ pub fn respond(
     let parts: Result<Vec<Segment>, Response> = match &hls.resource {
         Resource::Master => {
             let subtitles = subtitles_of_file(library, dir, name, may_block)?;
-            let uris = sidecar_uris(&subtitles);
-            manifest(master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles, &uris)))
+            manifest(master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles)))
         }
         Resource::Media => manifest(media_playlist(index)),
         Resource::Init => Ok(vec![Segment::Bytes(packaging.init.to_vec())]),
         Resource::Segment(n) => segment_parts(library, hls, index, *n, None, may_block)?,
-        Resource::TrackPlaylist(which) if index.has(*which) => manifest(track_playlist(index, *which)),
+        Resource::TrackPlaylist(which) if index.has(*which) => {
+            match library.tables(relative, version, may_block)? {
+                Ok(tables) => manifest(track_playlist(index, &tables, *which)),
+                Err(reason) => Err(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
+            }
+        }
         Resource::TrackInit(which) => match packaging.track_init(*which) {
             Some(init) => Ok(vec![Segment::Bytes(init.to_vec())]),
             None => Err(Response::error(Status::NOT_FOUND)),
@@ -90,9 +96,8 @@ pub fn respond(
         Resource::Mpd => match library.tables(relative, version, may_block)? {
             Ok(tables) => {
                 let subtitles = subtitles_of_file(library, dir, name, may_block)?;
-                let uris = sidecar_uris(&subtitles);
                 let rendition = MpdRendition { prefix: "", index, file: &tables };
-                manifest(mpd::manifest(&[rendition], &subtitle_refs(&subtitles, &uris)))
+                manifest(mpd::manifest(&[rendition], &subtitle_refs(&subtitles)))
             }
             Err(reason) => Err(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
         },
@@ -103,10 +108,10 @@ pub fn respond(
                 None => Err(Response::error(Status::NOT_FOUND)),
             }
         }
-        Resource::SubtitlesSegment(language, n) => {
+        Resource::SubtitlesSegment(..) | Resource::TextInit(_) | Resource::TextSegment(..) => {
             let subtitles = subtitles_of_file(library, dir, name, may_block)?;
-            subtitles_segment(library, dir, &subtitles, index, language, *n, may_block)?
-                .map(|text| vec![Segment::Bytes(text.into_bytes())])
+            subtitles_resource(library, dir, &subtitles, index, &hls.resource, may_block)?
+                .map(|bytes| vec![Segment::Bytes(bytes)])
         }
     };
     let parts = match parts {
@@ -114,8 +119,9 @@ pub fn respond(
         Err(response) => return Ok(response),
     };
     // Segments depend on the file and on the segment target: both go into the tag. Manifests
-    // also depend on the folder (its subtitles): their tag is their text's.
-    let etag = if hls.resource.is_manifest() {
+    // also depend on the folder (its subtitles), and subtitles segments on their sidecar: their
+    // tag is their bytes'.
+    let etag = if hls.resource.is_manifest() || hls.resource.is_from_subtitles() {
         Some(manifest_tag(&parts))
     } else {
         version.entity_tag().filter(|t| t.ends_with('"')).map(|file_tag| {
@@ -190,21 +196,26 @@ fn segment_parts(
 /// Largest WebVTT sidecar segmented (a feature film's subtitles are some 100 KB).
 const MAX_SUBTITLES: u64 = 4 << 20;
 
-/// Subtitles segment `n` of `language` among the title's `subtitles`: the cues of its sidecar
-/// showing during media segment `n` of `index`. `Err` is the response to give instead.
-fn subtitles_segment(
+/// A resource made from the sidecar of a language among the title's `subtitles`, cut at the
+/// segments of `index`: a WebVTT segment (HLS), or the text track's init or media segment
+/// (DASH). `Err` is the response to give instead.
+fn subtitles_resource(
     library: &Library,
     dir: &str,
     subtitles: &[Sidecar],
     index: &sluice_media::hls::SegmentIndex,
-    language: &str,
-    n: usize,
+    resource: &Resource,
     may_block: bool,
-) -> Result<Result<String, Response>, LibraryError> {
-    let Some(sub) = subtitles.iter().find(|s| s.language == language) else {
+) -> Result<Result<Vec<u8>, Response>, LibraryError> {
+    let (language, segment) = match resource {
+        Resource::SubtitlesSegment(language, n) | Resource::TextSegment(language, n) => (language, Some(*n)),
+        Resource::TextInit(language) => (language, None),
+        _ => return Ok(Err(Response::error(Status::NOT_FOUND))),
+    };
+    let Some(sub) = subtitles.iter().find(|s| &s.language == language) else {
         return Ok(Err(Response::error(Status::NOT_FOUND)));
     };
-    if n >= index.segments() {
+    if segment.is_some_and(|n| n >= index.segments()) {
         return Ok(Err(Response::error(Status::NOT_FOUND)));
     }
     let relative = if dir.is_empty() { sub.name.clone() } else { format!("{dir}/{}", sub.name) };
@@ -214,15 +225,27 @@ fn subtitles_segment(
         Err(SetError::NotFound) => return Ok(Err(Response::error(Status::NOT_FOUND))),
         Err(e) => return Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string()))),
     };
-    match WebVtt::parse(&text) {
-        Ok(vtt) => {
+    let cannot = |e: &dyn std::fmt::Display| {
+        tracing::warn!(path = relative, "subtitles: cannot segment {relative}: {e}");
+        Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &format!("cannot segment {relative}: {e}"))))
+    };
+    let vtt = match WebVtt::parse(&text) {
+        Ok(vtt) => vtt,
+        Err(e) => return cannot(&e),
+    };
+    let bytes = match (resource, segment) {
+        (Resource::SubtitlesSegment(..), Some(n)) => {
             let (start, end) = index.segment_times(n);
-            Ok(Ok(vtt.segment(start, end)))
+            Ok(vtt.segment(start, end).into_bytes())
         }
-        Err(e) => {
-            tracing::warn!(path = relative, "subtitles: cannot segment {relative}: {e}");
-            Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &format!("cannot segment {relative}: {e}"))))
+        (Resource::TextSegment(..), Some(n)) => {
+            wvtt::media_segment(&vtt, n, index.start_ms(n), index.start_ms(n + 1))
         }
+        _ => wvtt::init_segment(&vtt),
+    };
+    match bytes {
+        Ok(bytes) => Ok(Ok(bytes)),
+        Err(e) => cannot(&e),
     }
 }
 
@@ -238,17 +261,8 @@ fn manifest_tag(parts: &[Segment]) -> String {
     format!("\"m-{:016x}\"", hasher.finish())
 }
 
-/// A sidecar's URL relative to a manifest under `TITLE.mp4/` or `TITLE.set/`.
-fn sidecar_uri(name: &str) -> String {
-    format!("../{}", utf8_percent_encode(name, SEGMENT))
-}
-
-fn sidecar_uris(subtitles: &[Sidecar]) -> Vec<String> {
-    subtitles.iter().map(|s| sidecar_uri(&s.name)).collect()
-}
-
-fn subtitle_refs<'a>(subtitles: &'a [Sidecar], uris: &'a [String]) -> Vec<Subtitle<'a>> {
-    subtitles.iter().zip(uris).map(|(s, uri)| Subtitle { language: &s.language, uri }).collect()
+fn subtitle_refs(subtitles: &[Sidecar]) -> Vec<Subtitle<'_>> {
+    subtitles.iter().map(|s| Subtitle { language: &s.language }).collect()
 }
 
 /// One request for a resource of a rendition set: `/<dir>/<title>.set/<resource>`.
@@ -273,7 +287,12 @@ pub fn respond_set(
 ) -> Result<Response, LibraryError> {
     if !matches!(
         set.resource,
-        Resource::Master | Resource::Mpd | Resource::Subtitles(_) | Resource::SubtitlesSegment(..)
+        Resource::Master
+            | Resource::Mpd
+            | Resource::Subtitles(_)
+            | Resource::SubtitlesSegment(..)
+            | Resource::TextInit(_)
+            | Resource::TextSegment(..)
     ) {
         return Ok(Response::error(Status::NOT_FOUND));
     }
@@ -291,15 +310,14 @@ pub fn respond_set(
     };
     let prefixes: Vec<String> =
         found.members.iter().map(|m| format!("../{}/", utf8_percent_encode(&m.name, SEGMENT))).collect();
-    let uris = sidecar_uris(&found.subtitles);
-    let subtitles = subtitle_refs(&found.subtitles, &uris);
+    let subtitles = subtitle_refs(&found.subtitles);
     let indexes: Vec<&sluice_media::hls::SegmentIndex> =
         found.members.iter().filter_map(|m| m.index()).collect();
-    let text = match &set.resource {
+    let body = match &set.resource {
         Resource::Master => {
             let renditions: Vec<Rendition<'_>> =
                 indexes.iter().zip(&prefixes).map(|(index, prefix)| Rendition { prefix, index }).collect();
-            master_playlist(&renditions, &subtitles)
+            master_playlist(&renditions, &subtitles).into_bytes()
         }
         Resource::Mpd => {
             let mut tables = Vec::with_capacity(found.members.len());
@@ -315,25 +333,25 @@ pub fn respond_set(
                 .zip(&tables)
                 .map(|((index, prefix), file)| MpdRendition { prefix, index, file })
                 .collect();
-            mpd::manifest(&renditions, &subtitles)
+            mpd::manifest(&renditions, &subtitles).into_bytes()
         }
         // Subtitles follow the first rendition's segments (they all line up).
         Resource::Subtitles(language) => {
             match (subtitles.iter().find(|s| s.language == language), indexes.first()) {
-                (Some(_), Some(index)) => subtitles_playlist(index, language),
+                (Some(_), Some(index)) => subtitles_playlist(index, language).into_bytes(),
                 _ => return Ok(Response::error(Status::NOT_FOUND)),
             }
         }
-        Resource::SubtitlesSegment(language, n) => {
+        resource @ (Resource::SubtitlesSegment(..) | Resource::TextInit(_) | Resource::TextSegment(..)) => {
             let Some(index) = indexes.first() else { return Ok(Response::error(Status::NOT_FOUND)) };
-            match subtitles_segment(library, set.dir, &found.subtitles, index, language, *n, may_block)? {
-                Ok(text) => text,
+            match subtitles_resource(library, set.dir, &found.subtitles, index, resource, may_block)? {
+                Ok(bytes) => bytes,
                 Err(response) => return Ok(response),
             }
         }
         _ => return Ok(Response::error(Status::NOT_FOUND)),
     };
-    let parts = vec![Segment::Bytes(text.into_bytes())];
+    let parts = vec![Segment::Bytes(body)];
     let etag = Some(manifest_tag(&parts));
     // A manifest is small: one range at most, no multipart.
     Ok(packaged_response(req, parts, &set.resource, None, etag, (1, 0)))

@@ -4,9 +4,12 @@
 //! (ffprobe, ffmpeg) decode the set over both without a word on stderr and count the MP4's
 //! frames over a file's `manifest.mpd`; the MPD parses back (quick-xml) into what the files say
 //! (segment timelines summing to the duration, one Representation per rendition, a text
-//! AdaptationSet per sidecar); per-track segments carry every sample of their track once; a set
-//! whose keyframes do not line up answers 409 with the times and its files still play; a sidecar
-//! `TITLE.set.toml` makes a set of other names; an s3:// edge (SeaweedFS) serves a set.
+//! AdaptationSet per sidecar, its cues as `wvtt` segments on the video's cuts that ffprobe reads);
+//! each HLS playlist's `EXTINF`s are its track's MPD timeline; per-track segments carry every
+//! sample of their track once; a set whose keyframes do not line up answers 409 with the times
+//! and its files still play; a sidecar `TITLE.set.toml` makes a set of other names; an s3://
+//! edge (SeaweedFS) serves a set; Chromium plays the set through hls.js and dash.js with the
+//! first subtitles shown.
 //!
 //! Expected numbers come from the files (ffprobe, `sluice_media`'s tables), never constants.
 
@@ -305,6 +308,18 @@ fn a_set_plays_over_hls_and_dash(engine: &[&str]) {
         streams["items"].as_array().unwrap().iter().find(|i| i["path"] == "/films/movie.120p.mp4").unwrap();
     assert!(item["dash"].as_str().unwrap().ends_with("/films/movie.120p.mp4/manifest.mpd"), "{item}");
     assert_eq!(fetch_get(addr, "/films/movie.set/video-seg-0.m4s", &[]).status, 404);
+
+    // Subtitles segments change with their sidecar, not with the MP4: so do their tags.
+    let targets = ["/films/movie.set/subtitles-fr-seg-1.m4s", "/films/movie.240p.mp4/subtitles-fr-1.vtt"];
+    let before: Vec<Response> = targets.iter().map(|t| ok(addr, t)).collect();
+    fx.write("films/movie.fr.vtt", VTT_FR.replace("Bonjour", "Salut").as_bytes());
+    for (target, old) in targets.iter().zip(&before) {
+        let tag = old.header("etag").unwrap();
+        let new = fetch_get(addr, target, &[("If-None-Match", tag)]);
+        assert_eq!(new.status, 200, "{target}: an edited sidecar is not the one tagged {tag}");
+        assert_ne!(new.header("etag"), Some(tag), "{target}");
+        assert!(contains(&new.body, b"Salut") && !contains(&new.body, b"Bonjour"), "{target}");
+    }
 }
 
 /// The set `films/movie.set` as a client sees it: master playlist, MPD, subtitles.
@@ -337,6 +352,15 @@ fn check_set(addr: std::net::SocketAddr) {
         .map(|a| a.language.as_deref().unwrap())
         .collect();
     assert_eq!(languages, ["en", "fr"]);
+    // The first subtitles are on by default, as in DASH players: one DEFAULT=YES in the group,
+    // AUTOSELECT=YES on each.
+    let subtitles: Vec<(bool, bool)> = m
+        .alternatives
+        .iter()
+        .filter(|a| a.media_type == m3u8_rs::AlternativeMediaType::Subtitles)
+        .map(|a| (a.default, a.autoselect))
+        .collect();
+    assert_eq!(subtitles, [(true, true), (false, true)], "{}", master.body_text());
     // Segmented WebVTT: a segment per media segment, each with the cues showing during it.
     let subs = ok(addr, "/films/movie.set/subtitles-fr.m3u8");
     let m3u8_rs::Playlist::MediaPlaylist(subs) = m3u8_rs::parse_playlist_res(&subs.body).unwrap() else {
@@ -391,7 +415,8 @@ fn check_set(addr: std::net::SocketAddr) {
     assert!((audio_total - duration).abs() < 0.1, "audio {audio_total} s");
     let langs: Vec<&str> = text.iter().map(|t| t.attr("lang")).collect();
     assert_eq!(langs, ["en", "fr"]);
-    assert_eq!(text[0].one("Representation").one("BaseURL").text, "../movie.en.vtt");
+    check_text_tracks(addr, reps[0], &text);
+    check_playlist_durations(addr, reps[0], audio_rep);
 
     // A typed reading of the MPD schema (dash-mpd-core, through `sluice load`'s DASH player) finds
     // the same renditions, and every segment it expands the templates to is there, init first.
@@ -409,6 +434,188 @@ fn check_set(addr: std::net::SocketAddr) {
             assert_eq!(fetch_get(addr, &path, &[]).status, 200, "{}", resource.url);
         }
     }
+}
+
+/// Where each segment of a Representation's timeline starts, then where the last ends, in its
+/// timescale's ticks; and the timescale.
+fn timeline_ticks(rep: &Element) -> (u64, Vec<u64>) {
+    let template = rep.one("SegmentTemplate");
+    let timescale: u64 = template.attr("timescale").parse().unwrap();
+    let timeline = template.one("SegmentTimeline");
+    let mut at: u64 = timeline.all("S").next().unwrap().attr("t").parse().unwrap();
+    let mut out = vec![at];
+    for s in timeline.all("S") {
+        let d: u64 = s.attr("d").parse().unwrap();
+        let r: usize = s.attrs.get("r").map_or(0, |r| r.parse().unwrap());
+        for _ in 0..=r {
+            at += d;
+            out.push(at);
+        }
+    }
+    (timescale, out)
+}
+
+/// The samples of a `wvtt` media segment: (start ms, duration ms, payloads shown), checking the
+/// boxes on the way (a `vttc` with a `payl` per cue, or one empty `vtte`).
+fn text_samples(segment: &[u8]) -> Vec<(u64, u64, Vec<String>)> {
+    let mut buf = segment;
+    let moof = mp4_atom::Moof::decode(&mut buf).unwrap();
+    assert_eq!(moof.traf.len(), 1);
+    let traf = &moof.traf[0];
+    let mut at = traf.tfdt.as_ref().unwrap().base_media_decode_time;
+    let mut offset = usize::try_from(traf.trun[0].data_offset.unwrap()).unwrap();
+    assert_eq!(&segment[offset - 4..offset], b"mdat");
+    let mut out = Vec::new();
+    for trun in &traf.trun {
+        let mp4_atom::TrunSamples::Explicit(entries) = &trun.samples else { panic!("explicit trun entries") };
+        for e in entries {
+            let (duration, size) = (u64::from(e.duration.unwrap()), e.size.unwrap() as usize);
+            let mut payloads = Vec::new();
+            let mut sample = &segment[offset..offset + size];
+            while !sample.is_empty() {
+                let len = u32::from_be_bytes(sample[..4].try_into().unwrap()) as usize;
+                match &sample[4..8] {
+                    b"vtte" => assert_eq!((len, size), (8, 8), "an empty vtte alone"),
+                    b"vttc" => {
+                        let mut inner = &sample[8..len];
+                        while !inner.is_empty() {
+                            let l = u32::from_be_bytes(inner[..4].try_into().unwrap()) as usize;
+                            if &inner[4..8] == b"payl" {
+                                payloads.push(String::from_utf8(inner[8..l].to_vec()).unwrap());
+                            }
+                            inner = &inner[l..];
+                        }
+                    }
+                    other => panic!("{:?} in a wvtt sample", String::from_utf8_lossy(other)),
+                }
+                sample = &sample[len..];
+            }
+            out.push((at, duration, payloads));
+            at += duration;
+            offset += size;
+        }
+    }
+    assert_eq!(offset, segment.len(), "the samples fill the mdat");
+    out
+}
+
+/// The MPD's text tracks: `wvtt` in fMP4 on the video's cuts (milliseconds), whose segments
+/// tile time with each cue where it shows (split at the cuts), which ffprobe reads; the same for
+/// a file's own MPD.
+fn check_text_tracks(addr: std::net::SocketAddr, video: &Element, text: &[&Element]) {
+    let (timescale, video_ticks) = timeline_ticks(video);
+    let cuts: Vec<u64> = video_ticks.iter().map(|t| (t * 1000 + timescale / 2) / timescale).collect();
+    for set in text {
+        let lang = set.attr("lang");
+        assert_eq!((set.attr("mimeType"), set.attr("codecs")), ("application/mp4", "wvtt"));
+        assert_eq!(set.one("Role").attr("value"), "subtitle");
+        let rep = set.one("Representation");
+        let template = rep.one("SegmentTemplate");
+        assert_eq!(template.attr("initialization"), format!("subtitles-{lang}-init.mp4"));
+        assert_eq!(template.attr("media"), format!("subtitles-{lang}-seg-$Number$.m4s"));
+        assert_eq!(timeline_ticks(rep), (1000, cuts.clone()), "{lang} on the video's cuts");
+    }
+    let init = ok(addr, "/films/movie.set/subtitles-fr-init.mp4");
+    assert_eq!(init.header("content-type"), Some("application/mp4"));
+    let mut buf = init.body.as_slice();
+    mp4_atom::Ftyp::decode(&mut buf).unwrap();
+    let moov = mp4_atom::Moov::decode(&mut buf).unwrap();
+    assert_eq!(moov.trak[0].mdia.hdlr.handler, b"text".into());
+    assert_eq!(moov.trak[0].mdia.mdhd.timescale, 1000);
+    assert!(matches!(moov.trak[0].mdia.minf.stbl.stsd.codecs[0], mp4_atom::Codec::Wvtt(_)));
+    // Every segment covers its stretch of time; merged, the stretches show each cue of the
+    // file exactly when it shows (VTT_FR), split where it crosses a cut.
+    let mut whole = init.body.clone();
+    let mut shown: Vec<(String, u64, u64)> = Vec::new();
+    let mut starts = Vec::new();
+    for n in 0..cuts.len() - 1 {
+        let segment = ok(addr, &format!("/films/movie.set/subtitles-fr-seg-{n}.m4s")).body;
+        let samples = text_samples(&segment);
+        assert_eq!(samples[0].0, cuts[n], "segment {n} starts at its cut");
+        let end = samples.last().map(|(at, d, _)| at + d).unwrap();
+        assert_eq!(end, cuts[n + 1], "segment {n} ends at the next cut");
+        for (at, duration, payloads) in samples {
+            starts.push(at);
+            for payload in payloads {
+                match shown.iter_mut().find(|(p, _, e)| *p == payload && *e == at) {
+                    Some(stretch) => stretch.2 = at + duration,
+                    None => shown.push((payload, at, at + duration)),
+                }
+            }
+        }
+        whole.extend_from_slice(&segment);
+    }
+    assert_eq!(shown, [("Bonjour".to_string(), 500, 2000), ("Monde".to_string(), 2000, 3500)]);
+    let mut expected: Vec<u64> = cuts[..cuts.len() - 1].iter().copied().chain([500, 2000, 3500]).collect();
+    expected.sort_unstable();
+    expected.dedup();
+    assert_eq!(starts, expected, "a sample at every cut and wherever a cue starts or ends");
+    // ffprobe reads the init segment and the segments as one fragmented MP4: a wvtt track in
+    // milliseconds, a packet at each sample's start. (FFmpeg 5.1 knows the sample entry but has
+    // no codec for it, so it calls the stream data; later versions call it webvtt.)
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("subtitles-fr.mp4");
+    std::fs::write(&path, &whole).unwrap();
+    let mut probe = tool("ffprobe");
+    probe.args(["-v", "error", "-show_entries", "stream=codec_type,codec_name,codec_tag_string,time_base"]);
+    probe.args(["-show_entries", "packet=pts", "-of", "json"]).arg(&path);
+    let (status, out, err) = run_bounded(&mut probe, Duration::from_secs(60));
+    assert!(status.success() && err.is_empty(), "ffprobe: {}", String::from_utf8_lossy(&err));
+    let probed: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let stream = &probed["streams"][0];
+    assert_eq!(stream["codec_tag_string"], "wvtt", "{probed}");
+    assert_eq!(stream["time_base"], "1/1000", "{probed}");
+    let kind = (stream["codec_type"].as_str().unwrap(), stream["codec_name"].as_str().unwrap_or("unknown"));
+    assert!(matches!(kind, ("subtitle", "webvtt") | ("data", "unknown")), "{probed}");
+    let pts: Vec<u64> =
+        probed["packets"].as_array().unwrap().iter().map(|p| p["pts"].as_u64().unwrap()).collect();
+    assert_eq!(pts, expected, "{probed}");
+
+    // A file's own MPD: its text track beside it, cut at its segments.
+    let mpd = parse_mpd(&ok(addr, "/films/movie.240p.mp4/manifest.mpd").body_text());
+    let period = mpd.one("Period");
+    let text = period.all("AdaptationSet").find(|s| s.attr("contentType") == "text").unwrap();
+    assert_eq!(text.attr("codecs"), "wvtt");
+    let hello = text_samples(&ok(addr, "/films/movie.240p.mp4/subtitles-en-seg-1.m4s").body);
+    assert_eq!(hello, [(1000, 1000, vec!["Hello".to_string()])]);
+    ok(addr, "/films/movie.240p.mp4/subtitles-en-init.mp4");
+    for missing in [
+        "movie.set/subtitles-de-init.mp4",
+        "movie.set/subtitles-fr-seg-8.m4s",
+        "movie.240p.mp4/subtitles-fr-seg-99.m4s",
+    ] {
+        assert_eq!(fetch_get(addr, &format!("/films/{missing}"), &[]).status, 404, "{missing}");
+    }
+}
+
+/// Each HLS playlist's `EXTINF`s are its track's own segment durations, those of the MPD's
+/// timeline of that track (the audio's are not the video's), and its `EXT-X-TARGETDURATION` the
+/// longest rounded (RFC 8216 §4.3.3.1); the subtitles follow the video.
+fn check_playlist_durations(addr: std::net::SocketAddr, video: &Element, audio: &Element) {
+    let seconds = |rep: &Element| {
+        let (timescale, ticks) = timeline_ticks(rep);
+        ticks.windows(2).map(|w| (w[1] - w[0]) as f64 / timescale as f64).collect::<Vec<f64>>()
+    };
+    let name = clips().set[0].0;
+    for (playlist, expected) in [
+        (format!("/films/{name}/video.m3u8"), seconds(video)),
+        (format!("/films/{name}/audio.m3u8"), seconds(audio)),
+        ("/films/movie.set/subtitles-en.m3u8".to_string(), seconds(video)),
+    ] {
+        let text = ok(addr, &playlist);
+        let m3u8_rs::Playlist::MediaPlaylist(p) = m3u8_rs::parse_playlist_res(&text.body).unwrap() else {
+            panic!("not a media playlist: {}", text.body_text())
+        };
+        let listed: Vec<f64> = p.segments.iter().map(|s| f64::from(s.duration)).collect();
+        assert_eq!(listed.len(), expected.len(), "{playlist}");
+        for (l, e) in listed.iter().zip(&expected) {
+            assert!((l - e).abs() < 1e-5, "{playlist}: EXTINFs {listed:?}, timeline {expected:?}");
+        }
+        let longest = listed.iter().copied().fold(0.0, f64::max);
+        assert_eq!(p.target_duration, longest.round() as u64, "{playlist}: {}", text.body_text());
+    }
+    // The audio's segments end on AAC frames (1,024 samples at 48 kHz), not on the video's cuts.
+    assert!(seconds(audio).iter().zip(seconds(video)).any(|(a, v)| (a - v).abs() > 0.001));
 }
 
 /// An s3:// edge serves the set like a local root does.
@@ -458,13 +665,16 @@ const FINISH_SET: &str = r#"(async () => {
   const p = window.sluicePlayer;
   const segments = performance.getEntriesByType('resource').filter((e) => e.name.includes('seg-'))
     .map((e) => e.name.split('/').slice(-2).join('/') + ' ' + Math.round(e.duration) + 'ms');
-  return { state: p.state, duration: v.duration, at: v.currentTime, frames: q.totalVideoFrames, segments,
+  const text = Array.from(v.textTracks).map((t) => ({ lang: t.language, mode: t.mode,
+    cues: Array.from(t.cues || []).map((c) => [c.startTime, c.endTime, c.text]) }));
+  return { state: p.state, duration: v.duration, at: v.currentTime, frames: q.totalVideoFrames, segments, text,
            estimate: p.hls ? p.hls.bandwidthEstimate : null,
            error: v.error && v.error.code, tracks: document.getElementById('tracks').textContent };
 })()"#;
 
 /// Chromium plays the set to its end through hls.js and through dash.js, switching down a
-/// rendition when DevTools throttles the network mid-play, and both players list the subtitles.
+/// rendition when DevTools throttles the network mid-play; both players list the subtitles and
+/// show the first by default, each cue when the file says (dash.js from the `wvtt` segments).
 /// One engine: the page and the players do not depend on it, and the segment bytes are proven on
 /// every engine by ffmpeg above.
 #[test]
@@ -520,6 +730,25 @@ fn chromium_plays_a_set_with_abr_over_hls_and_dash() {
             state["subtitles"].as_array().unwrap().iter().filter_map(|s| s.as_str()).collect();
         assert_eq!(subtitles, ["en", "fr"], "{via} lists the subtitles: {r}");
         assert!(r["tracks"].as_str().unwrap().contains("Subtitles: en, fr"), "the page shows them: {r}");
+        let showing: Vec<&serde_json::Value> =
+            r["text"].as_array().unwrap().iter().filter(|t| t["mode"] == "showing").collect();
+        assert_eq!(showing.len(), 1, "{via}: one subtitle track shown by default: {r}");
+        assert_eq!(showing[0]["lang"], "en", "{via}: the first: {r}");
+        // A cue split across segments may come back as several: together they span the file's.
+        let cues = showing[0]["cues"].as_array().unwrap();
+        for (text, start, end) in [("Hello", 0.5, 2.0), ("World", 2.0, 3.5)] {
+            let spans: Vec<(f64, f64)> = cues
+                .iter()
+                .filter(|c| c[2] == text)
+                .map(|c| (c[0].as_f64().unwrap(), c[1].as_f64().unwrap()))
+                .collect();
+            let first = spans.iter().map(|s| s.0).fold(f64::MAX, f64::min);
+            let last = spans.iter().map(|s| s.1).fold(0.0, f64::max);
+            assert!(
+                (first - start).abs() < 0.05 && (last - end).abs() < 0.05,
+                "{via}: {text} {spans:?}: {r}"
+            );
+        }
         eprintln!("{via}: {r}");
     }
 }

@@ -32,7 +32,7 @@ use super::HlsError;
 use crate::mp4::{Mp4File, Track, TrackKind};
 
 /// Sample flags of a sync sample: depends on no other (`sample_depends_on` = 2).
-const SYNC_FLAGS: u32 = 0x0200_0000;
+pub(super) const SYNC_FLAGS: u32 = 0x0200_0000;
 /// Sample flags of a non-sync sample: depends on others, `sample_is_non_sync_sample`.
 const NON_SYNC_FLAGS: u32 = 0x0101_0000;
 
@@ -97,13 +97,22 @@ fn init_segment_of(
     index: &SegmentIndex,
     only: Option<Packaged>,
 ) -> Result<Vec<u8>, HlsError> {
-    let mut trak = Vec::new();
-    let mut trex = Vec::new();
-    for (track, which) in selected(index, file, only) {
-        let id = track_id(index, file, which, only);
-        trak.push(init_trak(track, id));
-        trex.push(Trex { track_id: id, default_sample_description_index: 1, ..Default::default() });
-    }
+    let trak = selected(index, file, only)
+        .map(|(track, which)| init_trak(track, track_id(index, file, which, only)));
+    cmaf_init(trak.collect())
+}
+
+/// An init segment (`ftyp` + `moov` with `mvex`) of the tracks `trak`, whose sample tables are
+/// empty (the samples are in the media segments); also the text track's ([`super::wvtt`]).
+pub(super) fn cmaf_init(trak: Vec<Trak>) -> Result<Vec<u8>, HlsError> {
+    let trex = trak
+        .iter()
+        .map(|t| Trex {
+            track_id: t.tkhd.track_id,
+            default_sample_description_index: 1,
+            ..Default::default()
+        })
+        .collect();
     let ftyp = Ftyp {
         major_brand: b"iso6".into(),
         minor_version: 0,
@@ -128,7 +137,7 @@ fn init_segment_of(
 }
 
 fn init_trak(track: &Track, id: u32) -> Trak {
-    let dinf = Dinf { dref: Dref { entries: vec![Url { location: String::new() }.into()] } };
+    let dinf = data_information();
     let (tkhd, handler, minf_header, codec) = match &track.kind {
         TrackKind::H264(h) => {
             let avc1 = Avc1 {
@@ -233,6 +242,11 @@ fn init_trak(track: &Track, id: u32) -> Trak {
         },
         ..Default::default()
     }
+}
+
+/// A `dinf` saying the samples are in this file (a self-reference `url `).
+pub(super) fn data_information() -> Dinf {
+    Dinf { dref: Dref { entries: vec![Url { location: String::new() }.into()] } }
 }
 
 /// The track's edit list for the init segment: where presentation starts in its media time, for

@@ -246,6 +246,43 @@ impl SegmentIndex {
         self.starts.get(n).map_or(0, |s| s.time)
     }
 
+    /// Where segment `n` starts in milliseconds of media time, rounded (`n == segments()`: where
+    /// the last ends): the cut times of a text track (timescale 1000) that follows the segments.
+    pub fn start_ms(&self, n: usize) -> u64 {
+        let scale = u128::from(self.timescale.max(1));
+        let ms = (u128::from(self.start_ticks(n)) * 1000 + scale / 2) / scale;
+        u64::try_from(ms).unwrap_or(u64::MAX)
+    }
+
+    /// The `which` track's own times of the segments, in its timescale: the decode time of each
+    /// segment's first sample of that track (a segment without one starts where the one before
+    /// does), then where its last sample ends. Each segment of the track lasts the difference,
+    /// which is what both its DASH timeline and its HLS `EXTINF`s say. `None` without the track.
+    pub fn track_times(&self, file: &Mp4File, which: Packaged) -> Option<(u32, Vec<u64>)> {
+        let track = self.tracks(file).find(|(_, w)| *w == which).map(|(t, _)| t)?;
+        let last = track.samples.len().checked_sub(1)?;
+        let segments = self.segments();
+        let mut times = Vec::with_capacity(segments + 1);
+        for n in 0..segments {
+            let first = track.samples.get(self.samples(n, which).start).map(|s| s.decode_time());
+            times.push(first.unwrap_or_else(|| times.last().copied().unwrap_or(0)));
+        }
+        times.push(track.samples[last].decode_time() + u64::from(sample_duration(track, last)));
+        Some((track.timescale, times))
+    }
+
+    /// Each segment's duration in seconds in the `which` track's own times (see
+    /// [`Self::track_times`]); the main track's without the track.
+    pub fn track_durations(&self, file: &Mp4File, which: Packaged) -> Vec<f64> {
+        match self.track_times(file, which) {
+            Some((timescale, times)) => times
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]) as f64 / f64::from(timescale.max(1)))
+                .collect(),
+            None => (0..self.segments()).map(|n| self.segment_duration(n)).collect(),
+        }
+    }
+
     /// Where each segment starts, in seconds from the first: what must match between
     /// renditions a player switches between.
     pub fn boundaries(&self) -> impl Iterator<Item = f64> + '_ {

@@ -16,12 +16,16 @@
 //! `init.mp4`, `seg-N.m4s`) is still served, unchanged, for clients that kept its URLs: it
 //! costs nothing to keep (segments are generated per request) and a redirect would cost such a
 //! client a round trip per segment.
+//!
+//! Subtitles (WebVTT sidecars) follow the same segments: as segmented WebVTT for HLS
+//! ([`webvtt`]) and as a CMAF text track (`wvtt` samples in fMP4, [`wvtt`]) for DASH.
 
 pub mod fmp4;
 pub mod index;
 pub mod mpd;
 pub mod playlist;
 pub mod webvtt;
+pub mod wvtt;
 
 pub use fmp4::{init_segment, media_segment, track_init_segment, track_media_segment, SegmentPlan};
 pub use index::{Packaged, SegmentIndex};
@@ -53,6 +57,17 @@ pub enum HlsError {
         segment: usize,
         /// What does not fit.
         what: &'static str,
+    },
+    /// A subtitles segment would be larger than its bound (cues that overlap are repeated in
+    /// every sample they span).
+    #[error("the subtitles from {from_ms} ms to {to_ms} ms need more than {limit} bytes of samples")]
+    Subtitles {
+        /// Where the segment starts, in milliseconds.
+        from_ms: u64,
+        /// Where it ends.
+        to_ms: u64,
+        /// The bound.
+        limit: usize,
     },
     /// The box writer refused a value.
     #[error("writing boxes: {0}")]

@@ -4,7 +4,8 @@
 //! This module owns the MPD's text: a static presentation (`type="static"`, ISO BMFF live
 //! profile, which is the profile of `SegmentTemplate` addressing), one video `AdaptationSet`
 //! with a `Representation` per rendition, one audio `AdaptationSet` (the first rendition that
-//! has audio), a text `AdaptationSet` per WebVTT sidecar. Every `Representation` has a
+//! has audio), a text `AdaptationSet` per WebVTT sidecar (its cues as a `wvtt` CMAF track, see
+//! [`super::wvtt`], cut at the first rendition's segment times). Every `Representation` has a
 //! `SegmentTemplate` with `$Number$` from 0 (the numbers of `video-seg-N.m4s`) and a
 //! `SegmentTimeline` whose times are the sample tables' own decode times, so a player's idea of
 //! where a segment starts is exact. It is written by a small writer here (the structure is
@@ -13,8 +14,9 @@
 
 use std::fmt::Write;
 
-use super::index::{sample_duration, Packaged, SegmentIndex};
-use super::playlist::{track_init_name, Subtitle};
+use super::index::{Packaged, SegmentIndex};
+use super::playlist::{text_init_name, text_segment_name, track_init_name, Subtitle};
+use super::wvtt;
 use crate::mp4::{Mp4File, TrackKind};
 
 /// One packaged file of an MPD: what [`super::playlist::Rendition`] is, with its sample tables
@@ -28,6 +30,10 @@ pub struct MpdRendition<'a> {
     /// Its sample tables.
     pub file: &'a Mp4File,
 }
+
+/// The `bandwidth` of a text track: a nominal rate, as a film's subtitles take some 100 bits a
+/// second and players do not choose a text track by its rate.
+const TEXT_BANDWIDTH: u32 = 256;
 
 /// The MPD of `renditions` (video from each, audio from the first that has it) and `subtitles`.
 pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> String {
@@ -106,46 +112,49 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         template(&mut out, r, Packaged::Audio);
         out.push_str("   </Representation>\n  </AdaptationSet>\n");
     }
+    // The subtitles follow the first rendition's segments (a set's renditions all line up), as
+    // a text track of their own served beside the manifest.
+    let text_times: Vec<u64> = renditions
+        .first()
+        .map(|r| (0..=r.index.segments()).map(|n| r.index.start_ms(n)).collect())
+        .unwrap_or_default();
     for sub in subtitles {
         let language = escape(sub.language);
         let _ = writeln!(
             out,
-            "  <AdaptationSet id=\"{set_id}\" contentType=\"text\" mimeType=\"text/vtt\" lang=\"{language}\">\n   \
+            "  <AdaptationSet id=\"{set_id}\" contentType=\"text\" mimeType=\"application/mp4\" codecs=\"wvtt\" \
+             lang=\"{language}\" segmentAlignment=\"true\" startWithSAP=\"1\">\n   \
              <Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"subtitle\"/>\n   \
-             <Representation id=\"subtitles-{language}\" bandwidth=\"256\">\n    \
-             <BaseURL>{}</BaseURL>\n   </Representation>\n  </AdaptationSet>",
-            escape(sub.uri)
+             <Representation id=\"subtitles-{language}\" bandwidth=\"{TEXT_BANDWIDTH}\">"
         );
+        let init = escape(&text_init_name(sub.language));
+        let media = escape(&text_segment_name(sub.language, "$Number$"));
+        write_template(&mut out, wvtt::TIMESCALE, &init, &media, &text_times);
+        out.push_str("   </Representation>\n  </AdaptationSet>\n");
         set_id += 1;
     }
     out.push_str(" </Period>\n</MPD>\n");
     out
 }
 
-/// The `SegmentTemplate` and `SegmentTimeline` of one track of a rendition: `t` of the first
-/// segment, then each segment's duration (`r` repeats equal ones), in the track's timescale.
+/// The `SegmentTemplate` and `SegmentTimeline` of one track of a rendition.
 fn template(out: &mut String, r: &MpdRendition<'_>, which: Packaged) {
-    let Some(track) = r.index.tracks(r.file).find(|(_, w)| *w == which).map(|(t, _)| t) else { return };
-    if track.samples.is_empty() {
-        return;
-    }
-    let segments = r.index.segments();
-    // Each segment's first decode time, then the end of the last sample.
-    let mut times = Vec::with_capacity(segments + 1);
-    for n in 0..segments {
-        let samples = r.index.samples(n, which);
-        let first = track.samples.get(samples.start).map(|s| s.decode_time());
-        times.push(first.unwrap_or_else(|| times.last().copied().unwrap_or(0)));
-    }
-    let last = track.samples.len() - 1;
-    times.push(track.samples[last].decode_time() + u64::from(sample_duration(track, last)));
+    let Some((timescale, times)) = r.index.track_times(r.file, which) else { return };
     let prefix = escape(r.prefix);
+    let init = format!("{prefix}{}", track_init_name(which));
+    let media = format!("{prefix}{}-seg-$Number$.m4s", which.name());
+    write_template(out, timescale, &init, &media, &times);
+}
+
+/// A `SegmentTemplate` (`$Number$` from 0) with its `SegmentTimeline`: `t` of the first
+/// segment, then each segment's duration (`r` repeats equal ones); `times` are where each
+/// segment starts, then where the last ends, in `timescale` ticks. `init` and `media` are
+/// escaped already.
+fn write_template(out: &mut String, timescale: u32, init: &str, media: &str, times: &[u64]) {
+    let segments = times.len().saturating_sub(1);
     let _ = writeln!(
         out,
-        "    <SegmentTemplate timescale=\"{}\" startNumber=\"0\" initialization=\"{prefix}{}\" media=\"{prefix}{}-seg-$Number$.m4s\">\n     <SegmentTimeline>",
-        track.timescale,
-        track_init_name(which),
-        which.name()
+        "    <SegmentTemplate timescale=\"{timescale}\" startNumber=\"0\" initialization=\"{init}\" media=\"{media}\">\n     <SegmentTimeline>",
     );
     let mut n = 0;
     while n < segments {
@@ -214,7 +223,7 @@ mod tests {
         let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
         let mpd = manifest(
             &[MpdRendition { prefix: "", index: &index, file: &file }],
-            &[Subtitle { language: "en", uri: "../demo.en.vtt" }],
+            &[Subtitle { language: "en" }, Subtitle { language: "pt-BR" }],
         );
         for part in [
             "type=\"static\"",
@@ -229,11 +238,16 @@ mod tests {
             "startNumber=\"0\"",
             // Three video segments of 2 s at 15360 ticks a second.
             "<S t=\"0\" d=\"30720\" r=\"2\"/>",
-            "lang=\"en\"",
-            "<BaseURL>../demo.en.vtt</BaseURL>",
+            // The subtitles: a wvtt track per language, on the video's cuts in milliseconds.
+            "contentType=\"text\" mimeType=\"application/mp4\" codecs=\"wvtt\" lang=\"en\"",
+            "<Role schemeIdUri=\"urn:mpeg:dash:role:2011\" value=\"subtitle\"/>",
+            "initialization=\"subtitles-en-init.mp4\" media=\"subtitles-en-seg-$Number$.m4s\"",
+            "timescale=\"1000\" startNumber=\"0\" initialization=\"subtitles-pt-BR-init.mp4\"",
+            "<S t=\"0\" d=\"2000\" r=\"2\"/>",
         ] {
             assert!(mpd.contains(part), "{part} in {mpd}");
         }
+        assert!(!mpd.contains("BaseURL") && !mpd.contains("text/vtt"), "{mpd}");
     }
 
     #[test]

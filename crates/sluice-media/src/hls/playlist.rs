@@ -14,6 +14,7 @@ use m3u8_rs::{
 };
 
 use super::index::{Packaged, SegmentIndex};
+use crate::mp4::Mp4File;
 
 /// The master playlist's name.
 pub const MASTER: &str = "master.m3u8";
@@ -48,6 +49,12 @@ pub enum Resource {
     /// Subtitles segment `n` of a language (`subtitles-en-3.vtt`): the cues showing during
     /// media segment `n`.
     SubtitlesSegment(String, usize),
+    /// The init segment of a language's subtitles as a text track for DASH
+    /// (`subtitles-en-init.mp4`, see [`super::wvtt`]).
+    TextInit(String),
+    /// Media segment `n` of a language's text track (`subtitles-en-seg-3.m4s`): the cues showing
+    /// during media segment `n`, as `wvtt` samples.
+    TextSegment(String, usize),
 }
 
 impl Resource {
@@ -62,6 +69,14 @@ impl Resource {
         }
         if let Some(language) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix(".m3u8")) {
             return is_language(language).then(|| Resource::Subtitles(language.to_string()));
+        }
+        if let Some(language) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix("-init.mp4")) {
+            return is_language(language).then(|| Resource::TextInit(language.to_string()));
+        }
+        if let Some(rest) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix(".m4s")) {
+            let (language, number) = rest.rsplit_once("-seg-")?;
+            let n = segment_number(&format!("seg-{number}.m4s"))?;
+            return is_language(language).then(|| Resource::TextSegment(language.to_string(), n));
         }
         if let Some(rest) = name.strip_prefix("subtitles-").and_then(|n| n.strip_suffix(".vtt")) {
             let (language, number) = rest.rsplit_once('-')?;
@@ -90,7 +105,14 @@ impl Resource {
             Resource::Segment(_) | Resource::TrackSegment(..) => "video/iso.segment",
             Resource::Mpd => "application/dash+xml",
             Resource::SubtitlesSegment(..) => "text/vtt; charset=utf-8",
+            Resource::TextInit(_) | Resource::TextSegment(..) => "application/mp4",
         }
+    }
+
+    /// Whether it is made from a subtitles sidecar (so it changes with the sidecar, not with
+    /// the MP4).
+    pub fn is_from_subtitles(&self) -> bool {
+        matches!(self, Resource::SubtitlesSegment(..) | Resource::TextInit(_) | Resource::TextSegment(..))
     }
 
     /// Whether it is a manifest (revalidated on every use) rather than a segment (cacheable).
@@ -158,6 +180,17 @@ pub fn subtitles_segment_name(language: &str, n: usize) -> String {
     format!("subtitles-{language}-{n}.vtt")
 }
 
+/// The init segment name of `language`'s text track (DASH).
+pub fn text_init_name(language: &str) -> String {
+    format!("subtitles-{language}-init.mp4")
+}
+
+/// The name of media segment `number` of `language`'s text track (DASH); `"$Number$"` gives
+/// the template.
+pub fn text_segment_name(language: &str, number: impl std::fmt::Display) -> String {
+    format!("subtitles-{language}-seg-{number}.m4s")
+}
+
 /// One packaged file of a master playlist or an MPD.
 #[derive(Debug, Clone, Copy)]
 pub struct Rendition<'a> {
@@ -168,13 +201,12 @@ pub struct Rendition<'a> {
     pub index: &'a SegmentIndex,
 }
 
-/// One WebVTT sidecar.
+/// One WebVTT sidecar: its resources (`subtitles-en.m3u8`, `subtitles-en-init.mp4`) are
+/// beside the manifest.
 #[derive(Debug, Clone, Copy)]
 pub struct Subtitle<'a> {
     /// Its language (from the file name).
     pub language: &'a str,
-    /// The `.vtt` file's URL relative to the manifest (`../film.en.vtt`).
-    pub uri: &'a str,
 }
 
 /// The group id of the audio rendition and of the subtitles.
@@ -183,7 +215,9 @@ const SUBTITLES_GROUP: &str = "subs";
 
 /// The master playlist: a variant per rendition with video (its own per-track playlist), the
 /// audio of the first rendition that has it as an audio group, the subtitles as a subtitles
-/// group. The muxed `media.m3u8` is not listed (see the module docs of [`super`]).
+/// group, the first shown by default (as DASH players show the first text track: Apple's
+/// authoring rules, one `DEFAULT=YES` a group, `AUTOSELECT=YES` on each). The muxed
+/// `media.m3u8` is not listed (see the module docs of [`super`]).
 pub fn master_playlist(renditions: &[Rendition<'_>], subtitles: &[Subtitle<'_>]) -> String {
     let audio = renditions.iter().find(|r| r.index.has(Packaged::Audio));
     let mut alternatives = Vec::new();
@@ -200,13 +234,14 @@ pub fn master_playlist(renditions: &[Rendition<'_>], subtitles: &[Subtitle<'_>])
             ..Default::default()
         });
     }
-    for sub in subtitles {
+    for (i, sub) in subtitles.iter().enumerate() {
         alternatives.push(AlternativeMedia {
             media_type: AlternativeMediaType::Subtitles,
             uri: Some(subtitles_name(sub.language)),
             group_id: SUBTITLES_GROUP.to_string(),
             language: Some(sub.language.to_string()),
             name: sub.language.to_string(),
+            default: i == 0,
             autoselect: true,
             ..Default::default()
         });
@@ -253,49 +288,48 @@ pub fn master_playlist(renditions: &[Rendition<'_>], subtitles: &[Subtitle<'_>])
     write(|out| playlist.write_to(out))
 }
 
-/// The muxed rendition's VOD media playlist.
+/// The muxed rendition's VOD media playlist: the segments' durations are the main track's.
 pub fn media_playlist(index: &SegmentIndex) -> String {
-    vod_playlist(index, INIT, segment_name)
+    vod_playlist(&main_durations(index), Some(INIT), segment_name)
 }
 
-/// The `which` track's VOD media playlist: the same segment times as the muxed one.
-pub fn track_playlist(index: &SegmentIndex, which: Packaged) -> String {
-    vod_playlist(index, &track_init_name(which), |n| track_segment_name(which, n))
-}
-
-fn vod_playlist(index: &SegmentIndex, init: &str, name: impl Fn(usize) -> String) -> String {
-    let segments: Vec<MediaSegment> = (0..index.segments())
-        .map(|n| MediaSegment {
-            uri: name(n),
-            duration: index.segment_duration(n) as f32,
-            map: (n == 0).then(|| m3u8_rs::Map { uri: init.to_string(), ..Default::default() }),
-            ..Default::default()
-        })
-        .collect();
-    // EXTINF rounded to the nearest integer may not exceed the target duration (RFC 8216
-    // §4.3.3.1); rounding up is always safe.
-    let longest = (0..index.segments()).map(|n| index.segment_duration(n)).fold(0.0, f64::max);
-    finish_vod(longest, segments)
+/// The `which` track's VOD media playlist: the same segments as the muxed one, each as long as
+/// that track's samples in it last (`file` is the file `index` was built from), which is what
+/// the MPD's timeline of the track says. (Audio is cut where the video is, so its segments
+/// are a few ms longer or shorter than the video's.)
+pub fn track_playlist(index: &SegmentIndex, file: &Mp4File, which: Packaged) -> String {
+    let durations = index.track_durations(file, which);
+    vod_playlist(&durations, Some(&track_init_name(which)), |n| track_segment_name(which, n))
 }
 
 /// The subtitles playlist of a language: segmented WebVTT (see [`super::webvtt`]), one segment
 /// for each media segment of `index`, the same durations.
 pub fn subtitles_playlist(index: &SegmentIndex, language: &str) -> String {
-    let segments: Vec<MediaSegment> = (0..index.segments())
-        .map(|n| MediaSegment {
-            uri: subtitles_segment_name(language, n),
-            duration: index.segment_duration(n) as f32,
+    vod_playlist(&main_durations(index), None, |n| subtitles_segment_name(language, n))
+}
+
+fn main_durations(index: &SegmentIndex) -> Vec<f64> {
+    (0..index.segments()).map(|n| index.segment_duration(n)).collect()
+}
+
+/// A VOD playlist of segments lasting `durations` seconds, named by `name`, with `init` as the
+/// `EXT-X-MAP` of the first.
+fn vod_playlist(durations: &[f64], init: Option<&str>, name: impl Fn(usize) -> String) -> String {
+    let segments: Vec<MediaSegment> = durations
+        .iter()
+        .enumerate()
+        .map(|(n, &duration)| MediaSegment {
+            uri: name(n),
+            duration: duration as f32,
+            map: init
+                .filter(|_| n == 0)
+                .map(|init| m3u8_rs::Map { uri: init.to_string(), ..Default::default() }),
             ..Default::default()
         })
         .collect();
-    let longest = (0..index.segments()).map(|n| index.segment_duration(n)).fold(0.0, f64::max);
-    finish_vod(longest, segments)
-}
-
-fn finish_vod(longest: f64, segments: Vec<MediaSegment>) -> String {
     let playlist = MediaPlaylist {
         version: Some(7),
-        target_duration: longest.ceil().max(1.0) as u64,
+        target_duration: target_duration(&segments),
         media_sequence: 0,
         playlist_type: Some(MediaPlaylistType::Vod),
         independent_segments: true,
@@ -304,6 +338,13 @@ fn finish_vod(longest: f64, segments: Vec<MediaSegment>) -> String {
         ..Default::default()
     };
     write(|out| playlist.write_to(out))
+}
+
+/// `EXT-X-TARGETDURATION`: each `EXTINF` rounded to the nearest integer may not exceed it
+/// (RFC 8216 §4.3.3.1), so the longest one, as written (`f32`), rounded; at least 1.
+fn target_duration(segments: &[MediaSegment]) -> u64 {
+    let longest = segments.iter().map(|s| s.duration).fold(0.0f32, f32::max);
+    (longest.round() as u64).max(1)
 }
 
 fn write(f: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> String {
@@ -345,6 +386,22 @@ mod tests {
             Some(Resource::SubtitlesSegment("pt-BR".into(), 12))
         );
         assert_eq!(Resource::parse("subtitles-en-0.vtt"), Some(Resource::SubtitlesSegment("en".into(), 0)));
+        assert_eq!(Resource::parse("subtitles-pt-BR-init.mp4"), Some(Resource::TextInit("pt-BR".into())));
+        assert_eq!(
+            Resource::parse(&text_segment_name("pt-BR", 12)),
+            Some(Resource::TextSegment("pt-BR".into(), 12))
+        );
+        assert_eq!(Resource::parse(&text_init_name("en")), Some(Resource::TextInit("en".into())));
+        for bad in [
+            "subtitles-en-seg-01.m4s",
+            "subtitles-en-seg-.m4s",
+            "subtitles-en-seg-1.mp4",
+            "subtitles-EN-init.mp4",
+            "subtitles--init.mp4",
+            "subtitles-en-1.m4s",
+        ] {
+            assert_eq!(Resource::parse(bad), None, "{bad}");
+        }
         for bad in ["subtitles-en-01.vtt", "subtitles-en.vtt", "subtitles-en--1.vtt", "subtitles-E-1.vtt"] {
             assert_eq!(Resource::parse(bad), None, "{bad}");
         }
@@ -368,7 +425,7 @@ mod tests {
         assert!(master.contains("BANDWIDTH="), "{master}");
         assert!(master.contains("TYPE=AUDIO,URI=\"audio.m3u8\",GROUP-ID=\"audio\""), "{master}");
         assert!(master.contains("\nvideo.m3u8\n"), "{master}");
-        let video = track_playlist(&index, Packaged::Video);
+        let video = track_playlist(&index, &file, Packaged::Video);
         assert!(video.contains("#EXT-X-MAP:URI=\"video-init.mp4\""), "{video}");
         assert!(video.contains("video-seg-2.m4s"), "{video}");
         let media = media_playlist(&index);
@@ -383,5 +440,69 @@ mod tests {
             assert!(media.contains(line), "{line} in {media}");
         }
         assert!(!media.contains("seg-3.m4s"));
+    }
+
+    /// The first subtitles are shown by default, as DASH players do: one `DEFAULT=YES` in the
+    /// group, `AUTOSELECT=YES` on every one.
+    #[test]
+    fn the_first_subtitles_are_the_default() {
+        let file = crate::mp4::demo_file();
+        let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
+        let subtitles =
+            [Subtitle { language: "en" }, Subtitle { language: "fr" }, Subtitle { language: "de" }];
+        let master = master_playlist(&[Rendition { prefix: "", index: &index }], &subtitles);
+        let m3u8_rs::Playlist::MasterPlaylist(parsed) =
+            m3u8_rs::parse_playlist_res(master.as_bytes()).unwrap()
+        else {
+            panic!("a master playlist: {master}")
+        };
+        let subs: Vec<(&str, bool, bool)> = parsed
+            .alternatives
+            .iter()
+            .filter(|a| a.media_type == AlternativeMediaType::Subtitles)
+            .map(|a| (a.language.as_deref().unwrap(), a.default, a.autoselect))
+            .collect();
+        assert_eq!(subs, [("en", true, true), ("fr", false, true), ("de", false, true)], "{master}");
+        assert_eq!(
+            master.matches("DEFAULT=YES").count(),
+            2,
+            "the audio's and the first subtitles': {master}"
+        );
+    }
+
+    /// Each track's playlist says how long its own samples in each segment last, as its MPD
+    /// timeline does: the audio's are not the video's. `EXT-X-TARGETDURATION` is the longest
+    /// `EXTINF` rounded (RFC 8216 §4.3.3.1).
+    #[test]
+    fn track_playlists_say_each_tracks_own_durations() {
+        let file = crate::mp4::demo_file();
+        let index = SegmentIndex::build(&file, Duration::from_secs(2)).unwrap();
+        for which in [Packaged::Video, Packaged::Audio] {
+            let text = track_playlist(&index, &file, which);
+            let m3u8_rs::Playlist::MediaPlaylist(p) = m3u8_rs::parse_playlist_res(text.as_bytes()).unwrap()
+            else {
+                panic!("a media playlist: {text}")
+            };
+            let (timescale, times) = index.track_times(&file, which).unwrap();
+            let expected: Vec<f64> =
+                times.windows(2).map(|w| (w[1] - w[0]) as f64 / f64::from(timescale)).collect();
+            let listed: Vec<f64> = p.segments.iter().map(|s| f64::from(s.duration)).collect();
+            assert_eq!(listed.len(), expected.len());
+            for (l, e) in listed.iter().zip(&expected) {
+                assert!((l - e).abs() < 1e-5, "{which:?}: {listed:?} against {expected:?}");
+            }
+            let longest = listed.iter().copied().fold(0.0, f64::max);
+            assert_eq!(p.target_duration, longest.round() as u64, "{text}");
+            if which == Packaged::Audio {
+                // The demo's audio frames (1,024 samples at 48 kHz) do not end on the video's
+                // 2 s cuts.
+                assert!(listed.iter().any(|d| (d - 2.0).abs() > 0.001), "{listed:?}");
+            }
+        }
+        // Rounding: 6.4 s fits a target of 6, 6.5 s does not.
+        let segment = |duration: f32| MediaSegment { duration, ..Default::default() };
+        assert_eq!(target_duration(&[segment(6.0), segment(6.4)]), 6);
+        assert_eq!(target_duration(&[segment(6.0), segment(6.5)]), 7);
+        assert_eq!(target_duration(&[segment(0.2)]), 1);
     }
 }

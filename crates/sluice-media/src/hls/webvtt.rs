@@ -29,6 +29,33 @@ pub struct Cue<'a> {
     pub block: &'a str,
 }
 
+impl<'a> Cue<'a> {
+    /// The cue's identifier: the line before its timing line, if any.
+    pub fn identifier(&self) -> Option<&'a str> {
+        let first = self.block.lines().next().unwrap_or("");
+        (!first.contains("-->")).then_some(first.trim_end())
+    }
+
+    /// The cue settings after the end time (`line:0 align:start`), `""` without.
+    pub fn settings(&self) -> &'a str {
+        let timing = self.block.lines().find(|l| l.contains("-->")).unwrap_or("");
+        let after_arrow = timing.split_once("-->").map_or("", |(_, rest)| rest.trim_start());
+        // Past the end timestamp: the rest of the line is the settings.
+        after_arrow.find(char::is_whitespace).map_or("", |at| after_arrow[at..].trim())
+    }
+
+    /// The cue's text: the lines after its timing line, joined with line feeds.
+    pub fn payload(&self) -> String {
+        let mut lines = self.block.lines().skip_while(|l| !l.contains("-->")).skip(1);
+        let mut out = String::from(lines.next().unwrap_or(""));
+        for line in lines {
+            out.push('\n');
+            out.push_str(line);
+        }
+        out
+    }
+}
+
 /// Why a file is not WebVTT.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WebVttError {
@@ -174,6 +201,24 @@ mod tests {
         let last = vtt.segment(4.0, 6.0);
         assert!(!last.contains("Hello") && last.contains("World"), "{last}");
         assert!(!vtt.segment(4.25, 6.0).contains("World"), "a cue ends where the next segment starts");
+    }
+
+    #[test]
+    fn cues_split_into_identifier_settings_and_payload() {
+        let vtt = WebVtt::parse(VTT).unwrap();
+        let (first, second) = (&vtt.cues[0], &vtt.cues[1]);
+        assert_eq!(
+            (first.identifier(), first.settings(), first.payload().as_str()),
+            (Some("1"), "", "Hello")
+        );
+        assert_eq!(
+            (second.identifier(), second.settings(), second.payload().as_str()),
+            (None, "line:0", "World\nagain")
+        );
+        let vtt = WebVtt::parse("WEBVTT\n\nid x\n00:01.000 --> 00:02.000\talign:start  line:1\n").unwrap();
+        assert_eq!(vtt.cues[0].identifier(), Some("id x"));
+        assert_eq!(vtt.cues[0].settings(), "align:start  line:1");
+        assert_eq!(vtt.cues[0].payload(), "");
     }
 
     #[test]
