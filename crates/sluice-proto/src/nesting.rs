@@ -12,8 +12,9 @@
 //! document that passes may still be refused by its parser.
 
 /// Levels allowed by default: far beyond what the documents sluice reads nest legitimately (a
-/// sidecar 2, a JWT or JWKS 3, a DASH MPD 7), and shallow enough that every parser's recursion
-/// fits a connection thread's stack.
+/// JWT or JWKS 3, a DASH MPD 7, WebVTT cue tags a few), and shallow enough that serde_json's
+/// recursion fits a connection thread's 256 KiB stack even in a debug build (about 2 KiB a
+/// level there). A parser that takes more a level uses a tighter bound (TOML sidecars do).
 pub const MAX_DEPTH: usize = 32;
 
 /// The syntax a document is measured in.
@@ -268,7 +269,10 @@ mod tests {
         assert!(depth_ok("a.b.c.d.e = 1", Syntax::Toml));
         assert!(!depth_ok("a.b.c.d.e.f = 1", Syntax::Toml), "a dotted key makes tables");
         assert!(!depth_ok("[a.b.c.d.e]\n", Syntax::Toml), "so does a table header");
-        assert!(!depth_ok("a.b.c = {d = {e = {f = 1}}}", Syntax::Toml), "a dotted key's value nests below it");
+        assert!(
+            !depth_ok("a.b.c = {d = {e = {f = 1}}}", Syntax::Toml),
+            "a dotted key's value nests below it"
+        );
         assert!(depth_ok("a.b = 1\nc.d = 2\ne.f = 3\n", Syntax::Toml), "keys on separate lines");
         assert!(depth_ok("a = \"{{{{{{.....\"\nb = '[[[[[['", Syntax::Toml), "strings");
         assert!(depth_ok("# {{{{{{{{ a.b.c.d.e.f\nx = 1", Syntax::Toml), "a comment");
@@ -317,7 +321,8 @@ mod tests {
             let toml = format!("a = {}1{}", "{a = ".repeat(depth), "}".repeat(depth));
             let xml = format!("{}{}", "<a>".repeat(depth), "</a>".repeat(depth));
             let vtt = format!("{}x{}", "<b>".repeat(depth), "</b>".repeat(depth));
-            for (text, syntax) in [(json, Syntax::Json), (toml, Syntax::Toml), (xml, Syntax::Xml), (vtt, Syntax::WebVttCue)]
+            for (text, syntax) in
+                [(json, Syntax::Json), (toml, Syntax::Toml), (xml, Syntax::Xml), (vtt, Syntax::WebVttCue)]
             {
                 let checked = check_nesting(text.as_bytes(), syntax, limit);
                 if depth <= MAX_DEPTH {

@@ -68,8 +68,8 @@ impl Admin {
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
-    /// and DASH manifest when it packages, the rendition sets that can be served (see
-    /// `crate::renditions`) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
+    /// and DASH manifest when it packages, the rendition sets (see `crate::renditions`; one that
+    /// cannot be served with the reason) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
     /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
     /// listener's own thread may wait), so the catalogue is warm for the players that follow.
     pub fn streams_json(&self) -> String {
@@ -104,20 +104,28 @@ impl Admin {
             .collect();
         let sets: Vec<serde_json::Value> = crate::renditions::sets_of_files(self.app.library(), &files)
             .into_iter()
-            .map(|(dir, set)| {
-                let path = if dir.is_empty() {
+            .map(|set| {
+                let path = if set.dir.is_empty() {
                     format!("/{}.set", set.title)
                 } else {
-                    format!("/{dir}/{}.set", set.title)
+                    format!("/{}/{}.set", set.dir, set.title)
                 };
                 let url_path = url_path(&path);
-                serde_json::json!({
-                    "path": path,
-                    "renditions": set.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-                    "subtitles": set.subtitles,
-                    "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
-                    "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
-                })
+                match set.offer {
+                    Ok(offer) => serde_json::json!({
+                        "path": path,
+                        "renditions": offer.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                        "subtitles": offer.subtitles,
+                        "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
+                        "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
+                        "ready": true,
+                    }),
+                    // Listed with the reason, as a file that cannot play is: the operator
+                    // sees why the set is not offered instead of wondering where it went.
+                    Err(reason) => {
+                        serde_json::json!({ "path": path, "ready": false, "not_ready_reason": reason })
+                    }
+                }
             })
             .collect();
         let mut text = serde_json::json!({ "items": items, "sets": sets }).to_string();
