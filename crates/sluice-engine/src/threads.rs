@@ -27,6 +27,7 @@ use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::JobGate;
+use crate::reclaim::{Ticket, Waiting};
 use crate::send::{flush, PipePool, SendBuffers};
 use crate::worker::{ACCEPT_WARNINGS, SWEEP};
 use crate::{
@@ -48,7 +49,8 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
     };
     let limit = counters.connection_limit(config.max_connections);
     let jobs = JobGate::new(config.cpu_workers, config.cpu_queue);
-    let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs };
+    let waiting = Waiting::default();
+    let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs, waiting: &waiting };
     let acceptor = counters.shard(0);
     let spawn_err = |source| EngineError::Setup { what: "spawn thread", source };
     let backlog = Backlog::new(config.pool_size);
@@ -140,6 +142,8 @@ struct Engine<'a> {
     shutdown: &'a Shutdown,
     limit: &'a ConnectionLimit,
     jobs: &'a JobGate,
+    /// Connections waiting on their clients, for `reclaim_waiting`.
+    waiting: &'a Waiting,
 }
 
 impl Engine<'_> {
@@ -152,7 +156,8 @@ impl Engine<'_> {
         clock: &Clock,
         counters: &Shard,
     ) -> Option<Connection<S::Session>> {
-        if !self.limit.admit(counters) {
+        let reclaim = || self.config.reclaim_waiting && self.waiting.shut_down_longest();
+        if !self.limit.admit_or(counters, reclaim) {
             return None;
         }
         // Blocking waits happen in `poll`; the socket itself never blocks (see `serve`).
@@ -340,10 +345,16 @@ fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, bu
     let fd = conn.stream.as_raw_fd();
     let mut clock = new_clock();
     let mut send_buffers = SendBuffers { copy: &mut buffers.copy, pipes: &mut buffers.pipes, counters };
+    // Dropped before `conn` (a parameter), so the registry never names a closed socket.
+    let mut ticket = config.reclaim_waiting.then(|| engine.waiting.ticket(fd));
+    // (bytes sent, since when) of the current wait for input.
+    let mut input_wait: Option<(u64, Instant)> = None;
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
             // Servlet-style: CPU work runs on the connection's own thread, within the gate.
             Pump::Job(job) => {
+                mark_waiting(&mut ticket, None);
+                input_wait = None;
                 match engine.jobs.run(job) {
                     Some(output) => conn.job_done(output, &clock),
                     None => conn.job_refused(&clock),
@@ -354,12 +365,24 @@ fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, bu
             Pump::Waiting => 0,
             Pump::Failed => return,
             Pump::Finished => {
+                // The response is out; only the client's close is awaited.
+                mark_waiting(&mut ticket, Some(clock.now()));
                 linger(&mut conn, &mut buffers.read, &clock, counters);
                 return;
             }
             Pump::Blocked => libc::POLLOUT,
             Pump::NeedInput => libc::POLLIN,
         };
+        // Waiting for input counts from the last response sent, not from the last byte of a head
+        // that trickles in; waiting to send counts from the last byte the client took.
+        let sent = conn.out.sent_total();
+        input_wait = (direction == libc::POLLIN).then(|| match input_wait {
+            Some((before, since)) if before == sent => (before, since),
+            _ => (sent, clock.now()),
+        });
+        let since =
+            if direction == libc::POLLOUT { Some(conn.last_progress) } else { input_wait.map(|w| w.1) };
+        mark_waiting(&mut ticket, since);
         read_clock(&mut clock);
         if !conn.in_grace() && shutdown.is_triggered() {
             if !conn.begin_grace(&clock, config.shutdown_grace) {
@@ -388,6 +411,14 @@ fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, bu
                 }
             }
         }
+    }
+}
+
+/// Tells the registry of waiting connections (when reclaiming) since when this one waits on its
+/// client, or that the server works for it.
+fn mark_waiting(ticket: &mut Option<Ticket<'_>>, since: Option<Instant>) {
+    if let Some(ticket) = ticket {
+        ticket.set(since);
     }
 }
 

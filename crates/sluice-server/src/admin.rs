@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_engine::{Service, Shutdown};
 use sluice_proto::http::{Body, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status};
@@ -19,6 +20,10 @@ use crate::app::App;
 
 /// Most files `/streams` lists.
 const MAX_LISTED: usize = 10_000;
+/// How long an admin connection may sit idle between requests, or take to send a head. Scrapes
+/// and probes come every 10 s or more, so a kept connection saves them little, while an idle
+/// one holds a place of the capped admin listener (the media listener keeps its 75 s).
+pub const KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// What the admin endpoints report on.
 #[derive(Debug)]
@@ -29,6 +34,8 @@ pub struct Admin {
     shutdown: Shutdown,
     ready: Readiness,
     board: Arc<crate::dashboard::Board>,
+    /// The server's limits with the admin listener's shorter waits.
+    limits: Limits,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -58,7 +65,13 @@ impl Admin {
     /// Endpoints reporting on `app`, served at `http` (and `rtsp`); `/readyz` fails once
     /// `shutdown` is triggered.
     pub fn new(app: Arc<App>, http: SocketAddr, rtsp: Option<SocketAddr>, shutdown: Shutdown) -> Admin {
-        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default() }
+        let server = &app.settings().limits;
+        let limits = Limits {
+            keepalive_timeout: server.keepalive_timeout.min(KEEPALIVE),
+            header_timeout: server.header_timeout.min(KEEPALIVE),
+            ..server.clone()
+        };
+        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default(), limits }
     }
 
     /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
@@ -268,7 +281,7 @@ pub struct AdminHandler(Arc<Admin>);
 
 impl Handler for AdminHandler {
     fn limits(&self) -> &Limits {
-        &self.0.app.settings().limits
+        &self.0.limits
     }
 
     fn respond(&self, req: &Request<'_>) -> Reply {
