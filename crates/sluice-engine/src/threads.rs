@@ -115,12 +115,18 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
                         spawned_total += 1;
                         let shard = counters.shard(spawned_total);
                         let engine = &engine;
+                        // Waiting for its head from now, before its thread runs: a burst of
+                        // newcomers whose threads have not started yet still leaves room to
+                        // reclaim. The ticket comes first so it is dropped first, whatever
+                        // happens to the pair.
+                        let admitted = (engine.ticket(&conn, clock), conn);
                         let spawned = std::thread::Builder::new()
                             .name("sluice-conn".into())
                             .stack_size(STACK)
                             .spawn_scoped(scope, move || {
+                                let (ticket, conn) = admitted;
                                 let mut buffers = Buffers::new(shard);
-                                engine.serve(conn, &mut buffers);
+                                engine.serve(conn, ticket, &mut buffers);
                             });
                         if let Err(e) = spawned {
                             engine.limit.leave();
@@ -169,6 +175,14 @@ impl Engine<'_> {
         Some(Connection::new(stream, session, clock))
     }
 
+    /// The connection's place among those waiting on their clients, when the engine reclaims
+    /// places: waiting for its head from `clock`'s now.
+    fn ticket<S: Session>(&self, conn: &Connection<S>, clock: &Clock) -> Option<Ticket<'_>> {
+        let mut ticket = self.config.reclaim_waiting.then(|| self.waiting.ticket(conn.stream.as_raw_fd()))?;
+        ticket.set(Some(clock.now()));
+        Some(ticket)
+    }
+
     /// Sends what a connection that will not be served has queued (a 503 or a 408), as far as the
     /// socket takes it without waiting, and closes it.
     fn last_word<S: Session>(&self, mut conn: Connection<S>, counters: &Shard) {
@@ -187,9 +201,9 @@ impl Engine<'_> {
     }
 
     /// Serves one connection to its end on the calling thread.
-    fn serve<S: Session>(&self, conn: Connection<S>, buffers: &mut Buffers<'_>) {
+    fn serve<S: Session>(&self, conn: Connection<S>, ticket: Option<Ticket<'_>>, buffers: &mut Buffers<'_>) {
         let counters = buffers.counters;
-        serve_connection(conn, self, buffers);
+        serve_connection(conn, ticket, self, buffers);
         // A pipe serves one connection's responses; an idle pool thread holds none.
         buffers.pipes.clear();
         self.closed(counters);
@@ -328,7 +342,8 @@ impl<'a> Buffers<'a> {
 fn pool_worker<S: Service>(backlog: &Backlog<Connection<S::Session>>, engine: &Engine<'_>, counters: &Shard) {
     let mut buffers = Buffers::new(counters);
     while let Some(conn) = backlog.pop() {
-        engine.serve(*conn, &mut buffers);
+        let ticket = engine.ticket(&conn, &new_clock());
+        engine.serve(*conn, ticket, &mut buffers);
     }
 }
 
@@ -339,14 +354,19 @@ fn pool_worker<S: Service>(backlog: &Backlog<Connection<S::Session>>, engine: &E
 /// same), and it lets one wait honour the send deadline (measured from the last byte that moved,
 /// not restarted by every partial write as `SO_SNDTIMEO` would), the idle and header deadlines,
 /// and shutdown, whichever comes first.
-fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, buffers: &mut Buffers<'_>) {
+fn serve_connection<S: Session>(
+    mut conn: Connection<S>,
+    ticket: Option<Ticket<'_>>,
+    engine: &Engine<'_>,
+    buffers: &mut Buffers<'_>,
+) {
     let (config, shutdown) = (engine.config, engine.shutdown);
     let counters = buffers.counters;
     let fd = conn.stream.as_raw_fd();
     let mut clock = new_clock();
     let mut send_buffers = SendBuffers { copy: &mut buffers.copy, pipes: &mut buffers.pipes, counters };
-    // Dropped before `conn` (a parameter), so the registry never names a closed socket.
-    let mut ticket = config.reclaim_waiting.then(|| engine.waiting.ticket(fd));
+    // A local, dropped before `conn` (a parameter): the registry never names a closed socket.
+    let mut ticket = ticket;
     // (bytes sent, since when) of the current wait for input.
     let mut input_wait: Option<(u64, Instant)> = None;
     loop {

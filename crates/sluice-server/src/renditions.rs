@@ -232,6 +232,9 @@ pub fn working_sets(
     Ok(sets)
 }
 
+/// A set's title, and what it offers or why it cannot be served.
+type NamedSet = (String, Result<SetOffer, SetError>);
+
 /// Every set `dir` (whose listing is `entries`) names: each title with a rendition-named MP4 or
 /// a sidecar, as it would be offered, or why it cannot be.
 fn named_sets(
@@ -239,7 +242,7 @@ fn named_sets(
     dir: &str,
     entries: &[crate::library::Listed],
     may_block: bool,
-) -> Result<Vec<(String, Result<SetOffer, SetError>)>, LibraryError> {
+) -> Result<Vec<NamedSet>, LibraryError> {
     let mut titles: Vec<&str> = entries
         .iter()
         .filter(|e| !e.is_dir)
