@@ -119,7 +119,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
                         // newcomers whose threads have not started yet still leaves room to
                         // reclaim. The ticket comes first so it is dropped first, whatever
                         // happens to the pair.
-                        let admitted = (engine.ticket(&conn, clock), conn);
+                        let admitted = (engine.ticket(&conn, || clock.now()), conn);
                         let spawned = std::thread::Builder::new()
                             .name("sluice-conn".into())
                             .stack_size(STACK)
@@ -176,10 +176,10 @@ impl Engine<'_> {
     }
 
     /// The connection's place among those waiting on their clients, when the engine reclaims
-    /// places: waiting for its head from `clock`'s now.
-    fn ticket<S: Session>(&self, conn: &Connection<S>, clock: &Clock) -> Option<Ticket<'_>> {
+    /// places: waiting for its head from `now`.
+    fn ticket<S: Session>(&self, conn: &Connection<S>, now: impl FnOnce() -> Instant) -> Option<Ticket<'_>> {
         let mut ticket = self.config.reclaim_waiting.then(|| self.waiting.ticket(conn.stream.as_raw_fd()))?;
-        ticket.set(Some(clock.now()));
+        ticket.set(Some(now()));
         Some(ticket)
     }
 
@@ -342,7 +342,7 @@ impl<'a> Buffers<'a> {
 fn pool_worker<S: Service>(backlog: &Backlog<Connection<S::Session>>, engine: &Engine<'_>, counters: &Shard) {
     let mut buffers = Buffers::new(counters);
     while let Some(conn) = backlog.pop() {
-        let ticket = engine.ticket(&conn, &new_clock());
+        let ticket = engine.ticket(&conn, Instant::now);
         engine.serve(*conn, ticket, &mut buffers);
     }
 }
@@ -367,8 +367,8 @@ fn serve_connection<S: Session>(
     let mut send_buffers = SendBuffers { copy: &mut buffers.copy, pipes: &mut buffers.pipes, counters };
     // A local, dropped before `conn` (a parameter): the registry never names a closed socket.
     let mut ticket = ticket;
-    // (bytes sent, since when) of the current wait for input.
-    let mut input_wait: Option<(u64, Instant)> = None;
+    // (bytes sent, since when) of the current wait for input: a new connection's from its accept.
+    let mut input_wait: Option<(u64, Instant)> = Some((0, conn.last_progress));
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
             // Servlet-style: CPU work runs on the connection's own thread, within the gate.
