@@ -499,7 +499,15 @@ impl ConnectionLimit {
     /// Takes a place for a connection just accepted. At the limit the connection is counted as
     /// rejected and closed and false is returned: the caller drops it (closing it at once).
     pub fn admit(&self, counters: &Shard) -> bool {
-        if self.open.fetch_add(1, Ordering::AcqRel) >= self.max {
+        self.admit_or(counters, || false)
+    }
+
+    /// Takes a place as [`ConnectionLimit::admit`] does, but at the limit first asks `reclaim`
+    /// to make room. When it has (a waiting connection is closing), the newcomer is admitted at
+    /// once, over the limit until that connection leaves: each reclaim closes a distinct
+    /// connection, so the excess stays below the connections that were waiting.
+    pub fn admit_or(&self, counters: &Shard, reclaim: impl FnOnce() -> bool) -> bool {
+        if self.open.fetch_add(1, Ordering::AcqRel) >= self.max && !reclaim() {
             self.open.fetch_sub(1, Ordering::AcqRel);
             counters.add(Event::ConnectionsRejected, 1);
             count_closed(counters);

@@ -14,6 +14,7 @@ mod epoll;
 mod listener;
 mod mailbox;
 mod pool;
+mod reclaim;
 pub mod rtsp;
 mod send;
 mod shutdown;
@@ -169,6 +170,12 @@ pub struct EngineConfig {
     pub shutdown_grace: Duration,
     /// Most connections open at once (over all workers); beyond it new ones are closed at once.
     pub max_connections: usize,
+    /// At `max_connections`, shut down the connection that has waited longest on its client
+    /// (idle, a head still arriving, a stalled reader, a lingering close) and admit the newcomer
+    /// in its place, instead of refusing the newcomer: a listener that must always answer
+    /// (health checks) cannot be held shut by clients that merely hold connections. Threads
+    /// engine only; the others refuse.
+    pub reclaim_waiting: bool,
     /// Threads that run CPU-bound work for the event-loop engines (epoll, uring, tokio).
     pub cpu_workers: usize,
     /// Most CPU jobs queued or running at once; beyond it a request gets 503.
@@ -186,6 +193,7 @@ impl Default for EngineConfig {
             send_timeout: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(10),
             max_connections: 100_000,
+            reclaim_waiting: false,
             cpu_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_queue: 1024,
         }

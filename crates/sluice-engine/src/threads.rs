@@ -27,6 +27,7 @@ use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::JobGate;
+use crate::reclaim::{Ticket, Waiting};
 use crate::send::{flush, PipePool, SendBuffers};
 use crate::worker::{ACCEPT_WARNINGS, SWEEP};
 use crate::{
@@ -48,7 +49,8 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
     };
     let limit = counters.connection_limit(config.max_connections);
     let jobs = JobGate::new(config.cpu_workers, config.cpu_queue);
-    let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs };
+    let waiting = Waiting::default();
+    let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs, waiting: &waiting };
     let acceptor = counters.shard(0);
     let spawn_err = |source| EngineError::Setup { what: "spawn thread", source };
     let backlog = Backlog::new(config.pool_size);
@@ -113,12 +115,18 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
                         spawned_total += 1;
                         let shard = counters.shard(spawned_total);
                         let engine = &engine;
+                        // Waiting for its head from now, before its thread runs: a burst of
+                        // newcomers whose threads have not started yet still leaves room to
+                        // reclaim. The ticket comes first so it is dropped first, whatever
+                        // happens to the pair.
+                        let admitted = (engine.ticket(&conn, || clock.now()), conn);
                         let spawned = std::thread::Builder::new()
                             .name("sluice-conn".into())
                             .stack_size(STACK)
                             .spawn_scoped(scope, move || {
+                                let (ticket, conn) = admitted;
                                 let mut buffers = Buffers::new(shard);
-                                engine.serve(conn, &mut buffers);
+                                engine.serve(conn, ticket, &mut buffers);
                             });
                         if let Err(e) = spawned {
                             engine.limit.leave();
@@ -140,6 +148,8 @@ struct Engine<'a> {
     shutdown: &'a Shutdown,
     limit: &'a ConnectionLimit,
     jobs: &'a JobGate,
+    /// Connections waiting on their clients, for `reclaim_waiting`.
+    waiting: &'a Waiting,
 }
 
 impl Engine<'_> {
@@ -152,7 +162,8 @@ impl Engine<'_> {
         clock: &Clock,
         counters: &Shard,
     ) -> Option<Connection<S::Session>> {
-        if !self.limit.admit(counters) {
+        let reclaim = || self.config.reclaim_waiting && self.waiting.shut_down_longest();
+        if !self.limit.admit_or(counters, reclaim) {
             return None;
         }
         // Blocking waits happen in `poll`; the socket itself never blocks (see `serve`).
@@ -162,6 +173,14 @@ impl Engine<'_> {
         }
         let session = service.session(peer, clock);
         Some(Connection::new(stream, session, clock))
+    }
+
+    /// The connection's place among those waiting on their clients, when the engine reclaims
+    /// places: waiting for its head from `now`.
+    fn ticket<S: Session>(&self, conn: &Connection<S>, now: impl FnOnce() -> Instant) -> Option<Ticket<'_>> {
+        let mut ticket = self.config.reclaim_waiting.then(|| self.waiting.ticket(conn.stream.as_raw_fd()))?;
+        ticket.set(Some(now()));
+        Some(ticket)
     }
 
     /// Sends what a connection that will not be served has queued (a 503 or a 408), as far as the
@@ -182,9 +201,9 @@ impl Engine<'_> {
     }
 
     /// Serves one connection to its end on the calling thread.
-    fn serve<S: Session>(&self, conn: Connection<S>, buffers: &mut Buffers<'_>) {
+    fn serve<S: Session>(&self, conn: Connection<S>, ticket: Option<Ticket<'_>>, buffers: &mut Buffers<'_>) {
         let counters = buffers.counters;
-        serve_connection(conn, self, buffers);
+        serve_connection(conn, ticket, self, buffers);
         // A pipe serves one connection's responses; an idle pool thread holds none.
         buffers.pipes.clear();
         self.closed(counters);
@@ -323,7 +342,8 @@ impl<'a> Buffers<'a> {
 fn pool_worker<S: Service>(backlog: &Backlog<Connection<S::Session>>, engine: &Engine<'_>, counters: &Shard) {
     let mut buffers = Buffers::new(counters);
     while let Some(conn) = backlog.pop() {
-        engine.serve(*conn, &mut buffers);
+        let ticket = engine.ticket(&conn, Instant::now);
+        engine.serve(*conn, ticket, &mut buffers);
     }
 }
 
@@ -334,16 +354,27 @@ fn pool_worker<S: Service>(backlog: &Backlog<Connection<S::Session>>, engine: &E
 /// same), and it lets one wait honour the send deadline (measured from the last byte that moved,
 /// not restarted by every partial write as `SO_SNDTIMEO` would), the idle and header deadlines,
 /// and shutdown, whichever comes first.
-fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, buffers: &mut Buffers<'_>) {
+fn serve_connection<S: Session>(
+    mut conn: Connection<S>,
+    ticket: Option<Ticket<'_>>,
+    engine: &Engine<'_>,
+    buffers: &mut Buffers<'_>,
+) {
     let (config, shutdown) = (engine.config, engine.shutdown);
     let counters = buffers.counters;
     let fd = conn.stream.as_raw_fd();
     let mut clock = new_clock();
     let mut send_buffers = SendBuffers { copy: &mut buffers.copy, pipes: &mut buffers.pipes, counters };
+    // A local, dropped before `conn` (a parameter): the registry never names a closed socket.
+    let mut ticket = ticket;
+    // (bytes sent, since when) of the current wait for input: a new connection's from its accept.
+    let mut input_wait: Option<(u64, Instant)> = Some((0, conn.last_progress));
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
             // Servlet-style: CPU work runs on the connection's own thread, within the gate.
             Pump::Job(job) => {
+                mark_waiting(&mut ticket, None);
+                input_wait = None;
                 match engine.jobs.run(job) {
                     Some(output) => conn.job_done(output, &clock),
                     None => conn.job_refused(&clock),
@@ -354,12 +385,24 @@ fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, bu
             Pump::Waiting => 0,
             Pump::Failed => return,
             Pump::Finished => {
+                // The response is out; only the client's close is awaited.
+                mark_waiting(&mut ticket, Some(clock.now()));
                 linger(&mut conn, &mut buffers.read, &clock, counters);
                 return;
             }
             Pump::Blocked => libc::POLLOUT,
             Pump::NeedInput => libc::POLLIN,
         };
+        // Waiting for input counts from the last response sent, not from the last byte of a head
+        // that trickles in; waiting to send counts from the last byte the client took.
+        let sent = conn.out.sent_total();
+        input_wait = (direction == libc::POLLIN).then(|| match input_wait {
+            Some((before, since)) if before == sent => (before, since),
+            _ => (sent, clock.now()),
+        });
+        let since =
+            if direction == libc::POLLOUT { Some(conn.last_progress) } else { input_wait.map(|w| w.1) };
+        mark_waiting(&mut ticket, since);
         read_clock(&mut clock);
         if !conn.in_grace() && shutdown.is_triggered() {
             if !conn.begin_grace(&clock, config.shutdown_grace) {
@@ -388,6 +431,14 @@ fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, bu
                 }
             }
         }
+    }
+}
+
+/// Tells the registry of waiting connections (when reclaiming) since when this one waits on its
+/// client, or that the server works for it.
+fn mark_waiting(ticket: &mut Option<Ticket<'_>>, since: Option<Instant>) {
+    if let Some(ticket) = ticket {
+        ticket.set(since);
     }
 }
 

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sluice_engine::{Service, Shutdown};
 use sluice_proto::http::{Body, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status};
@@ -19,6 +20,10 @@ use crate::app::App;
 
 /// Most files `/streams` lists.
 const MAX_LISTED: usize = 10_000;
+/// How long an admin connection may sit idle between requests, or take to send a head. Scrapes
+/// and probes come every 10 s or more, so a kept connection saves them little, while an idle
+/// one holds a place of the capped admin listener (the media listener keeps its 75 s).
+pub const KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// What the admin endpoints report on.
 #[derive(Debug)]
@@ -29,6 +34,8 @@ pub struct Admin {
     shutdown: Shutdown,
     ready: Readiness,
     board: Arc<crate::dashboard::Board>,
+    /// The server's limits with the admin listener's shorter waits.
+    limits: Limits,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -58,7 +65,13 @@ impl Admin {
     /// Endpoints reporting on `app`, served at `http` (and `rtsp`); `/readyz` fails once
     /// `shutdown` is triggered.
     pub fn new(app: Arc<App>, http: SocketAddr, rtsp: Option<SocketAddr>, shutdown: Shutdown) -> Admin {
-        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default() }
+        let server = &app.settings().limits;
+        let limits = Limits {
+            keepalive_timeout: server.keepalive_timeout.min(KEEPALIVE),
+            header_timeout: server.header_timeout.min(KEEPALIVE),
+            ..server.clone()
+        };
+        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default(), limits }
     }
 
     /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
@@ -68,8 +81,8 @@ impl Admin {
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
-    /// and DASH manifest when it packages, the rendition sets that can be served (see
-    /// `crate::renditions`) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
+    /// and DASH manifest when it packages, the rendition sets (see `crate::renditions`; one that
+    /// cannot be served with the reason) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
     /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
     /// listener's own thread may wait), so the catalogue is warm for the players that follow.
     pub fn streams_json(&self) -> String {
@@ -104,20 +117,28 @@ impl Admin {
             .collect();
         let sets: Vec<serde_json::Value> = crate::renditions::sets_of_files(self.app.library(), &files)
             .into_iter()
-            .map(|(dir, set)| {
-                let path = if dir.is_empty() {
+            .map(|set| {
+                let path = if set.dir.is_empty() {
                     format!("/{}.set", set.title)
                 } else {
-                    format!("/{dir}/{}.set", set.title)
+                    format!("/{}/{}.set", set.dir, set.title)
                 };
                 let url_path = url_path(&path);
-                serde_json::json!({
-                    "path": path,
-                    "renditions": set.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-                    "subtitles": set.subtitles,
-                    "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
-                    "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
-                })
+                match set.offer {
+                    Ok(offer) => serde_json::json!({
+                        "path": path,
+                        "renditions": offer.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                        "subtitles": offer.subtitles,
+                        "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
+                        "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
+                        "ready": true,
+                    }),
+                    // Listed with the reason, as a file that cannot play is: the operator
+                    // sees why the set is not offered instead of wondering where it went.
+                    Err(reason) => {
+                        serde_json::json!({ "path": path, "ready": false, "not_ready_reason": reason })
+                    }
+                }
             })
             .collect();
         let mut text = serde_json::json!({ "items": items, "sets": sets }).to_string();
@@ -260,7 +281,7 @@ pub struct AdminHandler(Arc<Admin>);
 
 impl Handler for AdminHandler {
     fn limits(&self) -> &Limits {
-        &self.0.app.settings().limits
+        &self.0.limits
     }
 
     fn respond(&self, req: &Request<'_>) -> Reply {

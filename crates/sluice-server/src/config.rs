@@ -285,6 +285,8 @@ impl Config {
             workers: e.workers.unwrap_or_else(|| EngineConfig::default().workers),
             threads_mode: e.threads_mode,
             pool_size: e.pool_size,
+            // The media listener refuses at its limit; only the admin listener reclaims.
+            reclaim_waiting: false,
             send_timeout: self.limits.send_timeout,
             shutdown_grace: self.limits.shutdown_grace,
             max_connections: e.max_connections,

@@ -73,8 +73,11 @@ impl Board {
             EventTail { board: Arc::clone(self), next, left: STREAM_BYTES, shutdown: shutdown.clone() };
         if taken >= MAX_STREAMS {
             drop(tail);
+            // Closed, not kept alive: a refused dashboard must not keep a place of the admin
+            // listener's that a health check needs.
             return Response::refusal(Status::SERVICE_UNAVAILABLE, "too many dashboards follow this server")
-                .with_header("Retry-After", "10");
+                .with_header("Retry-After", "10")
+                .with_header("Connection", "close");
         }
         let mut tail = tail;
         tail.left -= head.len() as u64;

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use sluice_media::hls::SegmentIndex;
+use sluice_proto::nesting::{check_nesting, NestingLimit, Syntax};
 
 use crate::catalogue::Described;
 use crate::library::{decoded_path, FileVersion, Library, LibraryError};
@@ -23,6 +24,11 @@ pub const SET_SUFFIX: &str = ".set";
 
 /// Largest sidecar read (a list of file names).
 const MAX_SIDECAR: u64 = 64 << 10;
+/// Deepest nesting of a sidecar, which needs 2 (`[subtitles]`, `files = [...]`). toml's parser
+/// takes some 3 KiB of stack per inline table in a release build and 20 KiB in a debug build
+/// (measured on a 256 KiB thread: 39 and 11 levels fit), and it runs on connection threads of
+/// 256 KiB that have used some already: 4 keeps a debug build's parse under 100 KiB.
+const SIDECAR_DEPTH: usize = 4;
 
 /// Two renditions' segment starts this close (seconds) are the same keyframe: different
 /// timescales round a frame's time differently by a tick.
@@ -216,6 +222,27 @@ pub fn working_sets(
     entries: &[crate::library::Listed],
     may_block: bool,
 ) -> Result<Vec<SetOffer>, LibraryError> {
+    let mut sets = Vec::new();
+    for (title, found) in named_sets(library, dir, entries, may_block)? {
+        match found {
+            Ok(set) => sets.push(set),
+            Err(e) => tracing::debug!(dir, title, "rendition set not offered: {e}"),
+        }
+    }
+    Ok(sets)
+}
+
+/// A set's title, and what it offers or why it cannot be served.
+type NamedSet = (String, Result<SetOffer, SetError>);
+
+/// Every set `dir` (whose listing is `entries`) names: each title with a rendition-named MP4 or
+/// a sidecar, as it would be offered, or why it cannot be.
+fn named_sets(
+    library: &Library,
+    dir: &str,
+    entries: &[crate::library::Listed],
+    may_block: bool,
+) -> Result<Vec<NamedSet>, LibraryError> {
     let mut titles: Vec<&str> = entries
         .iter()
         .filter(|e| !e.is_dir)
@@ -230,8 +257,8 @@ pub fn working_sets(
     titles.dedup();
     let mut sets = Vec::new();
     for title in titles {
-        match find_set(library, dir, title, may_block) {
-            Ok(set) => sets.push(SetOffer {
+        let found = match find_set(library, dir, title, may_block) {
+            Ok(set) => Ok(SetOffer {
                 title: title.to_string(),
                 renditions: set
                     .members
@@ -241,15 +268,29 @@ pub fn working_sets(
                 subtitles: set.subtitles.iter().map(|s| s.language.clone()).collect(),
             }),
             Err(SetError::Library(e)) => return Err(e),
-            Err(e) => tracing::debug!(dir, title, "rendition set not offered: {e}"),
-        }
+            Err(e) => Err(e),
+        };
+        sets.push((title.to_string(), found));
     }
     Ok(sets)
 }
 
-/// The sets that can be served among `files` (a library's `(path, size, tag)` list, as
-/// `/streams` has it), with each set's folder (no leading slash); blocks for the indexes.
-pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)]) -> Vec<(String, SetOffer)> {
+/// A set `/streams` lists: its folder (no leading slash), its title, and what it offers or why
+/// it cannot be served.
+#[derive(Debug)]
+pub struct ListedSet {
+    /// Its folder in the library.
+    pub dir: String,
+    /// Its title.
+    pub title: String,
+    /// What it offers, or why it cannot be served (a sidecar refused, renditions that do not
+    /// line up).
+    pub offer: Result<SetOffer, String>,
+}
+
+/// The sets named among `files` (a library's `(path, size, tag)` list, as `/streams` has it),
+/// served or not; blocks for the indexes.
+pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)]) -> Vec<ListedSet> {
     let mut by_dir: std::collections::BTreeMap<&str, Vec<crate::library::Listed>> = Default::default();
     for (path, len, tag) in files {
         let path = path.trim_start_matches('/');
@@ -263,8 +304,12 @@ pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)])
     }
     let mut out = Vec::new();
     for (dir, entries) in by_dir {
-        match working_sets(library, dir, &entries, true) {
-            Ok(sets) => out.extend(sets.into_iter().map(|s| (dir.to_string(), s))),
+        match named_sets(library, dir, &entries, true) {
+            Ok(sets) => out.extend(sets.into_iter().map(|(title, found)| ListedSet {
+                dir: dir.to_string(),
+                title,
+                offer: found.map_err(|e| e.to_string()),
+            })),
             Err(e) => tracing::warn!(path = dir, "cannot look for rendition sets: {e}"),
         }
     }
@@ -273,7 +318,17 @@ pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)])
 
 fn read_sidecar(library: &Library, relative: &str, may_block: bool) -> Result<SetFile, SetError> {
     let text = read_text(library, relative, MAX_SIDECAR, may_block)?;
-    toml::from_str(&text).map_err(|e| SetError::Sidecar(format!("{relative}: {e}")))
+    parse_sidecar(&text).map_err(|e| SetError::Sidecar(format!("{relative}: {e}")))
+}
+
+/// A sidecar's text as a [`SetFile`]. Anyone who may upload may write one, and toml's parser
+/// recurses once per inline table without a bound, on whatever thread asked (an admin or a
+/// threads-engine connection thread has a 256 KiB stack): the nesting is measured first.
+fn parse_sidecar(text: &str) -> Result<SetFile, String> {
+    let limit = NestingLimit { max_depth: SIDECAR_DEPTH, max_len: MAX_SIDECAR as usize };
+    check_nesting(text.as_bytes(), Syntax::Toml, limit)
+        .map_err(|e| format!("refused before parsing: {e}"))?;
+    toml::from_str(text).map_err(|e| e.to_string())
 }
 
 /// The text of the small file at `relative` (a sidecar, subtitles): at most `limit` bytes of
@@ -360,5 +415,33 @@ mod tests {
         assert_eq!(set.files, ["a.mp4", "b.mp4"]);
         assert_eq!(set.subtitles.get("en").map(String::as_str), Some("a-english.vtt"));
         assert!(toml::from_str::<SetFile>("file = []").is_err());
+    }
+
+    #[test]
+    fn sidecars_nested_at_any_depth_are_refused_with_a_reason_on_a_connection_threads_stack() {
+        // The threads engine's connection threads (and the admin listener's) have 256 KiB.
+        let parse_all = || {
+            for depth in [1, SIDECAR_DEPTH - 1, SIDECAR_DEPTH, SIDECAR_DEPTH + 1, 10, 60, 1000, 100_000] {
+                let forms = [
+                    format!("files = []\nx = {}1{}", "{a = ".repeat(depth), "}".repeat(depth)),
+                    format!("files = []\nx = {}1{}", "[".repeat(depth), "]".repeat(depth)),
+                    format!("files = []\n{} = 1", vec!["a"; depth + 1].join(".")),
+                    format!("files = []\n[{}]", vec!["a"; depth].join(".")),
+                ];
+                for text in forms {
+                    let parsed = parse_sidecar(&text);
+                    let e = parsed.expect_err("an unknown key is refused whatever its depth");
+                    if depth > SIDECAR_DEPTH && text.len() <= MAX_SIDECAR as usize {
+                        assert!(e.contains("nests more than 4 levels deep"), "{depth} deep: {e}");
+                    } else if depth > SIDECAR_DEPTH {
+                        assert!(e.contains("more than the 65536 allowed"), "{depth} deep: {e}");
+                    } else {
+                        assert!(e.contains("unknown field"), "{depth} deep, parsed and refused: {e}");
+                    }
+                }
+            }
+        };
+        let thread = std::thread::Builder::new().stack_size(256 * 1024).spawn(parse_all).unwrap();
+        thread.join().expect("every depth answered on a 256 KiB stack");
     }
 }

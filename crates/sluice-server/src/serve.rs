@@ -488,12 +488,22 @@ impl Server {
                     // Each dashboard's event stream waits for its next sample in a job: one job
                     // slot per stream (they wait, they do not compute), and a dashboard that
                     // stops reading is dropped once its socket stalls for `STALL`.
+                    // `/healthz`, `/readyz` and `/metrics` must answer whatever other clients
+                    // hold, and a place cannot be reserved for them: the path is unknown at
+                    // accept. So at the cap the connection that has waited longest on its
+                    // client (an idle keep-alive, a head never finished, a reader that stopped
+                    // reading, a refused stream's lingering close) makes room for the newcomer;
+                    // what the server is working on (a sample being awaited, a response being
+                    // made) is never taken. Refused streams close (`Connection: close` on the
+                    // 503) and idle connections go after `admin::KEEPALIVE`, so the cap is
+                    // rarely reached; the reclaim is what makes it never lock anyone out.
                     let admin_engine = EngineConfig {
                         kind: EngineKind::Threads,
                         send: sluice_engine::SendStrategy::Copy,
                         workers: 1,
                         threads_mode: ThreadsMode::PerConnection,
                         max_connections: crate::dashboard::MAX_STREAMS + 64,
+                        reclaim_waiting: true,
                         cpu_workers: crate::dashboard::MAX_STREAMS + 1,
                         cpu_queue: 4,
                         send_timeout: crate::dashboard::STALL,

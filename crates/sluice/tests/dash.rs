@@ -298,10 +298,15 @@ fn a_set_plays_over_hls_and_dash(engine: &[&str]) {
     let mut c = Conn::open(server.admin_addr());
     c.send(request("GET", "/streams", &[]));
     let streams: serde_json::Value = serde_json::from_slice(&c.response().body).unwrap();
+    let listed = streams["sets"].as_array().unwrap();
     let sets: Vec<&str> =
-        streams["sets"].as_array().unwrap().iter().map(|s| s["path"].as_str().unwrap()).collect();
+        listed.iter().filter(|s| s["ready"] == true).map(|s| s["path"].as_str().unwrap()).collect();
     assert_eq!(sets, ["/films/feature.set", "/films/movie.set"], "{streams}");
-    let movie = &streams["sets"][1];
+    for (path, why) in [("/films/broken.set", "missing.mp4"), ("/films/other.set", "line up")] {
+        let set = listed.iter().find(|s| s["path"] == path).expect(path);
+        assert!(set["not_ready_reason"].as_str().unwrap().contains(why), "the reason: {set}");
+    }
+    let movie = listed.iter().find(|s| s["path"] == "/films/movie.set").unwrap();
     assert!(movie["dash"].as_str().unwrap().ends_with("/films/movie.set/manifest.mpd"), "{movie}");
     assert_eq!(movie["subtitles"], serde_json::json!(["en", "fr"]));
     let item =

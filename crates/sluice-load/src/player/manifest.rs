@@ -10,6 +10,7 @@
 //! hands their bytes here) and does not choose renditions.
 
 use dash_mpd_core as mpd;
+use sluice_proto::nesting::{check_nesting, NestingLimit, Syntax, MAX_DEPTH};
 use url::Url;
 
 /// Which kind of manifest a presentation came from.
@@ -291,6 +292,12 @@ pub fn fill_hls_track(track: &mut Track, bytes: &[u8]) -> Result<(), ManifestErr
 
 /// Parses a static MPD fetched from `url`.
 pub fn parse_dash(url: &Url, text: &str) -> Result<Presentation, ManifestError> {
+    // The MPD comes from the server under test, and the XML deserializer recurses once per
+    // element level: elements nested 100,000 deep would overflow the player's stack. HLS
+    // playlists are lines, with nothing to nest.
+    let limit = NestingLimit { max_depth: MAX_DEPTH, max_len: super::MAX_MANIFEST_BYTES };
+    check_nesting(text.as_bytes(), Syntax::Xml, limit)
+        .map_err(|e| ManifestError(format!("not read as a DASH MPD: {e}")))?;
     let doc =
         mpd::parse(text).map_err(|e| ManifestError(format!("not a DASH MPD: {}", short(&e.to_string()))))?;
     if doc.mpdtype.as_deref().is_some_and(|t| t != "static") {

@@ -6,8 +6,14 @@
 //! `X-TIMESTAMP-MAP` saying the cue times are the media's presentation times (local 0 is media
 //! time 0, as the packaged tracks start there), the style and region blocks, and every cue that
 //! overlaps the segment's time range, unchanged (a cue spanning two segments is in both, as
-//! RFC 8216 §3.5 allows; players drop the repeat). It does not read files or decide segment
-//! times ([`super::index`] does).
+//! RFC 8216 §3.5 allows; players drop the repeat). A cue whose tags nest deeper than
+//! [`MAX_DEPTH`] is refused, as players build cue text into a tree. It does not read files or
+//! decide segment times ([`super::index`] does).
+
+use sluice_proto::nesting::{check_nesting, NestingLimit, Syntax, MAX_DEPTH};
+
+/// How deep a cue's tags may nest; its length is the file's, which its reader bounds.
+const CUE_NESTING: NestingLimit = NestingLimit { max_depth: MAX_DEPTH, max_len: usize::MAX };
 
 /// A WebVTT file read into blocks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +71,9 @@ pub enum WebVttError {
     /// A cue's timing line does not parse.
     #[error("cue timing {0:?} does not parse")]
     Timing(String),
+    /// A cue's markup nests deeper than players are asked to follow.
+    #[error("the cue at {0} ms: {1}")]
+    Nesting(u64, sluice_proto::nesting::NestingError),
 }
 
 impl<'a> WebVtt<'a> {
@@ -93,6 +102,11 @@ impl<'a> WebVtt<'a> {
                 continue; // Not a cue: ignored, as a WebVTT parser does.
             }
             let (start_ms, end_ms) = parse_timing(timing)?;
+            // Cues are passed on unchanged, and players build their cue text's tags as a tree:
+            // a cue of `<b>` tags 100,000 deep would be ours to refuse, not theirs to overflow on.
+            // Each cue is measured alone, as its unclosed tags close at its end.
+            check_nesting(block.as_bytes(), Syntax::WebVttCue, CUE_NESTING)
+                .map_err(|e| WebVttError::Nesting(start_ms, e))?;
             cues.push(Cue { start_ms, end_ms, block });
         }
         Ok(WebVtt { preamble, cues })
@@ -230,5 +244,24 @@ mod tests {
             Err(WebVttError::Timing(_))
         ));
         assert_eq!(WebVtt::parse("WEBVTT").unwrap().cues, []);
+    }
+
+    #[test]
+    fn cues_nested_too_deep_are_refused_at_any_depth() {
+        for depth in [1, 10, MAX_DEPTH, MAX_DEPTH + 1, 60, 1000, 100_000] {
+            let cue = format!("{}x{}", "<b>".repeat(depth), "</b>".repeat(depth));
+            let text = format!("WEBVTT\n\n00:01.000 --> 00:02.000\n{cue}\n");
+            match WebVtt::parse(&text) {
+                Ok(vtt) => assert!(depth <= MAX_DEPTH && vtt.cues.len() == 1, "{depth} deep"),
+                Err(e) => {
+                    assert!(depth > MAX_DEPTH, "{depth} deep: {e}");
+                    assert!(e.to_string().contains("nests more than 32 levels deep"), "{e}");
+                }
+            }
+        }
+        let unclosed = "<i>".repeat(MAX_DEPTH);
+        let many =
+            format!("WEBVTT\n\n00:01.000 --> 00:02.000\n{unclosed}\n\n00:02.000 --> 00:03.000\n{unclosed}\n");
+        assert_eq!(WebVtt::parse(&many).unwrap().cues.len(), 2, "each cue's tags close at its end");
     }
 }

@@ -243,10 +243,13 @@ impl<H: Handler> HttpSession<H> {
     /// Queues a reply that is ready, or parks the connection until it is.
     fn deliver(&mut self, reply: Reply, mut then: Then, out: &mut Outbox, clock: &Clock) {
         match reply {
-            Reply::Now(response) => {
+            Reply::Now(mut response) => {
                 // A 400 says the server could not understand the request; what follows it on the
-                // connection cannot be trusted either (RFC 9112 §6.3, as nginx does).
-                if self.shutting_down || response.status == Status::BAD_REQUEST {
+                // connection cannot be trusted either (RFC 9112 §6.3, as nginx does). A handler
+                // that says `Connection: close` (a refusal that must not keep its connection's
+                // place on a capped listener) is obeyed, and the header written once.
+                let handler_closes = take_connection_close(&mut response);
+                if self.shutting_down || response.status == Status::BAD_REQUEST || handler_closes {
                     then.keep_alive = false;
                     then.persistence = Persistence::Close;
                 }
@@ -460,6 +463,18 @@ impl<H: Handler> Session for HttpSession<H> {
             | ReadState::Streaming { .. } => false,
         }
     }
+}
+
+/// Whether the handler's headers say `Connection: close`; such a field is removed, as the
+/// session writes the `Connection` header itself.
+fn take_connection_close(response: &mut Response) -> bool {
+    let says_close = |(name, value): &(&'static str, super::HeaderValue)| {
+        name.eq_ignore_ascii_case("connection")
+            && value.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))
+    };
+    let before = response.headers.len();
+    response.headers.retain(|field| !says_close(field));
+    response.headers.len() != before
 }
 
 /// Serialises a response into the outbox, and tells the handler where it lies in the stream.

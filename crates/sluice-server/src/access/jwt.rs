@@ -4,7 +4,26 @@
 //! It does not own where the token comes from (a bearer header, `?jwt=`, an RTSP password; see
 //! [`super::Access`]).
 
+use base64::Engine as _;
+use sluice_proto::nesting::{check_nesting, NestingLimit, Syntax, MAX_DEPTH};
+
 use super::Refusal;
+
+/// The JSON of a token or a key set: a token's parts are a few hundred bytes (a request head is
+/// at most 16 KiB), a JWKS a few keys.
+const JSON_NESTING: NestingLimit = NestingLimit { max_depth: MAX_DEPTH, max_len: 1 << 20 };
+
+/// Whether a token's header and claims, the JSON a client wrote, nest within [`JSON_NESTING`]:
+/// serde_json bounds its recursion at 128 levels, which a 256 KiB connection thread's stack
+/// need not hold in a debug build, so the parser only sees what is measured first.
+fn token_nesting_ok(token: &str) -> bool {
+    let mut parts = token.split('.');
+    parts.by_ref().take(2).all(|part| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .is_ok_and(|json| check_nesting(&json, Syntax::Json, JSON_NESTING).is_ok())
+    }) && parts.count() == 1
+}
 
 pub(super) struct JwtKey {
     kid: Option<String>,
@@ -15,6 +34,8 @@ pub(super) struct JwtKey {
 pub(super) fn jwks_keys(text: &str) -> Result<Vec<JwtKey>, String> {
     use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
     use jsonwebtoken::Algorithm;
+    check_nesting(text.as_bytes(), Syntax::Json, JSON_NESTING)
+        .map_err(|e| format!("the JWKS is refused: {e}"))?;
     let set: JwkSet = serde_json::from_str(text).map_err(|e| format!("the JWKS does not parse: {e}"))?;
     let mut keys = Vec::new();
     for jwk in &set.keys {
@@ -34,6 +55,9 @@ pub(super) fn jwks_keys(text: &str) -> Result<Vec<JwtKey>, String> {
 }
 
 pub(super) fn check_jwt(keys: &[JwtKey], claim: &str, token: &str, path: &str) -> Result<(), Refusal> {
+    if !token_nesting_ok(token) {
+        return Err(Refusal::BadToken);
+    }
     // `alg: none` and unknown algorithms fail here: the header names no algorithm we accept.
     let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal::BadToken)?;
     let candidates =
@@ -65,4 +89,67 @@ pub(super) fn check_jwt(keys: &[JwtKey], claim: &str, token: &str, path: &str) -
         }
     }
     Err(Refusal::BadToken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header};
+
+    const SECRET: &[u8] = b"jwt-secret-of-32-bytes-or-more!!";
+
+    fn keys() -> Vec<JwtKey> {
+        let k = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SECRET);
+        jwks_keys(&format!(r#"{{"keys":[{{"kty":"oct","kid":"h1","k":"{k}"}}]}}"#)).unwrap()
+    }
+
+    /// A signed token whose claims carry an extra claim nested `depth` arrays deep.
+    fn token(depth: usize) -> String {
+        let exp =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
+        let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let claims = format!(r#"{{"exp":{exp},"paths":["/members/"],"extra":{nested}}}"#);
+        let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(
+            serde_json::to_vec(&Header {
+                kid: Some("h1".into()),
+                ..Header::new(jsonwebtoken::Algorithm::HS256)
+            })
+            .unwrap(),
+        );
+        let body = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims);
+        let signed = format!("{header}.{body}");
+        // Signed as written here: `encode` would need the claims as a value, built recursively.
+        let signature = jsonwebtoken::crypto::sign(
+            signed.as_bytes(),
+            &EncodingKey::from_secret(SECRET),
+            jsonwebtoken::Algorithm::HS256,
+        )
+        .unwrap();
+        format!("{signed}.{signature}")
+    }
+
+    #[test]
+    fn claims_nested_past_the_limit_are_refused_before_parsing_at_every_depth() {
+        let keys = keys();
+        for depth in [1, 10, MAX_DEPTH - 1, MAX_DEPTH, 60, 1000, 100_000] {
+            let checked = check_jwt(&keys, "paths", &token(depth), "/members/a.mp4");
+            // The claims object itself is one level.
+            if depth < MAX_DEPTH {
+                assert_eq!(checked, Ok(()), "{depth} deep");
+            } else {
+                assert_eq!(checked, Err(Refusal::BadToken), "{depth} deep");
+            }
+        }
+        assert!(!token_nesting_ok("only.two"), "a token has three parts");
+        assert!(!token_nesting_ok("a.b.c.d"));
+        let deep = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("[".repeat(100_000));
+        assert!(!token_nesting_ok(&format!("{deep}.e30.x")), "a header nested too deep");
+    }
+
+    #[test]
+    fn a_jwks_nested_past_the_limit_is_refused_with_the_reason() {
+        let deep = format!(r#"{{"keys":[],"x":{}{}}}"#, "[".repeat(60), "]".repeat(60));
+        let e = jwks_keys(&deep).err().unwrap();
+        assert!(e.contains("nests more than 32 levels deep"), "{e}");
+    }
 }

@@ -154,3 +154,23 @@ fn hls_master_media_and_byte_ranges() {
     assert!(fill_hls_track(&mut p.renditions[1], live).is_err());
     assert!(parse_hls(&url, b"garbage").is_err());
 }
+
+#[test]
+fn an_mpd_nested_deeper_than_players_need_is_refused_before_parsing() {
+    let url = Url::parse("http://h/m.mpd").unwrap();
+    for depth in [1, 10, 60, 1000, 100_000] {
+        let extension = format!("{}{}", "<x>".repeat(depth), "</x>".repeat(depth));
+        let mpd = format!(
+            r#"<MPD type="static" mediaPresentationDuration="PT2S"><Period><AdaptationSet mimeType="video/mp4">
+      <SegmentTemplate timescale="1" duration="1" media="$Number$.m4s"/>{extension}
+      <Representation id="v" bandwidth="1"/></AdaptationSet></Period></MPD>"#
+        );
+        let parsed = parse_dash(&url, &mpd);
+        if depth + 3 <= MAX_DEPTH {
+            assert!(parsed.is_ok(), "{depth} deep: {parsed:?}");
+        } else {
+            let e = parsed.expect_err("refused").0;
+            assert!(e.contains("nests more than 32 levels deep"), "{depth} deep: {e}");
+        }
+    }
+}

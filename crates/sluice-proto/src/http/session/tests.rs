@@ -22,6 +22,9 @@ impl Handler for Echo {
         match req.path() {
             Some("/upload") => Reply::Body(Box::new(Collect::default())),
             Some("/bad-target") => Reply::Now(Response::error(Status::BAD_REQUEST)),
+            Some("/refused") => Reply::Now(
+                Response::refusal(Status::SERVICE_UNAVAILABLE, "full").with_header("Connection", "close"),
+            ),
             Some("/later") => Reply::After(Duration::from_millis(100), response),
             Some("/compute") => Reply::Compute(Box::new(move || Reply::Now(response))),
             Some("/streamed") => Reply::Now(streamed(false)),
@@ -183,6 +186,19 @@ fn every_400_closes_even_when_the_head_parsed() {
     assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
     assert!(text.contains("Connection: close\r\n"));
     assert!(!text.contains("GET /next"));
+    assert!(out.closing());
+}
+
+#[test]
+fn a_handler_saying_connection_close_closes_with_one_header() {
+    let mut s = session();
+    let mut out = Outbox::new();
+    let input = b"GET /refused HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n";
+    s.receive(input, &mut out, &clock());
+    let text = drain(&mut out);
+    assert!(text.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{text}");
+    assert_eq!(text.matches("Connection: close\r\n").count(), 1, "{text}");
+    assert!(!text.contains("GET /next"), "{text}");
     assert!(out.closing());
 }
 
