@@ -554,20 +554,23 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     }
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
-    match path.rsplit_once('/') {
-        // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
-        Some((parent, name))
-            if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
-                && sluice_media::hls::playlist::Resource::parse(name).is_some() =>
-        {
-            (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten())
-        }
-        _ => {
-            let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
-            let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
-            (kind, stream)
-        }
+    // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
+    let packaged = path
+        .rsplit_once('/')
+        .filter(|(parent, _)| crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
+        .and_then(|(parent, name)| Some((parent, sluice_media::hls::playlist::Resource::parse(name)?)));
+    if let Some((parent, resource)) = packaged {
+        use sluice_media::hls::playlist::PlayedBy;
+        let kind = match resource.played_by() {
+            PlayedBy::Hls => RouteKind::Hls,
+            PlayedBy::Dash => RouteKind::Dash,
+            PlayedBy::Both => RouteKind::Segment,
+        };
+        return (kind, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten());
     }
+    let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
+    let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
+    (kind, stream)
 }
 
 mod connection;

@@ -296,7 +296,21 @@ fn histograms_count_the_requests_made_and_open_fds_follow_connections(engine: &[
     for _ in 0..2 {
         fetch_get(http, "/nothing-here.mp4", &[]).expect_status(404, "missing");
     }
-    let expected = [("file", "2xx", 7), ("range", "2xx", 5), ("hls", "2xx", 3), ("file", "4xx", 2)];
+    // DASH's manifest is DASH's; the CMAF segments HLS and DASH both play are segments.
+    for _ in 0..2 {
+        fetch_get(http, "/sluice-demo.mp4/manifest.mpd", &[]).expect_status(200, "dash");
+    }
+    for name in ["video-init.mp4", "video-seg-0.m4s", "audio-init.mp4", "audio-seg-0.m4s"] {
+        fetch_get(http, &format!("/sluice-demo.mp4/{name}"), &[]).expect_status(200, name);
+    }
+    let expected = [
+        ("file", "2xx", 7),
+        ("range", "2xx", 5),
+        ("hls", "2xx", 3),
+        ("dash", "2xx", 2),
+        ("segment", "2xx", 4),
+        ("file", "4xx", 2),
+    ];
     let settled = poll_until(IO_TIMEOUT, || {
         let text = server.scrape();
         expected.iter().all(|(r, c, n)| count(&text, r, c) - count(&before, r, c) == *n)
@@ -460,6 +474,23 @@ fn streams_say_what_each_stream_is_and_who_watches_it(engine: &[&str]) {
     assert!(audio["sample_rate"].as_u64().unwrap() >= 8000, "{demo}");
     assert_eq!(demo["bytes_sent"]["http"], json!(1000), "{demo}");
     assert_eq!(demo["viewers"]["rtsp"], json!(0), "{demo}");
+    // Each protocol's bytes are the bodies its requests got: HLS's playlists, DASH's manifest,
+    // and the segments both play, apart.
+    let http = server.addr();
+    let body_len = |path: &str| {
+        let r = fetch_get(http, path, &[]);
+        r.expect_status(200, path);
+        r.body.len() as u64
+    };
+    let hls = body_len("/sluice-demo.mp4/master.m3u8") + body_len("/sluice-demo.mp4/video.m3u8");
+    let dash = body_len("/sluice-demo.mp4/manifest.mpd");
+    let segments = body_len("/sluice-demo.mp4/video-init.mp4") + body_len("/sluice-demo.mp4/video-seg-0.m4s");
+    let expected = json!({ "http": 1000, "hls": hls, "dash": dash, "segments": segments });
+    poll_until(IO_TIMEOUT, || {
+        demo = demo_stream(&server);
+        demo["bytes_sent"] == expected
+    });
+    assert_eq!(demo["bytes_sent"], expected, "{demo}");
     // A viewer playing shows up while it plays.
     let mut viewer = UdpViewer::setup(server.rtsp_addr(), "127.0.0.1".parse().unwrap(), "/sluice-demo.mp4")
         .unwrap_or_else(|r| panic!("SETUP: {r:?}"));

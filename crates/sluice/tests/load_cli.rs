@@ -154,6 +154,22 @@ fn closed_model_writes_json_and_csv_and_thresholds_set_the_exit_code() {
 }
 
 #[test]
+fn failed_requests_are_counted_apart_and_the_summary_says_the_times_leave_them_out() {
+    let serve = Serve::start();
+    // Every request gets a 404: failed (bad_status), counted by kind, not timed.
+    let out = load(&["--vus", "1", "-n", "10", &serve.url("/missing")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("(successes only: 10 failed request(s) left out, counted under errors)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("bad_status=10"), "{stdout}");
+    let out = load(&["--vus", "1", "-n", "10", &serve.url("/bench/hello")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("left out"), "no failure, no note: {stdout}");
+}
+
+#[test]
 fn open_model_from_flags_against_sluice_serve() {
     let serve = Serve::start();
     let dir = TempDir::new("open");
