@@ -269,7 +269,16 @@ impl App {
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
             Found::File(version) => {
                 let content_type = content_type_for(path.relative());
-                self.file_response(req, &version, content_type, self.settings.max_ranges, may_block)
+                let max_ranges = self.settings.max_ranges;
+                match self.gzip_beside(path, &version, content_type, may_block)? {
+                    Some((gz, meta)) if crate::gzip_static::accepts_gzip(req) => {
+                        Ok(crate::gzip_static::respond(req, path.relative(), gz, &meta, max_ranges))
+                    }
+                    Some(_) => Ok(self
+                        .file_response(req, &version, content_type, max_ranges, may_block)?
+                        .with_header("Vary", "Accept-Encoding")),
+                    None => self.file_response(req, &version, content_type, max_ranges, may_block),
+                }
             }
             Found::Directory if !path.names_directory() => Ok(directory_redirect(req, path)),
             Found::Directory => self.directory(req, path, may_block),
@@ -320,6 +329,28 @@ impl App {
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
         };
         crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
+    }
+
+    /// The gzip form an upload kept beside a compressible local file, open, unless it is older
+    /// than the file: it is written after the file, so an older one is stale (the file was
+    /// changed by other means since) and the file is served without it.
+    fn gzip_beside(
+        &self,
+        path: &LibraryPath,
+        version: &FileVersion,
+        content_type: &str,
+        may_block: bool,
+    ) -> Result<Option<(std::fs::File, std::fs::Metadata)>, LibraryError> {
+        let FileVersion::Local { meta: plain, .. } = version else { return Ok(None) };
+        if !sluice_store::gzip::GzipPolicy::compressible(content_type) {
+            return Ok(None);
+        }
+        match self.library.file(&sluice_store::gzip_form_name(path.relative()), may_block)? {
+            Some(FileVersion::Local { file, meta }) if meta.modified().ok() >= plain.modified().ok() => {
+                Ok(Arc::try_unwrap(file).ok().map(|file| (file, meta)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// A file a local library keeps only gzipped (under its hidden gzip form's name), else 404.

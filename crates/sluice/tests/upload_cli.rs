@@ -75,7 +75,8 @@ fn five_hundred_files_at_concurrency_16_into_sluice() {
     assert!(ok, "exit status: {report}");
     assert_eq!(report["objects_ok"], 500, "{report}");
     assert!(report["connections_opened"].as_u64().unwrap() <= 16, "connections reused: {report}");
-    assert!(report["bytes_stored"].as_u64() < report["bytes_raw"].as_u64(), "the HTML was gzipped: {report}");
+    // Every file is kept whole under its name, and the HTML's gzip forms beside them.
+    assert!(report["bytes_stored"].as_u64() > report["bytes_raw"].as_u64(), "the HTML was gzipped: {report}");
     for (name, bytes) in &files {
         let mut c = Conn::open(server.addr());
         c.send(format!("GET /batch/{name} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
