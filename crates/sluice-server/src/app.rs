@@ -434,8 +434,8 @@ impl App {
                 }
             }
         };
-        // Rendition sets are offered only once found whole and lined up.
-        let sets = match crate::renditions::working_sets(&self.library, dir.relative(), &entries, may_block) {
+        // Rendition sets are offered once found whole and lined up, else shown with why not.
+        let sets = match crate::renditions::listed_sets(&self.library, dir.relative(), &entries, may_block) {
             Ok(sets) => sets,
             Err(LibraryError::WouldBlock) => {
                 needs_job.set(true);
@@ -641,7 +641,9 @@ mod tests {
         let app = app(dir.path());
         let demo = app.offers("demo.mp4", None);
         assert!(demo.rtsp && demo.video.is_some(), "{demo:?}");
-        assert_eq!(app.offers("broken.mp4", None), Offers::default());
+        let broken = app.offers("broken.mp4", None);
+        assert!(broken.video.is_none() && !broken.rtsp, "{broken:?}");
+        assert!(broken.refusal.as_deref().is_some_and(|r| r.contains("not a playable MP4")), "{broken:?}");
         assert_eq!(app.offers("missing.mp4", None), Offers::default());
         let get = OwnedRequest::of(&Request {
             method: Method::Get,
@@ -655,6 +657,9 @@ mod tests {
         assert!(html.contains("data-hls=\"./demo.mp4/master.m3u8\""), "{html}");
         assert!(html.contains("rtsp://127.0.0.1:8554/demo.mp4"), "{html}");
         assert!(!html.contains("broken.mp4/master.m3u8") && !html.contains("8554/broken.mp4"), "{html}");
+        // The file that cannot play says why, with no Play button to a black player.
+        assert!(!html.contains("data-src=\"./broken.mp4\""), "{html}");
+        assert!(html.contains("<div class=\"why\">Cannot be played in the browser: cannot package broken.mp4 as HLS: not a playable MP4"), "{html}");
         // Indexed once for the page and the offers: the tables and the description.
         let stats = app.library().catalogue().stats();
         assert_eq!(stats.misses.load(Ordering::Relaxed), 4, "two files, two entries each");

@@ -207,10 +207,10 @@ pub fn find_set(
     Ok(RenditionSet { members, subtitles })
 }
 
-/// The sets of `dir` (whose listing is `entries`) that can be served, as the page offers them:
-/// every title with a rendition-named MP4 or a sidecar, found whole and lined up. A set that
-/// fails is left out (its files are listed on their own).
-pub fn working_sets(
+/// The sets of `dir` (whose listing is `entries`), as the page shows them: every title with a
+/// rendition-named MP4 or a sidecar, offered when found whole and lined up, else with the reason
+/// it cannot be played (its files are listed on their own either way).
+pub fn listed_sets(
     library: &Library,
     dir: &str,
     entries: &[crate::library::Listed],
@@ -239,9 +239,23 @@ pub fn working_sets(
                     .map(|m| (m.name.clone(), m.index().and_then(|i| i.resolution())))
                     .collect(),
                 subtitles: set.subtitles.iter().map(|s| s.language.clone()).collect(),
+                refused: None,
             }),
             Err(SetError::Library(e)) => return Err(e),
-            Err(e) => tracing::debug!(dir, title, "rendition set not offered: {e}"),
+            Err(e) => {
+                tracing::debug!(dir, title, "rendition set not offered: {e}");
+                let refused = match e {
+                    SetError::NotFound => "none of its renditions can be packaged".to_string(),
+                    e => e.to_string(),
+                };
+                let (renditions, subtitles) = (Vec::new(), Vec::new());
+                sets.push(SetOffer {
+                    title: title.to_string(),
+                    renditions,
+                    subtitles,
+                    refused: Some(refused),
+                });
+            }
         }
     }
     Ok(sets)
@@ -263,8 +277,10 @@ pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)])
     }
     let mut out = Vec::new();
     for (dir, entries) in by_dir {
-        match working_sets(library, dir, &entries, true) {
-            Ok(sets) => out.extend(sets.into_iter().map(|s| (dir.to_string(), s))),
+        match listed_sets(library, dir, &entries, true) {
+            Ok(sets) => {
+                out.extend(sets.into_iter().filter(|s| s.refused.is_none()).map(|s| (dir.to_string(), s)))
+            }
             Err(e) => tracing::warn!(path = dir, "cannot look for rendition sets: {e}"),
         }
     }
