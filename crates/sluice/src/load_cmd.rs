@@ -1,7 +1,7 @@
 //! `sluice load http` and `sluice load rtsp`: the command-line face of the `sluice-load` library.
 //! HTTP: parses flags (or a TOML scenario file) into a [`LoadConfig`], runs it with the live
 //! progress line, prints the end-of-run summary, writes `--json`/`--csv`, and turns failed
-//! thresholds into exit code 99 (k6's convention); with `--hls`/`--dash` it runs stream players
+//! thresholds into exit status 1 (a run that failed); with `--hls`/`--dash` it runs stream players
 //! instead and prints their summary. RTSP: parses flags into an [`RtspConfig`], runs
 //! the viewers, prints the summary and writes `--json`. The generators live in the library.
 
@@ -20,8 +20,10 @@ use sluice_load::{
     Model, ReportWriter, Scenario, Stage, TargetSpec, TextSummary, Threshold,
 };
 
-/// Exit code when the run completed but a `--threshold` failed.
-pub const THRESHOLDS_FAILED: i32 = 99;
+/// Exit status when the run completed but a `--threshold` failed: a run that failed, as every
+/// sluice command says it (0 success, 1 failure, 2 usage), rather than k6's 99, so that a script
+/// needs one rule for every command.
+pub const THRESHOLDS_FAILED: i32 = 1;
 
 /// Marks an error in the command line (exit status 2), as opposed to a run that failed (1).
 #[derive(Debug)]
@@ -157,7 +159,7 @@ pub struct RtspArgs {
     /// Receiver threads (UDP) and runtime threads [default: the cores this process may use].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Pass/fail criterion, repeatable; a failed one exits 99: `perfect>99%`, `playing>=100%`,
+    /// Pass/fail criterion, repeatable; a failed one exits 1: `perfect>99%`, `playing>=100%`,
     /// `samples_mean>=899`, `samples_min>0`, `perfect_clients>=50`, `failures==0`, `lost_packets==0`.
     #[arg(long = "threshold", value_name = "EXPR")]
     thresholds: Vec<String>,
@@ -201,10 +203,10 @@ TARGETS  [WEIGHT=]URL, e.g. 3=http://127.0.0.1:8080/a 1=http://127.0.0.1:8080/b
 THRESHOLDS  METRIC OP VALUE with OP one of < <= > >= ==
   p50 p90 p95 p99 p99.9 max min mean stdev (latency; prefix connect. ttfb. download. for those),
   success, error_rate (e.g. 99.9%), errors, errors.KIND, dropped, requests, rps
-  e.g. --threshold 'p99<50ms' --threshold 'success>99.9%'; a failed threshold exits with 99.
+  e.g. --threshold 'p99<50ms' --threshold 'success>99.9%'; a failed threshold exits with 1.
 
 Latency runs from the scheduled send time (open) or the start of the request (closed) to the last
-byte; success rate = OK responses / requests started (dropped arrivals count as started).
+byte, over the successful responses (failed requests are counted by kind, not timed); success rate = OK responses / requests started (dropped arrivals count as started).
 
 PLAYERS  --hls URL (master or media playlist) or --dash URL (static MPD): --vus viewers each fetch
   the manifest, the media playlists and init segments they play, then the segments in order over
@@ -259,7 +261,8 @@ pub struct HttpArgs {
     /// Open model: most arrivals waiting for a connection; more are dropped [default: 100000].
     #[arg(long, value_name = "N")]
     max_pending: Option<usize>,
-    /// Deadline of each request, from its start (closed) or scheduled time (open) [default: 60s].
+    /// Deadline of each request, from its start (closed) or scheduled time (open) [default: 60s;
+    /// 10s for the --hls/--dash players, as a player gives up on a segment].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
     /// Worker threads, each with its own event loop [default: the usable cores].
