@@ -85,6 +85,26 @@ fn an_s3_library_runs_and_reports_its_own_cpu_workers() {
 }
 
 #[test]
+fn check_prints_each_access_key_only_where_its_mode_reads_it_and_sizes_as_the_file_does() {
+    let c = Config::from_text(
+        "[store]\ncache_size = \"1GiB\"\n[[access]]\nprefix = \"/s/\"\nmode = \"signed\"\nkey_file = \"k\"\n\
+         [[access]]\nprefix = \"/j/\"\nmode = \"jwt\"\njwks = \"j.json\"\n",
+    )
+    .unwrap();
+    let text = c.effective_toml();
+    assert!(text.contains("\ncache_size = \"1GiB\"\n"), "{text}");
+    let (signed, jwt) = text.split_once("prefix = \"/j/\"").unwrap();
+    let signed = &signed[signed.find("prefix = \"/s/\"").unwrap()..];
+    assert!(!signed.contains("claim"), "no claim on a signed policy: {signed}");
+    assert!(jwt.contains("claim = \"paths\""), "the claim a jwt policy reads: {jwt}");
+    assert_eq!(Config::from_text(&text).unwrap().access, {
+        let mut access = c.access.clone();
+        access[1].claim = Some("paths".into());
+        access
+    });
+}
+
+#[test]
 fn rtsp_loops_are_set_or_follow_the_cores() {
     let c: Config = toml::from_str("[rtsp]\nloops = 3").unwrap();
     c.validate().unwrap();
