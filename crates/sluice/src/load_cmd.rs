@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
-use sluice_load::board::{BoardInner, LoadBoard};
+use sluice_load::board::{BoardInner, LoadBoard, ReportText, RunKind};
 use sluice_load::config::OpenModel;
 use sluice_load::player::{run_player, Pacing, PlayerConfig, Protocol, RenditionChoice};
 use sluice_load::rtsp::{RtspConfig, RtspTransport};
@@ -361,17 +361,21 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.validate().map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     crate::raise_nofile_limit();
     let mut progress = progress(&args.common);
-    let report = if let Some(mut board) =
-        board(&args.common, &format!("sluice load rtsp {}", config.url), true, &mut *progress)?
-    {
+    let title = format!("sluice load rtsp {}", config.url);
+    let report = if let Some(mut board) = board(&args.common, &title, RunKind::Rtsp, &mut *progress)? {
         let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
         if let Some(path) = &args.common.report {
+            let mut summary = Vec::new();
+            report.write_summary(&mut summary).context("writing the summary")?;
             let s = &report.summary;
-            board.write_report(
-                path,
-                true,
-                &format!("{} viewers, {} video samples", s.clients, s.samples_total),
-            )?;
+            let verdicts = thresholds.iter().map(|t| t.check(s));
+            let text = ReportText {
+                subtitle: &format!("{} viewers, {} video samples", s.clients, s.samples_total),
+                summary: &String::from_utf8_lossy(&summary),
+                thresholds: verdicts.map(|v| (v.expression, v.passed, v.actual)).collect(),
+                duration_s: None,
+            };
+            board.write_report(path, &text)?;
         }
         report
     } else {
@@ -434,7 +438,7 @@ fn progress(common: &CommonFlags) -> Box<dyn BoardInner> {
 fn board<'a>(
     common: &CommonFlags,
     title: &str,
-    rtsp: bool,
+    kind: RunKind,
     inner: &'a mut dyn BoardInner,
 ) -> anyhow::Result<Option<LoadBoard<'a>>> {
     if common.dashboard.is_none() && common.report.is_none() {
@@ -447,7 +451,7 @@ fn board<'a>(
         ),
         None => None,
     };
-    let board = LoadBoard::new(title, listener, rtsp, inner)?;
+    let board = LoadBoard::new(title, listener, kind, inner)?;
     if let Some(addr) = board.live_addr() {
         eprintln!("live dashboard at http://{addr}/");
     }
@@ -479,20 +483,32 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     crate::raise_nofile_limit();
     let mut progress = progress(&args.common);
     let title = format!("sluice load http {}", args.urls.join(" "));
-    let report = if let Some(mut board) = board(&args.common, title.trim_end(), false, &mut *progress)? {
-        let report = sluice_load::run(&config, &mut board)?;
+    let kind = RunKind::Http { closed: matches!(config.model, Model::Closed(_)) };
+    let report = if let Some(mut board) = board(&args.common, title.trim_end(), kind, &mut *progress)? {
+        let mut report = sluice_load::run(&config, &mut board)?;
+        apply(&thresholds, &mut report);
         if let Some(path) = &args.common.report {
             let r = &report;
-            let summary =
-                format!("{} requests, {} ok, {:.1} s", r.requests.sent, r.requests.ok, r.duration_s);
-            board.write_report(path, false, &summary)?;
+            let mut summary = Vec::new();
+            TextSummary.write_report(r, &mut summary).context("writing the summary")?;
+            let verdicts = r.thresholds.iter().map(|t| (t.expression.clone(), t.passed, t.actual.clone()));
+            let text = ReportText {
+                subtitle: &format!(
+                    "{} requests, {} ok, {:.1} s",
+                    r.requests.sent, r.requests.ok, r.duration_s
+                ),
+                summary: &String::from_utf8_lossy(&summary),
+                thresholds: verdicts.collect(),
+                duration_s: Some(r.duration_s),
+            };
+            board.write_report(path, &text)?;
         }
         report
     } else {
-        sluice_load::run(&config, &mut *progress)?
+        let mut report = sluice_load::run(&config, &mut *progress)?;
+        apply(&thresholds, &mut report);
+        report
     };
-    let mut report = report;
-    apply(&thresholds, &mut report);
     if !args.common.quiet {
         let stdout = std::io::stdout();
         TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;
