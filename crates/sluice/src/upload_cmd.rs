@@ -111,6 +111,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         retries: args.retries,
         timeout: args.timeout,
+        stop: None,
     };
     let progress = UploadProgress::default();
     let done = std::sync::atomic::AtomicBool::new(false);
