@@ -27,6 +27,20 @@
     return v.toFixed(2);
   }
 
+  // A time axis whose ticks all read alike (14:05:30), spaced for that width: uPlot's default
+  // writes the date and time at the first tick and seconds alone after it, and that long first
+  // label ran into the next.
+  function timeAxis() {
+    const two = (n) => String(n).padStart(2, "0");
+    const clock = (t) => {
+      const d = new Date(t * 1000);
+      return two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+    };
+    // Whole seconds only: a half-second tick would repeat its neighbour's label.
+    const incrs = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+    return { space: 80, incrs, values: (u, splits) => splits.map(clock) };
+  }
+
   // The x axis of a chart with `chart.x`: its named ticks, else a tick at each x when there are
   // few (a sweep's points), else uPlot's own.
   function xAxis(chart, xs) {
@@ -140,7 +154,7 @@
                 spanGaps: xy,
               }))
             ),
-            axes: [xy ? xAxis(chart, [...new Set(xs)]) : {}, xy ? { size: 60, label: chart.unit, values: (u, splits) => splits.map(short) } : { size: 60 }],
+            axes: [xy ? xAxis(chart, [...new Set(xs)]) : timeAxis(), xy ? { size: 60, label: chart.unit, values: (u, splits) => splits.map(short) } : { size: 60 }],
           };
           entry = { keys, plot: new uPlot(opts, data, el) };
           this.plots.set(i, entry);

@@ -139,11 +139,24 @@ pub enum Samples<'a> {
 
 /// The page: `title`, a line of `subtitle` text, `charts` drawn from `samples`.
 pub fn page(title: &str, subtitle: &str, charts: &[Chart], samples: Samples<'_>) -> String {
+    report_page(title, subtitle, "", charts, samples, "")
+}
+
+/// [`page`] with HTML of the caller's before the charts (`head`: a verdict) and after them
+/// (`tail`: a summary), both already escaped by the caller.
+pub fn report_page(
+    title: &str,
+    subtitle: &str,
+    head: &str,
+    charts: &[Chart],
+    samples: Samples<'_>,
+    tail: &str,
+) -> String {
     format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{title}</title>\n\
 <style>{STYLE}</style>\n</head><body>\n<header><h1>{title}</h1><p>{subtitle} <span id=\"status\"></span></p></header>\n\
-{board}</body></html>\n",
+{head}{board}{tail}</body></html>\n",
         title = escape(title),
         subtitle = escape(subtitle),
         board = boards(&[(charts, samples)]),
@@ -183,7 +196,11 @@ const board = new SluiceBoard(root, {spec});\n{start} }})();</script>\n"
 
 /// The page around a board.
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:0;background:#f8fafc;color:#0f172a}\
-header{padding:8px 16px;background:#0f172a;color:#f8fafc}header h1{font-size:18px;margin:0}header p{margin:2px 0 0;font-size:13px;color:#cbd5e1}";
+header{padding:8px 16px;background:#0f172a;color:#f8fafc}header h1{font-size:18px;margin:0}header p{margin:2px 0 0;font-size:13px;color:#cbd5e1}\
+.verdict{margin:8px;padding:6px 10px;border-radius:4px;font-weight:600}.verdict.pass{background:#dcfce7;color:#14532d}\
+.verdict.fail{background:#fee2e2;color:#7f1d1d}.thresholds{margin:0 8px;padding-left:24px;font-size:13px}\
+.thresholds .fail{color:#b91c1c}pre.summary{margin:8px;padding:8px;background:#fff;border:1px solid #e2e8f0;border-radius:4px;\
+font-size:12px;overflow-x:auto}";
 
 /// A board's grid of charts.
 const BOARD_STYLE: &str =

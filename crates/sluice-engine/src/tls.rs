@@ -207,6 +207,8 @@ pub struct TlsSession<S> {
     inner_busy: bool,
     /// The handshake finished (counted once).
     established: bool,
+    /// Some bytes came in (the first say whether the client speaks TLS at all).
+    heard: bool,
     /// The connection is over: nothing more is decrypted or encrypted.
     done: bool,
     counters: Arc<Counters>,
@@ -228,6 +230,7 @@ impl<S: Session> TlsSession<S> {
             offer: false,
             inner_busy: false,
             established: false,
+            heard: false,
             done: false,
             counters,
         }
@@ -377,6 +380,14 @@ impl<S: Session> Session for TlsSession<S> {
         if self.done {
             return input.len();
         }
+        if !std::mem::replace(&mut self.heard, true) && input.first().is_some_and(u8::is_ascii_uppercase) {
+            // A request line (`GET / HTTP/1.1`), not a TLS record (whose first byte is a content
+            // type, 0x14 to 0x18): say so in plain HTTP, as nginx does, rather than close
+            // without a word.
+            plaintext_refusal(out, clock);
+            self.finish(out);
+            return input.len();
+        }
         match self.decrypt(input, out) {
             Ok(peer_closed) => {
                 self.pump(out, clock);
@@ -451,6 +462,19 @@ impl<S: Session> Session for TlsSession<S> {
     fn on_close(&mut self, _out: &Outbox) {
         self.inner.on_close(&self.inner_out);
     }
+}
+
+/// The answer to plain HTTP sent to the HTTPS port: a 400 in plain HTTP that says so.
+fn plaintext_refusal(out: &mut Outbox, clock: &Clock) {
+    use sluice_proto::http::response::{write_head, Persistence};
+    use sluice_proto::http::Status;
+    const BODY: &[u8] = b"400 Bad Request: plain HTTP request sent to the HTTPS port; use https://\n";
+    let mut head = out.buffer();
+    head.clear();
+    let headers = [("Content-Type", "text/plain; charset=utf-8".into())];
+    write_head(&mut head, Status::BAD_REQUEST, &headers, Some(BODY.len() as u64), Persistence::Close, clock);
+    head.extend_from_slice(BODY);
+    out.push(Segment::Bytes(head));
 }
 
 #[cfg(test)]

@@ -19,6 +19,39 @@ pub const ACCESS_KEY: &str = "sluice";
 /// Secret key the instance is started with.
 pub const SECRET_KEY: &str = "sluice-secret";
 
+/// `weed mini`'s arguments besides its directory and ports (docs/SCALE-OUT.md starts it with
+/// these too).
+const FIXED_ARGS: [&str; 7] = [
+    "-ip=127.0.0.1",
+    "-ip.bind=127.0.0.1",
+    "-s3.port.iceberg=0",
+    "-s3.port.lance=0",
+    "-master.telemetry=false",
+    "-admin.ui=false",
+    // Each bucket is a collection with volumes of its own. Left at 0, the volume count is sized
+    // from free disk space, and on a fuller disk the thirteen per-engine buckets of
+    // tests/uploads.rs ran out: "failed to find writable volumes for collection" (502). Volumes
+    // are sparse, so a fixed generous count costs nothing.
+    "-volume.max=200",
+];
+
+/// The ports `weed mini` listens on, each given one picked free (in this order).
+const PORT_FLAGS: [&str; 13] = [
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port",
+    "s3.port.grpc",
+    "webdav.port",
+    "admin.port",
+    "admin.port.grpc",
+    "debug.port",
+    "metricsPort",
+];
+
 /// A running `weed mini`.
 #[derive(Debug)]
 pub struct SeaweedFs {
@@ -58,37 +91,10 @@ impl SeaweedFs {
 
     fn start_once(dir: &Path, bucket: &str) -> Result<SeaweedFs, HarnessError> {
         let weed = crate::find_tool("weed")?;
-        let names = [
-            "master.port",
-            "master.port.grpc",
-            "volume.port",
-            "volume.port.grpc",
-            "filer.port",
-            "filer.port.grpc",
-            "s3.port",
-            "s3.port.grpc",
-            "webdav.port",
-            "admin.port",
-            "admin.port.grpc",
-            "debug.port",
-            "metricsPort",
-        ];
-        let mut args = vec![
-            format!("-dir={}", dir.display()),
-            "-ip=127.0.0.1".into(),
-            "-ip.bind=127.0.0.1".into(),
-            "-s3.port.iceberg=0".into(),
-            "-s3.port.lance=0".into(),
-            "-master.telemetry=false".into(),
-            "-admin.ui=false".into(),
-            // Each bucket is a collection with volumes of its own. Left at 0, the volume count is
-            // sized from free disk space, and on a fuller disk the thirteen per-engine buckets of
-            // tests/uploads.rs ran out: "failed to find writable volumes for collection" (502).
-            // Volumes are sparse, so a fixed generous count costs nothing.
-            "-volume.max=200".into(),
-        ];
+        let mut args = vec![format!("-dir={}", dir.display())];
+        args.extend(FIXED_ARGS.iter().map(|a| a.to_string()));
         let mut ports = Vec::new();
-        for name in names {
+        for name in PORT_FLAGS {
             let port = free_port().map_err(|e| HarnessError::io("finding a free port", e))?;
             ports.push(port);
             args.push(format!("-{name}={port}"));
@@ -161,5 +167,33 @@ impl SeaweedFs {
     /// Its Prometheus metrics text.
     pub fn metrics_text(&self) -> Result<String, HarnessError> {
         crate::http::get_ok_text(self.metrics, "/metrics")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/SCALE-OUT.md tells a newcomer to start the store as the tests do: every argument,
+    /// the ports that matter (the volume port above all: older releases put it on 8080,
+    /// sluice's own), the bucket and the credentials.
+    #[test]
+    fn the_scale_out_guide_starts_the_store_as_the_tests_do() {
+        let guide = include_str!("../../../docs/SCALE-OUT.md");
+        let start = guide.find("weed mini -dir=").expect("the guide gives the weed mini command");
+        let command = &guide[start..start + guide[start..].find("```").expect("the command's block ends")];
+        for arg in FIXED_ARGS {
+            assert!(command.contains(arg), "{arg} missing from the guide's command:\n{command}");
+        }
+        for port in ["s3.port", "filer.port", "master.port", "volume.port", "webdav.port"] {
+            assert!(command.contains(&format!("-{port}=")), "-{port} missing from:\n{command}");
+        }
+        assert!(command.contains("-bucket="), "{command}");
+        let env = &guide[..start];
+        assert!(
+            env.ends_with(&format!("AWS_ACCESS_KEY_ID={ACCESS_KEY} AWS_SECRET_ACCESS_KEY={SECRET_KEY} \\\n")),
+            "the credentials in weed mini's environment, as the harness gives them"
+        );
+        assert!(guide.contains("put the volume server on 8080"), "the 8080 clash is named");
     }
 }

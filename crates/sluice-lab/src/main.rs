@@ -236,7 +236,7 @@ fn ceiling(args: CeilingArgs) -> anyhow::Result<()> {
 }
 
 /// On SIGINT/SIGTERM the lab takes its servers down with it (they run in process groups of
-/// their own, where the terminal's Ctrl-C does not reach), then writes the rows it finished as a
+/// their own, where the terminal's Ctrl-C does not reach) and ends the row's load, then writes the rows it finished as a
 /// partial run (`run_experiments`); a second signal, or a row that does not end within a
 /// minute, exits at once.
 fn stop_servers_on_signal() -> anyhow::Result<()> {
@@ -248,7 +248,7 @@ fn stop_servers_on_signal() -> anyhow::Result<()> {
         let Some(sig) = signals.next() else { return };
         sluice_lab::stop::stop(sig);
         eprintln!(
-            "sluice lab: stopped by {}; its servers are stopped; writing the rows finished so far",
+            "sluice lab: stopped by {}; its servers and their load are stopped; writing the rows finished so far",
             sluice_lab::stop::signal_name(sig)
         );
         let exit_now = move || {

@@ -628,6 +628,7 @@ impl LoadPlanned {
                         m.think = think;
                     }
                     c.threads = threads;
+                    c.stop = Some(crate::stop::flag());
                     c.timeout = Duration::from_secs(30);
                     c.expected_status = ExpectedStatus::Exactly(200);
                     c.connections = ConnectionMode::KeepAlive;
@@ -665,6 +666,7 @@ impl LoadPlanned {
                     o.max_pending = s.max_pending.unwrap_or(o.max_pending);
                 }
                 c.threads = threads;
+                c.stop = Some(crate::stop::flag());
                 c.connections = s.connections.unwrap_or(ConnectionMode::KeepAlive);
                 c.timeout = s.timeout.unwrap_or(c.timeout);
                 c.expected_status = s.expect_status.unwrap_or(ExpectedStatus::Exactly(200));

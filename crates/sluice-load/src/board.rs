@@ -3,9 +3,10 @@
 //! report (`--report FILE.html`), both drawn by `sluice_charts`, the same page the server's
 //! admin dashboard is.
 //!
-//! Owns what a load sample holds and which charts show it. It wraps the run's other observer
-//! (the progress line), so it adds the pictures without changing what the run does; it does
-//! not measure anything itself.
+//! Owns what a load sample holds, which charts show it, and what a report says besides them
+//! (the run's summary and its thresholds' verdict). It wraps the run's other observer (the
+//! progress line), so it adds the pictures without changing what the run does; it does not
+//! measure anything itself.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -27,9 +28,38 @@ const MAX_SAMPLES: usize = 86_400;
 /// Samples a page opened during the run gets at once.
 const LIVE_HISTORY: usize = 900;
 
+/// What a board charts: an HTTP run (closed model or open) or an RTSP one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// `sluice load http`; `closed` for the closed model, whose latency runs from each
+    /// request's start (the open model's from its scheduled time).
+    Http {
+        /// The closed model.
+        closed: bool,
+    },
+    /// `sluice load rtsp`.
+    Rtsp,
+}
+
+/// What a report says besides its charts.
+#[derive(Debug, Clone, Default)]
+pub struct ReportText<'a> {
+    /// The line under the title (`400 requests, 400 ok, 2.0 s`).
+    pub subtitle: &'a str,
+    /// The run's text summary, as printed at its end.
+    pub summary: &'a str,
+    /// Each threshold: its expression, whether it passed, the actual value.
+    pub thresholds: Vec<(String, bool, String)>,
+    /// The run's length in seconds, which says how much of its last second it ran: a
+    /// last second it only partly ran is charted as a rate (or, shorter than half a second,
+    /// left out) rather than as a drop to nearly nothing.
+    pub duration_s: Option<f64>,
+}
+
 /// Watches a run for its live page and report, passing every second on to `inner`.
 pub struct LoadBoard<'a> {
     inner: &'a mut dyn BoardInner,
+    kind: RunKind,
     title: String,
     started_unix: f64,
     samples: Vec<Value>,
@@ -48,7 +78,7 @@ impl<'a> LoadBoard<'a> {
     pub fn new(
         title: &str,
         dashboard: Option<TcpListener>,
-        rtsp: bool,
+        kind: RunKind,
         inner: &'a mut dyn BoardInner,
     ) -> Result<LoadBoard<'a>, LoadError> {
         let hub = Arc::new(Hub::new(LIVE_HISTORY));
@@ -57,7 +87,7 @@ impl<'a> LoadBoard<'a> {
                 let page = sluice_charts::page(
                     title,
                     "live, a sample a second",
-                    &charts(rtsp),
+                    &charts(kind),
                     Samples::Live("/events"),
                 );
                 Some(sluice_charts::serve(listener, page, Arc::clone(&hub)).map_err(LoadError::Runtime)?)
@@ -67,6 +97,7 @@ impl<'a> LoadBoard<'a> {
         let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         Ok(LoadBoard {
             inner,
+            kind,
             title: title.into(),
             started_unix,
             samples: Vec::new(),
@@ -94,9 +125,50 @@ impl<'a> LoadBoard<'a> {
         &self.samples
     }
 
-    /// Writes the report: the run's charts holding every sample, one HTML file.
-    pub fn write_report(&self, path: &Path, rtsp: bool, summary: &str) -> Result<(), LoadError> {
-        let html = sluice_charts::page(&self.title, summary, &charts(rtsp), Samples::Held(&self.samples));
+    /// Writes the report: the thresholds' verdict, the run's charts holding every sample and
+    /// its summary, one HTML file.
+    pub fn write_report(&self, path: &Path, text: &ReportText<'_>) -> Result<(), LoadError> {
+        let mut samples = self.samples.clone();
+        if let (RunKind::Http { .. }, Some(duration_s)) = (self.kind, text.duration_s) {
+            settle_last_second(&mut samples, duration_s);
+        }
+        let mut head = String::new();
+        if !text.thresholds.is_empty() {
+            let failed: Vec<&str> = text.thresholds.iter().filter(|t| !t.1).map(|t| t.0.as_str()).collect();
+            let (class, verdict) = match failed.len() {
+                0 => ("pass", format!("thresholds passed ({})", text.thresholds.len())),
+                n => (
+                    "fail",
+                    format!("{n} of {} thresholds failed: {}", text.thresholds.len(), failed.join(", ")),
+                ),
+            };
+            head.push_str(&format!(
+                "<p class=\"verdict {class}\">{}</p>\n<ul class=\"thresholds\">",
+                sluice_charts::escape(&verdict)
+            ));
+            for (expression, passed, actual) in &text.thresholds {
+                head.push_str(&format!(
+                    "<li class=\"{}\">{} {} (actual {})</li>",
+                    if *passed { "pass" } else { "fail" },
+                    if *passed { "pass" } else { "FAIL" },
+                    sluice_charts::escape(expression),
+                    sluice_charts::escape(actual)
+                ));
+            }
+            head.push_str("</ul>\n");
+        }
+        let summary = format!(
+            "<pre class=\"summary\">{}</pre>\n",
+            sluice_charts::escape(text.summary.trim_matches('\n'))
+        );
+        let html = sluice_charts::report_page(
+            &self.title,
+            text.subtitle,
+            &head,
+            &charts(self.kind),
+            Samples::Held(&samples),
+            &summary,
+        );
         std::fs::write(path, html).map_err(|source| LoadError::Output { path: path.to_path_buf(), source })
     }
 }
@@ -146,34 +218,63 @@ pub fn http_sample(started_unix: f64, s: &SecondSample) -> Value {
     })
 }
 
-/// The charts of an HTTP run, or of an RTSP run.
-pub fn charts(rtsp: bool) -> Vec<Chart> {
-    if rtsp {
-        return vec![
-            Chart::new(
-                "RTSP viewers",
-                "",
-                &[
-                    ("viewers.playing", "playing"),
-                    ("viewers.started", "started"),
-                    ("viewers.failed", "failed"),
-                ],
-            ),
-            Chart::new("Video samples received", "/s", &[("samples_per_s", "samples")]),
-            Chart::new("RTP packets lost", "/s", &[("lost_per_s", "lost")]),
-        ];
+/// The last sample of an HTTP run that lasted `duration_s`, when the run ended part way through
+/// its second: its counts scaled to a second's (they are per-second rates), or, under half a
+/// second, the sample dropped (a rate from a sliver of a second says little).
+fn settle_last_second(samples: &mut Vec<Value>, duration_s: f64) {
+    let Some(second) = samples.last().and_then(|s| s["second"].as_f64()) else { return };
+    let ran = duration_s - second;
+    if ran >= 1.0 || ran <= 0.0 {
+        return;
     }
+    if ran < 0.5 {
+        samples.pop();
+        return;
+    }
+    let Some(last) = samples.last_mut() else { return };
+    let scale = |v: &mut Value| {
+        if let Some(n) = v.as_f64() {
+            *v = json!(n / ran);
+        }
+    };
+    for key in ["ok", "failed", "dropped", "sent"] {
+        scale(&mut last["rps"][key]);
+    }
+    if let Some(errors) = last["errors"].as_object_mut() {
+        errors.values_mut().for_each(scale);
+    }
+    scale(&mut last["mbps"]);
+}
+
+/// The charts of a run of `kind`.
+pub fn charts(kind: RunKind) -> Vec<Chart> {
+    let closed = match kind {
+        RunKind::Http { closed } => closed,
+        RunKind::Rtsp => {
+            return vec![
+                Chart::new(
+                    "RTSP viewers",
+                    "",
+                    &[
+                        ("viewers.playing", "playing"),
+                        ("viewers.started", "started"),
+                        ("viewers.failed", "failed"),
+                    ],
+                ),
+                Chart::new("Video samples received", "/s", &[("samples_per_s", "samples")]),
+                Chart::new("RTP packets lost", "/s", &[("lost_per_s", "lost")]),
+            ]
+        }
+    };
+    let latency =
+        if closed { "Latency from each request's start" } else { "Latency from the scheduled time" };
     vec![
         Chart::new(
             "Requests",
             "/s",
             &[("rps.ok", "ok"), ("rps.failed", "failed"), ("rps.dropped", "dropped"), ("rps.sent", "sent")],
         ),
-        Chart::new(
-            "Latency from the scheduled time",
-            "ms",
-            &[("latency_ms.p50", "p50"), ("latency_ms.p99", "p99")],
-        ),
+        Chart::new(latency, "ms", &[("latency_ms.p50", "p50"), ("latency_ms.p99", "p99")]),
         Chart::new("Errors by kind", "/s", &[("errors.*", "")]),
         Chart::new("Active users", "", &[("active_users", "active")]),
         Chart::new("Bytes received", "MB/s", &[("mbps", "received")]),
@@ -188,7 +289,7 @@ mod tests {
     #[test]
     fn rtsp_seconds_become_rates_and_http_seconds_keep_their_counts() {
         let mut inner = crate::NoObserver;
-        let mut board = LoadBoard::new("run", None, true, &mut inner).unwrap();
+        let mut board = LoadBoard::new("run", None, RunKind::Rtsp, &mut inner).unwrap();
         let at = |secs, samples, lost| RtspProgress {
             elapsed: Duration::from_secs(secs),
             started: 2,
@@ -207,9 +308,36 @@ mod tests {
         let second =
             SecondSample { second: 3, ok: 5, p50_us: 1500, bytes: 2_000_000, ..SecondSample::default() };
         let h = http_sample(1000.0, &second);
+        // The closed model's latency runs from each request's start, the open model's from
+        // its scheduled time.
+        let title = |kind| charts(kind)[1].title.clone();
+        assert_eq!(title(RunKind::Http { closed: true }), "Latency from each request's start");
+        assert_eq!(title(RunKind::Http { closed: false }), "Latency from the scheduled time");
         assert_eq!(h["t"], json!(1004.0));
         assert_eq!(h["rps"]["ok"], json!(5));
         assert_eq!(h["latency_ms"]["p50"], json!(1.5));
         assert_eq!(h["mbps"], json!(2.0));
+    }
+
+    #[test]
+    fn a_last_second_the_run_only_partly_ran_is_a_rate_or_left_out() {
+        let second = |n: u64, ok: u64| {
+            http_sample(
+                0.0,
+                &SecondSample { second: n, ok, started: ok, bytes: ok * 1000, ..SecondSample::default() },
+            )
+        };
+        // 3.75 s: the last second ran three quarters, its 30 responses are 40 a second.
+        let mut samples = vec![second(0, 40), second(1, 40), second(2, 40), second(3, 30)];
+        settle_last_second(&mut samples, 3.75);
+        assert_eq!(samples.len(), 4);
+        assert_eq!(samples[3]["rps"]["ok"], json!(40.0));
+        assert_eq!(samples[3]["mbps"], json!(0.04));
+        // 3.2 s: a fifth of a second is left out; whole seconds are left alone.
+        let mut samples = vec![second(0, 40), second(1, 40), second(2, 40), second(3, 8)];
+        settle_last_second(&mut samples, 3.2);
+        assert_eq!(samples.len(), 3);
+        settle_last_second(&mut samples, 3.0);
+        assert_eq!((samples.len(), samples[2]["rps"]["ok"].clone()), (3, json!(40)));
     }
 }

@@ -64,7 +64,7 @@ async fn virtual_user(
     ctx.recorder.borrow_mut().user_arrived(Instant::now());
     loop {
         let origin = Instant::now();
-        if end.is_some_and(|e| origin >= e) {
+        if end.is_some_and(|e| origin >= e) || ctx.stopped() {
             break;
         }
         match quota.get() {

@@ -73,6 +73,8 @@ pub struct LoadConfig {
     pub headers: Vec<(String, String)>,
     /// Permit targets outside loopback.
     pub allow_non_loopback: bool,
+    /// Ends the run early when raised (requests in flight finish); `None`: it runs its course.
+    pub stop: Option<crate::StopFlag>,
 }
 
 impl LoadConfig {
@@ -112,6 +114,7 @@ impl LoadConfig {
             method: Method::Get,
             headers: Vec::new(),
             allow_non_loopback: false,
+            stop: None,
         }
     }
 

@@ -74,6 +74,9 @@ pub(crate) async fn run_open(ctx: Rc<WorkerCtx>, share: OpenShare) {
         if scheduled > Instant::now() {
             timer.sleep_until(scheduled).await;
         }
+        if ctx.stopped() {
+            break;
+        }
         let now = Instant::now();
         let target = share.first_target[arrival.scenario] + pickers[arrival.scenario].next_index();
         {

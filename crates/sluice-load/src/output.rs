@@ -139,6 +139,10 @@ impl ReportWriter for TextSummary {
         )?;
         writeln!(out)?;
         distribution_line(out, "latency", &r.latency)?;
+        let left_out = crate::stats::failed_left_out(q.failed);
+        if !left_out.is_empty() {
+            writeln!(out, "  {:<10}{left_out}", "")?;
+        }
         distribution_line(out, "connect", &r.connect)?;
         distribution_line(out, "ttfb", &r.ttfb)?;
         distribution_line(out, "download", &r.download)?;

@@ -99,6 +99,7 @@ pub fn run(config: &LoadConfig, observer: &mut dyn Observer) -> Result<Report, L
                         timeout: config.timeout,
                         connections: config.connections,
                         expected: config.expected_status,
+                        stop: config.stop.clone(),
                     });
                     let ticker = tokio::task::spawn_local(tick_seconds(ctx.clone()));
                     tokio::time::sleep_until(start).await;

@@ -220,6 +220,18 @@ pub struct LatencySummary {
     pub max_us: u64,
 }
 
+/// What a summary's latency line says when requests failed: that their times are not in it.
+/// Failed requests are kept out of the percentiles (k6's `http_req_duration` keeps them in)
+/// because a failure's time is not an answer's: a refused connection fails in microseconds and
+/// would make an overloaded server look fast, a timed-out one ends at the deadline whatever the
+/// server did. They are counted apart, by kind.
+pub(crate) fn failed_left_out(failed: u64) -> String {
+    match failed {
+        0 => String::new(),
+        n => format!("  (successes only: {n} failed request(s) left out, counted under errors)"),
+    }
+}
+
 /// How one request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

@@ -118,6 +118,8 @@ pub struct UploadConfig {
     pub retries: u32,
     /// Longest wait for any one read or write.
     pub timeout: Duration,
+    /// Ends the batch early when raised (objects under way finish); `None`: it runs its course.
+    pub stop: Option<crate::StopFlag>,
 }
 
 /// One object to upload.
@@ -447,7 +449,9 @@ pub fn run_upload(config: &UploadConfig, progress: &UploadProgress) -> Result<Up
             scope.spawn(|| {
                 let mut conn = HttpConnection { stream: None, opened: 0, buf: Vec::new() };
                 while let Some(item) = items.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed)
+                        || config.stop.as_ref().is_some_and(crate::StopFlag::raised)
+                    {
                         break;
                     }
                     if !item.utf8_name {

@@ -26,6 +26,15 @@ pub(crate) struct WorkerCtx {
     pub connections: ConnectionMode,
     pub expected: ExpectedStatus,
     pub recorder: RefCell<Recorder>,
+    /// Raised to end the run early.
+    pub stop: Option<crate::StopFlag>,
+}
+
+impl WorkerCtx {
+    /// Whether the run was told to stop: no request begins after it.
+    pub fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(crate::StopFlag::raised)
+    }
 }
 
 /// A worker's totals plus the bucket of the current second.

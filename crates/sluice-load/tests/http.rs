@@ -315,3 +315,32 @@ fn targets_outside_loopback_need_permission() {
     assert!(matches!(config.model, Model::Closed(_)));
     let _ = ErrorKind::ALL;
 }
+
+/// A run told to stop (the lab's signal handler, whose servers are gone by then) ends within
+/// about a second, in both models, and reports what it did until then; the requests it made
+/// are the server's count, none lost.
+#[test]
+fn a_raised_stop_flag_ends_a_run_early_in_both_models() {
+    let server = TestServer::start(Behaviour::Ok);
+    let mut closed = LoadConfig::closed(target(&server.url("/")), 2, Some(Duration::from_secs(60)), None);
+    closed.threads = 1;
+    let open = open(&server.url("/"), vec![Stage::ConstantRate { rate: 50.0, duration: ms(60_000) }], 4);
+    for mut config in [closed, open] {
+        let stop = sluice_load::StopFlag::new();
+        config.stop = Some(stop.clone());
+        let raiser = std::thread::spawn(move || {
+            std::thread::sleep(ms(500));
+            stop.raise();
+        });
+        let before = server.requests();
+        let r = run(&config, &mut NoObserver).unwrap();
+        raiser.join().unwrap();
+        assert!(r.duration_s < 5.0, "the run went on for {} s after its stop", r.duration_s);
+        assert!(r.requests.ok > 0 && r.requests.failed == 0, "{:?}", r.requests);
+        assert_eq!(
+            server.requests() - before,
+            r.requests.sent,
+            "every request sent was answered and counted"
+        );
+    }
+}

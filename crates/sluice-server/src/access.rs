@@ -38,17 +38,37 @@ pub struct AccessPolicy {
     /// RS256, `EC` P-256 for ES256).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks: Option<PathBuf>,
-    /// `jwt`: the claim listing the path prefixes the token opens.
-    #[serde(default = "default_claim")]
-    pub claim: String,
+    /// `jwt`: the claim listing the path prefixes the token opens (`paths` when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
     /// `users`: the file of `name:password` lines (or `name:sha256:HEX`, Basic only, or
     /// `name:digest-md5:HEX` of MD5 `name:sluice:password`, Basic and Digest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users_file: Option<PathBuf>,
 }
 
-fn default_claim() -> String {
-    "paths".into()
+/// The claim a `jwt` policy reads when it names none.
+pub const DEFAULT_CLAIM: &str = "paths";
+
+impl AccessPolicy {
+    /// The keys set that belong to another mode, by name: a `jwks` on a `signed` policy is a
+    /// mistake (the operator meant another mode, or another prefix), not something to ignore.
+    fn stray_keys(&self) -> Vec<&'static str> {
+        let set = [
+            ("key_file", self.key_file.is_some()),
+            ("keys", !self.keys.is_empty()),
+            ("jwks", self.jwks.is_some()),
+            ("claim", self.claim.is_some()),
+            ("users_file", self.users_file.is_some()),
+        ];
+        let own: &[&str] = match self.mode {
+            AccessMode::Open => &[],
+            AccessMode::Signed => &["key_file", "keys"],
+            AccessMode::Jwt => &["jwks", "claim"],
+            AccessMode::Users => &["users_file"],
+        };
+        set.iter().filter(|(key, is_set)| *is_set && !own.contains(key)).map(|(key, _)| *key).collect()
+    }
 }
 
 /// How a prefix is guarded.
@@ -240,6 +260,16 @@ impl Access {
             if !p.prefix.starts_with('/') {
                 return Err(invalid("the prefix must start with /"));
             }
+            let stray = p.stray_keys();
+            if !stray.is_empty() {
+                let mode = match p.mode {
+                    AccessMode::Open => "open",
+                    AccessMode::Signed => "signed",
+                    AccessMode::Jwt => "jwt",
+                    AccessMode::Users => "users",
+                };
+                return Err(invalid(&format!("{} has no use with mode = \"{mode}\"", stray.join(", "))));
+            }
             let rule = match p.mode {
                 AccessMode::Open => Rule::Open,
                 AccessMode::Signed => {
@@ -262,7 +292,7 @@ impl Access {
                     let file = p.jwks.as_deref().ok_or_else(|| invalid("mode = \"jwt\" needs jwks"))?;
                     let text = std::fs::read_to_string(file).map_err(read(file))?;
                     let keys = jwks_keys(&text).map_err(|why| invalid(&why))?;
-                    Rule::Jwt { keys, claim: p.claim.clone() }
+                    Rule::Jwt { keys, claim: p.claim.clone().unwrap_or_else(|| DEFAULT_CLAIM.into()) }
                 }
                 AccessMode::Users => {
                     let file = p

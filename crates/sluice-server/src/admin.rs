@@ -149,7 +149,8 @@ impl Admin {
     /// What MediaMTX's API says of a path, for the MP4 at `path` (`/a b.mp4`): its tracks
     /// (codec, resolution and frame rate, or sample rate and channels), its duration, whether
     /// it is ready to stream and if not why, its viewers by protocol (RTSP sessions playing it;
-    /// HLS is stateless and has none to count) and the body bytes sent of it by protocol.
+    /// HLS is stateless and has none to count) and the body bytes sent of it by protocol (the
+    /// CMAF segments HLS and DASH share apart: a request for one does not say which).
     fn describe_stream(
         &self,
         path: &str,
@@ -160,7 +161,12 @@ impl Admin {
         let relative = path.trim_start_matches('/');
         let sent = self.app.requests().stream_bytes(path);
         item["viewers"] = serde_json::json!({ "rtsp": rtsp_viewers.get(path).copied().unwrap_or(0) });
-        item["bytes_sent"] = serde_json::json!({ "http": sent.http, "hls": sent.hls });
+        item["bytes_sent"] = serde_json::json!({
+            "http": sent.http,
+            "hls": sent.hls,
+            "dash": sent.dash,
+            "segments": sent.segments,
+        });
         let version = match library.file(relative, true) {
             Ok(Some(version)) => version,
             Ok(None) => return,

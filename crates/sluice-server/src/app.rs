@@ -269,7 +269,16 @@ impl App {
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
             Found::File(version) => {
                 let content_type = content_type_for(path.relative());
-                self.file_response(req, &version, content_type, self.settings.max_ranges, may_block)
+                let max_ranges = self.settings.max_ranges;
+                match self.gzip_beside(path, &version, content_type, may_block)? {
+                    Some((gz, meta)) if crate::gzip_static::accepts_gzip(req) => {
+                        Ok(crate::gzip_static::respond(req, path.relative(), gz, &meta, max_ranges))
+                    }
+                    Some(_) => Ok(self
+                        .file_response(req, &version, content_type, max_ranges, may_block)?
+                        .with_header("Vary", "Accept-Encoding")),
+                    None => self.file_response(req, &version, content_type, max_ranges, may_block),
+                }
             }
             Found::Directory if !path.names_directory() => Ok(directory_redirect(req, path)),
             Found::Directory => self.directory(req, path, may_block),
@@ -320,6 +329,28 @@ impl App {
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
         };
         crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
+    }
+
+    /// The gzip form an upload kept beside a compressible local file, open, unless it is older
+    /// than the file: it is written after the file, so an older one is stale (the file was
+    /// changed by other means since) and the file is served without it.
+    fn gzip_beside(
+        &self,
+        path: &LibraryPath,
+        version: &FileVersion,
+        content_type: &str,
+        may_block: bool,
+    ) -> Result<Option<(std::fs::File, std::fs::Metadata)>, LibraryError> {
+        let FileVersion::Local { meta: plain, .. } = version else { return Ok(None) };
+        if !sluice_store::gzip::GzipPolicy::compressible(content_type) {
+            return Ok(None);
+        }
+        match self.library.file(&sluice_store::gzip_form_name(path.relative()), may_block)? {
+            Some(FileVersion::Local { file, meta }) if meta.modified().ok() >= plain.modified().ok() => {
+                Ok(Arc::try_unwrap(file).ok().map(|file| (file, meta)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// A file a local library keeps only gzipped (under its hidden gzip form's name), else 404.
@@ -403,8 +434,8 @@ impl App {
                 }
             }
         };
-        // Rendition sets are offered only once found whole and lined up.
-        let sets = match crate::renditions::working_sets(&self.library, dir.relative(), &entries, may_block) {
+        // Rendition sets are offered once found whole and lined up, else shown with why not.
+        let sets = match crate::renditions::listed_sets(&self.library, dir.relative(), &entries, may_block) {
             Ok(sets) => sets,
             Err(LibraryError::WouldBlock) => {
                 needs_job.set(true);
@@ -555,20 +586,23 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     }
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
-    match path.rsplit_once('/') {
-        // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
-        Some((parent, name))
-            if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
-                && sluice_media::hls::playlist::Resource::parse(name).is_some() =>
-        {
-            (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten())
-        }
-        _ => {
-            let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
-            let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
-            (kind, stream)
-        }
+    // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
+    let packaged = path
+        .rsplit_once('/')
+        .filter(|(parent, _)| crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
+        .and_then(|(parent, name)| Some((parent, sluice_media::hls::playlist::Resource::parse(name)?)));
+    if let Some((parent, resource)) = packaged {
+        use sluice_media::hls::playlist::PlayedBy;
+        let kind = match resource.played_by() {
+            PlayedBy::Hls => RouteKind::Hls,
+            PlayedBy::Dash => RouteKind::Dash,
+            PlayedBy::Both => RouteKind::Segment,
+        };
+        return (kind, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten());
     }
+    let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
+    let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
+    (kind, stream)
 }
 
 mod connection;
@@ -608,7 +642,9 @@ mod tests {
         let app = app(dir.path());
         let demo = app.offers("demo.mp4", None);
         assert!(demo.rtsp && demo.video.is_some(), "{demo:?}");
-        assert_eq!(app.offers("broken.mp4", None), Offers::default());
+        let broken = app.offers("broken.mp4", None);
+        assert!(broken.video.is_none() && !broken.rtsp, "{broken:?}");
+        assert!(broken.refusal.as_deref().is_some_and(|r| r.contains("not a playable MP4")), "{broken:?}");
         assert_eq!(app.offers("missing.mp4", None), Offers::default());
         let get = OwnedRequest::of(&Request {
             method: Method::Get,
@@ -622,6 +658,9 @@ mod tests {
         assert!(html.contains("data-hls=\"./demo.mp4/master.m3u8\""), "{html}");
         assert!(html.contains("rtsp://127.0.0.1:8554/demo.mp4"), "{html}");
         assert!(!html.contains("broken.mp4/master.m3u8") && !html.contains("8554/broken.mp4"), "{html}");
+        // The file that cannot play says why, with no Play button to a black player.
+        assert!(!html.contains("data-src=\"./broken.mp4\""), "{html}");
+        assert!(html.contains("<div class=\"why\">Cannot be played in the browser: cannot package broken.mp4 as HLS: not a playable MP4"), "{html}");
         // Indexed once for the page and the offers: the tables and the description.
         let stats = app.library().catalogue().stats();
         assert_eq!(stats.misses.load(Ordering::Relaxed), 4, "two files, two entries each");

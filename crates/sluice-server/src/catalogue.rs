@@ -143,7 +143,11 @@ impl Described {
 
     /// What the page and `/streams` may offer of it.
     pub fn offers(&self) -> Offers {
-        Offers { video: self.video_info(), rtsp: self.rtsp }
+        Offers {
+            video: self.video_info(),
+            rtsp: self.rtsp,
+            refusal: self.hls.as_ref().err().map(|r| r.reason.clone()),
+        }
     }
 
     /// Bytes it holds on the heap, with its own size.
@@ -241,6 +245,10 @@ pub struct Offers {
     pub video: Option<VideoInfo>,
     /// Whether RTSP can stream it.
     pub rtsp: bool,
+    /// Why a browser cannot play it, when that is known (it was indexed and cannot be packaged:
+    /// not an MP4 sluice can read, a fragmented MP4, codecs HLS does not carry): the page says
+    /// so instead of offering a Play that shows a black player.
+    pub refusal: Option<String>,
 }
 
 /// The entries, and the keys being loaded.

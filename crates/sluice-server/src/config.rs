@@ -290,11 +290,22 @@ impl Config {
             send_timeout: self.limits.send_timeout,
             shutdown_grace: self.limits.shutdown_grace,
             max_connections: e.max_connections,
-            cpu_workers: e.cpu_workers.unwrap_or_else(|| EngineConfig::default().cpu_workers),
+            cpu_workers: e.cpu_workers.unwrap_or_else(|| {
+                if self.store.is_remote() {
+                    REMOTE_CPU_WORKERS
+                } else {
+                    EngineConfig::default().cpu_workers
+                }
+            }),
             cpu_queue: e.cpu_queue,
         }
     }
 }
+
+/// CPU-pool threads when the library is in an object store and `engine.cpu_workers` is unset:
+/// jobs of an s3:// library wait for the origin (a round trip and a slice each), not for a core,
+/// so two pool threads would let two cold slices hold up every other miss.
+pub const REMOTE_CPU_WORKERS: usize = 16;
 
 /// The one duration parser of `sluice serve` and `sluice load`: `10s`, `250ms`, `1m30s`, `1.5s`.
 pub use sluice_proto::duration_text::format as format_duration;

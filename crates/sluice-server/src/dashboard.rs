@@ -204,7 +204,10 @@ impl Sampler {
                 .map(|(k, v)| (v.replace("\\\"", "\"").replace("\\\\", "\\"), json!(round(f(k)))))
                 .collect()
         };
-        let (hits, misses) = (delta("sluice_cache_hits_total"), delta("sluice_cache_misses_total"));
+        // By bytes, not lookups: an RTSP viewer looks a slice up at every sample it reads, so
+        // lookups would count one 4 MiB fetch against thousands of small hits.
+        let from_cache = delta("sluice_cache_bytes_total{source=\"cache\"}");
+        let from_origin = delta("sluice_cache_bytes_total{source=\"origin\"}");
         let origin = delta("sluice_origin_request_seconds_count");
         let uploads: f64 = ["1xx", "2xx", "3xx", "4xx", "5xx"]
             .iter()
@@ -237,7 +240,7 @@ impl Sampler {
             },
             "refused": round(refused),
             "cache": {
-                "hit_ratio": (hits + misses > 0.0).then(|| round(hits / (hits + misses))),
+                "hit_ratio": (from_cache + from_origin > 0.0).then(|| round(from_cache / (from_cache + from_origin))),
                 "origin_rps": value("sluice_origin_requests_total").map(|_| round(rate("sluice_origin_requests_total"))),
                 "origin_ms": (origin > 0.0).then(|| round(delta("sluice_origin_request_seconds_sum") / origin * 1e3)),
             },
@@ -282,7 +285,7 @@ pub fn charts() -> Vec<Chart> {
             "/s",
             &[("rtsp.late", "late RTP sends"), ("rtsp.refused", "RTSP refused"), ("refused", "HTTP refused")],
         ),
-        Chart::new("Edge cache hit ratio", "", &[("cache.hit_ratio", "hits")]),
+        Chart::new("Edge cache hit ratio (bytes)", "", &[("cache.hit_ratio", "from the cache")]),
         Chart::new(
             "Origin",
             "req/s, ms",
@@ -329,6 +332,16 @@ mod tests {
         assert!((19.0..21.0).contains(&p50), "{s}");
         assert!(s["latency"]["p50"].get("file").is_none(), "no file responses, no file percentile: {s}");
         assert_eq!(s["cache"]["hit_ratio"], Value::Null);
+        // An edge: the share of the interval's bytes that the cache gave, not of its lookups.
+        let edge = |cache: u64, origin: u64, hits: u64| {
+            format!(
+                "sluice_cache_bytes_total{{source=\"cache\"}} {cache}\nsluice_cache_bytes_total{{source=\"origin\"}} {origin}\nsluice_cache_hits_total {hits}\nsluice_cache_misses_total 1\n"
+            )
+        };
+        let t1 = t0 + Duration::from_secs(3);
+        sampler.take(&edge(0, 0, 0), &requests, t1);
+        let s = sampler.take(&edge(3000, 1000, 5000), &requests, t1 + Duration::from_secs(1)).unwrap();
+        assert_eq!(s["cache"]["hit_ratio"], json!(0.75), "{s}");
     }
 
     #[test]

@@ -16,22 +16,35 @@ use sluice_engine::counters::{Event, Syscall};
 use sluice_engine::{Counters, EngineConfig};
 
 /// What a response served, for its duration histogram: a whole file (or a page), part of one,
-/// an HLS playlist or segment, or an upload (`PUT`, `DELETE`).
+/// an HLS playlist, the DASH manifest, a CMAF segment both play, or an upload (`PUT`, `DELETE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteKind {
     /// A whole file, a directory page, anything not below.
     File,
     /// A `Range` request.
     Range,
-    /// An HLS or DASH playlist, manifest or segment (of an MP4 or a rendition set).
+    /// What only HLS players ask for (of an MP4 or a rendition set): playlists, the muxed
+    /// rendition, WebVTT segments.
     Hls,
+    /// What only DASH players ask for: the manifest.
+    Dash,
+    /// A per-track CMAF init or media segment, one set that HLS and DASH players both fetch
+    /// (the request does not say which).
+    Segment,
     /// A `PUT` or `DELETE`.
     Upload,
 }
 
 impl RouteKind {
     /// Every kind, in the order they are reported.
-    pub const ALL: [RouteKind; 4] = [RouteKind::File, RouteKind::Range, RouteKind::Hls, RouteKind::Upload];
+    pub const ALL: [RouteKind; 6] = [
+        RouteKind::File,
+        RouteKind::Range,
+        RouteKind::Hls,
+        RouteKind::Dash,
+        RouteKind::Segment,
+        RouteKind::Upload,
+    ];
 
     /// The `route` label.
     pub fn name(self) -> &'static str {
@@ -39,6 +52,8 @@ impl RouteKind {
             RouteKind::File => "file",
             RouteKind::Range => "range",
             RouteKind::Hls => "hls",
+            RouteKind::Dash => "dash",
+            RouteKind::Segment => "segment",
             RouteKind::Upload => "upload",
         }
     }
@@ -78,8 +93,8 @@ pub struct RequestCounts {
     refused: AtomicU64,
     cut: AtomicU64,
     /// By route kind, then status class.
-    durations: [[Mutex<Durations>; 5]; 4],
-    /// Body bytes sent of each MP4 (its library path), as the file and ranges, and as HLS.
+    durations: [[Mutex<Durations>; 5]; RouteKind::ALL.len()],
+    /// Body bytes sent of each MP4 (its library path), by route kind.
     by_stream: Mutex<std::collections::HashMap<Box<str>, StreamBytes>>,
 }
 
@@ -91,8 +106,12 @@ const MAX_STREAMS_COUNTED: usize = 10_000;
 pub struct StreamBytes {
     /// As the file itself (whole or ranges), progressive download.
     pub http: u64,
-    /// As its HLS packaging (playlists and segments).
+    /// As what only HLS players ask for (playlists, the muxed rendition, WebVTT segments).
     pub hls: u64,
+    /// As its DASH manifest.
+    pub dash: u64,
+    /// As its per-track CMAF segments, which HLS and DASH players both fetch.
+    pub segments: u64,
 }
 
 impl Default for RequestCounts {
@@ -139,7 +158,9 @@ impl RequestCounts {
         let entry = all.entry(stream.into()).or_default();
         match kind {
             RouteKind::Hls => entry.hls += body_bytes,
-            _ => entry.http += body_bytes,
+            RouteKind::Dash => entry.dash += body_bytes,
+            RouteKind::Segment => entry.segments += body_bytes,
+            RouteKind::File | RouteKind::Range | RouteKind::Upload => entry.http += body_bytes,
         }
     }
 
@@ -430,7 +451,7 @@ pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
     }
     let _ = writeln!(
         m,
-        "# HELP sluice_cache_bytes_total Bytes of slices served from the cache, and fetched from the origin.\n\
+        "# HELP sluice_cache_bytes_total Bytes sent or read from slices found in the cache, and bytes fetched from the origin.\n\
 # TYPE sluice_cache_bytes_total counter\nsluice_cache_bytes_total{{source=\"cache\"}} {}\nsluice_cache_bytes_total{{source=\"origin\"}} {}",
         get(&stats.bytes_from_cache),
         get(&stats.bytes_from_origin)

@@ -8,6 +8,8 @@
 //! HLS, or its DASH manifest with the vendored dash.js ([`DASH_JS_PATH`]) when the viewer
 //! chooses DASH; a line listing the renditions (the one playing marked) and subtitle tracks;
 //! HLS, DASH and `rtsp://` URLs with copy buttons, and a search box when the folder is large.
+//! A file or set known not to play (an MP4 that cannot be packaged, renditions whose keyframes do
+//! not line up) shows why instead of a Play button.
 //! Everything from the file system is escaped. It does not read the file system (the caller
 //! describes each MP4 and finds the sets).
 
@@ -103,7 +105,8 @@ pub const DASH_JS: &[u8] = include_bytes!("../assets/dash.js/dash.mediaplayer.mi
 /// Version of the vendored dash.js, part of its URL's validator.
 pub const DASH_JS_VERSION: &str = "5.2.1";
 
-/// A rendition set the page offers (it was found and its keyframes line up).
+/// A rendition set the page shows: offered when it was found and its keyframes line up, else
+/// with the reason it cannot be played.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SetOffer {
     /// The title (`movie` of `movie.set`).
@@ -112,6 +115,10 @@ pub struct SetOffer {
     pub renditions: Vec<(String, Option<(u16, u16)>)>,
     /// The subtitles' languages.
     pub subtitles: Vec<String>,
+    /// Why it cannot be played (its renditions do not line up, its sidecar is wrong, none of
+    /// its files packages): the page shows the reason instead of a Play button. `None` when
+    /// it plays.
+    pub refused: Option<String>,
 }
 
 /// Entries above which the page gets a search box.
@@ -123,7 +130,8 @@ h1{font-size:1.4rem}ul{list-style:none;padding:0}li{margin:.75rem 0;padding:.75r
 video{display:block;width:100%;max-width:48rem;aspect-ratio:16/9;background:#000}#now{color:#555;margin:.25rem 0}\
 .size,.meta{color:#777;margin-left:.5rem}.meta{display:block;margin:.25rem 0 0}\
 .url{margin:.25rem 0;font-size:.9rem}#tracks{color:#555;font-size:.9rem}.url code{background:#f4f4f4;padding:0 .25rem;word-break:break-all}\
-button{margin-left:.4rem;font-size:.85rem}#search{width:100%;max-width:30rem;padding:.4rem;font-size:1rem}a{color:#0b5cad}";
+button{margin-left:.4rem;font-size:.85rem}#search{width:100%;max-width:30rem;padding:.4rem;font-size:1rem}a{color:#0b5cad}\
+.why{color:#a33;font-size:.9rem;margin:.25rem 0;white-space:pre-wrap;font-family:inherit}";
 
 /// The player: hls.js where Media Source Extensions exist (every desktop browser), the
 /// browser's own HLS where they do not (older iPhones), the file itself for anything else; or,
@@ -184,6 +192,15 @@ if(q)q.addEventListener('input',function(){const s=q.value.toLowerCase();documen
 fn set_item(html: &mut String, i: usize, set: &SetOffer) {
     let href = format!("./{}.set", utf8_percent_encode(&set.title, SEGMENT));
     let (name, key) = (escape(&set.title), escape(&set.title.to_lowercase()));
+    if let Some(why) = &set.refused {
+        let _ = writeln!(
+            html,
+            "<li class=\"set\" data-name=\"{key}\"><strong>{name}</strong><span class=\"meta\">rendition set</span>\
+<pre class=\"why\">Cannot be played: {}</pre></li>",
+            escape(why)
+        );
+        return;
+    }
     let first = set.renditions.first().map(|(n, _)| format!("./{}", utf8_percent_encode(n, SEGMENT)));
     let renditions: Vec<String> = set
         .renditions
@@ -297,10 +314,19 @@ pub fn library_page(
         let dash = format!("{href}/manifest.mpd");
         let hls_attr =
             if info.is_some() { format!(" data-hls=\"{hls}\" data-dash=\"{dash}\"") } else { String::new() };
-        let _ = write!(
-            html,
-            "<button class=\"play\" data-src=\"{href}\"{hls_attr} data-title=\"{name}\">Play</button>"
-        );
+        match offers.refusal.as_deref().filter(|_| info.is_none()) {
+            // Known not to play in a browser: the reason, not a Play that shows a black player.
+            Some(why) => {
+                let _ =
+                    write!(html, "<div class=\"why\">Cannot be played in the browser: {}</div>", escape(why));
+            }
+            None => {
+                let _ = write!(
+                    html,
+                    "<button class=\"play\" data-src=\"{href}\"{hls_attr} data-title=\"{name}\">Play</button>"
+                );
+            }
+        }
         let (http_label, http_url) = if info.is_some() { ("HLS", hls) } else { ("HTTP", href.clone()) };
         let _ = write!(
             html,
@@ -364,7 +390,7 @@ mod tests {
         let html =
             library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://127.0.0.1:8554"), |name| {
                 assert_eq!(name, "a <b>.mp4");
-                Offers { video: Some(info.clone()), rtsp: true }
+                Offers { video: Some(info.clone()), rtsp: true, refusal: None }
             });
         assert!(html.contains(">rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
         assert!(html.contains("data-hls=\"./a%20%3Cb%3E.mp4/master.m3u8\""), "{html}");
@@ -392,6 +418,7 @@ mod tests {
             title: "m <x>".into(),
             renditions: vec![("m <x>.240p.mp4".into(), Some((320, 240))), ("m <x>.120p.mp4".into(), None)],
             subtitles: vec!["en".into(), "fr".into()],
+            refused: None,
         };
         let html = library_page(&normalize("/").unwrap(), &entries, &[set], None, |_| Offers::default());
         assert!(html.contains("data-hls=\"./m%20%3Cx%3E.set/master.m3u8\""), "{html}");

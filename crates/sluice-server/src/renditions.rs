@@ -213,23 +213,33 @@ pub fn find_set(
     Ok(RenditionSet { members, subtitles })
 }
 
-/// The sets of `dir` (whose listing is `entries`) that can be served, as the page offers them:
-/// every title with a rendition-named MP4 or a sidecar, found whole and lined up. A set that
-/// fails is left out (its files are listed on their own).
-pub fn working_sets(
+/// The sets of `dir` (whose listing is `entries`), as the page shows them: every title with a
+/// rendition-named MP4 or a sidecar, offered when found whole and lined up, else with the reason
+/// it cannot be played (its files are listed on their own either way).
+pub fn listed_sets(
     library: &Library,
     dir: &str,
     entries: &[crate::library::Listed],
     may_block: bool,
 ) -> Result<Vec<SetOffer>, LibraryError> {
-    let mut sets = Vec::new();
-    for (title, found) in named_sets(library, dir, entries, may_block)? {
-        match found {
-            Ok(set) => sets.push(set),
-            Err(e) => tracing::debug!(dir, title, "rendition set not offered: {e}"),
-        }
+    let sets = named_sets(library, dir, entries, may_block)?;
+    Ok(sets
+        .into_iter()
+        .map(|(title, found)| {
+            found.unwrap_or_else(|e| {
+                tracing::debug!(dir, title, "rendition set not offered: {e}");
+                SetOffer { title, renditions: Vec::new(), subtitles: Vec::new(), refused: Some(refusal(e)) }
+            })
+        })
+        .collect())
+}
+
+/// Why a set cannot be served, as the page and `/streams` say it.
+fn refusal(e: SetError) -> String {
+    match e {
+        SetError::NotFound => "none of its renditions can be packaged".to_string(),
+        e => e.to_string(),
     }
-    Ok(sets)
 }
 
 /// A set's title, and what it offers or why it cannot be served.
@@ -266,6 +276,7 @@ fn named_sets(
                     .map(|m| (m.name.clone(), m.index().and_then(|i| i.resolution())))
                     .collect(),
                 subtitles: set.subtitles.iter().map(|s| s.language.clone()).collect(),
+                refused: None,
             }),
             Err(SetError::Library(e)) => return Err(e),
             Err(e) => Err(e),
@@ -308,7 +319,7 @@ pub fn sets_of_files(library: &Library, files: &[(String, u64, Option<String>)])
             Ok(sets) => out.extend(sets.into_iter().map(|(title, found)| ListedSet {
                 dir: dir.to_string(),
                 title,
-                offer: found.map_err(|e| e.to_string()),
+                offer: found.map_err(refusal),
             })),
             Err(e) => tracing::warn!(path = dir, "cannot look for rendition sets: {e}"),
         }

@@ -26,9 +26,6 @@ use crate::library::remote::RemoteLibrary;
 use crate::library::{unpack_demo, Library};
 use crate::media::RtspMedia;
 
-/// CPU-pool threads when the library is in an object store and `engine.cpu_workers` is unset.
-const REMOTE_CPU_WORKERS: usize = 16;
-
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -245,11 +242,6 @@ impl Server {
             tracing::warn!("{reason}");
             config.engine.kind = kind;
             // uring's default strategy (splice) is one epoll also has; an explicit one stays.
-        }
-        if config.store.is_remote() && config.engine.cpu_workers.is_none() {
-            // Jobs of an s3:// library wait for the origin (a round trip and a slice each), not
-            // for a core: two pool threads would let two cold slices hold up every other miss.
-            config.engine.cpu_workers = Some(REMOTE_CPU_WORKERS);
         }
         sluice_engine::check(&config.engine_config())?;
         let readiness = crate::admin::Readiness::default();

@@ -501,11 +501,13 @@ impl BodySink for UploadSink {
                 Ok(done) => {
                     changed.tell(&key);
                     let status = if done.created { Status::CREATED } else { Status::NO_CONTENT };
-                    // What the store kept (less than the body when it kept the gzip form), for
-                    // `sluice upload`'s bytes-stored figure.
+                    // Every byte the store kept of it, for `sluice upload`'s bytes-stored figure:
+                    // an object store's gzip form alone (less than the body), a local root's file
+                    // and the gzip form beside it (more).
+                    let stored = done.meta.len + done.gzip_beside.unwrap_or(0);
                     let mut response = Response::error(status)
                         .with_header("ETag", done.meta.etag)
-                        .with_header("Sluice-Stored-Length", done.meta.len.to_string());
+                        .with_header("Sluice-Stored-Length", stored.to_string());
                     if done.created {
                         let location: Vec<String> = key
                             .as_str()

@@ -5,7 +5,9 @@
 //! (the gzip header and trailer are 18 bytes): so the decision is made per object, after
 //! compressing it, against two floors (a fraction and a byte count). Deciding needs the whole
 //! object, so a candidate is buffered up to [`GZIP_CANDIDATE_MAX`]; a larger one is streamed plain
-//! (compressible media this large is rare, and the buffer bounds memory per upload).
+//! (compressible media this large is rare, and the buffer bounds memory per upload). Where the
+//! gzip form goes is the store's: beside the plain file on a local root, as the object itself in
+//! an object store ([`Store::keeps_gzip_beside`]).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use std::sync::Arc;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::{Committed, Key, ObjectWriter, PutOptions, Store, StoreError};
+use crate::{Committed, Condition, Key, ObjectWriter, PutOptions, Store, StoreError};
 
 /// Largest object considered for gzip; larger ones are stored plain as they stream.
 pub const GZIP_CANDIDATE_MAX: usize = 4 << 20;
@@ -178,7 +180,8 @@ impl ObjectWriter for GzipCandidate {
             }
         }
         let compressed = gzip(&buffer);
-        if policy.keeps(buffer.len() as u64, compressed.len() as u64) {
+        let keep = policy.keeps(buffer.len() as u64, compressed.len() as u64);
+        if keep && !store.keeps_gzip_beside() {
             // Verified above on the plain bytes; the stored bytes are the gzip form.
             let gzip =
                 PutOptions { checksum: None, content_encoding: Some("gzip".into()), ..options.clone() };
@@ -193,9 +196,44 @@ impl ObjectWriter for GzipCandidate {
             }
         }
         options.checksum = None;
-        let mut writer = store.put(&key, options)?;
+        let mut writer = store.put(&key, options.clone())?;
         writer.write(&buffer)?;
+        let mut committed = writer.commit()?;
+        if keep && store.keeps_gzip_beside() && keep_beside(&*store, &key, options, &committed, &compressed) {
+            committed.gzip_beside = Some(compressed.len() as u64);
+        }
+        Ok(committed)
+    }
+}
+
+/// Writes the gzip form beside the plain object just `committed`, only while that is still the
+/// object (another upload that replaced it in between made this form stale); whether it did.
+/// The upload has succeeded either way: without its gzip form the object is served plain.
+fn keep_beside(
+    store: &dyn Store,
+    key: &Key,
+    options: PutOptions,
+    committed: &Committed,
+    compressed: &[u8],
+) -> bool {
+    let options = PutOptions {
+        checksum: None,
+        content_encoding: Some("gzip".into()),
+        condition: Condition::IfMatch(vec![committed.meta.etag.clone()]),
+        ..options
+    };
+    let written = store.put(key, options).and_then(|mut writer| {
+        writer.write(compressed)?;
         writer.commit()
+    });
+    match written {
+        Ok(_) => true,
+        // Replaced meanwhile, or no room for the hidden name beside a long one.
+        Err(StoreError::PreconditionFailed | StoreError::BadKey(crate::KeyError::TooLong)) => false,
+        Err(e) => {
+            tracing::warn!(%key, "cannot keep the gzip form beside the upload; it is served plain: {e}");
+            false
+        }
     }
 }
 

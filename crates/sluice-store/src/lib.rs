@@ -97,6 +97,8 @@ pub struct Committed {
     pub created: bool,
     /// The object as stored.
     pub meta: ObjectMeta,
+    /// The length of the gzip form kept beside it, if one was ([`Store::keeps_gzip_beside`]).
+    pub gzip_beside: Option<u64>,
 }
 
 /// A content store: objects under keys, written atomically, read whole or by range.
@@ -128,6 +130,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Removes an object; [`StoreError::NotFound`] when there is none.
     fn delete(&self, key: &Key, condition: &Condition) -> Result<(), StoreError>;
+
+    /// Whether a gzip form is kept beside the plain object (a local root: the file stays under
+    /// its own name, for backups and for anything else reading the folder, with the gzip form in
+    /// a hidden file next to it) rather than being the object itself (an object store: one
+    /// object stored with `Content-Encoding: gzip`, which S3 clients decode).
+    fn keeps_gzip_beside(&self) -> bool {
+        false
+    }
 }
 
 /// One object being written. Dropping it without [`ObjectWriter::commit`] aborts the write.

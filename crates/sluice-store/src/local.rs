@@ -9,8 +9,11 @@
 //! so leaves nothing behind, not even a directory; temporary files a killed process left are
 //! removed when the store opens. Conditions are checked and applied under one lock per store, so
 //! two uploads in this process cannot both pass `If-None-Match: *` (create-only is also a `link`,
-//! which the kernel refuses when the name exists). A key stored gzipped is kept under its hidden
-//! gzip form name ([`crate::gzip_form_name`]), never under a name a client could also upload.
+//! which the kernel refuses when the name exists). A key's gzip form is kept beside its file under
+//! the hidden gzip form name ([`crate::gzip_form_name`]), never under a name a client could also
+//! upload; the file itself stays under its own name (a folder with only gzip forms in it would be
+//! lost to a backup or a second server of it). A plain write removes a gzip form it would make
+//! stale; a gzip write leaves the plain file.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -232,8 +235,8 @@ impl Store for LocalStore {
                 }
             }
         }
-        found.sort_by(|a, b| a.key.cmp(&b.key));
-        // A key with both forms (a commit cut between its rename and its cleanup) is its plain file.
+        found.sort_by(|a, b| (&a.key, a.encoding.is_some()).cmp(&(&b.key, b.encoding.is_some())));
+        // A key with both forms (its file and the gzip form beside it) is its plain file.
         found.dedup_by(|later, earlier| later.key == earlier.key);
         Ok(found)
     }
@@ -260,9 +263,9 @@ impl Store for LocalStore {
             // No room for the hidden name: the caller stores the plain form instead.
             return Err(StoreError::BadKey(KeyError::TooLong));
         }
-        let (target, other) = match gzip {
-            true => (gz_name, name.to_string()),
-            false => (name.to_string(), gz_name),
+        let (target, stale) = match gzip {
+            true => (gz_name, None),
+            false => (name.to_string(), Some(gz_name)),
         };
         let temp_dir = self.deepest_existing(dir)?;
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
@@ -273,13 +276,17 @@ impl Store for LocalStore {
             key: key.clone(),
             dir: dir.to_string(),
             target,
-            other,
+            stale,
             encoding: gzip.then_some("gzip"),
             temp: Some((temp_dir, temp)),
             file: io::BufWriter::with_capacity(256 * 1024, file),
             condition: options.condition,
         };
         Ok(Box::new(Verified::new(writer, options.checksum)))
+    }
+
+    fn keeps_gzip_beside(&self) -> bool {
+        true
     }
 
     fn delete(&self, key: &Key, condition: &Condition) -> Result<(), StoreError> {
@@ -309,9 +316,9 @@ struct LocalWriter {
     dir: String,
     /// The file name the bytes go to in `dir` (the key's, or its gzip form's).
     target: String,
-    /// The key's other form in `dir` (plain for a gzip write, gzip for a plain one), removed on
-    /// commit.
-    other: String,
+    /// The gzip form a plain write makes stale, removed on commit (a gzip write keeps the plain
+    /// file it is the form of).
+    stale: Option<String>,
     encoding: Option<&'static str>,
     /// The temporary file and the directory it is in, until it is renamed (or removed on drop).
     temp: Option<(Dir, String)>,
@@ -347,7 +354,9 @@ impl ObjectWriter for LocalWriter {
         }
         let moved_from_elsewhere = !temp_dir.same_as(&target_dir);
         let temp_dir = self.temp.take().map(|(d, _)| d);
-        target_dir.unlink_if_present(&self.other)?;
+        if let Some(stale) = &self.stale {
+            target_dir.unlink_if_present(stale)?;
+        }
         target_dir.sync()?;
         if let (true, Some(temp_dir)) = (moved_from_elsewhere, temp_dir) {
             temp_dir.sync()?;
@@ -356,6 +365,7 @@ impl ObjectWriter for LocalWriter {
         Ok(Committed {
             created: current.is_none(),
             meta: self.store.meta_of(self.key.as_str(), &md, self.encoding),
+            gzip_beside: None,
         })
     }
 }
@@ -487,6 +497,7 @@ mod tests {
         // A plain replacement removes the gzip form; a delete removes every form and only them.
         crate::put_bytes(&store, &html, b"plain", PutOptions::default()).unwrap();
         assert_eq!(names(&dir.path().join("m")), ["x.html", "x.html.gz"]);
+        // A gzip form written beside the file leaves the file, which stays the object.
         crate::put_bytes(
             &store,
             &html,
@@ -494,7 +505,12 @@ mod tests {
             PutOptions { content_encoding: Some("gzip".into()), ..Default::default() },
         )
         .unwrap();
-        assert_eq!(names(&dir.path().join("m")), [".sluice-gzip.x.html", "x.html.gz"]);
+        assert_eq!(names(&dir.path().join("m")), [".sluice-gzip.x.html", "x.html", "x.html.gz"]);
+        assert_eq!(store.head(&html).unwrap().unwrap().encoding, None);
+        assert_eq!(store.read_range(&html, 0..100).unwrap(), b"plain");
+        let listed: Vec<_> =
+            store.list("m/x.html").unwrap().into_iter().map(|m| (m.key, m.encoding)).collect();
+        assert_eq!(listed, [("m/x.html".into(), None), ("m/x.html.gz".into(), None)]);
         store.delete(&html, &Condition::Always).unwrap();
         assert_eq!(names(&dir.path().join("m")), ["x.html.gz"]);
         // No room for the hidden name beside a 250-byte name: the caller stores it plain.

@@ -511,7 +511,7 @@ impl ObjectWriter for S3Writer {
             modified: Some(SystemTime::now()),
             encoding: self.attributes.get(&Attribute::ContentEncoding).map(|v| v.to_string()),
         };
-        Ok(Committed { created, meta })
+        Ok(Committed { created, meta, gzip_beside: None })
     }
 }
 

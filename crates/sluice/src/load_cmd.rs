@@ -1,7 +1,7 @@
 //! `sluice load http` and `sluice load rtsp`: the command-line face of the `sluice-load` library.
 //! HTTP: parses flags (or a TOML scenario file) into a [`LoadConfig`], runs it with the live
 //! progress line, prints the end-of-run summary, writes `--json`/`--csv`, and turns failed
-//! thresholds into exit code 99 (k6's convention); with `--hls`/`--dash` it runs stream players
+//! thresholds into exit status 1 (a run that failed); with `--hls`/`--dash` it runs stream players
 //! instead and prints their summary. RTSP: parses flags into an [`RtspConfig`], runs
 //! the viewers, prints the summary and writes `--json`. The generators live in the library.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
-use sluice_load::board::{BoardInner, LoadBoard};
+use sluice_load::board::{BoardInner, LoadBoard, ReportText, RunKind};
 use sluice_load::config::OpenModel;
 use sluice_load::player::{run_player, Pacing, PlayerConfig, Protocol, RenditionChoice};
 use sluice_load::rtsp::{RtspConfig, RtspTransport};
@@ -20,8 +20,10 @@ use sluice_load::{
     Model, ReportWriter, Scenario, Stage, TargetSpec, TextSummary, Threshold,
 };
 
-/// Exit code when the run completed but a `--threshold` failed.
-pub const THRESHOLDS_FAILED: i32 = 99;
+/// Exit status when the run completed but a `--threshold` failed: a run that failed, as every
+/// sluice command says it (0 success, 1 failure, 2 usage), rather than k6's 99, so that a script
+/// needs one rule for every command.
+pub const THRESHOLDS_FAILED: i32 = 1;
 
 /// Marks an error in the command line (exit status 2), as opposed to a run that failed (1).
 #[derive(Debug)]
@@ -157,7 +159,7 @@ pub struct RtspArgs {
     /// Receiver threads (UDP) and runtime threads [default: the cores this process may use].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Pass/fail criterion, repeatable; a failed one exits 99: `perfect>99%`, `playing>=100%`,
+    /// Pass/fail criterion, repeatable; a failed one exits 1: `perfect>99%`, `playing>=100%`,
     /// `samples_mean>=899`, `samples_min>0`, `perfect_clients>=50`, `failures==0`, `lost_packets==0`.
     #[arg(long = "threshold", value_name = "EXPR")]
     thresholds: Vec<String>,
@@ -201,10 +203,10 @@ TARGETS  [WEIGHT=]URL, e.g. 3=http://127.0.0.1:8080/a 1=http://127.0.0.1:8080/b
 THRESHOLDS  METRIC OP VALUE with OP one of < <= > >= ==
   p50 p90 p95 p99 p99.9 max min mean stdev (latency; prefix connect. ttfb. download. for those),
   success, error_rate (e.g. 99.9%), errors, errors.KIND, dropped, requests, rps
-  e.g. --threshold 'p99<50ms' --threshold 'success>99.9%'; a failed threshold exits with 99.
+  e.g. --threshold 'p99<50ms' --threshold 'success>99.9%'; a failed threshold exits with 1.
 
 Latency runs from the scheduled send time (open) or the start of the request (closed) to the last
-byte; success rate = OK responses / requests started (dropped arrivals count as started).
+byte, over the successful responses (failed requests are counted by kind, not timed); success rate = OK responses / requests started (dropped arrivals count as started).
 
 PLAYERS  --hls URL (master or media playlist) or --dash URL (static MPD): --vus viewers each fetch
   the manifest, the media playlists and init segments they play, then the segments in order over
@@ -259,7 +261,8 @@ pub struct HttpArgs {
     /// Open model: most arrivals waiting for a connection; more are dropped [default: 100000].
     #[arg(long, value_name = "N")]
     max_pending: Option<usize>,
-    /// Deadline of each request, from its start (closed) or scheduled time (open) [default: 60s].
+    /// Deadline of each request, from its start (closed) or scheduled time (open) [default: 60s;
+    /// 10s for the --hls/--dash players, as a player gives up on a segment].
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
     /// Worker threads, each with its own event loop [default: the usable cores].
@@ -358,17 +361,21 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     config.validate().map_err(|e| anyhow::Error::new(e).context(UsageError))?;
     crate::raise_nofile_limit();
     let mut progress = progress(&args.common);
-    let report = if let Some(mut board) =
-        board(&args.common, &format!("sluice load rtsp {}", config.url), true, &mut *progress)?
-    {
+    let title = format!("sluice load rtsp {}", config.url);
+    let report = if let Some(mut board) = board(&args.common, &title, RunKind::Rtsp, &mut *progress)? {
         let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
         if let Some(path) = &args.common.report {
+            let mut summary = Vec::new();
+            report.write_summary(&mut summary).context("writing the summary")?;
             let s = &report.summary;
-            board.write_report(
-                path,
-                true,
-                &format!("{} viewers, {} video samples", s.clients, s.samples_total),
-            )?;
+            let verdicts = thresholds.iter().map(|t| t.check(s));
+            let text = ReportText {
+                subtitle: &format!("{} viewers, {} video samples", s.clients, s.samples_total),
+                summary: &String::from_utf8_lossy(&summary),
+                thresholds: verdicts.map(|v| (v.expression, v.passed, v.actual)).collect(),
+                duration_s: None,
+            };
+            board.write_report(path, &text)?;
         }
         report
     } else {
@@ -431,7 +438,7 @@ fn progress(common: &CommonFlags) -> Box<dyn BoardInner> {
 fn board<'a>(
     common: &CommonFlags,
     title: &str,
-    rtsp: bool,
+    kind: RunKind,
     inner: &'a mut dyn BoardInner,
 ) -> anyhow::Result<Option<LoadBoard<'a>>> {
     if common.dashboard.is_none() && common.report.is_none() {
@@ -444,7 +451,7 @@ fn board<'a>(
         ),
         None => None,
     };
-    let board = LoadBoard::new(title, listener, rtsp, inner)?;
+    let board = LoadBoard::new(title, listener, kind, inner)?;
     if let Some(addr) = board.live_addr() {
         eprintln!("live dashboard at http://{addr}/");
     }
@@ -476,20 +483,32 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     crate::raise_nofile_limit();
     let mut progress = progress(&args.common);
     let title = format!("sluice load http {}", args.urls.join(" "));
-    let report = if let Some(mut board) = board(&args.common, title.trim_end(), false, &mut *progress)? {
-        let report = sluice_load::run(&config, &mut board)?;
+    let kind = RunKind::Http { closed: matches!(config.model, Model::Closed(_)) };
+    let report = if let Some(mut board) = board(&args.common, title.trim_end(), kind, &mut *progress)? {
+        let mut report = sluice_load::run(&config, &mut board)?;
+        apply(&thresholds, &mut report);
         if let Some(path) = &args.common.report {
             let r = &report;
-            let summary =
-                format!("{} requests, {} ok, {:.1} s", r.requests.sent, r.requests.ok, r.duration_s);
-            board.write_report(path, false, &summary)?;
+            let mut summary = Vec::new();
+            TextSummary.write_report(r, &mut summary).context("writing the summary")?;
+            let verdicts = r.thresholds.iter().map(|t| (t.expression.clone(), t.passed, t.actual.clone()));
+            let text = ReportText {
+                subtitle: &format!(
+                    "{} requests, {} ok, {:.1} s",
+                    r.requests.sent, r.requests.ok, r.duration_s
+                ),
+                summary: &String::from_utf8_lossy(&summary),
+                thresholds: verdicts.collect(),
+                duration_s: Some(r.duration_s),
+            };
+            board.write_report(path, &text)?;
         }
         report
     } else {
-        sluice_load::run(&config, &mut *progress)?
+        let mut report = sluice_load::run(&config, &mut *progress)?;
+        apply(&thresholds, &mut report);
+        report
     };
-    let mut report = report;
-    apply(&thresholds, &mut report);
     if !args.common.quiet {
         let stdout = std::io::stdout();
         TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;

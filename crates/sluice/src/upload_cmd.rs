@@ -27,8 +27,10 @@ pub const UPLOADS_FAILED: i32 = 1;
 pub struct UploadArgs {
     /// Destination: http://HOST:PORT/PREFIX (a sluice server) or s3://BUCKET/PREFIX.
     target: String,
-    /// Files and directories to upload (directories recursively, keyed by relative path; a name
-    /// is stored as given, UTF-8 and all).
+    /// Files and directories to upload. A file goes to PREFIX/NAME; a directory's contents go
+    /// under PREFIX, recursively, keyed by their path inside it (`sluice upload URL films/` stores
+    /// films/a/b.mp4 as PREFIX/a/b.mp4, not PREFIX/films/a/b.mp4). Names are stored as given,
+    /// UTF-8 and all. A path that is not there is a usage error (exit 2), before any upload.
     paths: Vec<PathBuf>,
     /// Generated payloads instead of files: KIND:SIZE, KIND one of email, sms, random, e.g.
     /// email:50KB. SIZE: bytes, or K/M/G/T, KiB/MiB/GiB/TiB (powers of 1024), KB/MB/GB/TB
@@ -86,7 +88,16 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         None if args.paths.is_empty() => {
             return Err(usage("nothing to upload: give files or directories, or --generate KIND:SIZE".into()))
         }
-        None => Source::Paths(args.paths.clone()),
+        None => {
+            // Checked before any request: a mistyped path is the command line's fault, not a
+            // failed upload.
+            for path in &args.paths {
+                if let Err(e) = std::fs::metadata(path) {
+                    return Err(usage(format!("cannot upload {}: {e}", path.display())));
+                }
+            }
+            Source::Paths(args.paths.clone())
+        }
     };
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let mode: GzipMode = args.gzip.parse().map_err(|e: String| usage(format!("--gzip: {e}")))?;
@@ -100,6 +111,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         retries: args.retries,
         timeout: args.timeout,
+        stop: None,
     };
     let progress = UploadProgress::default();
     let done = std::sync::atomic::AtomicBool::new(false);

@@ -195,6 +195,39 @@ fn check_and_serve_refuse_broken_configurations_alike() {
             strings(&["--root", &root, "--config", &toml("payload.toml", "[rtsp]\nmax_payload = \"100\"\n")]),
             vec!["max_payload"],
         ),
+        (
+            "a jwks on a signed policy",
+            strings(&[
+                "--root",
+                &root,
+                "--config",
+                &toml(
+                    "stray.toml",
+                    &format!(
+                        "[[access]]\nprefix = \"/p/\"\nmode = \"signed\"\nkey_file = \"{}\"\njwks = \"{}\"\n",
+                        path(&a_file),
+                        path(&a_file)
+                    ),
+                ),
+            ]),
+            vec!["access policy /p/", "jwks has no use with mode = \"signed\""],
+        ),
+        (
+            "a claim on a users policy",
+            strings(&[
+                "--root",
+                &root,
+                "--config",
+                &toml(
+                    "claim.toml",
+                    &format!(
+                "[[access]]\nprefix = \"/u/\"\nmode = \"users\"\nusers_file = \"{}\"\nclaim = \"paths\"\n",
+                path(&a_file)
+            ),
+                ),
+            ]),
+            vec!["access policy /u/", "claim has no use with mode = \"users\""],
+        ),
     ];
     assert!(cases.len() >= 10);
     for (name, args, expected) in &cases {
@@ -227,16 +260,17 @@ fn sizes_read_the_same_in_flags_and_in_the_file() {
     let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(60));
     assert!(status.success(), "{}", String::from_utf8_lossy(&err));
     let out = String::from_utf8_lossy(&out);
-    assert!(out.contains(&format!("cache_size = {}", 64 << 20)), "{out}");
-    assert!(out.contains("max_size = 1048576"), "{out}");
-    assert!(out.contains("max_discarded_body = 1500000"), "{out}");
+    // Written as --print-config writes them: a whole binary unit as such, else the bytes.
+    assert!(out.contains("cache_size = \"64MiB\"\n"), "{out}");
+    assert!(out.contains("max_size = \"1MiB\"\n"), "{out}");
+    assert!(out.contains("max_discarded_body = 1500000\n"), "{out}");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
     cmd.args(["serve", "--root", &fx.root_arg(), "--cache-size", "64MiB", "--max-upload", "1M", "--check"]);
     let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(60));
     assert!(status.success(), "{}", String::from_utf8_lossy(&err));
     let out = String::from_utf8_lossy(&out);
-    assert!(out.contains(&format!("cache_size = {}", 64 << 20)), "{out}");
-    assert!(out.contains(&format!("max_size = {}", 1 << 20)), "{out}");
+    assert!(out.contains("cache_size = \"64MiB\"\n"), "{out}");
+    assert!(out.contains("max_size = \"1MiB\"\n"), "{out}");
 }
 
 /// One SeaweedFS for the store cases.

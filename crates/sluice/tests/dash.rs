@@ -293,7 +293,22 @@ fn a_set_plays_over_hls_and_dash(engine: &[&str]) {
     let page = ok(addr, "/films/").body_text();
     assert!(page.contains("data-dash=\"./movie.set/manifest.mpd\""), "{page}");
     assert!(page.contains("data-hls=\"./feature.set/master.m3u8\""), "{page}");
-    assert!(!page.contains("other.set"), "no set that would answer 409: {page}");
+    // The set that would answer 409 is shown with its reason and times, not a Play button.
+    assert!(!page.contains("./other.set/"), "no URL of a set that would answer 409: {page}");
+    let other = page
+        .split("<li")
+        .find(|li| li.contains("<strong>other</strong>"))
+        .unwrap_or_else(|| panic!("{page}"));
+    assert!(other.contains("Cannot be played: the renditions&#39; keyframes do not line up"), "{other}");
+    assert!(
+        other.contains("1.000") && other.contains("1.500") && !other.contains("class=\"play\""),
+        "{other}"
+    );
+    let broken = page
+        .split("<li")
+        .find(|li| li.contains("<strong>broken</strong>"))
+        .unwrap_or_else(|| panic!("{page}"));
+    assert!(broken.contains("Cannot be played: ") && broken.contains("missing.mp4"), "{broken}");
     assert!(page.contains("data-dash=\"./other.120p.mp4/manifest.mpd\""), "{page}");
     let mut c = Conn::open(server.admin_addr());
     c.send(request("GET", "/streams", &[]));

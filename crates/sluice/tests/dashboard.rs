@@ -296,7 +296,21 @@ fn histograms_count_the_requests_made_and_open_fds_follow_connections(engine: &[
     for _ in 0..2 {
         fetch_get(http, "/nothing-here.mp4", &[]).expect_status(404, "missing");
     }
-    let expected = [("file", "2xx", 7), ("range", "2xx", 5), ("hls", "2xx", 3), ("file", "4xx", 2)];
+    // DASH's manifest is DASH's; the CMAF segments HLS and DASH both play are segments.
+    for _ in 0..2 {
+        fetch_get(http, "/sluice-demo.mp4/manifest.mpd", &[]).expect_status(200, "dash");
+    }
+    for name in ["video-init.mp4", "video-seg-0.m4s", "audio-init.mp4", "audio-seg-0.m4s"] {
+        fetch_get(http, &format!("/sluice-demo.mp4/{name}"), &[]).expect_status(200, name);
+    }
+    let expected = [
+        ("file", "2xx", 7),
+        ("range", "2xx", 5),
+        ("hls", "2xx", 3),
+        ("dash", "2xx", 2),
+        ("segment", "2xx", 4),
+        ("file", "4xx", 2),
+    ];
     let settled = poll_until(IO_TIMEOUT, || {
         let text = server.scrape();
         expected.iter().all(|(r, c, n)| count(&text, r, c) - count(&before, r, c) == *n)
@@ -366,6 +380,7 @@ fn sluice_load_serves_its_run_live_and_writes_a_report_of_it() {
     let url = format!("http://{}/sluice-demo.mp4", server.addr());
     let mut load = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["load", "http", &url, "--rate", "20", "--duration", "4s", "--no-progress", "--quiet"])
+        .args(["--threshold", "success>99%", "--threshold", "p99<1us"])
         .arg("--dashboard")
         .arg(dashboard.to_string())
         .arg("--report")
@@ -403,19 +418,30 @@ fn sluice_load_serves_its_run_live_and_writes_a_report_of_it() {
         assert!(Instant::now() < deadline, "the load run ends");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(status.success(), "sluice load exited {status}");
-    // The report's charts hold the run's per-second series, as the JSON report has it.
+    assert_eq!(status.code(), Some(1), "a failed threshold fails the run: {status}");
+    // The report's charts hold the run's per-second series, as the JSON report has it; a last
+    // second the run only partly ran is a rate (or, under half a second, left out), not a drop.
     let html = std::fs::read_to_string(&report).unwrap();
     let samples = report_samples(&html);
     let run: Value = serde_json::from_str(&std::fs::read_to_string(&json_report).unwrap()).unwrap();
     let series = run["series"].as_array().unwrap();
-    assert_eq!(samples.len(), series.len(), "a sample per second of the run");
-    for (sample, row) in samples.iter().zip(series) {
-        assert_eq!(sample["rps"]["ok"], row["ok"], "{sample} against {row}");
+    let duration = run["duration_s"].as_f64().unwrap();
+    let ran = |row: &Value| (duration - row["second"].as_f64().unwrap()).min(1.0);
+    let charted: Vec<&Value> = series.iter().filter(|row| ran(row) >= 0.5).collect();
+    assert_eq!(samples.len(), charted.len(), "a sample per second of the run: {series:?}");
+    for (sample, row) in samples.iter().zip(&charted) {
+        let per_second = row["ok"].as_f64().unwrap() / ran(row);
+        assert!((sample["rps"]["ok"].as_f64().unwrap() - per_second).abs() < 1e-6, "{sample} against {row}");
         assert_eq!(sample["active_users"], row["active_users"]);
     }
-    let ok: u64 = samples.iter().map(|s| s["rps"]["ok"].as_u64().unwrap()).sum();
-    assert_eq!(ok, run["requests"]["ok"].as_u64().unwrap());
+    // Its verdict and summary: one threshold held, one did not; the summary is the text one.
+    assert!(html.contains("<p class=\"verdict fail\">1 of 2 thresholds failed: p99&lt;1us</p>"), "{html}");
+    assert!(html.contains("<li class=\"pass\">pass success&gt;99%"), "the passed one too");
+    assert!(
+        html.contains("<pre class=\"summary\">") && html.contains("requests   80 started"),
+        "the summary"
+    );
+    assert!(html.contains("Latency from the scheduled time"), "an open-model run's latency");
     // The report draws offline: every chart has points (docs/load-report.png is one of these).
     let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut browser = Browser::start();
@@ -427,9 +453,34 @@ fn sluice_load_serves_its_run_live_and_writes_a_report_of_it() {
     );
     let size = json!({ "width": 1100, "height": 980, "deviceScaleFactor": 1, "mobile": false });
     browser.call("Emulation.setDeviceMetricsOverride", size);
+    // The time axis' tick labels all read alike and none runs into the next (uPlot's own first
+    // label carried the date and overlapped the second).
+    let overlaps = browser.eval(
+        "(() => { const ctx = document.createElement('canvas').getContext('2d'); const out = []; \
+          for (const { plot: u } of window.sluiceBoard.plots.values()) { const a = u.axes[0]; \
+            ctx.font = a.font ? a.font[0] : '12px sans-serif'; \
+            const xs = a._splits.map((v) => u.valToPos(v, 'x')); \
+            a._values.forEach((label, i) => { \
+              if (!/^\\d\\d:\\d\\d:\\d\\d$/.test(label)) out.push('label ' + label); \
+              if (i > 0 && xs[i] - xs[i - 1] < ctx.measureText(label).width + 4) out.push('overlap at ' + label); \
+              if (i > 0 && label === a._values[i - 1]) out.push('repeated ' + label); \
+            }); } return out; })()",
+    );
+    assert_eq!(overlaps, json!([]), "time ticks");
     let shot = browser.call("Page.captureScreenshot", json!({ "format": "png" }));
     let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap();
     std::fs::write(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("load-report.png"), png).unwrap();
+    // A closed-model run's latency runs from each request's start, and its report says so.
+    let closed = dir.path().join("closed.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["load", "http", &url, "--vus", "2", "-n", "20", "--no-progress", "--quiet", "--report"])
+        .arg(&closed)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let html = std::fs::read_to_string(&closed).unwrap();
+    assert!(html.contains("Latency from each request's start") && !html.contains("scheduled time"), "{html}");
+    assert!(!html.contains("class=\"verdict"), "no thresholds, no verdict");
 }
 
 /// The demo's entry in `/streams`.
@@ -460,6 +511,23 @@ fn streams_say_what_each_stream_is_and_who_watches_it(engine: &[&str]) {
     assert!(audio["sample_rate"].as_u64().unwrap() >= 8000, "{demo}");
     assert_eq!(demo["bytes_sent"]["http"], json!(1000), "{demo}");
     assert_eq!(demo["viewers"]["rtsp"], json!(0), "{demo}");
+    // Each protocol's bytes are the bodies its requests got: HLS's playlists, DASH's manifest,
+    // and the segments both play, apart.
+    let http = server.addr();
+    let body_len = |path: &str| {
+        let r = fetch_get(http, path, &[]);
+        r.expect_status(200, path);
+        r.body.len() as u64
+    };
+    let hls = body_len("/sluice-demo.mp4/master.m3u8") + body_len("/sluice-demo.mp4/video.m3u8");
+    let dash = body_len("/sluice-demo.mp4/manifest.mpd");
+    let segments = body_len("/sluice-demo.mp4/video-init.mp4") + body_len("/sluice-demo.mp4/video-seg-0.m4s");
+    let expected = json!({ "http": 1000, "hls": hls, "dash": dash, "segments": segments });
+    poll_until(IO_TIMEOUT, || {
+        demo = demo_stream(&server);
+        demo["bytes_sent"] == expected
+    });
+    assert_eq!(demo["bytes_sent"], expected, "{demo}");
     // A viewer playing shows up while it plays.
     let mut viewer = UdpViewer::setup(server.rtsp_addr(), "127.0.0.1".parse().unwrap(), "/sluice-demo.mp4")
         .unwrap_or_else(|r| panic!("SETUP: {r:?}"));

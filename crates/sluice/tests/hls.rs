@@ -192,6 +192,22 @@ fn bad_inputs(engine: &[&str]) {
             server.log_text()
         );
     }
+    // The page offers no Play for them (a black player) but says why each cannot play.
+    let page = fetch_get(addr, "/", &[]).body_text();
+    for (name, why) in [
+        ("text.mp4", "not a playable MP4"),
+        ("truncated.mp4", "not a playable MP4"),
+        ("fragmented.mp4", "fragmented"),
+        ("mpeg4-part2.mp4", "cannot package mpeg4-part2.mp4 as HLS"),
+    ] {
+        let item = page
+            .split("<li")
+            .find(|li| li.contains(&format!(">{name}</a>")))
+            .unwrap_or_else(|| panic!("{page}"));
+        assert!(!item.contains("class=\"play\""), "no Play for {name}: {item}");
+        assert!(item.contains("Cannot be played in the browser: ") && item.contains(why), "{name}: {item}");
+    }
+    assert!(page.contains("data-hls=\"./demo.mp4/master.m3u8\""), "the demo plays: {page}");
     for (target, status) in [
         ("/t1.html/master.m3u8", 404),
         ("/missing.mp4/master.m3u8", 404),

@@ -3,8 +3,9 @@
 //! single, suffix and multipart ranges over `https://` byte-exact (SHA-256 of the bodies), while
 //! plain HTTP keeps its own port; ffprobe reads the MP4 and its HLS over `https://`; a certificate
 //! swapped on disk and SIGHUP reaches new connections while an open one keeps working (checked
-//! with a rustls client that reads the served certificate); plain HTTP or garbage sent to the TLS
-//! port is closed and counted in /metrics; without `--tls-listen` the media port serves HTTPS only; and the kernel-TLS probe reports what
+//! with a rustls client that reads the served certificate); garbage sent to the TLS port is
+//! closed, plain HTTP answered a plain 400 that says it reached the HTTPS port, both counted in
+//! /metrics; without `--tls-listen` the media port serves HTTPS only; and the kernel-TLS probe reports what
 //! /proc/sys/net/ipv4/tcp_available_ulp says, in the start-up log and in `serve --check`.
 //! The HAProxy alternative (deploy/haproxy.cfg's TLS frontend) is checked with `haproxy -c`.
 //!
@@ -297,9 +298,7 @@ fn bad_handshakes_are_closed_and_counted(engine: &[&str]) {
     let mut good = tls_connect(tls);
     assert_eq!(tls_get(&mut good, "/hello.txt").status, 200);
 
-    let mut plain = TcpStream::connect(tls).unwrap();
-    plain.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    assert!(closed_by_server(plain), "plain HTTP on the TLS port is closed");
+    plain_http_is_told_it_reached_the_https_port(tls);
     let mut garbage = TcpStream::connect(tls).unwrap();
     garbage.write_all(&pseudo_random(3000, 3)).unwrap();
     assert!(closed_by_server(garbage), "garbage on the TLS port is closed");
@@ -313,7 +312,7 @@ fn bad_handshakes_are_closed_and_counted(engine: &[&str]) {
     assert!(metric(&m, "sluice_tls_handshakes_total") >= 1, "{m}");
 }
 
-/// Without --tls-listen, --listen serves HTTPS only: plain HTTP there is refused like garbage.
+/// Without --tls-listen, --listen serves HTTPS only: plain HTTP there is refused with a 400.
 fn https_only_on_listen(engine: &[&str]) {
     let fx = Fixture::new();
     fx.write("hello.txt", b"hello over tls\n");
@@ -328,10 +327,23 @@ fn https_only_on_listen(engine: &[&str]) {
     let resolve = format!("localhost:{port}:127.0.0.1");
     let r = curl(&format!("https://localhost:{port}/hello.txt"), &["--resolve", &resolve]);
     assert_eq!(r.body, b"hello over tls\n");
-    let mut plain = TcpStream::connect(server.addr()).unwrap();
-    plain.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    assert!(closed_by_server(plain));
+    plain_http_is_told_it_reached_the_https_port(server.addr());
     assert!(metric(&server.scrape(), "sluice_tls_handshake_failures_total") >= 1);
+}
+
+/// Plain HTTP sent to the TLS port gets a plain-HTTP 400 that says so, as nginx answers, and the
+/// connection is closed.
+#[track_caller]
+fn plain_http_is_told_it_reached_the_https_port(tls: SocketAddr) {
+    let mut plain = TcpStream::connect(tls).unwrap();
+    plain.write_all(b"GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    plain.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let mut answer = Vec::new();
+    let _ = plain.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
+    assert!(answer.contains("Connection: close\r\n"), "{answer}");
+    assert!(answer.ends_with("plain HTTP request sent to the HTTPS port; use https://\n"), "{answer}");
 }
 
 /// What the kernel lists: the expected verdict of sluice's probe.

@@ -149,8 +149,24 @@ fn closed_model_writes_json_and_csv_and_thresholds_set_the_exit_code() {
     assert!(csv.starts_with("second,arrivals,started,ok,failed,"), "{csv}");
 
     let out = load(&["--vus", "1", "-n", "20", "--threshold", "p99<1us", "--quiet", &url]);
-    assert_eq!(out.status.code(), Some(99), "a failed threshold exits with 99");
+    assert_eq!(out.status.code(), Some(1), "a failed threshold is a failed run: exit 1");
     assert!(String::from_utf8_lossy(&out.stderr).contains("p99<1us"));
+}
+
+#[test]
+fn failed_requests_are_counted_apart_and_the_summary_says_the_times_leave_them_out() {
+    let serve = Serve::start();
+    // Every request gets a 404: failed (bad_status), counted by kind, not timed.
+    let out = load(&["--vus", "1", "-n", "10", &serve.url("/missing")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("(successes only: 10 failed request(s) left out, counted under errors)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("bad_status=10"), "{stdout}");
+    let out = load(&["--vus", "1", "-n", "10", &serve.url("/bench/hello")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("left out"), "no failure, no note: {stdout}");
 }
 
 #[test]
@@ -219,4 +235,16 @@ fn a_run_where_nothing_succeeded_exits_1() {
         assert_eq!(lines.len(), 1, "one line: {stderr}");
         assert!(lines[0].contains("no request succeeded") && lines[0].contains("refused"), "{stderr}");
     }
+}
+
+#[test]
+fn help_says_what_the_code_does() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["load", "http", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    // The exit status of a failed threshold (the run above exits 1) and both --timeout defaults.
+    assert!(help.contains("a failed threshold exits with 1") && !help.contains("exits with 99"), "{help}");
+    assert!(help.contains("[default: 60s; 10s for the --hls/--dash players"), "{help}");
+    assert!(help.contains("bounds each request (default 10s)"), "{help}");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(readme.contains("a failed one exits 1"), "the README says so too");
 }

@@ -389,7 +389,7 @@ fn load_rtsp_against_the_demo(engine: &str) {
     let over = ends["stream_end"].as_u64().unwrap() + ends["closed"].as_u64().unwrap();
     assert_eq!(over, 2, "both viewers saw the stream end: {ends}");
     let (status, stderr) = run(&["--expect-samples", "30", "--threshold", "samples_min>100000"]);
-    assert_eq!(status.code(), Some(99), "{stderr}");
+    assert_eq!(status.code(), Some(1), "a failed threshold is a failed run: {stderr}");
     assert!(stderr.contains("samples_min>100000"), "{stderr}");
     server.terminate();
     let logs = server.logs();

@@ -133,6 +133,12 @@ fn a_cold_object_is_fetched_off_the_rtsp_loop_while_a_viewer_plays_on_it(engine:
     assert_eq!(frames, "180", "the cold object's frames over the edge's RTSP ({stderr})");
     let markers = cold_rtp.datagrams().iter().filter(|d| parse_rtp(&d.data).is_ok_and(|p| p.marker)).count();
     assert!(markers > 0, "the UDP viewer of the cold object got whole frames");
+    // The cache's bytes are the samples read, not a slice's length per sample: at most each
+    // object once per viewer (warm once, cold twice) and its index.
+    let most = (std::fs::metadata(DEMO).unwrap().len() + 2 * big_mp4().len() as u64) * 3 / 2;
+    let text = server.scrape();
+    let from_cache = metric(&text, "sluice_cache_bytes_total{source=\"cache\"}");
+    assert!(from_cache > 0 && from_cache <= most, "{from_cache} bytes from the cache, at most {most}");
     drop(toxiproxy);
 }
 

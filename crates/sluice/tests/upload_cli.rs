@@ -75,7 +75,8 @@ fn five_hundred_files_at_concurrency_16_into_sluice() {
     assert!(ok, "exit status: {report}");
     assert_eq!(report["objects_ok"], 500, "{report}");
     assert!(report["connections_opened"].as_u64().unwrap() <= 16, "connections reused: {report}");
-    assert!(report["bytes_stored"].as_u64() < report["bytes_raw"].as_u64(), "the HTML was gzipped: {report}");
+    // Every file is kept whole under its name, and the HTML's gzip forms beside them.
+    assert!(report["bytes_stored"].as_u64() > report["bytes_raw"].as_u64(), "the HTML was gzipped: {report}");
     for (name, bytes) in &files {
         let mut c = Conn::open(server.addr());
         c.send(format!("GET /batch/{name} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
@@ -172,8 +173,11 @@ fn refusals_are_named_final_and_stop_on_credentials() {
     assert_eq!(code, Some(1), "{report}\n{stderr}");
     assert_eq!(report["objects_ok"], 1, "{report}");
     assert_eq!(report["retries"], 0, "a 413 is never retried: {report}");
-    line_naming(&stderr, "big.bin", "413");
+    let big = line_naming(&stderr, "big.bin", "413");
     line_naming(&stderr, "huge.bin", "413");
+    // The status said once, then the server's reason.
+    assert_eq!(big.matches("Content Too Large").count(), 1, "{big}");
+    assert!(big.contains("HTTP 413 Content Too Large: "), "{big}");
     assert!(!stderr.contains("small.txt"), "{stderr}");
     assert_eq!(puts(&server), 3, "one PUT per file; log:\n{}", server.log_text());
 
@@ -200,7 +204,7 @@ fn refusals_are_named_final_and_stop_on_credentials() {
     assert_eq!(report["skipped"], 4, "{report}");
     assert_eq!(puts(&server) - before, 1, "stopped at the first 401; log:\n{}", server.log_text());
 
-    // A missing path: named, the other files still go, exit 1.
+    // A missing path: a usage error naming it (exit 2), found before anything is sent.
     let missing = fx.base.join("no-such-file.mp4");
     let before = puts(&server);
     let (code, report, stderr) = upload_outcome(&[
@@ -210,10 +214,10 @@ fn refusals_are_named_final_and_stop_on_credentials() {
         "--token-file",
         tokens,
     ]);
-    assert_eq!(code, Some(1), "{report}\n{stderr}");
+    assert_eq!(code, Some(2), "{report}\n{stderr}");
     line_naming(&stderr, missing.to_str().unwrap(), "No such file");
-    assert_eq!(report["objects_ok"], 1, "{report}");
-    assert_eq!(puts(&server) - before, 1, "only the file that exists is sent");
+    assert_eq!(report, serde_json::Value::Null, "no report of uploads that were never tried: {report}");
+    assert_eq!(puts(&server), before, "nothing is sent");
 
     // Usage errors: exit 2, nothing sent.
     let before = puts(&server);
@@ -314,4 +318,15 @@ fn names_are_stored_as_given_in_a_bucket() {
         assert_eq!(Some(r.body), std::fs::read(src.join(name)).ok(), "lib/{name}");
     }
     drop(weed);
+}
+
+#[test]
+fn help_says_a_directory_uploads_its_contents() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["upload", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("a directory's contents go") && help.contains("not PREFIX/films/a/b.mp4"),
+        "{help}"
+    );
+    assert!(help.contains("usage error (exit 2)"), "{help}");
 }

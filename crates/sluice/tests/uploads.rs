@@ -314,15 +314,19 @@ fn gzip_is_stored_only_when_it_pays_and_served_both_ways(engine: &[&str]) {
     let server = upload_server(engine, &fx, &[]);
     let email = email_html(50_000, 1);
     let sms = sms(80, 1);
-    put(&server, "/msg/email.html", "Content-Type: text/html; charset=utf-8\r\n", &email)
-        .expect_status(201, "email");
+    let created = put(&server, "/msg/email.html", "Content-Type: text/html; charset=utf-8\r\n", &email);
+    created.expect_status(201, "email");
     put(&server, "/msg/sms.txt", "", &sms).expect_status(201, "sms");
-    // The email is kept gzipped at a tenth of its size or less, under a hidden name no client
-    // can use; the SMS (gzip would grow it) plain.
-    assert_eq!(names(&fx.path("msg")), [".sluice-gzip.email.html", "sms.txt"]);
+    // The email stays a file under its own name, byte for byte (a backup or a second server of
+    // the folder gets it), with its gzip form at a tenth of its size or less beside it under a
+    // hidden name no client can use; the SMS (gzip would grow it) is plain only.
+    assert_eq!(names(&fx.path("msg")), [".sluice-gzip.email.html", "email.html", "sms.txt"]);
+    assert_eq!(fx.file("msg/email.html"), email);
     let stored = fx.file("msg/.sluice-gzip.email.html");
     assert!(stored.len() * 10 <= email.len(), "email stored at {} bytes of {}", stored.len(), email.len());
     assert_eq!(gunzip(&stored), email);
+    let kept: usize = created.header("sluice-stored-length").unwrap().parse().unwrap();
+    assert_eq!(kept, email.len() + stored.len(), "every byte kept: the file and its gzip form");
     assert_eq!(fx.file("msg/sms.txt"), sms);
     // A client that accepts gzip gets the stored bytes; one that does not gets the email inflated.
     let gz = request(&server, "GET", "/msg/email.html", "Accept-Encoding: gzip, deflate, br\r\n", b"");
@@ -347,7 +351,22 @@ fn gzip_is_stored_only_when_it_pays_and_served_both_ways(engine: &[&str]) {
         request(&server, "GET", "/msg/email.html", "Accept-Encoding: gzip\r\nRange: bytes=0-9\r\n", b"");
     range.expect_status(206, "range of the gzip form");
     assert_eq!(range.body, &stored[..10]);
-    // A replacement that no longer pays swaps the stored form.
+    // The page lists the email once, at its own size.
+    let page = request(&server, "GET", "/msg/", "", b"").body_text();
+    assert_eq!(page.matches(">email.html<").count(), 1, "{page}");
+    let size = format!(">email.html</a><span class=\"size\">{:.1} KB<", email.len() as f64 / 1000.0);
+    assert!(page.contains(&size), "{size} in {page}");
+    // The file changed by other means than an upload: its older gzip form is stale, and even a
+    // client that accepts gzip gets the file.
+    let edited = email_html(40_000, 2);
+    let file =
+        std::fs::OpenOptions::new().write(true).truncate(true).open(fx.path("msg/email.html")).unwrap();
+    std::io::Write::write_all(&mut &file, &edited).unwrap();
+    file.set_modified(std::time::SystemTime::now() + Duration::from_secs(2)).unwrap();
+    drop(file);
+    let gz = request(&server, "GET", "/msg/email.html", "Accept-Encoding: gzip\r\n", b"");
+    assert_eq!((gz.header("content-encoding"), &gz.body), (None, &edited), "the stale form is not served");
+    // A replacement that no longer pays drops the gzip form.
     put(&server, "/msg/email.html", "", &sluice_load::payload::PayloadKind::Random.generate(5000, 3))
         .expect_status(204, "replace with incompressible bytes");
     assert_eq!(names(&fx.path("msg")), ["email.html", "sms.txt"]);

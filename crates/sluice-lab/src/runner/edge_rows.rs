@@ -342,6 +342,7 @@ fn edge_load(
         LoadConfig::closed(targets, vus, Some(duration), None)
     };
     let mut flags = String::new();
+    c.stop = Some(crate::stop::flag());
     c.expected_status = ExpectedStatus::Exactly(200);
     if let Some(len) = sweep.range_bytes {
         let start = (library.file_size / 2).min(library.file_size.saturating_sub(len));
@@ -383,6 +384,7 @@ fn upload_library(library: &Library, endpoint: &str) -> Result<(), String> {
         concurrency: 4,
         retries: 3,
         timeout: Duration::from_secs(15),
+        stop: Some(crate::stop::flag()),
     };
     // A SeaweedFS just started may refuse writes until its volumes are allocated: a few tries.
     let mut last = String::new();

@@ -182,6 +182,7 @@ impl Run<'_> {
                 concurrency,
                 retries: 3,
                 timeout: Duration::from_secs(30),
+                stop: Some(crate::stop::flag()),
             })
         };
         row.server_command = running.as_ref().map(|s| s.command_line.clone()).unwrap_or_default();

@@ -353,21 +353,23 @@ impl PlayerReport {
         )?;
         writeln!(
             out,
-            "  segments   {} received, {:.1} MB ({:.1} MB all bodies, {:.1} Mbit/s)",
+            "  segments   {} received, {:.1} MB ({:.1} MB all bodies, {:.1} Mbit/s in all, {:.2} per viewer that played)",
             s.segments,
             s.segment_bytes as f64 / 1e6,
             s.bytes as f64 / 1e6,
-            s.bits_per_s / 1e6
+            s.bits_per_s / 1e6,
+            s.bits_per_s / 1e6 / s.playing.max(1) as f64
         )?;
         let l = &s.segment_latency;
         let t = |us: u64| format!("{:.1}ms", us as f64 / 1000.0);
         writeln!(
             out,
-            "  latency    segments p50={} p90={} p99={} max={}",
+            "  latency    segments p50={} p90={} p99={} max={}{}",
             t(l.p50_us),
             t(l.p90_us),
             t(l.p99_us),
-            t(l.max_us)
+            t(l.max_us),
+            crate::stats::failed_left_out(s.failed_requests)
         )?;
         let u = &s.startup;
         writeln!(out, "  start-up   p50={} p99={} max={}", t(u.p50_us), t(u.p99_us), t(u.max_us))?;
@@ -378,8 +380,8 @@ impl PlayerReport {
         )?;
         writeln!(
             out,
-            "  ended      complete={} deadline={} failed={} (playing={})",
-            s.ended_complete, s.ended_deadline, s.ended_failed, s.playing
+            "  ended      {} viewers ({} of them started playing): complete={} deadline={} failed={}",
+            s.viewers, s.playing, s.ended_complete, s.ended_deadline, s.ended_failed
         )?;
         if s.failed_requests > 0 {
             let lead = format!("  failed     {} of {} requests:", s.failed_requests, s.requests);
@@ -426,7 +428,7 @@ mod tests {
             v.end = end;
             v.segments = 3;
             v.segments_by_rendition[0] = 3;
-            v.segment_bytes = 1000;
+            v.segment_bytes = 1_000_000;
             v.startup_ms = Some(10);
             v
         };
@@ -447,7 +449,7 @@ mod tests {
         );
         let s = &report.summary;
         assert_eq!((s.viewers, s.perfect, s.viewers_with_stalls, s.stalls), (3, 1, 1, 2));
-        assert_eq!((s.segments, s.segment_bytes, s.failed_requests), (9, 3000, 1));
+        assert_eq!((s.segments, s.segment_bytes, s.failed_requests), (9, 3_000_000, 1));
         assert_eq!(report.renditions[0].segments_played, 9);
         assert!((s.generator_cpu_percent - 37.5).abs() < 1e-9);
         let text = serde_json::to_string(&report).unwrap();
@@ -457,6 +459,16 @@ mod tests {
         report.write_summary(&mut out).unwrap();
         let out = String::from_utf8(out).unwrap();
         assert!(out.contains("perfect    1 of 3 viewers"), "{out}");
+        // 3 MB of bodies in 2 s: 12 Mbit/s in all, 4 a viewer; each viewer ended once.
+        assert!(out.contains("12.0 Mbit/s in all, 4.00 per viewer that played"), "{out}");
+        assert!(
+            out.contains("ended      3 viewers (3 of them started playing): complete=3 deadline=0 failed=0"),
+            "{out}"
+        );
+        assert!(
+            out.contains("(successes only: 1 failed request(s) left out, counted under errors)"),
+            "{out}"
+        );
         assert!(out.contains("*rendition 0: 640x360"), "{out}");
     }
 }

@@ -456,11 +456,13 @@ impl RtspReport {
             "  lost       {} RTP packets, {} of them video ({} viewers with loss)",
             s.lost_packets, s.video_lost_packets, s.clients_with_loss
         )?;
+        let mbit_per_s = s.bytes_per_s * 8.0 / 1e6;
         writeln!(
             out,
-            "  received   {:.1} MB media, {:.2} Mbit/s, {} audio frames",
+            "  received   {:.1} MB media, {:.2} Mbit/s in all ({:.2} per viewer that played), {} audio frames",
             s.bytes as f64 / 1e6,
-            s.bytes_per_s * 8.0 / 1e6,
+            mbit_per_s,
+            mbit_per_s / s.playing_clients.max(1) as f64,
             s.audio_frames
         )?;
         let g = &s.generator;
@@ -474,8 +476,8 @@ impl RtspReport {
         let e = &s.ends;
         writeln!(
             out,
-            "  ended      playing={} stream_end={} closed={} expected={} deadline={} failed={}",
-            s.playing_clients, e.stream_end, e.closed, e.expected, e.deadline, e.failed
+            "  ended      {} viewers ({} of them played): stream_end={} closed={} expected={} deadline={} failed={}",
+            s.clients, s.playing_clients, e.stream_end, e.closed, e.expected, e.deadline, e.failed
         )?;
         if s.failures.total() > 0 {
             viewer_report::write_counts(
@@ -534,11 +536,20 @@ mod tests {
         assert_eq!((s.perfect_clients, s.reference), (1, ReferenceSource::Expected));
         let mut out = Vec::new();
         let config = RtspConfig::new("rtsp://127.0.0.1:8554/x.mp4", 4);
+        // 1 MB each in 8 s: 4 Mbit/s in all, 1 a viewer.
+        let viewers: Vec<ViewerResult> =
+            viewers.into_iter().map(|v| ViewerResult { bytes: 1_000_000, ..v }).collect();
         RtspReport::build(&config, SystemTime::now(), Duration::from_secs(8), viewers)
             .write_summary(&mut out)
             .unwrap();
         let out = String::from_utf8(out).unwrap();
         assert!(out.contains("3 of 4 viewers received all samples sent to them"), "{out}");
+        assert!(out.contains("4.00 Mbit/s in all (1.00 per viewer that played)"), "{out}");
+        // Each viewer is counted once, by how it ended.
+        assert!(
+            out.contains("ended      4 viewers (4 of them played): stream_end=0 closed=0 expected=0 deadline=4 failed=0"),
+            "{out}"
+        );
     }
 
     #[test]

@@ -240,17 +240,20 @@ pub(super) fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
     }
     let phrase = r.reason.unwrap_or("").trim().to_string();
     let code = r.code.map(|c| format!("{c} ")).unwrap_or_default();
-    // A body that only repeats the status line (`413 Content Too Large`) adds nothing.
-    let repeats = |line: &str| line.strip_prefix(code.as_str()).unwrap_or(line).eq_ignore_ascii_case(&phrase);
-    let reason = match lines.next() {
-        Some(line) if !repeats(line) && line != "0" => {
-            let line: String = line.chars().take(300).collect();
-            if phrase.is_empty() {
-                line
-            } else {
-                format!("{phrase}: {line}")
-            }
-        }
+    // The status line the body repeats (`413 Content Too Large`, or `413 Content Too Large: why`)
+    // is said once: the phrase, then what the body adds.
+    let adds = |line: &'_ str| -> String {
+        let rest = line.strip_prefix(code.as_str()).unwrap_or(line);
+        let rest = match rest.get(..phrase.len()) {
+            Some(head) if !phrase.is_empty() && head.eq_ignore_ascii_case(&phrase) => &rest[phrase.len()..],
+            _ if rest.len() < line.len() => rest,
+            _ => line,
+        };
+        rest.trim_start_matches([':', ' ']).chars().take(300).collect()
+    };
+    let reason = match lines.next().filter(|l| *l != "0").map(adds) {
+        Some(line) if !line.is_empty() && phrase.is_empty() => line,
+        Some(line) if !line.is_empty() => format!("{phrase}: {line}"),
         _ => phrase,
     };
     (stored, reason)
@@ -277,6 +280,9 @@ mod tests {
         assert_eq!(head_facts(raw).1, "Payload Too Large: the upload is larger than 1024 bytes");
         let raw = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 22\r\n\r\n413 Content Too Large\n";
         assert_eq!(head_facts(raw).1, "Content Too Large");
+        // sluice's own bodies start with the status line: said once.
+        let raw = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 60\r\n\r\n413 Content Too Large: the upload is larger than 1024 bytes\n";
+        assert_eq!(head_facts(raw).1, "Content Too Large: the upload is larger than 1024 bytes");
         let raw = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(head_facts(raw).1, "Unauthorized");
         let raw = b"HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nuploads are off\n\r\n0\r\n\r\n";

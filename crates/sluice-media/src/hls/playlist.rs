@@ -126,6 +126,36 @@ impl Resource {
                 | Resource::Mpd
         )
     }
+
+    /// Which players ask for it. The per-track CMAF init and media segments are one set that
+    /// HLS and DASH players both fetch (that is what packaging them once buys), so a request
+    /// for one cannot say which protocol it serves.
+    pub fn played_by(&self) -> PlayedBy {
+        match self {
+            // The wvtt text track is listed only in the MPD (HLS lists the WebVTT segments).
+            Resource::Mpd | Resource::TextInit(_) | Resource::TextSegment(..) => PlayedBy::Dash,
+            Resource::TrackInit(_) | Resource::TrackSegment(..) => PlayedBy::Both,
+            // The muxed rendition and the WebVTT segments are only in the HLS playlists.
+            Resource::Master
+            | Resource::Media
+            | Resource::Init
+            | Resource::Segment(_)
+            | Resource::TrackPlaylist(_)
+            | Resource::Subtitles(_)
+            | Resource::SubtitlesSegment(..) => PlayedBy::Hls,
+        }
+    }
+}
+
+/// The players a [`Resource`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlayedBy {
+    /// HLS players only (playlists, the muxed rendition, WebVTT segments).
+    Hls,
+    /// DASH players only (the manifest, the wvtt text track).
+    Dash,
+    /// Both (the per-track CMAF segments).
+    Both,
 }
 
 /// `n` of `seg-n.m4s`, canonical numbers only, so one segment has one URL (and one cache entry).

@@ -177,7 +177,16 @@ struct LoadMeter {
     viewer_seconds: f64,
     late: usize,
     admission: Admission,
+    /// Whether the last window closed had work in it (viewers, or a busy share worth showing):
+    /// the loop then wakes to close the next one even with nothing else to do, so that the
+    /// share it reports falls to nothing within two windows of the last viewer leaving rather
+    /// than staying at its last value until something wakes the loop.
+    active: bool,
 }
+
+/// A window busier than this (or with viewers) is reported again after the next: below it, the
+/// share shows as 0.00 and the loop may sleep until something happens.
+const ACTIVE_BUSY: f64 = 0.005;
 
 /// The one hook through which the core reports what it did (counters, access logs).
 pub trait Observer {
@@ -661,6 +670,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             Overload::Refuse => self.load.admission.room(window),
         };
         self.table.set_room(room);
+        self.load.active = viewers > 0.0 || busy >= ACTIVE_BUSY;
         let viewers = viewers.round() as usize;
         self.observer.note(Note::Loop(LoopNote::Headroom(Headroom { busy, late_sends, viewers, room })));
         self.load.start = Some((now, cpu));
@@ -680,7 +690,10 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                     .map_or(deadline, |retry| retry.min(deadline))
             })
             .min();
-        let at = [viewers, controls, self.table.deadline(), self.pace_wake].into_iter().flatten().min()?;
+        // The end of the current window while the last one had work (see `LoadMeter::active`).
+        let report = self.load.start.filter(|_| self.load.active).map(|(since, _)| since + LOAD_WINDOW);
+        let at =
+            [viewers, controls, self.table.deadline(), self.pace_wake, report].into_iter().flatten().min()?;
         // Rounded up to the grid: never early, at most a step late.
         Some(grid_point(self.epoch, at, PACE_TICK, u128::div_ceil))
     }

@@ -119,10 +119,9 @@ macro_rules! size_format {
             fn show(v: &$t) -> Option<String> {
                 Some(sluice_proto::size_text::format(*v as u64))
             }
+            // `64MiB` where the size is a whole number of a binary unit, else the bytes: exact
+            // either way, and written alike in `serve --check` and `sluice.toml`.
             fn toml(v: &$t) -> Option<String> {
-                Some(v.to_string())
-            }
-            fn toml_for_people(v: &$t) -> Option<String> {
                 let text = sluice_proto::size_text::format(*v as u64);
                 Some(if text.parse::<u64>().is_ok() { text } else { quoted(&text) })
             }

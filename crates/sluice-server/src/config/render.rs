@@ -93,9 +93,14 @@ pub fn effective(c: &Config) -> String {
         struct Policies<'a> {
             access: &'a [crate::access::AccessPolicy],
         }
+        // A jwt policy's claim as it is read (each key is printed only where its mode uses it).
+        let mut access = c.access.clone();
+        for p in access.iter_mut().filter(|p| p.mode == crate::access::AccessMode::Jwt) {
+            p.claim.get_or_insert_with(|| crate::access::DEFAULT_CLAIM.into());
+        }
         out.push('\n');
         out.push_str(
-            &toml::to_string(&Policies { access: &c.access })
+            &toml::to_string(&Policies { access: &access })
                 .unwrap_or_else(|e| format!("# cannot render the access policies: {e}\n")),
         );
     }

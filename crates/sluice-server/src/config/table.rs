@@ -161,7 +161,7 @@ settings! {
         cpu_workers: Option<usize> = None; Opt<Count>,
             flag "cpu-workers" "Threads for CPU-bound requests on the event-loop engines.",
             check |v| when_set(v, |n| at_least(n, 1)),
-            { unset: Some("one per core"), here: Some(|c| c.engine_config().cpu_workers.to_string()),
+            { unset: Some("one per core, 16 for an s3:// library"), here: Some(|c| c.engine_config().cpu_workers.to_string()),
               example: Some("2") };
         /// Most CPU-bound requests queued or running at once; beyond it they get 503.
         cpu_queue: usize = EngineConfig::default().cpu_queue; Count,

@@ -71,6 +71,40 @@ fn effective_settings_read_back_as_the_same_configuration() {
 }
 
 #[test]
+fn an_s3_library_runs_and_reports_its_own_cpu_workers() {
+    // What `--check` prints is what the server runs: 16 pool threads for an s3:// library
+    // unless set, one per core for a local one.
+    let edge = Config::from_text("[store]\nlocation = \"s3://media/library\"\n").unwrap();
+    assert_eq!(edge.engine_config().cpu_workers, REMOTE_CPU_WORKERS);
+    assert!(edge.effective_toml().contains("\ncpu_workers = 16\n"), "{}", edge.effective_toml());
+    let set =
+        Config::from_text("[store]\nlocation = \"s3://media/library\"\n[engine]\ncpu_workers = 3\n").unwrap();
+    assert_eq!(set.engine_config().cpu_workers, 3);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(Config::default().engine_config().cpu_workers, cores);
+}
+
+#[test]
+fn check_prints_each_access_key_only_where_its_mode_reads_it_and_sizes_as_the_file_does() {
+    let c = Config::from_text(
+        "[store]\ncache_size = \"1GiB\"\n[[access]]\nprefix = \"/s/\"\nmode = \"signed\"\nkey_file = \"k\"\n\
+         [[access]]\nprefix = \"/j/\"\nmode = \"jwt\"\njwks = \"j.json\"\n",
+    )
+    .unwrap();
+    let text = c.effective_toml();
+    assert!(text.contains("\ncache_size = \"1GiB\"\n"), "{text}");
+    let (signed, jwt) = text.split_once("prefix = \"/j/\"").unwrap();
+    let signed = &signed[signed.find("prefix = \"/s/\"").unwrap()..];
+    assert!(!signed.contains("claim"), "no claim on a signed policy: {signed}");
+    assert!(jwt.contains("claim = \"paths\""), "the claim a jwt policy reads: {jwt}");
+    assert_eq!(Config::from_text(&text).unwrap().access, {
+        let mut access = c.access.clone();
+        access[1].claim = Some("paths".into());
+        access
+    });
+}
+
+#[test]
 fn rtsp_loops_are_set_or_follow_the_cores() {
     let c: Config = toml::from_str("[rtsp]\nloops = 3").unwrap();
     c.validate().unwrap();

@@ -86,13 +86,21 @@ impl LocalRoot {
     /// Symbolic links are listed only if they resolve to something beneath the root.
     pub fn list(&self, dir: &LibraryPath) -> io::Result<Vec<Listed>> {
         let mut out = Vec::new();
+        let mut file_names = Vec::new();
         for entry in std::fs::read_dir(self.beneath.root().join(dir.relative()))? {
-            let entry = entry?;
-            let file_name = entry.file_name();
-            let Some(file_name) = file_name.to_str() else { continue };
-            // A stored gzip form is listed under the name it is the form of; other hidden names
+            if let Ok(file_name) = entry?.file_name().into_string() {
+                file_names.push(file_name);
+            }
+        }
+        let present: std::collections::HashSet<&str> = file_names.iter().map(String::as_str).collect();
+        for file_name in &file_names {
+            // A stored gzip form is listed under the name it is the form of, unless that file is
+            // there too (then it is the one listed, with its own size); other hidden names
             // (sluice's own files included) not at all.
             let Some(name) = sluice_store::listed_name(file_name) else { continue };
+            if name != file_name && present.contains(name) {
+                continue;
+            }
             let rel = if dir.relative().is_empty() {
                 file_name.to_string()
             } else {
@@ -113,8 +121,6 @@ impl LocalRoot {
             }
         }
         out.sort_by(|a, b| (!a.is_dir, &a.name).cmp(&(!b.is_dir, &b.name)));
-        // A name with both forms (a replacement cut between its two steps) is listed once.
-        out.dedup_by(|a, b| a.name == b.name && a.is_dir == b.is_dir);
         Ok(out)
     }
 }

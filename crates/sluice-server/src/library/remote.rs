@@ -187,7 +187,9 @@ impl RemoteLibrary {
         let mut done = 0usize;
         for index in self.cache.slices_of(offset..end) {
             let range = self.cache.slice_range(version, index);
-            let file = match self.cache.slice(version, index, false) {
+            let from = (offset + done as u64).max(range.start);
+            let take = (range.end.min(end) - from) as usize;
+            let file = match self.cache.slice(version, index, take as u64, false) {
                 Ok(file) => file,
                 Err(CacheError::WouldBlock) => {
                     self.warm_slice(version, index);
@@ -195,8 +197,6 @@ impl RemoteLibrary {
                 }
                 Err(e) => return Err(e),
             };
-            let from = (offset + done as u64).max(range.start);
-            let take = (range.end.min(end) - from) as usize;
             std::os::unix::fs::FileExt::read_exact_at(
                 &file,
                 &mut into[done..done + take],
@@ -251,7 +251,7 @@ impl RemoteLibrary {
             if version.len > self.cache.config().slice_len {
                 return Ok(Response::error(Status(406)).with_header("Vary", "Accept-Encoding"));
             }
-            let gz = self.cache.slice(version, 0, may_block)?;
+            let gz = self.cache.slice(version, 0, version.len, may_block)?;
             return Ok(crate::gzip_static::respond_from(req, version.key.as_str(), gz, &meta, max_ranges));
         }
         let gzip = version.encoding.as_deref() == Some("gzip");
@@ -513,7 +513,7 @@ impl SliceStream {
             if self.ahead.iter().any(|(i, _)| *i == index) {
                 continue;
             }
-            let ahead = match self.cache.slice(&self.version, index, false) {
+            let ahead = match self.cache.slice(&self.version, index, self.bytes_of(index), false) {
                 Ok(file) => Ahead::Ready(Arc::new(file)),
                 Err(_) if !self.may_block => continue,
                 Err(_) => match self.fetch_in_background(index) {
@@ -556,7 +556,22 @@ impl SliceStream {
                 }
             }
         }
-        self.cache.slice(&self.version, index, self.may_block).map(Arc::new)
+        self.cache.slice(&self.version, index, self.bytes_of(index), self.may_block).map(Arc::new)
+    }
+
+    /// The bytes the response sends from slice `index` once it is opened: its next run of
+    /// pieces (a multipart body that comes back to a slice after another opens it again).
+    fn bytes_of(&self, index: u64) -> u64 {
+        let of_index = |p: &&Piece| matches!(p, Piece::Slice { index: i, .. } if *i == index);
+        let mut bytes = 0;
+        for piece in self.pieces.iter().skip_while(|p| !of_index(p)) {
+            match piece {
+                Piece::Slice { index: i, len, .. } if *i == index => bytes += len,
+                Piece::Slice { .. } => break,
+                Piece::Own(_) => {}
+            }
+        }
+        bytes
     }
 }
 
@@ -568,7 +583,7 @@ fn fetch_in_background(
     index: u64,
 ) -> Option<mpsc::Receiver<Result<File, CacheError>>> {
     let (cache, version) = (Arc::clone(cache), Arc::clone(version));
-    in_background(move || cache.slice(&version, index, true))
+    in_background(move || cache.slice(&version, index, 0, true))
 }
 
 /// Runs `work`, which waits for the origin (a slice fetched ahead, an MP4 index read for the

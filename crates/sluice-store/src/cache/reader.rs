@@ -18,9 +18,9 @@ impl SliceCache {
         let mut done = 0usize;
         for index in self.slices_of(offset..end) {
             let range = self.slice_range(version, index);
-            let file = self.slice(version, index, true)?;
             let from = (offset + done as u64).max(range.start);
             let take = (range.end.min(end) - from) as usize;
+            let file = self.slice(version, index, take as u64, true)?;
             file.read_exact_at(&mut into[done..done + take], from - range.start)?;
             done += take;
         }

@@ -51,7 +51,7 @@ fn slices_are_fetched_once_and_the_size_holds() {
     put(root.path(), "a.bin", &data);
     let cache = cache_of(root.path(), dir.path(), 3000);
     let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
-    assert!(matches!(cache.slice(&v, 0, false), Err(CacheError::WouldBlock)));
+    assert!(matches!(cache.slice(&v, 0, 0, false), Err(CacheError::WouldBlock)));
     let mut all = vec![0u8; data.len()];
     cache.read_at(&v, 0, &mut all).unwrap();
     assert_eq!(all, data);
@@ -66,6 +66,16 @@ fn slices_are_fetched_once_and_the_size_holds() {
     cache.read_at(&v, 7500, &mut tail).unwrap();
     assert_eq!(tail, data[7500..]);
     assert_eq!(s.origin_requests.load(Ordering::Relaxed), before);
+    // Bytes from the cache are the bytes read out of hits, not the slices' lengths: the cold
+    // read counted none, the warm one its 2500, and ten sample-sized reads of one 1000-byte
+    // slice (as an RTSP viewer reads) count 100 each.
+    assert_eq!(s.bytes_from_cache.load(Ordering::Relaxed), 2500);
+    for n in 0..10 {
+        let mut sample = [0u8; 100];
+        cache.read_at(&v, 9000 + n * 100, &mut sample).unwrap();
+    }
+    assert_eq!(s.bytes_from_cache.load(Ordering::Relaxed), 3500);
+    assert_eq!(s.bytes_from_origin.load(Ordering::Relaxed), 10_000, "every slice fetched once");
 }
 
 #[test]
@@ -78,7 +88,7 @@ fn concurrent_misses_make_one_fetch() {
         for _ in 0..16 {
             s.spawn(|| {
                 let mut b = [0u8; 1000];
-                cache.slice(&v, 0, true).unwrap().read_exact_at(&mut b, 0).unwrap();
+                cache.slice(&v, 0, 1000, true).unwrap().read_exact_at(&mut b, 0).unwrap();
                 assert_eq!(b, [7u8; 1000]);
             });
         }
@@ -95,10 +105,10 @@ fn a_replaced_object_is_never_read_against_its_old_version() {
     let cache = cache_of(root.path(), dir.path(), 1 << 20);
     let key = Key::new("a.bin").unwrap();
     let old = cache.version(&key, true).unwrap().unwrap();
-    cache.slice(&old, 0, true).unwrap();
+    cache.slice(&old, 0, 0, true).unwrap();
     std::thread::sleep(Duration::from_millis(1100));
     put(root.path(), "a.bin", &[2u8; 2500]);
-    assert!(matches!(cache.slice(&old, 1, true), Err(CacheError::Changed)));
+    assert!(matches!(cache.slice(&old, 1, 0, true), Err(CacheError::Changed)));
     let new = cache.version(&key, true).unwrap().unwrap();
     assert_ne!(new.etag, old.etag);
     let mut all = vec![0u8; 2500];
@@ -219,7 +229,7 @@ fn slices_removed_by_another_process_are_forgotten_and_fetched_again() {
         std::fs::remove_file(entry.unwrap().path()).unwrap();
     }
     // On an event loop: not served as a missing file, not fetched there either.
-    assert!(matches!(cache.slice(&v, 0, false), Err(CacheError::WouldBlock)));
+    assert!(matches!(cache.slice(&v, 0, 0, false), Err(CacheError::WouldBlock)));
     assert!(!cache.has(&v, 0));
     read_whole(&cache, "a.bin", &data);
     let s = cache.stats();
@@ -238,7 +248,7 @@ fn a_slice_the_disk_will_not_take_is_served_from_memory_and_counted() {
     let cache = cache_of(root.path(), dir.path(), 1 << 20);
     cache.dir.failing_writes.store(1, Ordering::Relaxed);
     let v = cache.version(&Key::new("a.bin").unwrap(), true).unwrap().unwrap();
-    let first = cache.slice(&v, 0, true).unwrap();
+    let first = cache.slice(&v, 0, 0, true).unwrap();
     let mut bytes = vec![0u8; 1000];
     first.read_exact_at(&mut bytes, 0).unwrap();
     assert!(bytes == data[..1000], "the failed slice's bytes are served");

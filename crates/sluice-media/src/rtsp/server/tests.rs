@@ -891,3 +891,36 @@ fn viewers_due_in_one_send_slot_send_a_frame_in_the_same_turn_and_never_more_tha
     assert_eq!(together, shared_slot, "frames due in one slot left in different turns");
     assert!(shared_slot > per_viewer[0].0.len(), "only {shared_slot} frame pairs shared a slot");
 }
+
+#[test]
+fn the_busy_share_falls_to_nothing_after_the_last_viewer_leaves() {
+    let (media, tally) = (demo(), Tally::default());
+    let mut server: Server<'_> = RtspServer::new(table(), &media, &tally, Instant::now());
+    let t0 = Instant::now();
+    let key = server.accept((), SocketAddr::from(([10, 0, 0, 1], 40000)), t0);
+    let reply = ask(&mut server, key, &setup(0, None, "RTP/AVP;unicast;client_port=5000-5001"), t0);
+    let session = session_of(&reply);
+    assert!(ask(&mut server, key, &play(&session), t0).starts_with("RTSP/1.0 200"));
+    server.account(Duration::ZERO, t0);
+    let mut cpu = LOAD_WINDOW.mul_f64(0.4);
+    server.account(cpu, t0 + LOAD_WINDOW);
+    assert_eq!(tally.headroom.borrow().last().unwrap().busy, 0.4);
+    // The viewer leaves; nothing else is due for a long while (the control connection's idle
+    // deadline), but the loop still wakes to close its windows until one shows it idle.
+    let left = t0 + LOAD_WINDOW + Duration::from_millis(10);
+    let teardown = format!("TEARDOWN {URL} RTSP/1.0\r\nCSeq: 4\r\nSession: {session}\r\n\r\n");
+    assert!(ask(&mut server, key, &teardown, left).starts_with("RTSP/1.0 200"));
+    let (mut windows, mut since) = (0, t0 + LOAD_WINDOW);
+    while let Some(wake) = server.next_wake().filter(|at| *at < t0 + Duration::from_secs(10)) {
+        windows += 1;
+        assert!(windows <= 3, "the loop keeps waking: {:?}", tally.headroom.borrow());
+        assert!(wake <= since + LOAD_WINDOW + PACE_TICK, "the window's end, not later");
+        // An idle wake costs the loop next to nothing.
+        cpu += Duration::from_micros(20);
+        server.tick(wake, Duration::from_secs(1));
+        server.account(cpu, wake);
+        since = wake;
+    }
+    let last = *tally.headroom.borrow().last().unwrap();
+    assert!(windows >= 1 && last.busy < 0.01 && last.viewers == 0, "{last:?} after {windows} wakes");
+}
