@@ -14,6 +14,7 @@
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hls;
+pub mod codec;
 pub mod mp4;
 pub mod rtsp;
 pub mod sdp;
