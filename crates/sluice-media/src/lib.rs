@@ -11,10 +11,10 @@
 
 #![deny(missing_docs)]
 
+pub mod codec;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hls;
-pub mod codec;
 pub mod mp4;
 pub mod rtsp;
 pub mod sdp;

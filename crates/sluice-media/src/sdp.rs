@@ -49,8 +49,18 @@ pub fn payload_type(index: usize) -> u8 {
 /// The RTP clock rate of a track: 90 kHz for video (RFC 6184 §8.2.1), the sampling rate for AAC.
 pub fn clock_rate(track: &Track) -> u32 {
     match &track.kind {
-        TrackKind::H264(_) => 90_000,
+        TrackKind::H264(_) | TrackKind::Video(_) => 90_000,
         TrackKind::Aac(a) => a.sample_rate,
+        TrackKind::Audio(a) => a.sample_rate,
+    }
+}
+
+/// Whether RTSP can send `track`: `Err` with why not for a codec without a packetizer here
+/// (its track is left out of the session description and its `SETUP` answers 404).
+pub fn rtp_payload_format(track: &Track) -> Result<(), String> {
+    match &track.kind {
+        TrackKind::H264(_) | TrackKind::Aac(_) => Ok(()),
+        other => Err(format!("{} has no RTP payload format in sluice", other.name())),
     }
 }
 
@@ -65,7 +75,9 @@ pub fn session_description(file: &Mp4File, options: &SdpOptions) -> Session {
     session.add_attribute(Attribute::with_value("control", "*"));
     session.add_attribute(Attribute::with_value("range", npt_range(file.duration_secs())));
     for (index, track) in file.tracks.iter().enumerate() {
-        session.add_media(media_section(index, track));
+        if let Some(media) = media_section(index, track) {
+            session.add_media(media);
+        }
     }
     session
 }
@@ -75,7 +87,7 @@ fn npt_range(secs: f64) -> String {
     format!("npt=0-{secs:.3}")
 }
 
-fn media_section(index: usize, track: &Track) -> Media {
+fn media_section(index: usize, track: &Track) -> Option<Media> {
     let pt = payload_type(index);
     let (kind, rtpmap, fmtp) = match &track.kind {
         TrackKind::H264(h) => {
@@ -105,12 +117,13 @@ fn media_section(index: usize, track: &Track) -> Media {
                 ),
             )
         }
+        TrackKind::Video(_) | TrackKind::Audio(_) => return None,
     };
     let mut media = Media::new(kind, 0, sdp_types::TransportProto::RtpAvp, pt);
     media.add_attribute(Attribute::with_value("rtpmap", rtpmap));
     media.add_attribute(Attribute::with_value("fmtp", fmtp));
     media.add_attribute(Attribute::with_value("control", format!("{TRACK_CONTROL}{index}")));
-    media
+    Some(media)
 }
 
 /// How a track's `a=control` names it, relative to the presentation's URL: `trackID=<index>`,

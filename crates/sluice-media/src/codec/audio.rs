@@ -165,14 +165,18 @@ impl Eac3Record {
     /// Channels of the first independent substream with its dependents, the LFE counted.
     pub fn channels(&self) -> u16 {
         let s = &self.substreams[0];
-        ACMOD_CHANNELS[usize::from(s.acmod & 7)] + u16::from(s.lfe) + self.bits().map(|i| CHAN_LOC_CHANNELS[i]).sum::<u16>()
+        ACMOD_CHANNELS[usize::from(s.acmod & 7)]
+            + u16::from(s.lfe)
+            + self.bits().map(|i| CHAN_LOC_CHANNELS[i]).sum::<u16>()
     }
 
     /// The Dolby channel configuration value for DASH of the first independent substream with
     /// its dependents.
     pub fn channel_configuration(&self) -> String {
         let s = &self.substreams[0];
-        let mask = self.bits().fold(ACMOD_MASK[usize::from(s.acmod & 7)] | u16::from(s.lfe), |m, i| m | CHAN_LOC_MASK[i]);
+        let mask = self
+            .bits()
+            .fold(ACMOD_MASK[usize::from(s.acmod & 7)] | u16::from(s.lfe), |m, i| m | CHAN_LOC_MASK[i]);
         format!("{mask:04X}")
     }
 }
@@ -185,7 +189,10 @@ mod tests {
     fn opus_stereo_and_surround() {
         let stereo = [0, 2, 0x01, 0x38, 0, 0, 0xBB, 0x80, 0, 0, 0];
         let rec = OpusRecord::parse(&stereo).unwrap();
-        assert_eq!((rec.channels, rec.pre_skip, rec.input_sample_rate, rec.mapping_family), (2, 312, 48000, 0));
+        assert_eq!(
+            (rec.channels, rec.pre_skip, rec.input_sample_rate, rec.mapping_family),
+            (2, 312, 48000, 0)
+        );
         for cut in 0..stereo.len() {
             assert!(OpusRecord::parse(&stereo[..cut]).is_err());
         }

@@ -144,7 +144,10 @@ impl VideoEntry {
             VideoCodec::Hevc(rec)
                 if &self.fourcc() == b"hev1"
                     && rec.has_parameter_sets()
-                    && matches!(self.in_band, InBandParameterSets::None | InBandParameterSets::SameAsRecord) =>
+                    && matches!(
+                        self.in_band,
+                        InBandParameterSets::None | InBandParameterSets::SameAsRecord
+                    ) =>
             {
                 *b"hvc1"
             }
@@ -366,7 +369,8 @@ fn boxes(data: &[u8]) -> Result<Vec<([u8; 4], &[u8])>, ConfigError> {
         if size == 0 && kind == [0; 4] {
             break;
         }
-        let payload = r.take(size.checked_sub(8).ok_or_else(|| r.invalid("a box smaller than its header"))?)?;
+        let payload =
+            r.take(size.checked_sub(8).ok_or_else(|| r.invalid("a box smaller than its header"))?)?;
         out.push((kind, payload));
     }
     Ok(out)

@@ -140,18 +140,21 @@ pub fn nal_unit_type(nal: &[u8]) -> u8 {
 }
 
 /// The parameter sets (VPS, SPS, PPS) a sample carries before its first slice, the sample being
-/// NAL units each after a `length_size`-byte length. `data` may be the head of a sample only:
-/// a NAL unit cut off by its end is an error, as is a length past the end of a whole sample.
+/// NAL units each after a `length_size`-byte length. `data` may be the head of a sample only,
+/// cut inside the first slice; a NAL unit before it cut off by the end is an error.
 pub fn leading_parameter_sets(data: &[u8], length_size: u8) -> Result<Vec<&[u8]>, ConfigError> {
     let mut r = Bytes::new(data, "HEVC sample");
     let mut sets = Vec::new();
     while !r.rest().is_empty() {
         let len = r.take(usize::from(length_size))?.iter().fold(0usize, |acc, &b| acc << 8 | usize::from(b));
+        // The first slice ends the search, read or not: parameter sets after it come too late
+        // for this picture, and the head of a sample may end inside it.
+        if nal_unit_type(r.rest()) <= 31 {
+            break;
+        }
         let nal = r.take(len)?;
-        match nal_unit_type(nal) {
-            0..=31 => break, // the first slice: parameter sets after it belong to no decoder yet
-            VPS | SPS | PPS => sets.push(nal),
-            _ => {}
+        if matches!(nal_unit_type(nal), VPS | SPS | PPS) {
+            sets.push(nal);
         }
     }
     Ok(sets)
@@ -164,7 +167,8 @@ mod tests {
     /// An `hvcC` as libx265 writes it for Main 10, level 5.1, progressive (constraint byte
     /// 0xB0), with one VPS, SPS and PPS.
     fn main10_record() -> Vec<u8> {
-        let mut r = vec![1, 0x02, 0x20, 0, 0, 0, 0xB0, 0, 0, 0, 0, 0, 153, 0xF0, 0, 0xFC, 0xFD, 0xFA, 0xFA, 0, 0];
+        let mut r =
+            vec![1, 0x02, 0x20, 0, 0, 0, 0xB0, 0, 0, 0, 0, 0, 153, 0xF0, 0, 0xFC, 0xFD, 0xFA, 0xFA, 0, 0];
         r.push(0x0F); // constantFrameRate 0, one temporal layer, nested, 4-byte lengths
         r.push(3);
         for (t, nal) in [(VPS, vec![0x40, 1, 0xAA]), (SPS, vec![0x42, 1, 0xBB]), (PPS, vec![0x44, 1, 0xCC])] {
@@ -225,5 +229,7 @@ mod tests {
         let sets = leading_parameter_sets(&sample, 4).unwrap();
         assert_eq!(sets, vec![&[0x40u8, 1, 0xAA][..]], "the PPS after the IDR slice is not leading");
         assert!(leading_parameter_sets(&sample[..5], 4).is_err());
+        let slice_at = 7 + 7;
+        assert_eq!(leading_parameter_sets(&sample[..slice_at + 5], 4).unwrap().len(), 1, "cut in the slice");
     }
 }

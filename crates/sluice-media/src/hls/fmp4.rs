@@ -99,9 +99,15 @@ fn init_segment_of(
 ) -> Result<Vec<u8>, HlsError> {
     let mut trak = Vec::new();
     let mut trex = Vec::new();
+    let mut carried = Vec::new();
     for (track, which) in selected(index, file, only) {
         let id = track_id(index, file, which, only);
         trak.push(init_trak(track, id));
+        carried.push(match &track.kind {
+            TrackKind::Video(v) => Some(v.carried_sample_entry()),
+            TrackKind::Audio(a) => Some(a.sample_entry.clone()),
+            _ => None,
+        });
         trex.push(Trex { track_id: id, default_sample_description_index: 1, ..Default::default() });
     }
     let ftyp = Ftyp {
@@ -124,6 +130,7 @@ fn init_segment_of(
     let mut out = Vec::with_capacity(1024);
     ftyp.encode(&mut out)?;
     moov.encode(&mut out)?;
+    super::carried::splice_sample_entries(&mut out, &carried)?;
     Ok(out)
 }
 
@@ -167,7 +174,7 @@ fn init_trak(track: &Track, id: u32) -> Trak {
                 height: h.height.into(),
                 ..Default::default()
             };
-            (tkhd, b"vide", (Some(Vmhd::default()), None), avc1.into())
+            (tkhd, b"vide", (Some(Vmhd::default()), None), Some(avc1.into()))
         }
         TrackKind::Aac(a) => {
             let asc = &a.audio_specific_config;
@@ -207,7 +214,30 @@ fn init_trak(track: &Track, id: u32) -> Trak {
                 volume: 1.into(),
                 ..Default::default()
             };
-            (tkhd, b"soun", (None, Some(Smhd::default())), mp4a.into())
+            (tkhd, b"soun", (None, Some(Smhd::default())), Some(mp4a.into()))
+        }
+        // The sample entry is the file's, spliced in after encoding (see `super::carried`).
+        TrackKind::Video(v) => {
+            let tkhd = Tkhd {
+                track_id: id,
+                enabled: true,
+                in_movie: true,
+                width: v.width.into(),
+                height: v.height.into(),
+                ..Default::default()
+            };
+            (tkhd, b"vide", (Some(Vmhd::default()), None), None)
+        }
+        TrackKind::Audio(_) => {
+            let tkhd = Tkhd {
+                track_id: id,
+                enabled: true,
+                in_movie: true,
+                alternate_group: 1,
+                volume: 1.into(),
+                ..Default::default()
+            };
+            (tkhd, b"soun", (None, Some(Smhd::default())), None)
         }
     };
     Trak {
@@ -221,7 +251,7 @@ fn init_trak(track: &Track, id: u32) -> Trak {
                 smhd: minf_header.1,
                 dinf,
                 stbl: Stbl {
-                    stsd: Stsd { codecs: vec![codec] },
+                    stsd: Stsd { codecs: codec.into_iter().collect() },
                     stts: Stts::default(),
                     stsc: Stsc::default(),
                     stsz: Stsz::default(),

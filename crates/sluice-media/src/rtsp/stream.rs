@@ -48,6 +48,9 @@ pub enum StreamError {
     /// The [`Due`] names a track this streamer does not send.
     #[error("no such track in the session")]
     NoSuchTrack,
+    /// The track's codec has no RTP payload format here.
+    #[error("{0}")]
+    NoPayloadFormat(String),
 }
 
 /// `ticks` of a track with `timescale` ticks per second, as a duration.
@@ -192,6 +195,10 @@ impl Streamer {
                     Packetizer::H264(H264Packetizer::new(spec.config, max_payload, h.nal_length_size)?)
                 }
                 TrackKind::Aac(_) => Packetizer::Aac(AacPacketizer::new(spec.config, max_payload)?),
+                TrackKind::Video(_) | TrackKind::Audio(_) => {
+                    let why = crate::sdp::rtp_payload_format(track).err().unwrap_or_default();
+                    return Err(StreamError::NoPayloadFormat(why));
+                }
             };
             states.push(TrackState {
                 spec: *spec,
