@@ -1,0 +1,296 @@
+//! HEVC (8-bit `hev1`, 10-bit `hvc1`), AV1 (10-bit, PQ), VP9, Opus, AC-3 and E-AC-3 over HLS
+//! and DASH, on every engine: for MP4s ffmpeg makes here (2 s of 160x90 at 25 fps, a keyframe
+//! a second), ffprobe reading the server's `master.m3u8` and `manifest.mpd` counts every video
+//! frame it decodes and every audio packet ffprobe counts in the MP4, ffmpeg decodes both without a word
+//! on stderr, and the `CODECS` and `codecs` the server announces are the strings this test
+//! computes itself from what ffprobe reports (profile, level, pixel format, colour) and from the
+//! configuration records' bytes ffprobe dumps, by a parser of its own. `/streams` lists them.
+//!
+//! Expected numbers come from the files (ffprobe), never constants.
+
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
+#[macro_use]
+mod common;
+
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+rtsp_matrix!(every_codec_over_hls_and_dash);
+
+/// The clips: `(name, video encoder arguments, audio encoder arguments)`.
+const CLIPS: &[(&str, &[&str], &[&str])] = &[
+    (
+        "hevc8-hev1-eac3.mp4",
+        &["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error:keyint=25:open-gop=0"],
+        &["-c:a", "eac3", "-b:a", "96k"],
+    ),
+    (
+        "hevc10-hvc1-ac3.mp4",
+        &[
+            "-c:v",
+            "libx265",
+            "-preset",
+            "ultrafast",
+            "-x265-params",
+            "log-level=error:keyint=25:open-gop=0",
+            "-pix_fmt",
+            "yuv420p10le",
+            "-tag:v",
+            "hvc1",
+        ],
+        &["-c:a", "ac3", "-b:a", "96k"],
+    ),
+    (
+        "av1-pq-opus.mp4",
+        &[
+            "-c:v",
+            "libsvtav1",
+            "-preset",
+            "12",
+            "-g",
+            "25",
+            "-pix_fmt",
+            "yuv420p10le",
+            "-color_primaries",
+            "bt2020",
+            "-color_trc",
+            "smpte2084",
+            "-colorspace",
+            "bt2020nc",
+        ],
+        &["-c:a", "libopus", "-b:a", "48k"],
+    ),
+    (
+        "vp9-opus.mp4",
+        &["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-g", "25"],
+        &["-c:a", "libopus", "-b:a", "48k"],
+    ),
+];
+
+/// The clips' bytes, made once per test binary.
+fn clips() -> &'static Vec<(&'static str, Vec<u8>)> {
+    static CLIPS_MADE: OnceLock<Vec<(&'static str, Vec<u8>)>> = OnceLock::new();
+    CLIPS_MADE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        CLIPS
+            .iter()
+            .map(|(name, video, audio)| {
+                let out = dir.path().join(name);
+                let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
+                cmd.args([
+                    "-nostdin",
+                    "-v",
+                    "error",
+                    "-y",
+                    "-f",
+                    "lavfi",
+                    "-i",
+                    "testsrc2=size=160x90:rate=25",
+                ])
+                .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2"])
+                .args(*video)
+                .args(*audio)
+                .args(["-movflags", "+faststart"])
+                .arg(&out);
+                let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
+                assert!(status.success(), "ffmpeg made no {name}: {}", String::from_utf8_lossy(&err));
+                (*name, std::fs::read(&out).unwrap())
+            })
+            .collect()
+    })
+}
+
+/// ffprobe's JSON for `target`: streams with frame and packet counts, and `extra` entries.
+fn probe(target: &str, extra: &[&str]) -> Value {
+    let mut cmd = tool("ffprobe");
+    cmd.args(["-v", "error", "-rw_timeout", "10000000", "-of", "json", "-count_frames", "-count_packets"])
+        .args(extra)
+        .args(["-show_entries"])
+        .arg(
+            "stream=codec_type,codec_name,nb_read_frames,nb_read_packets,profile,level,pix_fmt,width,height,\
+             r_frame_rate,color_primaries,color_transfer,color_space,color_range,extradata",
+        )
+        .arg(target);
+    let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(90));
+    assert!(status.success(), "ffprobe {target}: {status}: {}", String::from_utf8_lossy(&err));
+    serde_json::from_slice(&out).unwrap()
+}
+
+fn stream<'a>(info: &'a Value, kind: &str) -> &'a Value {
+    info["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["codec_type"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} stream in {info}"))
+}
+
+fn count(s: &Value, field: &str) -> u64 {
+    s[field].as_str().unwrap_or_else(|| panic!("no {field} in {s}")).parse().unwrap()
+}
+
+/// The bytes of ffprobe's `-show_data` hex dump (`00000000: 0102 2000 ...  ascii`).
+fn dump_bytes(dump: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in dump.lines().filter(|l| l.len() > 10) {
+        let hex: String = line[10..].chars().take(40).filter(|c| !c.is_whitespace()).collect();
+        for i in (0..hex.len() / 2 * 2).step_by(2) {
+            out.push(u8::from_str_radix(&hex[i..i + 2], 16).unwrap());
+        }
+    }
+    out
+}
+
+/// ISO/IEC 23091-2 code points of the names ffprobe gives.
+fn code_point(name: &str) -> u8 {
+    match name {
+        "bt709" => 1,
+        "bt2020" | "bt2020nc" => 9,
+        "smpte2084" => 16,
+        "arib-std-b67" => 18,
+        other => panic!("no code point for {other}"),
+    }
+}
+
+/// The codec string of the source's video, computed here: HEVC from its `hvcC` bytes (checked
+/// against ffprobe's profile and level), AV1 and VP9 from ffprobe's fields.
+fn expected_video_codecs(video: &Value, fps: f64) -> String {
+    let bits = if video["pix_fmt"].as_str().unwrap().contains("10") { 10 } else { 8 };
+    let profile = video["profile"].as_str().unwrap();
+    let level = video["level"].as_i64().unwrap();
+    match video["codec_name"].as_str().unwrap() {
+        "hevc" => {
+            let hvcc = dump_bytes(video["extradata"].as_str().unwrap());
+            assert_eq!(hvcc[0], 1, "an hvcC");
+            let idc = hvcc[1] & 0x1f;
+            assert_eq!(idc, if profile == "Main 10" { 2 } else { 1 }, "profile {profile}");
+            assert_eq!(i64::from(hvcc[12]), level);
+            let compat = u32::from_be_bytes(hvcc[2..6].try_into().unwrap());
+            let reversed =
+                (0..32).filter(|i| compat & (1 << (31 - i)) != 0).fold(0u32, |acc, i| acc | 1 << i);
+            let tier = if hvcc[1] & 0x20 != 0 { 'H' } else { 'L' };
+            let mut s = format!("hvc1.{idc}.{reversed:X}.{tier}{level}");
+            let constraints = &hvcc[6..12];
+            let used = constraints.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            for b in &constraints[..used] {
+                s.push_str(&format!(".{b:X}"));
+            }
+            s
+        }
+        "av1" => {
+            let av1c = dump_bytes(video["extradata"].as_str().unwrap());
+            let p = match profile {
+                "Main" => 0,
+                "High" => 1,
+                _ => 2,
+            };
+            let tier = if av1c[2] & 0x80 != 0 { 'H' } else { 'M' };
+            let mut s = format!("av01.{p}.{level:02}{tier}.{bits:02}");
+            if let Some(primaries) = video["color_primaries"].as_str() {
+                let cp = code_point(primaries);
+                let tc = code_point(video["color_transfer"].as_str().unwrap());
+                let mc = code_point(video["color_space"].as_str().unwrap());
+                let full = u8::from(video["color_range"] == "pc");
+                s.push_str(&format!(".0.11{}.{cp:02}.{tc:02}.{mc:02}.{full}", av1c[2] & 3));
+            }
+            s
+        }
+        "vp9" => {
+            let p: u8 = profile.trim_start_matches("Profile ").parse().unwrap();
+            // VP9 levels by picture size and luma sample rate (the VP9 bitstream
+            // specification, Annex A), the way ffmpeg's muxer picks one.
+            let (w, h) = (video["width"].as_f64().unwrap(), video["height"].as_f64().unwrap());
+            let levels =
+                [(10, 36_864.0, 829_440.0), (11, 73_728.0, 2_764_800.0), (20, 122_880.0, 4_608_000.0)];
+            let level =
+                levels.iter().find(|(_, size, rate)| w * h <= *size && w * h * fps <= *rate).unwrap().0;
+            format!("vp09.{p:02}.{level}.{bits:02}")
+        }
+        other => panic!("no codec string for {other}"),
+    }
+}
+
+fn expected_audio_codecs(audio: &Value) -> &'static str {
+    match audio["codec_name"].as_str().unwrap() {
+        "opus" => "opus",
+        "ac3" => "ac-3",
+        "eac3" => "ec-3",
+        other => panic!("no codec string for {other}"),
+    }
+}
+
+/// ffmpeg decodes `url` to the end with nothing on stderr.
+fn decodes_cleanly(url: &str) {
+    let mut cmd = tool("ffmpeg");
+    cmd.args(["-nostdin", "-v", "error", "-rw_timeout", "10000000", "-i", url, "-f", "null", "-"]);
+    let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(90));
+    let stderr = String::from_utf8_lossy(&err);
+    assert!(status.success() && stderr.trim().is_empty(), "ffmpeg decoding {url}: {status}: {stderr}");
+}
+
+fn every_codec_over_hls_and_dash(engine: &[&str]) {
+    let fx = Fixture::new();
+    for (name, bytes) in clips() {
+        fx.write(name, bytes);
+    }
+    let server = Server::serve(engine, &fx, &["--hls-segment", "1s"]);
+    let addr = server.addr();
+    let streams = {
+        let mut c = Conn::open(server.admin_addr());
+        c.send(get("/streams", &[]));
+        let r = c.response();
+        r.expect_status(200, "/streams");
+        r.body_text()
+    };
+    for (name, _) in clips() {
+        let source = probe(fx.path(name).to_str().unwrap(), &["-show_data"]);
+        let (video, audio) = (stream(&source, "video"), stream(&source, "audio"));
+        let rate: Vec<f64> =
+            video["r_frame_rate"].as_str().unwrap().split('/').map(|n| n.parse().unwrap()).collect();
+        let video_codecs = expected_video_codecs(video, rate[0] / rate[1]);
+        let audio_codecs = expected_audio_codecs(audio);
+
+        let master_url = format!("http://{addr}/{name}/master.m3u8");
+        let master = fetch_get(addr, &format!("/{name}/master.m3u8"), &[]);
+        master.expect_status(200, &master_url);
+        let master = master.body_text();
+        assert!(master.contains(&format!("CODECS=\"{video_codecs},{audio_codecs}\"")), "{name}: {master}");
+        let pq = video["color_transfer"] == "smpte2084";
+        assert_eq!(master.contains("VIDEO-RANGE=PQ"), pq, "{name}: {master}");
+        let mpd_url = format!("http://{addr}/{name}/manifest.mpd");
+        let mpd = fetch_get(addr, &format!("/{name}/manifest.mpd"), &[]).body_text();
+        assert!(mpd.contains(&format!("codecs=\"{video_codecs}\"")), "{name}: {mpd}");
+        assert!(mpd.contains(&format!("codecs=\"{audio_codecs}\"")), "{name}: {mpd}");
+        assert_eq!(
+            mpd.contains("urn:mpeg:mpegB:cicp:TransferCharacteristics\" value=\"16\""),
+            pq,
+            "{name}: {mpd}"
+        );
+        assert_eq!(
+            mpd.contains("urn:dolby:dash:audio_channel_configuration:2011"),
+            audio_codecs.contains('3')
+        );
+        assert!(streams.contains(&video_codecs) && streams.contains(audio_codecs), "/streams: {streams}");
+
+        for url in [&master_url, &mpd_url] {
+            // One stream at a time: reading both, ffmpeg's DASH demuxer stops a packet short of
+            // the end of the audio (so it does for the H.264 and AAC demo file too).
+            for (kind, select, field) in [("video", "v", "nb_read_frames"), ("audio", "a", "nb_read_packets")]
+            {
+                let served = probe(url, &["-select_streams", select]);
+                assert_eq!(
+                    count(stream(&served, kind), field),
+                    count(stream(&source, kind), field),
+                    "{kind} {field} of {url} and of the MP4"
+                );
+            }
+            decodes_cleanly(url);
+        }
+    }
+}
