@@ -14,6 +14,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use base64::Engine as _;
 use sdp_types::{Attribute, Connection, Media, Origin, Session, Time};
 
+use crate::codec::{VideoCodec, VideoEntry};
 use crate::mp4::{Mp4File, Track, TrackKind};
 
 /// First RTP dynamic payload type; track `i` of a file uses `FIRST_PAYLOAD_TYPE + i`.
@@ -60,6 +61,7 @@ pub fn clock_rate(track: &Track) -> u32 {
 pub fn rtp_payload_format(track: &Track) -> Result<(), String> {
     match &track.kind {
         TrackKind::H264(_) | TrackKind::Aac(_) => Ok(()),
+        TrackKind::Video(v) if matches!(v.codec, VideoCodec::Hevc(_)) => Ok(()),
         other => Err(format!("{} has no RTP payload format in sluice", other.name())),
     }
 }
@@ -116,6 +118,25 @@ fn media_section(index: usize, track: &Track) -> Option<Media> {
                      indexdeltalength=3;config={config}"
                 ),
             )
+        }
+        TrackKind::Video(VideoEntry { codec: VideoCodec::Hevc(h), .. }) => {
+            // RFC 7798 §7.1: the parameter sets out of band, so a client can decode from the
+            // first keyframe whatever the samples carry.
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let sets = |sets: &[Vec<u8>]| sets.iter().map(|s| b64.encode(s)).collect::<Vec<_>>().join(",");
+            let mut fmtp = format!(
+                "{pt} profile-space={};profile-id={};tier-flag={};level-id={}",
+                h.profile_space,
+                h.profile_idc,
+                u8::from(h.high_tier),
+                h.level_idc
+            );
+            for (name, list) in [("vps", &h.vps), ("sps", &h.sps), ("pps", &h.pps)] {
+                if !list.is_empty() {
+                    let _ = write!(fmtp, ";sprop-{name}={}", sets(list));
+                }
+            }
+            (sdp_types::MediaType::Video, format!("{pt} H265/90000"), fmtp)
         }
         TrackKind::Video(_) | TrackKind::Audio(_) => return None,
     };

@@ -145,3 +145,25 @@ fn mixed_codecs_get_an_adaptation_set_each() {
     assert_eq!(master.matches("#EXT-X-STREAM-INF").count(), 3, "{master}");
     assert!(master.contains("av01.0.00M.10") && master.contains("vp09.00.10.08") && master.contains("avc1."));
 }
+
+/// RTSP describes the HEVC track with its parameter sets (RFC 7798 §7.1) and leaves out the
+/// E-AC-3 one, which has no payload format here.
+#[test]
+fn hevc_is_described_for_rtsp() {
+    let (_, file) = seed("tiny-hev1-eac3.mp4");
+    let sdp = sluice_media::sdp::to_bytes(&sluice_media::session_description(&file, &Default::default()));
+    let sdp = String::from_utf8(sdp).unwrap();
+    assert_eq!(sdp.matches("m=").count(), 1, "{sdp}");
+    assert!(sdp.contains("a=rtpmap:96 H265/90000"), "{sdp}");
+    let TrackKind::Video(v) = &file.tracks[0].kind else { unreachable!() };
+    let sluice_media::codec::VideoCodec::Hevc(h) = &v.codec else { unreachable!() };
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    for (name, sets) in [("vps", &h.vps), ("sps", &h.sps), ("pps", &h.pps)] {
+        let value = sdp.split(&format!("sprop-{name}=")).nth(1).unwrap().split([';', '\r']).next().unwrap();
+        assert_eq!(&b64.decode(value).unwrap(), &sets[0], "sprop-{name}");
+    }
+    assert!(sluice_media::rtsp::playable(&file).is_ok());
+    let (_, vp9) = seed("tiny-vp9-opus.mp4");
+    assert_eq!(sluice_media::rtsp::playable(&vp9).unwrap_err().status, 415);
+}

@@ -5,6 +5,9 @@
 //! on stderr, and the `CODECS` and `codecs` the server announces are the strings this test
 //! computes itself from what ffprobe reports (profile, level, pixel format, colour) and from the
 //! configuration records' bytes ffprobe dumps, by a parser of its own. `/streams` lists them.
+//! Over RTSP, ffmpeg's client (a receiver this project did not write) decodes every frame of the
+//! HEVC files from sluice's RFC 7798 packets, and a file with no track RTSP can send is refused
+//! with 415 and the reason.
 //!
 //! Expected numbers come from the files (ffprobe), never constants.
 
@@ -21,7 +24,7 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-rtsp_matrix!(every_codec_over_hls_and_dash);
+rtsp_matrix!(every_codec_over_hls_and_dash, hevc_over_rtsp);
 
 /// The clips: `(name, video encoder arguments, audio encoder arguments)`.
 const CLIPS: &[(&str, &[&str], &[&str])] = &[
@@ -293,4 +296,32 @@ fn every_codec_over_hls_and_dash(engine: &[&str]) {
             decodes_cleanly(url);
         }
     }
+}
+
+fn hevc_over_rtsp(engine: &[&str]) {
+    let fx = Fixture::new();
+    for (name, bytes) in clips() {
+        fx.write(name, bytes);
+    }
+    let server = Server::serve(engine, &fx, &[]);
+    let rtsp = server.rtsp_addr();
+    for (name, _) in clips().iter().filter(|(n, _)| n.starts_with("hevc")) {
+        let source = probe(fx.path(name).to_str().unwrap(), &["-select_streams", "v"]);
+        let url = format!("rtsp://{rtsp}/{name}");
+        let (frames, stderr) = ffprobe_video_frames(&url);
+        assert_eq!(frames, stream(&source, "video")["nb_read_frames"].as_str().unwrap(), "{url}");
+        assert!(stderr.trim().is_empty(), "ffprobe {url}: {stderr}");
+        let mut cmd = tool("ffmpeg");
+        cmd.args(["-nostdin", "-v", "error", "-rtsp_transport", "tcp", "-i", &url, "-f", "null", "-"]);
+        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(90));
+        let err = String::from_utf8_lossy(&err);
+        assert!(status.success() && err.trim().is_empty(), "ffmpeg decoding {url}: {status}: {err}");
+    }
+    // VP9 and Opus have no payload format here: refused, saying so.
+    let mut c = common::rtsp::RtspConn::open(rtsp);
+    let url = c.url("/vp9-opus.mp4");
+    let r = c.request("DESCRIBE", &url, &[]);
+    r.expect(415, "DESCRIBE of VP9 and Opus");
+    let reason = r.header("sluice-reason").unwrap_or_default().to_string();
+    assert!(reason.contains("VP9 has no RTP payload format"), "{reason}");
 }

@@ -22,7 +22,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_proto::rtp::{AacPacketizer, H264Packetizer, PacketizeError, Packets, StreamConfig};
+use sluice_proto::rtp::{
+    AacPacketizer, H264Packetizer, H265Packetizer, PacketizeError, Packets, StreamConfig,
+};
 
 use crate::mp4::{Mp4File, Track, TrackKind};
 use crate::sdp::clock_rate;
@@ -146,7 +148,18 @@ pub struct Due {
 #[derive(Debug, Clone)]
 enum Packetizer {
     H264(H264Packetizer),
+    H265(H265Packetizer),
     Aac(AacPacketizer),
+}
+
+impl Packetizer {
+    fn stream(&self) -> &sluice_proto::rtp::RtpStream {
+        match self {
+            Packetizer::H264(p) => p.stream(),
+            Packetizer::H265(p) => p.stream(),
+            Packetizer::Aac(p) => p.stream(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -195,6 +208,10 @@ impl Streamer {
                     Packetizer::H264(H264Packetizer::new(spec.config, max_payload, h.nal_length_size)?)
                 }
                 TrackKind::Aac(_) => Packetizer::Aac(AacPacketizer::new(spec.config, max_payload)?),
+                TrackKind::Video(crate::codec::VideoEntry {
+                    codec: crate::codec::VideoCodec::Hevc(h),
+                    ..
+                }) => Packetizer::H265(H265Packetizer::new(spec.config, max_payload, h.nal_length_size)?),
                 TrackKind::Video(_) | TrackKind::Audio(_) => {
                     let why = crate::sdp::rtp_payload_format(track).err().unwrap_or_default();
                     return Err(StreamError::NoPayloadFormat(why));
@@ -233,7 +250,7 @@ impl Streamer {
             self.tracks
                 .iter()
                 .map(|t| &file.tracks[t.spec.index])
-                .filter(|track| matches!(track.kind, TrackKind::H264(_)))
+                .filter(|track| track.kind.is_video())
                 .filter_map(|track| {
                     let i = start_sample(track, position);
                     (i < track.samples.len()).then(|| presentation_time(track, i))
@@ -245,7 +262,7 @@ impl Streamer {
         for t in &mut self.tracks {
             let track = &file.tracks[t.spec.index];
             t.next = match anchor {
-                Some(anchor) if !matches!(track.kind, TrackKind::H264(_)) => start_sample(track, anchor),
+                Some(anchor) if !track.kind.is_video() => start_sample(track, anchor),
                 _ => start_sample(track, position),
             };
             t.end = match end {
@@ -303,10 +320,7 @@ impl Streamer {
     /// session's list: what `RTP-Info` says after a `PLAY`.
     pub fn rtp_info(&self, track: usize, position: Duration) -> Option<(u16, u32)> {
         let t = self.tracks.get(track)?;
-        let seq = match &t.packetizer {
-            Packetizer::H264(p) => p.stream().next_sequence(),
-            Packetizer::Aac(p) => p.stream().next_sequence(),
-        };
+        let seq = t.packetizer.stream().next_sequence();
         Some((seq, rtp_time(t, duration_to_ticks(position, t.clock_rate))))
     }
 
@@ -353,6 +367,7 @@ impl Streamer {
         let timestamp = rtp_time(t, clock_ticks as u64);
         Ok(match &mut t.packetizer {
             Packetizer::H264(p) => p.packetize(data, timestamp, out)?,
+            Packetizer::H265(p) => p.packetize(data, timestamp, out)?,
             Packetizer::Aac(p) => {
                 p.packetize(data, timestamp, out)?;
                 1
@@ -459,10 +474,7 @@ impl Streamer {
         let position = self.position(now);
         let ntp = sluice_proto::rtp::ntp_timestamp(wall_clock);
         for (i, t) in self.tracks.iter().enumerate() {
-            let stream = match &t.packetizer {
-                Packetizer::H264(p) => p.stream(),
-                Packetizer::Aac(p) => p.stream(),
-            };
+            let stream = t.packetizer.stream();
             let report = stream.sender_report(ntp, rtp_time(t, duration_to_ticks(position, t.clock_rate)));
             let mut bytes = Vec::with_capacity(64);
             if bye {
