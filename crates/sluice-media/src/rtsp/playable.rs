@@ -4,7 +4,7 @@
 //!
 //! This module owns the verdict ([`playable`]), its status and reason ([`Unplayable`]), and how
 //! a refusal goes out: the status HLS answers for the same file (501 for a fragmented MP4, 415
-//! when no track is H.264 or AAC, 500 for a file that cannot be indexed), the reason in the
+//! when no track is of a codec sluice reads or none has an RTP payload format, 500 for a file that cannot be indexed), the reason in the
 //! [`REASON_HEADER`] response header (one line) and in a `text/plain` body, and one warning per
 //! file and reason however many requests are refused ([`first_refusal`]). It does not find or
 //! index files (the server's [`super::Catalogue`] does) or write the log line (the engine's
