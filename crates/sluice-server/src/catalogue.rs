@@ -138,6 +138,7 @@ impl Described {
             resolution: index.resolution(),
             codecs: index.codecs().to_string(),
             bitrate: index.average_bandwidth(),
+            video_range: index.video_range().map(|r| r.as_str()),
         })
     }
 
@@ -234,6 +235,8 @@ pub struct VideoInfo {
     pub codecs: String,
     /// Average bit rate in bits per second.
     pub bitrate: u64,
+    /// The video's dynamic range (`SDR`, `PQ`, `HLG`) when its sample entry says.
+    pub video_range: Option<&'static str>,
 }
 
 /// What the page offers of an MP4: only what works for it. Unknown (not indexed yet) offers
