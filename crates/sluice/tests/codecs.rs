@@ -17,97 +17,13 @@
 #[macro_use]
 mod common;
 
-use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::codec_clips::clips;
 use common::*;
 use serde_json::Value;
 
 rtsp_matrix!(every_codec_over_hls_and_dash, hevc_over_rtsp);
-
-/// The clips: `(name, video encoder arguments, audio encoder arguments)`.
-const CLIPS: &[(&str, &[&str], &[&str])] = &[
-    (
-        "hevc8-hev1-eac3.mp4",
-        &["-c:v", "libx265", "-preset", "ultrafast", "-x265-params", "log-level=error:keyint=25:open-gop=0"],
-        &["-c:a", "eac3", "-b:a", "96k"],
-    ),
-    (
-        "hevc10-hvc1-ac3.mp4",
-        &[
-            "-c:v",
-            "libx265",
-            "-preset",
-            "ultrafast",
-            "-x265-params",
-            "log-level=error:keyint=25:open-gop=0",
-            "-pix_fmt",
-            "yuv420p10le",
-            "-tag:v",
-            "hvc1",
-        ],
-        &["-c:a", "ac3", "-b:a", "96k"],
-    ),
-    (
-        "av1-pq-opus.mp4",
-        &[
-            "-c:v",
-            "libsvtav1",
-            "-preset",
-            "12",
-            "-g",
-            "25",
-            "-pix_fmt",
-            "yuv420p10le",
-            "-color_primaries",
-            "bt2020",
-            "-color_trc",
-            "smpte2084",
-            "-colorspace",
-            "bt2020nc",
-        ],
-        &["-c:a", "libopus", "-b:a", "48k"],
-    ),
-    (
-        "vp9-opus.mp4",
-        &["-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8", "-g", "25"],
-        &["-c:a", "libopus", "-b:a", "48k"],
-    ),
-];
-
-/// The clips' bytes, made once per test binary.
-fn clips() -> &'static Vec<(&'static str, Vec<u8>)> {
-    static CLIPS_MADE: OnceLock<Vec<(&'static str, Vec<u8>)>> = OnceLock::new();
-    CLIPS_MADE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        CLIPS
-            .iter()
-            .map(|(name, video, audio)| {
-                let out = dir.path().join(name);
-                let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
-                cmd.args([
-                    "-nostdin",
-                    "-v",
-                    "error",
-                    "-y",
-                    "-f",
-                    "lavfi",
-                    "-i",
-                    "testsrc2=size=160x90:rate=25",
-                ])
-                .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2"])
-                .args(*video)
-                .args(*audio)
-                .args(["-movflags", "+faststart"])
-                .arg(&out);
-                let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
-                assert!(status.success(), "ffmpeg made no {name}: {}", String::from_utf8_lossy(&err));
-                (*name, std::fs::read(&out).unwrap())
-            })
-            .collect()
-    })
-}
 
 /// ffprobe's JSON for `target`: streams with frame and packet counts, and `extra` entries.
 fn probe(target: &str, extra: &[&str]) -> Value {
