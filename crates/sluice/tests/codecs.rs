@@ -7,7 +7,9 @@
 //! configuration records' bytes ffprobe dumps, by a parser of its own. `/streams` lists them.
 //! Over RTSP, ffmpeg's client (a receiver this project did not write) decodes every frame of the
 //! HEVC files from sluice's RFC 7798 packets, and a file with no track RTSP can send is refused
-//! with 415 and the reason.
+//! with 415 and the reason. A rendition set of an H.264 file and an AV1 one (keyframes aligned)
+//! is one master playlist with a variant each and one MPD with a video adaptation set each, and
+//! ffmpeg decodes both.
 //!
 //! Expected numbers come from the files (ffprobe), never constants.
 
@@ -23,7 +25,7 @@ use common::codec_clips::clips;
 use common::*;
 use serde_json::Value;
 
-rtsp_matrix!(every_codec_over_hls_and_dash, hevc_over_rtsp);
+rtsp_matrix!(every_codec_over_hls_and_dash, hevc_over_rtsp, mixed_h264_and_av1_set);
 
 /// ffprobe's JSON for `target`: streams with frame and packet counts, and `extra` entries.
 fn probe(target: &str, extra: &[&str]) -> Value {
@@ -240,4 +242,71 @@ fn hevc_over_rtsp(engine: &[&str]) {
     r.expect(415, "DESCRIBE of VP9 and Opus");
     let reason = r.header("sluice-reason").unwrap_or_default().to_string();
     assert!(reason.contains("VP9 has no RTP payload format"), "{reason}");
+}
+
+fn mixed_h264_and_av1_set(engine: &[&str]) {
+    static H264: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    let h264 = H264.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("movie.180p.mp4");
+        let mut cmd = tool("ffmpeg");
+        cmd.args(["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "2"])
+            .args([
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-g",
+                "25",
+                "-keyint_min",
+                "25",
+                "-sc_threshold",
+                "0",
+            ])
+            .args(["-pix_fmt", "yuv420p", "-c:a", "aac", "-movflags", "+faststart"])
+            .arg(&out);
+        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
+        assert!(status.success(), "ffmpeg: {}", String::from_utf8_lossy(&err));
+        std::fs::read(&out).unwrap()
+    });
+    let av1 = &clips().iter().find(|(n, _)| n.starts_with("av1")).unwrap().1;
+    let fx = Fixture::new();
+    fx.write("movie.180p.mp4", h264);
+    fx.write("movie.90p.mp4", av1);
+    let server = Server::serve(engine, &fx, &["--hls-segment", "1s"]);
+    let addr = server.addr();
+    let master = fetch_get(addr, "/movie.set/master.m3u8", &[]);
+    master.expect_status(200, "the set's master playlist");
+    let master = master.body_text();
+    let variants: Vec<&str> = master.lines().filter(|l| l.starts_with("#EXT-X-STREAM-INF")).collect();
+    assert_eq!(variants.len(), 2, "{master}");
+    assert!(variants[0].contains("CODECS=\"avc1.") && variants[1].contains("CODECS=\"av01."), "{master}");
+    let mpd = fetch_get(addr, "/movie.set/manifest.mpd", &[]);
+    mpd.expect_status(200, "the set's MPD");
+    let mpd = mpd.body_text();
+    assert_eq!(mpd.matches("contentType=\"video\"").count(), 2, "a video adaptation set per codec: {mpd}");
+    for url in
+        [format!("http://{addr}/movie.set/master.m3u8"), format!("http://{addr}/movie.set/manifest.mpd")]
+    {
+        let served = probe(&url, &["-select_streams", "v"]);
+        let mut frames: Vec<u64> = served["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["codec_type"] == "video")
+            .map(|s| count(s, "nb_read_frames"))
+            .collect();
+        frames.sort_unstable();
+        let mut expected: Vec<u64> = [h264, av1]
+            .iter()
+            .map(|b| {
+                let file = sluice_media::Mp4File::from_bytes(b).unwrap();
+                file.tracks.iter().find(|t| t.kind.is_video()).unwrap().samples.len() as u64
+            })
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(frames, expected, "each rendition's frames over {url}");
+        decodes_cleanly(&url);
+    }
 }
