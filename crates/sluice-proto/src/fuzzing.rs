@@ -364,6 +364,35 @@ pub fn rtp_roundtrip(data: &[u8]) {
             Err(e) => panic!("AAC frame refused: {e}"),
         }
     }
+    // Opus and AC-3: each NAL unit's bytes as one frame, whole or (AC-3) in fragments.
+    for format in [crate::rtp::FrameFormat::Opus, crate::rtp::FrameFormat::Ac3] {
+        let mut packetizer =
+            crate::rtp::FramePacketizer::new(config, max_payload, format).expect("valid settings");
+        let mut depacketizer = crate::rtp::AudioFrames::new(format);
+        for frame in &nals {
+            out.clear();
+            if packetizer.packetize(frame, timestamp, &mut out).is_err() {
+                assert!(format == crate::rtp::FrameFormat::Opus || frame.len() > 255 * (max_payload - 2));
+                continue;
+            }
+            let mut got = Vec::new();
+            for packet in out.iter() {
+                let packet = RtpPacket::parse(packet).expect("our packet parses");
+                assert!(packet.payload.len() <= max_payload);
+                got.extend(
+                    depacketizer
+                        .push(&packet)
+                        .expect("our frame depacketizes")
+                        .into_iter()
+                        .map(<[u8]>::to_vec),
+                );
+            }
+            assert_eq!(got, vec![frame.clone()], "a frame changed in the round trip");
+        }
+        if let Ok(packet) = RtpPacket::parse(rest) {
+            let _ = depacketizer.push(&packet);
+        }
+    }
     // Arbitrary bytes as received RTP never panic either depacketizer.
     if let Ok(packet) = RtpPacket::parse(rest) {
         let _ = depacketizer.push(&packet);
