@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use base64::Engine as _;
 use sdp_types::{Attribute, Connection, Media, Origin, Session, Time};
 
-use crate::codec::{VideoCodec, VideoEntry};
+use crate::codec::{AudioCodec, VideoCodec, VideoEntry};
 use crate::mp4::{Mp4File, Track, TrackKind};
 
 /// First RTP dynamic payload type; track `i` of a file uses `FIRST_PAYLOAD_TYPE + i`.
@@ -62,6 +62,9 @@ pub fn rtp_payload_format(track: &Track) -> Result<(), String> {
     match &track.kind {
         TrackKind::H264(_) | TrackKind::Aac(_) => Ok(()),
         TrackKind::Video(v) if matches!(v.codec, VideoCodec::Hevc(_)) => Ok(()),
+        // RFC 7587 carries mono and stereo only.
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Opus(_)) && a.channels <= 2 => Ok(()),
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Ac3(_)) => Ok(()),
         other => Err(format!("{} has no RTP payload format in sluice", other.name())),
     }
 }
@@ -138,11 +141,22 @@ fn media_section(index: usize, track: &Track) -> Option<Media> {
             }
             (sdp_types::MediaType::Video, format!("{pt} H265/90000"), fmtp)
         }
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Opus(_)) => (
+            sdp_types::MediaType::Audio,
+            // RFC 7587 §7: always 48000/2, whatever the stream; the stream's own in fmtp.
+            format!("{pt} opus/48000/2"),
+            format!("{pt} sprop-stereo={}", u8::from(a.channels == 2)),
+        ),
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Ac3(_)) => {
+            (sdp_types::MediaType::Audio, format!("{pt} ac3/{}/{}", a.sample_rate, a.channels), String::new())
+        }
         TrackKind::Video(_) | TrackKind::Audio(_) => return None,
     };
     let mut media = Media::new(kind, 0, sdp_types::TransportProto::RtpAvp, pt);
     media.add_attribute(Attribute::with_value("rtpmap", rtpmap));
-    media.add_attribute(Attribute::with_value("fmtp", fmtp));
+    if !fmtp.is_empty() {
+        media.add_attribute(Attribute::with_value("fmtp", fmtp));
+    }
     media.add_attribute(Attribute::with_value("control", format!("{TRACK_CONTROL}{index}")));
     Some(media)
 }

@@ -147,7 +147,8 @@ fn mixed_codecs_get_an_adaptation_set_each() {
 }
 
 /// RTSP describes the HEVC track with its parameter sets (RFC 7798 §7.1) and leaves out the
-/// E-AC-3 one, which has no payload format here.
+/// E-AC-3 one, which has no payload format here (ffmpeg, the receiver the tests use, has no
+/// RFC 4598 depacketizer).
 #[test]
 fn hevc_is_described_for_rtsp() {
     let (_, file) = seed("tiny-hev1-eac3.mp4");
@@ -164,6 +165,16 @@ fn hevc_is_described_for_rtsp() {
         assert_eq!(&b64.decode(value).unwrap(), &sets[0], "sprop-{name}");
     }
     assert!(sluice_media::rtsp::playable(&file).is_ok());
-    let (_, vp9) = seed("tiny-vp9-opus.mp4");
-    assert_eq!(sluice_media::rtsp::playable(&vp9).unwrap_err().status, 415);
+    // VP9 has no payload format here, Opus has (RFC 7587); VP9 alone is refused, saying why.
+    let (_, mut vp9) = seed("tiny-vp9-opus.mp4");
+    let sdp = String::from_utf8(sluice_media::sdp::to_bytes(&sluice_media::session_description(
+        &vp9,
+        &Default::default(),
+    )))
+    .unwrap();
+    assert!(sdp.contains("a=rtpmap:97 opus/48000/2") && !sdp.contains("m=video"), "{sdp}");
+    vp9.tracks.retain(|t| t.kind.is_video());
+    let refusal = sluice_media::rtsp::playable(&vp9).unwrap_err();
+    assert_eq!(refusal.status, 415);
+    assert!(refusal.reason.contains("VP9 has no RTP payload format"), "{refusal}");
 }

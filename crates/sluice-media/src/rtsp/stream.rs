@@ -23,7 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_proto::rtp::{
-    AacPacketizer, H264Packetizer, H265Packetizer, PacketizeError, Packets, StreamConfig,
+    AacPacketizer, FrameFormat, FramePacketizer, H264Packetizer, H265Packetizer, PacketizeError, Packets,
+    StreamConfig,
 };
 
 use crate::mp4::{Mp4File, Track, TrackKind};
@@ -150,6 +151,7 @@ enum Packetizer {
     H264(H264Packetizer),
     H265(H265Packetizer),
     Aac(AacPacketizer),
+    Frames(FramePacketizer),
 }
 
 impl Packetizer {
@@ -158,6 +160,7 @@ impl Packetizer {
             Packetizer::H264(p) => p.stream(),
             Packetizer::H265(p) => p.stream(),
             Packetizer::Aac(p) => p.stream(),
+            Packetizer::Frames(p) => p.stream(),
         }
     }
 }
@@ -212,6 +215,13 @@ impl Streamer {
                     codec: crate::codec::VideoCodec::Hevc(h),
                     ..
                 }) => Packetizer::H265(H265Packetizer::new(spec.config, max_payload, h.nal_length_size)?),
+                TrackKind::Audio(a) if crate::sdp::rtp_payload_format(track).is_ok() => {
+                    let format = match a.codec {
+                        crate::codec::AudioCodec::Opus(_) => FrameFormat::Opus,
+                        _ => FrameFormat::Ac3,
+                    };
+                    Packetizer::Frames(FramePacketizer::new(spec.config, max_payload, format)?)
+                }
                 TrackKind::Video(_) | TrackKind::Audio(_) => {
                     let why = crate::sdp::rtp_payload_format(track).err().unwrap_or_default();
                     return Err(StreamError::NoPayloadFormat(why));
@@ -368,6 +378,7 @@ impl Streamer {
         Ok(match &mut t.packetizer {
             Packetizer::H264(p) => p.packetize(data, timestamp, out)?,
             Packetizer::H265(p) => p.packetize(data, timestamp, out)?,
+            Packetizer::Frames(p) => p.packetize(data, timestamp, out)?,
             Packetizer::Aac(p) => {
                 p.packetize(data, timestamp, out)?;
                 1
