@@ -358,8 +358,11 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
     Ok(Some(CodecEntry::Audio(AudioEntry { codec, sample_rate, channels, sample_entry: entry.to_vec() })))
 }
 
-/// The child boxes of `data` (type and payload), each checked to lie inside it.
-fn boxes(data: &[u8]) -> Result<Vec<([u8; 4], &[u8])>, ConfigError> {
+/// A child box: its type and payload.
+type ChildBox<'a> = ([u8; 4], &'a [u8]);
+
+/// The child boxes of `data`, each checked to lie inside it.
+fn boxes(data: &[u8]) -> Result<Vec<ChildBox<'_>>, ConfigError> {
     let mut out = Vec::new();
     let mut r = Bytes::new(data, "sample entry child box");
     // Some muxers pad an entry with up to 7 zero bytes: fewer than a box header ends the list.

@@ -144,11 +144,14 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
     out
 }
 
+/// What a video adaptation set's renditions share: the codec family and the colour.
+type SetKey = (String, Option<Colour>);
+
 /// The video renditions grouped into adaptation sets, in order of first appearance: by codec
 /// family (the codec string's sample entry type, `avc1`, `hvc1`, `av01`) and colour, as DASH-IF
 /// IOP §3.2.13 asks (Representations of one set are seamlessly switchable).
-fn video_sets(videos: &[&MpdRendition<'_>]) -> Vec<((String, Option<Colour>), Vec<usize>)> {
-    let mut sets: Vec<((String, Option<Colour>), Vec<usize>)> = Vec::new();
+fn video_sets(videos: &[&MpdRendition<'_>]) -> Vec<(SetKey, Vec<usize>)> {
+    let mut sets: Vec<(SetKey, Vec<usize>)> = Vec::new();
     for (i, r) in videos.iter().enumerate() {
         let codecs = r.index.track_codecs(Packaged::Video).unwrap_or_default();
         let family = codecs.split('.').next().unwrap_or_default().to_string();
