@@ -5,6 +5,7 @@
 //! on stderr, and the `CODECS` and `codecs` the server announces are the strings this test
 //! computes itself from what ffprobe reports (profile, level, pixel format, colour) and from the
 //! configuration records' bytes ffprobe dumps, by a parser of its own. `/streams` lists them.
+//! The same from an edge of an S3 store (SeaweedFS) holding the clips.
 //! Over RTSP, ffmpeg's client (a receiver this project did not write) decodes every frame of the
 //! HEVC (RFC 7798), Opus (RFC 7587) and AC-3 (RFC 4184) tracks from sluice's packets; AV1, VP9
 //! and E-AC-3 tracks are left out of the session (their `SETUP` is 404). A rendition set of an H.264 file and an AV1 one (keyframes aligned)
@@ -22,10 +23,16 @@ mod common;
 use std::time::Duration;
 
 use common::codec_clips::clips;
+use common::edge::{put_object, start_edge};
 use common::*;
 use serde_json::Value;
 
-rtsp_matrix!(every_codec_over_hls_and_dash, rtsp_sends_hevc_opus_and_ac_3, mixed_h264_and_av1_set);
+rtsp_matrix!(
+    every_codec_over_hls_and_dash,
+    an_edge_serves_every_codec,
+    rtsp_sends_hevc_opus_and_ac_3,
+    mixed_h264_and_av1_set
+);
 
 /// ffprobe's JSON for `target`: streams with frame and packet counts, and `extra` entries.
 fn probe(target: &str, extra: &[&str]) -> Value {
@@ -161,6 +168,30 @@ fn every_codec_over_hls_and_dash(engine: &[&str]) {
         fx.write(name, bytes);
     }
     let server = Server::serve(engine, &fx, &["--hls-segment", "1s"]);
+    check_every_clip(&server, &fx);
+}
+
+/// The same from an edge of an S3 store (SeaweedFS) holding the clips.
+fn an_edge_serves_every_codec(engine: &[&str]) {
+    static PUT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    PUT.get_or_init(|| {
+        for (name, bytes) in clips() {
+            put_object("codecedge/lib", name, bytes);
+        }
+    });
+    // The local copies are what ffprobe reads as the source.
+    let fx = Fixture::new();
+    for (name, bytes) in clips() {
+        fx.write(name, bytes);
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let server = start_edge(engine, "codecedge/lib", cache.path(), &["--hls-segment", "1s"]);
+    check_every_clip(&server, &fx);
+}
+
+/// Each clip of `fx` over `server`'s HLS and DASH: the codec strings, ranges and Dolby channel
+/// configuration announced, every frame there, decoded without a word; `/streams` lists them.
+fn check_every_clip(server: &Server, fx: &Fixture) {
     let addr = server.addr();
     let streams = {
         let mut c = Conn::open(server.admin_addr());
