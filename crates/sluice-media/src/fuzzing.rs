@@ -25,7 +25,44 @@ pub fn mp4_demux(data: &[u8]) {
     }
     let sdp = to_bytes(&session_description(&file, &SdpOptions::default()));
     let parsed = sdp_types::Session::parse(&sdp).expect("our SDP parses");
-    assert_eq!(parsed.medias.len(), file.tracks.len());
+    let sendable = file.tracks.iter().filter(|t| crate::sdp::rtp_payload_format(t).is_ok()).count();
+    assert_eq!(parsed.medias.len(), sendable);
+}
+
+/// Reading arbitrary bytes as a sample entry, and as each configuration record, never panics,
+/// nor does any prefix of them (the records are read from a `moov` that may end anywhere); an
+/// entry that reads computes its codec string, and carried into an init segment (an `hev1`
+/// renamed) it reads back the same.
+pub fn codec_config(data: &[u8]) {
+    use crate::codec::{self, CodecEntry};
+    for cut in 0..=data.len() {
+        let part = &data[..cut];
+        let _ = codec::HevcRecord::parse(part).map(|r| r.codec_string("hvc1"));
+        let _ = codec::Av1Record::parse(part).map(|r| r.codec_string(None));
+        let _ = codec::Vp9Record::parse(part).map(|r| r.codec_string());
+        let _ = codec::OpusRecord::parse(part);
+        let _ = codec::Ac3Record::parse(part).map(|r| r.channel_configuration());
+        let _ = codec::Eac3Record::parse(part).map(|r| (r.channels(), r.channel_configuration()));
+        for length_size in [1, 2, 4] {
+            let _ = codec::hevc::leading_parameter_sets(part, length_size);
+        }
+        let _ = codec::parse_sample_entry(part);
+    }
+    let Ok(Some(entry)) = codec::parse_sample_entry(data) else { return };
+    match &entry {
+        CodecEntry::Video(v) => {
+            assert!(!v.codec_string().is_empty());
+            let mut carried = v.clone();
+            carried.in_band = codec::InBandParameterSets::SameAsRecord;
+            let bytes = carried.carried_sample_entry();
+            assert_eq!(bytes.len(), v.sample_entry.len());
+            let Ok(Some(CodecEntry::Video(back))) = codec::parse_sample_entry(&bytes) else {
+                panic!("a carried entry reads back")
+            };
+            assert_eq!((back.codec, back.colour, back.width), (v.codec.clone(), v.colour, v.width));
+        }
+        CodecEntry::Audio(a) => assert!(a.channels > 0 && a.sample_rate > 0),
+    }
 }
 
 /// Packaging arbitrary bytes as HLS never panics; when the file indexes, the playlists and the

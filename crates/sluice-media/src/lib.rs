@@ -11,6 +11,7 @@
 
 #![deny(missing_docs)]
 
+pub mod codec;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hls;

@@ -1,9 +1,12 @@
 //! MP4 demux into sample tables.
 //!
 //! This module owns reading an MP4 file's index: it finds the `moov` box, hands it to `mp4parse`,
-//! and turns every H.264 and AAC track into a [`Track`] with its codec parameters and a compact
-//! table of [`Sample`]s (file offset, size, decode time, composition offset, sync flag). It does
-//! not read sample data, does not apply edit lists to timestamps (it reports the edit's start so
+//! and turns every H.264, AAC, HEVC, AV1, VP9, Opus, AC-3 and E-AC-3 track into a [`Track`] with
+//! its codec parameters and a compact table of [`Sample`]s (file offset, size, decode time,
+//! composition offset, sync flag). The codecs beyond H.264 and AAC keep their whole sample entry,
+//! parsed by [`crate::codec`] from the `moov`'s own bytes ([`entries`]). It does not read sample
+//! data (but for the head of an `hev1` track's first keyframe, to see whether its parameter sets
+//! are the `hvcC`'s), does not apply edit lists to timestamps (it reports the edit's start so
 //! the caller can), and does not handle fragmented MP4 (`moof`): progressive files are what the
 //! library serves.
 //!
@@ -24,6 +27,10 @@ use std::io::{Read, Seek, SeekFrom};
 
 use mp4parse::unstable::{create_sample_table, CheckedInteger};
 use mp4parse::{AudioCodecSpecific, CodecType, SampleEntry, TrackType, VideoCodecSpecific};
+
+use crate::codec::{parse_sample_entry, AudioEntry, CodecEntry, VideoEntry};
+
+mod entries;
 
 /// Largest `moov` box read into memory. A 3-hour 60 fps H.264 file has a `moov` of a few MB;
 /// anything beyond this is hostile or not a media file we want to index in memory.
@@ -185,6 +192,50 @@ pub enum TrackKind {
     H264(H264Config),
     /// AAC audio.
     Aac(AacConfig),
+    /// HEVC, AV1 or VP9 video, with its sample entry.
+    Video(VideoEntry),
+    /// Opus, AC-3 or E-AC-3 audio, with its sample entry.
+    Audio(AudioEntry),
+}
+
+impl TrackKind {
+    /// Whether it is a video track.
+    pub fn is_video(&self) -> bool {
+        matches!(self, TrackKind::H264(_) | TrackKind::Video(_))
+    }
+
+    /// The RFC 6381 codec string (`avc1.4d401e`, `mp4a.40.2`, `hvc1.2.4.L153.B0`, `opus`).
+    pub fn codec_string(&self) -> String {
+        match self {
+            TrackKind::H264(h) => {
+                let [p, c, l] = h.profile_level_id;
+                format!("avc1.{p:02x}{c:02x}{l:02x}")
+            }
+            // The audio object type is the AudioSpecificConfig's first five bits (2: AAC-LC).
+            TrackKind::Aac(a) => format!("mp4a.40.{}", a.audio_specific_config.first().map_or(2, |b| b >> 3)),
+            TrackKind::Video(v) => v.codec_string(),
+            TrackKind::Audio(a) => a.codec_string().to_string(),
+        }
+    }
+
+    /// The codec's name for people (`H.264`, `HEVC`, `E-AC-3`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TrackKind::H264(_) => "H.264",
+            TrackKind::Aac(_) => "AAC",
+            TrackKind::Video(v) => v.name(),
+            TrackKind::Audio(a) => a.name(),
+        }
+    }
+
+    /// Width and height in pixels of a video track.
+    pub fn resolution(&self) -> Option<(u16, u16)> {
+        match self {
+            TrackKind::H264(h) => Some((h.width, h.height)),
+            TrackKind::Video(v) => Some((v.width, v.height)),
+            _ => None,
+        }
+    }
 }
 
 /// One playable track.
@@ -248,8 +299,8 @@ pub enum NothingToStream {
     /// The samples live in movie fragments (`moof`), which this module does not read.
     #[error("fragmented MP4 (moof boxes): only progressive MP4 files are served")]
     Fragmented,
-    /// No track is H.264 or AAC; why each track was skipped.
-    #[error("no H.264 or AAC track ({0})")]
+    /// No track is of a codec sluice serves; why each track was skipped.
+    #[error("no H.264, HEVC, AV1, VP9, AAC, Opus, AC-3 or E-AC-3 track ({0})")]
     NoTrack(String),
 }
 
@@ -258,7 +309,7 @@ pub enum NothingToStream {
 pub struct Mp4File {
     /// Playable tracks (H.264 and AAC), in file order.
     pub tracks: Vec<Track>,
-    /// Tracks that are not H.264 or AAC, or carry no samples.
+    /// Tracks of other codecs, or that carry no samples.
     pub skipped: Vec<SkippedTrack>,
     /// Size of the file in bytes; every sample lies inside it.
     pub file_len: u64,
@@ -287,6 +338,7 @@ impl Mp4File {
         let mut moov = read_moov(&mut src, len)?;
         check_table_sizes(&moov, 0)?;
         hide_metadata(&mut moov, 0);
+        let sample_entries = entries::first_sample_entries(&moov);
         let context = mp4parse::read_mp4(&mut moov.as_slice())?;
         let mut file = Mp4File {
             tracks: Vec::new(),
@@ -300,15 +352,17 @@ impl Mp4File {
                 file.skipped.push(SkippedTrack { id, reason: format!("more than {MAX_TRACKS} tracks") });
                 continue;
             }
-            match index_track(track, context.timescale.map(|t| t.0), len)? {
+            let entry = sample_entries.iter().find(|(i, _)| *i == id).map(|(_, e)| e.as_slice());
+            match index_track(track, entry, context.timescale.map(|t| t.0), len)? {
                 Ok(t) => file.tracks.push(t),
                 Err(reason) => file.skipped.push(SkippedTrack { id, reason }),
             }
         }
+        entries::check_in_band_parameter_sets(&mut src, &mut file.tracks);
         Ok(file)
     }
 
-    /// Whether the file has a track to stream: an H.264 or AAC track with samples. The one check
+    /// Whether the file has a track to stream: a track of a codec sluice reads, with samples. The one check
     /// every protocol makes before serving a file.
     pub fn streamable(&self) -> Result<(), NothingToStream> {
         if !self.tracks.is_empty() {
@@ -506,6 +560,7 @@ fn check_sample_entries(entries: &[u8]) -> Result<(), Mp4Error> {
 /// `Err` for a malformed one (which fails the whole file: its index cannot be trusted).
 fn index_track(
     track: &mp4parse::Track,
+    raw_entry: Option<&[u8]>,
     movie_timescale: Option<u64>,
     file_len: u64,
 ) -> Result<Result<Track, String>, Mp4Error> {
@@ -519,14 +574,21 @@ fn index_track(
         // Switching codec parameters mid-track would need a new SDP; no muxer we serve does it.
         return Ok(Err("more than one sample description".into()));
     }
-    let kind = match (&track.track_type, entry) {
-        (TrackType::Video, SampleEntry::Video(v)) => match (&v.codec_type, &v.codec_specific) {
+    let parsed = match raw_entry.map(parse_sample_entry) {
+        Some(Ok(parsed)) => parsed,
+        Some(Err(e)) => return Ok(Err(format!("malformed codec configuration: {e}"))),
+        None => None,
+    };
+    let kind = match (&track.track_type, parsed, entry) {
+        (TrackType::Video, Some(CodecEntry::Video(v)), _) => TrackKind::Video(v),
+        (TrackType::Audio, Some(CodecEntry::Audio(a)), _) => TrackKind::Audio(a),
+        (TrackType::Video, None, SampleEntry::Video(v)) => match (&v.codec_type, &v.codec_specific) {
             (CodecType::H264, VideoCodecSpecific::AVCConfig(avcc)) => {
                 TrackKind::H264(parse_avcc(id, avcc, v.width, v.height)?)
             }
-            (c, _) => return Ok(Err(format!("video codec {c:?} is not served (only H.264)"))),
+            (c, _) => return Ok(Err(format!("video codec {c:?} is not served"))),
         },
-        (TrackType::Audio, SampleEntry::Audio(a)) => match (&a.codec_type, &a.codec_specific) {
+        (TrackType::Audio, None, SampleEntry::Audio(a)) => match (&a.codec_type, &a.codec_specific) {
             (CodecType::AAC, AudioCodecSpecific::ES_Descriptor(es)) => {
                 if es.decoder_specific_data.is_empty() {
                     return Err(Mp4Error::BadCodecConfig { track: id, what: "no AudioSpecificConfig" });
@@ -542,9 +604,13 @@ fn index_track(
                     channels,
                 })
             }
-            (c, _) => return Ok(Err(format!("audio codec {c:?} is not served (only AAC)"))),
+            (c, _) => return Ok(Err(format!("audio codec {c:?} is not served"))),
         },
-        (t, _) => return Ok(Err(format!("{t:?} track is not served"))),
+        (TrackType::Video | TrackType::Audio, _, SampleEntry::Unknown) => {
+            let fourcc = raw_entry.and_then(|e| e.get(4..8)).map(String::from_utf8_lossy).unwrap_or_default();
+            return Ok(Err(format!("codec {fourcc:?} is not served")));
+        }
+        (t, _, _) => return Ok(Err(format!("{t:?} track is not served"))),
     };
     let timescale = match track.timescale {
         Some(ts) if ts.0 > 0 && ts.0 <= u64::from(u32::MAX) => ts.0 as u32,

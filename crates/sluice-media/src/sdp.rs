@@ -14,6 +14,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use base64::Engine as _;
 use sdp_types::{Attribute, Connection, Media, Origin, Session, Time};
 
+use crate::codec::{AudioCodec, VideoCodec, VideoEntry};
 use crate::mp4::{Mp4File, Track, TrackKind};
 
 /// First RTP dynamic payload type; track `i` of a file uses `FIRST_PAYLOAD_TYPE + i`.
@@ -49,8 +50,22 @@ pub fn payload_type(index: usize) -> u8 {
 /// The RTP clock rate of a track: 90 kHz for video (RFC 6184 §8.2.1), the sampling rate for AAC.
 pub fn clock_rate(track: &Track) -> u32 {
     match &track.kind {
-        TrackKind::H264(_) => 90_000,
+        TrackKind::H264(_) | TrackKind::Video(_) => 90_000,
         TrackKind::Aac(a) => a.sample_rate,
+        TrackKind::Audio(a) => a.sample_rate,
+    }
+}
+
+/// Whether RTSP can send `track`: `Err` with why not for a codec without a packetizer here
+/// (its track is left out of the session description and its `SETUP` answers 404).
+pub fn rtp_payload_format(track: &Track) -> Result<(), String> {
+    match &track.kind {
+        TrackKind::H264(_) | TrackKind::Aac(_) => Ok(()),
+        TrackKind::Video(v) if matches!(v.codec, VideoCodec::Hevc(_)) => Ok(()),
+        // RFC 7587 carries mono and stereo only.
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Opus(_)) && a.channels <= 2 => Ok(()),
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Ac3(_)) => Ok(()),
+        other => Err(format!("{} has no RTP payload format in sluice", other.name())),
     }
 }
 
@@ -65,7 +80,9 @@ pub fn session_description(file: &Mp4File, options: &SdpOptions) -> Session {
     session.add_attribute(Attribute::with_value("control", "*"));
     session.add_attribute(Attribute::with_value("range", npt_range(file.duration_secs())));
     for (index, track) in file.tracks.iter().enumerate() {
-        session.add_media(media_section(index, track));
+        if let Some(media) = media_section(index, track) {
+            session.add_media(media);
+        }
     }
     session
 }
@@ -75,7 +92,7 @@ fn npt_range(secs: f64) -> String {
     format!("npt=0-{secs:.3}")
 }
 
-fn media_section(index: usize, track: &Track) -> Media {
+fn media_section(index: usize, track: &Track) -> Option<Media> {
     let pt = payload_type(index);
     let (kind, rtpmap, fmtp) = match &track.kind {
         TrackKind::H264(h) => {
@@ -105,12 +122,43 @@ fn media_section(index: usize, track: &Track) -> Media {
                 ),
             )
         }
+        TrackKind::Video(VideoEntry { codec: VideoCodec::Hevc(h), .. }) => {
+            // RFC 7798 §7.1: the parameter sets out of band, so a client can decode from the
+            // first keyframe whatever the samples carry.
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let sets = |sets: &[Vec<u8>]| sets.iter().map(|s| b64.encode(s)).collect::<Vec<_>>().join(",");
+            let mut fmtp = format!(
+                "{pt} profile-space={};profile-id={};tier-flag={};level-id={}",
+                h.profile_space,
+                h.profile_idc,
+                u8::from(h.high_tier),
+                h.level_idc
+            );
+            for (name, list) in [("vps", &h.vps), ("sps", &h.sps), ("pps", &h.pps)] {
+                if !list.is_empty() {
+                    let _ = write!(fmtp, ";sprop-{name}={}", sets(list));
+                }
+            }
+            (sdp_types::MediaType::Video, format!("{pt} H265/90000"), fmtp)
+        }
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Opus(_)) => (
+            sdp_types::MediaType::Audio,
+            // RFC 7587 §7: always 48000/2, whatever the stream; the stream's own in fmtp.
+            format!("{pt} opus/48000/2"),
+            format!("{pt} sprop-stereo={}", u8::from(a.channels == 2)),
+        ),
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Ac3(_)) => {
+            (sdp_types::MediaType::Audio, format!("{pt} ac3/{}/{}", a.sample_rate, a.channels), String::new())
+        }
+        TrackKind::Video(_) | TrackKind::Audio(_) => return None,
     };
     let mut media = Media::new(kind, 0, sdp_types::TransportProto::RtpAvp, pt);
     media.add_attribute(Attribute::with_value("rtpmap", rtpmap));
-    media.add_attribute(Attribute::with_value("fmtp", fmtp));
+    if !fmtp.is_empty() {
+        media.add_attribute(Attribute::with_value("fmtp", fmtp));
+    }
     media.add_attribute(Attribute::with_value("control", format!("{TRACK_CONTROL}{index}")));
-    media
+    Some(media)
 }
 
 /// How a track's `a=control` names it, relative to the presentation's URL: `trackID=<index>`,

@@ -305,6 +305,50 @@ pub fn rtp_roundtrip(data: &[u8]) {
     }
     assert_eq!(got.as_ref(), Some(&nals), "NAL units changed in the round trip");
 
+    // H.265: the same bytes as NAL units with two-byte headers of types 0..=40 (what an MP4
+    // holds), through single NAL unit packets, aggregation packets and fragmentation units.
+    let hevc: Vec<Vec<u8>> = nals
+        .iter()
+        .filter(|n| n.len() >= 2)
+        .map(|n| {
+            let mut n = n.clone();
+            n[0] = n[0] & 0x81 | ((n[0] >> 1) % 41) << 1;
+            n
+        })
+        .collect();
+    let mut hevc_au = Vec::new();
+    for n in &hevc {
+        hevc_au.extend_from_slice(&(n.len() as u32).to_be_bytes()[4 - usize::from(length_size)..]);
+        hevc_au.extend_from_slice(n);
+    }
+    let hevc_payload = max_payload.max(4);
+    let mut h265 =
+        crate::rtp::H265Packetizer::new(config, hevc_payload, length_size).expect("valid settings");
+    out.clear();
+    if h265.packetize(&hevc_au, timestamp, &mut out).is_ok() {
+        let mut depacketizer = crate::rtp::H265Depacketizer::new(1 << 20);
+        let mut got = None;
+        for (i, packet) in out.iter().enumerate() {
+            assert!(packet.len() <= RTP_HEADER_LEN + hevc_payload, "H.265 packet over the limit");
+            let packet = RtpPacket::parse(packet).expect("our packet parses");
+            assert_eq!(packet.marker, i + 1 == out.len(), "marker only on the last packet");
+            if let Some(unit) = depacketizer.push(&packet).expect("our H.265 packet depacketizes") {
+                got = Some(unit.to_vec());
+            }
+        }
+        let mut expected = Vec::new();
+        for n in &hevc {
+            expected.extend_from_slice(&(n.len() as u32).to_be_bytes());
+            expected.extend_from_slice(n);
+        }
+        assert_eq!(got, Some(expected), "H.265 NAL units changed in the round trip");
+    } else {
+        assert!(hevc.is_empty(), "a well-formed H.265 access unit refused");
+    }
+    if let Ok(packet) = RtpPacket::parse(rest) {
+        let _ = crate::rtp::H265Depacketizer::new(1 << 16).push(&packet);
+    }
+
     // AAC: each NAL unit's bytes as one frame.
     let mut aac = AacPacketizer::new(config, max_payload.max(5)).expect("valid settings");
     for frame in &nals {
@@ -318,6 +362,35 @@ pub fn rtp_roundtrip(data: &[u8]) {
             }
             Err(PacketizeError::FrameTooLarge { size, max }) => assert!(size > max),
             Err(e) => panic!("AAC frame refused: {e}"),
+        }
+    }
+    // Opus and AC-3: each NAL unit's bytes as one frame, whole or (AC-3) in fragments.
+    for format in [crate::rtp::FrameFormat::Opus, crate::rtp::FrameFormat::Ac3] {
+        let mut packetizer =
+            crate::rtp::FramePacketizer::new(config, max_payload, format).expect("valid settings");
+        let mut depacketizer = crate::rtp::AudioFrames::new(format);
+        for frame in &nals {
+            out.clear();
+            if packetizer.packetize(frame, timestamp, &mut out).is_err() {
+                assert!(format == crate::rtp::FrameFormat::Opus || frame.len() > 255 * (max_payload - 2));
+                continue;
+            }
+            let mut got = Vec::new();
+            for packet in out.iter() {
+                let packet = RtpPacket::parse(packet).expect("our packet parses");
+                assert!(packet.payload.len() <= max_payload);
+                got.extend(
+                    depacketizer
+                        .push(&packet)
+                        .expect("our frame depacketizes")
+                        .into_iter()
+                        .map(<[u8]>::to_vec),
+                );
+            }
+            assert_eq!(got, vec![frame.clone()], "a frame changed in the round trip");
+        }
+        if let Ok(packet) = RtpPacket::parse(rest) {
+            let _ = depacketizer.push(&packet);
         }
     }
     // Arbitrary bytes as received RTP never panic either depacketizer.

@@ -192,15 +192,31 @@ impl Admin {
         let tracks: Vec<serde_json::Value> = file
             .tracks
             .iter()
-            .map(|t| match &t.kind {
-                sluice_media::TrackKind::H264(c) => {
+            .map(|t| {
+                let mut track = match &t.kind {
+                    sluice_media::TrackKind::H264(c) => {
+                        serde_json::json!({ "id": t.id, "codec": "H264", "width": c.width, "height": c.height })
+                    }
+                    sluice_media::TrackKind::Video(v) => serde_json::json!({
+                        "id": t.id, "codec": v.name(), "width": v.width, "height": v.height,
+                        "video_range": v.video_range().map(|r| r.as_str()),
+                        "hdr_metadata": v.mastering.is_some() || v.light_level.is_some(),
+                    }),
+                    sluice_media::TrackKind::Aac(c) => serde_json::json!({
+                        "id": t.id, "codec": "AAC", "sample_rate": c.sample_rate, "channels": c.channels
+                    }),
+                    sluice_media::TrackKind::Audio(a) => serde_json::json!({
+                        "id": t.id, "codec": a.name(), "sample_rate": a.sample_rate, "channels": a.channels
+                    }),
+                };
+                // The RFC 6381 string HLS and DASH announce the track with.
+                track["codecs"] = t.kind.codec_string().into();
+                if t.kind.is_video() {
                     let secs = t.duration_secs();
                     let fps = (secs > 0.0).then(|| (t.samples.len() as f64 / secs * 100.0).round() / 100.0);
-                    serde_json::json!({ "id": t.id, "codec": "H264", "width": c.width, "height": c.height, "frame_rate": fps })
+                    track["frame_rate"] = fps.into();
                 }
-                sluice_media::TrackKind::Aac(c) => serde_json::json!({
-                    "id": t.id, "codec": "AAC", "sample_rate": c.sample_rate, "channels": c.channels
-                }),
+                track
             })
             .chain(file.skipped.iter().map(|t| serde_json::json!({ "id": t.id, "skipped": t.reason })))
             .collect();

@@ -82,7 +82,7 @@ pub struct Refusal {
 pub struct Described {
     /// Its HLS packaging, or why there is none.
     pub hls: Result<Packaging, Refusal>,
-    /// Whether RTSP can stream it: at least one H.264 or AAC track with samples.
+    /// Whether RTSP can stream it: at least one track with samples and an RTP payload format.
     pub rtsp: bool,
 }
 
@@ -138,6 +138,7 @@ impl Described {
             resolution: index.resolution(),
             codecs: index.codecs().to_string(),
             bitrate: index.average_bandwidth(),
+            video_range: index.video_range().map(|r| r.as_str()),
         })
     }
 
@@ -179,6 +180,9 @@ pub fn tables_cost(tables: &Tables) -> usize {
                 sets.map(|s| s.capacity() + std::mem::size_of::<Vec<u8>>()).sum::<usize>()
             }
             TrackKind::Aac(a) => a.audio_specific_config.capacity(),
+            // The records' parameter sets are copies of bytes the sample entry holds too.
+            TrackKind::Video(v) => 2 * v.sample_entry.capacity(),
+            TrackKind::Audio(a) => a.sample_entry.capacity(),
         };
     }
     for skipped in &file.skipped {
@@ -235,6 +239,8 @@ pub struct VideoInfo {
     pub codecs: String,
     /// Average bit rate in bits per second.
     pub bitrate: u64,
+    /// The video's dynamic range (`SDR`, `PQ`, `HLG`) when its sample entry says.
+    pub video_range: Option<&'static str>,
 }
 
 /// What the page offers of an MP4: only what works for it. Unknown (not indexed yet) offers

@@ -2,7 +2,7 @@
 //!
 //! Owns the HTML: a list of the directory's entries and one player for the videos among them:
 //! the rendition sets that work (`TITLE.set`, see `crate::renditions`) and each MP4 with its
-//! duration, resolution, codecs and bit rate, a Play button that plays its HLS packaging
+//! duration, resolution, codecs (and HDR, PQ or HLG) and bit rate, a Play button that plays its HLS packaging
 //! (`FILE.mp4/master.m3u8`) with the vendored hls.js (served by sluice itself at
 //! [`HLS_JS_PATH`], so the page works with no network beyond the server) or the browser's own
 //! HLS, or its DASH manifest with the vendored dash.js ([`DASH_JS_PATH`]) when the viewer
@@ -10,6 +10,9 @@
 //! HLS, DASH and `rtsp://` URLs with copy buttons, and a search box when the folder is large.
 //! A file or set known not to play (an MP4 that cannot be packaged, renditions whose keyframes do
 //! not line up) shows why instead of a Play button.
+//! A video whose codecs the browser says it cannot decode
+//! (`MediaSource.isTypeSupported` with the file's RFC 6381 codec strings: HEVC in most
+//! Chromium builds) gets no Play button but a line saying so; its URLs are still offered.
 //! Everything from the file system is escaped. It does not read the file system (the caller
 //! describes each MP4 and finds the sets).
 
@@ -144,6 +147,9 @@ const SCRIPT: &str = r#"(function(){
 const v=document.getElementById('player'),now=document.getElementById('now'),via=document.getElementById('via'),tracks=document.getElementById('tracks');
 let hls=null,dash=null;
 document.querySelectorAll('code[data-rel]').forEach(function(e){e.textContent=new URL(e.dataset.rel,location.href).href;});
+document.querySelectorAll('button.play[data-codecs]').forEach(function(b){const t='video/mp4; codecs="'+b.dataset.codecs+'"';
+ if(window.MediaSource?MediaSource.isTypeSupported(t):v.canPlayType(t)!=='')return;
+ b.disabled=true;b.textContent='Not playable here';b.title='This browser cannot decode '+b.dataset.codecs;});
 function label(w,h,b){return (h?w+'\u00d7'+h:'audio')+(b?' '+Math.round(b/1000)+' kb/s':'');}
 function show(s){tracks.textContent=(s.renditions.length?'Renditions: '+s.renditions.map(function(r,i){return (i===s.playing?'\u25b6 ':'')+r;}).join(' \u00b7 '):'')+(s.subtitles.length?' \u2014 Subtitles: '+s.subtitles.join(', '):'');}
 function played(s,i,height){if(i===s.playing)return;s.playing=i;s.switches.push(height);show(s);}
@@ -308,12 +314,19 @@ pub fn library_page(
                 meta.push(format!("{w}\u{d7}{h}"));
             }
             meta.push(escape(&info.codecs));
+            if let Some(range) = info.video_range.filter(|r| *r != "SDR") {
+                meta.push(format!("HDR ({range})"));
+            }
             meta.push(format!("{} kb/s", info.bitrate.div_ceil(1000)));
             let _ = write!(html, "<span class=\"meta\">{}</span>", meta.join(" \u{b7} "));
         }
         let dash = format!("{href}/manifest.mpd");
-        let hls_attr =
-            if info.is_some() { format!(" data-hls=\"{hls}\" data-dash=\"{dash}\"") } else { String::new() };
+        let hls_attr = match &info {
+            Some(info) => {
+                format!(" data-hls=\"{hls}\" data-dash=\"{dash}\" data-codecs=\"{}\"", escape(&info.codecs))
+            }
+            None => String::new(),
+        };
         match offers.refusal.as_deref().filter(|_| info.is_none()) {
             // Known not to play in a browser: the reason, not a Play that shows a black player.
             Some(why) => {
@@ -386,6 +399,7 @@ mod tests {
             resolution: Some((640, 360)),
             codecs: "avc1.4d401e,mp4a.40.2".into(),
             bitrate: 356_606,
+            video_range: None,
         };
         let html =
             library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://127.0.0.1:8554"), |name| {
@@ -401,6 +415,20 @@ mod tests {
         );
         assert!(html.contains(">a &lt;b&gt;.mp4</a>"));
         assert!(html.contains("275.3 KB"));
+        // The player asks the browser whether it decodes these before offering to play.
+        assert!(html.contains("data-codecs=\"avc1.4d401e,mp4a.40.2\""), "{html}");
+        assert!(html.contains("MediaSource.isTypeSupported"));
+        let hdr = VideoInfo {
+            codecs: "av01.0.00M.10.0.110.09.16.09.0,opus".into(),
+            video_range: Some("PQ"),
+            ..info.clone()
+        };
+        let html = library_page(&normalize("/").unwrap(), &entries, &[], None, |_| Offers {
+            video: Some(hdr.clone()),
+            rtsp: false,
+            refusal: None,
+        });
+        assert!(html.contains("av01.0.00M.10.0.110.09.16.09.0,opus \u{b7} HDR (PQ)"), "{html}");
         assert_eq!(html.matches("<video").count(), 1, "one player for the page");
         assert!(html.contains("<script src=\"/.sluice/hls.min.js"));
         assert!(!html.contains("id=\"search\""), "no search box for three entries");

@@ -46,7 +46,11 @@ struct Refused {
 
 const REFUSED: [Refused; 3] = [
     Refused { name: "fragmented.mp4", status: 501, reason: "fragmented MP4" },
-    Refused { name: "mpeg4-part2.mp4", status: 415, reason: "no H.264 or AAC track" },
+    Refused {
+        name: "mpeg4-part2.mp4",
+        status: 415,
+        reason: "no H.264, HEVC, AV1, VP9, AAC, Opus, AC-3 or E-AC-3 track",
+    },
     Refused { name: "not-an-mp4.mp4", status: 500, reason: "not a playable MP4" },
 ];
 

@@ -97,9 +97,19 @@ fn init_segment_of(
     index: &SegmentIndex,
     only: Option<Packaged>,
 ) -> Result<Vec<u8>, HlsError> {
-    let trak = selected(index, file, only)
-        .map(|(track, which)| init_trak(track, track_id(index, file, which, only)));
-    cmaf_init(trak.collect())
+    let mut trak = Vec::new();
+    let mut carried = Vec::new();
+    for (track, which) in selected(index, file, only) {
+        trak.push(init_trak(track, track_id(index, file, which, only)));
+        carried.push(match &track.kind {
+            TrackKind::Video(v) => Some(v.carried_sample_entry()),
+            TrackKind::Audio(a) => Some(a.sample_entry.clone()),
+            _ => None,
+        });
+    }
+    let mut out = cmaf_init(trak)?;
+    super::carried::splice_sample_entries(&mut out, &carried)?;
+    Ok(out)
 }
 
 /// An init segment (`ftyp` + `moov` with `mvex`) of the tracks `trak`, whose sample tables are
@@ -176,7 +186,7 @@ fn init_trak(track: &Track, id: u32) -> Trak {
                 height: h.height.into(),
                 ..Default::default()
             };
-            (tkhd, b"vide", (Some(Vmhd::default()), None), avc1.into())
+            (tkhd, b"vide", (Some(Vmhd::default()), None), Some(avc1.into()))
         }
         TrackKind::Aac(a) => {
             let asc = &a.audio_specific_config;
@@ -216,7 +226,30 @@ fn init_trak(track: &Track, id: u32) -> Trak {
                 volume: 1.into(),
                 ..Default::default()
             };
-            (tkhd, b"soun", (None, Some(Smhd::default())), mp4a.into())
+            (tkhd, b"soun", (None, Some(Smhd::default())), Some(mp4a.into()))
+        }
+        // The sample entry is the file's, spliced in after encoding (see `super::carried`).
+        TrackKind::Video(v) => {
+            let tkhd = Tkhd {
+                track_id: id,
+                enabled: true,
+                in_movie: true,
+                width: v.width.into(),
+                height: v.height.into(),
+                ..Default::default()
+            };
+            (tkhd, b"vide", (Some(Vmhd::default()), None), None)
+        }
+        TrackKind::Audio(_) => {
+            let tkhd = Tkhd {
+                track_id: id,
+                enabled: true,
+                in_movie: true,
+                alternate_group: 1,
+                volume: 1.into(),
+                ..Default::default()
+            };
+            (tkhd, b"soun", (None, Some(Smhd::default())), None)
         }
     };
     Trak {
@@ -230,7 +263,7 @@ fn init_trak(track: &Track, id: u32) -> Trak {
                 smhd: minf_header.1,
                 dinf,
                 stbl: Stbl {
-                    stsd: Stsd { codecs: vec![codec] },
+                    stsd: Stsd { codecs: codec.into_iter().collect() },
                     stts: Stts::default(),
                     stsc: Stsc::default(),
                     stsz: Stsz::default(),

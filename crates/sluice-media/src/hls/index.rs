@@ -11,6 +11,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
+use crate::codec::VideoRange;
 use crate::mp4::{Mp4File, NothingToStream, Track, TrackKind};
 
 use super::HlsError;
@@ -47,6 +48,8 @@ pub struct SegmentIndex {
     track_peak_bps: [u64; 2],
     /// Video frames per second, without video `None`.
     frame_rate: Option<f64>,
+    /// The video's dynamic range, when its sample entry says.
+    video_range: Option<VideoRange>,
 }
 
 /// Which packaged track.
@@ -71,13 +74,13 @@ impl Packaged {
 impl SegmentIndex {
     /// Cuts `file` into segments of about `target` (at least one tick).
     pub fn build(file: &Mp4File, target: Duration) -> Result<SegmentIndex, HlsError> {
-        let video = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::H264(_)));
-        let audio = file.tracks.iter().position(|t| matches!(t.kind, TrackKind::Aac(_)));
+        let video = file.tracks.iter().position(|t| t.kind.is_video());
+        let audio = file.tracks.iter().position(|t| !t.kind.is_video());
         file.streamable().map_err(|why| match why {
             NothingToStream::Fragmented => HlsError::Fragmented,
             NothingToStream::NoTrack(reasons) => HlsError::UnsupportedCodec(reasons),
         })?;
-        // Every track indexed is H.264 or AAC, and there is one.
+        // Every track indexed is video or audio, and there is one.
         let main = match video.or(audio) {
             Some(i) => &file.tracks[i],
             None => return Err(HlsError::UnsupportedCodec("no tracks".into())),
@@ -120,12 +123,13 @@ impl SegmentIndex {
             peak_bps: 0,
             average_bps: 0,
             codecs: codecs(file, video, audio).into_boxed_str(),
-            resolution: video.and_then(|i| match &file.tracks[i].kind {
-                TrackKind::H264(h) => Some((h.width, h.height)),
-                TrackKind::Aac(_) => None,
-            }),
+            resolution: video.and_then(|i| file.tracks[i].kind.resolution()),
             track_peak_bps: [0; 2],
             frame_rate: None,
+            video_range: video.and_then(|i| match &file.tracks[i].kind {
+                TrackKind::Video(v) => v.video_range(),
+                _ => None,
+            }),
         };
         if let Some(v) = video.map(|i| &file.tracks[i]) {
             let n = v.samples.len();
@@ -203,7 +207,7 @@ impl SegmentIndex {
         last.saturating_sub(first) as f64 / f64::from(self.timescale)
     }
 
-    /// The `CODECS` attribute: `avc1.PPCCLL` and `mp4a.40.N` (RFC 6381).
+    /// The `CODECS` attribute: the video's and the audio's codec strings (RFC 6381).
     pub fn codecs(&self) -> &str {
         &self.codecs
     }
@@ -216,7 +220,7 @@ impl SegmentIndex {
         }
     }
 
-    /// The `CODECS` of the `which` track alone (`avc1.PPCCLL` or `mp4a.40.N`); `None` without it.
+    /// The `CODECS` of the `which` track alone (`avc1.PPCCLL`, `opus`); `None` without it.
     pub fn track_codecs(&self, which: Packaged) -> Option<&str> {
         let mut each = self.codecs.split(',');
         match which {
@@ -307,6 +311,11 @@ impl SegmentIndex {
         (at(n), at(n + 1))
     }
 
+    /// The video's `VIDEO-RANGE`, when its sample entry names its transfer characteristics.
+    pub fn video_range(&self) -> Option<VideoRange> {
+        self.video_range
+    }
+
     /// The video's width and height, without video `None`.
     pub fn resolution(&self) -> Option<(u16, u16)> {
         self.resolution
@@ -360,20 +369,8 @@ pub(crate) fn sample_duration(track: &Track, i: usize) -> u32 {
 }
 
 fn codecs(file: &Mp4File, video: Option<usize>, audio: Option<usize>) -> String {
-    let mut out = Vec::new();
-    for i in video.into_iter().chain(audio) {
-        match &file.tracks[i].kind {
-            TrackKind::H264(h) => {
-                let [p, c, l] = h.profile_level_id;
-                out.push(format!("avc1.{p:02x}{c:02x}{l:02x}"));
-            }
-            TrackKind::Aac(a) => {
-                // The audio object type is the AudioSpecificConfig's first five bits (2: AAC-LC).
-                let object_type = a.audio_specific_config.first().map_or(2, |b| b >> 3);
-                out.push(format!("mp4a.40.{object_type}"));
-            }
-        }
-    }
+    let out: Vec<String> =
+        video.into_iter().chain(audio).map(|i| file.tracks[i].kind.codec_string()).collect();
     out.join(",")
 }
 

@@ -20,6 +20,7 @@
 //! Subtitles (WebVTT sidecars) follow the same segments: as segmented WebVTT for HLS
 //! ([`webvtt`]) and as a CMAF text track (`wvtt` samples in fMP4, [`wvtt`]) for DASH.
 
+mod carried;
 pub mod fmp4;
 pub mod index;
 pub mod mpd;
@@ -41,8 +42,8 @@ pub enum HlsError {
     /// The file keeps its samples in movie fragments, which the demuxer does not read.
     #[error("fragmented MP4 (moof boxes): only progressive MP4 files are packaged")]
     Fragmented,
-    /// No H.264 or AAC track: nothing HLS (as packaged here) can carry.
-    #[error("no H.264 or AAC track to package ({0})")]
+    /// No track of a codec HLS (as packaged here) can carry.
+    #[error("no track to package ({0})")]
     UnsupportedCodec(String),
     /// The file would need more segments than an index holds.
     #[error("more than {0} segments")]

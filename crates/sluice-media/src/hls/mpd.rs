@@ -2,10 +2,13 @@
 //! segments the HLS playlists point at, described for DASH players (dash.js, Shaka, ExoPlayer).
 //!
 //! This module owns the MPD's text: a static presentation (`type="static"`, ISO BMFF live
-//! profile, which is the profile of `SegmentTemplate` addressing), one video `AdaptationSet`
-//! with a `Representation` per rendition, one audio `AdaptationSet` (the first rendition that
-//! has audio), a text `AdaptationSet` per WebVTT sidecar (its cues as a `wvtt` CMAF track, see
-//! [`super::wvtt`], cut at the first rendition's segment times). Every `Representation` has a
+//! profile, which is the profile of `SegmentTemplate` addressing), a video `AdaptationSet` per
+//! codec family and colour (an AV1 ladder beside an H.264 one: a player picks the set it can
+//! decode, and switches only within it) with a `Representation` per rendition and the colour as
+//! `urn:mpeg:mpegB:cicp` properties, one audio `AdaptationSet` (the first rendition that has
+//! audio; Dolby audio with its `urn:dolby` channel configuration), a text `AdaptationSet` per
+//! WebVTT sidecar (its cues as a `wvtt` CMAF track, see [`super::wvtt`], cut at the first
+//! rendition's segment times). Every `Representation` has a
 //! `SegmentTemplate` with `$Number$` from 0 (the numbers of `video-seg-N.m4s`) and a
 //! `SegmentTimeline` whose times are the sample tables' own decode times, so a player's idea of
 //! where a segment starts is exact. It is written by a small writer here (the structure is
@@ -17,6 +20,7 @@ use std::fmt::Write;
 use super::index::{Packaged, SegmentIndex};
 use super::playlist::{text_init_name, text_segment_name, track_init_name, Subtitle};
 use super::wvtt;
+use crate::codec::Colour;
 use crate::mp4::{Mp4File, TrackKind};
 
 /// One packaged file of an MPD: what [`super::playlist::Rendition`] is, with its sample tables
@@ -54,17 +58,20 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
     let _ = writeln!(out, " <Period id=\"0\" start=\"PT0S\">");
     let videos: Vec<&MpdRendition<'_>> = renditions.iter().filter(|r| r.index.has(Packaged::Video)).collect();
     let mut set_id = 0;
-    if !videos.is_empty() {
-        let max_width = videos.iter().filter_map(|r| r.index.resolution()).map(|(w, _)| w).max().unwrap_or(0);
-        let max_height =
-            videos.iter().filter_map(|r| r.index.resolution()).map(|(_, h)| h).max().unwrap_or(0);
+    let sets = video_sets(&videos);
+    for (key, members) in &sets {
+        let in_set = || members.iter().map(|&i| videos[i]);
+        let max_width = in_set().filter_map(|r| r.index.resolution()).map(|(w, _)| w).max().unwrap_or(0);
+        let max_height = in_set().filter_map(|r| r.index.resolution()).map(|(_, h)| h).max().unwrap_or(0);
         let _ = writeln!(
             out,
             "  <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" \
              segmentAlignment=\"true\" startWithSAP=\"1\" maxWidth=\"{max_width}\" maxHeight=\"{max_height}\">"
         );
         set_id += 1;
-        for (i, r) in videos.iter().enumerate() {
+        colour_properties(&mut out, key.1);
+        for &i in members {
+            let r = videos[i];
             let index = r.index;
             let _ = write!(
                 out,
@@ -85,14 +92,17 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         out.push_str("  </AdaptationSet>\n");
     }
     if let Some(r) = renditions.iter().find(|r| r.index.has(Packaged::Audio)) {
-        let (rate, channels) = r
+        let (rate, channels, dolby) = r
             .index
             .tracks(r.file)
             .find_map(|(t, w)| match (&t.kind, w) {
-                (TrackKind::Aac(a), Packaged::Audio) => Some((a.sample_rate, a.channels)),
+                (TrackKind::Aac(a), Packaged::Audio) => Some((a.sample_rate, a.channels, None)),
+                (TrackKind::Audio(a), Packaged::Audio) => {
+                    Some((a.sample_rate, a.channels, a.dolby_channel_configuration()))
+                }
                 _ => None,
             })
-            .unwrap_or((48_000, 2));
+            .unwrap_or((48_000, 2, None));
         let _ = writeln!(
             out,
             "  <AdaptationSet id=\"{set_id}\" contentType=\"audio\" mimeType=\"audio/mp4\" lang=\"und\" \
@@ -105,10 +115,22 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
             r.index.track_peak_bandwidth(Packaged::Audio),
             escape(r.index.track_codecs(Packaged::Audio).unwrap_or_default())
         );
-        let _ = writeln!(
-            out,
-            "    <AudioChannelConfiguration schemeIdUri=\"urn:mpeg:dash:23003:3:audio_channel_configuration:2011\" value=\"{channels}\"/>"
-        );
+        match dolby {
+            // ETSI TS 102 366 Annex I and DASH-IF IOP §9.2.1.2: Dolby audio names its channels
+            // with its own scheme, a 16-bit channel mask.
+            Some(mask) => {
+                let _ = writeln!(
+                    out,
+                    "    <AudioChannelConfiguration schemeIdUri=\"urn:dolby:dash:audio_channel_configuration:2011\" value=\"{mask}\"/>"
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "    <AudioChannelConfiguration schemeIdUri=\"urn:mpeg:dash:23003:3:audio_channel_configuration:2011\" value=\"{channels}\"/>"
+                );
+            }
+        }
         template(&mut out, r, Packaged::Audio);
         out.push_str("   </Representation>\n  </AdaptationSet>\n");
     }
@@ -135,6 +157,49 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
     }
     out.push_str(" </Period>\n</MPD>\n");
     out
+}
+
+/// What a video adaptation set's renditions share: the codec family and the colour.
+type SetKey = (String, Option<Colour>);
+
+/// The video renditions grouped into adaptation sets, in order of first appearance: by codec
+/// family (the codec string's sample entry type, `avc1`, `hvc1`, `av01`) and colour, as DASH-IF
+/// IOP §3.2.13 asks (Representations of one set are seamlessly switchable).
+fn video_sets(videos: &[&MpdRendition<'_>]) -> Vec<(SetKey, Vec<usize>)> {
+    let mut sets: Vec<(SetKey, Vec<usize>)> = Vec::new();
+    for (i, r) in videos.iter().enumerate() {
+        let codecs = r.index.track_codecs(Packaged::Video).unwrap_or_default();
+        let family = codecs.split('.').next().unwrap_or_default().to_string();
+        let colour = r.index.tracks(r.file).find_map(|(t, _)| match &t.kind {
+            TrackKind::Video(v) => v.colour.filter(Colour::is_specified),
+            _ => None,
+        });
+        let key = (family, colour);
+        match sets.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => sets.push((key, vec![i])),
+        }
+    }
+    sets
+}
+
+/// The colour of a video adaptation set as coding-independent code points (ISO/IEC 23001-8,
+/// DASH-IF IOP §6.2.5): essential, so a player that cannot present them skips the set, but for
+/// an HLG transfer, which an SDR display shows acceptably (supplemental).
+fn colour_properties(out: &mut String, colour: Option<Colour>) {
+    let Some(c) = colour else { return };
+    for (name, value) in [
+        ("ColourPrimaries", c.primaries),
+        ("TransferCharacteristics", c.transfer),
+        ("MatrixCoefficients", c.matrix),
+    ] {
+        let element = if name == "TransferCharacteristics" && value == 18 {
+            "SupplementalProperty"
+        } else {
+            "EssentialProperty"
+        };
+        let _ = writeln!(out, "   <{element} schemeIdUri=\"urn:mpeg:mpegB:cicp:{name}\" value=\"{value}\"/>");
+    }
 }
 
 /// The `SegmentTemplate` and `SegmentTimeline` of one track of a rendition.

@@ -1,7 +1,7 @@
 //! The HLS playlists of one packaged file or of a rendition set, written with `m3u8-rs`.
 //!
 //! This module owns the text of the master playlist (a variant per rendition's video:
-//! `BANDWIDTH`, `AVERAGE-BANDWIDTH`, `CODECS`, `RESOLUTION`, `FRAME-RATE`; the audio as an
+//! `BANDWIDTH`, `AVERAGE-BANDWIDTH`, `CODECS`, `RESOLUTION`, `FRAME-RATE`, `VIDEO-RANGE`; the audio as an
 //! `EXT-X-MEDIA TYPE=AUDIO` group; WebVTT sidecars as a `SUBTITLES` group), the VOD media
 //! playlists (`EXT-X-MAP` to the init segment, one `EXTINF` per segment, `EXT-X-ENDLIST`) of the
 //! per-track renditions and of the muxed one, and the names of the resources they point at,
@@ -295,6 +295,11 @@ pub fn master_playlist(renditions: &[Rendition<'_>], subtitles: &[Subtitle<'_>])
             frame_rate: index.frame_rate().map(|f| (f * 1000.0).round() / 1000.0),
             audio: audio.is_some().then(|| AUDIO_GROUP.to_string()),
             subtitles: subtitles_group.clone(),
+            // RFC 8216bis §4.4.6.2: PQ and HLG must be declared; SDR where the entry says so.
+            other_attributes: index.video_range().map(|range| {
+                [("VIDEO-RANGE".to_string(), m3u8_rs::QuotedOrUnquoted::Unquoted(range.as_str().to_string()))]
+                    .into()
+            }),
             ..Default::default()
         });
     }

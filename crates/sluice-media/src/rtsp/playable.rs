@@ -4,7 +4,7 @@
 //!
 //! This module owns the verdict ([`playable`]), its status and reason ([`Unplayable`]), and how
 //! a refusal goes out: the status HLS answers for the same file (501 for a fragmented MP4, 415
-//! when no track is H.264 or AAC, 500 for a file that cannot be indexed), the reason in the
+//! when no track is of a codec sluice reads or none has an RTP payload format, 500 for a file that cannot be indexed), the reason in the
 //! [`REASON_HEADER`] response header (one line) and in a `text/plain` body, and one warning per
 //! file and reason however many requests are refused ([`first_refusal`]). It does not find or
 //! index files (the server's [`super::Catalogue`] does) or write the log line (the engine's
@@ -66,10 +66,21 @@ pub enum Refusal {
     Warming,
 }
 
-/// Whether RTSP can stream `file`: at least one H.264 or AAC track with samples in the `moov`
-/// (a fragmented MP4 keeps them in `moof` boxes, which are not read).
+/// Whether RTSP can stream `file`: at least one track with samples in the `moov` (a fragmented
+/// MP4 keeps them in `moof` boxes, which are not read) of a codec with an RTP payload format
+/// here ([`crate::sdp::rtp_payload_format`]); 415 with why each track is not, else.
 pub fn playable(file: &Mp4File) -> Result<(), Unplayable> {
-    file.streamable().map_err(|why| Unplayable::nothing_to_stream(&why))
+    file.streamable().map_err(|why| Unplayable::nothing_to_stream(&why))?;
+    let why: Vec<String> = file
+        .tracks
+        .iter()
+        .map(|t| crate::sdp::rtp_payload_format(t).map_err(|why| format!("track {}: {why}", t.id)))
+        .filter_map(Result::err)
+        .collect();
+    if why.len() < file.tracks.len() {
+        return Ok(());
+    }
+    Err(Unplayable { status: 415, reason: format!("no track RTSP can send ({})", why.join("; ")) })
 }
 
 /// Whether this refusal of `path` is the first one seen in this process (so the caller logs it),
@@ -125,7 +136,7 @@ mod tests {
         };
         let u = playable(&mpeg4).unwrap_err();
         assert_eq!(u.status, 415);
-        assert!(u.reason.contains("no H.264 or AAC track") && u.reason.contains("MP4V"), "{u}");
+        assert!(u.reason.contains("no H.264, HEVC, AV1, VP9, AAC") && u.reason.contains("MP4V"), "{u}");
         let broken = Unplayable::unreadable(&Mp4File::from_bytes(b"not a film").unwrap_err());
         assert_eq!(broken.status, 500);
         assert!(broken.reason.starts_with("not a playable MP4: malformed box"), "{broken}");

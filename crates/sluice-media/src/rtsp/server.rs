@@ -45,7 +45,6 @@ use super::samples::{SampleCache, SAMPLE_CACHE_BYTES};
 use super::session::{Answered, Catalogue, Event, Output, RtspConnection};
 use super::stream::Due;
 use super::table::{ConnectionId, Delivery, SessionId, SessionTable};
-use crate::mp4::TrackKind;
 
 /// Bytes a control connection may have waiting to be written before its viewers' packets stay in
 /// their queues. Small enough that a stalled TCP viewer overflows its queue (and loses frames)
@@ -598,7 +597,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         v.video = session
             .tracks()
             .iter()
-            .map(|t| tracks.get(t.stream.index).is_some_and(|t| matches!(t.kind, TrackKind::H264(_))))
+            .map(|t| tracks.get(t.stream.index).is_some_and(|t| t.kind.is_video()))
             .collect();
         open_bytes(self.media, &self.observer, v, session.path());
         // A seek: what waited for its bytes belongs to the old position.

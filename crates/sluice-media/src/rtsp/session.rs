@@ -573,7 +573,7 @@ impl RtspConnection {
             None if file.tracks.len() == 1 => 0,
             None => return Err(RtspError::AggregateNotAllowed),
         };
-        if index >= file.tracks.len() {
+        if file.tracks.get(index).is_none_or(|t| crate::sdp::rtp_payload_format(t).is_err()) {
             return Err(RtspError::NotFound);
         }
         let (delivery, reply_spec) = match spec {

@@ -22,7 +22,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_proto::rtp::{AacPacketizer, H264Packetizer, PacketizeError, Packets, StreamConfig};
+use sluice_proto::rtp::{
+    AacPacketizer, FrameFormat, FramePacketizer, H264Packetizer, H265Packetizer, PacketizeError, Packets,
+    StreamConfig,
+};
 
 use crate::mp4::{Mp4File, Track, TrackKind};
 use crate::sdp::clock_rate;
@@ -48,6 +51,9 @@ pub enum StreamError {
     /// The [`Due`] names a track this streamer does not send.
     #[error("no such track in the session")]
     NoSuchTrack,
+    /// The track's codec has no RTP payload format here.
+    #[error("{0}")]
+    NoPayloadFormat(String),
 }
 
 /// `ticks` of a track with `timescale` ticks per second, as a duration.
@@ -143,7 +149,20 @@ pub struct Due {
 #[derive(Debug, Clone)]
 enum Packetizer {
     H264(H264Packetizer),
+    H265(H265Packetizer),
     Aac(AacPacketizer),
+    Frames(FramePacketizer),
+}
+
+impl Packetizer {
+    fn stream(&self) -> &sluice_proto::rtp::RtpStream {
+        match self {
+            Packetizer::H264(p) => p.stream(),
+            Packetizer::H265(p) => p.stream(),
+            Packetizer::Aac(p) => p.stream(),
+            Packetizer::Frames(p) => p.stream(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -192,6 +211,21 @@ impl Streamer {
                     Packetizer::H264(H264Packetizer::new(spec.config, max_payload, h.nal_length_size)?)
                 }
                 TrackKind::Aac(_) => Packetizer::Aac(AacPacketizer::new(spec.config, max_payload)?),
+                TrackKind::Video(crate::codec::VideoEntry {
+                    codec: crate::codec::VideoCodec::Hevc(h),
+                    ..
+                }) => Packetizer::H265(H265Packetizer::new(spec.config, max_payload, h.nal_length_size)?),
+                TrackKind::Audio(a) if crate::sdp::rtp_payload_format(track).is_ok() => {
+                    let format = match a.codec {
+                        crate::codec::AudioCodec::Opus(_) => FrameFormat::Opus,
+                        _ => FrameFormat::Ac3,
+                    };
+                    Packetizer::Frames(FramePacketizer::new(spec.config, max_payload, format)?)
+                }
+                TrackKind::Video(_) | TrackKind::Audio(_) => {
+                    let why = crate::sdp::rtp_payload_format(track).err().unwrap_or_default();
+                    return Err(StreamError::NoPayloadFormat(why));
+                }
             };
             states.push(TrackState {
                 spec: *spec,
@@ -226,7 +260,7 @@ impl Streamer {
             self.tracks
                 .iter()
                 .map(|t| &file.tracks[t.spec.index])
-                .filter(|track| matches!(track.kind, TrackKind::H264(_)))
+                .filter(|track| track.kind.is_video())
                 .filter_map(|track| {
                     let i = start_sample(track, position);
                     (i < track.samples.len()).then(|| presentation_time(track, i))
@@ -238,7 +272,7 @@ impl Streamer {
         for t in &mut self.tracks {
             let track = &file.tracks[t.spec.index];
             t.next = match anchor {
-                Some(anchor) if !matches!(track.kind, TrackKind::H264(_)) => start_sample(track, anchor),
+                Some(anchor) if !track.kind.is_video() => start_sample(track, anchor),
                 _ => start_sample(track, position),
             };
             t.end = match end {
@@ -296,10 +330,7 @@ impl Streamer {
     /// session's list: what `RTP-Info` says after a `PLAY`.
     pub fn rtp_info(&self, track: usize, position: Duration) -> Option<(u16, u32)> {
         let t = self.tracks.get(track)?;
-        let seq = match &t.packetizer {
-            Packetizer::H264(p) => p.stream().next_sequence(),
-            Packetizer::Aac(p) => p.stream().next_sequence(),
-        };
+        let seq = t.packetizer.stream().next_sequence();
         Some((seq, rtp_time(t, duration_to_ticks(position, t.clock_rate))))
     }
 
@@ -346,6 +377,8 @@ impl Streamer {
         let timestamp = rtp_time(t, clock_ticks as u64);
         Ok(match &mut t.packetizer {
             Packetizer::H264(p) => p.packetize(data, timestamp, out)?,
+            Packetizer::H265(p) => p.packetize(data, timestamp, out)?,
+            Packetizer::Frames(p) => p.packetize(data, timestamp, out)?,
             Packetizer::Aac(p) => {
                 p.packetize(data, timestamp, out)?;
                 1
@@ -452,10 +485,7 @@ impl Streamer {
         let position = self.position(now);
         let ntp = sluice_proto::rtp::ntp_timestamp(wall_clock);
         for (i, t) in self.tracks.iter().enumerate() {
-            let stream = match &t.packetizer {
-                Packetizer::H264(p) => p.stream(),
-                Packetizer::Aac(p) => p.stream(),
-            };
+            let stream = t.packetizer.stream();
             let report = stream.sender_report(ntp, rtp_time(t, duration_to_ticks(position, t.clock_rate)));
             let mut bytes = Vec::with_capacity(64);
             if bye {

@@ -18,10 +18,10 @@ const STAP_A: u8 = 24;
 const FU_A: u8 = 28;
 
 /// Splits an access unit of length-prefixed NAL units (MP4 sample layout).
-struct NalUnits<'a> {
-    data: &'a [u8],
-    pos: usize,
-    length_size: usize,
+pub(crate) struct NalUnits<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) pos: usize,
+    pub(crate) length_size: usize,
 }
 
 impl<'a> Iterator for NalUnits<'a> {

@@ -1,7 +1,8 @@
 //! RTP packetization of media samples, and the reverse.
 //!
 //! This module owns the bytes of RTP (RFC 3550) and RTCP sender reports: turning one H.264 access
-//! unit (RFC 6184) or one AAC frame (RFC 3640, AAC-hbr) into packets no larger than the path
+//! unit (RFC 6184), H.265 access unit (RFC 7798), AAC frame (RFC 3640, AAC-hbr), Opus packet (RFC 7587)
+//! or AC-3 frame (RFC 4184) into packets no larger than the path
 //! allows, with sequence numbers, timestamps, marker bits and SSRC right, and counting what was
 //! sent for the sender reports. The depacketizers turn packets back into access units; the tests,
 //! the fuzz round trip and the RTSP load generator use them. It owns no sockets and no clocks:
@@ -13,13 +14,17 @@
 //! up to the next keyframe when the viewer falls behind, is [`queue`].
 
 pub mod aac;
+pub mod frames;
 pub mod h264;
+pub mod h265;
 mod packet;
 pub mod queue;
 pub mod rtcp;
 
 pub use aac::{AacAccessUnits, AacPacketizer};
+pub use frames::{AudioFrames, FrameFormat, FramePacketizer};
 pub use h264::{AccessUnit, H264Depacketizer, H264Packetizer};
+pub use h265::{H265Depacketizer, H265Packetizer};
 pub use packet::{Packets, RtpPacket, RtpStream, StreamConfig, RTP_HEADER_LEN};
 pub use queue::{Body, BodyRef, Offer, QueueLimits, Queued, ViewerQueue};
 pub use rtcp::{ntp_timestamp, RtcpError, SenderReport};

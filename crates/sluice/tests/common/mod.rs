@@ -84,6 +84,7 @@ macro_rules! rtsp_matrix {
 }
 
 pub mod browser;
+pub mod codec_clips;
 pub mod edge;
 mod fixture;
 mod headers;

@@ -245,7 +245,7 @@ fn scripted_exchange_delivers_every_access_unit_in_order() {
                     assert_eq!(frames, [bytes]);
                     let clock = match &at.kind {
                         TrackKind::Aac(a) => u64::from(a.sample_rate),
-                        TrackKind::H264(_) => unreachable!(),
+                        _ => unreachable!("the demo is H.264 and AAC"),
                     };
                     assert_eq!(p.timestamp, a_rtptime.wrapping_add(rate(at, audio_frames, clock)));
                     audio_frames += 1;
