@@ -18,8 +18,14 @@ use crate::{cvt_size, SendStrategy};
 
 /// Slices gathered into one `sendmsg`.
 pub(crate) const MAX_IOVECS: usize = 16;
-/// Largest single `sendfile`; bounds how long one connection holds its loop.
-const MAX_SENDFILE: usize = 1 << 20;
+/// Most bytes one connection writes in one turn of its loop before the loop serves the other
+/// ready connections (nginx's `sendfile_max_chunk`, 2 MiB by default, has the same purpose). On
+/// loopback a reader takes bytes as fast as they come, so without a bound one large response
+/// holds the loop until it is sent whole while every other client waits. Every engine applies
+/// it: epoll puts the connection at the back of its ready queue, tokio yields the task, the
+/// threads engine yields the thread, io_uring sizes each connection's send chain by it (one
+/// chain in flight per connection per submission). SEND_TURN_SIZE_MEASUREMENT
+pub(crate) const SEND_TURN: u64 = 1 << 20;
 
 /// How a flush ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +34,9 @@ pub(crate) enum Flush {
     Drained,
     /// The socket would block; wait for it to become writable.
     Blocked,
+    /// The turn's [`SEND_TURN`] is used and more is queued; the socket may still have room, so
+    /// the engine comes back to this connection after the others without waiting for it.
+    Yielded,
 }
 
 /// What a worker lends to every connection it serves: scratch memory, pipes and its counters.
@@ -176,16 +185,23 @@ pub(crate) fn more_after_front(out: &Outbox) -> bool {
     out.segment_after(1).is_some()
 }
 
-/// Writes as much of `out` as the socket takes; returns the bytes written and how it ended.
+/// Writes as much of `out` as the socket takes, up to `limit` bytes (what is left of the turn's
+/// [`SEND_TURN`]); returns the bytes written and how it ended.
 pub(crate) fn flush(
     fd: RawFd,
     out: &mut Outbox,
     strategy: SendStrategy,
     buffers: &mut SendBuffers<'_>,
     pipe: &mut Option<Pipe>,
+    limit: u64,
 ) -> io::Result<(u64, Flush)> {
     let mut total = 0u64;
     loop {
+        if total >= limit && !out.is_empty() {
+            return Ok((total, Flush::Yielded));
+        }
+        // What this turn may still write: the last call of a turn is cut to it.
+        let left = limit.saturating_sub(total);
         let step = match out.front() {
             None => return Ok((total, Flush::Drained)),
             Some(Pending::Bytes(_)) => {
@@ -193,7 +209,7 @@ pub(crate) fn flush(
                 send_bytes(fd, out)
             }
             Some(Pending::File(slice)) => {
-                let (file_fd, offset, len) = (slice.file.as_raw_fd(), slice.offset, slice.len);
+                let (file_fd, offset, len) = (slice.file.as_raw_fd(), slice.offset, slice.len.min(left));
                 match strategy {
                     SendStrategy::Sendfile => {
                         buffers.counters.syscall(Syscall::Sendfile);
@@ -275,9 +291,11 @@ fn splice_file(
     }
     let flags = splice_out_flags(more);
     buffers.counters.syscall(Syscall::Splice);
+    // What the pipe holds is the front segment's next bytes; `len` is what this turn may move.
+    let count = p.pending.min(len as usize);
     // SAFETY: null offsets are required for pipes and sockets; the descriptors are open.
     let n = cvt_size(unsafe {
-        libc::splice(p.read.as_raw_fd(), std::ptr::null_mut(), sock, std::ptr::null_mut(), p.pending, flags)
+        libc::splice(p.read.as_raw_fd(), std::ptr::null_mut(), sock, std::ptr::null_mut(), count, flags)
     })?;
     p.pending -= n;
     Ok(n)
@@ -285,7 +303,7 @@ fn splice_file(
 
 fn send_file(sock: RawFd, file: RawFd, offset: u64, len: u64) -> io::Result<usize> {
     let mut off = offset as libc::off_t;
-    let count = (len as usize).min(MAX_SENDFILE);
+    let count = len as usize;
     // SAFETY: off is a live off_t; both descriptors are open.
     let n = cvt_size(unsafe { libc::sendfile(sock, file, &mut off, count) })?;
     if n == 0 && count > 0 {

@@ -27,7 +27,7 @@ use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::JobGate;
-use crate::send::{flush, PipePool, SendBuffers};
+use crate::send::{flush, PipePool, SendBuffers, SEND_TURN};
 use crate::worker::{ACCEPT_WARNINGS, SWEEP};
 use crate::{
     new_clock, read_clock, EngineConfig, EngineError, Launch, SendStrategy, Service, Shutdown, ThreadsMode,
@@ -170,7 +170,14 @@ impl Engine<'_> {
         let mut pipes = PipePool::default();
         let mut buffers = SendBuffers { copy: &mut [], pipes: &mut pipes, counters };
         let mut pipe = None;
-        let _ = flush(conn.stream.as_raw_fd(), &mut conn.out, SendStrategy::Copy, &mut buffers, &mut pipe);
+        let _ = flush(
+            conn.stream.as_raw_fd(),
+            &mut conn.out,
+            SendStrategy::Copy,
+            &mut buffers,
+            &mut pipe,
+            SEND_TURN,
+        );
         drop(conn);
         self.closed(counters);
     }
@@ -359,6 +366,11 @@ fn serve_connection<S: Session>(mut conn: Connection<S>, engine: &Engine<'_>, bu
             }
             Pump::Blocked => libc::POLLOUT,
             Pump::NeedInput => libc::POLLIN,
+            // The connection has its own thread: giving the core up is all fairness asks.
+            Pump::Yielded => {
+                std::thread::yield_now();
+                continue;
+            }
         };
         read_clock(&mut clock);
         if !conn.in_grace() && shutdown.is_triggered() {
