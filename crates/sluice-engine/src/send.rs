@@ -202,8 +202,13 @@ pub(crate) fn flush(
         }
         // What this turn may still write: the last call of a turn is cut to it.
         let left = limit.saturating_sub(total);
+        let gathered = match pipe {
+            Some(p) if p.pending > 0 => 0,
+            _ => small_run(out, buffers.copy.len(), left),
+        };
         let step = match out.front() {
             None => return Ok((total, Flush::Drained)),
+            Some(Pending::File(_)) if gathered > 0 => send_small_files(fd, out, gathered, buffers),
             Some(Pending::Bytes(_)) => {
                 buffers.counters.syscall(Syscall::Write);
                 send_bytes(fd, out)
@@ -239,6 +244,72 @@ pub(crate) fn flush(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// File slices at most this long go out copied, gathered with the small slices behind them into
+/// one `send`, instead of one `sendfile` (and one TCP segment) each. A per-track segment of an
+/// interleaved MP4 is made of such pieces: in the 1080p 23 Mb/s benchmark file, each 2 s audio
+/// segment (34 KB) was 60 ranges of about 680 bytes, one between every two video frames, and
+/// cost 60 `sendfile`s and as many packets; gathered, it is 60 `pread`s and one `send`.
+const SMALL_SLICE: u64 = 16 * 1024;
+
+/// How many file slices at the front of `out` are small (each at most [`SMALL_SLICE`]) and fit
+/// together in `room` bytes and the turn's `left`; 0 unless there are at least two (one alone
+/// goes the usual way).
+fn small_run(out: &Outbox, room: usize, left: u64) -> usize {
+    let (mut n, mut bytes) = (0, 0u64);
+    while let Some(sluice_proto::Segment::File(f)) = out.segment_after(n) {
+        if f.len > SMALL_SLICE || bytes + f.len > (room as u64).min(left) {
+            break;
+        }
+        bytes += f.len;
+        n += 1;
+    }
+    if n >= 2 {
+        n
+    } else {
+        0
+    }
+}
+
+/// Reads the first `count` file slices of `out` (all small, see [`small_run`]) into the copy
+/// buffer and sends them in one call, with `MSG_MORE` when more follows. What the socket does
+/// not take is read again next time, as with the copy strategy.
+fn send_small_files(
+    fd: RawFd,
+    out: &Outbox,
+    count: usize,
+    buffers: &mut SendBuffers<'_>,
+) -> io::Result<usize> {
+    let mut filled = 0;
+    for i in 0..count {
+        let Some(sluice_proto::Segment::File(f)) = out.segment_after(i) else { break };
+        let mut read = 0;
+        while read < f.len as usize {
+            let into = &mut buffers.copy[filled + read..filled + f.len as usize];
+            buffers.counters.syscall(Syscall::Pread);
+            let at = (f.offset + read as u64) as libc::off_t;
+            // SAFETY: reads at most `into.len()` bytes into `into`.
+            match cvt_size(unsafe {
+                libc::pread(f.file.as_raw_fd(), into.as_mut_ptr().cast(), into.len(), at)
+            }) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shorter than its response",
+                    ))
+                }
+                Ok(n) => read += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        filled += read;
+    }
+    buffers.counters.syscall(Syscall::Write);
+    let more = out.segment_after(count).is_some();
+    // SAFETY: sends `filled` initialised bytes from the copy buffer.
+    cvt_size(unsafe { libc::send(fd, buffers.copy.as_ptr().cast(), filled, send_flags(more)) })
 }
 
 fn send_bytes(fd: RawFd, out: &Outbox) -> io::Result<usize> {
