@@ -14,7 +14,7 @@ use io_uring::{opcode, types};
 use sluice_proto::conn::Pending;
 
 use super::{current, token, Worker, COPY_BUFFER, COPY_POOL_MAX, FILE_IN, POLL_OUT, SOCK_OUT};
-use crate::counters::{Event, Syscall};
+use crate::counters::Event;
 use crate::send::{file_after, more_after_front, send_flags, splice_out_flags, MAX_IOVECS, SEND_TURN};
 use crate::{SendStrategy, Service};
 
@@ -156,34 +156,6 @@ impl<S: Service> Worker<'_, S> {
                     (pipe.read_fd(), pipe.write_fd(), pipe.pending, pipe.capacity());
                 u.pipe = Some(pipe);
                 let out_flags = splice_out_flags(more);
-                let mut pending = pending;
-                if pending == 0 {
-                    // The fill is done here, not on the ring: a splice from a file into a pipe
-                    // only takes references to cached pages, but io_uring always hands it to a
-                    // kernel worker thread, a hop and a wake-up per fill. Measured at a quarter
-                    // core, 300 HLS viewers of the 1080p benchmark file (60 ranges a segment):
-                    // the ring's fill-and-drain pairs took 69-81% of the budget, epoll's
-                    // sendfile 46-54%. Like sendfile on epoll, a fill of pages not cached waits
-                    // for the disk; one that fails (EAGAIN) goes to the ring's pair below.
-                    let n = (len as usize).min(cap).min(SEND_TURN as usize);
-                    let mut off = offset as libc::loff_t;
-                    self.core.counters.syscall(Syscall::Splice);
-                    let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
-                    // SAFETY: off is a live loff_t; the descriptors are open; no other pointers.
-                    let filled =
-                        unsafe { libc::splice(file, &mut off, pipe_w, std::ptr::null_mut(), n, flags) };
-                    match filled {
-                        0 => return false,
-                        n if n > 0 => {
-                            pending = n as usize;
-                            if let Some(p) = self.conns[key].pipe.as_mut() {
-                                p.pending = pending;
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-                let u = &mut self.conns[key];
                 if pending > 0 {
                     // Bytes left in the pipe by a short send go first.
                     let drain =
