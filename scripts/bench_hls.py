@@ -391,9 +391,11 @@ def viewer_capacity(args, work, sluice):
                     ok = s["perfect"] == n and s["stalls"] == 0 and s["failed_requests"] == 0
                     trials.append((rnd + 1, name, n, s, server_cpu_s, r["duration_s"], ok, r["cmd"]))
                     # A server that ran out shows it here: CPU near budget x duration and many
-                    # throttled periods; players that ran out show their own CPU near 100%.
+                    # throttled periods; players that ran out show their own CPU near 100%. The
+                    # start-up time says whether a server holds viewers by making newcomers wait.
                     print(f"round {rnd + 1} {name}: {n} viewers: perfect {s['perfect']} stalls {s['stalls']} "
                           f"failed {s['failed_requests']} segment p99 {s['segment_latency']['p99_us'] / 1000:.0f} ms "
+                          f"start-up p99 {s['startup']['p99_us'] / 1000:.0f} ms "
                           f"server CPU {server_cpu_s:.2f} s in {r['duration_s']:.1f} s "
                           f"({server_cpu_s / r['duration_s'] / args.cpu * 100:.0f}% of budget), throttled "
                           f"{throttled}/{periods} periods {throttled_s:.2f} s; "
