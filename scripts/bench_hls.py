@@ -20,9 +20,13 @@ a rendition set's master works the same) and against nginx serving ffmpeg's stat
 the same file, each server at the CPU budget; the number of viewers rises by --step until one
 stalls or fails, and the last count at which every viewer played to the end with no stall is the
 server's figure for the round. Servers alternate round by round; later rounds start two steps
-below the server's previous figure.
+below the server's previous figure. The players run in a CPU group of their own with the highest
+weight, so that other work on the machine cannot starve them; each step reports the server's CPU
+(and its share of the budget), its throttled periods and time from the group's cpu.stat, and the
+players' CPU, so a row says whether the server or the players ran out. --dash adds a row: sluice's
+DASH of the file's rendition set, played by `sluice load http --dash`.
 
-    python3 scripts/bench_hls.py --viewers --cpu 0.25 --rounds 3
+    python3 scripts/bench_hls.py --viewers --cpu 0.25 --rounds 3 [--dash]
 """
 import argparse, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
@@ -45,16 +49,27 @@ def readable_by_all(*dirs):
                 os.chmod(os.path.join(d, f), 0o644)
 
 
-def make_cgroup(name, cpu):
-    """A cgroup v1 CPU group at `cpu` cores (period 10 ms) inside the one this script runs in."""
+def make_cgroup(name, cpu, shares=None):
+    """A cgroup v1 CPU group at `cpu` cores (period 10 ms; None: no quota) inside the one this
+    script runs in, with `shares` (cpu.shares, the v1 form of cpu.weight) when given."""
     own = next(l.split(":", 2)[2].strip() for l in open("/proc/self/cgroup") if re.match(r"\d+:([^:]*,)?cpu(,[^:]*)?:", l))
     path = os.path.join(CGROUP + own, name)
     os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
-        f.write("10000")
-    with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
-        f.write(str(int(cpu * 10000)))
+    if cpu is not None:
+        with open(os.path.join(path, "cpu.cfs_period_us"), "w") as f:
+            f.write("10000")
+        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as f:
+            f.write(str(int(cpu * 10000)))
+    if shares is not None:
+        with open(os.path.join(path, "cpu.shares"), "w") as f:
+            f.write(str(shares))
     return path
+
+
+def throttling(path):
+    """(periods, throttled periods, throttled seconds) of a CPU group so far (cgroup v1 cpu.stat)."""
+    stat = dict(l.split() for l in open(os.path.join(path, "cpu.stat")))
+    return int(stat["nr_periods"]), int(stat["nr_throttled"]), int(stat["throttled_time"]) / 1e9
 
 
 def stop_all(procs, groups):
@@ -285,13 +300,16 @@ def index_memory(args, work, sluice):
           f"protocols ({(after - before) * 1024 / args.files / 1024:.1f} KiB a file).")
 
 
-def player_run(sluice, load_cpu, url, viewers, args, out):
-    """One `sluice load http --hls` run of `viewers` players; returns its JSON report."""
-    cmd = ["taskset", "-c", load_cpu, sluice, "load", "http", "--hls", url, "--vus", str(viewers),
+def player_run(sluice, load_cpu, url, viewers, args, out, group=None):
+    """One `sluice load http --hls` (or `--dash`, for an MPD) run of `viewers` players, in CPU
+    group `group` when given; returns its JSON report."""
+    kind = "--dash" if url.endswith(".mpd") else "--hls"
+    cmd = ["taskset", "-c", load_cpu, sluice, "load", "http", kind, url, "--vus", str(viewers),
            "--ramp", f"{args.ramp}s", "--buffer", f"{args.buffer}s", "--rendition", "1080p", "--threads", "1",
            "--timeout", "30s", "--duration", f"{args.clip * 4 + args.ramp + 30}s", "--quiet", "--no-progress",
            "--json", out]
-    subprocess.run(cmd, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(in_cgroup(group, cmd) if group else cmd, check=False, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
     with open(out) as f:
         report = json.load(f)
     report["cmd"] = " ".join(cmd[:-1] + ["REPORT.json"])
@@ -316,7 +334,13 @@ def viewer_capacity(args, work, sluice):
            "-hls_segment_filename", os.path.join(static, "seg-%d.m4s"), os.path.join(static, "media.m3u8"))
     readable_by_all(work, lib, static)
     ports = {"nginx": free_port(), "sluice": free_port()}
+    if args.dash:
+        ports["sluice-dash"] = free_port()
     groups = {name: make_cgroup(f"sluice-hls-viewers-{os.getpid()}-{name}", args.cpu) for name in ports}
+    # The players' own group, no quota and the highest weight v1 allows (cpu.shares 262144, 256x
+    # the default): builds or anything else on the machine cannot starve them, so a stall says the
+    # server fell behind, not the players.
+    groups["players"] = make_cgroup(f"sluice-hls-viewers-{os.getpid()}-players", None, shares=262144)
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
     nginx_work = os.path.join(work, "nginx")
     os.makedirs(nginx_work)
@@ -324,15 +348,22 @@ def viewer_capacity(args, work, sluice):
     conf = nginx_config(nginx_work, ports["nginx"], server_cpu, f"        root {static};\n        location / {{ }}",
                         "    sendfile on;\n    tcp_nopush on;\n    types { application/vnd.apple.mpegurl m3u8; "
                         "video/mp4 mp4 m4s; }")
+    def sluice_serve(name):
+        return in_cgroup(groups[name], [
+            "taskset", "-c", server_cpu, sluice, "serve", "--root", lib, "--listen", f"127.0.0.1:{ports[name]}",
+            "--engine", args.engine, "--workers", "1", "--send", "sendfile" if args.engine != "uring" else "splice",
+            "--hls-segment", f"{args.segment}s", "--access-log", "false", "--log-level", "warn", "--no-admin",
+            "--no-rtsp"])
     commands = {
         "nginx": in_cgroup(groups["nginx"], [nginx_bin, "-p", nginx_work, "-c", conf]),
-        "sluice": in_cgroup(groups["sluice"], [
-            "taskset", "-c", server_cpu, sluice, "serve", "--root", lib, "--listen", f"127.0.0.1:{ports['sluice']}",
-            "--engine", "epoll", "--workers", "1", "--send", "sendfile", "--hls-segment", f"{args.segment}s",
-            "--access-log", "false", "--log-level", "warn", "--no-admin", "--no-rtsp"]),
+        "sluice": sluice_serve("sluice"),
     }
     urls = {"nginx": f"http://127.0.0.1:{ports['nginx']}/master.m3u8",
             "sluice": f"http://127.0.0.1:{ports['sluice']}{args.sluice_path}"}
+    if args.dash:
+        # The rendition set of the one 1080p file, over DASH: a second sluice at the same budget.
+        commands["sluice-dash"] = sluice_serve("sluice-dash")
+        urls["sluice-dash"] = f"http://127.0.0.1:{ports['sluice-dash']}{args.dash_path}"
     procs = {}
     found = {name: [] for name in ports}
     trials = []
@@ -341,7 +372,7 @@ def viewer_capacity(args, work, sluice):
             procs[name] = start(cmd, ports[name])
         for name, url in urls.items():
             warm = player_run(sluice, load_cpu, url, 1, argparse.Namespace(**{**vars(args), "ramp": 0}),
-                              os.path.join(work, f"warm-{name}.json"))
+                              os.path.join(work, f"warm-{name}.json"), groups["players"])
             if warm["summary"]["perfect"] != 1:
                 sys.exit(f"{name}: one viewer does not play {url}: {warm['summary']}")
         for rnd in range(args.rounds):
@@ -351,15 +382,24 @@ def viewer_capacity(args, work, sluice):
                 held = 0
                 while n <= args.max_viewers:
                     before = cpu_seconds(procs[name].pid)
-                    r = player_run(sluice, load_cpu, urls[name], n, args, os.path.join(work, f"{name}-{rnd}-{n}.json"))
+                    throttled_before = throttling(groups[name])
+                    r = player_run(sluice, load_cpu, urls[name], n, args, os.path.join(work, f"{name}-{rnd}-{n}.json"),
+                                   groups["players"])
                     server_cpu_s = cpu_seconds(procs[name].pid) - before
+                    periods, throttled, throttled_s = (b - a for a, b in zip(throttled_before, throttling(groups[name])))
                     s = r["summary"]
                     ok = s["perfect"] == n and s["stalls"] == 0 and s["failed_requests"] == 0
                     trials.append((rnd + 1, name, n, s, server_cpu_s, r["duration_s"], ok, r["cmd"]))
+                    # A server that ran out shows it here: CPU near budget x duration and many
+                    # throttled periods; players that ran out show their own CPU near 100%. The
+                    # start-up time says whether a server holds viewers by making newcomers wait.
                     print(f"round {rnd + 1} {name}: {n} viewers: perfect {s['perfect']} stalls {s['stalls']} "
                           f"failed {s['failed_requests']} segment p99 {s['segment_latency']['p99_us'] / 1000:.0f} ms "
+                          f"start-up p99 {s['startup']['p99_us'] / 1000:.0f} ms "
                           f"server CPU {server_cpu_s:.2f} s in {r['duration_s']:.1f} s "
-                          f"generator CPU {s['generator_cpu_percent']:.0f}% {'held' if ok else 'NOT held'}",
+                          f"({server_cpu_s / r['duration_s'] / args.cpu * 100:.0f}% of budget), throttled "
+                          f"{throttled}/{periods} periods {throttled_s:.2f} s; "
+                          f"players CPU {s['generator_cpu_percent']:.0f}% {'held' if ok else 'NOT held'}",
                           file=sys.stderr, flush=True)
                     if not ok:
                         break
@@ -373,16 +413,19 @@ def viewer_capacity(args, work, sluice):
           f"(cgroup quota), players on CPU {load_cpu}; {args.rounds} rounds, viewers x{args.step} per step.")
     print(f"Stream: {args.clip} s 1920x1080 30 fps H.264 23 Mb/s + AAC 128 kb/s, {args.segment} s segments; "
           f"players: 1080p rendition, real time, {args.buffer} s buffer, started over {args.ramp} s.")
-    print(f"sluice: {urls['sluice'].split(str(ports['sluice']), 1)[1]} (per-file HLS, epoll, sendfile); "
-          f"nginx: ffmpeg -c copy -f hls -hls_segment_type fmp4 -hls_time {args.segment}, static files.\n")
+    print(f"sluice: {urls['sluice'].split(str(ports['sluice']), 1)[1]} (HLS, {args.engine}); "
+          + (f"sluice-dash: {args.dash_path} (DASH, {args.engine}); " if args.dash else "")
+          + f"nginx: ffmpeg -c copy -f hls -hls_segment_type fmp4 -hls_time {args.segment}, static files; "
+          f"players in a CPU group of their own with cpu.shares 262144.\n")
     print("| server | viewers held, zero stalls: median (min–max) | per core (median / budget) | rounds |")
     print("|---|---|---|---|")
     for name in ports:
         f = found[name]
         print(f"| {name} | {statistics.median(f):.0f} ({min(f)}–{max(f)}) | {statistics.median(f) / args.cpu:.0f} "
               f"| {', '.join(map(str, f))} |")
-    if all(found.values()) and statistics.median(found["nginx"]) > 0:
-        print(f"\nsluice / nginx: {statistics.median(found['sluice']) / statistics.median(found['nginx']):.2f}x viewers")
+    for a, b in (("sluice", "nginx"), ("sluice-dash", "sluice")):
+        if found.get(a) and found.get(b) and statistics.median(found[b]) > 0:
+            print(f"\n{a} / {b}: {statistics.median(found[a]) / statistics.median(found[b]):.2f}x viewers")
     print("\nplayer command: " + trials[0][7] if trials else "")
 
 
@@ -406,6 +449,11 @@ def main():
     ap.add_argument("--start", type=int, default=40, help="with --viewers: first count of the first round")
     ap.add_argument("--step", type=float, default=1.25, help="with --viewers: factor between counts")
     ap.add_argument("--max-viewers", type=int, default=5000)
+    ap.add_argument("--dash", action="store_true",
+                    help="with --viewers: a third row, sluice's DASH of the file's rendition set (--dash-path)")
+    ap.add_argument("--dash-path", default="/film.set/manifest.mpd",
+                    help="with --dash: the path of sluice's MPD for the 1080p file's set")
+    ap.add_argument("--engine", default="epoll", help="with --viewers: sluice's engine (uring uses splice)")
     args = ap.parse_args()
     if args.viewers:
         for tool in ["taskset", "ffmpeg", "nginx"]:

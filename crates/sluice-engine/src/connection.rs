@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sluice_proto::{Clock, Job, JobOutput, Outbox, Session};
 
 use crate::counters::{Event, Shard, Syscall};
-use crate::send::{flush, Flush, Pipe, SendBuffers};
+use crate::send::{flush, Flush, Pipe, SendBuffers, SEND_TURN};
 use crate::SendStrategy;
 
 /// How long a closing connection keeps reading (and discarding) what the client still sends, so
@@ -32,6 +32,9 @@ pub(crate) enum Pump {
     NeedInput,
     /// The socket cannot take more now.
     Blocked,
+    /// The connection used its turn's send budget (`send::SEND_TURN`) with more to send and
+    /// room likely left: serve the other ready connections, then come back without waiting.
+    Yielded,
     /// The response stream is over: close after lingering.
     Finished,
     /// The socket failed or the peer is gone: close now.
@@ -92,16 +95,26 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
 
     /// Sends queued output and offers buffered input, until the connection needs something from
     /// outside: more input, writability, a job run, or closing.
+    ///
+    /// One call is one turn: it writes at most [`SEND_TURN`] bytes, whether of one response or of
+    /// several pipelined ones, and then yields.
     pub fn pump(&mut self, clock: &Clock, strategy: SendStrategy, buffers: &mut SendBuffers<'_>) -> Pump {
+        let mut sent = 0;
         loop {
             if !self.out.is_empty() {
-                match flush(self.stream.as_raw_fd(), &mut self.out, strategy, buffers, &mut self.pipe) {
+                let fd = self.stream.as_raw_fd();
+                // In-memory bytes go out whole, so a turn may pass the budget by those.
+                let left = SEND_TURN.saturating_sub(sent);
+                match flush(fd, &mut self.out, strategy, buffers, &mut self.pipe, left) {
                     Ok((n, done)) => {
+                        sent += n;
                         if n > 0 {
                             self.last_progress = clock.now();
                         }
-                        if done == Flush::Blocked {
-                            return Pump::Blocked;
+                        match done {
+                            Flush::Blocked => return Pump::Blocked,
+                            Flush::Yielded => return Pump::Yielded,
+                            Flush::Drained => {}
                         }
                         if let Some(pipe) = self.pipe.take() {
                             buffers.pipes.put(pipe);

@@ -56,7 +56,8 @@ struct Worker<'a, S: Service> {
     read_buf: Box<[u8]>,
     copy_buf: Box<[u8]>,
     pipes: PipePool,
-    /// Connections that used their read budget with input still waiting; driven next turn.
+    /// Connections that used their read budget with input still waiting, or their send budget
+    /// (`send::SEND_TURN`) with output still queued; driven next turn, after that turn's events.
     ready: Vec<usize>,
     /// Accepting stopped on an error (EMFILE): connections may wait in the backlog with no new
     /// edge coming, so the loop retries when a descriptor is freed and on every sweep.
@@ -168,9 +169,11 @@ impl<'a, S: Service> Worker<'a, S> {
                 libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS as i32, timeout)
             };
             read_clock(&mut self.core.clock);
-            for key in std::mem::take(&mut self.ready) {
-                self.drive(key);
-            }
+            let mut ready = std::mem::take(&mut self.ready);
+            // A connection driven by an event as well as from the queue may have been queued
+            // twice; once is its fair share.
+            ready.sort_unstable();
+            ready.dedup();
             for ev in events.iter().take(n.max(0) as usize) {
                 match ev.u64 {
                     LISTENER => self.accept_all(),
@@ -188,6 +191,11 @@ impl<'a, S: Service> Worker<'a, S> {
                         self.drive(key as usize)
                     }
                 }
+            }
+            // The connections that used a budget last turn go after the ones with fresh events,
+            // so a new request is answered before a large response's next turn.
+            for key in ready {
+                self.drive(key);
             }
             if self.core.sweep_due() {
                 self.pipes.trim();
@@ -269,6 +277,12 @@ impl<'a, S: Service> Worker<'a, S> {
                     Pump::Job(job) => core.run_job(key, conn, job),
                     Pump::Waiting => break true,
                     Pump::Blocked => break true,
+                    // Its socket still has room and no edge will say so: it goes to the back of
+                    // the ready queue, driven after the connections whose events are in.
+                    Pump::Yielded => {
+                        self.ready.push(key);
+                        break true;
+                    }
                     Pump::Failed => break false,
                     Pump::Finished => {
                         break conn.start_linger(&core.clock, core.counters)

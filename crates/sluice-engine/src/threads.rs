@@ -28,7 +28,7 @@ use crate::counters::{Event, Shard, Syscall};
 use crate::listener::accept;
 use crate::pool::JobGate;
 use crate::reclaim::{Ticket, Waiting};
-use crate::send::{flush, PipePool, SendBuffers};
+use crate::send::{flush, PipePool, SendBuffers, SEND_TURN};
 use crate::worker::{ACCEPT_WARNINGS, SWEEP};
 use crate::{
     new_clock, read_clock, EngineConfig, EngineError, Launch, SendStrategy, Service, Shutdown, ThreadsMode,
@@ -189,7 +189,14 @@ impl Engine<'_> {
         let mut pipes = PipePool::default();
         let mut buffers = SendBuffers { copy: &mut [], pipes: &mut pipes, counters };
         let mut pipe = None;
-        let _ = flush(conn.stream.as_raw_fd(), &mut conn.out, SendStrategy::Copy, &mut buffers, &mut pipe);
+        let _ = flush(
+            conn.stream.as_raw_fd(),
+            &mut conn.out,
+            SendStrategy::Copy,
+            &mut buffers,
+            &mut pipe,
+            SEND_TURN,
+        );
         drop(conn);
         self.closed(counters);
     }
@@ -392,6 +399,13 @@ fn serve_connection<S: Session>(
             }
             Pump::Blocked => libc::POLLOUT,
             Pump::NeedInput => libc::POLLIN,
+            // The connection has its own thread: giving the core up is all fairness asks.
+            // It is sending, not waiting on its client: no place to reclaim.
+            Pump::Yielded => {
+                mark_waiting(&mut ticket, None);
+                std::thread::yield_now();
+                continue;
+            }
         };
         // Waiting for input counts from the last response sent, not from the last byte of a head
         // that trickles in; waiting to send counts from the last byte the client took.

@@ -215,6 +215,11 @@ async fn serve<S: Service>(
                 }
                 continue;
             }
+            Ok(Pump::Yielded) => {
+                // Other tasks on this runtime worker go first; the socket still has room.
+                tokio::task::yield_now().await;
+                continue;
+            }
             Ok(Pump::Failed) => return,
             Ok(Pump::Finished) => return linger(&stream, &mut conn, &mut read_buf, &clock, counters).await,
             Ok(Pump::Waiting) => None,

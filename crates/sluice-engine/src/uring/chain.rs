@@ -15,7 +15,7 @@ use sluice_proto::conn::Pending;
 
 use super::{current, token, Worker, COPY_BUFFER, COPY_POOL_MAX, FILE_IN, POLL_OUT, SOCK_OUT};
 use crate::counters::Event;
-use crate::send::{file_after, more_after_front, send_flags, splice_out_flags, MAX_IOVECS};
+use crate::send::{file_after, more_after_front, send_flags, splice_out_flags, MAX_IOVECS, SEND_TURN};
 use crate::{SendStrategy, Service};
 
 /// A copy buffer lent to a connection, with the read bytes not yet sent (`start..end`); they are
@@ -168,7 +168,9 @@ impl<S: Service> Worker<'_, S> {
                     u.inflight += 1;
                     self.push(drain);
                 } else {
-                    let n = (len as usize).min(cap).min(u32::MAX as usize) as u32;
+                    // One chain moves at most a turn's budget: a connection has one chain in
+                    // flight per submission, so every connection gets its turn in each.
+                    let n = (len as usize).min(cap).min(SEND_TURN as usize) as u32;
                     let fill = opcode::Splice::new(types::Fd(file), offset as i64, types::Fd(pipe_w), -1, n)
                         .flags(libc::SPLICE_F_MOVE)
                         .build()

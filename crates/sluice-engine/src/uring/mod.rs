@@ -621,7 +621,7 @@ impl<'a, S: Service> Worker<'a, S> {
             return match u.conn.next_step(&self.core.clock) {
                 None => continue,
                 Some(Pump::Job(job)) => Step::Job(job),
-                Some(Pump::Waiting | Pump::Blocked) => Step::Busy,
+                Some(Pump::Waiting | Pump::Blocked | Pump::Yielded) => Step::Busy,
                 Some(Pump::NeedInput) => Step::NeedInput,
                 Some(Pump::Finished) => Step::Finished,
                 Some(Pump::Failed) => Step::Failed,
