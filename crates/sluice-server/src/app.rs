@@ -29,6 +29,7 @@ use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
 use crate::limits::ClientLimits;
 use crate::metrics::{RequestCounts, RouteKind};
 use crate::page::Offers;
+use crate::protect::{licence, NoKey, Protection};
 use crate::upload::Uploads;
 
 /// How the application is set up, besides its library.
@@ -61,6 +62,8 @@ pub struct App {
     access: Option<Arc<Access>>,
     /// Limits per client address.
     clients: Arc<ClientLimits>,
+    /// Which titles are encrypted (`[[protect]]`).
+    protection: Arc<Protection>,
 }
 
 impl App {
@@ -80,7 +83,19 @@ impl App {
             uploads: None,
             access: None,
             clients: Arc::new(ClientLimits::new(ClientsSection::default())),
+            protection: Arc::new(Protection::default()),
         }
+    }
+
+    /// Encrypts the titles `protection` names and serves their keys.
+    pub fn with_protection(mut self, protection: Arc<Protection>) -> Self {
+        self.protection = protection;
+        self
+    }
+
+    /// The `[[protect]]` entries in force.
+    pub fn protection(&self) -> &Arc<Protection> {
+        &self.protection
     }
 
     /// Guards reads with `access` (`[[access]]`) and applies `clients`' limits per address.
@@ -178,6 +193,9 @@ impl App {
                 .into(),
             };
         }
+        if req.method == Method::Post {
+            return self.licence(req, peer);
+        }
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
@@ -204,11 +222,13 @@ impl App {
         }
         // Checked before the library is asked, so a refusal says nothing of what exists.
         let carry = match self.access.as_ref().map(|access| check_access(access, req, &path, peer)) {
+            // A key is refused with 403 whatever the reason: a player cannot answer a challenge.
+            Some(Err(_)) if self.names_a_key(&path) => return forbidden().into(),
             Some(Err(refused)) => return refused.into(),
             Some(Ok(carry)) => carry,
             None => None,
         };
-        if self.library.as_remote().is_none() {
+        if self.library.as_remote().is_none() && !self.encrypts(&path) {
             // A local library answers on the loop: opens and `moov` reads come from the page
             // cache, as the files themselves do.
             return self
@@ -300,6 +320,23 @@ impl App {
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
+        let protection = match self.protection.title(&format!("/{parent}")) {
+            Some(Ok(title)) => Some(title),
+            Some(Err(NoKey)) if crate::page::is_mp4(parent) => {
+                tracing::warn!(path = parent, "[[protect]]: no key is listed for this title; refused");
+                return Ok(Some(Response::refusal(
+                    Status::SERVICE_UNAVAILABLE,
+                    "no key is configured for this title",
+                )));
+            }
+            _ => None,
+        };
+        if name == licence::AES_KEY && crate::page::is_mp4(parent) {
+            return Ok(Some(match &protection {
+                Some(title) => licence::aes_key(title),
+                None => Response::error(Status::NOT_FOUND),
+            }));
+        }
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
         if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
             let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
@@ -318,8 +355,53 @@ impl App {
             resource,
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            protection,
         };
         crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
+    }
+
+    /// Whether `path` is a media segment of an encrypted title (its answer is computed off the
+    /// loop).
+    fn encrypts(&self, path: &LibraryPath) -> bool {
+        use sluice_media::hls::playlist::Resource;
+        if self.protection.is_empty() {
+            return false;
+        }
+        let Some((parent, name)) = path.relative().rsplit_once('/') else { return false };
+        matches!(Resource::parse(name), Some(Resource::Segment(_) | Resource::TrackSegment(..)))
+            && self.protection.guards(&format!("/{parent}"))
+    }
+
+    /// Whether `path` is a title's ClearKey licence or AES-128 key.
+    fn names_a_key(&self, path: &LibraryPath) -> bool {
+        let Some((parent, name)) = path.relative().rsplit_once('/') else { return false };
+        (name == licence::AES_KEY || name == licence::CLEARKEY)
+            && self.protection.guards(&format!("/{parent}"))
+    }
+
+    /// `POST /<title>.mp4/clearkey`: the title's ClearKey licence, to a request its
+    /// `[[access]]` policy lets read the title (403 otherwise); other POSTs are 405.
+    fn licence(&self, req: &Request<'_>, peer: SocketAddr) -> Reply {
+        let not_allowed = || Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
+        let Some(path) = req.path().and_then(|raw| normalize(raw).ok()) else { return not_allowed().into() };
+        let Some(title) = path.relative().strip_suffix(&format!("/{}", licence::CLEARKEY)) else {
+            return not_allowed().into();
+        };
+        if !crate::page::is_mp4(title) {
+            return not_allowed().into();
+        }
+        if let Some(access) = &self.access {
+            if check_access(access, req, &path, peer).is_err() {
+                return forbidden().into();
+            }
+        }
+        match self.protection.title(&format!("/{title}")) {
+            Some(Ok(title)) => Reply::Body(Box::new(licence::LicenceRequest::new(title))),
+            Some(Err(NoKey)) => {
+                Response::refusal(Status::SERVICE_UNAVAILABLE, "no key is configured for this title").into()
+            }
+            None => Response::error(Status::NOT_FOUND).into(),
+        }
     }
 
     /// A file a local library keeps only gzipped (under its hidden gzip form's name), else 404.
@@ -460,6 +542,11 @@ fn check_access(
             })
         }
     }
+}
+
+/// A refusal that says nothing more (and is not kept by caches).
+fn forbidden() -> Response {
+    Response::error(Status::FORBIDDEN).with_header("Cache-Control", "no-store")
 }
 
 /// Whether a path names an HLS playlist or a DASH manifest (whose text lists other URLs).

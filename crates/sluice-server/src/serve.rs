@@ -38,6 +38,9 @@ pub enum ServeError {
     /// An `[[access]]` policy's keys cannot be used.
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
+    /// A `[[protect]]` entry's keys cannot be used.
+    #[error(transparent)]
+    Protect(#[from] crate::protect::ProtectError),
     /// The library directory cannot be opened.
     #[error("cannot open library {path}: {source}")]
     Library {
@@ -117,7 +120,7 @@ impl ServeError {
             ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
             ServeError::RemoteLibrary { .. } | ServeError::CacheDirInUse(_) => 2,
             ServeError::Uploads(_) | ServeError::Store { .. } | ServeError::SameAddress { .. } => 2,
-            ServeError::Access(_) => 2,
+            ServeError::Access(_) | ServeError::Protect(_) => 2,
             ServeError::Tls(_) => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
@@ -291,6 +294,7 @@ impl Server {
         let library = Arc::new(library);
         let access = crate::access::Access::load(&config.access)?;
         let access = (!access.is_open()).then(|| Arc::new(access));
+        let protection = Arc::new(crate::protect::Protection::load(&config.protect)?);
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)
@@ -342,7 +346,8 @@ impl Server {
         let app = Arc::new(
             App::new(library, settings, Arc::clone(&counters))
                 .with_uploads(uploads)
-                .with_access(access, clients),
+                .with_access(access, clients)
+                .with_protection(protection),
         );
         Ok(Server {
             app,
@@ -361,6 +366,11 @@ impl Server {
     /// The admin listener's address, if it is on.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(Listeners::local_addr)
+    }
+
+    /// The `[[protect]]` entries in force (for reloading their keys).
+    pub fn protection(&self) -> Arc<crate::protect::Protection> {
+        Arc::clone(self.app.protection())
     }
 
     /// The certificate HTTPS presents, when it is on (for reloading it).
