@@ -287,6 +287,15 @@ impl App {
         match self.library.lookup(path, may_block)? {
             // "/file.mp4/" names a directory that is not there.
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
+            // An encrypted title's file would be its clear copy.
+            Found::File(_)
+                if crate::page::is_mp4(path.relative()) && self.protection.guards(&full_path(path)) =>
+            {
+                Ok(Response::refusal(
+                    Status::FORBIDDEN,
+                    "this title is served encrypted, over HLS and DASH only",
+                ))
+            }
             Found::File(version) => {
                 let content_type = content_type_for(path.relative());
                 self.file_response(req, &version, content_type, self.settings.max_ranges, may_block)
@@ -542,6 +551,11 @@ fn check_access(
             })
         }
     }
+}
+
+/// `/` and the decoded path of `path`, as `[[protect]]` prefixes name it.
+fn full_path(path: &LibraryPath) -> String {
+    format!("/{}", path.relative())
 }
 
 /// A refusal that says nothing more (and is not kept by caches).

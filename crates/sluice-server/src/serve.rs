@@ -301,10 +301,13 @@ impl Server {
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
-                media: Arc::new(match &access {
-                    Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
-                    None => RtspMedia::new(Arc::clone(&library)),
-                }),
+                media: Arc::new(
+                    match &access {
+                        Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
+                        None => RtspMedia::new(Arc::clone(&library)),
+                    }
+                    .with_protection(Arc::clone(&protection)),
+                ),
             }),
             false => None,
         };
@@ -397,8 +400,11 @@ impl Server {
         let check = self.rtsp_addr().is_some() && self.app.library().as_remote().is_none();
         let files = self.app.library().files(1000);
         let mut mp4s = files.into_iter().filter(|(p, ..)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
-        let (path, ..) =
-            mp4s.find(|(p, ..)| !check || self.app.offers(p.trim_start_matches('/'), None).rtsp)?;
+        // RTSP does not serve encrypted titles.
+        let rtsp_ok = |p: &str| self.rtsp_addr().is_none() || !self.app.protection().guards(p);
+        let (path, ..) = mp4s.find(|(p, ..)| {
+            rtsp_ok(p) && (!check || self.app.offers(p.trim_start_matches('/'), None).rtsp)
+        })?;
         let path: String = path
             .split('/')
             .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())
