@@ -2,7 +2,8 @@
 //! committed corpus (`fuzz/corpus/mp4_demux/`), so `cargo fuzz` and `cargo test` run the same
 //! check. `rtsp_session` drives the RTSP connection and session table the same way; `hls_package`
 //! packages arbitrary bytes as HLS, and [`SegmentWalk`] is the check of segments as a client received
-//! them that the unit and integration tests share.
+//! them that the unit and integration tests share; `subsample_map` checks the subsample maps
+//! of Common Encryption against arbitrary NAL layouts.
 
 use crate::mp4::{Mp4File, TrackKind};
 use crate::sdp::{session_description, to_bytes, SdpOptions};
@@ -340,6 +341,53 @@ pub fn rtsp_session(data: &[u8]) {
     }
 }
 
+/// The subsample map of arbitrary bytes read as an H.264 sample (the first byte picks the NAL
+/// length size: 1, 2 or 4) covers the sample exactly, protects whole 16-byte blocks only and
+/// never a NAL unit's length, its first [`CLEAR_LEAD`](crate::protect::subsample::CLEAR_LEAD)
+/// bytes or a non-slice NAL unit; `cenc` and `cbcs` encryption under it change no clear byte.
+pub fn subsample_map(data: &[u8]) {
+    use crate::protect::cipher::{cbcs_sample, cenc_sample};
+    use crate::protect::subsample::{subsamples, CLEAR_LEAD};
+    let Some((&selector, sample)) = data.split_first() else { return };
+    let length_size = [1u8, 2, 4][usize::from(selector % 3)];
+    let map = subsamples(sample, length_size);
+    let mut protected = vec![false; sample.len()];
+    let mut pos = 0usize;
+    for s in &map {
+        assert_eq!(s.protected % 16, 0, "whole blocks only");
+        pos += usize::from(s.clear);
+        let end = pos + s.protected as usize;
+        assert!(end <= sample.len(), "the map runs past the sample");
+        protected[pos..end].iter_mut().for_each(|p| *p = true);
+        pos = end;
+    }
+    assert_eq!(pos, sample.len(), "the map covers the sample exactly");
+    // Walk the NAL units again: the protected bytes of each lie past its lead, inside a slice.
+    let n = usize::from(length_size);
+    let mut at = 0usize;
+    while let Some(length) = sample.get(at..at + n) {
+        let len = length.iter().fold(0usize, |v, b| (v << 8) | usize::from(*b));
+        let Some(end) = (at + n).checked_add(len).filter(|&e| e <= sample.len()) else { break };
+        let slice = len > 0 && (1..=5).contains(&(sample[at + n] & 0x1f));
+        let lead = if slice { at + n + len.min(CLEAR_LEAD) } else { end };
+        assert!(protected[at..lead].iter().all(|p| !p), "a length, a header or a non-slice NAL is protected");
+        at = end;
+    }
+    assert!(protected[at..].iter().all(|p| !p), "bytes that are no NAL unit stay clear");
+    for cbcs in [false, true] {
+        let mut encrypted = sample.to_vec();
+        match cbcs {
+            false => cenc_sample(&[7; 16], &[1; 8], &mut encrypted, Some(&map)),
+            true => cbcs_sample(&[7; 16], &[2; 16], &mut encrypted, Some(&map), (1, 9)),
+        }
+        for (i, clear) in protected.iter().enumerate() {
+            if !clear {
+                assert_eq!(encrypted[i], sample[i], "clear byte {i} changed");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,6 +409,16 @@ mod tests {
             hls_package(&TINY_MP4[..cut]);
         }
         hls_package(TINY_MP4);
+    }
+
+    /// The subsample property over the demo's video samples, whole and cut anywhere.
+    #[test]
+    fn subsample_maps_of_real_and_cut_samples_hold() {
+        let seed = include_bytes!("../../../fuzz/corpus/subsample_map/demo-keyframe");
+        for cut in 0..=seed.len().min(2048) {
+            subsample_map(&seed[..cut]);
+        }
+        subsample_map(seed);
     }
 
     /// The WebVTT property over every prefix of the seed (a file cut at every byte) and over it

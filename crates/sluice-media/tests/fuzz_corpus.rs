@@ -1,5 +1,6 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
-//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`)
+//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`,
+//! `fuzz/corpus/subsample_map/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
@@ -31,4 +32,9 @@ fn hls_package_corpus() {
 #[test]
 fn webvtt_segment_corpus() {
     replay("webvtt_segment", sluice_media::fuzzing::webvtt_segment);
+}
+
+#[test]
+fn subsample_map_corpus() {
+    replay("subsample_map", sluice_media::fuzzing::subsample_map);
 }
