@@ -122,11 +122,14 @@ impl TitleProtection {
     }
 }
 
+/// A keys file's entries: path or prefix, then the KID and the key.
+type KeyEntries = Vec<(String, ([u8; 16], [u8; 16]))>;
+
 /// Where a prefix's keys come from.
 enum Keys {
     /// `path-or-prefix` entries, longest first (a title's path ends with `/` here, so it only
     /// matches itself).
-    Listed(Vec<(String, ([u8; 16], [u8; 16]))>),
+    Listed(KeyEntries),
     /// The master key the titles' keys are derived from.
     Derived(Vec<u8>),
 }
@@ -256,7 +259,7 @@ fn load_rules(policies: &[ProtectPolicy]) -> Result<Vec<(String, Rule)>, Protect
 }
 
 /// The entries of a keys file, longest first; an error names the line, never its key.
-fn parse_keys(text: &str) -> Result<Vec<(String, ([u8; 16], [u8; 16]))>, String> {
+fn parse_keys(text: &str) -> Result<KeyEntries, String> {
     let mut entries = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -296,7 +299,7 @@ fn parse_pssh(entry: &str) -> Result<SystemData, String> {
 
 /// The bytes of an even-length hex string.
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 || !text.is_ascii() {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
         return None;
     }
     (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok()).collect()
