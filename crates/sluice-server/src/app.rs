@@ -206,6 +206,9 @@ impl App {
         if raw_path == crate::page::DASH_JS_PATH {
             return crate::hls::dash_player_script(req).into();
         }
+        if raw_path == crate::page::DASH_PROTECTION_JS_PATH {
+            return crate::hls::dash_protection_script(req).into();
+        }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
                 return reply;
@@ -462,7 +465,7 @@ impl App {
         // page that needs an index (or an object's version) is made again by a job.
         let may_index = Cell::new(crate::hls::INDEXED_PER_PAGE);
         let needs_job = Cell::new(false);
-        let describe = |name: &str| -> Offers {
+        let describe_file = |name: &str| -> Offers {
             let relative = join(name);
             if let Some(known) = tags.get(name).and_then(|tag| self.library.known(&relative, tag)) {
                 return known.offers();
@@ -493,6 +496,15 @@ impl App {
                     Offers::default()
                 }
             }
+        };
+        // What the page offers of an encrypted title: its scheme, and no RTSP (clear RTP).
+        let describe = |name: &str| -> Offers {
+            let mut offers = describe_file(name);
+            if let Some(Ok(title)) = self.protection.title(&format!("/{}", join(name))) {
+                offers.protection = Some(title.scheme.name());
+                offers.rtsp = false;
+            }
+            offers
         };
         // Rendition sets are offered only once found whole and lined up.
         let sets = match crate::renditions::working_sets(&self.library, dir.relative(), &entries, may_block) {

@@ -143,7 +143,7 @@ impl Described {
 
     /// What the page and `/streams` may offer of it.
     pub fn offers(&self) -> Offers {
-        Offers { video: self.video_info(), rtsp: self.rtsp }
+        Offers { video: self.video_info(), rtsp: self.rtsp, protection: None }
     }
 
     /// Bytes it holds on the heap, with its own size.
@@ -241,6 +241,8 @@ pub struct Offers {
     pub video: Option<VideoInfo>,
     /// Whether RTSP can stream it.
     pub rtsp: bool,
+    /// Its `[[protect]]` scheme (`cenc`, `cbcs`, `aes-128`) when it is encrypted.
+    pub protection: Option<&'static str>,
 }
 
 /// The entries, and the keys being loaded.

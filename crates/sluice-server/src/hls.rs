@@ -31,7 +31,7 @@ use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
 
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::{DASH_JS, DASH_JS_VERSION, HLS_JS, HLS_JS_VERSION, SEGMENT};
+use crate::page::{DASH_JS, DASH_JS_VERSION, DASH_PROTECTION_JS, HLS_JS, HLS_JS_VERSION, SEGMENT};
 use crate::protect::packaged as protected;
 use crate::renditions::{find_set, read_text, subtitles_of_file, SetError, Sidecar};
 use sluice_media::hls::webvtt::WebVtt;
@@ -404,6 +404,11 @@ pub fn player_script(req: &Request<'_>) -> Response {
 /// The vendored dash.js the library page loads when DASH is chosen, served like hls.js.
 pub fn dash_player_script(req: &Request<'_>) -> Response {
     vendored_script(req, DASH_JS, "dash.js", DASH_JS_VERSION)
+}
+
+/// dash.js's EME module, served like dash.js, which the page loads for encrypted titles.
+pub fn dash_protection_script(req: &Request<'_>) -> Response {
+    vendored_script(req, DASH_PROTECTION_JS, "dash.protection.js", DASH_JS_VERSION)
 }
 
 fn vendored_script(req: &Request<'_>, script: &'static [u8], name: &str, version: &str) -> Response {

@@ -82,11 +82,12 @@ pub fn content_protection(title: &TitleKey, licence_url: &str) -> String {
         title.scheme.name(),
         uuid(&title.kid)
     );
+    // No `cenc:pssh` here: dash.js asks a ClearKey CDM with `keyids` init data, which it makes
+    // from the default KID unless a pssh is given (and a pssh is no `keyids`).
     out.push_str(&format!(
-        "   <ContentProtection schemeIdUri=\"urn:uuid:{}\" value=\"ClearKey1.0\">\n    <dashif:Laurl>{}</dashif:Laurl>\n    <cenc:pssh>{}</cenc:pssh>\n   </ContentProtection>\n",
+        "   <ContentProtection schemeIdUri=\"urn:uuid:{}\" value=\"ClearKey1.0\">\n    <dashif:Laurl>{}</dashif:Laurl>\n   </ContentProtection>\n",
         uuid(&CLEARKEY_SYSTEM_ID),
         escape(licence_url),
-        b64(&boxes[0])
     ));
     out.push_str(&format!(
         "   <ContentProtection schemeIdUri=\"urn:uuid:{}\">\n    <cenc:pssh>{}</cenc:pssh>\n   </ContentProtection>\n",
