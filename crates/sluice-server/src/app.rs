@@ -193,7 +193,7 @@ impl App {
                 .into(),
             };
         }
-        if req.method == Method::Post {
+        if matches!(req.method, Method::Post | Method::Options) {
             return self.licence(req, peer);
         }
         if !matches!(req.method, Method::Get | Method::Head) {
@@ -392,7 +392,9 @@ impl App {
     }
 
     /// `POST /<title>.mp4/clearkey`: the title's ClearKey licence, to a request its
-    /// `[[access]]` policy lets read the title (403 otherwise); other POSTs are 405.
+    /// `[[access]]` policy lets read the title (403 otherwise); `OPTIONS` on it is the CORS
+    /// preflight of a player on another origin (which carries no credentials); other POSTs and
+    /// OPTIONS are 405.
     fn licence(&self, req: &Request<'_>, peer: SocketAddr) -> Reply {
         let not_allowed = || Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
         let Some(path) = req.path().and_then(|raw| normalize(raw).ok()) else { return not_allowed().into() };
@@ -401,6 +403,14 @@ impl App {
         };
         if !crate::page::is_mp4(title) {
             return not_allowed().into();
+        }
+        if req.method == Method::Options {
+            return Response::error(Status::NO_CONTENT)
+                .with_header("Access-Control-Allow-Origin", "*")
+                .with_header("Access-Control-Allow-Methods", "POST")
+                .with_header("Access-Control-Allow-Headers", "Content-Type")
+                .with_header("Access-Control-Max-Age", "600")
+                .into();
         }
         if let Some(access) = &self.access {
             if check_access(access, req, &path, peer).is_err() {

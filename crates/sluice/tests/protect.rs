@@ -279,6 +279,18 @@ fn keys_go_to_viewers_the_access_policy_lets_in(engine: &[&str]) {
         assert_eq!(refused.status, 403, "{target}");
         assert!(refused.body.len() != 16);
     }
+    // A player on another origin may ask: the preflight says so, with no key.
+    let preflight = fetch(
+        addr,
+        request(
+            "OPTIONS",
+            "/locked/demo.mp4/clearkey",
+            &[("Origin", "http://elsewhere"), ("Access-Control-Request-Method", "POST")],
+        ),
+    );
+    assert_eq!(preflight.status, 204, "{}", preflight.head_text());
+    assert_eq!(preflight.header("access-control-allow-methods"), Some("POST"));
+    assert!(preflight.body.is_empty());
     // The clear copies are not served: the file, and RTSP.
     assert_eq!(fetch_get(addr, "/films/demo.mp4", &[]).status, 403);
     let mut rtsp = common::rtsp::RtspConn::open(server.rtsp_addr());
