@@ -30,7 +30,8 @@ pub fn mp4_demux(data: &[u8]) {
 }
 
 /// Packaging arbitrary bytes as HLS never panics; when the file indexes, the playlists and the
-/// DASH manifest are written, every per-track init segment decodes, the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
+/// DASH manifest are written, every per-track init segment decodes (and so does it protected,
+/// and its first segments encrypted, `saio` pointing at the `senc` entries), the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
 /// decodes as a `moof` whose `trun`s point inside its `mdat`, with every file range inside the
 /// input and the segment's length what its parts add up to.
 pub fn hls_package(data: &[u8]) {
@@ -50,10 +51,46 @@ pub fn hls_package(data: &[u8]) {
         mp4_atom::Ftyp::decode(&mut buf).expect("our ftyp decodes");
         let moov = mp4_atom::Moov::decode(&mut buf).expect("our moov decodes");
         assert_eq!(moov.trak.len(), 1);
+        let title = crate::protect::TitleKey {
+            scheme: if which == crate::hls::Packaged::Video {
+                crate::protect::Scheme::Cbcs
+            } else {
+                crate::protect::Scheme::Cenc
+            },
+            kid: [1; 16],
+            key: [2; 16],
+            systems: Vec::new(),
+        };
+        let protected = crate::protect::protect_init(&init, &title).expect("our init segment protects");
+        let mut buf = protected.as_slice();
+        mp4_atom::Ftyp::decode(&mut buf).expect("a protected ftyp decodes");
+        let nal_length_size =
+            index.tracks(&file).find(|(_, w)| *w == which).and_then(|(t, _)| match &t.kind {
+                TrackKind::H264(h) => Some(h.nal_length_size),
+                _ => None,
+            });
+        let crypt = crate::protect::TrackCrypt { track_id: 1, nal_length_size, iv_tag: 1 };
         for n in 0..index.segments().min(8) {
             let Ok(plan) = crate::hls::track_media_segment(&file, &index, which, n) else { continue };
             let moof = mp4_atom::Moof::decode(&mut plan.header.as_slice()).expect("our moof decodes");
             assert!(moof.traf.len() <= 1);
+            // Encrypted, the segment keeps its length and decodes, its senc where saio says.
+            let payload: Vec<u8> = plan
+                .ranges
+                .iter()
+                .flat_map(|r| data[r.start as usize..r.end as usize].iter().copied())
+                .collect();
+            let Ok(segment) = crate::protect::protect_segment(&plan.header, &payload, &title, &[crypt])
+            else {
+                continue;
+            };
+            let moof = mp4_atom::Moof::decode(&mut segment.as_slice()).expect("a protected moof decodes");
+            for traf in &moof.traf {
+                if let (Some(senc), Some(saio)) = (&traf.senc, traf.saio.first()) {
+                    let at = saio.offsets[0] as usize;
+                    assert_eq!(segment[at - 4..at], senc.data[..4], "saio points past the senc sample count");
+                }
+            }
         }
     }
     let Ok(init) = init_segment(&file, &index) else { return };
