@@ -353,6 +353,12 @@ impl App {
         if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
             let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
             if !title.is_empty() {
+                // Each rendition of an encrypted title has its own key and KID, which a set's
+                // manifests do not signal yet: refused rather than left to fail in the player.
+                if self.protection.guards(&format!("/{parent}")) {
+                    let why = "rendition sets of encrypted titles are not packaged; play each rendition";
+                    return Ok(Some(Response::refusal(Status::CONFLICT, why)));
+                }
                 let set = crate::hls::SetRequest { dir, title, resource };
                 return crate::hls::respond_set(req, &self.library, &set, may_block).map(Some);
             }
@@ -518,7 +524,13 @@ impl App {
         };
         // Rendition sets are offered only once found whole and lined up.
         let sets = match crate::renditions::working_sets(&self.library, dir.relative(), &entries, may_block) {
-            Ok(sets) => sets,
+            // Not for encrypted titles (see `App::hls`).
+            Ok(sets) => {
+                let set_path = |s: &crate::page::SetOffer| {
+                    format!("/{}{}", join(&s.title), crate::renditions::SET_SUFFIX)
+                };
+                sets.into_iter().filter(|s| !self.protection.guards(&set_path(s))).collect()
+            }
             Err(LibraryError::WouldBlock) => {
                 needs_job.set(true);
                 Vec::new()
