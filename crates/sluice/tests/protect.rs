@@ -168,6 +168,13 @@ fn cenc_decrypts_over_dash_and_hls(engine: &[&str]) {
     assert!(wrong.is_err(), "the wrong key decodes nothing: {wrong:?}");
     // The same segments again: the same bytes (deterministic IVs), so caches and ranges hold.
     assert_eq!(hls_video(addr, "/films/demo.mp4").1, hls);
+    let whole = fetch_get(addr, "/films/demo.mp4/video-seg-1.m4s", &[]);
+    let tag = whole.header("etag").unwrap().to_string();
+    let part = fetch_get(addr, "/films/demo.mp4/video-seg-1.m4s", &[("Range", "bytes=100-1099")]);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.body, whole.body[100..1100]);
+    let again = fetch_get(addr, "/films/demo.mp4/video-seg-1.m4s", &[("If-None-Match", &tag)]);
+    assert_eq!(again.status, 304);
 }
 
 fn cbcs_decrypts_with_the_licence_services_key(engine: &[&str]) {
