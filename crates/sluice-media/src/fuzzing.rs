@@ -69,7 +69,12 @@ pub fn hls_package(data: &[u8]) {
                 TrackKind::H264(h) => Some(h.nal_length_size),
                 _ => None,
             });
-        let crypt = crate::protect::TrackCrypt { track_id: 1, nal_length_size, iv_tag: 1 };
+        let slices = index.tracks(&file).find_map(|(t, _)| match &t.kind {
+            TrackKind::H264(h) => Some(crate::protect::slice::SliceHeaders::new(&h.sps, &h.pps)),
+            _ => None,
+        });
+        let crypt =
+            crate::protect::TrackCrypt { track_id: 1, nal_length_size, slices: slices.as_ref(), iv_tag: 1 };
         for n in 0..index.segments().min(8) {
             let Ok(plan) = crate::hls::track_media_segment(&file, &index, which, n) else { continue };
             let moof = mp4_atom::Moof::decode(&mut plan.header.as_slice()).expect("our moof decodes");
@@ -380,14 +385,16 @@ pub fn rtsp_session(data: &[u8]) {
 
 /// The subsample map of arbitrary bytes read as an H.264 sample (the first byte picks the NAL
 /// length size: 1, 2 or 4) covers the sample exactly, protects whole 16-byte blocks only and
-/// never a NAL unit's length, its first [`CLEAR_LEAD`](crate::protect::subsample::CLEAR_LEAD)
-/// bytes or a non-slice NAL unit; `cenc` and `cbcs` encryption under it change no clear byte.
+/// never a NAL unit's length, its slice header, its first
+/// [`CLEAR_LEAD`](crate::protect::subsample::CLEAR_LEAD) bytes or a non-slice NAL unit; `cenc` and `cbcs` encryption under it change no clear byte.
 pub fn subsample_map(data: &[u8]) {
     use crate::protect::cipher::{cbcs_sample, cenc_sample};
     use crate::protect::subsample::{subsamples, CLEAR_LEAD};
     let Some((&selector, sample)) = data.split_first() else { return };
     let length_size = [1u8, 2, 4][usize::from(selector % 3)];
-    let map = subsamples(sample, length_size);
+    // The sample's own bytes as parameter sets too: reading them must not panic either.
+    let slices = crate::protect::slice::SliceHeaders::new(&[sample.to_vec()], &[sample.to_vec()]);
+    let map = subsamples(sample, length_size, Some(&slices));
     let mut protected = vec![false; sample.len()];
     let mut pos = 0usize;
     for s in &map {
@@ -406,7 +413,8 @@ pub fn subsample_map(data: &[u8]) {
         let len = length.iter().fold(0usize, |v, b| (v << 8) | usize::from(*b));
         let Some(end) = (at + n).checked_add(len).filter(|&e| e <= sample.len()) else { break };
         let slice = len > 0 && (1..=5).contains(&(sample[at + n] & 0x1f));
-        let lead = if slice { at + n + len.min(CLEAR_LEAD) } else { end };
+        let header = slices.header_len(&sample[at + n..end]).unwrap_or(0);
+        let lead = if slice { at + n + len.min(CLEAR_LEAD.max(header)) } else { end };
         assert!(protected[at..lead].iter().all(|p| !p), "a length, a header or a non-slice NAL is protected");
         at = end;
     }

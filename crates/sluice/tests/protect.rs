@@ -406,3 +406,56 @@ fn chromium_plays_protected_titles_with_clearkey() {
     }
     eprintln!("{}", results.join("\n"));
 }
+
+/// Where the demo's slice headers end, as sluice reads them to keep them clear, is where ffmpeg's
+/// `trace_headers` says, for every slice (the byte holding a header's last bit).
+#[test]
+fn slice_headers_end_where_ffmpeg_reads_them() {
+    use sluice_media::protect::slice::SliceHeaders;
+    let data = std::fs::read(DEMO).unwrap();
+    let file = sluice_media::Mp4File::from_bytes(&data).unwrap();
+    let track = file.tracks.iter().find(|t| matches!(t.kind, sluice_media::TrackKind::H264(_))).unwrap();
+    let sluice_media::TrackKind::H264(h264) = &track.kind else { unreachable!() };
+    let slices = SliceHeaders::new(&h264.sps, &h264.pps);
+    let mut ours = Vec::new();
+    for sample in &track.samples {
+        let bytes = &data[sample.range().start as usize..sample.range().end as usize];
+        let mut at = 0;
+        while at + 4 <= bytes.len() {
+            let len = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            let nal = &bytes[at + 4..at + 4 + len];
+            if (1..=5).contains(&(nal[0] & 0x1f)) {
+                ours.push(slices.header_len(nal).expect("the demo's slice headers read"));
+            }
+            at += 4 + len;
+        }
+    }
+    let mut ffmpeg = Command::new("ffmpeg");
+    ffmpeg.args(["-v", "trace", "-threads", "1", "-i", DEMO, "-map", "0:v", "-c", "copy"]);
+    ffmpeg.args(["-bsf:v", "trace_headers", "-f", "null", "-"]);
+    let (status, _, err) = run_bounded(&mut ffmpeg, Duration::from_secs(60));
+    assert!(status.success());
+    let text = String::from_utf8_lossy(&err);
+    let mut theirs = Vec::new();
+    let mut end: Option<usize> = None;
+    for line in text.lines() {
+        let Some(trace) = line.split("] ").nth(1) else { continue };
+        if trace.starts_with("Slice Header") {
+            theirs.extend(end.take());
+            end = Some(0);
+            continue;
+        }
+        let fields: Vec<&str> = trace.split_whitespace().collect();
+        match (end.as_mut(), fields.as_slice()) {
+            (Some(end), [pos, _name, bits, "=", _value]) if pos.parse::<usize>().is_ok() => {
+                *end = pos.parse::<usize>().unwrap() + bits.len();
+            }
+            (Some(_), _) if !trace.starts_with(char::is_numeric) => theirs.extend(end.take()),
+            _ => {}
+        }
+    }
+    theirs.extend(end.take());
+    let theirs: Vec<usize> = theirs.iter().map(|bits| bits.div_ceil(8)).collect();
+    assert_eq!(ours.len(), 180, "one slice a frame in the demo");
+    assert_eq!(ours, theirs);
+}

@@ -15,17 +15,21 @@
 use mp4_atom::{Decode, Encode, Moof, Saio, Saiz, Senc, SencBoxVersion, Trun, TrunSamples};
 
 use super::cipher::{cbcs_sample, cenc_sample};
+use super::slice::SliceHeaders;
 use super::subsample::subsamples;
 use super::{ProtectError, Scheme, TitleKey, COMMON_SYSTEM_ID};
 
 /// A track of a segment to encrypt: its fMP4 track id and what its samples are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TrackCrypt {
+#[derive(Debug, Clone, Copy)]
+pub struct TrackCrypt<'a> {
     /// The `tfhd` track id.
     pub track_id: u32,
     /// H.264 with NAL lengths of this many bytes (encrypted by subsample), or `None` for audio
     /// (encrypted whole).
     pub nal_length_size: Option<u8>,
+    /// Its parameter sets, to keep whole slice headers clear (else the first 32 bytes of each
+    /// slice are).
+    pub slices: Option<&'a SliceHeaders>,
     /// The first byte of every `cenc` IV of the track: its kind (1 video, 2 audio), so two tracks
     /// under one key never share an IV, in the muxed and the per-track segments alike.
     pub iv_tag: u8,
@@ -176,7 +180,7 @@ pub fn protect_segment(
     header: &[u8],
     payload: &[u8],
     title: &TitleKey,
-    tracks: &[TrackCrypt],
+    tracks: &[TrackCrypt<'_>],
 ) -> Result<Vec<u8>, ProtectError> {
     let mut rest = header;
     let mut moof = Moof::decode(&mut rest)?;
@@ -272,13 +276,13 @@ pub fn protect_segment(
 /// Encrypts one sample of `track` and appends its `senc` entry (IV, subsamples) to `entries`.
 fn encrypt_sample(
     title: &TitleKey,
-    track: &TrackCrypt,
+    track: &TrackCrypt<'_>,
     sequence: u32,
     index: u32,
     sample: &mut [u8],
     entries: &mut Vec<u8>,
 ) {
-    let map = track.nal_length_size.map(|n| subsamples(sample, n));
+    let map = track.nal_length_size.map(|n| subsamples(sample, n, track.slices));
     match title.scheme {
         Scheme::Cenc => {
             let mut iv = [0u8; 8];

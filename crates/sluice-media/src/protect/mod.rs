@@ -20,6 +20,7 @@
 pub mod boxes;
 pub mod cipher;
 pub mod manifest;
+pub mod slice;
 pub mod subsample;
 
 pub use boxes::{protect_init, protect_segment, TrackCrypt};

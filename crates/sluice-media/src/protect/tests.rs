@@ -119,7 +119,7 @@ fn cenc_segments_have_senc_saiz_saio_pointing_right_and_decrypt_to_the_file() {
             TrackKind::H264(h) => Some(h.nal_length_size),
             _ => None,
         };
-        let crypt = TrackCrypt { track_id: 1, nal_length_size, iv_tag: which as u8 + 1 };
+        let crypt = TrackCrypt { track_id: 1, nal_length_size, slices: None, iv_tag: which as u8 + 1 };
         for n in 0..index.segments() {
             let plan = track_media_segment(&file, &index, which, n).unwrap();
             let clear: Vec<u8> =
@@ -187,7 +187,7 @@ fn cbcs_audio_has_no_per_sample_information_and_video_has_subsamples_only() {
             TrackKind::H264(h) => Some(h.nal_length_size),
             _ => None,
         };
-        let crypt = TrackCrypt { track_id: 1, nal_length_size, iv_tag: which as u8 + 1 };
+        let crypt = TrackCrypt { track_id: 1, nal_length_size, slices: None, iv_tag: which as u8 + 1 };
         let plan = track_media_segment(&file, &index, which, 0).unwrap();
         let payload: Vec<u8> =
             plan.ranges.iter().flat_map(|r| data[r.start as usize..r.end as usize].to_vec()).collect();

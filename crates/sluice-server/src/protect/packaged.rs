@@ -12,6 +12,7 @@
 use percent_encoding::utf8_percent_encode;
 use sluice_media::hls::{Packaged, SegmentIndex, SegmentPlan};
 use sluice_media::mp4::{Mp4File, TrackKind};
+use sluice_media::protect::slice::SliceHeaders;
 use sluice_media::protect::{cipher, manifest, protect_init, protect_segment, TrackCrypt};
 
 use super::licence::{AES_KEY, CLEARKEY};
@@ -91,12 +92,14 @@ pub fn segment(
     }
     match (only, title.scheme.cenc()) {
         (Some(which), Some(_)) => {
-            let nal_length_size =
-                index.tracks(tables).find(|(_, w)| *w == which).and_then(|(t, _)| match &t.kind {
-                    TrackKind::H264(h) => Some(h.nal_length_size),
-                    _ => None,
-                });
-            let track = TrackCrypt { track_id: 1, nal_length_size, iv_tag: which as u8 + 1 };
+            let h264 = index.tracks(tables).find(|(_, w)| *w == which).and_then(|(t, _)| match &t.kind {
+                TrackKind::H264(h) => Some(h),
+                _ => None,
+            });
+            let slices = h264.map(|h| SliceHeaders::new(&h.sps, &h.pps));
+            let nal_length_size = h264.map(|h| h.nal_length_size);
+            let track =
+                TrackCrypt { track_id: 1, nal_length_size, slices: slices.as_ref(), iv_tag: which as u8 + 1 };
             Ok(protect_segment(&plan.header, &payload, &title.key, &[track]).map_err(|e| e.to_string()))
         }
         _ => {
