@@ -338,17 +338,19 @@ engine_matrix!(
     sighup_brings_the_new_key_and_new_entity_tags,
 );
 
-/// Sets the page's player (`via`), presses Play on the first video and waits (at most 30 s) for
-/// its end; what the video element says then, or the error.
-const PLAY_PROTECTED: &str = r#"(async (via) => {
+/// Sets the page's player (`via`), presses Play on the first video (with another licence URL
+/// when `licence` is given) and waits (at most `ms`) for its end; what the video element says
+/// then, or the error.
+const PLAY_PROTECTED: &str = r#"(async (via, ms, licence) => {
   const v = document.getElementById('player');
   document.getElementById('via').value = via;
   const ended = new Promise((res, rej) => {
-    const t = setTimeout(() => rej(new Error('no end by 30 s, at ' + v.currentTime)), 30000);
+    const t = setTimeout(() => rej(new Error('no end by ' + ms + ' ms, at ' + v.currentTime)), ms);
     v.addEventListener('ended', () => { clearTimeout(t); res(); }, { once: true });
     v.addEventListener('error', () => { clearTimeout(t); rej(new Error('media error ' + (v.error && v.error.code))); }, { once: true });
   });
   const b = document.querySelector('button.play[data-hls]');
+  if (licence) b.dataset.licence = licence;
   b.click();
   const errors = [];
   let eme = null;
@@ -368,7 +370,7 @@ const PLAY_PROTECTED: &str = r#"(async (via) => {
 
 /// Chromium plays the `cenc` and `cbcs` titles to the end through dash.js and hls.js with
 /// ClearKey (EME: the keys come from the licence service) and the AES-128 title through hls.js;
-/// the page says which scheme each uses. One engine: the players do not depend on it, and the
+/// the page says which scheme each uses; without a key (the licence refused) nothing plays. One engine: the players do not depend on it, and the
 /// bytes are proven on every engine by ffmpeg above.
 #[test]
 fn chromium_plays_protected_titles_with_clearkey() {
@@ -390,7 +392,7 @@ fn chromium_plays_protected_titles_with_clearkey() {
                 == serde_json::json!(true)));
             let shown = browser.eval("document.querySelector('li .meta').textContent");
             assert!(shown.as_str().unwrap().contains(&format!("encrypted ({scheme})")), "{shown}");
-            let r = browser.eval(&format!("{PLAY_PROTECTED}('{via}')"));
+            let r = browser.eval(&format!("{PLAY_PROTECTED}('{via}', 30000, null)"));
             results.push(format!("{scheme} {via}: {r}"));
             assert!(r["failed"].is_null(), "{scheme} over {via}: {r}");
             assert_eq!(r["via"], serde_json::json!(via), "{r}");
@@ -404,6 +406,17 @@ fn chromium_plays_protected_titles_with_clearkey() {
             }
         }
     }
+    // A viewer whose credentials do not cover the licence (here: `/locked/`'s, asked without a
+    // signature) gets no key, 403, and plays nothing.
+    browser.call("Page.navigate", serde_json::json!({ "url": format!("http://{}/films/", server.addr()) }));
+    assert!(poll_until(IO_TIMEOUT, || browser.eval("document.readyState === 'complete' && !!window.Hls")
+        == serde_json::json!(true)));
+    let r = browser.eval(&format!("{PLAY_PROTECTED}('hls', 6000, '/locked/demo.mp4/clearkey')"));
+    assert!(r["failed"].is_string() && r["at"].as_f64().unwrap() < 0.1, "no key, no playback: {r}");
+    assert!(
+        server.log_text().lines().any(|l| l.contains("/locked/demo.mp4/clearkey") && l.contains("403")),
+        "the licence was refused"
+    );
     eprintln!("{}", results.join("\n"));
 }
 
