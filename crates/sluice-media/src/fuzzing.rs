@@ -2,7 +2,8 @@
 //! committed corpus (`fuzz/corpus/mp4_demux/`), so `cargo fuzz` and `cargo test` run the same
 //! check. `rtsp_session` drives the RTSP connection and session table the same way; `hls_package`
 //! packages arbitrary bytes as HLS, and [`SegmentWalk`] is the check of segments as a client received
-//! them that the unit and integration tests share.
+//! them that the unit and integration tests share; `subsample_map` checks the subsample maps
+//! of Common Encryption against arbitrary NAL layouts.
 
 use crate::mp4::{Mp4File, TrackKind};
 use crate::sdp::{session_description, to_bytes, SdpOptions};
@@ -66,7 +67,8 @@ pub fn codec_config(data: &[u8]) {
 }
 
 /// Packaging arbitrary bytes as HLS never panics; when the file indexes, the playlists and the
-/// DASH manifest are written, every per-track init segment decodes, the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
+/// DASH manifest are written, every per-track init segment decodes (and so does it protected,
+/// and its first segments encrypted, `saio` pointing at the `senc` entries), the init segment decodes as `ftyp` + `moov`, and every media segment (the first 64)
 /// decodes as a `moof` whose `trun`s point inside its `mdat`, with every file range inside the
 /// input and the segment's length what its parts add up to.
 pub fn hls_package(data: &[u8]) {
@@ -86,10 +88,51 @@ pub fn hls_package(data: &[u8]) {
         mp4_atom::Ftyp::decode(&mut buf).expect("our ftyp decodes");
         let moov = mp4_atom::Moov::decode(&mut buf).expect("our moov decodes");
         assert_eq!(moov.trak.len(), 1);
+        let title = crate::protect::TitleKey {
+            scheme: if which == crate::hls::Packaged::Video {
+                crate::protect::Scheme::Cbcs
+            } else {
+                crate::protect::Scheme::Cenc
+            },
+            kid: [1; 16],
+            key: [2; 16],
+            systems: Vec::new(),
+        };
+        let protected = crate::protect::protect_init(&init, &title).expect("our init segment protects");
+        let mut buf = protected.as_slice();
+        mp4_atom::Ftyp::decode(&mut buf).expect("a protected ftyp decodes");
+        let nal_length_size =
+            index.tracks(&file).find(|(_, w)| *w == which).and_then(|(t, _)| match &t.kind {
+                TrackKind::H264(h) => Some(h.nal_length_size),
+                _ => None,
+            });
+        let slices = index.tracks(&file).find_map(|(t, _)| match &t.kind {
+            TrackKind::H264(h) => Some(crate::protect::slice::SliceHeaders::new(&h.sps, &h.pps)),
+            _ => None,
+        });
+        let crypt =
+            crate::protect::TrackCrypt { track_id: 1, nal_length_size, slices: slices.as_ref(), iv_tag: 1 };
         for n in 0..index.segments().min(8) {
             let Ok(plan) = crate::hls::track_media_segment(&file, &index, which, n) else { continue };
             let moof = mp4_atom::Moof::decode(&mut plan.header.as_slice()).expect("our moof decodes");
             assert!(moof.traf.len() <= 1);
+            // Encrypted, the segment keeps its length and decodes, its senc where saio says.
+            let payload: Vec<u8> = plan
+                .ranges
+                .iter()
+                .flat_map(|r| data[r.start as usize..r.end as usize].iter().copied())
+                .collect();
+            let Ok(segment) = crate::protect::protect_segment(&plan.header, &payload, &title, &[crypt])
+            else {
+                continue;
+            };
+            let moof = mp4_atom::Moof::decode(&mut segment.as_slice()).expect("a protected moof decodes");
+            for traf in &moof.traf {
+                if let (Some(senc), Some(saio)) = (&traf.senc, traf.saio.first()) {
+                    let at = saio.offsets[0] as usize;
+                    assert_eq!(segment[at - 4..at], senc.data[..4], "saio points past the senc sample count");
+                }
+            }
         }
     }
     let Ok(init) = init_segment(&file, &index) else { return };
@@ -377,6 +420,56 @@ pub fn rtsp_session(data: &[u8]) {
     }
 }
 
+/// The subsample map of arbitrary bytes read as an H.264 sample (the first byte picks the NAL
+/// length size: 1, 2 or 4) covers the sample exactly, protects whole 16-byte blocks only and
+/// never a NAL unit's length, its slice header, its first
+/// [`CLEAR_LEAD`](crate::protect::subsample::CLEAR_LEAD) bytes or a non-slice NAL unit; `cenc` and `cbcs` encryption under it change no clear byte.
+pub fn subsample_map(data: &[u8]) {
+    use crate::protect::cipher::{cbcs_sample, cenc_sample};
+    use crate::protect::subsample::{subsamples, CLEAR_LEAD};
+    let Some((&selector, sample)) = data.split_first() else { return };
+    let length_size = [1u8, 2, 4][usize::from(selector % 3)];
+    // The sample's own bytes as parameter sets too: reading them must not panic either.
+    let slices = crate::protect::slice::SliceHeaders::new(&[sample.to_vec()], &[sample.to_vec()]);
+    let map = subsamples(sample, length_size, Some(&slices));
+    let mut protected = vec![false; sample.len()];
+    let mut pos = 0usize;
+    for s in &map {
+        assert_eq!(s.protected % 16, 0, "whole blocks only");
+        pos += usize::from(s.clear);
+        let end = pos + s.protected as usize;
+        assert!(end <= sample.len(), "the map runs past the sample");
+        protected[pos..end].iter_mut().for_each(|p| *p = true);
+        pos = end;
+    }
+    assert_eq!(pos, sample.len(), "the map covers the sample exactly");
+    // Walk the NAL units again: the protected bytes of each lie past its lead, inside a slice.
+    let n = usize::from(length_size);
+    let mut at = 0usize;
+    while let Some(length) = sample.get(at..at + n) {
+        let len = length.iter().fold(0usize, |v, b| (v << 8) | usize::from(*b));
+        let Some(end) = (at + n).checked_add(len).filter(|&e| e <= sample.len()) else { break };
+        let slice = len > 0 && (1..=5).contains(&(sample[at + n] & 0x1f));
+        let header = slices.header_len(&sample[at + n..end]).unwrap_or(0);
+        let lead = if slice { at + n + len.min(CLEAR_LEAD.max(header)) } else { end };
+        assert!(protected[at..lead].iter().all(|p| !p), "a length, a header or a non-slice NAL is protected");
+        at = end;
+    }
+    assert!(protected[at..].iter().all(|p| !p), "bytes that are no NAL unit stay clear");
+    for cbcs in [false, true] {
+        let mut encrypted = sample.to_vec();
+        match cbcs {
+            false => cenc_sample(&[7; 16], &[1; 8], &mut encrypted, Some(&map)),
+            true => cbcs_sample(&[7; 16], &[2; 16], &mut encrypted, Some(&map), (1, 9)),
+        }
+        for (i, clear) in protected.iter().enumerate() {
+            if !clear {
+                assert_eq!(encrypted[i], sample[i], "clear byte {i} changed");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,6 +491,16 @@ mod tests {
             hls_package(&TINY_MP4[..cut]);
         }
         hls_package(TINY_MP4);
+    }
+
+    /// The subsample property over the demo's video samples, whole and cut anywhere.
+    #[test]
+    fn subsample_maps_of_real_and_cut_samples_hold() {
+        let seed = include_bytes!("../../../fuzz/corpus/subsample_map/demo-keyframe");
+        for cut in 0..=seed.len().min(2048) {
+            subsample_map(&seed[..cut]);
+        }
+        subsample_map(seed);
     }
 
     /// The WebVTT property over every prefix of the seed (a file cut at every byte) and over it

@@ -7,7 +7,8 @@
 //! clocks and no packetization (that is `sluice-proto::rtp`); its [`rtsp`] module is the sans-I/O
 //! state that serves a file over RTSP with those packetizers, time passed in by the engine; its
 //! [`hls`] module packages a file as HLS (fMP4 segments planned as generated headers plus file
-//! ranges).
+//! ranges); its [`protect`] module encrypts those segments (Common Encryption, HLS AES-128)
+//! when a title is protected.
 
 #![deny(missing_docs)]
 
@@ -16,6 +17,7 @@ pub mod codec;
 pub mod fuzzing;
 pub mod hls;
 pub mod mp4;
+pub mod protect;
 pub mod rtsp;
 pub mod sdp;
 

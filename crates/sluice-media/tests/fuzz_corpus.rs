@@ -1,5 +1,6 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
-//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/codec_config/`)
+//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/codec_config/`,
+//! `fuzz/corpus/subsample_map/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
@@ -36,4 +37,9 @@ fn webvtt_segment_corpus() {
 #[test]
 fn codec_config_corpus() {
     replay("codec_config", sluice_media::fuzzing::codec_config);
+}
+
+#[test]
+fn subsample_map_corpus() {
+    replay("subsample_map", sluice_media::fuzzing::subsample_map);
 }

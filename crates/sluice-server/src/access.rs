@@ -344,10 +344,7 @@ impl Access {
     }
 
     fn decide(&self, presented: &Presented<'_>, now: SystemTime) -> Decision {
-        // "/private" (a directory without its slash) is under "/private/" too.
-        let slashed = format!("{}/", presented.path);
-        let Some((_, rule)) = self.policies.iter().find(|(prefix, _)| slashed.starts_with(prefix.as_str()))
-        else {
+        let Some(rule) = longest_match(&self.policies, presented.path) else {
             return Decision::Allowed { carry: None };
         };
         let now = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -408,6 +405,14 @@ impl Access {
 }
 
 pub use sluice_proto::http::credentials::{credential, param};
+
+/// The rule of the first prefix among `rules` (longest first) that `path` (decoded, from the
+/// root) lies under; `/private` (a directory without its slash) is under `/private/` too. The
+/// `[[protect]]` entries and their keys files match the same way.
+pub fn longest_match<'a, T>(rules: &'a [(String, T)], path: &str) -> Option<&'a T> {
+    let slashed = format!("{path}/");
+    rules.iter().find(|(prefix, _)| slashed.starts_with(prefix.as_str())).map(|(_, rule)| rule)
+}
 
 /// The path policies and signatures speak of for a request's normalised path: `/` and the
 /// decoded path, with a trailing `/` for a directory.

@@ -81,8 +81,9 @@ impl Admin {
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
-    /// and DASH manifest when it packages, the rendition sets (see `crate::renditions`; one that
-    /// cannot be served with the reason) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
+    /// and DASH manifest when it packages, how `[[protect]]` encrypts it (scheme and KID, never the
+    /// key), the rendition sets (see `crate::renditions`; one that cannot be served with the
+    /// reason) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
     /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
     /// listener's own thread may wait), so the catalogue is warm for the players that follow.
     pub fn streams_json(&self) -> String {
@@ -111,6 +112,15 @@ impl Admin {
                 });
                 if crate::page::is_mp4(path) {
                     self.describe_stream(path, &viewers, &mut item);
+                    item["protection"] = protection_json(self.app.protection(), path);
+                    // An encrypted title is not served over RTSP (clear RTP), nor over DASH under
+                    // AES-128.
+                    if let Some(Ok(title)) = self.app.protection().title(path) {
+                        item["rtsp"] = serde_json::Value::Null;
+                        if title.scheme.cenc().is_none() {
+                            item["dash"] = serde_json::Value::Null;
+                        }
+                    }
                 }
                 item
             })
@@ -337,5 +347,18 @@ pub fn host_port(addr: SocketAddr) -> String {
         ip if ip.is_unspecified() && ip.is_ipv4() => format!("127.0.0.1:{}", addr.port()),
         ip if ip.is_unspecified() => format!("[::1]:{}", addr.port()),
         _ => addr.to_string(),
+    }
+}
+
+/// How `[[protect]]` encrypts the title at `path` (`/a.mp4`): its scheme and KID (never its
+/// key), or `null`.
+fn protection_json(protection: &crate::protect::Protection, path: &str) -> serde_json::Value {
+    match protection.title(path) {
+        None => serde_json::Value::Null,
+        Some(Ok(title)) => serde_json::json!({
+            "scheme": title.scheme.name(),
+            "kid": sluice_media::protect::uuid(&title.key.kid),
+        }),
+        Some(Err(_)) => serde_json::json!({ "scheme": null, "error": "no key is configured for this title" }),
     }
 }

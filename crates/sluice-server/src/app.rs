@@ -29,6 +29,7 @@ use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
 use crate::limits::ClientLimits;
 use crate::metrics::{RequestCounts, RouteKind};
 use crate::page::Offers;
+use crate::protect::{licence, NoKey, Protection};
 use crate::upload::Uploads;
 
 /// How the application is set up, besides its library.
@@ -61,6 +62,8 @@ pub struct App {
     access: Option<Arc<Access>>,
     /// Limits per client address.
     clients: Arc<ClientLimits>,
+    /// Which titles are encrypted (`[[protect]]`).
+    protection: Arc<Protection>,
 }
 
 impl App {
@@ -80,7 +83,19 @@ impl App {
             uploads: None,
             access: None,
             clients: Arc::new(ClientLimits::new(ClientsSection::default())),
+            protection: Arc::new(Protection::default()),
         }
+    }
+
+    /// Encrypts the titles `protection` names and serves their keys.
+    pub fn with_protection(mut self, protection: Arc<Protection>) -> Self {
+        self.protection = protection;
+        self
+    }
+
+    /// The `[[protect]]` entries in force.
+    pub fn protection(&self) -> &Arc<Protection> {
+        &self.protection
     }
 
     /// Guards reads with `access` (`[[access]]`) and applies `clients`' limits per address.
@@ -178,6 +193,9 @@ impl App {
                 .into(),
             };
         }
+        if matches!(req.method, Method::Post | Method::Options) {
+            return self.licence(req, peer);
+        }
         if !matches!(req.method, Method::Get | Method::Head) {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
@@ -187,6 +205,9 @@ impl App {
         }
         if raw_path == crate::page::DASH_JS_PATH {
             return crate::hls::dash_player_script(req).into();
+        }
+        if raw_path == crate::page::DASH_PROTECTION_JS_PATH {
+            return crate::hls::dash_protection_script(req).into();
         }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
@@ -204,11 +225,13 @@ impl App {
         }
         // Checked before the library is asked, so a refusal says nothing of what exists.
         let carry = match self.access.as_ref().map(|access| check_access(access, req, &path, peer)) {
+            // A key is refused with 403 whatever the reason: a player cannot answer a challenge.
+            Some(Err(_)) if self.names_a_key(&path) => return forbidden().into(),
             Some(Err(refused)) => return refused.into(),
             Some(Ok(carry)) => carry,
             None => None,
         };
-        if self.library.as_remote().is_none() {
+        if self.library.as_remote().is_none() && !self.encrypts(&path) {
             // A local library answers on the loop: opens and `moov` reads come from the page
             // cache, as the files themselves do.
             return self
@@ -267,6 +290,15 @@ impl App {
         match self.library.lookup(path, may_block)? {
             // "/file.mp4/" names a directory that is not there.
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
+            // An encrypted title's file would be its clear copy.
+            Found::File(_)
+                if crate::page::is_mp4(path.relative()) && self.protection.guards(&full_path(path)) =>
+            {
+                Ok(Response::refusal(
+                    Status::FORBIDDEN,
+                    "this title is served encrypted, over HLS and DASH only",
+                ))
+            }
             Found::File(version) => {
                 let content_type = content_type_for(path.relative());
                 let max_ranges = self.settings.max_ranges;
@@ -309,10 +341,33 @@ impl App {
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
+        let protection = match self.protection.title(&format!("/{parent}")) {
+            Some(Ok(title)) => Some(title),
+            Some(Err(NoKey)) if crate::page::is_mp4(parent) => {
+                tracing::warn!(path = parent, "[[protect]]: no key is listed for this title; refused");
+                return Ok(Some(Response::refusal(
+                    Status::SERVICE_UNAVAILABLE,
+                    "no key is configured for this title",
+                )));
+            }
+            _ => None,
+        };
+        if name == licence::AES_KEY && crate::page::is_mp4(parent) {
+            return Ok(Some(match &protection {
+                Some(title) => licence::aes_key(title),
+                None => Response::error(Status::NOT_FOUND),
+            }));
+        }
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
         if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
             let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
             if !title.is_empty() {
+                // Each rendition of an encrypted title has its own key and KID, which a set's
+                // manifests do not signal yet: refused rather than left to fail in the player.
+                if self.protection.guards(&format!("/{parent}")) {
+                    let why = "rendition sets of encrypted titles are not packaged; play each rendition";
+                    return Ok(Some(Response::refusal(Status::CONFLICT, why)));
+                }
                 let set = crate::hls::SetRequest { dir, title, resource };
                 return crate::hls::respond_set(req, &self.library, &set, may_block).map(Some);
             }
@@ -327,6 +382,7 @@ impl App {
             resource,
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            protection,
         };
         crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
     }
@@ -350,6 +406,60 @@ impl App {
                 Ok(Arc::try_unwrap(file).ok().map(|file| (file, meta)))
             }
             _ => Ok(None),
+        }
+    }
+
+    /// Whether `path` is a media segment of an encrypted title (its answer is computed off the
+    /// loop).
+    fn encrypts(&self, path: &LibraryPath) -> bool {
+        use sluice_media::hls::playlist::Resource;
+        if self.protection.is_empty() {
+            return false;
+        }
+        let Some((parent, name)) = path.relative().rsplit_once('/') else { return false };
+        matches!(Resource::parse(name), Some(Resource::Segment(_) | Resource::TrackSegment(..)))
+            && self.protection.guards(&format!("/{parent}"))
+    }
+
+    /// Whether `path` is a title's ClearKey licence or AES-128 key.
+    fn names_a_key(&self, path: &LibraryPath) -> bool {
+        let Some((parent, name)) = path.relative().rsplit_once('/') else { return false };
+        (name == licence::AES_KEY || name == licence::CLEARKEY)
+            && self.protection.guards(&format!("/{parent}"))
+    }
+
+    /// `POST /<title>.mp4/clearkey`: the title's ClearKey licence, to a request its
+    /// `[[access]]` policy lets read the title (403 otherwise); `OPTIONS` on it is the CORS
+    /// preflight of a player on another origin (which carries no credentials); other POSTs and
+    /// OPTIONS are 405.
+    fn licence(&self, req: &Request<'_>, peer: SocketAddr) -> Reply {
+        let not_allowed = || Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
+        let Some(path) = req.path().and_then(|raw| normalize(raw).ok()) else { return not_allowed().into() };
+        let Some(title) = path.relative().strip_suffix(&format!("/{}", licence::CLEARKEY)) else {
+            return not_allowed().into();
+        };
+        if !crate::page::is_mp4(title) {
+            return not_allowed().into();
+        }
+        if req.method == Method::Options {
+            return Response::error(Status::NO_CONTENT)
+                .with_header("Access-Control-Allow-Origin", "*")
+                .with_header("Access-Control-Allow-Methods", "POST")
+                .with_header("Access-Control-Allow-Headers", "Content-Type")
+                .with_header("Access-Control-Max-Age", "600")
+                .into();
+        }
+        if let Some(access) = &self.access {
+            if check_access(access, req, &path, peer).is_err() {
+                return forbidden().into();
+            }
+        }
+        match self.protection.title(&format!("/{title}")) {
+            Some(Ok(title)) => Reply::Body(Box::new(licence::LicenceRequest::new(title))),
+            Some(Err(NoKey)) => {
+                Response::refusal(Status::SERVICE_UNAVAILABLE, "no key is configured for this title").into()
+            }
+            None => Response::error(Status::NOT_FOUND).into(),
         }
     }
 
@@ -402,7 +512,7 @@ impl App {
         // page that needs an index (or an object's version) is made again by a job.
         let may_index = Cell::new(crate::hls::INDEXED_PER_PAGE);
         let needs_job = Cell::new(false);
-        let describe = |name: &str| -> Offers {
+        let describe_file = |name: &str| -> Offers {
             let relative = join(name);
             if let Some(known) = tags.get(name).and_then(|tag| self.library.known(&relative, tag)) {
                 return known.offers();
@@ -434,9 +544,24 @@ impl App {
                 }
             }
         };
+        // What the page offers of an encrypted title: its scheme, and no RTSP (clear RTP).
+        let describe = |name: &str| -> Offers {
+            let mut offers = describe_file(name);
+            if let Some(Ok(title)) = self.protection.title(&format!("/{}", join(name))) {
+                offers.protection = Some(title.scheme.name());
+                offers.rtsp = false;
+            }
+            offers
+        };
         // Rendition sets are offered once found whole and lined up, else shown with why not.
         let sets = match crate::renditions::listed_sets(&self.library, dir.relative(), &entries, may_block) {
-            Ok(sets) => sets,
+            // Not for encrypted titles (see `App::hls`).
+            Ok(sets) => {
+                let set_path = |s: &crate::page::SetOffer| {
+                    format!("/{}{}", join(&s.title), crate::renditions::SET_SUFFIX)
+                };
+                sets.into_iter().filter(|s| !self.protection.guards(&set_path(s))).collect()
+            }
             Err(LibraryError::WouldBlock) => {
                 needs_job.set(true);
                 Vec::new()
@@ -491,6 +616,16 @@ fn check_access(
             })
         }
     }
+}
+
+/// `/` and the decoded path of `path`, as `[[protect]]` prefixes name it.
+fn full_path(path: &LibraryPath) -> String {
+    format!("/{}", path.relative())
+}
+
+/// A refusal that says nothing more (and is not kept by caches).
+fn forbidden() -> Response {
+    Response::error(Status::FORBIDDEN).with_header("Cache-Control", "no-store")
 }
 
 /// Whether a path names an HLS playlist or a DASH manifest (whose text lists other URLs).

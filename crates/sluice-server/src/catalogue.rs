@@ -148,6 +148,7 @@ impl Described {
             video: self.video_info(),
             rtsp: self.rtsp,
             refusal: self.hls.as_ref().err().map(|r| r.reason.clone()),
+            protection: None,
         }
     }
 
@@ -255,6 +256,8 @@ pub struct Offers {
     /// not an MP4 sluice can read, a fragmented MP4, codecs HLS does not carry): the page says
     /// so instead of offering a Play that shows a black player.
     pub refusal: Option<String>,
+    /// Its `[[protect]]` scheme (`cenc`, `cbcs`, `aes-128`) when it is encrypted.
+    pub protection: Option<&'static str>,
 }
 
 /// The entries, and the keys being loaded.

@@ -51,6 +51,8 @@ pub struct Config {
     pub uploads: UploadsSection,
     /// `[[access]]`: who may read what, per path prefix (everything is open without one).
     pub access: Vec<crate::access::AccessPolicy>,
+    /// `[[protect]]`: which titles are encrypted, how and with which keys, per path prefix.
+    pub protect: Vec<crate::protect::ProtectPolicy>,
     /// `[clients]`: limits per client address.
     pub clients: ClientsSection,
     /// `[tls]`: HTTPS.

@@ -31,7 +31,8 @@ use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
 
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::{DASH_JS, DASH_JS_VERSION, HLS_JS, HLS_JS_VERSION, SEGMENT};
+use crate::page::{DASH_JS, DASH_JS_VERSION, DASH_PROTECTION_JS, HLS_JS, HLS_JS_VERSION, SEGMENT};
+use crate::protect::packaged as protected;
 use crate::renditions::{find_set, read_text, subtitles_of_file, SetError, Sidecar};
 use sluice_media::hls::webvtt::WebVtt;
 
@@ -52,6 +53,8 @@ pub struct HlsRequest<'a> {
     pub max_ranges: usize,
     /// A multipart boundary, should it be needed.
     pub boundary: u64,
+    /// How the title is encrypted (`[[protect]]`), when it is.
+    pub protection: Option<crate::protect::TitleProtection>,
 }
 
 /// The answer to `hls`; [`LibraryError::WouldBlock`] when `may_block` is false and the index
@@ -71,23 +74,35 @@ pub fn respond(
     let index = &packaging.index;
     let (dir, name) = relative.rsplit_once('/').unwrap_or(("", relative));
     let manifest = |text: String| Ok(vec![Segment::Bytes(text.into_bytes())]);
+    let protection = hls.protection.as_ref();
+    let keyed = |text: String, key: fn(&str, &crate::protect::TitleProtection) -> String| match protection {
+        Some(title) => key(&text, title),
+        None => text,
+    };
     let parts: Result<Vec<Segment>, Response> = match &hls.resource {
         Resource::Master => {
             let subtitles = subtitles_of_file(library, dir, name, may_block)?;
-            manifest(master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles)))
+            let text = master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles));
+            manifest(keyed(text, protected::master))
         }
-        Resource::Media => manifest(media_playlist(index)),
+        Resource::Media => manifest(keyed(media_playlist(index), |text, _| protected::media(text))),
         Resource::Init => Ok(vec![Segment::Bytes(packaging.init.to_vec())]),
         Resource::Segment(n) => segment_parts(library, hls, index, *n, None, may_block)?,
         Resource::TrackPlaylist(which) if index.has(*which) => {
             match library.tables(relative, version, may_block)? {
-                Ok(tables) => manifest(track_playlist(index, &tables, *which)),
+                Ok(tables) => {
+                    manifest(keyed(track_playlist(index, &tables, *which), protected::track_playlist))
+                }
                 Err(reason) => Err(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
             }
         }
-        Resource::TrackInit(which) => match packaging.track_init(*which) {
-            Some(init) => Ok(vec![Segment::Bytes(init.to_vec())]),
-            None => Err(Response::error(Status::NOT_FOUND)),
+        Resource::TrackInit(which) => match (packaging.track_init(*which), protection) {
+            (Some(init), Some(title)) => match protected::track_init(init, title) {
+                Ok(init) => Ok(vec![Segment::Bytes(init)]),
+                Err(e) => Err(failure(Status::INTERNAL_SERVER_ERROR, &e)),
+            },
+            (Some(init), None) => Ok(vec![Segment::Bytes(init.to_vec())]),
+            (None, _) => Err(Response::error(Status::NOT_FOUND)),
         },
         Resource::TrackSegment(which, n) if index.has(*which) => {
             segment_parts(library, hls, index, *n, Some(*which), may_block)?
@@ -97,7 +112,14 @@ pub fn respond(
             Ok(tables) => {
                 let subtitles = subtitles_of_file(library, dir, name, may_block)?;
                 let rendition = MpdRendition { prefix: "", index, file: &tables };
-                manifest(mpd::manifest(&[rendition], &subtitle_refs(&subtitles)))
+                let text = mpd::manifest(&[rendition], &subtitle_refs(&subtitles));
+                match protection.map(|title| protected::mpd(&text, relative, title)) {
+                    None => manifest(text),
+                    Some(Some(text)) => manifest(text),
+                    Some(None) => {
+                        Err(failure(Status::NOT_FOUND, "this title is encrypted with AES-128 for HLS only"))
+                    }
+                }
             }
             Err(reason) => Err(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
         },
@@ -125,7 +147,10 @@ pub fn respond(
         Some(manifest_tag(&parts))
     } else {
         version.entity_tag().filter(|t| t.ends_with('"')).map(|file_tag| {
-            format!("{}-hls{}\"", &file_tag[..file_tag.len() - 1], library.catalogue().segment().as_millis())
+            // An encrypted segment changes with its key.
+            let key = protection.map(|p| format!("-k{}", p.fingerprint())).unwrap_or_default();
+            let (tag, target) = (&file_tag[..file_tag.len() - 1], library.catalogue().segment().as_millis());
+            format!("{tag}-hls{target}{key}\"")
         })
     };
     let ranges = (hls.max_ranges, hls.boundary);
@@ -166,6 +191,10 @@ fn segment_parts(
     if n >= index.segments() {
         return Ok(Err(Response::error(Status::NOT_FOUND)));
     }
+    // Encrypting reads and transforms every byte: never on an event loop.
+    if hls.protection.is_some() && !may_block {
+        return Err(LibraryError::WouldBlock);
+    }
     let tables = match library.tables(relative, version, may_block)? {
         Ok(tables) => tables,
         // The description was made from tables that parsed: only a change of the file between
@@ -184,6 +213,15 @@ fn segment_parts(
             return Ok(Err(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string())));
         }
     };
+    if let Some(title) = &hls.protection {
+        return Ok(match protected::segment(library, version, &tables, index, &plan, n, only, title)? {
+            Ok(bytes) => Ok(vec![Segment::Bytes(bytes)]),
+            Err(e) => {
+                tracing::warn!(path = relative, segment = n, "cannot encrypt the segment: {e}");
+                Err(failure(Status::INTERNAL_SERVER_ERROR, &e))
+            }
+        });
+    }
     let file = library.body_file(version);
     let mut parts = Vec::with_capacity(plan.ranges.len() + 1);
     parts.push(Segment::Bytes(plan.header));
@@ -366,6 +404,11 @@ pub fn player_script(req: &Request<'_>) -> Response {
 /// The vendored dash.js the library page loads when DASH is chosen, served like hls.js.
 pub fn dash_player_script(req: &Request<'_>) -> Response {
     vendored_script(req, DASH_JS, "dash.js", DASH_JS_VERSION)
+}
+
+/// dash.js's EME module, served like dash.js, which the page loads for encrypted titles.
+pub fn dash_protection_script(req: &Request<'_>) -> Response {
+    vendored_script(req, DASH_PROTECTION_JS, "dash.protection.js", DASH_JS_VERSION)
 }
 
 fn vendored_script(req: &Request<'_>, script: &'static [u8], name: &str, version: &str) -> Response {

@@ -22,6 +22,7 @@ pub mod logging;
 pub mod media;
 pub mod metrics;
 pub mod page;
+pub mod protect;
 pub mod renditions;
 pub mod rtsp_cores;
 pub mod serve;

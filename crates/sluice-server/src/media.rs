@@ -50,6 +50,8 @@ pub struct RtspMedia {
     warming: Warmups,
     /// Who may play what (`[[access]]`), asked on DESCRIBE and SETUP.
     access: Option<Arc<crate::access::Access>>,
+    /// Encrypted titles (`[[protect]]`), which RTSP does not serve: its RTP carries clear samples.
+    protection: Option<Arc<crate::protect::Protection>>,
 }
 
 /// Why a presentation was not resolved.
@@ -110,11 +112,17 @@ fn origin_refusal(e: &LibraryError) -> Refusal {
 impl RtspMedia {
     /// RTSP's view of `library`.
     pub fn new(library: Arc<Library>) -> RtspMedia {
-        RtspMedia { library, warming: Arc::default(), access: None }
+        RtspMedia { library, warming: Arc::default(), access: None, protection: None }
     }
     /// Asks `access` before every DESCRIBE and SETUP of a path not yet allowed on its connection.
     pub fn with_access(mut self, access: Arc<crate::access::Access>) -> Self {
         self.access = Some(access);
+        self
+    }
+
+    /// Refuses (403) the titles `protection` encrypts.
+    pub fn with_protection(mut self, protection: Arc<crate::protect::Protection>) -> Self {
+        self.protection = (!protection.is_empty()).then_some(protection);
         self
     }
 
@@ -229,10 +237,13 @@ impl Catalogue for RtspMedia {
         authorization: Option<&str>,
         peer: std::net::IpAddr,
     ) -> Result<(), u16> {
-        let Some(access) = &self.access else { return Ok(()) };
         // A path that does not normalise is answered (404) by the lookup, as over HTTP.
         let Ok(normal) = normalize(path) else { return Ok(()) };
         let path = format!("/{}", normal.relative());
+        if self.protection.as_ref().is_some_and(|p| p.guards(&path)) {
+            return Err(403);
+        }
+        let Some(access) = &self.access else { return Ok(()) };
         let bearer = authorization.and_then(crate::access::credential);
         let presented = crate::access::Presented {
             path: &path,

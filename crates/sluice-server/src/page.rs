@@ -108,6 +108,13 @@ pub const DASH_JS: &[u8] = include_bytes!("../assets/dash.js/dash.mediaplayer.mi
 /// Version of the vendored dash.js, part of its URL's validator.
 pub const DASH_JS_VERSION: &str = "5.2.1";
 
+/// Where sluice serves dash.js's EME module (same package, `dash.protection.min.js`), loaded by
+/// the page only for an encrypted title played over DASH.
+pub const DASH_PROTECTION_JS_PATH: &str = "/.sluice/dash.protection.min.js";
+
+/// The vendored dash.js EME module (see `assets/dash.js/README.md`).
+pub const DASH_PROTECTION_JS: &[u8] = include_bytes!("../assets/dash.js/dash.protection.min.js");
+
 /// A rendition set the page shows: offered when it was found and its keyframes line up, else
 /// with the reason it cannot be played.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,7 +160,10 @@ document.querySelectorAll('button.play[data-codecs]').forEach(function(b){const 
 function label(w,h,b){return (h?w+'\u00d7'+h:'audio')+(b?' '+Math.round(b/1000)+' kb/s':'');}
 function show(s){tracks.textContent=(s.renditions.length?'Renditions: '+s.renditions.map(function(r,i){return (i===s.playing?'\u25b6 ':'')+r;}).join(' \u00b7 '):'')+(s.subtitles.length?' \u2014 Subtitles: '+s.subtitles.join(', '):'');}
 function played(s,i,height){if(i===s.playing)return;s.playing=i;s.switches.push(height);show(s);}
-function withDash(then){if(window.dashjs)return then();const t=document.createElement('script');t.src=DASH_JS;t.onload=then;document.head.appendChild(t);}
+function script(src,then){const t=document.createElement('script');t.src=src;t.onload=then;document.head.appendChild(t);}
+function withDash(then,eme){if(!window.dashjs)return script(DASH_JS,function(){withDash(then,eme);});
+ if(!eme||window.dashjs.Protection)return then();
+ const player=window.dashjs;script(DASH_PROTECTION_JS,function(){const p=window.dashjs;window.dashjs=player;player.Protection=p;then();});}
 function load(b){
  if(hls){hls.destroy();hls=null;}
  if(dash){dash.reset();dash=null;}
@@ -170,10 +180,12 @@ function load(b){
    dash.on(E.QUALITY_CHANGE_RENDERED,function(e){if(e.mediaType!=='video'||!e.newRepresentation)return;
     const r=dash.getRepresentationsByType('video').map(function(x){return x.id;});played(s,r.indexOf(e.newRepresentation.id),e.newRepresentation.height);});
    dash.initialize(v,new URL(mpd,location.href).href,true);
-  });
+  },!!b.dataset.licence);
   return;
  }
- if(src&&window.Hls&&Hls.isSupported()){hls=new Hls(window.sluiceHlsConfig||{});s.via='hls';
+ if(src&&window.Hls&&Hls.isSupported()){const c=Object.assign({},window.sluiceHlsConfig||{});
+  if(b.dataset.licence){c.emeEnabled=true;c.drmSystems={'org.w3.clearkey':{licenseUrl:new URL(b.dataset.licence,location.href).href}};}
+  hls=new Hls(c);s.via='hls';
   hls.on(Hls.Events.MANIFEST_PARSED,function(e,d){s.renditions=d.levels.map(function(l){return label(l.width,l.height,l.bitrate);});
    s.heights=d.levels.map(function(l){return l.height;});show(s);});
   hls.on(Hls.Events.SUBTITLE_TRACKS_UPDATED,function(e,d){s.subtitles=d.subtitleTracks.map(function(t){return t.lang;});show(s);});
@@ -318,15 +330,27 @@ pub fn library_page(
                 meta.push(format!("HDR ({range})"));
             }
             meta.push(format!("{} kb/s", info.bitrate.div_ceil(1000)));
+            if let Some(scheme) = offers.protection {
+                meta.push(format!("encrypted ({scheme})"));
+            }
             let _ = write!(html, "<span class=\"meta\">{}</span>", meta.join(" \u{b7} "));
         }
         let dash = format!("{href}/manifest.mpd");
-        let hls_attr = match &info {
+        let mut hls_attr = match &info {
             Some(info) => {
                 format!(" data-hls=\"{hls}\" data-dash=\"{dash}\" data-codecs=\"{}\"", escape(&info.codecs))
             }
             None => String::new(),
         };
+        // An encrypted title: EME with the ClearKey licence (the page's own credentials carried
+        // on to it); AES-128 has no DASH.
+        match offers.protection {
+            Some("aes-128") => hls_attr = format!(" data-hls=\"{hls}\" data-protect=\"aes-128\""),
+            Some(scheme) if info.is_some() => {
+                let _ = write!(hls_attr, " data-protect=\"{scheme}\" data-licence=\"{href}/clearkey\"");
+            }
+            _ => {}
+        }
         match offers.refusal.as_deref().filter(|_| info.is_none()) {
             // Known not to play in a browser: the reason, not a Play that shows a black player.
             Some(why) => {
@@ -375,7 +399,7 @@ pub fn library_page(
         let _ = write!(
             html,
             "<script src=\"{HLS_JS_PATH}?v={HLS_JS_VERSION}\"></script>\n\
-<script>const DASH_JS='{DASH_JS_PATH}?v={DASH_JS_VERSION}';{SCRIPT}</script>\n"
+<script>const DASH_JS='{DASH_JS_PATH}?v={DASH_JS_VERSION}',DASH_PROTECTION_JS='{DASH_PROTECTION_JS_PATH}?v={DASH_JS_VERSION}';{SCRIPT}</script>\n"
         );
     }
     html.push_str("</body></html>\n");
@@ -404,7 +428,7 @@ mod tests {
         let html =
             library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://127.0.0.1:8554"), |name| {
                 assert_eq!(name, "a <b>.mp4");
-                Offers { video: Some(info.clone()), rtsp: true, refusal: None }
+                Offers { video: Some(info.clone()), rtsp: true, refusal: None, protection: None }
             });
         assert!(html.contains(">rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
         assert!(html.contains("data-hls=\"./a%20%3Cb%3E.mp4/master.m3u8\""), "{html}");
@@ -427,6 +451,7 @@ mod tests {
             video: Some(hdr.clone()),
             rtsp: false,
             refusal: None,
+            protection: None,
         });
         assert!(html.contains("av01.0.00M.10.0.110.09.16.09.0,opus \u{b7} HDR (PQ)"), "{html}");
         assert_eq!(html.matches("<video").count(), 1, "one player for the page");

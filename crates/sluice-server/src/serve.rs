@@ -35,6 +35,9 @@ pub enum ServeError {
     /// An `[[access]]` policy's keys cannot be used.
     #[error(transparent)]
     Access(#[from] crate::access::AccessError),
+    /// A `[[protect]]` entry's keys cannot be used.
+    #[error(transparent)]
+    Protect(#[from] crate::protect::ProtectError),
     /// The library directory cannot be opened.
     #[error("cannot open library {path}: {source}")]
     Library {
@@ -114,7 +117,7 @@ impl ServeError {
             ServeError::Config(_) | ServeError::Library { .. } | ServeError::Address { .. } => 2,
             ServeError::RemoteLibrary { .. } | ServeError::CacheDirInUse(_) => 2,
             ServeError::Uploads(_) | ServeError::Store { .. } | ServeError::SameAddress { .. } => 2,
-            ServeError::Access(_) => 2,
+            ServeError::Access(_) | ServeError::Protect(_) => 2,
             ServeError::Tls(_) => 2,
             ServeError::Engine(EngineError::Config(_)) => 2,
             ServeError::Engine(_) | ServeError::GraceExpired { .. } => 1,
@@ -283,16 +286,20 @@ impl Server {
         let library = Arc::new(library);
         let access = crate::access::Access::load(&config.access)?;
         let access = (!access.is_open()).then(|| Arc::new(access));
+        let protection = Arc::new(crate::protect::Protection::load(&config.protect)?);
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)
                     .map_err(address_error("RTSP", "--rtsp-listen (or --no-rtsp)"))?,
                 loops_reason: config.rtsp_loops_reason(),
                 config: config.rtsp_config(),
-                media: Arc::new(match &access {
-                    Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
-                    None => RtspMedia::new(Arc::clone(&library)),
-                }),
+                media: Arc::new(
+                    match &access {
+                        Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
+                        None => RtspMedia::new(Arc::clone(&library)),
+                    }
+                    .with_protection(Arc::clone(&protection)),
+                ),
             }),
             false => None,
         };
@@ -334,7 +341,8 @@ impl Server {
         let app = Arc::new(
             App::new(library, settings, Arc::clone(&counters))
                 .with_uploads(uploads)
-                .with_access(access, clients),
+                .with_access(access, clients)
+                .with_protection(protection),
         );
         Ok(Server {
             app,
@@ -353,6 +361,11 @@ impl Server {
     /// The admin listener's address, if it is on.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().map(Listeners::local_addr)
+    }
+
+    /// The `[[protect]]` entries in force (for reloading their keys).
+    pub fn protection(&self) -> Arc<crate::protect::Protection> {
+        Arc::clone(self.app.protection())
     }
 
     /// The certificate HTTPS presents, when it is on (for reloading it).
@@ -379,8 +392,11 @@ impl Server {
         let check = self.rtsp_addr().is_some() && self.app.library().as_remote().is_none();
         let files = self.app.library().files(1000);
         let mut mp4s = files.into_iter().filter(|(p, ..)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
-        let (path, ..) =
-            mp4s.find(|(p, ..)| !check || self.app.offers(p.trim_start_matches('/'), None).rtsp)?;
+        // RTSP does not serve encrypted titles.
+        let rtsp_ok = |p: &str| self.rtsp_addr().is_none() || !self.app.protection().guards(p);
+        let (path, ..) = mp4s.find(|(p, ..)| {
+            rtsp_ok(p) && (!check || self.app.offers(p.trim_start_matches('/'), None).rtsp)
+        })?;
         let path: String = path
             .split('/')
             .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())

@@ -139,6 +139,7 @@ fn serve(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     let signal_thread = {
         let (shutdown, log, counters) = (shutdown.clone(), log.clone(), Arc::clone(server.counters()));
         let certificate = server.tls_certificate();
+        let protection = server.protection();
         let handle = signals.handle();
         std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
             for sig in signals.forever() {
@@ -154,6 +155,13 @@ fn serve(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
                             Err(e) => tracing::warn!("SIGHUP: {e}; still serving the previous certificate"),
                         },
                         None => tracing::info!("SIGHUP: no certificate to reload (HTTPS is off)"),
+                    }
+                    // Segments encrypted with a new key get new entity tags from the next request.
+                    if !protection.is_empty() {
+                        match protection.reload() {
+                            Ok(()) => tracing::info!("SIGHUP: [[protect]] keys reloaded"),
+                            Err(e) => tracing::warn!("SIGHUP: {e}; still using the previous keys"),
+                        }
                     }
                 } else if !shutdown.is_triggered() {
                     tracing::info!(

@@ -40,7 +40,10 @@ pub fn carry_into_m3u8(text: &str, carry: &str) -> String {
             None => (line, ""),
         };
         if body.starts_with('#') {
-            out.push_str(&carry_into_attributes(body, "URI=\"", "\"", |uri| with_query(uri, &carry)));
+            // A `data:` URI (an encrypted title's KID) is no URL to carry credentials to.
+            let carried =
+                |uri: &str| if uri.starts_with("data:") { uri.to_string() } else { with_query(uri, &carry) };
+            out.push_str(&carry_into_attributes(body, "URI=\"", "\"", carried));
         } else if body.trim().is_empty() {
             out.push_str(body);
         } else {
@@ -58,6 +61,8 @@ pub fn carry_into_mpd(text: &str, carry: &str) -> String {
     let template = escaped.replace('$', "$$");
     let text = carry_into_markup(text, "media=\"", "\"", &template);
     let text = carry_into_markup(&text, "initialization=\"", "\"", &template);
+    // The ClearKey licence URL of an encrypted title.
+    let text = carry_into_markup(&text, "<dashif:Laurl>", "</dashif:Laurl>", &escaped);
     carry_into_markup(&text, "<BaseURL>", "</BaseURL>", &escaped)
 }
 
@@ -66,7 +71,7 @@ pub fn carry_into_mpd(text: &str, carry: &str) -> String {
 pub fn carry_into_page(html: &str, carry: &str) -> String {
     let escaped = crate::page::escape(carry);
     let mut text = html.to_string();
-    for attribute in ["href=\"./", "data-src=\"./", "data-hls=\"./", "data-dash=\"./"] {
+    for attribute in ["href=\"./", "data-src=\"./", "data-hls=\"./", "data-dash=\"./", "data-licence=\"./"] {
         text = carry_into_markup(&text, attribute, "\"", &escaped);
     }
     text

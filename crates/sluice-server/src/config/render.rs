@@ -3,7 +3,8 @@
 //! writes (the repository's `sluice.toml`, which a test keeps equal to it).
 //!
 //! Owns the layout of both texts. It does not own any setting's text or value (see
-//! [`super::table`]) nor the `[[access]]` policies' fields (see [`crate::access`]).
+//! [`super::table`]) nor the `[[access]]` policies' and `[[protect]]` entries' fields (see [`crate::access`],
+//! [`crate::protect`]).
 
 use std::fmt::Write as _;
 
@@ -63,6 +64,38 @@ const ACCESS: &str = "\
 # mode = \"open\"
 ";
 
+/// The `[[protect]]` entries, a list like `[[access]]`: explained and shown commented out.
+const PROTECT: &str = "\
+# Which titles are encrypted, per URL path prefix; the longest matching prefix decides. Segments are
+# encrypted per request (nothing is stored twice); a title's keys go only to viewers its [[access]]
+# policy lets in: the ClearKey licence at /TITLE.mp4/clearkey (POST, W3C EME JSON) and the AES-128
+# key at /TITLE.mp4/key, both 403 otherwise. Keys are read again on SIGHUP; segments encrypted with
+# a new key get new entity tags.
+#
+# scheme: \"cenc\" (AES-CTR) or \"cbcs\" (AES-CBC, 1:9 pattern): Common Encryption of the CMAF
+# tracks that DASH (manifest.mpd, ContentProtection with the KID and the licence URL) and HLS
+# (master.m3u8, SAMPLE-AES with KEYFORMAT org.w3.clearkey) share, for EME players; the muxed HLS
+# rendition (media.m3u8) is encrypted whole with AES-128 for players without EME.
+# \"aes-128\": every HLS segment encrypted whole with AES-128 (no DASH).
+#
+# Keys: keys_file holds `path-or-prefix KID KEY` lines (32 hex digits each; the longest matching
+# path wins; a title under the prefix with no line is refused, never served clear), or
+# master_key_file holds one master key (32 or 64 hex digits) from which each title's KID and key
+# are derived (HKDF-SHA256 over the title's path), so no list grows with the library.
+# pssh: other DRM systems' data (\"SYSTEM-UUID:BASE64\", from their licence service or a CPIX
+# document) written into init segments and MPDs; their licences are acquired outside sluice.
+# [[protect]]
+# prefix = \"/premium/\"
+# scheme = \"cbcs\"
+# master_key_file = \"/etc/sluice/master.key\"
+#
+# [[protect]]
+# prefix = \"/premium/licensed/\"
+# scheme = \"cenc\"
+# keys_file = \"/etc/sluice/title-keys\"
+# pssh = [\"edef8ba9-79d6-4ace-a3c8-27dcd51d21ed:AAAAAA==\"]
+";
+
 /// The settings of one section, in table order.
 fn in_section(section: &'static str) -> impl Iterator<Item = &'static Setting> {
     SETTINGS.iter().filter(move |s| s.section == section)
@@ -104,6 +137,17 @@ pub fn effective(c: &Config) -> String {
                 .unwrap_or_else(|e| format!("# cannot render the access policies: {e}\n")),
         );
     }
+    if !c.protect.is_empty() {
+        #[derive(serde::Serialize)]
+        struct Entries<'a> {
+            protect: &'a [crate::protect::ProtectPolicy],
+        }
+        out.push('\n');
+        out.push_str(
+            &toml::to_string(&Entries { protect: &c.protect })
+                .unwrap_or_else(|e| format!("# cannot render the protect entries: {e}\n")),
+        );
+    }
     out
 }
 
@@ -143,6 +187,8 @@ pub fn example() -> String {
     }
     out.push('\n');
     out.push_str(ACCESS);
+    out.push('\n');
+    out.push_str(PROTECT);
     out
 }
 

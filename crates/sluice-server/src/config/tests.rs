@@ -196,3 +196,19 @@ fn any_cut_of_the_file_reads_or_says_where_it_is_wrong() {
         }
     }
 }
+
+/// `[[protect]]` entries read with their fields and come back in `serve --check`'s text; an
+/// unknown scheme is refused where it is written.
+#[test]
+fn protect_entries_read_and_render() {
+    let text = "[[protect]]\nprefix = \"/premium/\"\nscheme = \"aes-128\"\nmaster_key_file = \"/k\"\n\
+                pssh = [\"edef8ba9-79d6-4ace-a3c8-27dcd51d21ed:AAAA\"]\n";
+    let config = Config::from_text(text).unwrap();
+    assert_eq!(config.protect.len(), 1);
+    assert_eq!(config.protect[0].scheme, crate::protect::ProtectScheme::Aes128);
+    let effective = render::effective(&config);
+    assert!(effective.contains("[[protect]]\nprefix = \"/premium/\"\nscheme = \"aes-128\""), "{effective}");
+    let (line, _, message) =
+        Config::from_text("[[protect]]\nprefix = \"/a/\"\nscheme = \"rot13\"\n").unwrap_err();
+    assert_eq!(line, 3, "{message}");
+}

@@ -40,6 +40,7 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
     config.uploads.load_tokens()?;
     config.uploads.gzip_mode()?;
     crate::access::Access::load(&config.access)?;
+    crate::protect::Protection::load(&config.protect)?;
     tls_certificate(config)?;
     if let Some(location) = &config.store.location {
         let failed = |reason: String| ServeError::Store { location: location.clone(), reason };
