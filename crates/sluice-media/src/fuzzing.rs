@@ -4,6 +4,9 @@
 //! packages arbitrary bytes as HLS, and [`SegmentWalk`] is the check of segments as a client received
 //! them that the unit and integration tests share.
 
+mod clip;
+pub use clip::{assemble, check_clip, mp4_clip};
+
 use crate::mp4::{Mp4File, TrackKind};
 use crate::sdp::{session_description, to_bytes, SdpOptions};
 

@@ -1,5 +1,5 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
-//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`)
+//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/mp4_clip/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
@@ -31,4 +31,9 @@ fn hls_package_corpus() {
 #[test]
 fn webvtt_segment_corpus() {
     replay("webvtt_segment", sluice_media::fuzzing::webvtt_segment);
+}
+
+#[test]
+fn mp4_clip_corpus() {
+    replay("mp4_clip", sluice_media::fuzzing::mp4_clip);
 }
