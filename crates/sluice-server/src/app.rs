@@ -259,6 +259,9 @@ impl App {
         path: &LibraryPath,
         may_block: bool,
     ) -> Result<Response, LibraryError> {
+        if let Some(response) = self.clip(req, path, may_block)? {
+            return Ok(response);
+        }
         // HLS first: `FILE.mp4/seg-3.m4s` names nothing in a directory (`FILE.mp4` is a file), and
         // an object store would be asked for every segment's name before finding that out.
         if let Some(response) = self.hls(req, path, may_block)? {
@@ -320,6 +323,41 @@ impl App {
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
         };
         crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
+    }
+
+    /// A clip of an MP4 (see [`crate::clip`]): `FILE.mp4?start=S&end=E` or
+    /// `FILE.mp4/clip/S-E.mp4`; `None` when the path is neither or names no file.
+    fn clip(
+        &self,
+        req: &Request<'_>,
+        path: &LibraryPath,
+        may_block: bool,
+    ) -> Result<Option<Response>, LibraryError> {
+        let relative = path.relative();
+        let (file, interval) = match crate::clip::clip_path(relative) {
+            Some(named) => named,
+            None if crate::page::is_mp4(relative) && !path.names_directory() => {
+                match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
+                    Some(Ok(Some(interval))) => (relative, Ok(interval)),
+                    Some(Err(e)) => (relative, Err(e)),
+                    Some(Ok(None)) | None => return Ok(None),
+                }
+            }
+            None => return Ok(None),
+        };
+        let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
+        let interval = match interval {
+            Ok(interval) => interval,
+            Err(e) => return Ok(Some(crate::clip::refusal(&e))),
+        };
+        let request = crate::clip::ClipRequest {
+            relative: file,
+            version: &version,
+            interval,
+            max_ranges: self.settings.max_ranges,
+            boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+        };
+        crate::clip::respond(req, &self.library, &request, may_block).map(Some)
     }
 
     /// A file a local library keeps only gzipped (under its hidden gzip form's name), else 404.

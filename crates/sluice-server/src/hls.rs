@@ -381,7 +381,7 @@ fn vendored_script(req: &Request<'_>, script: &'static [u8], name: &str, version
 }
 
 /// An error response saying why, in plain text (the reason names the file and the problem).
-fn failure(status: Status, reason: &str) -> Response {
+pub(crate) fn failure(status: Status, reason: &str) -> Response {
     Response {
         status,
         headers: vec![

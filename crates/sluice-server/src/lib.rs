@@ -12,6 +12,7 @@ pub mod admin;
 pub mod app;
 pub mod bench;
 pub mod catalogue;
+pub mod clip;
 pub mod config;
 pub mod dashboard;
 pub mod gzip_static;

@@ -10,8 +10,8 @@
 //!
 //! The cut, as nginx's: the video starts at its keyframe at or before `start` (a decoder must
 //! start on one), the other tracks at that keyframe's time (nginx starts them at `start`
-//! itself unless `mp4_start_key_frame` is on, which puts audio out of sync); every sample
-//! decoded before `end` is kept. Each track's one-entry edit list says where presentation starts in the clip's media
+//! itself, and without `mp4_start_key_frame` its video too); each track keeps the samples
+//! nginx keeps up to `end` (see `nginx_end`), so both give the same frames. Each track's one-entry edit list says where presentation starts in the clip's media
 //! time, so the B-frame delay and AAC's priming frame (one frame of pre-roll is kept before
 //! the start) are hidden as in the original, and audio and video stay in sync.
 //!
@@ -202,6 +202,26 @@ fn decode_end(track: &Track, end: usize) -> u64 {
     }
 }
 
+/// Where nginx's mp4 module ends a track cut to `start_ms`..`end_ms` (so the same arguments
+/// give the same frames): it finds the sample decoding at `start` (in decode time, rounded
+/// down to the sample), then keeps the samples that finish decoding within `end - start` of
+/// it, in the track's ticks rounded down.
+fn nginx_end(track: &Track, start_ms: u64, end_ms: u64) -> usize {
+    let samples = &track.samples;
+    let at = ms_to_ticks(start_ms, track.timescale);
+    let start = samples.partition_point(|s| s.decode_time() <= at).saturating_sub(1);
+    let limit = samples[start]
+        .decode_time()
+        .saturating_add(ms_to_ticks(end_ms.saturating_sub(start_ms), track.timescale));
+    // Samples 0..e start decoding by the limit; each but the last of them also ends by it.
+    let e = samples.partition_point(|s| s.decode_time() <= limit);
+    if e == samples.len() && decode_end(track, e) <= limit {
+        e
+    } else {
+        e.saturating_sub(1)
+    }
+}
+
 /// Plans the clip of `file` for `interval`.
 pub fn clip(file: &Mp4File, interval: Interval) -> Result<Clip, ClipError> {
     let playable: Vec<usize> =
@@ -249,12 +269,7 @@ pub fn clip(file: &Mp4File, interval: Interval) -> Result<Clip, ClipError> {
             }
         };
         let end = match interval.end_ms {
-            // What is decoded before `end`, as nginx cuts (so the same frames for the same
-            // arguments).
-            Some(end_ms) => {
-                let end_media = ms_to_ticks(end_ms, track.timescale);
-                track.samples.partition_point(|s| s.decode_time() < end_media).max(first + 1)
-            }
+            Some(end_ms) => nginx_end(track, interval.start_ms, end_ms).max(first + 1),
             None => track.samples.len(),
         };
         if first >= track.samples.len() || end > track.samples.len() {
