@@ -17,10 +17,14 @@
 //! costs nothing to keep (segments are generated per request) and a redirect would cost such a
 //! client a round trip per segment.
 //!
+//! Trick play ([`iframes`]): each keyframe as a fragment of its own, listed by an HLS
+//! I-frame playlist and a DASH trick-mode set.
+//!
 //! Subtitles (WebVTT sidecars) follow the same segments: as segmented WebVTT for HLS
 //! ([`webvtt`]) and as a CMAF text track (`wvtt` samples in fMP4, [`wvtt`]) for DASH.
 
 pub mod fmp4;
+pub mod iframes;
 pub mod index;
 pub mod mpd;
 pub mod playlist;

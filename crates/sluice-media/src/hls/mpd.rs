@@ -133,6 +133,10 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         out.push_str("   </Representation>\n  </AdaptationSet>\n");
         set_id += 1;
     }
+    if !videos.is_empty() {
+        // The keyframes of the video set (id 0) as its trick-mode set.
+        super::iframes::trick_mode_set(&mut out, renditions, 0, set_id);
+    }
     out.push_str(" </Period>\n</MPD>\n");
     out
 }
@@ -192,7 +196,7 @@ fn frame_rate(rate: f64) -> String {
 }
 
 /// `text` with XML's special characters escaped, for attribute values and text.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
