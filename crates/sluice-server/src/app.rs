@@ -303,6 +303,20 @@ impl App {
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
+        if let Some(resource) = sluice_media::hls::iframes::IFrameResource::parse(name) {
+            if !crate::page::is_mp4(parent) {
+                return Ok(None);
+            }
+            let Some(version) = self.library.file(parent, may_block)? else { return Ok(None) };
+            let request = crate::trick::TrickRequest {
+                relative: parent,
+                version: &version,
+                resource,
+                max_ranges: self.settings.max_ranges,
+                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            };
+            return crate::trick::respond(req, &self.library, &request, may_block).map(Some);
+        }
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
         if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
             let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
@@ -597,7 +611,8 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
         // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
         Some((parent, name))
             if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
-                && sluice_media::hls::playlist::Resource::parse(name).is_some() =>
+                && (sluice_media::hls::playlist::Resource::parse(name).is_some()
+                    || crate::trick::is_trick_name(name)) =>
         {
             (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten())
         }

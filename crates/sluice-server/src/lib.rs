@@ -26,6 +26,7 @@ pub mod page;
 pub mod renditions;
 pub mod rtsp_cores;
 pub mod serve;
+pub mod trick;
 pub mod upload;
 
 pub use config::Config;
