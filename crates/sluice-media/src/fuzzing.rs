@@ -5,7 +5,9 @@
 //! them that the unit and integration tests share.
 
 mod clip;
+mod ts;
 pub use clip::{assemble, check_clip, mp4_clip};
+pub use ts::ts_segment;
 
 use crate::mp4::{Mp4File, TrackKind};
 use crate::sdp::{session_description, to_bytes, SdpOptions};

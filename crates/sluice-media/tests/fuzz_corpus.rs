@@ -1,5 +1,6 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
-//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/mp4_clip/`)
+//! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/mp4_clip/`,
+//! `fuzz/corpus/ts_segment/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
@@ -36,4 +37,9 @@ fn webvtt_segment_corpus() {
 #[test]
 fn mp4_clip_corpus() {
     replay("mp4_clip", sluice_media::fuzzing::mp4_clip);
+}
+
+#[test]
+fn ts_segment_corpus() {
+    replay("ts_segment", sluice_media::fuzzing::ts_segment);
 }

@@ -17,6 +17,8 @@
 //! costs nothing to keep (segments are generated per request) and a redirect would cost such a
 //! client a round trip per segment.
 //!
+//! MPEG-TS ([`ts`]): the same cuts as transport-stream segments, for players without fMP4.
+//!
 //! Trick play ([`iframes`]): each keyframe as a fragment of its own, listed by an HLS
 //! I-frame playlist and a DASH trick-mode set.
 //!
@@ -28,6 +30,7 @@ pub mod iframes;
 pub mod index;
 pub mod mpd;
 pub mod playlist;
+pub mod ts;
 pub mod webvtt;
 pub mod wvtt;
 
