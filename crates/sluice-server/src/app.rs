@@ -208,9 +208,9 @@ impl App {
             Some(Ok(carry)) => carry,
             None => None,
         };
-        if self.library.as_remote().is_none() {
+        if self.library.as_remote().is_none() && !crate::ts::needs_a_job(path.relative()) {
             // A local library answers on the loop: opens and `moov` reads come from the page
-            // cache, as the files themselves do.
+            // cache, as the files themselves do. (A TS segment is muxed in a job.)
             return self
                 .answer_carrying(req, &path, true, carry.as_deref())
                 .unwrap_or_else(|e| error_response(req.target, e))
@@ -302,6 +302,20 @@ impl App {
         path: &LibraryPath,
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
+        if let Some((owner, resource)) = crate::ts::ts_path(path.relative()) {
+            if crate::page::is_mp4(owner) {
+                let Some(version) = self.library.file(owner, may_block)? else { return Ok(None) };
+                let request = crate::ts::TsRequest {
+                    relative: owner,
+                    version: &version,
+                    resource,
+                    max_ranges: self.settings.max_ranges,
+                    boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+                };
+                return crate::ts::respond(req, &self.library, &request, may_block).map(Some);
+            }
+            return crate::ts::respond_set(req, &self.library, owner, resource, may_block).map(Some);
+        }
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         if let Some(resource) = sluice_media::hls::iframes::IFrameResource::parse(name) {
             if !crate::page::is_mp4(parent) {
@@ -607,6 +621,10 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     }
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
+    if let Some((owner, _)) = crate::ts::ts_path(path.trim_start_matches('/')) {
+        let stream = crate::page::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
+        return (RouteKind::Hls, stream);
+    }
     match path.rsplit_once('/') {
         // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
         Some((parent, name))

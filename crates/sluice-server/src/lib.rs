@@ -27,6 +27,7 @@ pub mod renditions;
 pub mod rtsp_cores;
 pub mod serve;
 pub mod trick;
+pub mod ts;
 pub mod upload;
 
 pub use config::Config;
