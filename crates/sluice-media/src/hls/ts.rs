@@ -209,7 +209,7 @@ pub fn segment_reads(file: &Mp4File, index: &SegmentIndex, n: usize) -> Result<V
 }
 
 /// The bytes of `range` among `reads` (each a file offset and the bytes read there).
-fn bytes_of<'r>(reads: &'r [(u64, Vec<u8>)], range: Range<u64>) -> Result<&'r [u8], TsError> {
+fn bytes_of(reads: &[(u64, Vec<u8>)], range: Range<u64>) -> Result<&[u8], TsError> {
     let i = reads.partition_point(|(at, _)| *at <= range.start);
     let missing = || TsError::MissingBytes(range.clone());
     let (at, bytes) = reads.get(i.checked_sub(1).ok_or_else(missing)?).ok_or_else(missing)?;
