@@ -4,7 +4,8 @@
 //! the packets pass checks by readers we did not write: ffmpeg's MPEG-TS demuxer finds no
 //! continuity error (its trace log) and the PMT's PCR PID, and `mpeg2ts`'s reader finds a PCR at
 //! most 100 ms apart (ISO/IEC 13818-1 §2.7.2). (TSDuck's `tsanalyze` is not packaged for this
-//! system's Debian, so it is not used.)
+//! system's Debian, so it is not used.) A rendition set has a TS master too, and the page and
+//! `/streams` offer TS, the I-frame playlist and clips.
 //!
 //! The file is made by ffmpeg for the test (20 s, B-frames, a keyframe every 2 s, AAC at
 //! 44.1 kHz); the expected numbers come from ffprobe on it. Every wait is bounded and all
@@ -168,4 +169,64 @@ fn ts_master_plays_every_frame(engine: &[&str]) {
     assert!(part.status == 206 && part.body == seg.body[188..376]);
 }
 
-engine_matrix!(ts_master_plays_every_frame);
+/// A rendition set's TS master lists each file's TS playlist and plays; its fMP4 master lists
+/// each file's I-frame stream; the page and `/streams` offer TS, the I-frame playlist and clips.
+fn sets_page_and_streams_offer_ts_trick_play_and_clips(engine: &[&str]) {
+    let fx = Fixture::new();
+    // Two renditions of one title (the same encoding under both names: their keyframes align).
+    fx.write("films/movie.180p.mp4", film());
+    fx.write("films/movie.360p.mp4", film());
+    let server = Server::serve(engine, &fx, &["--hls-segment", "6s"]);
+    let addr = server.addr();
+    let master = ok(addr, "/films/movie.set/ts/master.m3u8");
+    let m3u8_rs::Playlist::MasterPlaylist(m) = m3u8_rs::parse_playlist_res(&master.body).unwrap() else {
+        panic!("not a master playlist: {}", master.body_text())
+    };
+    let uris: Vec<&str> = m.variants.iter().map(|v| v.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        ["../../movie.360p.mp4/ts/media.m3u8", "../../movie.180p.mp4/ts/media.m3u8"],
+        "{}",
+        master.body_text()
+    );
+    let (mp4_video, _, _) = counts(&format!("http://{addr}/films/movie.180p.mp4"));
+    let (video, _, _) = counts(&format!("http://{addr}/films/movie.set/ts/master.m3u8"));
+    assert_eq!(video, mp4_video);
+    assert_eq!(
+        fetch_get(addr, "/films/movie.set/ts/media.m3u8", &[]).status,
+        404,
+        "a set has no media playlist"
+    );
+
+    let fmp4 = ok(addr, "/films/movie.set/master.m3u8");
+    let m3u8_rs::Playlist::MasterPlaylist(m) = m3u8_rs::parse_playlist_res(&fmp4.body).unwrap() else {
+        panic!("not a master playlist: {}", fmp4.body_text())
+    };
+    let iframes: Vec<&str> = m.variants.iter().filter(|v| v.is_i_frame).map(|v| v.uri.as_str()).collect();
+    assert_eq!(iframes.len(), 2, "{}", fmp4.body_text());
+    for uri in iframes {
+        let target = format!("/films/movie.set/{uri}");
+        let p = ok(addr, &target);
+        assert!(p.body_text().contains("#EXT-X-I-FRAMES-ONLY"), "{target}");
+    }
+
+    let page = ok(addr, "/films/").body_text();
+    assert!(page.contains("data-rel=\"./movie.180p.mp4/ts/master.m3u8\""), "{page}");
+    assert!(page.contains("./movie.180p.mp4?start=0&amp;end=20"), "{page}");
+    let mut c = Conn::open(server.admin_addr());
+    c.send(request("GET", "/streams", &[]));
+    let streams: serde_json::Value = serde_json::from_slice(&c.response().body).unwrap();
+    let item =
+        streams["items"].as_array().unwrap().iter().find(|i| i["path"] == "/films/movie.180p.mp4").unwrap();
+    for (key, example) in [("hls_ts", None), ("iframes", None), ("clip_template", Some(("{start}", "{end}")))]
+    {
+        let url = item[key].as_str().unwrap_or_else(|| panic!("{key} in {item}"));
+        let url = example.map_or(url.to_string(), |(s, e)| url.replace(s, "2").replace(e, "4"));
+        let target = url.split_once(&addr.to_string()).unwrap().1;
+        assert_eq!(fetch_get(addr, target, &[]).status, 200, "{key}: {url}");
+    }
+    let set = &streams["sets"][0];
+    assert!(set["hls_ts"].as_str().unwrap().ends_with("/films/movie.set/ts/master.m3u8"), "{set}");
+}
+
+engine_matrix!(ts_master_plays_every_frame, sets_page_and_streams_offer_ts_trick_play_and_clips);
