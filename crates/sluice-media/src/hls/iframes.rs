@@ -20,7 +20,6 @@ use mp4_atom::{Encode, Mfhd, Moof, Tfdt, Tfhd, Traf, Trun, TrunEntry, TrunSample
 
 use super::fmp4::{SegmentPlan, SYNC_FLAGS};
 use super::index::{sample_duration, Packaged, SegmentIndex};
-use super::mpd::{escape, MpdRendition};
 use super::playlist::track_init_name;
 use super::HlsError;
 use crate::mp4::{Mp4File, Track};
@@ -220,12 +219,16 @@ pub fn stream_inf(file: &Mp4File, index: &SegmentIndex, prefix: &str) -> String 
     line
 }
 
+/// One rendition of an MPD's trick-mode set: where its resources are (escaped for XML already,
+/// as the MPD writes it), its segments and its sample tables.
+pub type TrickRendition<'a> = (String, &'a SegmentIndex, &'a Mp4File);
+
 /// DASH's trick-mode `AdaptationSet` (id `set_id`) for the main video set `main_set`: a
 /// `Representation` of keyframe fragments per rendition with video, each decoding with its
 /// rendition's video init segment. Nothing without video.
-pub fn trick_mode_set(out: &mut String, renditions: &[MpdRendition<'_>], main_set: u32, set_id: u32) {
-    let with_keyframes: Vec<(&MpdRendition<'_>, KeyFrames<'_>)> =
-        renditions.iter().filter_map(|r| KeyFrames::of(r.file, r.index).map(|k| (r, k))).collect();
+pub fn trick_mode_set(out: &mut String, renditions: &[TrickRendition<'_>], main_set: u32, set_id: u32) {
+    let with_keyframes: Vec<(&TrickRendition<'_>, KeyFrames<'_>)> =
+        renditions.iter().filter_map(|r| KeyFrames::of(r.2, r.1).map(|k| (r, k))).collect();
     if with_keyframes.is_empty() {
         return;
     }
@@ -234,18 +237,18 @@ pub fn trick_mode_set(out: &mut String, renditions: &[MpdRendition<'_>], main_se
         "  <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" segmentAlignment=\"true\" startWithSAP=\"1\">\n   \
          <EssentialProperty schemeIdUri=\"http://dashif.org/guidelines/trickmode\" value=\"{main_set}\"/>"
     );
-    for (i, (r, keyframes)) in with_keyframes.iter().enumerate() {
+    for (i, ((prefix, index, _), keyframes)) in with_keyframes.iter().enumerate() {
         let (peak, _) = keyframes.bandwidth();
         // maxPlayoutRate: how much faster than real time the keyframes alone play at the
         // video's frame rate, the frames in a keyframe's span on average.
-        let frames = r.index.frame_rate().unwrap_or(1.0) * r.index.duration();
+        let frames = index.frame_rate().unwrap_or(1.0) * index.duration();
         let rate = (frames / keyframes.len() as f64).round().max(1.0);
         let _ = write!(
             out,
             "   <Representation id=\"video{i}-trick\" bandwidth=\"{peak}\" codecs=\"{}\" maxPlayoutRate=\"{rate}\" codingDependency=\"false\"",
-            escape(r.index.track_codecs(Packaged::Video).unwrap_or_default())
+            index.track_codecs(Packaged::Video).unwrap_or_default()
         );
-        if let Some((w, h)) = r.index.resolution() {
+        if let Some((w, h)) = index.resolution() {
             let _ = write!(out, " width=\"{w}\" height=\"{h}\" sar=\"1:1\"");
         }
         out.push_str(">\n");
@@ -253,9 +256,9 @@ pub fn trick_mode_set(out: &mut String, renditions: &[MpdRendition<'_>], main_se
             out,
             "    <SegmentTemplate timescale=\"{}\" startNumber=\"0\" initialization=\"{}{}\" media=\"{}{}\">\n     <SegmentTimeline>",
             keyframes.track.timescale,
-            escape(r.prefix),
+            prefix,
             track_init_name(Packaged::Video),
-            escape(r.prefix),
+            prefix,
             fragment_name("$Number$")
         );
         let times = &keyframes.times;

@@ -135,7 +135,8 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
     }
     if !videos.is_empty() {
         // The keyframes of the video set (id 0) as its trick-mode set.
-        super::iframes::trick_mode_set(&mut out, renditions, 0, set_id);
+        let trick: Vec<_> = renditions.iter().map(|r| (escape(r.prefix), r.index, r.file)).collect();
+        super::iframes::trick_mode_set(&mut out, &trick, 0, set_id);
     }
     out.push_str(" </Period>\n</MPD>\n");
     out
@@ -196,7 +197,7 @@ fn frame_rate(rate: f64) -> String {
 }
 
 /// `text` with XML's special characters escaped, for attribute values and text.
-pub(super) fn escape(text: &str) -> String {
+fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -5,6 +5,7 @@ use std::time::Duration;
 use mp4_atom::Decode;
 
 use super::*;
+use crate::hls::mpd::MpdRendition;
 use crate::hls::playlist::{master_playlist, Rendition};
 
 fn demo() -> (Vec<u8>, Mp4File) {
