@@ -353,8 +353,9 @@ impl App {
         crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
     }
 
-    /// A clip of an MP4 (see [`crate::clip`]): `FILE.mp4?start=S&end=E` or
-    /// `FILE.mp4/clip/S-E.mp4`; `None` when the path is neither or names no file.
+    /// A clip of an MP4 (see [`crate::clip`]): `FILE.mp4?start=S&end=E`,
+    /// `FILE.mp4/clip/S-E.mp4`, or the clip's packaging `FILE.mp4/clip/S-E/master.m3u8` (and
+    /// the rest); `None` when the path is none of these or names no file.
     fn clip(
         &self,
         req: &Request<'_>,
@@ -362,6 +363,22 @@ impl App {
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
         let relative = path.relative();
+        if let Some((file, interval, resource)) = crate::clip::packaged_clip_path(relative) {
+            let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
+            let interval = match interval {
+                Ok(interval) => interval,
+                Err(e) => return Ok(Some(crate::clip::refusal(&e))),
+            };
+            let request = crate::clip::ClipRequest {
+                relative: file,
+                version: &version,
+                interval,
+                max_ranges: self.settings.max_ranges,
+                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            };
+            return crate::clip::respond_packaged(req, &self.library, &request, &resource, may_block)
+                .map(Some);
+        }
         let (file, interval) = match crate::clip::clip_path(relative) {
             Some(named) => named,
             None if crate::page::is_mp4(relative) && !path.names_directory() => {
@@ -621,6 +638,9 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     }
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
+    if let Some((file, _, _)) = crate::clip::packaged_clip_path(path.trim_start_matches('/')) {
+        return (RouteKind::Hls, decoded(&format!("/{file}")));
+    }
     if let Some((owner, _)) = crate::ts::ts_path(path.trim_start_matches('/')) {
         let stream = crate::page::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
         return (RouteKind::Hls, stream);

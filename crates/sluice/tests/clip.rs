@@ -239,7 +239,54 @@ impl Nginx {
     }
 }
 
+/// A clip packaged like a file: HLS (with its I-frame stream) and DASH of the interval, its
+/// segments sent from the original file; ffprobe counts the clip's frames over its master, and
+/// ffmpeg decodes it without a word.
+fn clips_package_as_hls_and_dash(engine: &[&str]) {
+    let (server, _fx) = film_server(engine);
+    let addr = server.addr();
+    let file = Mp4File::from_bytes(film()).unwrap();
+    let planned = clip(&file, Interval::from_name("7.3-15").unwrap()).unwrap();
+    let frames = planned.tracks[0].samples.len();
+    let url = format!("http://{addr}/films/film.mp4/clip/7.3-15/master.m3u8");
+    let mut cmd = tool("ffprobe");
+    cmd.args(["-rw_timeout", "10000000", "-v", "error", "-count_frames", "-select_streams", "v:0"])
+        .args(["-show_entries", "stream=nb_read_frames", "-of", "csv=p=0"])
+        .arg(&url);
+    let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(60));
+    assert!(status.success(), "{}", String::from_utf8_lossy(&err));
+    let counts = String::from_utf8_lossy(&out);
+    let counts: Vec<&str> =
+        counts.lines().map(|l| l.trim().trim_end_matches(',')).filter(|l| !l.is_empty()).collect();
+    assert!(
+        !counts.is_empty() && counts.iter().all(|c| *c == frames.to_string()),
+        "{counts:?}: {frames} frames"
+    );
+    decodes_cleanly(&url);
+    decodes_cleanly(&format!("http://{addr}/films/film.mp4/clip/7.3-15/manifest.mpd"));
+    let master = ok(addr, "/films/film.mp4/clip/7.3-15/master.m3u8", &[]).body_text();
+    assert!(master.contains("URI=\"video-iframes.m3u8\""), "{master}");
+    let iframes = ok(addr, "/films/film.mp4/clip/7.3-15/video-iframes.m3u8", &[]).body_text();
+    // Keyframes at 6, 8, 10, 12 and 14 s.
+    assert_eq!(iframes.matches("video-iframe-").count(), 5, "{iframes}");
+    let mpd = ok(addr, "/films/film.mp4/clip/7.3-15/manifest.mpd", &[]).body_text();
+    // From the keyframe at 6 s to 15 s, less the frame nginx's end rounds off.
+    let duration: f64 = mpd
+        .split("mediaPresentationDuration=\"PT")
+        .nth(1)
+        .unwrap()
+        .split('S')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((duration - 9.0).abs() <= 0.08, "{mpd}");
+    assert_eq!(fetch_get(addr, "/films/film.mp4/clip/21-30/master.m3u8", &[]).status, 400);
+    assert_eq!(fetch_get(addr, "/films/film.mp4/clip/7.3-15/subtitles-en.m3u8", &[]).status, 404);
+}
+
 engine_matrix!(
+    clips_package_as_hls_and_dash,
     clips_play_for_the_length_asked,
     clips_are_virtual_files_with_ranges_and_validators,
     intervals_the_file_lacks_are_refused,

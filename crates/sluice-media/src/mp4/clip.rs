@@ -26,7 +26,7 @@ use mp4_atom::{
     Stsz, StszSamples, Stts, SttsEntry, Trak,
 };
 
-use super::{Mp4File, Track, TrackKind};
+use super::{Mp4File, Sample, Track, TrackKind};
 use crate::hls::index::sample_duration;
 use crate::hls::SegmentPlan;
 
@@ -224,6 +224,34 @@ fn nginx_end(track: &Track, start_ms: u64, end_ms: u64) -> usize {
 
 /// Plans the clip of `file` for `interval`.
 pub fn clip(file: &Mp4File, interval: Interval) -> Result<Clip, ClipError> {
+    let (tracks, start_secs) = select(file, interval)?;
+    let plan = write(file, &tracks)?;
+    Ok(Clip { plan, tracks, start_secs })
+}
+
+/// The sample tables of the clip of `file` for `interval`: each kept track's kept samples, at
+/// their places in `file` (so segments packaged from them are sent from it), their decode times
+/// from 0, the edit's start and the duration the clip's `moov` gives it. HLS and DASH of a clip
+/// are packaged from these as from any file's.
+pub fn clipped_tables(file: &Mp4File, interval: Interval) -> Result<Mp4File, ClipError> {
+    let (kept, _) = select(file, interval)?;
+    let tracks = kept
+        .iter()
+        .map(|k| {
+            let track = &file.tracks[k.track];
+            let first = track.samples[k.samples.start].decode_time;
+            let samples = track.samples[k.samples.clone()]
+                .iter()
+                .map(|s| Sample { decode_time: s.decode_time - first, ..*s })
+                .collect();
+            Track { samples, edit_start: k.media_time, duration: k.duration, ..track.clone_without_samples() }
+        })
+        .collect();
+    Ok(Mp4File { tracks, skipped: Vec::new(), file_len: file.file_len, fragmented: false })
+}
+
+/// The tracks the clip keeps, and where it starts in seconds.
+fn select(file: &Mp4File, interval: Interval) -> Result<(Vec<ClipTrack>, f64), ClipError> {
     let playable: Vec<usize> =
         (0..file.tracks.len()).filter(|&i| !file.tracks[i].samples.is_empty()).collect();
     if playable.is_empty() {
@@ -296,8 +324,7 @@ pub fn clip(file: &Mp4File, interval: Interval) -> Result<Clip, ClipError> {
     if tracks.is_empty() {
         return Err(ClipError::NothingToClip);
     }
-    let plan = write(file, &tracks)?;
-    Ok(Clip { plan, tracks, start_secs: start_num as f64 / f64::from(start_den) })
+    Ok((tracks, start_num as f64 / f64::from(start_den)))
 }
 
 /// Consecutive samples of one clip track lying back to back in the file: one chunk.
@@ -487,6 +514,20 @@ fn moov(
 fn to_movie(ticks: u64, timescale: u32) -> u64 {
     let scale = u128::from(timescale.max(1));
     u64::try_from((u128::from(ticks) * u128::from(MOVIE_TIMESCALE)).div_ceil(scale)).unwrap_or(u64::MAX)
+}
+
+impl Track {
+    /// A copy of the track but its samples.
+    fn clone_without_samples(&self) -> Track {
+        Track {
+            id: self.id,
+            kind: self.kind.clone(),
+            timescale: self.timescale,
+            duration: self.duration,
+            edit_start: self.edit_start,
+            samples: Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -178,3 +178,32 @@ fn large_files_get_64_bit_offsets() {
 }
 
 use mp4_atom::Decode;
+
+/// A clip's tables package as HLS like any file's: every kept sample in exactly one segment,
+/// sent from the original file, decode times from 0, the clip's edits.
+#[test]
+fn clipped_tables_package_from_the_original_file() {
+    let data = demo();
+    let file = Mp4File::from_bytes(&data).unwrap();
+    let c = clip(&file, interval(2500, Some(5000))).unwrap();
+    let tables = clipped_tables(&file, interval(2500, Some(5000))).unwrap();
+    assert_eq!(tables.tracks.len(), c.tracks.len());
+    for (t, kept) in tables.tracks.iter().zip(&c.tracks) {
+        assert_eq!(t.samples.len(), kept.samples.len());
+        assert_eq!(t.samples[0].decode_time(), 0);
+        assert_eq!(t.samples[0].range(), file.tracks[kept.track].samples[kept.samples.start].range());
+        assert_eq!((t.edit_start, t.duration), (kept.media_time, kept.duration));
+    }
+    let index = crate::hls::SegmentIndex::build(&tables, std::time::Duration::from_secs(2)).unwrap();
+    assert!((index.duration() - 3.0).abs() < 0.05, "from the keyframe at 2 s to 5 s: {}", index.duration());
+    let mut walk = crate::fuzzing::SegmentWalk::new(&tables);
+    for n in 0..index.segments() {
+        let plan = crate::hls::media_segment(&tables, &index, n).unwrap();
+        let mut bytes = plan.header.clone();
+        for r in &plan.ranges {
+            bytes.extend_from_slice(&data[r.start as usize..r.end as usize]);
+        }
+        walk.check(&tables, &data, n, &bytes);
+    }
+    walk.finish(&tables);
+}
