@@ -71,6 +71,9 @@ pub enum ClipError {
     /// The file has no track to clip.
     #[error("no H.264 or AAC track to clip")]
     NothingToClip,
+    /// The video track has no keyframe (its `stss` lists none of its samples).
+    #[error("the video has no keyframe to start a clip on")]
+    NoKeyframe,
     /// A table of the clip does not fit its box.
     #[error("the clip cannot be described in MP4: {0}")]
     Unrepresentable(&'static str),
@@ -274,7 +277,8 @@ fn select(file: &Mp4File, interval: Interval) -> Result<(Vec<ClipTrack>, f64), C
                     chosen = Some(i);
                 }
             }
-            let k = chosen.unwrap_or(0);
+            // A video without a keyframe cannot start anywhere a decoder can.
+            let k = chosen.ok_or(ClipError::NoKeyframe)?;
             (presentation(track, k), track.timescale, Some((v, k)))
         }
         None => (interval.start_ms, MOVIE_TIMESCALE, None),
