@@ -5,6 +5,11 @@
 //! them that the unit and integration tests share; `subsample_map` checks the subsample maps
 //! of Common Encryption against arbitrary NAL layouts.
 
+mod clip;
+mod ts;
+pub use clip::{assemble, check_clip, mp4_clip};
+pub use ts::ts_segment;
+
 use crate::mp4::{Mp4File, TrackKind};
 use crate::sdp::{session_description, to_bytes, SdpOptions};
 

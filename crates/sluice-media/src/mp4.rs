@@ -23,6 +23,8 @@
 //! `mp4parse` expands the compact tables, because a few bytes of `stsc` can otherwise declare
 //! billions of samples.
 
+pub mod clip;
+
 use std::io::{Read, Seek, SeekFrom};
 
 use mp4parse::unstable::{create_sample_table, CheckedInteger};

@@ -1,6 +1,6 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
 //! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/codec_config/`,
-//! `fuzz/corpus/subsample_map/`)
+//! `fuzz/corpus/subsample_map/`, `fuzz/corpus/mp4_clip/`, `fuzz/corpus/ts_segment/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test`.
 
@@ -42,4 +42,14 @@ fn codec_config_corpus() {
 #[test]
 fn subsample_map_corpus() {
     replay("subsample_map", sluice_media::fuzzing::subsample_map);
+}
+
+#[test]
+fn mp4_clip_corpus() {
+    replay("mp4_clip", sluice_media::fuzzing::mp4_clip);
+}
+
+#[test]
+fn ts_segment_corpus() {
+    replay("ts_segment", sluice_media::fuzzing::ts_segment);
 }

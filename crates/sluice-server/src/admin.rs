@@ -102,6 +102,10 @@ impl Admin {
                     .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
                 let dash =
                     hls.as_ref().map(|_| format!("http://{}{url_path}/manifest.mpd", host_port(self.http)));
+                // The same segments as MPEG-TS, the I-frame playlist, and clips by nginx's
+                // `?start=&end=` (a template: any interval in seconds).
+                let base = format!("http://{}{url_path}", host_port(self.http));
+                let packaged = |suffix: &str| hls.as_ref().map(|_| format!("{base}{suffix}"));
                 let mut item = serde_json::json!({
                     "path": path,
                     "bytes": bytes,
@@ -109,6 +113,9 @@ impl Admin {
                     "rtsp": rtsp,
                     "hls": hls,
                     "dash": dash,
+                    "hls_ts": packaged("/ts/master.m3u8"),
+                    "iframes": packaged("/video-iframes.m3u8").filter(|_| offers.video.as_ref().is_some_and(|v| v.resolution.is_some())),
+                    "clip_template": packaged("?start={start}&end={end}"),
                 });
                 if crate::page::is_mp4(path) {
                     self.describe_stream(path, &viewers, &mut item);
@@ -141,6 +148,7 @@ impl Admin {
                         "subtitles": offer.subtitles,
                         "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
                         "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
+                        "hls_ts": format!("http://{}{url_path}/ts/master.m3u8", host_port(self.http)),
                         "ready": true,
                     }),
                     // Listed with the reason, as a file that cannot play is: the operator

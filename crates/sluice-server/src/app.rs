@@ -231,9 +231,12 @@ impl App {
             Some(Ok(carry)) => carry,
             None => None,
         };
-        if self.library.as_remote().is_none() && !self.encrypts(&path) {
+        if self.library.as_remote().is_none()
+            && !self.encrypts(&path)
+            && !crate::ts::needs_a_job(path.relative())
+        {
             // A local library answers on the loop: opens and `moov` reads come from the page
-            // cache, as the files themselves do.
+            // cache, as the files themselves do. (A TS segment is muxed in a job.)
             return self
                 .answer_carrying(req, &path, true, carry.as_deref())
                 .unwrap_or_else(|e| error_response(req.target, e))
@@ -282,6 +285,9 @@ impl App {
         path: &LibraryPath,
         may_block: bool,
     ) -> Result<Response, LibraryError> {
+        if let Some(response) = self.clip(req, path, may_block)? {
+            return Ok(response);
+        }
         // HLS first: `FILE.mp4/seg-3.m4s` names nothing in a directory (`FILE.mp4` is a file), and
         // an object store would be asked for every segment's name before finding that out.
         if let Some(response) = self.hls(req, path, may_block)? {
@@ -294,10 +300,7 @@ impl App {
             Found::File(_)
                 if crate::page::is_mp4(path.relative()) && self.protection.guards(&full_path(path)) =>
             {
-                Ok(Response::refusal(
-                    Status::FORBIDDEN,
-                    "this title is served encrypted, over HLS and DASH only",
-                ))
+                Ok(served_encrypted())
             }
             Found::File(version) => {
                 let content_type = content_type_for(path.relative());
@@ -340,6 +343,24 @@ impl App {
         path: &LibraryPath,
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
+        if let Some((owner, resource)) = crate::ts::ts_path(path.relative()) {
+            // MPEG-TS, I-frame fragments and clips are clear: not for an encrypted title.
+            if self.protection.guards(&format!("/{owner}")) {
+                return Ok(Some(served_encrypted()));
+            }
+            if crate::page::is_mp4(owner) {
+                let Some(version) = self.library.file(owner, may_block)? else { return Ok(None) };
+                let request = crate::ts::TsRequest {
+                    relative: owner,
+                    version: &version,
+                    resource,
+                    max_ranges: self.settings.max_ranges,
+                    boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+                };
+                return crate::ts::respond(req, &self.library, &request, may_block).map(Some);
+            }
+            return crate::ts::respond_set(req, &self.library, owner, resource, may_block).map(Some);
+        }
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let protection = match self.protection.title(&format!("/{parent}")) {
             Some(Ok(title)) => Some(title),
@@ -357,6 +378,23 @@ impl App {
                 Some(title) => licence::aes_key(title),
                 None => Response::error(Status::NOT_FOUND),
             }));
+        }
+        if let Some(resource) = sluice_media::hls::iframes::IFrameResource::parse(name) {
+            if !crate::page::is_mp4(parent) {
+                return Ok(None);
+            }
+            if protection.is_some() {
+                return Ok(Some(served_encrypted()));
+            }
+            let Some(version) = self.library.file(parent, may_block)? else { return Ok(None) };
+            let request = crate::trick::TrickRequest {
+                relative: parent,
+                version: &version,
+                resource,
+                max_ranges: self.settings.max_ranges,
+                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            };
+            return crate::trick::respond(req, &self.library, &request, may_block).map(Some);
         }
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
         if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
@@ -461,6 +499,64 @@ impl App {
             }
             None => Response::error(Status::NOT_FOUND).into(),
         }
+    }
+
+    /// A clip of an MP4 (see [`crate::clip`]): `FILE.mp4?start=S&end=E`,
+    /// `FILE.mp4/clip/S-E.mp4`, or the clip's packaging `FILE.mp4/clip/S-E/master.m3u8` (and
+    /// the rest); `None` when the path is none of these or names no file.
+    fn clip(
+        &self,
+        req: &Request<'_>,
+        path: &LibraryPath,
+        may_block: bool,
+    ) -> Result<Option<Response>, LibraryError> {
+        let relative = path.relative();
+        if let Some((file, interval, resource)) = crate::clip::packaged_clip_path(relative) {
+            if self.protection.guards(&format!("/{file}")) {
+                return Ok(Some(served_encrypted()));
+            }
+            let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
+            let interval = match interval {
+                Ok(interval) => interval,
+                Err(e) => return Ok(Some(crate::clip::refusal(&e))),
+            };
+            let request = crate::clip::ClipRequest {
+                relative: file,
+                version: &version,
+                interval,
+                max_ranges: self.settings.max_ranges,
+                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            };
+            return crate::clip::respond_packaged(req, &self.library, &request, &resource, may_block)
+                .map(Some);
+        }
+        let (file, interval) = match crate::clip::clip_path(relative) {
+            Some(named) => named,
+            None if crate::page::is_mp4(relative) && !path.names_directory() => {
+                match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
+                    Some(Ok(Some(interval))) => (relative, Ok(interval)),
+                    Some(Err(e)) => (relative, Err(e)),
+                    Some(Ok(None)) | None => return Ok(None),
+                }
+            }
+            None => return Ok(None),
+        };
+        if self.protection.guards(&format!("/{file}")) {
+            return Ok(Some(served_encrypted()));
+        }
+        let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
+        let interval = match interval {
+            Ok(interval) => interval,
+            Err(e) => return Ok(Some(crate::clip::refusal(&e))),
+        };
+        let request = crate::clip::ClipRequest {
+            relative: file,
+            version: &version,
+            interval,
+            max_ranges: self.settings.max_ranges,
+            boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+        };
+        crate::clip::respond(req, &self.library, &request, may_block).map(Some)
     }
 
     /// A file a local library keeps only gzipped (under its hidden gzip form's name), else 404.
@@ -715,12 +811,24 @@ fn listing_response(
 
 /// What `req` asks for, as the response-duration histograms tell routes apart, and the MP4 it
 /// is about (its decoded library path, `/a b.mp4`), if any.
+/// The answer to a clear form (the file, a clip, MPEG-TS, I-frame fragments) of an encrypted title.
+fn served_encrypted() -> Response {
+    Response::refusal(Status::FORBIDDEN, "this title is served encrypted, over HLS and DASH only")
+}
+
 fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     if matches!(req.method, Method::Put | Method::Delete) {
         return (RouteKind::Upload, None);
     }
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
+    if let Some((file, _, _)) = crate::clip::packaged_clip_path(path.trim_start_matches('/')) {
+        return (RouteKind::Hls, decoded(&format!("/{file}")));
+    }
+    if let Some((owner, _)) = crate::ts::ts_path(path.trim_start_matches('/')) {
+        let stream = crate::page::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
+        return (RouteKind::Hls, stream);
+    }
     // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
     let packaged = path
         .rsplit_once('/')
@@ -734,6 +842,14 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
             PlayedBy::Both => RouteKind::Segment,
         };
         return (kind, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten());
+    }
+    // An MP4's or a rendition set's I-frame playlist and fragments (HLS only).
+    if let Some((parent, name)) = path.rsplit_once('/') {
+        if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
+            && crate::trick::is_trick_name(name)
+        {
+            return (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten());
+        }
     }
     let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
     let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };

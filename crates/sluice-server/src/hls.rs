@@ -25,7 +25,7 @@ use sluice_media::hls::mpd::{self, MpdRendition};
 use sluice_media::hls::playlist::{
     master_playlist, media_playlist, subtitles_playlist, track_playlist, Rendition, Resource, Subtitle,
 };
-use sluice_media::hls::{media_segment, track_media_segment, wvtt, HlsError, Packaged};
+use sluice_media::hls::{iframes, media_segment, track_media_segment, wvtt, HlsError, Packaged};
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
@@ -82,8 +82,14 @@ pub fn respond(
     let parts: Result<Vec<Segment>, Response> = match &hls.resource {
         Resource::Master => {
             let subtitles = subtitles_of_file(library, dir, name, may_block)?;
-            let text = master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles));
-            manifest(keyed(text, protected::master))
+            let mut master = master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles));
+            // I-frame fragments are clear, so an encrypted title lists none.
+            if protection.is_none() {
+                if let Ok(tables) = library.tables(relative, version, may_block)? {
+                    master.push_str(&iframes::stream_inf(&tables, index, ""));
+                }
+            }
+            manifest(keyed(master, protected::master))
         }
         Resource::Media => manifest(keyed(media_playlist(index), |text, _| protected::media(text))),
         Resource::Init => Ok(vec![Segment::Bytes(packaging.init.to_vec())]),
@@ -113,6 +119,8 @@ pub fn respond(
                 let subtitles = subtitles_of_file(library, dir, name, may_block)?;
                 let rendition = MpdRendition { prefix: "", index, file: &tables };
                 let text = mpd::manifest(&[rendition], &subtitle_refs(&subtitles));
+                // I-frame fragments are clear, so an encrypted title has no trick-mode set.
+                let text = if protection.is_some() { without_trick_mode(text) } else { text };
                 match protection.map(|title| protected::mpd(&text, relative, title)) {
                     None => manifest(text),
                     Some(Some(text)) => manifest(text),
@@ -167,11 +175,25 @@ fn packaged_response(
     etag: Option<String>,
     (max_ranges, boundary): (usize, u64),
 ) -> Response {
+    let kind = (resource.content_type(), resource.is_manifest());
+    packaged(req, parts, kind, modified, etag, (max_ranges, boundary))
+}
+
+/// The response for the parts of a packaged resource of `content_type` that is a manifest or
+/// not (`kind`): ranges, validators, caching and CORS headers.
+pub(crate) fn packaged(
+    req: &Request<'_>,
+    parts: Vec<Segment>,
+    (content_type, is_manifest): (&'static str, bool),
+    modified: Option<std::time::SystemTime>,
+    etag: Option<String>,
+    (max_ranges, boundary): (usize, u64),
+) -> Response {
     let len = parts.iter().map(Segment::len).sum();
-    let meta = FileMeta { len, modified, content_type: resource.content_type(), etag: None };
+    let meta = FileMeta { len, modified, content_type, etag: None };
     // Manifests are revalidated (cheap with the ETag) so a replaced file is seen at once;
     // segments keep their URL for the file's life and can be cached.
-    let cache_control = if resource.is_manifest() { "no-cache" } else { "public, max-age=3600" };
+    let cache_control = if is_manifest { "no-cache" } else { "public, max-age=3600" };
     entity_response(req, parts, &meta, etag, max_ranges, boundary)
         .with_header("Cache-Control", cache_control)
         .with_header("Access-Control-Allow-Origin", "*")
@@ -288,7 +310,7 @@ fn subtitles_resource(
 }
 
 /// The entity tag of a generated manifest: a hash of its text.
-fn manifest_tag(parts: &[Segment]) -> String {
+pub(crate) fn manifest_tag(parts: &[Segment]) -> String {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     for part in parts {
@@ -355,7 +377,15 @@ pub fn respond_set(
         Resource::Master => {
             let renditions: Vec<Rendition<'_>> =
                 indexes.iter().zip(&prefixes).map(|(index, prefix)| Rendition { prefix, index }).collect();
-            master_playlist(&renditions, &subtitles).into_bytes()
+            let mut master = master_playlist(&renditions, &subtitles);
+            // Each rendition's keyframes as an I-frame stream.
+            for (m, prefix) in found.members.iter().zip(&prefixes) {
+                let Some(index) = m.index() else { continue };
+                if let Ok(tables) = library.tables(&m.relative, &m.version, may_block)? {
+                    master.push_str(&iframes::stream_inf(&tables, index, prefix));
+                }
+            }
+            master.into_bytes()
         }
         Resource::Mpd => {
             let mut tables = Vec::with_capacity(found.members.len());
@@ -424,7 +454,7 @@ fn vendored_script(req: &Request<'_>, script: &'static [u8], name: &str, version
 }
 
 /// An error response saying why, in plain text (the reason names the file and the problem).
-fn failure(status: Status, reason: &str) -> Response {
+pub(crate) fn failure(status: Status, reason: &str) -> Response {
     Response {
         status,
         headers: vec![
@@ -435,4 +465,15 @@ fn failure(status: Status, reason: &str) -> Response {
             format!("{status} {}: {reason}\n", status.reason(), status = status.0).into_bytes(),
         )),
     }
+}
+
+/// `text` (an MPD this module wrote) without its trick-mode `AdaptationSet`.
+fn without_trick_mode(text: String) -> String {
+    let Some(mark) = text.find("http://dashif.org/guidelines/trickmode") else { return text };
+    let Some(start) = text[..mark].rfind("  <AdaptationSet") else { return text };
+    let Some(end) = text[mark..].find("</AdaptationSet>\n").map(|e| mark + e + "</AdaptationSet>\n".len())
+    else {
+        return text;
+    };
+    format!("{}{}", &text[..start], &text[end..])
 }

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod app;
 pub mod bench;
 pub mod catalogue;
+pub mod clip;
 pub mod config;
 pub mod dashboard;
 pub mod gzip_static;
@@ -26,6 +27,8 @@ pub mod protect;
 pub mod renditions;
 pub mod rtsp_cores;
 pub mod serve;
+pub mod trick;
+pub mod ts;
 pub mod upload;
 
 pub use config::Config;

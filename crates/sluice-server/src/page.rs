@@ -370,11 +370,22 @@ pub fn library_page(
             "<div class=\"url\">{http_label}: <code id=\"u{i}h\" data-rel=\"{http_url}\">{http_url}</code>\
 <button class=\"copy\" data-for=\"u{i}h\">Copy</button></div>"
         );
-        if info.is_some() {
+        if let Some(info) = &info {
             let _ = write!(
                 html,
                 "<div class=\"url\">DASH: <code id=\"u{i}d\" data-rel=\"{dash}\">{dash}</code>\
 <button class=\"copy\" data-for=\"u{i}d\">Copy</button></div>"
+            );
+            // The same segments as MPEG-TS for players without fMP4, and a clip of the first
+            // half minute as nginx's mp4 module serves it (any `start` and `end` work).
+            let ts = format!("{href}/ts/master.m3u8");
+            let clip = format!("{href}?start=0&amp;end={}", info.duration_secs.min(30.0).floor().max(1.0));
+            let _ = write!(
+                html,
+                "<div class=\"url\">HLS (MPEG-TS): <code id=\"u{i}t\" data-rel=\"{ts}\">{ts}</code>\
+<button class=\"copy\" data-for=\"u{i}t\">Copy</button></div>\
+<div class=\"url\">Clip: <code id=\"u{i}c\" data-rel=\"{clip}\">{clip}</code>\
+<button class=\"copy\" data-for=\"u{i}c\">Copy</button></div>"
             );
         }
         if let Some(base) = rtsp.filter(|_| offers.rtsp) {

@@ -349,8 +349,14 @@ fn check_set(addr: std::net::SocketAddr) {
     let m3u8_rs::Playlist::MasterPlaylist(m) = m3u8_rs::parse_playlist_res(&master.body).unwrap() else {
         panic!("not a master playlist: {}", master.body_text())
     };
-    assert_eq!(m.variants.len(), 3, "{}", master.body_text());
-    for (variant, (name, file)) in m.variants.iter().zip(&files) {
+    // A variant per rendition, and each rendition's keyframes as an I-frame stream.
+    let (iframes, variants): (Vec<_>, Vec<_>) = m.variants.iter().partition(|v| v.is_i_frame);
+    assert_eq!(variants.len(), 3, "{}", master.body_text());
+    let iframe_uris: Vec<&str> = iframes.iter().map(|v| v.uri.as_str()).collect();
+    let expected: Vec<String> =
+        files.iter().map(|(name, _)| format!("../{name}/video-iframes.m3u8")).collect();
+    assert_eq!(iframe_uris, expected, "{}", master.body_text());
+    for (variant, (name, file)) in variants.iter().zip(&files) {
         assert_eq!(variant.uri, format!("../{name}/video.m3u8"));
         let TrackKind::H264(h) = &file.tracks[0].kind else { panic!("video first") };
         let res = variant.resolution.unwrap();
@@ -406,8 +412,15 @@ fn check_set(addr: std::net::SocketAddr) {
     let period = root.one("Period");
     let sets: Vec<&Element> = period.all("AdaptationSet").collect();
     let of = |kind: &str| sets.iter().filter(|s| s.attr("contentType") == kind).copied().collect::<Vec<_>>();
-    let (video, audio, text) = (of("video"), of("audio"), of("text"));
-    assert_eq!((video.len(), audio.len(), text.len()), (1, 1, 2));
+    // The video's keyframes are a trick-mode set of their own, naming the video set.
+    let trick_mode = |s: &&Element| {
+        s.all("EssentialProperty").any(|p| p.attr("schemeIdUri") == "http://dashif.org/guidelines/trickmode")
+    };
+    let (tricks, video): (Vec<&Element>, Vec<&Element>) = of("video").into_iter().partition(trick_mode);
+    let (audio, text) = (of("audio"), of("text"));
+    assert_eq!((video.len(), audio.len(), text.len(), tricks.len()), (1, 1, 2, 1));
+    assert_eq!(tricks[0].one("EssentialProperty").attr("value"), video[0].attr("id"));
+    assert_eq!(tricks[0].all("Representation").count(), 3);
     let reps: Vec<&Element> = video[0].all("Representation").collect();
     assert_eq!(reps.len(), 3);
     for (rep, (name, file)) in reps.iter().zip(&files) {

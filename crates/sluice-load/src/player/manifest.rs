@@ -327,7 +327,10 @@ pub fn parse_dash(url: &Url, text: &str) -> Result<Presentation, ManifestError> 
         let mut period_audio = Vec::new();
         for set in &period.adaptations {
             let kind = adaptation_kind(set);
-            if kind == Kind::Other {
+            // A set with an EssentialProperty (a trick-mode set of keyframes, DASH-IF IOP
+            // §3.2.9) is one a client that does not know the scheme ignores (ISO/IEC 23009-1
+            // §5.8.4.8), as a viewer playing at normal speed does.
+            if kind == Kind::Other || !set.essential_property.is_empty() {
                 continue;
             }
             let set_base = match set.BaseURL.first() {

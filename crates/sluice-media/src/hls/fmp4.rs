@@ -146,7 +146,9 @@ pub(super) fn cmaf_init(trak: Vec<Trak>) -> Result<Vec<u8>, HlsError> {
     Ok(out)
 }
 
-fn init_trak(track: &Track, id: u32) -> Trak {
+/// The `trak` of `track` as track `id`, its sample tables empty: the init segment's, and the
+/// start of a clip's (`crate::mp4::clip` fills the tables in).
+pub(crate) fn init_trak(track: &Track, id: u32) -> Trak {
     let dinf = data_information();
     let (tkhd, handler, minf_header, codec) = match &track.kind {
         TrackKind::H264(h) => {

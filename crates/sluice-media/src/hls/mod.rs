@@ -17,14 +17,21 @@
 //! costs nothing to keep (segments are generated per request) and a redirect would cost such a
 //! client a round trip per segment.
 //!
+//! MPEG-TS ([`ts`]): the same cuts as transport-stream segments, for players without fMP4.
+//!
+//! Trick play ([`iframes`]): each keyframe as a fragment of its own, listed by an HLS
+//! I-frame playlist and a DASH trick-mode set.
+//!
 //! Subtitles (WebVTT sidecars) follow the same segments: as segmented WebVTT for HLS
 //! ([`webvtt`]) and as a CMAF text track (`wvtt` samples in fMP4, [`wvtt`]) for DASH.
 
 mod carried;
 pub mod fmp4;
+pub mod iframes;
 pub mod index;
 pub mod mpd;
 pub mod playlist;
+pub mod ts;
 pub mod webvtt;
 pub mod wvtt;
 

@@ -155,6 +155,11 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         out.push_str("   </Representation>\n  </AdaptationSet>\n");
         set_id += 1;
     }
+    if !videos.is_empty() {
+        // The keyframes of the video set (id 0) as its trick-mode set.
+        let trick: Vec<_> = renditions.iter().map(|r| (escape(r.prefix), r.index, r.file)).collect();
+        super::iframes::trick_mode_set(&mut out, &trick, 0, set_id);
+    }
     out.push_str(" </Period>\n</MPD>\n");
     out
 }

@@ -1,0 +1,232 @@
+//! MPEG-TS HLS end to end, on every engine: over `FILE.mp4/ts/master.m3u8` ffprobe counts every
+//! video frame and every audio packet of the MP4, `ffmpeg -v error` decodes it (and each
+//! segment alone) without a word on stderr, the segments are cut where the fMP4 ones are, and
+//! the packets pass checks by readers we did not write: ffmpeg's MPEG-TS demuxer finds no
+//! continuity error (its trace log) and the PMT's PCR PID, and `mpeg2ts`'s reader finds a PCR at
+//! most 100 ms apart (ISO/IEC 13818-1 §2.7.2). (TSDuck's `tsanalyze` is not packaged for this
+//! system's Debian, so it is not used.) A rendition set has a TS master too, and the page and
+//! `/streams` offer TS, the I-frame playlist and clips.
+//!
+//! The file is made by ffmpeg for the test (20 s, B-frames, a keyframe every 2 s, AAC at
+//! 44.1 kHz); the expected numbers come from ffprobe on it. Every wait is bounded and all
+//! traffic stays on 127.0.0.1.
+
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
+#[macro_use]
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::*;
+use mpeg2ts::ts::{ReadTsPacket, TsPacketReader};
+
+/// The test's file: 20 s of 25 fps H.264 with two B-frames and a keyframe every 2 s, and AAC at
+/// 44.1 kHz, made once per test binary.
+fn film() -> &'static [u8] {
+    static FILM: OnceLock<Vec<u8>> = OnceLock::new();
+    FILM.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("film.mp4");
+        let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
+        cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100", "-t", "20"])
+            .args(["-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "50", "-keyint_min", "50"])
+            .args(["-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "64k"])
+            .arg(&out);
+        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
+        assert!(status.success(), "ffmpeg made no film: {}", String::from_utf8_lossy(&err));
+        std::fs::read(&out).unwrap()
+    })
+}
+
+fn ok(addr: SocketAddr, target: &str) -> Response {
+    let r = fetch_get(addr, target, &[]);
+    assert_eq!(r.status, 200, "{target}: {}", r.head_text());
+    r
+}
+
+/// (video frames, audio frames, audio packets) ffprobe reads from `url`.
+fn counts(url: &str) -> (u64, u64, u64) {
+    let mut cmd = tool("ffprobe");
+    cmd.args(["-rw_timeout", "10000000", "-v", "error", "-count_frames", "-count_packets"])
+        .args(["-show_entries", "stream=codec_type,nb_read_frames,nb_read_packets", "-of", "csv=p=0"])
+        .arg(url);
+    let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(60));
+    assert!(status.success(), "ffprobe {url}: {}", String::from_utf8_lossy(&err));
+    let text = String::from_utf8_lossy(&out);
+    let line = |kind: &str| -> (u64, u64) {
+        let l = text.lines().find(|l| l.starts_with(kind)).unwrap_or_else(|| panic!("no {kind} in {text}"));
+        let fields: Vec<u64> = l.split(',').skip(1).map(|f| f.trim().parse().unwrap()).collect();
+        (fields[0], fields[1])
+    };
+    let (video, _) = line("video");
+    let (audio_frames, audio_packets) = line("audio");
+    (video, audio_frames, audio_packets)
+}
+
+/// ffmpeg decodes `url` to the end with nothing on stderr.
+fn decodes_cleanly(url: &str) {
+    let mut ffmpeg = tool("ffmpeg");
+    ffmpeg.args(["-nostdin", "-v", "error", "-rw_timeout", "10000000", "-i", url, "-f", "null", "-"]);
+    let (status, _, err) = run_bounded(&mut ffmpeg, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&err);
+    assert!(status.success() && err.trim().is_empty(), "ffmpeg decoding {url}: {status}: {err}");
+}
+
+fn media_playlist(r: &Response) -> m3u8_rs::MediaPlaylist {
+    match m3u8_rs::parse_playlist_res(&r.body) {
+        Ok(m3u8_rs::Playlist::MediaPlaylist(p)) => p,
+        _ => panic!("not a media playlist: {}", r.body_text()),
+    }
+}
+
+fn ts_master_plays_every_frame(engine: &[&str]) {
+    let fx = Fixture::new();
+    fx.write("films/film.mp4", film());
+    let server = Server::serve(engine, &fx, &["--hls-segment", "6s"]);
+    let addr = server.addr();
+    let master = ok(addr, "/films/film.mp4/ts/master.m3u8");
+    assert_eq!(master.header("content-type"), Some("application/vnd.apple.mpegurl"));
+    let m3u8_rs::Playlist::MasterPlaylist(m) = m3u8_rs::parse_playlist_res(&master.body).unwrap() else {
+        panic!("not a master playlist: {}", master.body_text())
+    };
+    assert_eq!(m.version, Some(3), "{}", master.body_text());
+    assert_eq!(m.variants.len(), 1);
+    assert_eq!(
+        m.variants[0].codecs.as_deref().map(|c| c.split(',').count()),
+        Some(2),
+        "video and audio muxed"
+    );
+
+    // Every frame of the MP4: the video's frames, and the audio's packets (TS has no edit
+    // list, so the AAC priming frame the MP4's edit hides is decoded too).
+    let (mp4_video, _, mp4_audio_packets) = counts(&format!("http://{addr}/films/film.mp4"));
+    let url = format!("http://{addr}/films/film.mp4/ts/master.m3u8");
+    let (video, audio_frames, audio_packets) = counts(&url);
+    assert_eq!(video, mp4_video, "video frames over TS and in the MP4");
+    assert_eq!((audio_frames, audio_packets), (mp4_audio_packets, mp4_audio_packets), "audio frames");
+    decodes_cleanly(&url);
+
+    // The same cuts as the fMP4 segments.
+    let media = ok(addr, &format!("/films/film.mp4/ts/{}", m.variants[0].uri));
+    let ts = media_playlist(&media);
+    let fmp4 = media_playlist(&ok(addr, "/films/film.mp4/media.m3u8"));
+    assert_eq!(ts.segments.len(), fmp4.segments.len());
+    for (a, b) in ts.segments.iter().zip(&fmp4.segments) {
+        assert!((a.duration - b.duration).abs() < 1e-4, "{} against {}", a.duration, b.duration);
+    }
+    assert!(ts.segments.len() >= 3, "{}", media.body_text());
+
+    // Each segment alone: it decodes (it starts on a keyframe with its parameter sets), ffmpeg's
+    // demuxer finds no continuity error and the PCR PID, and the PCRs are at most 100 ms apart.
+    let dir = tempfile::tempdir().unwrap();
+    for (n, s) in ts.segments.iter().enumerate() {
+        let seg = ok(addr, &format!("/films/film.mp4/ts/{}", s.uri));
+        assert_eq!(seg.header("content-type"), Some("video/mp2t"));
+        assert_eq!(seg.body.len() % 188, 0);
+        let path = dir.path().join(format!("seg-{n}.ts"));
+        std::fs::write(&path, &seg.body).unwrap();
+        decodes_cleanly(path.to_str().unwrap());
+        let mut probe = tool("ffprobe");
+        probe.args(["-v", "trace", "-count_packets", "-show_entries", "stream=nb_read_packets"]).arg(&path);
+        let (status, _, log) = run_bounded(&mut probe, Duration::from_secs(30));
+        let log = String::from_utf8_lossy(&log);
+        assert!(status.success(), "{log}");
+        assert!(!log.contains("Continuity check failed"), "segment {n}: {log}");
+        assert!(log.contains("pcr_pid=0x100"), "segment {n}: the PMT names the video's PCR PID");
+        let mut reader = TsPacketReader::new(seg.body.as_slice());
+        let mut pcrs = Vec::new();
+        while let Some(packet) = reader.read_ts_packet().unwrap() {
+            if let Some(pcr) = packet.adaptation_field.and_then(|a| a.pcr) {
+                assert_eq!(packet.header.pid.as_u16(), 0x100);
+                pcrs.push(pcr.as_u64());
+            }
+        }
+        assert!(pcrs.len() as f64 >= f64::from(s.duration) * 10.0, "segment {n}: {} PCRs", pcrs.len());
+        for w in pcrs.windows(2) {
+            assert!(
+                w[1] >= w[0] && w[1] - w[0] <= 27_000_000 / 10,
+                "segment {n}: PCRs {} then {}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+    let past = format!("/films/film.mp4/ts/seg-{}.ts", ts.segments.len());
+    assert_eq!(fetch_get(addr, &past, &[]).status, 404);
+    assert_eq!(fetch_get(addr, "/films/film.mp4/ts/seg-01.ts", &[]).status, 404);
+    assert_eq!(fetch_get(addr, "/films/missing.mp4/ts/master.m3u8", &[]).status, 404);
+    // Segments validate like any.
+    let seg = ok(addr, "/films/film.mp4/ts/seg-0.ts");
+    let etag = seg.header("etag").unwrap();
+    assert_eq!(fetch_get(addr, "/films/film.mp4/ts/seg-0.ts", &[("If-None-Match", etag)]).status, 304);
+    let part = fetch_get(addr, "/films/film.mp4/ts/seg-0.ts", &[("Range", "bytes=188-375")]);
+    assert!(part.status == 206 && part.body == seg.body[188..376]);
+}
+
+/// A rendition set's TS master lists each file's TS playlist and plays; its fMP4 master lists
+/// each file's I-frame stream; the page and `/streams` offer TS, the I-frame playlist and clips.
+fn sets_page_and_streams_offer_ts_trick_play_and_clips(engine: &[&str]) {
+    let fx = Fixture::new();
+    // Two renditions of one title (the same encoding under both names: their keyframes align).
+    fx.write("films/movie.180p.mp4", film());
+    fx.write("films/movie.360p.mp4", film());
+    let server = Server::serve(engine, &fx, &["--hls-segment", "6s"]);
+    let addr = server.addr();
+    let master = ok(addr, "/films/movie.set/ts/master.m3u8");
+    let m3u8_rs::Playlist::MasterPlaylist(m) = m3u8_rs::parse_playlist_res(&master.body).unwrap() else {
+        panic!("not a master playlist: {}", master.body_text())
+    };
+    let uris: Vec<&str> = m.variants.iter().map(|v| v.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        ["../../movie.360p.mp4/ts/media.m3u8", "../../movie.180p.mp4/ts/media.m3u8"],
+        "{}",
+        master.body_text()
+    );
+    let (mp4_video, _, _) = counts(&format!("http://{addr}/films/movie.180p.mp4"));
+    let (video, _, _) = counts(&format!("http://{addr}/films/movie.set/ts/master.m3u8"));
+    assert_eq!(video, mp4_video);
+    assert_eq!(
+        fetch_get(addr, "/films/movie.set/ts/media.m3u8", &[]).status,
+        404,
+        "a set has no media playlist"
+    );
+
+    let fmp4 = ok(addr, "/films/movie.set/master.m3u8");
+    let m3u8_rs::Playlist::MasterPlaylist(m) = m3u8_rs::parse_playlist_res(&fmp4.body).unwrap() else {
+        panic!("not a master playlist: {}", fmp4.body_text())
+    };
+    let iframes: Vec<&str> = m.variants.iter().filter(|v| v.is_i_frame).map(|v| v.uri.as_str()).collect();
+    assert_eq!(iframes.len(), 2, "{}", fmp4.body_text());
+    for uri in iframes {
+        let target = format!("/films/movie.set/{uri}");
+        let p = ok(addr, &target);
+        assert!(p.body_text().contains("#EXT-X-I-FRAMES-ONLY"), "{target}");
+    }
+
+    let page = ok(addr, "/films/").body_text();
+    assert!(page.contains("data-rel=\"./movie.180p.mp4/ts/master.m3u8\""), "{page}");
+    assert!(page.contains("./movie.180p.mp4?start=0&amp;end=20"), "{page}");
+    let mut c = Conn::open(server.admin_addr());
+    c.send(request("GET", "/streams", &[]));
+    let streams: serde_json::Value = serde_json::from_slice(&c.response().body).unwrap();
+    let item =
+        streams["items"].as_array().unwrap().iter().find(|i| i["path"] == "/films/movie.180p.mp4").unwrap();
+    for (key, example) in [("hls_ts", None), ("iframes", None), ("clip_template", Some(("{start}", "{end}")))]
+    {
+        let url = item[key].as_str().unwrap_or_else(|| panic!("{key} in {item}"));
+        let url = example.map_or(url.to_string(), |(s, e)| url.replace(s, "2").replace(e, "4"));
+        let target = url.split_once(&addr.to_string()).unwrap().1;
+        assert_eq!(fetch_get(addr, target, &[]).status, 200, "{key}: {url}");
+    }
+    let set = &streams["sets"][0];
+    assert!(set["hls_ts"].as_str().unwrap().ends_with("/films/movie.set/ts/master.m3u8"), "{set}");
+}
+
+engine_matrix!(ts_master_plays_every_frame, sets_page_and_streams_offer_ts_trick_play_and_clips);
