@@ -447,118 +447,6 @@ impl App {
         }
     }
 
-    /// Whether `path` is a media segment of an encrypted title (its answer is computed off the
-    /// loop).
-    fn encrypts(&self, path: &LibraryPath) -> bool {
-        use sluice_media::hls::playlist::Resource;
-        if self.protection.is_empty() {
-            return false;
-        }
-        let Some((parent, name)) = path.relative().rsplit_once('/') else { return false };
-        matches!(Resource::parse(name), Some(Resource::Segment(_) | Resource::TrackSegment(..)))
-            && self.protection.guards(&format!("/{parent}"))
-    }
-
-    /// Whether `path` is a title's ClearKey licence or AES-128 key.
-    fn names_a_key(&self, path: &LibraryPath) -> bool {
-        let Some((parent, name)) = path.relative().rsplit_once('/') else { return false };
-        (name == licence::AES_KEY || name == licence::CLEARKEY)
-            && self.protection.guards(&format!("/{parent}"))
-    }
-
-    /// `POST /<title>.mp4/clearkey`: the title's ClearKey licence, to a request its
-    /// `[[access]]` policy lets read the title (403 otherwise); `OPTIONS` on it is the CORS
-    /// preflight of a player on another origin (which carries no credentials); other POSTs and
-    /// OPTIONS are 405.
-    fn licence(&self, req: &Request<'_>, peer: SocketAddr) -> Reply {
-        let not_allowed = || Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD");
-        let Some(path) = req.path().and_then(|raw| normalize(raw).ok()) else { return not_allowed().into() };
-        let Some(title) = path.relative().strip_suffix(&format!("/{}", licence::CLEARKEY)) else {
-            return not_allowed().into();
-        };
-        if !crate::page::is_mp4(title) {
-            return not_allowed().into();
-        }
-        if req.method == Method::Options {
-            return Response::error(Status::NO_CONTENT)
-                .with_header("Access-Control-Allow-Origin", "*")
-                .with_header("Access-Control-Allow-Methods", "POST")
-                .with_header("Access-Control-Allow-Headers", "Content-Type")
-                .with_header("Access-Control-Max-Age", "600")
-                .into();
-        }
-        if let Some(access) = &self.access {
-            if check_access(access, req, &path, peer).is_err() {
-                return forbidden().into();
-            }
-        }
-        match self.protection.title(&format!("/{title}")) {
-            Some(Ok(title)) => Reply::Body(Box::new(licence::LicenceRequest::new(title))),
-            Some(Err(NoKey)) => {
-                Response::refusal(Status::SERVICE_UNAVAILABLE, "no key is configured for this title").into()
-            }
-            None => Response::error(Status::NOT_FOUND).into(),
-        }
-    }
-
-    /// A clip of an MP4 (see [`crate::clip`]): `FILE.mp4?start=S&end=E`,
-    /// `FILE.mp4/clip/S-E.mp4`, or the clip's packaging `FILE.mp4/clip/S-E/master.m3u8` (and
-    /// the rest); `None` when the path is none of these or names no file.
-    fn clip(
-        &self,
-        req: &Request<'_>,
-        path: &LibraryPath,
-        may_block: bool,
-    ) -> Result<Option<Response>, LibraryError> {
-        let relative = path.relative();
-        if let Some((file, interval, resource)) = crate::clip::packaged_clip_path(relative) {
-            if self.protection.guards(&format!("/{file}")) {
-                return Ok(Some(served_encrypted()));
-            }
-            let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
-            let interval = match interval {
-                Ok(interval) => interval,
-                Err(e) => return Ok(Some(crate::clip::refusal(&e))),
-            };
-            let request = crate::clip::ClipRequest {
-                relative: file,
-                version: &version,
-                interval,
-                max_ranges: self.settings.max_ranges,
-                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
-            };
-            return crate::clip::respond_packaged(req, &self.library, &request, &resource, may_block)
-                .map(Some);
-        }
-        let (file, interval) = match crate::clip::clip_path(relative) {
-            Some(named) => named,
-            None if crate::page::is_mp4(relative) && !path.names_directory() => {
-                match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
-                    Some(Ok(Some(interval))) => (relative, Ok(interval)),
-                    Some(Err(e)) => (relative, Err(e)),
-                    Some(Ok(None)) | None => return Ok(None),
-                }
-            }
-            None => return Ok(None),
-        };
-        if self.protection.guards(&format!("/{file}")) {
-            return Ok(Some(served_encrypted()));
-        }
-        let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
-        let interval = match interval {
-            Ok(interval) => interval,
-            Err(e) => return Ok(Some(crate::clip::refusal(&e))),
-        };
-        let request = crate::clip::ClipRequest {
-            relative: file,
-            version: &version,
-            interval,
-            max_ranges: self.settings.max_ranges,
-            boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
-        };
-        crate::clip::respond(req, &self.library, &request, may_block).map(Some)
-    }
-
     /// A file a local library keeps only gzipped (under its hidden gzip form's name), else 404.
     /// (An object store marks a gzipped object in its metadata instead, and the file route
     /// serves it.)
@@ -811,11 +699,6 @@ fn listing_response(
 
 /// What `req` asks for, as the response-duration histograms tell routes apart, and the MP4 it
 /// is about (its decoded library path, `/a b.mp4`), if any.
-/// The answer to a clear form (the file, a clip, MPEG-TS, I-frame fragments) of an encrypted title.
-fn served_encrypted() -> Response {
-    Response::refusal(Status::FORBIDDEN, "this title is served encrypted, over HLS and DASH only")
-}
-
 fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     if matches!(req.method, Method::Put | Method::Delete) {
         return (RouteKind::Upload, None);
@@ -856,64 +739,14 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     (kind, stream)
 }
 
+mod clips;
 mod connection;
+mod protection;
+
+use protection::served_encrypted;
 
 pub(crate) use connection::log_rtsp;
 pub use connection::ConnectionHandler;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::catalogue::Catalogue;
-    use crate::library::OwnedRequest;
-    use std::time::Duration;
-
-    fn app(dir: &std::path::Path) -> Arc<App> {
-        let library = Library::local(dir, Catalogue::new(1 << 20, Duration::from_secs(6))).unwrap();
-        let settings = AppSettings {
-            limits: Limits::default(),
-            max_ranges: 4,
-            access_log: false,
-            bench: false,
-            rtsp: Some(SocketAddr::from(([127, 0, 0, 1], 8554))),
-            engine: EngineConfig::default(),
-        };
-        Arc::new(App::new(Arc::new(library), settings, Counters::new()))
-    }
-
-    #[test]
-    fn the_page_and_offers_name_only_what_plays() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/demo/sluice-demo.mp4"),
-            dir.path().join("demo.mp4"),
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("broken.mp4"), b"not a film").unwrap();
-        let app = app(dir.path());
-        let demo = app.offers("demo.mp4", None);
-        assert!(demo.rtsp && demo.video.is_some(), "{demo:?}");
-        let broken = app.offers("broken.mp4", None);
-        assert!(broken.video.is_none() && !broken.rtsp, "{broken:?}");
-        assert!(broken.refusal.as_deref().is_some_and(|r| r.contains("not a playable MP4")), "{broken:?}");
-        assert_eq!(app.offers("missing.mp4", None), Offers::default());
-        let get = OwnedRequest::of(&Request {
-            method: Method::Get,
-            target: "/",
-            version: sluice_proto::http::Version::Http11,
-            headers: &[],
-        });
-        let page = get.with(|req| app.answer(req, &normalize("/").unwrap(), true)).unwrap();
-        let Body::Bytes(html) = page.body else { panic!("a page") };
-        let html = String::from_utf8_lossy(&html);
-        assert!(html.contains("data-hls=\"./demo.mp4/master.m3u8\""), "{html}");
-        assert!(html.contains("rtsp://127.0.0.1:8554/demo.mp4"), "{html}");
-        assert!(!html.contains("broken.mp4/master.m3u8") && !html.contains("8554/broken.mp4"), "{html}");
-        // The file that cannot play says why, with no Play button to a black player.
-        assert!(!html.contains("data-src=\"./broken.mp4\""), "{html}");
-        assert!(html.contains("<div class=\"why\">Cannot be played in the browser: cannot package broken.mp4 as HLS: not a playable MP4"), "{html}");
-        // Indexed once for the page and the offers: the tables and the description.
-        let stats = app.library().catalogue().stats();
-        assert_eq!(stats.misses.load(Ordering::Relaxed), 4, "two files, two entries each");
-    }
-}
+mod tests;

@@ -1,0 +1,71 @@
+//! The route of MP4 clips: `FILE.mp4?start=S&end=E`, `FILE.mp4/clip/S-E.mp4` and a clip's
+//! packaging, refused for encrypted titles. Cutting the `moov` and answering the clip live in
+//! [`crate::clip`]; this module only finds which clip a request names.
+
+use std::sync::atomic::Ordering;
+
+use sluice_proto::http::path::LibraryPath;
+use sluice_proto::http::{Request, Response};
+
+use super::{served_encrypted, App};
+use crate::library::LibraryError;
+
+impl App {
+    /// A clip of an MP4 (see [`crate::clip`]): `FILE.mp4?start=S&end=E`,
+    /// `FILE.mp4/clip/S-E.mp4`, or the clip's packaging `FILE.mp4/clip/S-E/master.m3u8` (and
+    /// the rest); `None` when the path is none of these or names no file.
+    pub(super) fn clip(
+        &self,
+        req: &Request<'_>,
+        path: &LibraryPath,
+        may_block: bool,
+    ) -> Result<Option<Response>, LibraryError> {
+        let relative = path.relative();
+        if let Some((file, interval, resource)) = crate::clip::packaged_clip_path(relative) {
+            if self.protection.guards(&format!("/{file}")) {
+                return Ok(Some(served_encrypted()));
+            }
+            let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
+            let interval = match interval {
+                Ok(interval) => interval,
+                Err(e) => return Ok(Some(crate::clip::refusal(&e))),
+            };
+            let request = crate::clip::ClipRequest {
+                relative: file,
+                version: &version,
+                interval,
+                max_ranges: self.settings.max_ranges,
+                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            };
+            return crate::clip::respond_packaged(req, &self.library, &request, &resource, may_block)
+                .map(Some);
+        }
+        let (file, interval) = match crate::clip::clip_path(relative) {
+            Some(named) => named,
+            None if crate::page::is_mp4(relative) && !path.names_directory() => {
+                match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
+                    Some(Ok(Some(interval))) => (relative, Ok(interval)),
+                    Some(Err(e)) => (relative, Err(e)),
+                    Some(Ok(None)) | None => return Ok(None),
+                }
+            }
+            None => return Ok(None),
+        };
+        if self.protection.guards(&format!("/{file}")) {
+            return Ok(Some(served_encrypted()));
+        }
+        let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
+        let interval = match interval {
+            Ok(interval) => interval,
+            Err(e) => return Ok(Some(crate::clip::refusal(&e))),
+        };
+        let request = crate::clip::ClipRequest {
+            relative: file,
+            version: &version,
+            interval,
+            max_ranges: self.settings.max_ranges,
+            boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+        };
+        crate::clip::respond(req, &self.library, &request, may_block).map(Some)
+    }
+}
