@@ -155,8 +155,13 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         out.push_str("   </Representation>\n  </AdaptationSet>\n");
         set_id += 1;
     }
-    if !videos.is_empty() {
-        // The keyframes of the video set (id 0) as its trick-mode set.
+    // The keyframes of the video set (id 0) as its trick-mode set, for H.264 ladders: with an
+    // HEVC title ffmpeg's DASH reader (no EssentialProperty support) took the trick-mode set's
+    // stream for the video (27 of 50 frames read), so other codecs keep to the HLS I-frame
+    // playlists until a reader here plays them right.
+    let h264_only =
+        videos.iter().all(|r| r.index.track_codecs(Packaged::Video).is_some_and(|c| c.starts_with("avc1")));
+    if !videos.is_empty() && h264_only {
         let trick: Vec<_> = renditions.iter().map(|r| (escape(r.prefix), r.index, r.file)).collect();
         super::iframes::trick_mode_set(&mut out, &trick, 0, set_id);
     }
