@@ -47,6 +47,8 @@ const RECORD_OVERHEAD: usize = 64;
 /// Steps of rustls's state machine one call may take: far above what any input needs (each step
 /// consumes a record or emits one), a bound against a loop that would never end.
 const MAX_STEPS: usize = 100_000;
+/// rustls left the application-data state between two calls with nothing received in between.
+const NOT_SETTLED: &str = "rustls not ready for application data right after it said it was";
 
 thread_local! {
     /// Where file bytes are read (`pread`) before rustls encrypts them into the outbox: one
@@ -368,8 +370,17 @@ impl<S: Session> TlsSession<S> {
         }
     }
 
+    /// Lets rustls send what it queued of its own (a key update after many records, say) and
+    /// tells whether it takes application data now (`Ok(false)`: the handshake is not over).
+    /// A record rustls hands out must be written before the state machine moves on, so every
+    /// encryption is preceded by this.
+    fn settle(&mut self, out: &mut Outbox) -> io::Result<bool> {
+        self.drive(out).map_err(|()| io::Error::other("TLS failed"))?;
+        Ok(self.writable)
+    }
+
     /// Encrypts with `write` once rustls is ready for application data. `Ok(false)` when it is
-    /// not (the handshake is not over, or rustls has records of its own to send first).
+    /// not (the handshake is not over).
     fn with_write_traffic(
         &mut self,
         write: impl FnOnce(
@@ -378,6 +389,9 @@ impl<S: Session> TlsSession<S> {
         ) -> io::Result<()>,
         out: &mut Outbox,
     ) -> io::Result<bool> {
+        if !self.settle(out)? {
+            return Ok(false);
+        }
         let Some(tls) = self.tls.as_mut() else { return Err(io::Error::other("no TLS state")) };
         let UnbufferedStatus { discard, state } = tls.process_tls_records(&mut self.tls_in);
         let ready = match state {
@@ -385,7 +399,7 @@ impl<S: Session> TlsSession<S> {
                 write(&mut traffic, out)?;
                 true
             }
-            Ok(_) => false,
+            Ok(_) => return Err(io::Error::other(NOT_SETTLED)),
             Err(e) => return Err(io::Error::other(e)),
         };
         self.tls_in.drain(..discard.min(self.tls_in.len()));
@@ -455,6 +469,9 @@ impl<S: Session> TlsSession<S> {
     /// the per-thread plaintext buffer first. `Ok(false)` when rustls cannot take application
     /// data yet.
     fn encrypt_front(&mut self, out: &mut Outbox) -> io::Result<bool> {
+        if !self.settle(out)? {
+            return Ok(false);
+        }
         let inner_out = &mut self.inner_out;
         let Some(tls) = self.tls.as_mut() else { return Err(io::Error::other("no TLS state")) };
         let UnbufferedStatus { discard, state } = tls.process_tls_records(&mut self.tls_in);
@@ -482,13 +499,7 @@ impl<S: Session> TlsSession<S> {
                     Ok::<usize, io::Error>(got)
                 })?,
             },
-            Ok(_) => {
-                // rustls has a record of its own to send first (a key update, an alert): let
-                // `drive` emit it, then go on.
-                self.tls_in.drain(..discard.min(self.tls_in.len()));
-                self.drive(out).map_err(|()| io::Error::other("TLS failed"))?;
-                return Ok(self.writable);
-            }
+            Ok(_) => return Err(io::Error::other(NOT_SETTLED)),
             Err(e) => return Err(io::Error::other(e)),
         };
         self.tls_in.drain(..discard.min(self.tls_in.len()));
