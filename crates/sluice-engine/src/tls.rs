@@ -6,17 +6,25 @@
 //! SIGHUP: connections accepted afterwards get the new one) and the probe of the kernel's TLS
 //! offload ([`ktls_support`]). Engines run a [`TlsService`] exactly as they run any service, so
 //! every engine and send strategy serves HTTPS with the same code. File bodies go through the
-//! copy path (read, encrypt, send) because the bytes on the wire are no longer the file's.
+//! copy path (read, encrypt, send) because the bytes on the wire are no longer the file's; it
+//! runs on rustls's unbuffered API so that a file slice is read (`pread`) into one per-thread
+//! plaintext buffer and encrypted from there straight into a buffer the outbox owns and sends:
+//! no intermediate record copy inside rustls, no copy from rustls into the outbox, no
+//! allocation per record.
 //! It does not parse HTTP (the wrapped session does) and does not own sockets.
 
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use rustls::{ServerConfig, ServerConnection};
+use rustls::server::UnbufferedServerConnection;
+use rustls::unbuffered::{
+    ConnectionState, EncodeError, EncryptError, InsufficientSizeError, UnbufferedStatus, WriteTraffic,
+};
+use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sluice_proto::conn::Pending;
@@ -28,11 +36,23 @@ use crate::Service;
 /// Ciphertext queued for the socket beyond which a session stops encrypting more of its
 /// response until the engine has sent it: bounds each connection's memory like a socket buffer.
 const HIGH_WATER: u64 = 256 * 1024;
-/// Plaintext encrypted at a time from a file slice (four full TLS records).
-const FILE_CHUNK: usize = 64 * 1024;
+/// The largest TLS plaintext record (RFC 8446 section 5.1).
+const RECORD: usize = 16 * 1024;
+/// Plaintext encrypted at a time: three full records, so that their ciphertext (with at most 29
+/// bytes of header, nonce and tag each) still fits the 64 KiB buffers the outbox recycles.
+const FILE_CHUNK: usize = 3 * RECORD;
+/// Room reserved per record for what encryption adds (5-byte header, TLS 1.2's 8-byte explicit
+/// nonce, TLS 1.3's content-type byte, 16-byte tag), rounded up.
+const RECORD_OVERHEAD: usize = 64;
+/// Steps of rustls's state machine one call may take: far above what any input needs (each step
+/// consumes a record or emits one), a bound against a loop that would never end.
+const MAX_STEPS: usize = 100_000;
+/// rustls left the application-data state between two calls with nothing received in between.
+const NOT_SETTLED: &str = "rustls not ready for application data right after it said it was";
 
 thread_local! {
-    /// Where file bytes are read before rustls encrypts them.
+    /// Where file bytes are read (`pread`) before rustls encrypts them into the outbox: one
+    /// buffer per worker thread, allocated once.
     static CHUNK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -196,7 +216,9 @@ impl<S: Service> Service for TlsService<S> {
 pub struct TlsSession<S> {
     inner: S,
     /// `None` when rustls refused to start (never with a configuration that loaded).
-    tls: Option<ServerConnection>,
+    tls: Option<UnbufferedServerConnection>,
+    /// Ciphertext received and not yet taken by rustls (a partial record, mostly).
+    tls_in: Vec<u8>,
     /// The inner session's plaintext output, encrypted into the engine's outbox as it drains.
     inner_out: Outbox,
     /// Decrypted bytes the inner session has not consumed yet.
@@ -207,6 +229,8 @@ pub struct TlsSession<S> {
     inner_busy: bool,
     /// The handshake finished (counted once).
     established: bool,
+    /// rustls was ready for application data when [`TlsSession::drive`] last stopped.
+    writable: bool,
     /// Some bytes came in (the first say whether the client speaks TLS at all).
     heard: bool,
     /// The connection is over: nothing more is decrypted or encrypted.
@@ -216,20 +240,17 @@ pub struct TlsSession<S> {
 
 impl<S: Session> TlsSession<S> {
     fn new(inner: S, config: Arc<ServerConfig>, counters: Arc<Counters>) -> Self {
-        let tls = ServerConnection::new(config).ok().map(|mut tls| {
-            // This session bounds what it queues itself (HIGH_WATER) and drains rustls after
-            // every write; rustls's own default limit would refuse a whole FILE_CHUNK.
-            tls.set_buffer_limit(None);
-            tls
-        });
+        let tls = UnbufferedServerConnection::new(config).ok();
         TlsSession {
             inner,
             tls,
+            tls_in: Vec::new(),
             inner_out: Outbox::new(),
             plain_in: Vec::new(),
             offer: false,
             inner_busy: false,
             established: false,
+            writable: false,
             heard: false,
             done: false,
             counters,
@@ -244,24 +265,145 @@ impl<S: Session> TlsSession<S> {
                 self.counters.shard(0).add(Event::TlsHandshakeFailures, 1);
             }
         }
-        self.write_records(out);
         out.close_after_flush();
     }
 
-    /// Moves the records rustls has ready into the engine's outbox.
-    fn write_records(&mut self, out: &mut Outbox) {
-        let Some(tls) = self.tls.as_mut() else { return };
-        if !tls.wants_write() {
-            return;
-        }
-        let mut buf = out.buffer();
-        buf.clear();
-        while tls.wants_write() {
-            if tls.write_tls(&mut buf).is_err() {
+    /// Runs rustls on the ciphertext received so far: decrypted bytes go to `plain_in`,
+    /// handshake records and alerts (a failed connection's too) into `out`. Stops when rustls
+    /// needs more input or is ready for application data. Returns whether the peer sent its
+    /// close_notify, or `Err` once the connection failed (its alert queued).
+    fn drive(&mut self, out: &mut Outbox) -> Result<bool, ()> {
+        let Some(tls) = self.tls.as_mut() else { return Err(()) };
+        let mut peer_closed = false;
+        let mut failed = false;
+        self.writable = false;
+        let mut handshake = out.buffer();
+        handshake.clear();
+        for _ in 0..MAX_STEPS {
+            let UnbufferedStatus { mut discard, state } = tls.process_tls_records(&mut self.tls_in);
+            let stop = match state {
+                Err(e) => {
+                    tracing::debug!("TLS: {e}");
+                    if failed {
+                        true
+                    } else {
+                        // What is left cannot be read; the next rounds only flush the alert
+                        // rustls queued.
+                        failed = true;
+                        discard = self.tls_in.len();
+                        false
+                    }
+                }
+                Ok(ConnectionState::ReadTraffic(mut records)) => {
+                    while let Some(record) = records.next_record() {
+                        match record {
+                            Ok(record) => {
+                                discard += record.discard;
+                                self.plain_in.extend_from_slice(record.payload);
+                                self.offer = true;
+                            }
+                            Err(e) => {
+                                tracing::debug!("TLS: {e}");
+                                failed = true;
+                                break;
+                            }
+                        }
+                    }
+                    false
+                }
+                Ok(ConnectionState::ReadEarlyData(mut records)) => {
+                    // Early data is not enabled in the configuration; nothing arrives here.
+                    while records.next_record().is_some() {}
+                    false
+                }
+                Ok(ConnectionState::EncodeTlsData(mut record)) => {
+                    let start = handshake.len();
+                    handshake.resize(start + 4096, 0);
+                    let written = match record.encode(&mut handshake[start..]) {
+                        Err(EncodeError::InsufficientSize(InsufficientSizeError { required_size })) => {
+                            handshake.resize(start + required_size, 0);
+                            record.encode(&mut handshake[start..])
+                        }
+                        other => other,
+                    };
+                    match written {
+                        Ok(n) => handshake.truncate(start + n),
+                        Err(e) => {
+                            tracing::debug!("TLS: {e}");
+                            handshake.truncate(start);
+                            failed = true;
+                        }
+                    }
+                    false
+                }
+                Ok(ConnectionState::TransmitTlsData(transmit)) => {
+                    let mut next = out.buffer();
+                    next.clear();
+                    out.push(Segment::Bytes(std::mem::replace(&mut handshake, next)));
+                    transmit.done();
+                    false
+                }
+                Ok(ConnectionState::PeerClosed) => {
+                    peer_closed = true;
+                    false
+                }
+                Ok(ConnectionState::WriteTraffic(_)) => {
+                    self.writable = true;
+                    if !self.established && !tls.is_handshaking() {
+                        self.established = true;
+                        self.counters.shard(0).add(Event::TlsHandshakes, 1);
+                    }
+                    true
+                }
+                Ok(_) => true,
+            };
+            self.tls_in.drain(..discard.min(self.tls_in.len()));
+            if stop {
                 break;
             }
         }
-        out.push(Segment::Bytes(buf));
+        out.push(Segment::Bytes(handshake));
+        if failed {
+            Err(())
+        } else {
+            Ok(peer_closed)
+        }
+    }
+
+    /// Lets rustls send what it queued of its own (a key update after many records, say) and
+    /// tells whether it takes application data now (`Ok(false)`: the handshake is not over).
+    /// A record rustls hands out must be written before the state machine moves on, so every
+    /// encryption is preceded by this.
+    fn settle(&mut self, out: &mut Outbox) -> io::Result<bool> {
+        self.drive(out).map_err(|()| io::Error::other("TLS failed"))?;
+        Ok(self.writable)
+    }
+
+    /// Encrypts with `write` once rustls is ready for application data. `Ok(false)` when it is
+    /// not (the handshake is not over).
+    fn with_write_traffic(
+        &mut self,
+        write: impl FnOnce(
+            &mut WriteTraffic<'_, rustls::server::ServerConnectionData>,
+            &mut Outbox,
+        ) -> io::Result<()>,
+        out: &mut Outbox,
+    ) -> io::Result<bool> {
+        if !self.settle(out)? {
+            return Ok(false);
+        }
+        let Some(tls) = self.tls.as_mut() else { return Err(io::Error::other("no TLS state")) };
+        let UnbufferedStatus { discard, state } = tls.process_tls_records(&mut self.tls_in);
+        let ready = match state {
+            Ok(ConnectionState::WriteTraffic(mut traffic)) => {
+                write(&mut traffic, out)?;
+                true
+            }
+            Ok(_) => return Err(io::Error::other(NOT_SETTLED)),
+            Err(e) => return Err(io::Error::other(e)),
+        };
+        self.tls_in.drain(..discard.min(self.tls_in.len()));
+        Ok(ready)
     }
 
     /// Encrypts the inner session's output into `out` up to [`HIGH_WATER`], lets the inner
@@ -273,20 +415,32 @@ impl<S: Session> TlsSession<S> {
         }
         loop {
             while out.pending_bytes() < HIGH_WATER && !self.inner_out.is_empty() {
-                if let Err(e) = self.encrypt_front() {
-                    tracing::debug!("TLS connection ends: {e}");
-                    self.finish(out);
-                    return;
+                match self.encrypt_front(out) {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        tracing::debug!("TLS connection ends: {e}");
+                        self.finish(out);
+                        return;
+                    }
                 }
-                self.write_records(out);
             }
             if !self.inner_out.is_empty() {
                 return;
             }
             if self.inner_out.closing() {
-                if let Some(tls) = self.tls.as_mut() {
-                    tls.send_close_notify();
-                }
+                let _ = self.with_write_traffic(
+                    |traffic, out| {
+                        let mut record = out.buffer();
+                        record.clear();
+                        record.resize(RECORD_OVERHEAD, 0);
+                        let n = traffic.queue_close_notify(&mut record).map_err(io::Error::other)?;
+                        record.truncate(n);
+                        out.push(Segment::Bytes(record));
+                        Ok(())
+                    },
+                    out,
+                );
                 self.finish(out);
                 return;
             }
@@ -310,68 +464,47 @@ impl<S: Session> TlsSession<S> {
         }
     }
 
-    /// Hands the front of the inner outbox (or a chunk of it) to rustls.
-    fn encrypt_front(&mut self) -> io::Result<()> {
+    /// Encrypts the front of the inner outbox (up to [`FILE_CHUNK`] of it) into a buffer the
+    /// engine's outbox owns: in-memory bytes straight from the inner outbox, file bytes read into
+    /// the per-thread plaintext buffer first. `Ok(false)` when rustls cannot take application
+    /// data yet.
+    fn encrypt_front(&mut self, out: &mut Outbox) -> io::Result<bool> {
+        if !self.settle(out)? {
+            return Ok(false);
+        }
+        let inner_out = &mut self.inner_out;
         let Some(tls) = self.tls.as_mut() else { return Err(io::Error::other("no TLS state")) };
-        let n = match self.inner_out.front() {
-            None => return Ok(()),
-            Some(Pending::Bytes(bytes)) => tls.writer().write(bytes)?,
-            Some(Pending::File(slice)) => CHUNK.with_borrow_mut(|chunk| {
-                // One buffer per thread, not per connection: file bytes pass through it on the
-                // way into rustls, which copies them into its records.
-                chunk.resize(FILE_CHUNK, 0);
-                let want = (slice.len as usize).min(FILE_CHUNK);
-                let got = slice.file.read_at(&mut chunk[..want], slice.offset)?;
-                if got == 0 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shorter than its response",
-                    ));
+        let UnbufferedStatus { discard, state } = tls.process_tls_records(&mut self.tls_in);
+        let taken = match state {
+            Ok(ConnectionState::WriteTraffic(mut traffic)) => match inner_out.front() {
+                None => 0,
+                Some(Pending::Bytes(bytes)) => {
+                    let n = bytes.len().min(FILE_CHUNK);
+                    encrypt_into(&mut traffic, &bytes[..n], out)?;
+                    n
                 }
-                tls.writer().write_all(&chunk[..got])?;
-                Ok::<usize, io::Error>(got)
-            })?,
+                Some(Pending::File(slice)) => CHUNK.with_borrow_mut(|chunk| {
+                    if chunk.len() < FILE_CHUNK {
+                        chunk.resize(FILE_CHUNK, 0);
+                    }
+                    let want = (slice.len as usize).min(FILE_CHUNK);
+                    let got = slice.file.read_at(&mut chunk[..want], slice.offset)?;
+                    if got == 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "file shorter than its response",
+                        ));
+                    }
+                    encrypt_into(&mut traffic, &chunk[..got], out)?;
+                    Ok::<usize, io::Error>(got)
+                })?,
+            },
+            Ok(_) => return Err(io::Error::other(NOT_SETTLED)),
+            Err(e) => return Err(io::Error::other(e)),
         };
-        self.inner_out.advance(n as u64);
-        Ok(())
-    }
-
-    /// Feeds ciphertext to rustls and collects what it decrypts.
-    fn decrypt(&mut self, mut input: &[u8], out: &mut Outbox) -> Result<bool, ()> {
-        let Some(tls) = self.tls.as_mut() else { return Err(()) };
-        let mut peer_closed = false;
-        while !input.is_empty() {
-            if tls.read_tls(&mut input).is_err() {
-                return Err(());
-            }
-            let state = match tls.process_new_packets() {
-                Ok(state) => state,
-                Err(e) => {
-                    tracing::debug!("TLS: {e}");
-                    // The alert rustls queued goes out before the close.
-                    return Err(());
-                }
-            };
-            let mut plain = state.plaintext_bytes_to_read();
-            while plain > 0 {
-                let start = self.plain_in.len();
-                self.plain_in.resize(start + plain, 0);
-                let got = tls.reader().read(&mut self.plain_in[start..]).unwrap_or(0);
-                self.plain_in.truncate(start + got);
-                if got == 0 {
-                    break;
-                }
-                plain -= got;
-                self.offer = true;
-            }
-            peer_closed |= state.peer_has_closed();
-        }
-        if !self.established && !tls.is_handshaking() {
-            self.established = true;
-            self.counters.shard(0).add(Event::TlsHandshakes, 1);
-        }
-        self.write_records(out);
-        Ok(peer_closed)
+        self.tls_in.drain(..discard.min(self.tls_in.len()));
+        inner_out.advance(taken as u64);
+        Ok(true)
     }
 }
 
@@ -388,7 +521,8 @@ impl<S: Session> Session for TlsSession<S> {
             self.finish(out);
             return input.len();
         }
-        match self.decrypt(input, out) {
+        self.tls_in.extend_from_slice(input);
+        match self.drive(out) {
             Ok(peer_closed) => {
                 self.pump(out, clock);
                 if peer_closed && self.inner_out.is_empty() {
@@ -462,6 +596,29 @@ impl<S: Session> Session for TlsSession<S> {
     fn on_close(&mut self, _out: &Outbox) {
         self.inner.on_close(&self.inner_out);
     }
+}
+
+/// Encrypts `plain` (in full records of at most [`RECORD`] bytes) into a buffer the outbox owns
+/// and queues it: rustls writes the records in place there, the engine sends them from there.
+fn encrypt_into(
+    traffic: &mut WriteTraffic<'_, rustls::server::ServerConnectionData>,
+    plain: &[u8],
+    out: &mut Outbox,
+) -> io::Result<()> {
+    let mut record = out.buffer();
+    record.clear();
+    record.resize(plain.len() + plain.len().div_ceil(RECORD).max(1) * RECORD_OVERHEAD, 0);
+    let n = match traffic.encrypt(plain, &mut record) {
+        Err(EncryptError::InsufficientSize(InsufficientSizeError { required_size })) => {
+            record.resize(required_size, 0);
+            traffic.encrypt(plain, &mut record)
+        }
+        other => other,
+    }
+    .map_err(io::Error::other)?;
+    record.truncate(n);
+    out.push(Segment::Bytes(record));
+    Ok(())
 }
 
 /// The answer to plain HTTP sent to the HTTPS port: a 400 in plain HTTP that says so.

@@ -3,7 +3,8 @@
 //! single, suffix and multipart ranges over `https://` byte-exact (SHA-256 of the bodies), while
 //! plain HTTP keeps its own port; ffprobe reads the MP4 and its HLS over `https://`; a certificate
 //! swapped on disk and SIGHUP reaches new connections while an open one keeps working (checked
-//! with a rustls client that reads the served certificate); garbage sent to the TLS port is
+//! with a rustls client that reads the served certificate); a 40 MB file and ranges across it
+//! arrive byte-exact and 120 pipelined requests on one TLS connection are all answered; garbage sent to the TLS port is
 //! closed, plain HTTP answered a plain 400 that says it reached the HTTPS port, both counted in
 //! /metrics; without `--tls-listen` the media port serves HTTPS only; and the kernel-TLS probe reports what
 //! /proc/sys/net/ipv4/tcp_available_ulp says, in the start-up log and in `serve --check`.
@@ -174,6 +175,93 @@ fn ranges_over_https(engine: &[&str]) {
     let over_https = ffprobe_video_frames(&mp4).0;
     let over_http = ffprobe_video_frames(&format!("http://{}/films/demo.mp4", server.addr())).0;
     assert_eq!(over_https, over_http, "frames over https and over http");
+}
+
+/// A 40 MB file: sparse, with distinct bytes written across TLS record and encryption-chunk
+/// boundaries (16 KiB records, 48 KiB chunks) so that a lost, repeated or reordered record shows.
+const BIG_LEN: usize = 40_000_000;
+
+/// A 40 MB file and ranges across it arrive byte-exact through curl, and 120 small requests
+/// pipelined in one write on one TLS connection are all answered, in order.
+fn large_file_and_pipelining_over_https(engine: &[&str]) {
+    let fx = Fixture::new();
+    fx.sparse("big.bin", BIG_LEN as u64);
+    let mut data = vec![0u8; BIG_LEN];
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::options().write(true).open(fx.path("big.bin")).unwrap();
+        let marks = [0, 16_383, 49_151, 49_152 + 7, 3 * 16_384 * 101 - 500, 20_000_001, BIG_LEN - 3000];
+        for (i, at) in marks.into_iter().enumerate() {
+            let block = pseudo_random(3000, 100 + i as u64);
+            f.write_all_at(&block, at as u64).unwrap();
+            data[at..at + block.len()].copy_from_slice(&block);
+        }
+    }
+    for (i, size) in [1usize, 700, 16_384, 16_385, 70_000].into_iter().enumerate() {
+        fx.write(&format!("small/{i}.bin"), &pseudo_random(size, 200 + i as u64));
+    }
+    let (_server, tls, _own) = https_server(engine, &fx, &[]);
+    let url = format!("https://localhost:{}/big.bin", tls.port());
+    let resolve = format!("localhost:{}:127.0.0.1", tls.port());
+    let r = ["--resolve", resolve.as_str(), "--max-time", "60"];
+
+    let whole = curl(&url, &r);
+    assert_eq!(whole.status, 200, "{}", whole.head_text());
+    assert_eq!(whole.body.len(), BIG_LEN);
+    assert_eq!(sha256_hex(&whole.body), sha256_hex(&data), "40 MB file over https");
+
+    let mut single = r.to_vec();
+    single.extend(["-H", "Range: bytes=16000-20003000"]);
+    let one = curl(&url, &single);
+    assert_eq!(one.status, 206, "{}", one.head_text());
+    assert_eq!(sha256_hex(&one.body), sha256_hex(&data[16_000..20_003_001]), "single range");
+
+    // TLS 1.2 records carry an explicit nonce (29 bytes of overhead, not 22): same bytes.
+    let mut tls12 = r.to_vec();
+    tls12.extend(["--tls-max", "1.2", "-H", "Range: bytes=16000-20003000"]);
+    let one = curl(&url, &tls12);
+    assert_eq!(one.status, 206, "{}", one.head_text());
+    assert_eq!(sha256_hex(&one.body), sha256_hex(&data[16_000..20_003_001]), "single range over TLS 1.2");
+
+    let mut multi = r.to_vec();
+    multi.extend(["-H", "Range: bytes=49000-5000000,19999000-20004000,-5000"]);
+    let parts_resp = curl(&url, &multi);
+    assert_eq!(parts_resp.status, 206, "{}", parts_resp.head_text());
+    let parts = parse_multipart(&parts_resp).unwrap();
+    let want = [(49_000usize, 5_000_001usize), (19_999_000, 20_004_001), (BIG_LEN - 5000, BIG_LEN)];
+    assert_eq!(parts.len(), want.len());
+    for (part, (a, b)) in parts.iter().zip(want) {
+        assert_eq!(sha256_hex(&part.data), sha256_hex(&data[a..b]), "multipart part {a}-{b}");
+    }
+
+    // Pipelined: every request written at once, every answer read back in order.
+    const PIPELINED: usize = 120;
+    let mut stream = tls_connect(tls);
+    let mut requests = String::new();
+    for i in 0..PIPELINED {
+        requests.push_str(&format!("GET /small/{}.bin HTTP/1.1\r\nHost: localhost\r\n\r\n", i % 5));
+    }
+    stream.write_all(requests.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let mut answered = 0;
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    while answered < PIPELINED {
+        assert!(std::time::Instant::now() < give_up, "{answered} of {PIPELINED} pipelined answers");
+        while let Some((resp, used)) = Response::parse(&buf, false, false).unwrap() {
+            assert_eq!(resp.status, 200, "{}", resp.head_text());
+            assert_eq!(resp.body, fx.file(&format!("small/{}.bin", answered % 5)), "answer {answered}");
+            buf.drain(..used);
+            answered += 1;
+        }
+        if answered == PIPELINED {
+            break;
+        }
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed after {answered} of {PIPELINED} pipelined answers");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    assert!(buf.is_empty(), "nothing after the last answer");
 }
 
 /// HLS over https through ffprobe: one configuration per engine.
@@ -421,6 +509,7 @@ fn haproxy_tls_frontend_is_valid() {
 engine_matrix!(ranges_over_https);
 rtsp_matrix!(
     hls_over_https,
+    large_file_and_pipelining_over_https,
     certificate_reload_on_sighup,
     bad_handshakes_are_closed_and_counted,
     https_only_on_listen
