@@ -355,24 +355,10 @@ impl Mp4File {
         hide_metadata(&mut moov, 0);
         let sample_entries = entries::first_sample_entries(&moov);
         let context = mp4parse::read_mp4(&mut moov.as_slice())?;
-        let mut fragments = fragments::Fragments::default();
-        if context.mvex.is_some() {
-            // Fragments continue each track where its `moov` samples (if any) end.
-            let moov_ends: Vec<(u32, u64)> = context
-                .tracks
-                .iter()
-                .map(|t| {
-                    let end = t.stts.as_ref().map_or(0, |stts| {
-                        stts.samples.iter().fold(0u64, |acc, s| {
-                            acc.saturating_add(u64::from(s.sample_count) * u64::from(s.sample_delta))
-                        })
-                    });
-                    (t.track_id.unwrap_or(0), end)
-                })
-                .collect();
-            fragments = fragments::Fragments::from_moov(&moov, &moov_ends);
-            fragments::read_fragments(&mut src, moov_end, len, &mut fragments)?;
-        }
+        let mut fragments = match context.mvex {
+            Some(_) => fragments::Fragments::read(&mut src, &moov, moov_end, len, &context.tracks)?,
+            None => fragments::Fragments::default(),
+        };
         let mut file = Mp4File {
             tracks: Vec::new(),
             skipped: Vec::new(),
@@ -692,20 +678,10 @@ fn index_track(
     }
     let edit_start = track.media_time.map_or(0, |t| t.0);
     if let Some(fragment) = fragment {
-        if (samples.len() + fragment.samples.len()) as u64 > MAX_SAMPLES_PER_TRACK {
-            return Err(bad("more samples than the limit"));
-        }
-        if samples.last().is_some_and(|last| fragment.samples[0].decode_time < last.decode_time) {
-            return Err(bad("fragments start before the moov samples end"));
-        }
-        samples.extend_from_slice(&fragment.samples);
-        if !kind.is_video() {
-            // Every audio frame starts decoding; some muxers flag audio samples non-sync.
-            samples.iter_mut().for_each(|s| s.size_sync |= SYNC_BIT);
-        }
+        let end = fragment.append_to(&mut samples, kind.is_video()).map_err(bad)?;
         // The samples are the truth of a fragmented file (one still growing, too): `mdhd` and
         // the edit list were written before its fragments.
-        let duration = fragment.end_decode_time.saturating_sub(edit_start);
+        let duration = end.saturating_sub(edit_start);
         return Ok(Ok(Track { id, kind, timescale, duration, edit_start, samples }));
     }
     let span = samples.last().map_or(0, |s| s.decode_time);

@@ -269,10 +269,56 @@ impl Fragments {
         Ok(true)
     }
 
+    /// The fragments of the file `src` of `len` bytes whose `moov` box (`tracks` as mp4parse
+    /// read them) ends at `moov_end`.
+    pub(super) fn read<R: Read + Seek>(
+        src: &mut R,
+        moov: &[u8],
+        moov_end: u64,
+        len: u64,
+        tracks: &[mp4parse::Track],
+    ) -> Result<Fragments, Mp4Error> {
+        // Fragments continue each track where its `moov` samples (if any) end.
+        let moov_ends: Vec<(u32, u64)> = tracks
+            .iter()
+            .map(|t| {
+                let end = t.stts.as_ref().map_or(0, |stts| {
+                    stts.samples.iter().fold(0u64, |acc, s| {
+                        acc.saturating_add(u64::from(s.sample_count) * u64::from(s.sample_delta))
+                    })
+                });
+                (t.track_id.unwrap_or(0), end)
+            })
+            .collect();
+        let mut fragments = Fragments::from_moov(moov, &moov_ends);
+        read_fragments(src, moov_end, len, &mut fragments)?;
+        Ok(fragments)
+    }
+
     /// The samples found for track `id` and where they end, taken out.
     pub(super) fn take(&mut self, id: u32) -> Option<FragmentTrack> {
         let at = self.tracks.iter().position(|t| t.id == id)?;
         Some(std::mem::take(&mut self.tracks[at]))
+    }
+}
+
+impl FragmentTrack {
+    /// Appends these samples to the `moov`'s of the track (`samples`); the decode time where
+    /// they end. Audio samples are all sync: every frame starts decoding, whatever a muxer flags.
+    pub(super) fn append_to(self, samples: &mut Vec<Sample>, video: bool) -> Result<u64, &'static str> {
+        if (samples.len() + self.samples.len()) as u64 > MAX_SAMPLES_PER_TRACK {
+            return Err("more samples than the limit");
+        }
+        if samples.last().zip(self.samples.first()).is_some_and(|(l, f)| f.decode_time < l.decode_time) {
+            return Err("fragments start before the moov samples end");
+        }
+        samples.extend(self.samples.into_iter().map(|mut s| {
+            if !video {
+                s.size_sync |= SYNC_BIT;
+            }
+            s
+        }));
+        Ok(self.end_decode_time)
     }
 }
 
