@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use crate::mp4::{Mp4Error, Mp4File, NothingToStream};
 
 /// The response header that carries why a presentation is refused, one line of text, e.g.
-/// `Sluice-Reason: cannot stream /films/a.mp4 over RTSP: fragmented MP4 (moof boxes): ...`.
+/// `Sluice-Reason: cannot stream /films/a.mp4 over RTSP: fragmented MP4 with no complete fragment yet`.
 /// The body of the response says the same after its status.
 pub const REASON_HEADER: &str = "Sluice-Reason";
 

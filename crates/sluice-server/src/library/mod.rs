@@ -330,7 +330,7 @@ impl Library {
     }
 
     /// The sample tables of `version` of the file at `relative`, from the catalogue or read
-    /// (only its `moov`, through the slice cache for an object).
+    /// (its `moov` and any `moof` headers, through the slice cache for an object).
     pub fn tables(
         &self,
         relative: &str,
