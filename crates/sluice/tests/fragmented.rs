@@ -4,7 +4,8 @@
 //! between keyframes, with explicit base offsets), and ffprobe reading each over HLS, DASH and
 //! RTSP counts every video frame and audio packet it counts in the file. A copy cut in the middle
 //! of its last fragment's `mdat` (a recording still being written) plays up to the fragment
-//! before. The page offers them to play and `/streams` calls them ready.
+//! before, and whole once the rest is written. The page offers them to play and `/streams` calls
+//! them ready.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
@@ -123,6 +124,15 @@ fn fragmented_files_play_over_hls_dash_and_rtsp(engine: &[&str]) {
         ] {
             assert_eq!(counts(&url), expected, "video frames and audio packets of {url} and of the file");
         }
+    }
+    // The recording grows to its end: its next version plays whole.
+    let whole = &cases()[0];
+    fx.write("growing.mp4", &whole.served);
+    let counted = work.path().join("whole.mp4");
+    std::fs::write(&counted, &whole.counted).unwrap();
+    let expected = counts(counted.to_str().unwrap());
+    for url in [format!("http://{addr}/growing.mp4/master.m3u8"), format!("rtsp://{rtsp}/growing.mp4")] {
+        assert_eq!(counts(&url), expected, "{url} once the file is whole");
     }
     let page = fetch_get(addr, "/", &[]).body_text();
     let mut c = Conn::open(server.admin_addr());
