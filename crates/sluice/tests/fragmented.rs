@@ -18,9 +18,10 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use common::edge::{put_object, start_edge};
 use common::*;
 
-rtsp_matrix!(fragmented_files_play_over_hls_dash_and_rtsp);
+rtsp_matrix!(fragmented_files_play_over_hls_dash_and_rtsp, an_edge_reads_fragments_across_slices);
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 
@@ -78,6 +79,56 @@ fn cases() -> &'static Vec<Case> {
             },
         ]
     })
+}
+
+/// The demo 20 times over as fragments (5.4 MB, more than a 4 MiB cache slice), whole and cut
+/// in the middle of its last fragment; the bytes ffprobe counts for each.
+fn long_cases() -> &'static Vec<Case> {
+    static CASES: OnceLock<Vec<Case>> = OnceLock::new();
+    CASES.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("long.mp4");
+        let mut cmd = tool("ffmpeg");
+        cmd.args(["-nostdin", "-v", "error", "-y", "-stream_loop", "19", "-i", DEMO, "-c", "copy"])
+            .args(["-movflags", "frag_keyframe+empty_moov+default_base_moof"])
+            .arg(&out);
+        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(60));
+        assert!(status.success(), "ffmpeg: {}", String::from_utf8_lossy(&err));
+        let long = std::fs::read(out).unwrap();
+        assert!(long.len() > 4 << 20, "{} bytes", long.len());
+        let last = *moof_offsets(&long).last().unwrap();
+        let cut = last + (long.len() - last) / 2;
+        vec![
+            Case { name: "long.mp4", served: long.clone(), counted: long.clone() },
+            Case { name: "long-growing.mp4", served: long[..cut].to_vec(), counted: long[..last].to_vec() },
+        ]
+    })
+}
+
+/// An edge of an S3 store reads the fragment headers spread through an object of several cache
+/// slices as a local root does: ffprobe counts every frame and packet over HLS and DASH.
+fn an_edge_reads_fragments_across_slices(engine: &[&str]) {
+    static PUT: OnceLock<()> = OnceLock::new();
+    PUT.get_or_init(|| {
+        for case in long_cases() {
+            put_object("fragedge/lib", case.name, &case.served);
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let server = start_edge(engine, "fragedge/lib", cache.path(), &[]);
+    let addr = server.addr();
+    let work = tempfile::tempdir().unwrap();
+    for case in long_cases() {
+        let counted = work.path().join(case.name);
+        std::fs::write(&counted, &case.counted).unwrap();
+        let expected = counts(counted.to_str().unwrap());
+        for url in [
+            format!("http://{addr}/{}/master.m3u8", case.name),
+            format!("http://{addr}/{}/manifest.mpd", case.name),
+        ] {
+            assert_eq!(counts(&url), expected, "video frames and audio packets of {url} and of the file");
+        }
+    }
 }
 
 /// ffprobe's count of video frames (decoded) and audio packets of `target`, one stream at a time

@@ -472,3 +472,6 @@ pub fn error_response(target: &str, e: LibraryError) -> Response {
 pub fn decoded_path(relative: &str) -> Option<LibraryPath> {
     normalize(&format!("/{}", relative.replace('%', "%25"))).ok()
 }
+
+#[cfg(test)]
+mod tests;
