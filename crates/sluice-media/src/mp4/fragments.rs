@@ -180,7 +180,11 @@ impl Fragments {
                     let mut f = Fields(tfdt);
                     let version = f.u32().map_err(bad)? >> 24;
                     let time = if version == 1 { f.u64() } else { f.u32().map(u64::from) }.map_err(bad)?;
-                    if time < previous_end {
+                    // A tfdt a little before where the last duration ends is a muxer's guess of
+                    // that duration corrected; one before the last sample breaks decode order.
+                    let last = staged.iter().rev().find(|(i, s, _)| *i == index && !s.is_empty());
+                    let last = last.and_then(|(_, s, _)| s.last()).or(track.samples.last());
+                    if last.is_some_and(|l| time < l.decode_time) {
                         return Err(bad("tfdt decode time goes backwards"));
                     }
                     time

@@ -121,11 +121,18 @@ fn incomplete_and_malformed_fragments() {
     assert!(f.add_moof(&trun(SAMPLE_SIZE, 1, &[0]), 0, 1000).is_err());
     let short = bx(b"moof", &[&bx(b"traf", &[&bx(b"tfhd", &[&words(&[BASE_DATA_OFFSET, 1])])])]);
     assert!(f.add_moof(&short, 0, 1000).is_err());
-    // A tfdt before where the track already is.
-    let back =
-        bx(b"moof", &[&bx(b"traf", &[&bx(b"tfhd", &[&words(&[0, 1])]), &bx(b"tfdt", &[&words(&[0, 5])])])]);
-    assert!(f.add_moof(&back, 0, 1000).unwrap_err().to_string().contains("backwards"));
-    assert_eq!(f.tracks[0].samples.len(), 3, "failed fragments add nothing");
+    // A tfdt before the track's last sample; one after it but before its end is taken as is.
+    let at = |time: u32| {
+        let tfhd = bx(b"tfhd", &[&words(&[0, 1])]);
+        let tfdt = bx(b"tfdt", &[&words(&[0, time])]);
+        let trun = bx(b"trun", &[&words(&[DATA_OFFSET, 1, 100])]);
+        bx(b"moof", &[&bx(b"traf", &[&tfhd, &tfdt, &trun])])
+    };
+    assert!(f.add_moof(&at(199), 0, 1000).unwrap_err().to_string().contains("backwards"));
+    assert!(f.add_moof(&at(250), 0, 1000).unwrap());
+    assert_eq!(f.tracks[0].samples[3].decode_time(), 250);
+    assert_eq!(f.tracks[0].end_decode_time, 350);
+    assert_eq!(f.tracks[0].samples.len(), 4, "failed fragments add nothing");
 }
 
 fn seed(name: &str) -> Vec<u8> {
@@ -141,7 +148,8 @@ fn timing(file: &Mp4File) -> Vec<Vec<(u32, u64, i32, bool)>> {
 }
 
 /// ffmpeg's fragmented copies of the tiny seed (a fragment per keyframe with the base at the
-/// `moof`, and a fragment per frame with explicit base offsets) carry the progressive file's
+/// `moof`, a fragment per frame with explicit base offsets, and `frag_keyframe` alone, which
+/// keeps the first fragment's samples in the `moov`) carry the progressive file's
 /// samples, bytes and all, at the decode times ffprobe reads (`ffprobe -show_entries
 /// packet=stream_index,dts`: ffmpeg stretches the first AAC frame over the priming it no longer
 /// cuts with an edit list, and writes a fragment per frame's last audio frame with duration 0).
@@ -158,6 +166,7 @@ fn ffmpeg_fragmented_files_match_the_progressive_original() {
     for (name, audio_times) in [
         ("tiny-h264-aac-frag-keyframe.mp4", [0, 1600, 2624, 3648, 4672, 5696]),
         ("tiny-h264-aac-frag-every-frame.mp4", [0, 2624, 2624, 4672, 4672, 5696]),
+        ("tiny-h264-aac-frag-after-moov-samples.mp4", [0, 1600, 2624, 3648, 4672, 5696]),
     ] {
         let data = seed(name);
         let file = Mp4File::from_bytes(&data).unwrap();
@@ -184,7 +193,11 @@ fn ffmpeg_fragmented_files_match_the_progressive_original() {
 /// the samples are a prefix of the whole file's, and cutting later never loses any.
 #[test]
 fn a_file_cut_anywhere_indexes_its_complete_fragments() {
-    for name in ["tiny-h264-aac-frag-keyframe.mp4", "tiny-h264-aac-frag-every-frame.mp4"] {
+    for name in [
+        "tiny-h264-aac-frag-keyframe.mp4",
+        "tiny-h264-aac-frag-every-frame.mp4",
+        "tiny-h264-aac-frag-after-moov-samples.mp4",
+    ] {
         let data = seed(name);
         let whole = timing(&Mp4File::from_bytes(&data).unwrap());
         let mut last = 0;
