@@ -12,7 +12,9 @@ use crate::sdp::{session_description, to_bytes, SdpOptions};
 /// file cut short (a recording being written) indexes as a prefix of the whole one.
 pub fn mp4_demux(data: &[u8]) {
     let Ok(file) = Mp4File::from_bytes(data) else { return };
-    if file.fragmented {
+    let ids_unique =
+        file.tracks.iter().enumerate().all(|(i, t)| file.tracks[..i].iter().all(|u| u.id != t.id));
+    if file.fragmented && ids_unique {
         // Cut where the input's last byte says (so the fuzzer reaches every cut).
         let cut = data.len() * usize::from(data.last().copied().unwrap_or(0)) / 256;
         if let Ok(prefix) = Mp4File::from_bytes(&data[..cut]) {
