@@ -7,8 +7,8 @@
 //! parsed by [`crate::codec`] from the `moov`'s own bytes ([`entries`]). It does not read sample
 //! data (but for the head of an `hev1` track's first keyframe, to see whether its parameter sets
 //! are the `hvcC`'s), does not apply edit lists to timestamps (it reports the edit's start so
-//! the caller can), and does not handle fragmented MP4 (`moof`): progressive files are what the
-//! library serves.
+//! the caller can). The samples of a fragmented MP4 (`moof` boxes after the `moov`) are read by
+//! [`fragments`] into the same tables, up to the last complete fragment of a growing file.
 //!
 //! Why `mp4parse` rather than the `mp4` crate: `mp4parse` is the demuxer Firefox ships, so it is
 //! continuously fuzzed (OSS-Fuzz) against hostile files, it uses fallible allocation
@@ -33,6 +33,9 @@ use mp4parse::{AudioCodecSpecific, CodecType, SampleEntry, TrackType, VideoCodec
 use crate::codec::{parse_sample_entry, AudioEntry, CodecEntry, VideoEntry};
 
 mod entries;
+mod fragments;
+
+pub use fragments::{MAX_FRAGMENT_HEADER_BYTES, MAX_MOOF_BYTES};
 
 /// Largest `moov` box read into memory. A 3-hour 60 fps H.264 file has a `moov` of a few MB;
 /// anything beyond this is hostile or not a media file we want to index in memory.
@@ -44,6 +47,9 @@ pub const MAX_SAMPLES_PER_TRACK: u64 = 4 << 20;
 
 /// Most tracks indexed from one file; RTP dynamic payload types (96..=127) bound this too.
 pub const MAX_TRACKS: usize = 32;
+
+/// Why a track without samples is skipped.
+const NO_SAMPLES: &str = "no samples";
 
 /// Most top-level boxes walked while looking for `moov` (each costs one seek).
 const MAX_TOP_LEVEL_BOXES: usize = 4096;
@@ -76,6 +82,14 @@ pub enum Mp4Error {
     /// `mp4parse` rejected the `moov` box.
     #[error("malformed MP4 index: {0}")]
     Parse(#[from] mp4parse::Error),
+    /// A movie fragment (`moof`) contradicts itself or the file.
+    #[error("malformed movie fragment at byte {offset}: {what}")]
+    BadFragment {
+        /// Offset of the `moof` box.
+        offset: u64,
+        /// What was wrong.
+        what: &'static str,
+    },
     /// A track's sample tables are inconsistent or exceed the limits.
     #[error("track {track}: {what}")]
     BadSampleTable {
@@ -298,8 +312,9 @@ pub struct SkippedTrack {
 /// Why an indexed file has nothing to stream (over RTSP or as HLS).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NothingToStream {
-    /// The samples live in movie fragments (`moof`), which this module does not read.
-    #[error("fragmented MP4 (moof boxes): only progressive MP4 files are served")]
+    /// A fragmented MP4 (`mvex` in the `moov`) with no complete fragment yet: a recording
+    /// that has only just started.
+    #[error("fragmented MP4 with no complete fragment yet")]
     Fragmented,
     /// No track is of a codec sluice serves; why each track was skipped.
     #[error("no H.264, HEVC, AV1, VP9, AAC, Opus, AC-3 or E-AC-3 track ({0})")]
@@ -315,8 +330,8 @@ pub struct Mp4File {
     pub skipped: Vec<SkippedTrack>,
     /// Size of the file in bytes; every sample lies inside it.
     pub file_len: u64,
-    /// Whether the `moov` declares movie fragments (`mvex`): the samples then live in `moof`
-    /// boxes this module does not read, so the tracks come out empty (skipped).
+    /// Whether the `moov` declares movie fragments (`mvex`): the samples then live (also) in
+    /// the `moof` boxes that follow it.
     pub fragmented: bool,
 }
 
@@ -337,11 +352,15 @@ impl Mp4File {
 
     /// Indexes a file of `len` bytes read through `src`.
     pub fn read<R: Read + Seek>(mut src: R, len: u64) -> Result<Mp4File, Mp4Error> {
-        let mut moov = read_moov(&mut src, len)?;
+        let (mut moov, moov_end) = read_moov(&mut src, len)?;
         check_table_sizes(&moov, 0)?;
         hide_metadata(&mut moov, 0);
         let sample_entries = entries::first_sample_entries(&moov);
         let context = mp4parse::read_mp4(&mut moov.as_slice())?;
+        let mut fragments = match context.mvex {
+            Some(_) => fragments::Fragments::read(&mut src, &moov, moov_end, len, &context.tracks)?,
+            None => fragments::Fragments::default(),
+        };
         let mut file = Mp4File {
             tracks: Vec::new(),
             skipped: Vec::new(),
@@ -355,7 +374,8 @@ impl Mp4File {
                 continue;
             }
             let entry = sample_entries.iter().find(|(i, _)| *i == id).map(|(_, e)| e.as_slice());
-            match index_track(track, entry, context.timescale.map(|t| t.0), len)? {
+            let fragment = fragments.take(id);
+            match index_track(track, entry, context.timescale.map(|t| t.0), len, fragment)? {
                 Ok(t) => file.tracks.push(t),
                 Err(reason) => file.skipped.push(SkippedTrack { id, reason }),
             }
@@ -370,7 +390,8 @@ impl Mp4File {
         if !self.tracks.is_empty() {
             return Ok(());
         }
-        if self.fragmented {
+        if self.fragmented && (self.skipped.is_empty() || self.skipped.iter().any(|s| s.reason == NO_SAMPLES))
+        {
             return Err(NothingToStream::Fragmented);
         }
         let reasons: Vec<String> =
@@ -389,8 +410,9 @@ impl Mp4File {
 }
 
 /// Walks the top-level boxes and returns the `moov` box (header included), which is what
-/// `mp4parse::read_mp4` expects. `mdat` is skipped by seeking, never read.
-fn read_moov<R: Read + Seek>(src: &mut R, len: u64) -> Result<Vec<u8>, Mp4Error> {
+/// `mp4parse::read_mp4` expects, and the offset just past it. `mdat` is skipped by seeking, never
+/// read.
+fn read_moov<R: Read + Seek>(src: &mut R, len: u64) -> Result<(Vec<u8>, u64), Mp4Error> {
     let mut offset = 0u64;
     for _ in 0..MAX_TOP_LEVEL_BOXES {
         if len.saturating_sub(offset) < 8 {
@@ -426,7 +448,7 @@ fn read_moov<R: Read + Seek>(src: &mut R, len: u64) -> Result<Vec<u8>, Mp4Error>
             let mut moov = vec![0u8; size as usize];
             src.seek(SeekFrom::Start(offset))?;
             src.read_exact(&mut moov)?;
-            return Ok(moov);
+            return Ok((moov, offset + size));
         }
         offset += size;
     }
@@ -565,6 +587,7 @@ fn index_track(
     raw_entry: Option<&[u8]>,
     movie_timescale: Option<u64>,
     file_len: u64,
+    fragment: Option<fragments::FragmentTrack>,
 ) -> Result<Result<Track, String>, Mp4Error> {
     let id = track.track_id.unwrap_or(0);
     let bad = |what| Mp4Error::BadSampleTable { track: id, what };
@@ -618,12 +641,20 @@ fn index_track(
         Some(ts) if ts.0 > 0 && ts.0 <= u64::from(u32::MAX) => ts.0 as u32,
         _ => return Err(bad("missing or invalid timescale")),
     };
-    let count = checked_sample_count(track, file_len).map_err(bad)?;
-    if count == 0 {
-        return Ok(Err("no samples".into()));
+    // A fragmented file's `moov` tables are empty (or hold the samples before the first `moof`).
+    let count = match checked_sample_count(track, file_len) {
+        Err(_) if fragment.is_some() && track.stts.as_ref().is_none_or(|s| s.samples.is_empty()) => 0,
+        count => count.map_err(bad)?,
+    };
+    let fragment = fragment.filter(|f| !f.samples.is_empty());
+    if count == 0 && fragment.is_none() {
+        return Ok(Err(NO_SAMPLES.into()));
     }
-    let table =
-        create_sample_table(track, CheckedInteger(0)).ok_or_else(|| bad("inconsistent sample tables"))?;
+    let table = if count == 0 {
+        Default::default()
+    } else {
+        create_sample_table(track, CheckedInteger(0)).ok_or_else(|| bad("inconsistent sample tables"))?
+    };
     if table.len() as u64 != count {
         return Err(bad("sample tables disagree on the sample count"));
     }
@@ -647,6 +678,14 @@ fn index_track(
             composition_offset,
         });
     }
+    let edit_start = track.media_time.map_or(0, |t| t.0);
+    if let Some(fragment) = fragment {
+        let end = fragment.append_to(&mut samples, kind.is_video()).map_err(bad)?;
+        // The samples are the truth of a fragmented file (one still growing, too): `mdhd` and
+        // the edit list were written before its fragments.
+        let duration = end.saturating_sub(edit_start);
+        return Ok(Ok(Track { id, kind, timescale, duration, edit_start, samples }));
+    }
     let span = samples.last().map_or(0, |s| s.decode_time);
     // The presentation duration is the edit list's when there is one (it cuts the AAC priming
     // frame and the B-frame delay, as players and ffprobe do), else the media header's.
@@ -657,7 +696,6 @@ fn index_track(
         _ => None,
     };
     let duration = edited.or(track.duration.map(|d| d.0).filter(|&d| d > 0)).unwrap_or(span);
-    let edit_start = track.media_time.map_or(0, |t| t.0);
     Ok(Ok(Track { id, kind, timescale, duration, edit_start, samples }))
 }
 

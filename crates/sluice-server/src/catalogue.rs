@@ -71,7 +71,7 @@ impl Packaging {
 /// Why a file has no HLS packaging, as the response says it.
 #[derive(Debug, Clone)]
 pub struct Refusal {
-    /// 415 for codecs HLS does not carry, 501 for fragmented files, 500 for broken ones.
+    /// 415 for codecs HLS does not carry, 501 for fragmented files with no complete fragment yet, 500 for broken ones.
     pub status: Status,
     /// The sentence the response body carries.
     pub reason: String,

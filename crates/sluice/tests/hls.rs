@@ -224,7 +224,8 @@ struct BadFiles {
     mpeg4_part2: Vec<u8>,
 }
 
-/// A fragmented copy of the demo and an MPEG-4 Part 2 video, made by ffmpeg once per run.
+/// A fragmented copy of the demo cut before its first fragment is whole, and an MPEG-4 Part 2
+/// video, made by ffmpeg once per run.
 fn bad_files() -> &'static BadFiles {
     static FILES: OnceLock<BadFiles> = OnceLock::new();
     FILES.get_or_init(|| {
@@ -242,7 +243,11 @@ fn bad_files() -> &'static BadFiles {
             let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(60));
             assert!(status.success(), "ffmpeg {args:?}: {}", String::from_utf8_lossy(&err));
         }
-        BadFiles { fragmented: std::fs::read(&frag).unwrap(), mpeg4_part2: std::fs::read(&part2).unwrap() }
+        // A recording that has only just started: the moov, and the head of its first fragment.
+        let mut fragmented = std::fs::read(&frag).unwrap();
+        let first_moof = fragmented.windows(4).position(|w| w == b"moof").unwrap() - 4;
+        fragmented.truncate(first_moof + 16);
+        BadFiles { fragmented, mpeg4_part2: std::fs::read(&part2).unwrap() }
     })
 }
 

@@ -1,5 +1,6 @@
-//! RTSP refuses what it cannot stream, and says why, on every engine: a fragmented MP4 (made by
-//! ffmpeg here with `-movflags frag_keyframe+empty_moov`), an MP4 whose only track is MPEG-4
+//! RTSP refuses what it cannot stream, and says why, on every engine: a fragmented MP4 with no
+//! complete fragment yet (made by ffmpeg here with `-movflags frag_keyframe+empty_moov`, cut
+//! inside its first `moof`), an MP4 whose only track is MPEG-4
 //! Part 2 video, and a file named `.mp4` that is not an MP4 are answered at `DESCRIBE`, `SETUP`
 //! and `PLAY` with the status HLS answers for the same file (501, 415, 500), the reason in the
 //! `Sluice-Reason` header and in the body, and one warning each in the log however many requests
@@ -65,7 +66,8 @@ fn library() -> Fixture {
         &["-i", demo, "-c", "copy", "-movflags", "frag_keyframe+empty_moov", "-f", "mp4"],
         &work.path().join("f.mp4"),
     );
-    fx.write(REFUSED[0].name, &fragmented);
+    let first_moof = fragmented.windows(4).position(|w| w == b"moof").unwrap() - 4;
+    fx.write(REFUSED[0].name, &fragmented[..first_moof + 16]);
     let part2 = ffmpeg(
         &["-f", "lavfi", "-i", "testsrc=size=160x120:rate=10", "-t", "1", "-c:v", "mpeg4", "-f", "mp4"],
         &work.path().join("p.mp4"),

@@ -46,8 +46,8 @@ pub enum HlsError {
     /// The file is not an MP4, or its index is broken.
     #[error("not a playable MP4: {0}")]
     Mp4(#[from] Mp4Error),
-    /// The file keeps its samples in movie fragments, which the demuxer does not read.
-    #[error("fragmented MP4 (moof boxes): only progressive MP4 files are packaged")]
+    /// A fragmented MP4 with no complete fragment yet (a recording that has only just started).
+    #[error("fragmented MP4 with no complete fragment yet")]
     Fragmented,
     /// No track of a codec HLS (as packaged here) can carry.
     #[error("no track to package ({0})")]

@@ -14,7 +14,7 @@ use crate::codec::{hevc, InBandParameterSets, VideoCodec};
 const PARAMETER_SET_SCAN: u64 = 64 << 10;
 
 /// The children of the box at the start of `data` (its body), by type.
-fn children(data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
+pub(super) fn children(data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
     let mut rest = data;
     std::iter::from_fn(move || {
         if rest.len() < 8 {
@@ -27,7 +27,7 @@ fn children(data: &[u8]) -> impl Iterator<Item = ([u8; 4], &[u8])> {
     })
 }
 
-fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
+pub(super) fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
     children(data).find(|(k, _)| k == kind).map(|(_, body)| body)
 }
 

@@ -34,7 +34,7 @@
 //! (then 504 with the reason); a sample read that fails with `io::ErrorKind::WouldBlock` holds
 //! that viewer's due samples, in order, and is tried again [`WARM_RETRY`] later.
 //!
-//! A file RTSP cannot stream (fragmented, no track of a codec sluice reads, or none with an RTP payload format, not an MP4 at all) is refused
+//! A file RTSP cannot stream (fragmented with no complete fragment yet, no track of a codec sluice reads, or none with an RTP payload format, not an MP4 at all) is refused
 //! at `DESCRIBE`, `SETUP` and `PLAY` with the status HLS answers for it and the reason in the
 //! `Sluice-Reason` header ([`playable`], whose predicate the server's pages share).
 //!

@@ -3,7 +3,7 @@
 //! URL for a file.
 //!
 //! This module owns the verdict ([`playable`]), its status and reason ([`Unplayable`]), and how
-//! a refusal goes out: the status HLS answers for the same file (501 for a fragmented MP4, 415
+//! a refusal goes out: the status HLS answers for the same file (501 for a fragmented MP4 with no complete fragment yet, 415
 //! when no track is of a codec sluice reads or none has an RTP payload format, 500 for a file that cannot be indexed), the reason in the
 //! [`REASON_HEADER`] response header (one line) and in a `text/plain` body, and one warning per
 //! file and reason however many requests are refused ([`first_refusal`]). It does not find or
@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use crate::mp4::{Mp4Error, Mp4File, NothingToStream};
 
 /// The response header that carries why a presentation is refused, one line of text, e.g.
-/// `Sluice-Reason: cannot stream /films/a.mp4 over RTSP: fragmented MP4 (moof boxes): ...`.
+/// `Sluice-Reason: cannot stream /films/a.mp4 over RTSP: fragmented MP4 with no complete fragment yet`.
 /// The body of the response says the same after its status.
 pub const REASON_HEADER: &str = "Sluice-Reason";
 
@@ -66,8 +66,8 @@ pub enum Refusal {
     Warming,
 }
 
-/// Whether RTSP can stream `file`: at least one track with samples in the `moov` (a fragmented
-/// MP4 keeps them in `moof` boxes, which are not read) of a codec with an RTP payload format
+/// Whether RTSP can stream `file`: at least one track with samples (in the `moov` or in complete
+/// movie fragments) of a codec with an RTP payload format
 /// here ([`crate::sdp::rtp_payload_format`]); 415 with why each track is not, else.
 pub fn playable(file: &Mp4File) -> Result<(), Unplayable> {
     file.streamable().map_err(|why| Unplayable::nothing_to_stream(&why))?;

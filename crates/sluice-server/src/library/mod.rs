@@ -330,7 +330,7 @@ impl Library {
     }
 
     /// The sample tables of `version` of the file at `relative`, from the catalogue or read
-    /// (only its `moov`, through the slice cache for an object).
+    /// (its `moov` and any `moof` headers, through the slice cache for an object).
     pub fn tables(
         &self,
         relative: &str,
@@ -472,3 +472,6 @@ pub fn error_response(target: &str, e: LibraryError) -> Response {
 pub fn decoded_path(relative: &str) -> Option<LibraryPath> {
     normalize(&format!("/{}", relative.replace('%', "%25"))).ok()
 }
+
+#[cfg(test)]
+mod tests;
