@@ -21,35 +21,20 @@ impl App {
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
         let relative = path.relative();
-        if let Some((file, interval, resource)) = crate::clip::packaged_clip_path(relative) {
-            if self.protection.guards(&format!("/{file}")) {
-                return Ok(Some(served_encrypted()));
-            }
-            let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
-            let interval = match interval {
-                Ok(interval) => interval,
-                Err(e) => return Ok(Some(crate::clip::refusal(&e))),
-            };
-            let request = crate::clip::ClipRequest {
-                relative: file,
-                version: &version,
-                interval,
-                max_ranges: self.settings.max_ranges,
-                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
-            };
-            return crate::clip::respond_packaged(req, &self.library, &request, &resource, may_block)
-                .map(Some);
-        }
-        let (file, interval) = match crate::clip::clip_path(relative) {
-            Some(named) => named,
-            None if crate::page::is_mp4(relative) && !path.names_directory() => {
-                match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
-                    Some(Ok(Some(interval))) => (relative, Ok(interval)),
-                    Some(Err(e)) => (relative, Err(e)),
-                    Some(Ok(None)) | None => return Ok(None),
+        // The clip's packaging (`FILE.mp4/clip/S-E/master.m3u8` and the rest), or the clip itself.
+        let (file, interval, packaged) = match crate::clip::packaged_clip_path(relative) {
+            Some((file, interval, resource)) => (file, interval, Some(resource)),
+            None => match crate::clip::clip_path(relative) {
+                Some((file, interval)) => (file, interval, None),
+                None if crate::page::is_mp4(relative) && !path.names_directory() => {
+                    match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
+                        Some(Ok(Some(interval))) => (relative, Ok(interval), None),
+                        Some(Err(e)) => (relative, Err(e), None),
+                        Some(Ok(None)) | None => return Ok(None),
+                    }
                 }
-            }
-            None => return Ok(None),
+                None => return Ok(None),
+            },
         };
         if self.protection.guards(&format!("/{file}")) {
             return Ok(Some(served_encrypted()));
@@ -66,6 +51,11 @@ impl App {
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
         };
-        crate::clip::respond(req, &self.library, &request, may_block).map(Some)
+        match packaged {
+            Some(resource) => {
+                crate::clip::respond_packaged(req, &self.library, &request, &resource, may_block).map(Some)
+            }
+            None => crate::clip::respond(req, &self.library, &request, may_block).map(Some),
+        }
     }
 }
