@@ -252,35 +252,10 @@ pub fn trick_mode_set(out: &mut String, renditions: &[TrickRendition<'_>], main_
             let _ = write!(out, " width=\"{w}\" height=\"{h}\" sar=\"1:1\"");
         }
         out.push_str(">\n");
-        let _ = writeln!(
-            out,
-            "    <SegmentTemplate timescale=\"{}\" startNumber=\"0\" initialization=\"{}{}\" media=\"{}{}\">\n     <SegmentTimeline>",
-            keyframes.track.timescale,
-            prefix,
-            track_init_name(Packaged::Video),
-            prefix,
-            fragment_name("$Number$")
-        );
-        let times = &keyframes.times;
-        let mut n = 0;
-        while n < keyframes.len() {
-            let d = keyframes.ticks(n);
-            let mut repeat = 0;
-            while n + repeat + 1 < keyframes.len() && keyframes.ticks(n + repeat + 1) == d {
-                repeat += 1;
-            }
-            let _ = write!(out, "      <S");
-            if n == 0 {
-                let _ = write!(out, " t=\"{}\"", times[0]);
-            }
-            let _ = write!(out, " d=\"{d}\"");
-            if repeat > 0 {
-                let _ = write!(out, " r=\"{repeat}\"");
-            }
-            out.push_str("/>\n");
-            n += repeat + 1;
-        }
-        out.push_str("     </SegmentTimeline>\n    </SegmentTemplate>\n   </Representation>\n");
+        let init = format!("{prefix}{}", track_init_name(Packaged::Video));
+        let media = format!("{prefix}{}", fragment_name("$Number$"));
+        super::mpd::write_template(out, keyframes.track.timescale, &init, &media, &keyframes.times);
+        out.push_str("   </Representation>\n");
     }
     out.push_str("  </AdaptationSet>\n");
 }

@@ -225,7 +225,7 @@ fn template(out: &mut String, r: &MpdRendition<'_>, which: Packaged) {
 /// segment, then each segment's duration (`r` repeats equal ones); `times` are where each
 /// segment starts, then where the last ends, in `timescale` ticks. `init` and `media` are
 /// escaped already.
-fn write_template(out: &mut String, timescale: u32, init: &str, media: &str, times: &[u64]) {
+pub(super) fn write_template(out: &mut String, timescale: u32, init: &str, media: &str, times: &[u64]) {
     let segments = times.len().saturating_sub(1);
     let _ = writeln!(
         out,
