@@ -92,6 +92,17 @@ impl<'f> KeyFrames<'f> {
         (!samples.is_empty()).then_some(KeyFrames { track, samples, times })
     }
 
+    /// The timescale of the video track the keyframes are in.
+    pub fn timescale(&self) -> u32 {
+        self.track.timescale
+    }
+
+    /// Decode time of each keyframe, then where the track's last sample ends: the fragments'
+    /// boundaries, one more than there are fragments.
+    pub fn boundaries(&self) -> &[u64] {
+        &self.times
+    }
+
     /// How many keyframes.
     pub fn len(&self) -> usize {
         self.samples.len()
@@ -217,47 +228,6 @@ pub fn stream_inf(file: &Mp4File, index: &SegmentIndex, prefix: &str) -> String 
     }
     let _ = writeln!(line, ",URI=\"{prefix}{IFRAME_PLAYLIST}\"");
     line
-}
-
-/// One rendition of an MPD's trick-mode set: where its resources are (escaped for XML already,
-/// as the MPD writes it), its segments and its sample tables.
-pub type TrickRendition<'a> = (String, &'a SegmentIndex, &'a Mp4File);
-
-/// DASH's trick-mode `AdaptationSet` (id `set_id`) for the main video set `main_set`: a
-/// `Representation` of keyframe fragments per rendition with video, each decoding with its
-/// rendition's video init segment. Nothing without video.
-pub fn trick_mode_set(out: &mut String, renditions: &[TrickRendition<'_>], main_set: u32, set_id: u32) {
-    let with_keyframes: Vec<(&TrickRendition<'_>, KeyFrames<'_>)> =
-        renditions.iter().filter_map(|r| KeyFrames::of(r.2, r.1).map(|k| (r, k))).collect();
-    if with_keyframes.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "  <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" segmentAlignment=\"true\" startWithSAP=\"1\">\n   \
-         <EssentialProperty schemeIdUri=\"http://dashif.org/guidelines/trickmode\" value=\"{main_set}\"/>"
-    );
-    for (i, ((prefix, index, _), keyframes)) in with_keyframes.iter().enumerate() {
-        let (peak, _) = keyframes.bandwidth();
-        // maxPlayoutRate: how much faster than real time the keyframes alone play at the
-        // video's frame rate, the frames in a keyframe's span on average.
-        let frames = index.frame_rate().unwrap_or(1.0) * index.duration();
-        let rate = (frames / keyframes.len() as f64).round().max(1.0);
-        let _ = write!(
-            out,
-            "   <Representation id=\"video{i}-trick\" bandwidth=\"{peak}\" codecs=\"{}\" maxPlayoutRate=\"{rate}\" codingDependency=\"false\"",
-            index.track_codecs(Packaged::Video).unwrap_or_default()
-        );
-        if let Some((w, h)) = index.resolution() {
-            let _ = write!(out, " width=\"{w}\" height=\"{h}\" sar=\"1:1\"");
-        }
-        out.push_str(">\n");
-        let init = format!("{prefix}{}", track_init_name(Packaged::Video));
-        let media = format!("{prefix}{}", fragment_name("$Number$"));
-        super::mpd::write_template(out, keyframes.track.timescale, &init, &media, &keyframes.times);
-        out.push_str("   </Representation>\n");
-    }
-    out.push_str("  </AdaptationSet>\n");
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 
 use std::fmt::Write;
 
+use super::iframes::{fragment_name, KeyFrames};
 use super::index::{Packaged, SegmentIndex};
 use super::playlist::{text_init_name, text_segment_name, track_init_name, Subtitle};
 use super::wvtt;
@@ -163,7 +164,7 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         videos.iter().all(|r| r.index.track_codecs(Packaged::Video).is_some_and(|c| c.starts_with("avc1")));
     if !videos.is_empty() && h264_only {
         let trick: Vec<_> = renditions.iter().map(|r| (escape(r.prefix), r.index, r.file)).collect();
-        super::iframes::trick_mode_set(&mut out, &trick, 0, set_id);
+        trick_mode_set(&mut out, &trick, 0, set_id);
     }
     out.push_str(" </Period>\n</MPD>\n");
     out
@@ -250,6 +251,47 @@ pub(super) fn write_template(out: &mut String, timescale: u32, init: &str, media
         n += repeat + 1;
     }
     out.push_str("     </SegmentTimeline>\n    </SegmentTemplate>\n");
+}
+
+/// One rendition of an MPD's trick-mode set: where its resources are (escaped for XML already,
+/// as the MPD writes it), its segments and its sample tables.
+type TrickRendition<'a> = (String, &'a SegmentIndex, &'a Mp4File);
+
+/// DASH's trick-mode `AdaptationSet` (id `set_id`) for the main video set `main_set`: a
+/// `Representation` of keyframe fragments per rendition with video, each decoding with its
+/// rendition's video init segment. Nothing without video.
+fn trick_mode_set(out: &mut String, renditions: &[TrickRendition<'_>], main_set: u32, set_id: u32) {
+    let with_keyframes: Vec<(&TrickRendition<'_>, KeyFrames<'_>)> =
+        renditions.iter().filter_map(|r| KeyFrames::of(r.2, r.1).map(|k| (r, k))).collect();
+    if with_keyframes.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  <AdaptationSet id=\"{set_id}\" contentType=\"video\" mimeType=\"video/mp4\" segmentAlignment=\"true\" startWithSAP=\"1\">\n   \
+         <EssentialProperty schemeIdUri=\"http://dashif.org/guidelines/trickmode\" value=\"{main_set}\"/>"
+    );
+    for (i, ((prefix, index, _), keyframes)) in with_keyframes.iter().enumerate() {
+        let (peak, _) = keyframes.bandwidth();
+        // maxPlayoutRate: how much faster than real time the keyframes alone play at the
+        // video's frame rate, the frames in a keyframe's span on average.
+        let frames = index.frame_rate().unwrap_or(1.0) * index.duration();
+        let rate = (frames / keyframes.len() as f64).round().max(1.0);
+        let _ = write!(
+            out,
+            "   <Representation id=\"video{i}-trick\" bandwidth=\"{peak}\" codecs=\"{}\" maxPlayoutRate=\"{rate}\" codingDependency=\"false\"",
+            index.track_codecs(Packaged::Video).unwrap_or_default()
+        );
+        if let Some((w, h)) = index.resolution() {
+            let _ = write!(out, " width=\"{w}\" height=\"{h}\" sar=\"1:1\"");
+        }
+        out.push_str(">\n");
+        let init = format!("{prefix}{}", track_init_name(Packaged::Video));
+        let media = format!("{prefix}{}", fragment_name("$Number$"));
+        write_template(out, keyframes.timescale(), &init, &media, keyframes.boundaries());
+        out.push_str("   </Representation>\n");
+    }
+    out.push_str("  </AdaptationSet>\n");
 }
 
 /// An `xs:duration` of `secs` seconds, to the millisecond (`PT6.006S`).
