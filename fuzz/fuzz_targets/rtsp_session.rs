@@ -1,3 +1,3 @@
 #![no_main]
-//! Fuzz target: see `sluice_media::fuzzing::rtsp_session` for the property it checks.
-libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_media::fuzzing::rtsp_session(data));
+//! Fuzz target: see `sluice_rtsp::fuzzing::rtsp_session` for the property it checks.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_rtsp::fuzzing::rtsp_session(data));

@@ -4,13 +4,14 @@
 //! description of a file for RTSP `DESCRIBE` ([`sdp`]). It reads a file's index once (the `moov`
 //! box) and never the media data itself: the tables hold byte offsets, so an engine can send a
 //! sample with `pread`, `sendfile` or io_uring straight from the file. It owns no sockets, no
-//! clocks and no packetization (that is `sluice-proto::rtp`); its [`rtsp`] module is the sans-I/O
-//! state that serves a file over RTSP with those packetizers, time passed in by the engine; its
+//! clocks and no packetization (that is `sluice-proto::rtp`), and no RTSP sessions (the server
+//! core that serves a file over RTSP is the `sluice-rtsp` crate, which depends on this one); its
 //! [`hls`] module packages a file as HLS (fMP4 segments planned as generated headers plus file
 //! ranges); its [`protect`] module encrypts those segments (Common Encryption, HLS AES-128)
 //! when a title is protected.
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod codec;
 #[doc(hidden)]
@@ -18,7 +19,6 @@ pub mod fuzzing;
 pub mod hls;
 pub mod mp4;
 pub mod protect;
-pub mod rtsp;
 pub mod sdp;
 
 pub use mp4::{

@@ -1,8 +1,8 @@
-//! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`, `fuzz/corpus/rtsp_session/`,
+//! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`,
 //! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/codec_config/`,
 //! `fuzz/corpus/subsample_map/`, `fuzz/corpus/mp4_clip/`, `fuzz/corpus/ts_segment/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
-//! checked by `cargo test`.
+//! checked by `cargo test` (`fuzz/corpus/rtsp_session/` is `sluice-rtsp`'s).
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
@@ -17,11 +17,6 @@ fn replay(target: &str, check: fn(&[u8])) {
 #[test]
 fn mp4_demux_corpus() {
     replay("mp4_demux", sluice_media::fuzzing::mp4_demux);
-}
-
-#[test]
-fn rtsp_session_corpus() {
-    replay("rtsp_session", sluice_media::fuzzing::rtsp_session);
 }
 
 #[test]

@@ -241,7 +241,7 @@ impl Admin {
         let duration = file.tracks.iter().map(|t| t.duration_secs()).fold(0.0, f64::max);
         item["tracks"] = tracks.into();
         item["duration_secs"] = ((duration * 1000.0).round() / 1000.0).into();
-        let unplayable = sluice_media::rtsp::playable(&file).err().map(|e| e.to_string());
+        let unplayable = sluice_rtsp::playable(&file).err().map(|e| e.to_string());
         let hls_refusal = match library.described(relative, &version, true) {
             Ok(d) => d.hls.as_ref().err().map(|r| r.reason.clone()),
             Err(e) => Some(e.to_string()),

@@ -106,7 +106,7 @@ impl Described {
             }
         };
         // The RTSP core's own test, so the page never offers a URL that DESCRIBE refuses.
-        let rtsp = sluice_media::rtsp::playable(file).is_ok();
+        let rtsp = sluice_rtsp::playable(file).is_ok();
         let hls = SegmentIndex::build(file, segment).and_then(|index| {
             let init = init_segment(file, &index)?;
             let mut track_inits = [None, None];

@@ -248,18 +248,18 @@ impl Config {
     }
 
     /// The RTSP side's settings (the UDP ports are filled in once bound).
-    pub fn rtsp_config(&self) -> sluice_media::rtsp::RtspConfig {
-        sluice_media::rtsp::RtspConfig {
+    pub fn rtsp_config(&self) -> sluice_rtsp::RtspConfig {
+        sluice_rtsp::RtspConfig {
             session_timeout: self.rtsp.session_timeout,
             max_payload: self.rtsp.max_payload,
             access_log: self.http.access_log,
             max_viewers: self.rtsp.max_viewers,
             max_sessions_per_ip: self.clients.rtsp_sessions_per_ip,
             overload: match self.rtsp.overload {
-                RtspOverload::Refuse => sluice_media::rtsp::Overload::Refuse,
-                RtspOverload::Degrade => sluice_media::rtsp::Overload::Degrade,
+                RtspOverload::Refuse => sluice_rtsp::Overload::Refuse,
+                RtspOverload::Degrade => sluice_rtsp::Overload::Degrade,
             },
-            ..sluice_media::rtsp::RtspConfig::default()
+            ..sluice_rtsp::RtspConfig::default()
         }
     }
 

@@ -11,7 +11,7 @@
 //! whose slice is not on disk is [`io::ErrorKind::WouldBlock`] while the slice is fetched in the
 //! background (the core holds the viewer's samples and reads again). An index the page,
 //! `/streams` or HLS built is reused: a warm file's `DESCRIBE` reads nothing. It does not answer
-//! requests or decide what to read when (`sluice-media::rtsp` does).
+//! requests or decide what to read when (`sluice-rtsp` does).
 
 use std::collections::HashMap;
 use std::io;
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_media::mp4::Mp4File;
-use sluice_media::rtsp::{playable, Catalogue, MediaLibrary, NotFound, Refusal, Unplayable};
+use sluice_rtsp::{playable, Catalogue, MediaLibrary, NotFound, Refusal, Unplayable};
 use sluice_proto::http::path::normalize;
 use sluice_store::CacheError;
 

@@ -1,15 +1,15 @@
-//! The RTSP server cores the engine's loops drive: for each loop, one `sluice-media`
+//! The RTSP server cores the engine's loops drive: for each loop, one `sluice-rtsp`
 //! [`RtspServer`] over the server's [`RtspMedia`], with its own session table (sharing the
 //! `--rtsp-max-viewers` places with the other loops' tables) on the loop's UDP ports, reporting
 //! what the loop counts to the engine and the rest (the RTSP access log, sessions started and
 //! ended, files it cannot stream) to the server's log, beside HTTP's access log.
 //!
-//! Owns that wiring only: what the core does is `sluice-media`'s, the loops are the engine's.
+//! Owns that wiring only: what the core does is `sluice-rtsp`'s, the loops are the engine's.
 
 use std::sync::Arc;
 
 use sluice_engine::rtsp::{LoopNote, LoopSetup, RtspCore};
-use sluice_media::rtsp::{Note, Observer, RtspConfig, RtspServer, SessionTable, ViewerBudget};
+use sluice_rtsp::{Note, Observer, RtspConfig, RtspServer, SessionTable, ViewerBudget};
 
 use crate::media::RtspMedia;
 

@@ -210,7 +210,7 @@ struct Rtsp {
     sockets: RtspSockets,
     /// Why this many loops, for the start-up line.
     loops_reason: String,
-    config: sluice_media::rtsp::RtspConfig,
+    config: sluice_rtsp::RtspConfig,
     media: Arc<RtspMedia>,
 }
 

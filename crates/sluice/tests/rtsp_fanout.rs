@@ -4,7 +4,7 @@
 //! stream. With `--rtsp-loops 2`, viewers from different loopback addresses land on both loops
 //! (each `SETUP` names its loop's UDP ports), each gets the whole stream, RTCP reaches the loop
 //! holding the session, and the viewer bound holds for the server, not per loop. The load-driven refusal and the degrade policy are tested in the sans-I/O core
-//! (`sluice_media::rtsp::server`), where the load can be simulated.
+//! (`sluice_rtsp::server`), where the load can be simulated.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]

@@ -5,7 +5,7 @@
 //! gives for the loop's counters ([`LoopNote`]).
 //!
 //! As HTTP's [`Session`](crate::Session) is the engine's view of an HTTP connection, this is its
-//! view of RTSP: the engine (`sluice-engine`) calls it, the server core (`sluice-media`'s
+//! view of RTSP: the engine (`sluice-engine`) calls it, the server core (`sluice-rtsp`'s
 //! `RtspServer`) implements it, and the server binary joins the two. It owns the shapes, not what
 //! a request means, the session table or pacing (the core's), nor sockets and timers (the
 //! loop's).

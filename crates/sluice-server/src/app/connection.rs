@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_media::rtsp::Note;
+use sluice_rtsp::Note;
 use sluice_proto::http::{Handler, Limits, Queued, Reply, Request, RequestError, Response, Status};
 
 use super::{route_kind, App};

@@ -27,8 +27,8 @@ use sluice_proto::rtp::{
     StreamConfig,
 };
 
-use crate::mp4::{Mp4File, Track, TrackKind};
-use crate::sdp::clock_rate;
+use sluice_media::mp4::{Mp4File, Track, TrackKind};
+use sluice_media::sdp::clock_rate;
 
 /// How often each stream gets an RTCP sender report (RFC 3550 suggests about 5 s at most for
 /// a sender with a small session bandwidth share).
@@ -211,19 +211,19 @@ impl Streamer {
                     Packetizer::H264(H264Packetizer::new(spec.config, max_payload, h.nal_length_size)?)
                 }
                 TrackKind::Aac(_) => Packetizer::Aac(AacPacketizer::new(spec.config, max_payload)?),
-                TrackKind::Video(crate::codec::VideoEntry {
-                    codec: crate::codec::VideoCodec::Hevc(h),
+                TrackKind::Video(sluice_media::codec::VideoEntry {
+                    codec: sluice_media::codec::VideoCodec::Hevc(h),
                     ..
                 }) => Packetizer::H265(H265Packetizer::new(spec.config, max_payload, h.nal_length_size)?),
-                TrackKind::Audio(a) if crate::sdp::rtp_payload_format(track).is_ok() => {
+                TrackKind::Audio(a) if sluice_media::sdp::rtp_payload_format(track).is_ok() => {
                     let format = match a.codec {
-                        crate::codec::AudioCodec::Opus(_) => FrameFormat::Opus,
+                        sluice_media::codec::AudioCodec::Opus(_) => FrameFormat::Opus,
                         _ => FrameFormat::Ac3,
                     };
                     Packetizer::Frames(FramePacketizer::new(spec.config, max_payload, format)?)
                 }
                 TrackKind::Video(_) | TrackKind::Audio(_) => {
-                    let why = crate::sdp::rtp_payload_format(track).err().unwrap_or_default();
+                    let why = sluice_media::sdp::rtp_payload_format(track).err().unwrap_or_default();
                     return Err(StreamError::NoPayloadFormat(why));
                 }
             };
@@ -511,7 +511,7 @@ mod tests {
     const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 
     fn demo() -> Arc<Mp4File> {
-        Arc::new(Mp4File::open(DEMO).unwrap())
+        Arc::new(Mp4File::from_bytes(&std::fs::read(DEMO).unwrap()).unwrap())
     }
 
     fn specs(file: &Mp4File) -> Vec<StreamTrack> {

@@ -1,8 +1,8 @@
 //! Tests of [`super`]: session.rs's behaviour, in a file of their own.
 
 use super::*;
-use crate::mp4::TrackKind;
-use crate::rtsp::{RtspConfig, ViewerBudget};
+use sluice_media::mp4::TrackKind;
+use crate::{RtspConfig, ViewerBudget};
 use rtsp_types::headers::{RtpInfos, Transport, Transports};
 use rtsp_types::Response;
 use sluice_proto::rtp::{AacAccessUnits, H264Depacketizer, Packets, RtpPacket};
@@ -23,7 +23,7 @@ impl Catalogue for Demo {
 }
 
 fn demo() -> Demo {
-    Demo(Arc::new(Mp4File::open(DEMO).unwrap()))
+    Demo(Arc::new(Mp4File::from_bytes(&std::fs::read(DEMO).unwrap()).unwrap()))
 }
 
 fn counter() -> impl FnMut() -> u64 + Send {
@@ -209,7 +209,7 @@ fn scripted_exchange_delivers_every_access_unit_in_order() {
     let mut reports = 0;
     let vt = &file.tracks[video];
     let at = &file.tracks[audio];
-    let rate = |t: &crate::mp4::Track, i: usize, clock: u64| {
+    let rate = |t: &sluice_media::mp4::Track, i: usize, clock: u64| {
         let s = t.samples[i];
         ((i128::from(s.composition_time()) - i128::from(t.edit_start)) * i128::from(clock)
             / i128::from(t.timescale)) as u32
@@ -463,7 +463,7 @@ fn interleaved_channels_pause_resume_and_seek() {
         assert_eq!(p.sequence, info.seq.unwrap());
         let track = &file.tracks[d.track];
         let s = track.samples[d.sample];
-        let rate = i64::from(crate::sdp::clock_rate(track));
+        let rate = i64::from(sluice_media::sdp::clock_rate(track));
         // Presentation time after the start, in the track's RTP clock.
         let after = (s.composition_time() as i64 - track.edit_start as i64) * rate
             / i64::from(track.timescale)
@@ -584,7 +584,7 @@ impl Catalogue for Unstreamable {
         match path {
             "/frag.mp4" => checked(Arc::new(Mp4File {
                 tracks: vec![],
-                skipped: vec![crate::mp4::SkippedTrack { id: 1, reason: "no samples".into() }],
+                skipped: vec![sluice_media::mp4::SkippedTrack { id: 1, reason: "no samples".into() }],
                 file_len: 1000,
                 fragmented: true,
             })),

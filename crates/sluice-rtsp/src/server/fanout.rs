@@ -18,10 +18,10 @@ use super::{
     MediaLibrary, Note, Observer, RtspServer, Viewer, CNAME, DEGRADE_BACKLOG, DEGRADE_BEHIND, LATE_SEND,
     OUTPUT_HIGH, PACE_BURST, PACE_TICK,
 };
-use crate::rtsp::config::Overload;
-use crate::rtsp::session::{WARM_RETRY, WARM_TIMEOUT};
-use crate::rtsp::table::Delivery;
-use crate::rtsp::table::SessionId;
+use crate::config::Overload;
+use crate::session::{WARM_RETRY, WARM_TIMEOUT};
+use crate::table::Delivery;
+use crate::table::SessionId;
 
 /// A token bucket: how many bytes a viewer may be sent now.
 #[derive(Debug)]

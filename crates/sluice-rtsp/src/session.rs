@@ -12,12 +12,12 @@
 //! here reads a clock, touches a socket or a file: files are found through the [`Catalogue`] the
 //! server implements, and samples are read by the engine when a session's [`Streamer`] says so.
 //!
-//! Why this lives in `sluice-media` and not in `sluice-proto`: a session is about an indexed MP4
+//! Why this lives in `sluice-rtsp` (beside `sluice-media`) and not in `sluice-proto`: a session is about an indexed MP4
 //! (its tracks, SDP, sample tables and keyframes), and `sluice-proto` must not depend on
 //! `sluice-media`. A trait in `sluice-proto` mirroring `Mp4File` would copy its shape, and, since
 //! `sluice-proto` only reaches `sluice-media` as a dev-dependency, its tests could not exercise
 //! the real implementation (the dev-dependency links a second copy of `sluice-proto`, whose trait
-//! is a different one). So the direction is `sluice-media` → `sluice-proto`: the wire pieces
+//! is a different one). So the direction is `sluice-rtsp` → `sluice-media` → `sluice-proto`: the wire pieces
 //! (request framing, headers, replies, packetizers, the viewer queue) stay in `sluice-proto`, and
 //! the state that ties them to media is here.
 
@@ -37,8 +37,8 @@ use super::playable::{checked, Refusal, Unplayable, REASON_HEADER};
 use super::stream::{StreamTrack, Streamer};
 pub use super::table::Event;
 use super::table::{ConnectionId, Delivery, RtspSession, SessionId, SessionTable, SessionTrack};
-use crate::mp4::Mp4File;
-use crate::sdp::{payload_type, session_description, to_bytes, SdpOptions, TRACK_CONTROL};
+use sluice_media::mp4::Mp4File;
+use sluice_media::sdp::{payload_type, session_description, to_bytes, SdpOptions, TRACK_CONTROL};
 
 /// The methods sluice answers (the `Public` header of `OPTIONS`).
 pub const METHODS: [Method; 7] = [
@@ -573,7 +573,7 @@ impl RtspConnection {
             None if file.tracks.len() == 1 => 0,
             None => return Err(RtspError::AggregateNotAllowed),
         };
-        if file.tracks.get(index).is_none_or(|t| crate::sdp::rtp_payload_format(t).is_err()) {
+        if file.tracks.get(index).is_none_or(|t| sluice_media::sdp::rtp_payload_format(t).is_err()) {
             return Err(RtspError::NotFound);
         }
         let (delivery, reply_spec) = match spec {

@@ -18,7 +18,7 @@ use sluice_proto::rtsp::Release;
 
 use super::config::RtspConfig;
 use super::stream::{StreamTrack, Streamer};
-use crate::mp4::Mp4File;
+use sluice_media::mp4::Mp4File;
 use rtsp_types::Url;
 
 /// What the engine must act on.

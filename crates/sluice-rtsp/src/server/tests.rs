@@ -7,8 +7,8 @@ use sluice_proto::rtp::{Body, BodyRef, RtpPacket};
 use sluice_proto::rtsp::{read_message, Limits, LoopNote, Message, Release};
 
 use super::*;
-use crate::mp4::Mp4File;
-use crate::rtsp::{DatagramSink, NotFound, Port, WARM_RETRY, WARM_TIMEOUT};
+use sluice_media::mp4::Mp4File;
+use crate::{DatagramSink, NotFound, Port, WARM_RETRY, WARM_TIMEOUT};
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 const URL: &str = "rtsp://127.0.0.1:8554/sluice-demo.mp4";
@@ -195,7 +195,7 @@ fn a_file_that_cannot_be_streamed_is_refused_on_every_request_and_noted_once() {
     let mut media = demo();
     media.file = Arc::new(Mp4File {
         tracks: vec![],
-        skipped: vec![crate::mp4::SkippedTrack { id: 1, reason: "no samples".into() }],
+        skipped: vec![sluice_media::mp4::SkippedTrack { id: 1, reason: "no samples".into() }],
         file_len: media.bytes.len() as u64,
         fragmented: true,
     });
@@ -295,10 +295,10 @@ impl Catalogue for Cold {
         self.demo.open(path)
     }
 
-    fn open_playable(&self, path: &str) -> Result<Arc<Mp4File>, crate::rtsp::Refusal> {
+    fn open_playable(&self, path: &str) -> Result<Arc<Mp4File>, crate::Refusal> {
         if self.warming.get() > 0 {
             self.warming.set(self.warming.get() - 1);
-            return Err(crate::rtsp::Refusal::Warming);
+            return Err(crate::Refusal::Warming);
         }
         self.demo.open_playable(path)
     }
@@ -853,7 +853,7 @@ fn viewers_due_in_one_send_slot_send_a_frame_in_the_same_turn_and_never_more_tha
         }
         seen.iter()
             .enumerate()
-            .map(|(n, (_, turn))| (crate::rtsp::stream::sample_time(track, n), *turn))
+            .map(|(n, (_, turn))| (crate::stream::sample_time(track, n), *turn))
             .collect()
     };
     let slot = |at: Instant| at.saturating_duration_since(t0).as_nanos() / SEND_SLOT.as_nanos();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use sluice_proto::lru::Lru;
 
-use crate::mp4::Mp4File;
+use sluice_media::mp4::Mp4File;
 
 /// Bytes of samples kept at most. Viewers that start within a few seconds of each other (the
 /// lab's 4 s ramp) sit at most that far apart: 4 s of a 23 Mbps stream is about 12 MB, so 32 MiB

@@ -1,10 +1,13 @@
-//! Serving an MP4 file over RTSP/RTP, sans-I/O: the control connection and its sessions
-//! ([`session`]), pacing a playing session's samples into RTP packets ([`stream`]), and the server
+//! The RTSP server core of sluice: serving an MP4 file over RTSP/RTP, sans-I/O. The control
+//! connection and its sessions ([`session`]), pacing a playing session's samples into RTP packets
+//! ([`stream`]), whether a viewer is admitted or refused and why ([`admission`]), and the server
 //! core that joins them for an engine's RTSP loop ([`server`]).
 //!
-//! This module owns the state that joins RTSP to media; the wire formats (request framing,
-//! headers, replies, RTP packetizers, RTCP reports, the per-viewer queue) are `sluice-proto`'s,
-//! and sockets, timers and file reads are the engine's and the server's. An engine's loop drives
+//! This crate owns the state that joins RTSP to media. It does not own what is inside a file
+//! (the MP4 index, codec configurations and the SDP of a file's tracks are `sluice-media`'s, which
+//! never depends on this crate), the wire formats (request framing, headers, replies, RTP
+//! packetizers, RTCP reports, the per-viewer queue are `sluice-proto`'s), or sockets, timers and
+//! file reads (the engine's and the server's). An engine's loop drives
 //! the whole of it through [`RtspServer`] (bytes, datagrams and the time in; bytes to a
 //! connection, datagrams to addresses and the next wake-up out). What [`RtspServer`] does with
 //! the pieces below:
@@ -41,8 +44,13 @@
 //! Not handled here yet: `TEARDOWN` of one track's URL releases the whole session (RFC 2326
 //! allows tearing down one stream), and `PLAY`/`PAUSE` always act on the whole session.
 
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
 pub mod admission;
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 mod loop_core;
 pub mod playable;
 pub mod samples;

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use crate::mp4::{Mp4Error, Mp4File, NothingToStream};
+use sluice_media::mp4::{Mp4Error, Mp4File, NothingToStream};
 
 /// The response header that carries why a presentation is refused, one line of text, e.g.
 /// `Sluice-Reason: cannot stream /films/a.mp4 over RTSP: fragmented MP4 with no complete fragment yet`.
@@ -68,13 +68,13 @@ pub enum Refusal {
 
 /// Whether RTSP can stream `file`: at least one track with samples (in the `moov` or in complete
 /// movie fragments) of a codec with an RTP payload format
-/// here ([`crate::sdp::rtp_payload_format`]); 415 with why each track is not, else.
+/// here ([`sluice_media::sdp::rtp_payload_format`]); 415 with why each track is not, else.
 pub fn playable(file: &Mp4File) -> Result<(), Unplayable> {
     file.streamable().map_err(|why| Unplayable::nothing_to_stream(&why))?;
     let why: Vec<String> = file
         .tracks
         .iter()
-        .map(|t| crate::sdp::rtp_payload_format(t).map_err(|why| format!("track {}: {why}", t.id)))
+        .map(|t| sluice_media::sdp::rtp_payload_format(t).map_err(|why| format!("track {}: {why}", t.id)))
         .filter_map(Result::err)
         .collect();
     if why.len() < file.tracks.len() {
@@ -108,9 +108,12 @@ pub(crate) fn checked(file: Arc<Mp4File>) -> Result<Arc<Mp4File>, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mp4::SkippedTrack;
+    use sluice_media::mp4::SkippedTrack;
 
-    use crate::mp4::demo_file as demo;
+    fn demo() -> Mp4File {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+        Mp4File::from_bytes(&std::fs::read(path).unwrap()).unwrap()
+    }
 
     #[test]
     fn the_demo_is_playable() {
@@ -141,8 +144,8 @@ mod tests {
         assert_eq!(broken.status, 500);
         assert!(broken.reason.starts_with("not a playable MP4: malformed box"), "{broken}");
         // The same problems an HLS request is answered with.
-        let hls = crate::hls::SegmentIndex::build(&fragmented, std::time::Duration::from_secs(6));
-        assert!(matches!(hls, Err(crate::hls::HlsError::Fragmented)));
+        let hls = sluice_media::hls::SegmentIndex::build(&fragmented, std::time::Duration::from_secs(6));
+        assert!(matches!(hls, Err(sluice_media::hls::HlsError::Fragmented)));
     }
 
     #[test]

@@ -1,0 +1,10 @@
+//! Replays the committed `fuzz/corpus/rtsp_session/` through the property check the
+//! `rtsp_session` fuzz target runs, so every input that once mattered is checked by `cargo test`.
+
+use std::path::PathBuf;
+
+#[test]
+fn rtsp_session_corpus() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/rtsp_session");
+    sluice_proto::fuzzing::replay_corpus(&dir, sluice_rtsp::fuzzing::rtsp_session);
+}
