@@ -18,8 +18,8 @@ use sluice_proto::rtsp::Release;
 
 use super::config::RtspConfig;
 use super::stream::{StreamTrack, Streamer};
-use sluice_media::mp4::Mp4File;
 use rtsp_types::Url;
+use sluice_media::mp4::Mp4File;
 
 /// What the engine must act on.
 #[derive(Debug, Clone, PartialEq, Eq)]

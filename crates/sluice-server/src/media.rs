@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_media::mp4::Mp4File;
-use sluice_rtsp::{playable, Catalogue, MediaLibrary, NotFound, Refusal, Unplayable};
 use sluice_proto::http::path::normalize;
+use sluice_rtsp::{playable, Catalogue, MediaLibrary, NotFound, Refusal, Unplayable};
 use sluice_store::CacheError;
 
 use crate::library::{remote, FileVersion, Found, Library, LibraryError};

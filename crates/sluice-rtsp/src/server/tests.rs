@@ -7,8 +7,8 @@ use sluice_proto::rtp::{Body, BodyRef, RtpPacket};
 use sluice_proto::rtsp::{read_message, Limits, LoopNote, Message, Release};
 
 use super::*;
-use sluice_media::mp4::Mp4File;
 use crate::{DatagramSink, NotFound, Port, WARM_RETRY, WARM_TIMEOUT};
+use sluice_media::mp4::Mp4File;
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 const URL: &str = "rtsp://127.0.0.1:8554/sluice-demo.mp4";
@@ -851,10 +851,7 @@ fn viewers_due_in_one_send_slot_send_a_frame_in_the_same_turn_and_never_more_tha
                 seen.push((p.timestamp, *turn));
             }
         }
-        seen.iter()
-            .enumerate()
-            .map(|(n, (_, turn))| (crate::stream::sample_time(track, n), *turn))
-            .collect()
+        seen.iter().enumerate().map(|(n, (_, turn))| (crate::stream::sample_time(track, n), *turn)).collect()
     };
     let slot = |at: Instant| at.saturating_duration_since(t0).as_nanos() / SEND_SLOT.as_nanos();
     let per_viewer: Vec<_> = viewers.iter().map(|(to, start)| (frames(*to), *start)).collect();

@@ -1,10 +1,10 @@
 //! Tests of [`super`]: session.rs's behaviour, in a file of their own.
 
 use super::*;
-use sluice_media::mp4::TrackKind;
 use crate::{RtspConfig, ViewerBudget};
 use rtsp_types::headers::{RtpInfos, Transport, Transports};
 use rtsp_types::Response;
+use sluice_media::mp4::TrackKind;
 use sluice_proto::rtp::{AacAccessUnits, H264Depacketizer, Packets, RtpPacket};
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");

@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_rtsp::Note;
 use sluice_proto::http::{Handler, Limits, Queued, Reply, Request, RequestError, Response, Status};
+use sluice_rtsp::Note;
 
 use super::{route_kind, App};
 use crate::metrics::RouteKind;
