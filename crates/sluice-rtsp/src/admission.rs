@@ -1,5 +1,25 @@
-//! How many viewers an RTSP loop admits under [`Overload::Refuse`](super::Overload::Refuse), from
-//! its load window by window: a cost model, sans-I/O (the windows' numbers are arguments).
+//! Whether an RTSP viewer is admitted or refused, and why: every refusal for lack of capacity is
+//! decided here, with the status it is answered with, and the loop's room comes from here.
+//!
+//! A new session (`SETUP` without a `Session` header) is refused with 503 Service Unavailable when
+//! its connection holds [`RtspConfig::max_sessions_per_connection`], the loop's table holds
+//! [`RtspConfig::max_sessions`], or its client address holds [`RtspConfig::max_sessions_per_ip`]
+//! ([`Refused::ConnectionFull`], [`Refused::LoopFull`], [`Refused::AddressFull`]); with 453 Not
+//! Enough Bandwidth when the loop has no room, [`RtspConfig::max_viewers`] places are held over
+//! every loop, or the last place went to another loop before this one took it
+//! ([`Refused::NoRoom`]). A session's first `PLAY` is refused 453 too when the room shrank since
+//! its `SETUP` below the streams already started ([`Refused::NoRoom`]: those come first). Only
+//! [`Refused::NoRoom`] counts as a viewer refused (`sluice_rtsp_viewers_refused_total`,
+//! [`is_viewer_refused`]). The session code asks [`new_session`], [`take_place`] and
+//! [`first_play`]; the server core sets the room from [`first_room`] and [`room`].
+//!
+//! Not decided here: refusals of a presentation (not found, not streamable, still warming: the
+//! catalogue's and [`crate::playable::playable`]'s), of a path the access policy does not allow
+//! (the server's catalogue), and the per-session bounds on tracks and interleaved channels (the
+//! session's own SETUP).
+//!
+//! The room under [`Overload::Refuse`] comes from the loop's load window by window: a cost model,
+//! sans-I/O (the windows' numbers are arguments).
 //!
 //! A viewer's cost is what one more streaming viewer adds to the loop's busy share at the current
 //! bit rate mix. Two estimates of it, each smoothed over windows: the mean (busy share over the
@@ -22,10 +42,107 @@
 //! [`NEWCOMERS_SHARE`] of the sessions held (at least [`FIRST_ADMITS`]) are admitted a window,
 //! before anything is known too: a fast ramp waits a window for its cost to show rather than
 //! overshooting on an old estimate. Late sends stop admission until the loop keeps time again. It
-//! owns the estimates, not the windows' measurement (the [`RtspServer`](super::RtspServer) does
-//! that) or the refusal (the [`SessionTable`]'s).
-//!
-//! [`SessionTable`]: super::SessionTable
+//! owns the estimates, not the windows' measurement (the [`RtspServer`](crate::RtspServer) does
+//! that) or the sessions held (the [`SessionTable`]'s).
+
+use std::net::IpAddr;
+
+use sluice_proto::rtsp::RtspError;
+
+use crate::config::{Overload, RtspConfig};
+use crate::table::SessionTable;
+
+/// Why a viewer is refused for lack of capacity; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Its connection holds [`RtspConfig::max_sessions_per_connection`] sessions: 503.
+    ConnectionFull,
+    /// The loop's table holds [`RtspConfig::max_sessions`]: 503.
+    LoopFull,
+    /// Its client address holds [`RtspConfig::max_sessions_per_ip`]: 503.
+    AddressFull,
+    /// No room on the loop or no place of [`RtspConfig::max_viewers`] left: 453.
+    NoRoom,
+}
+
+impl From<Refused> for RtspError {
+    fn from(refused: Refused) -> RtspError {
+        match refused {
+            Refused::ConnectionFull | Refused::LoopFull | Refused::AddressFull => RtspError::Overloaded,
+            Refused::NoRoom => RtspError::NotEnoughBandwidth,
+        }
+    }
+}
+
+/// Whether a new session from `peer`, whose connection holds `connection_sessions` live
+/// sessions, may be set up on `table` (its place is taken by [`take_place`] once the
+/// presentation is known to be playable).
+pub(crate) fn new_session(
+    table: &SessionTable,
+    connection_sessions: usize,
+    peer: IpAddr,
+) -> Result<(), Refused> {
+    let config = &table.config;
+    if connection_sessions >= config.max_sessions_per_connection {
+        return Err(Refused::ConnectionFull);
+    }
+    if table.sessions.len() >= config.max_sessions {
+        return Err(Refused::LoopFull);
+    }
+    let per_ip = config.max_sessions_per_ip;
+    if per_ip > 0 && table.sessions.values().filter(|s| s.peer == peer).count() >= per_ip {
+        return Err(Refused::AddressFull);
+    }
+    // This loop's room, then the server's bound (taken for real by `take_place`: the other loops
+    // may have taken the last place since).
+    if table.sessions.len() >= table.admits() || table.budget.is_full() {
+        return Err(Refused::NoRoom);
+    }
+    Ok(())
+}
+
+/// Takes one of the server's [`RtspConfig::max_viewers`] places for a new session.
+pub(crate) fn take_place(table: &SessionTable) -> Result<(), Refused> {
+    if table.budget.take() {
+        Ok(())
+    } else {
+        Err(Refused::NoRoom)
+    }
+}
+
+/// Whether a session's first `PLAY` (its streams not started yet) may start them: the room may
+/// have shrunk since its `SETUP`, and the streams already started come first.
+pub(crate) fn first_play(table: &SessionTable) -> Result<(), Refused> {
+    if table.started() >= table.admits() {
+        return Err(Refused::NoRoom);
+    }
+    Ok(())
+}
+
+/// Whether a request refused with `error` counts as a viewer refused for lack of room.
+pub fn is_viewer_refused(error: &RtspError) -> bool {
+    *error == RtspError::NotEnoughBandwidth
+}
+
+/// The room of a loop under `config` before its first load window closes: [`FIRST_ADMITS`] under
+/// [`Overload::Refuse`], the table's own (no bound but [`RtspConfig::max_viewers`]) under
+/// [`Overload::Degrade`].
+pub(crate) fn first_room(config: &RtspConfig) -> Option<usize> {
+    match config.overload {
+        Overload::Degrade => None,
+        Overload::Refuse => Some(FIRST_ADMITS),
+    }
+}
+
+/// The room of a loop under `config` after `window` closed: everyone under
+/// [`Overload::Degrade`] (up to [`RtspConfig::max_viewers`], which [`new_session`] checks),
+/// the cost model's estimate under [`Overload::Refuse`].
+pub(crate) fn room(config: &RtspConfig, admission: &mut Admission, window: Window) -> usize {
+    match config.overload {
+        Overload::Degrade => usize::MAX,
+        Overload::Refuse => admission.room(window),
+    }
+}
 
 /// Share of the loop's time (CPU time over wall time) the refuse policy fills with viewers. The
 /// rest absorbs keyframes arriving together and the ramp's own SETUPs. At 0.9 the estimate admitted 190 epoll viewers of whom 1 stayed perfect, and 175 io_uring
@@ -74,11 +191,6 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// Sessions admitted at most before the first window closes.
-    pub fn first_room() -> usize {
-        FIRST_ADMITS
-    }
-
     /// The busy share one more viewer is counted at now, if known.
     pub fn cost(&self) -> Option<f64> {
         let mean = self.mean?;

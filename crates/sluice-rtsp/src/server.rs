@@ -21,10 +21,11 @@
 //! the slices is the only copy; the monotonic and wall-clock times, and the loop's CPU time
 //! ([`RtspServer::account`]), are arguments.
 //!
-//! It also owns the overload policy: from the loop's CPU time per [`LOAD_WINDOW`] it estimates
-//! what a viewer costs and how many the loop can carry ([`Headroom`]); under
-//! [`Overload::Refuse`] a viewer beyond that (or beyond [`RtspConfig::max_viewers`]) is answered
-//! 453 so the ones playing stay perfect, under [`Overload::Degrade`] a viewer whose samples fall
+//! It also measures the loop's load for the overload policy: from the loop's CPU time per
+//! [`LOAD_WINDOW`] [`crate::admission`] estimates what a viewer costs and how many the loop can
+//! carry ([`Headroom`]); under [`Overload::Refuse`](crate::Overload::Refuse) a viewer beyond that
+//! (or beyond [`RtspConfig::max_viewers`]) is answered 453 there so the ones playing stay perfect,
+//! under [`Overload::Degrade`](crate::Overload::Degrade) a viewer whose samples fall
 //! [`LATE_SEND`] behind drops whole frames, unread, up to its next keyframe. It does not own sockets, readiness, batching (`sendmmsg`, UDP GSO) or
 //! timers: those are the engine's. `T` is the loop's own per-connection state (its socket,
 //! buffers, operations in flight), kept in the same slot so both share one key.
@@ -38,8 +39,8 @@ use sluice_proto::rtp::{Packets, QueueLimits, ViewerQueue};
 use sluice_proto::rtsp::{Headroom, LoopNote, OutBuf, RtspError};
 
 use self::fanout::{open_bytes, Pacer};
-use super::admission::{Admission, Window};
-use super::config::{Overload, RtspConfig};
+use super::admission::{self, Admission, Window};
+use super::config::RtspConfig;
 use super::playable::first_refusal;
 use super::samples::{SampleCache, SAMPLE_CACHE_BYTES};
 use super::session::{Answered, Catalogue, Event, Output, RtspConnection};
@@ -92,15 +93,15 @@ const PACE_FALLBACK_RATE: f64 = 8.0e6;
 /// intervals of every viewer (their keyframes fall at different times), short enough to follow a
 /// ramp of newcomers.
 pub const LOAD_WINDOW: Duration = Duration::from_millis(500);
-/// A sample queued this long after it was due is a late send; under [`Overload::Degrade`] its
+/// A sample queued this long after it was due is a late send; under [`Overload::Degrade`](crate::Overload::Degrade) its
 /// viewer drops frames up to the next keyframe instead of sending them later still.
 pub const LATE_SEND: Duration = Duration::from_millis(50);
-/// Under [`Overload::Degrade`], a viewer this far behind (a tick, or its backlog) drops frames up
+/// Under [`Overload::Degrade`](crate::Overload::Degrade), a viewer this far behind (a tick, or its backlog) drops frames up
 /// to its next keyframe. Longer than [`LATE_SEND`], so a loop that is briefly descheduled on a
 /// busy machine counts late sends without costing anyone a GOP; shorter than the viewer queue's
 /// one second, so the loop sheds before the queues overflow.
 pub const DEGRADE_BEHIND: Duration = Duration::from_millis(500);
-/// Under [`Overload::Degrade`], a UDP viewer whose queue holds this much sending time (at its
+/// Under [`Overload::Degrade`](crate::Overload::Degrade), a UDP viewer whose queue holds this much sending time (at its
 /// pace) drops frames up to its next keyframe: about 0.4 s of a 23 Mbps stream, well before its
 /// queue's one second overflows.
 pub const DEGRADE_BACKLOG: Duration = Duration::from_millis(100);
@@ -249,7 +250,7 @@ impl<T> Control<T> {
 struct Viewer<B> {
     /// The URL path it streams, once its stream started (for the per-stream counts).
     started: Option<String>,
-    /// Under [`Overload::Degrade`], late: its video samples are skipped up to the next keyframe.
+    /// Under [`Overload::Degrade`](crate::Overload::Degrade), late: its video samples are skipped up to the next keyframe.
     skipping: bool,
     /// Per track of the session, whether it is video (the only one whose frames are skipped).
     video: Vec<bool>,
@@ -314,8 +315,8 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
     /// A core serving `media` with the sessions of `table`, reporting to `observer`, started at
     /// `now` (the origin of its wake-up grid).
     pub fn new(mut table: SessionTable, media: &'a M, observer: O, now: Instant) -> Self {
-        if table.config().overload == Overload::Refuse {
-            table.set_room(Admission::first_room());
+        if let Some(room) = admission::first_room(table.config()) {
+            table.set_room(room);
         }
         RtspServer {
             media,
@@ -446,7 +447,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
                 self.observer.note(Note::Answered { connection, requests: self.output.answered });
             }
             for error in &self.output.refused {
-                if *error.kind() == RtspError::NotEnoughBandwidth {
+                if admission::is_viewer_refused(error.kind()) {
                     self.observer.note(Note::Loop(LoopNote::ViewerRefused));
                 }
                 self.observer.note(Note::Refused(error));
@@ -664,10 +665,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         let late_sends = std::mem::take(&mut self.load.late);
         let viewers = std::mem::take(&mut self.load.viewer_seconds) / seconds;
         let window = Window { busy, viewers, late_sends, sessions: self.table.len() };
-        let room = match self.config().overload {
-            Overload::Degrade => usize::MAX,
-            Overload::Refuse => self.load.admission.room(window),
-        };
+        let room = admission::room(self.table.config(), &mut self.load.admission, window);
         self.table.set_room(room);
         self.load.active = viewers > 0.0 || busy >= ACTIVE_BUSY;
         let viewers = viewers.round() as usize;

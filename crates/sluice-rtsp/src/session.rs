@@ -33,6 +33,7 @@ use sluice_proto::rtsp::{
     Release, Reply, RtpInfoEntry, RtspError, StatusCode, TransportSpec,
 };
 
+use super::admission;
 use super::playable::{checked, Refusal, Unplayable, REASON_HEADER};
 use super::stream::{StreamTrack, Streamer};
 pub use super::table::Event;
@@ -543,24 +544,7 @@ impl RtspConnection {
             }
             None => {
                 self.sessions.retain(|id| x.table.sessions.contains_key(id));
-                if self.sessions.len() >= x.table.config.max_sessions_per_connection
-                    || x.table.sessions.len() >= x.table.config.max_sessions
-                {
-                    return Err(RtspError::Overloaded);
-                }
-                let per_ip = x.table.config.max_sessions_per_ip;
-                if per_ip > 0
-                    && x.table.sessions.values().filter(|s| s.peer == self.peer.ip()).count() >= per_ip
-                {
-                    return Err(RtspError::Overloaded);
-                }
-                // This loop's room, then the server's bound (taken for real below, when the
-                // session is inserted: the other loops may have taken the last place since).
-                if x.table.sessions.len() >= x.table.room.min(x.table.config.max_viewers)
-                    || x.table.budget.is_full()
-                {
-                    return Err(RtspError::NotEnoughBandwidth);
-                }
+                admission::new_session(x.table, self.sessions.len(), self.peer.ip())?;
                 match x.catalogue.open_playable(&path) {
                     Ok(file) => file,
                     Err(refusal) => return refuse(x, path, refusal),
@@ -605,9 +589,7 @@ impl RtspConnection {
         let id = match existing {
             Some(id) => id,
             None => {
-                if !x.table.budget.take() {
-                    return Err(RtspError::NotEnoughBandwidth);
-                }
+                admission::take_place(x.table)?;
                 let id = x.table.new_id();
                 x.table.sessions.insert(
                     id,
@@ -691,10 +673,8 @@ impl RtspConnection {
         let timeout = x.table.config.session_timeout;
         let starting =
             x.table.sessions.get(&id).is_some_and(|s| s.streamer.is_none() && !s.tracks.is_empty());
-        // The room may have shrunk since this session's SETUP: the streams already started come
-        // first.
-        if starting && x.table.started() >= x.table.admits() {
-            return Err(RtspError::NotEnoughBandwidth);
+        if starting {
+            admission::first_play(x.table)?;
         }
         let session = x.table.sessions.get_mut(&id).ok_or(RtspError::SessionNotFound)?;
         session.deadline = x.now + timeout;

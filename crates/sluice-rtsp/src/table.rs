@@ -4,8 +4,9 @@
 //! once played its [`Streamer`]), the ids (at least 64 random bits, bound to the connection that
 //! set them up) and the [`ViewerBudget`] the loops' tables share for `--rtsp-max-viewers`.
 //!
-//! It owns the state, not what requests do to it (a connection's requests, in [`super::session`])
-//! nor the sending of the sessions' packets (the [`super::RtspServer`]).
+//! It owns the state, not what requests do to it (a connection's requests, in [`super::session`]),
+//! whether a viewer is admitted to it ([`super::admission`]) nor the sending of the sessions'
+//! packets (the [`super::RtspServer`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -252,7 +253,7 @@ impl SessionTable {
 
     /// How many viewers the loop can carry now, from its measured headroom: a new session
     /// beyond it (or beyond [`RtspConfig::max_viewers`]) is refused with 453, and so is the
-    /// first `PLAY` of a session beyond it.
+    /// first `PLAY` of a session beyond it ([`super::admission`] decides).
     pub fn set_room(&mut self, viewers: usize) {
         self.room = viewers;
     }

@@ -4,7 +4,8 @@
 //! what the loop counts to the engine and the rest (the RTSP access log, sessions started and
 //! ended, files it cannot stream) to the server's log, beside HTTP's access log.
 //!
-//! Owns that wiring only: what the core does is `sluice-rtsp`'s, the loops are the engine's.
+//! Owns that wiring only: what the core does is `sluice-rtsp`'s (whether a viewer is admitted or
+//! refused, and why, is `sluice_rtsp::admission`), the loops are the engine's.
 
 use std::sync::Arc;
 

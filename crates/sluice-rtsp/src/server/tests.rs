@@ -7,6 +7,7 @@ use sluice_proto::rtp::{Body, BodyRef, RtpPacket};
 use sluice_proto::rtsp::{read_message, Limits, LoopNote, Message, Release};
 
 use super::*;
+use crate::config::Overload;
 use crate::{DatagramSink, NotFound, Port, WARM_RETRY, WARM_TIMEOUT};
 use sluice_media::mp4::Mp4File;
 
