@@ -11,6 +11,7 @@
 //! STAP-A and FU-A, loss detection by sequence number, and access units delimited by the marker
 //! bit or a timestamp change. It emits access units in the MP4 layout with 4-byte lengths.
 
+use super::fragments::{write_fragments, Fragmented};
 use super::packet::{Packets, RtpPacket, RtpStream, StreamConfig};
 use super::{DepacketizeError, PacketizeError};
 
@@ -117,17 +118,8 @@ impl H264Packetizer {
             }
             // FU-A (RFC 6184 §5.8): the NAL header's F and NRI bits go to the FU indicator, its
             // type to the FU header; the header byte itself is not repeated in the payload.
-            let indicator = nal[0] & 0xe0 | FU_A;
-            let nal_type = nal[0] & 0x1f;
-            let chunk = self.max_payload - 2;
-            let body = &nal[1..];
-            let count = body.len().div_ceil(chunk);
-            for (j, part) in body.chunks(chunk).enumerate() {
-                let start = if j == 0 { 0x80 } else { 0 };
-                let end = if j + 1 == count { 0x40 } else { 0 };
-                let marker = end_of_au && j + 1 == count;
-                self.stream.write(out, marker, timestamp, &[&[indicator, start | end | nal_type], part]);
-            }
+            let fu = Fragmented { header: &[nal[0] & 0xe0 | FU_A], nal_type: nal[0] & 0x1f, body: &nal[1..] };
+            write_fragments(&mut self.stream, out, fu, self.max_payload, end_of_au, timestamp);
         }
         Ok(out.len() - before)
     }

@@ -9,6 +9,7 @@
 //! fuzzing: it emits access units with 4-byte lengths and drops an access unit a packet of which
 //! is missing or malformed. Neither decodes NAL units beyond their two-byte header.
 
+use super::fragments::{write_fragments, Fragmented};
 use super::h264::NalUnits;
 use super::packet::{Packets, RtpPacket, RtpStream, StreamConfig};
 use super::{DepacketizeError, PacketizeError};
@@ -122,17 +123,12 @@ impl H265Packetizer {
     fn fragment(&mut self, nal: &[u8], end_of_au: bool, timestamp: u32, out: &mut Packets) {
         // §4.4.3: the payload header is the NAL unit's with type 49; the FU header carries the
         // start and end bits and the NAL unit's type; the NAL header itself is not repeated.
-        let header = [nal[0] & 0x81 | FU << 1, nal[1]];
-        let kind = nal_type(nal);
-        let chunk = self.max_payload - 3;
-        let body = &nal[2..];
-        let count = body.len().div_ceil(chunk);
-        for (j, part) in body.chunks(chunk).enumerate() {
-            let start = if j == 0 { 0x80 } else { 0 };
-            let end = if j + 1 == count { 0x40 } else { 0 };
-            let marker = end_of_au && j + 1 == count;
-            self.stream.write(out, marker, timestamp, &[&header, &[start | end | kind], part]);
-        }
+        let fu = Fragmented {
+            header: &[nal[0] & 0x81 | FU << 1, nal[1]],
+            nal_type: nal_type(nal),
+            body: &nal[2..],
+        };
+        write_fragments(&mut self.stream, out, fu, self.max_payload, end_of_au, timestamp);
     }
 }
 

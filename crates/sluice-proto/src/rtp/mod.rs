@@ -14,6 +14,7 @@
 //! up to the next keyframe when the viewer falls behind, is [`queue`].
 
 pub mod aac;
+mod fragments;
 pub mod frames;
 pub mod h264;
 pub mod h265;
