@@ -69,3 +69,10 @@ pub use session::{
 pub use sluice_proto::rtsp::{DatagramSink, Headroom, OutBuf, Port, Release, RtspCore};
 pub use stream::{due_until, start_sample, Due, StreamError, StreamTrack, Streamer, SENDER_REPORT_INTERVAL};
 pub use table::{ConnectionId, Delivery, RtspSession, SessionId, SessionTable, SessionTrack, ViewerBudget};
+
+/// The built-in demo file, indexed: the fixture of this crate's unit tests.
+#[cfg(test)]
+pub(crate) fn demo_file() -> sluice_media::Mp4File {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
+    sluice_media::Mp4File::from_bytes(&std::fs::read(path).expect("the demo file")).expect("the demo indexes")
+}

@@ -110,10 +110,7 @@ mod tests {
     use super::*;
     use sluice_media::mp4::SkippedTrack;
 
-    fn demo() -> Mp4File {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
-        Mp4File::from_bytes(&std::fs::read(path).unwrap()).unwrap()
-    }
+    use crate::demo_file as demo;
 
     #[test]
     fn the_demo_is_playable() {

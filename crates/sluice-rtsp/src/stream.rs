@@ -511,7 +511,7 @@ mod tests {
     const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
 
     fn demo() -> Arc<Mp4File> {
-        Arc::new(Mp4File::from_bytes(&std::fs::read(DEMO).unwrap()).unwrap())
+        Arc::new(crate::demo_file())
     }
 
     fn specs(file: &Mp4File) -> Vec<StreamTrack> {

@@ -23,7 +23,7 @@ impl Catalogue for Demo {
 }
 
 fn demo() -> Demo {
-    Demo(Arc::new(Mp4File::from_bytes(&std::fs::read(DEMO).unwrap()).unwrap()))
+    Demo(Arc::new(crate::demo_file()))
 }
 
 fn counter() -> impl FnMut() -> u64 + Send {
