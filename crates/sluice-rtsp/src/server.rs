@@ -93,17 +93,18 @@ const PACE_FALLBACK_RATE: f64 = 8.0e6;
 /// intervals of every viewer (their keyframes fall at different times), short enough to follow a
 /// ramp of newcomers.
 pub const LOAD_WINDOW: Duration = Duration::from_millis(500);
-/// A sample queued this long after it was due is a late send; under [`Overload::Degrade`](crate::Overload::Degrade) its
-/// viewer drops frames up to the next keyframe instead of sending them later still.
+/// A sample queued this long after it was due is a late send; under
+/// [`Overload::Degrade`](crate::Overload::Degrade) its viewer drops frames up to the next keyframe
+/// instead of sending them later still.
 pub const LATE_SEND: Duration = Duration::from_millis(50);
-/// Under [`Overload::Degrade`](crate::Overload::Degrade), a viewer this far behind (a tick, or its backlog) drops frames up
-/// to its next keyframe. Longer than [`LATE_SEND`], so a loop that is briefly descheduled on a
-/// busy machine counts late sends without costing anyone a GOP; shorter than the viewer queue's
-/// one second, so the loop sheds before the queues overflow.
+/// Under [`Overload::Degrade`](crate::Overload::Degrade), a viewer this far behind (a tick, or its
+/// backlog) drops frames up to its next keyframe. Longer than [`LATE_SEND`], so a loop that is
+/// briefly descheduled on a busy machine counts late sends without costing anyone a GOP; shorter
+/// than the viewer queue's one second, so the loop sheds before the queues overflow.
 pub const DEGRADE_BEHIND: Duration = Duration::from_millis(500);
-/// Under [`Overload::Degrade`](crate::Overload::Degrade), a UDP viewer whose queue holds this much sending time (at its
-/// pace) drops frames up to its next keyframe: about 0.4 s of a 23 Mbps stream, well before its
-/// queue's one second overflows.
+/// Under [`Overload::Degrade`](crate::Overload::Degrade), a UDP viewer whose queue holds this much
+/// sending time (at its pace) drops frames up to its next keyframe: about 0.4 s of a 23 Mbps
+/// stream, well before its queue's one second overflows.
 pub const DEGRADE_BACKLOG: Duration = Duration::from_millis(100);
 
 /// What the core serves: the indexed MP4 files of [`Catalogue`], and their bytes. The server
@@ -250,7 +251,8 @@ impl<T> Control<T> {
 struct Viewer<B> {
     /// The URL path it streams, once its stream started (for the per-stream counts).
     started: Option<String>,
-    /// Under [`Overload::Degrade`](crate::Overload::Degrade), late: its video samples are skipped up to the next keyframe.
+    /// Under [`Overload::Degrade`](crate::Overload::Degrade), late: its video samples are skipped up
+    /// to the next keyframe.
     skipping: bool,
     /// Per track of the session, whether it is video (the only one whose frames are skipped).
     video: Vec<bool>,
