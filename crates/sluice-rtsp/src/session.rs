@@ -12,14 +12,15 @@
 //! here reads a clock, touches a socket or a file: files are found through the [`Catalogue`] the
 //! server implements, and samples are read by the engine when a session's [`Streamer`] says so.
 //!
-//! Why this lives in `sluice-rtsp` (beside `sluice-media`) and not in `sluice-proto`: a session is about an indexed MP4
-//! (its tracks, SDP, sample tables and keyframes), and `sluice-proto` must not depend on
-//! `sluice-media`. A trait in `sluice-proto` mirroring `Mp4File` would copy its shape, and, since
-//! `sluice-proto` only reaches `sluice-media` as a dev-dependency, its tests could not exercise
-//! the real implementation (the dev-dependency links a second copy of `sluice-proto`, whose trait
-//! is a different one). So the direction is `sluice-rtsp` → `sluice-media` → `sluice-proto`: the wire pieces
-//! (request framing, headers, replies, packetizers, the viewer queue) stay in `sluice-proto`, and
-//! the state that ties them to media is here.
+//! Why this lives in `sluice-rtsp` (beside `sluice-media`) and not in `sluice-proto`: a session
+//! is about an indexed MP4 (its tracks, SDP, sample tables and keyframes), and `sluice-proto` must
+//! not depend on `sluice-media`. A trait in `sluice-proto` mirroring `Mp4File` would copy its
+//! shape, and, since `sluice-proto` only reaches `sluice-media` as a dev-dependency, its tests
+//! could not exercise the real implementation (the dev-dependency links a second copy of
+//! `sluice-proto`, whose trait is a different one). So the direction is `sluice-rtsp` →
+//! `sluice-media` → `sluice-proto`: the wire pieces (request framing, headers, replies,
+//! packetizers, the viewer queue) stay in `sluice-proto`, and the state that ties them to media
+//! is here.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
