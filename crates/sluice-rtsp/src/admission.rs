@@ -77,11 +77,7 @@ impl From<Refused> for RtspError {
 /// Whether a new session from `peer`, whose connection holds `connection_sessions` live
 /// sessions, may be set up on `table` (its place is taken by [`take_place`] once the
 /// presentation is known to be playable).
-pub(crate) fn new_session(
-    table: &SessionTable,
-    connection_sessions: usize,
-    peer: IpAddr,
-) -> Result<(), Refused> {
+pub fn new_session(table: &SessionTable, connection_sessions: usize, peer: IpAddr) -> Result<(), Refused> {
     let config = &table.config;
     if connection_sessions >= config.max_sessions_per_connection {
         return Err(Refused::ConnectionFull);
@@ -102,7 +98,7 @@ pub(crate) fn new_session(
 }
 
 /// Takes one of the server's [`RtspConfig::max_viewers`] places for a new session.
-pub(crate) fn take_place(table: &SessionTable) -> Result<(), Refused> {
+pub fn take_place(table: &SessionTable) -> Result<(), Refused> {
     if table.budget.take() {
         Ok(())
     } else {
@@ -112,7 +108,7 @@ pub(crate) fn take_place(table: &SessionTable) -> Result<(), Refused> {
 
 /// Whether a session's first `PLAY` (its streams not started yet) may start them: the room may
 /// have shrunk since its `SETUP`, and the streams already started come first.
-pub(crate) fn first_play(table: &SessionTable) -> Result<(), Refused> {
+pub fn first_play(table: &SessionTable) -> Result<(), Refused> {
     if table.started() >= table.admits() {
         return Err(Refused::NoRoom);
     }
@@ -127,7 +123,7 @@ pub fn is_viewer_refused(error: &RtspError) -> bool {
 /// The room of a loop under `config` before its first load window closes: [`FIRST_ADMITS`] under
 /// [`Overload::Refuse`], the table's own (no bound but [`RtspConfig::max_viewers`]) under
 /// [`Overload::Degrade`].
-pub(crate) fn first_room(config: &RtspConfig) -> Option<usize> {
+pub fn first_room(config: &RtspConfig) -> Option<usize> {
     match config.overload {
         Overload::Degrade => None,
         Overload::Refuse => Some(FIRST_ADMITS),
@@ -137,7 +133,7 @@ pub(crate) fn first_room(config: &RtspConfig) -> Option<usize> {
 /// The room of a loop under `config` after `window` closed: everyone under
 /// [`Overload::Degrade`] (up to [`RtspConfig::max_viewers`], which [`new_session`] checks),
 /// the cost model's estimate under [`Overload::Refuse`].
-pub(crate) fn room(config: &RtspConfig, admission: &mut Admission, window: Window) -> usize {
+pub fn room(config: &RtspConfig, admission: &mut Admission, window: Window) -> usize {
     match config.overload {
         Overload::Degrade => usize::MAX,
         Overload::Refuse => admission.room(window),
