@@ -231,6 +231,46 @@ impl Admission {
 mod tests {
     use super::*;
 
+    #[test]
+    fn each_refusal_has_its_status_and_only_no_room_counts_as_a_viewer_refused() {
+        use Refused::*;
+        for (refused, status) in [(ConnectionFull, 503), (LoopFull, 503), (AddressFull, 503), (NoRoom, 453)] {
+            let error = RtspError::from(refused);
+            assert_eq!(u16::from(error.status()), status, "{refused:?}");
+            assert_eq!(is_viewer_refused(&error), refused == NoRoom, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn a_new_session_meets_the_connection_bound_then_the_room_then_the_servers_places() {
+        let config = RtspConfig { max_sessions_per_connection: 2, max_viewers: 1, ..RtspConfig::default() };
+        let mut table = SessionTable::with_entropy(config, || 1);
+        let peer = IpAddr::from([127, 0, 0, 1]);
+        assert_eq!(new_session(&table, 1, peer), Ok(()));
+        assert_eq!(new_session(&table, 2, peer), Err(Refused::ConnectionFull));
+        table.set_room(0);
+        assert_eq!(new_session(&table, 1, peer), Err(Refused::NoRoom));
+        assert_eq!(first_play(&table), Err(Refused::NoRoom), "no stream started, no room for one");
+        table.set_room(1);
+        assert_eq!(first_play(&table), Ok(()));
+        // The one place of max_viewers, taken (by this loop or another sharing the budget).
+        assert_eq!(take_place(&table), Ok(()));
+        assert_eq!(take_place(&table), Err(Refused::NoRoom));
+        assert_eq!(new_session(&table, 1, peer), Err(Refused::NoRoom));
+        table.budget.give_back(1);
+    }
+
+    #[test]
+    fn the_room_is_the_cost_models_under_refuse_only() {
+        let refuse = RtspConfig { overload: Overload::Refuse, ..RtspConfig::default() };
+        let degrade = RtspConfig { overload: Overload::Degrade, ..RtspConfig::default() };
+        assert_eq!(first_room(&refuse), Some(FIRST_ADMITS));
+        assert_eq!(first_room(&degrade), None);
+        let late = Window { busy: 0.5, viewers: 50.0, late_sends: 3, sessions: 50 };
+        assert_eq!(room(&degrade, &mut Admission::default(), late), usize::MAX);
+        assert_eq!(room(&refuse, &mut Admission::default(), late), 50, "late: no newcomer");
+    }
+
     fn window(busy: f64, viewers: f64, sessions: usize) -> Window {
         Window { busy, viewers, late_sends: 0, sessions }
     }
