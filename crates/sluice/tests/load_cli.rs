@@ -245,6 +245,8 @@ fn help_says_what_the_code_does() {
     assert!(help.contains("a failed threshold exits with 1") && !help.contains("exits with 99"), "{help}");
     assert!(help.contains("[default: 60s; 10s for the --hls/--dash players"), "{help}");
     assert!(help.contains("bounds each request (default 10s)"), "{help}");
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
-    assert!(readme.contains("a failed one exits 1"), "the README says so too");
+    let guide =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/guide/load-and-lab.md"))
+            .unwrap();
+    assert!(guide.contains("a failed one exits 1"), "the user guide says so too");
 }
