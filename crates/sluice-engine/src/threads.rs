@@ -10,8 +10,9 @@
 //! A connection's session starts when it is accepted, not when a thread takes it, so its header
 //! deadline runs while it waits in the queue; the acceptor answers those that expire there (408)
 //! and, when the queue is full, refuses newcomers at once (503) instead of blocking. CPU-bound
-//! work runs on the connection's own thread, as a servlet's would, but at most `cpu_workers` jobs
-//! at once with `cpu_queue` waiting (`JobGate`); beyond that the request gets 503.
+//! work goes to the engines' one job runner ([`CpuPool`]) while the connection's thread waits for
+//! it, as a servlet's would: at most `cpu_workers` jobs at once with `cpu_queue` waiting; beyond
+//! that the request gets 503.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -26,7 +27,7 @@ use crate::connection::{Connection, Pump};
 use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Event, Shard, Syscall};
 use crate::listener::accept;
-use crate::pool::JobGate;
+use crate::pool::CpuPool;
 use crate::reclaim::{Ticket, Waiting};
 use crate::send::{flush, PipePool, SendBuffers, SEND_TURN};
 use crate::worker::{ACCEPT_WARNINGS, SWEEP};
@@ -48,7 +49,8 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
         return Err(EngineError::Config("no listener".into()));
     };
     let limit = counters.connection_limit(config.max_connections);
-    let jobs = JobGate::new(config.cpu_workers, config.cpu_queue);
+    let jobs = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
+    counters.add_cpu_pool(jobs.stats_handle());
     let waiting = Waiting::default();
     let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs, waiting: &waiting };
     let acceptor = counters.shard(0);
@@ -147,7 +149,7 @@ struct Engine<'a> {
     config: &'a EngineConfig,
     shutdown: &'a Shutdown,
     limit: &'a ConnectionLimit,
-    jobs: &'a JobGate,
+    jobs: &'a CpuPool,
     /// Connections waiting on their clients, for `reclaim_waiting`.
     waiting: &'a Waiting,
 }
@@ -378,11 +380,11 @@ fn serve_connection<S: Session>(
     let mut input_wait: Option<(u64, Instant)> = Some((0, conn.last_progress));
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
-            // Servlet-style: CPU work runs on the connection's own thread, within the gate.
+            // Servlet-style: the connection's thread waits for its CPU work.
             Pump::Job(job) => {
                 mark_waiting(&mut ticket, None);
                 input_wait = None;
-                match engine.jobs.run(job) {
+                match engine.jobs.run_waiting(job) {
                     Some(output) => conn.job_done(output, &clock),
                     None => conn.job_refused(&clock),
                 }

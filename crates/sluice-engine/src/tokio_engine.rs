@@ -16,12 +16,12 @@ use std::sync::Arc;
 use sluice_proto::Session;
 use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Notify};
 
 use crate::connection::{Connection, Pump};
 use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Counters, Event, Shard, Syscall};
-use crate::pool::run_job;
+use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
 use crate::worker::ACCEPT_WARNINGS;
 use crate::{new_clock, read_clock, EngineConfig, EngineError, Launch, Service};
@@ -61,16 +61,16 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
     let setup = |what| move |source| EngineError::Setup { what, source };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.workers)
-        // CPU jobs run on the blocking pool; one more thread than `cpu_workers` because the
-        // shutdown wait below holds one blocking thread for the whole run. Without it, a server
-        // with one CPU worker (the default on one core) never ran a job: found by the lab's E4
-        // `cpu` profile on a server pinned to one core.
-        .max_blocking_threads(config.cpu_workers.max(1) + 1)
+        // CPU jobs run on the engines' job runner, not here; the one blocking thread is the
+        // shutdown wait below, held for the whole run.
+        .max_blocking_threads(1)
         .thread_name("sluice-tokio")
         .enable_io()
         .enable_time()
         .build()
         .map_err(setup("tokio runtime"))?;
+    let jobs = Arc::new(CpuPool::start(config.cpu_workers, config.cpu_queue)?);
+    counters.add_cpu_pool(jobs.stats_handle());
     let result = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(false);
         let open = Arc::new(Open {
@@ -87,6 +87,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
                 Arc::clone(&service),
                 Arc::clone(&config),
                 Arc::clone(&open),
+                Arc::clone(&jobs),
                 Arc::clone(counters),
                 stop_rx.clone(),
             ));
@@ -124,11 +125,11 @@ async fn accept_loop<S: Service>(
     service: Arc<S>,
     config: Arc<EngineConfig>,
     open: Arc<Open>,
+    jobs: Arc<CpuPool>,
     counters: Arc<Counters>,
     mut stop: watch::Receiver<bool>,
 ) {
     let acceptor = counters.shard(0);
-    let jobs = Arc::new(Semaphore::new(config.cpu_queue.max(1)));
     let mut accepted = 0usize;
     loop {
         let (stream, peer) = tokio::select! {
@@ -181,7 +182,7 @@ async fn serve<S: Service>(
     service: &S,
     config: &EngineConfig,
     counters: &Shard,
-    jobs: Arc<Semaphore>,
+    jobs: Arc<CpuPool>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut clock = new_clock();
@@ -204,14 +205,11 @@ async fn serve<S: Service>(
             });
         let interest = match pumped {
             Ok(Pump::Job(job)) => {
-                // CPU work leaves the runtime's workers for tokio's blocking pool, bounded by
-                // the engine's permits so a flood of it cannot queue without limit.
-                match Arc::clone(&jobs).try_acquire_owned() {
-                    Ok(permit) => match tokio::task::spawn_blocking(move || (run_job(job), permit)).await {
-                        Ok((output, _permit)) => conn.job_done(output, &clock),
-                        Err(_) => conn.job_refused(&clock),
-                    },
-                    Err(_) => conn.job_refused(&clock),
+                // CPU work leaves the runtime's workers for the engines' bounded job runner, so a
+                // flood of it cannot queue without limit.
+                match jobs.run_async(job).await {
+                    Some(output) => conn.job_done(output, &clock),
+                    None => conn.job_refused(&clock),
                 }
                 continue;
             }

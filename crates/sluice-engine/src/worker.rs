@@ -144,7 +144,7 @@ impl<'a> LoopCore<'a> {
     /// Sends a connection's CPU job to the pool; when the pool's queue is full the session is
     /// told at once (it answers 503).
     pub fn run_job<S: Session, T: AsRawFd>(&self, key: usize, conn: &mut Connection<S, T>, job: Job) {
-        if self.pool.submit(job, key, conn.id, &self.mailbox).is_err() {
+        if self.pool.submit_to(job, key, conn.id, &self.mailbox).is_err() {
             conn.job_refused(&self.clock);
         }
     }
