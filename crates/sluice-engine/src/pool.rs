@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use sluice_proto::{Job, JobOutput};
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// A finished job on its way back: which connection (slab key and identity) and what it made.
 pub(crate) type Delivery = (usize, u64, JobOutput);

@@ -23,17 +23,20 @@ use std::time::{Duration, Instant};
 
 use sluice_proto::{Clock, Session};
 
+use crate::clock::{new_clock, read_clock};
+use crate::config::{EngineConfig, SendStrategy, ThreadsMode};
 use crate::connection::{Connection, Pump};
 use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Event, Shard, Syscall};
+use crate::error::EngineError;
+use crate::launch::{Launch, Service};
 use crate::listener::accept;
 use crate::pool::CpuPool;
 use crate::reclaim::{Ticket, Waiting};
 use crate::send::{flush, PipePool, SendBuffers, SEND_TURN};
+use crate::shutdown::Shutdown;
+use crate::sys::fd as sys_fd;
 use crate::worker::{ACCEPT_WARNINGS, SWEEP};
-use crate::{
-    new_clock, read_clock, EngineConfig, EngineError, Launch, SendStrategy, Service, Shutdown, ThreadsMode,
-};
 
 const READ_BUFFER: usize = 16 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
@@ -309,8 +312,7 @@ fn accept_loop(
             left.as_micros().div_ceil(1000) as i32
         });
         counters.syscall(Syscall::Poll);
-        // SAFETY: fds is a live array of two pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        let r = sys_fd::poll(&mut fds, timeout);
         if shutdown.is_triggered() {
             return;
         }
@@ -481,8 +483,8 @@ fn wait(
         libc::pollfd { fd, events: direction, revents: 0 },
         libc::pollfd { fd: shutdown_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
     ];
-    // SAFETY: fds is a live array; a negative fd is ignored by poll.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+    // A negative fd is ignored by poll.
+    let r = sys_fd::poll(&mut fds, timeout);
     if r == 0 {
         Wait::TimedOut
     } else if r > 0 && fds[0].revents != 0 {

@@ -18,13 +18,16 @@ use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
+use crate::clock::{new_clock, read_clock};
+use crate::config::{EngineConfig, SendStrategy};
 use crate::connection::{Connection, Pump};
 use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Counters, Event, Shard, Syscall};
+use crate::error::EngineError;
+use crate::launch::{Launch, Service};
 use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
 use crate::worker::ACCEPT_WARNINGS;
-use crate::{new_clock, read_clock, EngineConfig, EngineError, Launch, Service};
 
 const READ_BUFFER: usize = 16 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
@@ -94,12 +97,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
         }
         // The eventfd is written once and stays readable; one blocking poll is all it needs.
         let fd = shutdown.fd();
-        let _ = tokio::task::spawn_blocking(move || {
-            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one live pollfd; retried on EINTR.
-            while unsafe { libc::poll(&mut pfd, 1, -1) } < 0 {}
-        })
-        .await;
+        let _ = tokio::task::spawn_blocking(move || crate::sys::fd::wait_readable(fd)).await;
         let _ = stop_tx.send(true);
         let grace = tokio::time::sleep(config.shutdown_grace);
         tokio::pin!(grace);
@@ -189,8 +187,7 @@ async fn serve<S: Service>(
     let session = service.session(peer, &clock);
     let mut conn = Connection::new(Borrowed(stream.as_raw_fd()), session, &clock);
     let mut read_buf = vec![0; READ_BUFFER];
-    let mut copy_buf =
-        if config.send == crate::SendStrategy::Copy { vec![0; COPY_BUFFER] } else { Vec::new() };
+    let mut copy_buf = if config.send == SendStrategy::Copy { vec![0; COPY_BUFFER] } else { Vec::new() };
     let mut pipes = PipePool::default();
     if *stop.borrow() {
         return;
