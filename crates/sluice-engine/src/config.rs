@@ -146,7 +146,7 @@ pub struct EngineConfig {
     /// (health checks) cannot be held shut by clients that merely hold connections. Threads
     /// engine only; the others refuse.
     pub reclaim_waiting: bool,
-    /// Threads that run CPU-bound work for the event-loop engines (epoll, uring, tokio).
+    /// Threads that run CPU-bound work off the event loops and connection threads, on every engine.
     pub cpu_workers: usize,
     /// Most CPU jobs queued or running at once; beyond it a request gets 503.
     pub cpu_queue: usize,
