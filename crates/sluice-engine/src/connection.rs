@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use sluice_proto::{Clock, Job, JobOutput, Outbox, Session};
 
+use crate::config::SendStrategy;
 use crate::counters::{Event, Shard, Syscall};
 use crate::send::{flush, Flush, Pipe, SendBuffers, SEND_TURN};
-use crate::SendStrategy;
+use crate::sys::{fd as sys_fd, socket};
 
 /// How long a closing connection keeps reading (and discarding) what the client still sends, so
 /// that the kernel does not answer unread data with a reset that destroys our last response
@@ -222,10 +223,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     /// Reads once from the socket into `buf` and feeds the session.
     pub fn read_and_feed(&mut self, buf: &mut [u8], clock: &Clock, counters: &Shard) -> io::Result<usize> {
         counters.syscall(Syscall::Read);
-        // SAFETY: reads at most buf.len() bytes into buf.
-        let n = crate::cvt_size(unsafe {
-            libc::read(self.stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
-        })?;
+        let n = socket::read(self.stream.as_raw_fd(), buf)?;
         counters.add(Event::BytesIn, n as u64);
         self.maybe_readable = n == buf.len() || (n > 0 && self.hangup_pending);
         if n == 0 {
@@ -243,8 +241,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             return false;
         }
         counters.syscall(Syscall::Shutdown);
-        // SAFETY: shutdown on our own socket.
-        unsafe { libc::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR) };
+        sys_fd::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR);
         self.lingering = Some((clock.now() + LINGER, 0));
         true
     }
@@ -257,10 +254,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
         loop {
             counters.syscall(Syscall::Read);
             // MSG_DONTWAIT so the same code never blocks on the threads engine's blocking sockets.
-            // SAFETY: reads at most buf.len() bytes into buf.
-            let n = unsafe {
-                libc::recv(self.stream.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT)
-            };
+            let n = socket::recv_raw(self.stream.as_raw_fd(), buf, libc::MSG_DONTWAIT);
             match n {
                 0 => return false,
                 n if n > 0 => {

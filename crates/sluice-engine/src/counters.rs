@@ -349,7 +349,7 @@ pub struct Counters {
     /// The `max_connections` places the HTTP workers and the RTSP loops counted here share.
     connections: OnceLock<Arc<ConnectionLimit>>,
     /// The CPU pools of the engines counting here (one a run), for `/metrics`.
-    cpu_pools: Mutex<Vec<Arc<crate::PoolStats>>>,
+    cpu_pools: Mutex<Vec<Arc<crate::pool::PoolStats>>>,
 }
 
 impl Default for Counters {
@@ -369,13 +369,13 @@ impl Counters {
     }
 
     /// Counts `pool` among the CPU pools of the engines counting here.
-    pub(crate) fn add_cpu_pool(&self, pool: Arc<crate::PoolStats>) {
+    pub(crate) fn add_cpu_pool(&self, pool: Arc<crate::pool::PoolStats>) {
         self.cpu_pools.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
     }
 
     /// The CPU pools of the engines counting here (none for the threads and tokio engines, which
     /// run jobs on their own threads).
-    pub fn cpu_pools(&self) -> Vec<Arc<crate::PoolStats>> {
+    pub fn cpu_pools(&self) -> Vec<Arc<crate::pool::PoolStats>> {
         self.cpu_pools.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 

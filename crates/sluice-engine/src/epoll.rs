@@ -9,18 +9,22 @@
 //! system call each. Admission, the drain on shutdown and CPU-job delivery are `worker`'s too.
 
 use std::net::TcpListener;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use slab::Slab;
 
+use crate::clock::read_clock;
 use crate::connection::{Connection, Pump};
 use crate::counters::{Shard, Syscall};
+use crate::error::EngineError;
+use crate::launch::{per_listener, Launch, Service};
 use crate::listener::accept;
 use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
+use crate::shutdown::Shutdown;
+use crate::sys::epoll::Epoll;
 use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
-use crate::{cvt, per_listener, read_clock, EngineError, Launch, Service, Shutdown};
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
@@ -47,7 +51,7 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
 }
 
 struct Worker<'a, S: Service> {
-    epoll: OwnedFd,
+    epoll: Epoll,
     listener: Option<TcpListener>,
     service: &'a S,
     shutdown: &'a Shutdown,
@@ -100,10 +104,7 @@ impl<'a, S: Service> Worker<'a, S> {
     ) -> Result<Self, EngineError> {
         let setup = |what| move |source| EngineError::Setup { what, source };
         listener.set_nonblocking(true).map_err(setup("listener O_NONBLOCK"))?;
-        // SAFETY: epoll_create1 takes no pointers; the result is checked.
-        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;
-        // SAFETY: fd is a fresh descriptor we own.
-        let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
+        let epoll = Epoll::new().map_err(setup("epoll_create1"))?;
         let worker = Worker {
             epoll,
             listener: None,
@@ -133,15 +134,12 @@ impl<'a, S: Service> Worker<'a, S> {
 
     fn register(&self, fd: RawFd, events: i32, token: u64) -> std::io::Result<()> {
         self.counters().syscall(Syscall::EpollCtl);
-        let mut ev = libc::epoll_event { events: events as u32, u64: token };
-        // SAFETY: ev is a live epoll_event; both descriptors are open.
-        cvt(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
+        self.epoll.add(fd, events, token)
     }
 
     fn deregister(&self, fd: RawFd) {
         self.counters().syscall(Syscall::EpollCtl);
-        // SAFETY: EPOLL_CTL_DEL ignores the event pointer on kernels since 2.6.9.
-        unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+        self.epoll.delete(fd);
     }
 
     fn run(mut self) {
@@ -164,10 +162,7 @@ impl<'a, S: Service> Worker<'a, S> {
                 self.core.sleep().as_millis().min(i32::MAX as u128) as i32
             };
             self.counters().syscall(Syscall::EpollWait);
-            // SAFETY: events has EVENTS initialised slots.
-            let n = unsafe {
-                libc::epoll_wait(self.epoll.as_raw_fd(), events.as_mut_ptr(), EVENTS as i32, timeout)
-            };
+            let n = self.epoll.wait(&mut events, timeout);
             read_clock(&mut self.core.clock);
             let mut ready = std::mem::take(&mut self.ready);
             // A connection driven by an event as well as from the queue may have been queued

@@ -1,16 +1,26 @@
 //! sluice's I/O engines: the code that owns sockets and executes what protocol sessions ask for.
 //!
-//! An engine accepts connections, reads bytes into a [`Session`], writes the
+//! An engine accepts connections, reads bytes into a [`Session`](sluice_proto::Session), writes the
 //! session's `Outbox` with the configured [`SendStrategy`], and enforces
 //! deadlines. Engines never parse: the same protocol code runs on each of them. The engine is chosen
 //! by the [`EngineKind`] enum and each is monomorphised over the [`Service`], so the hot path has no
 //! dynamic dispatch. This crate does not know HTTP, routes or files beyond "send this slice".
+//!
+//! This file only declares modules and re-exports: what an engine is told is in `config`, which
+//! engine runs is chosen in `dispatch`, what each starts with is in `launch`, the error in
+//! `error`, and every system call (the crate's every `unsafe`) in `sys`.
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
+mod clock;
+mod config;
 mod connection;
 pub mod counters;
+mod dispatch;
 mod epoll;
+mod error;
+mod launch;
 mod listener;
 mod mailbox;
 mod pool;
@@ -18,6 +28,8 @@ mod reclaim;
 pub mod rtsp;
 mod send;
 mod shutdown;
+#[allow(unsafe_code)]
+mod sys;
 mod threads;
 pub mod tls;
 mod tokio_engine;
@@ -25,311 +37,12 @@ pub mod udp_gso;
 mod uring;
 mod worker;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use sluice_proto::{Clock, Session};
-
+pub use config::{check, EngineConfig, EngineKind, SendStrategy, ThreadsMode};
 pub use counters::Counters;
+pub use dispatch::run;
+pub use error::EngineError;
+pub use launch::Service;
 pub use listener::Listeners;
 pub use pool::{CpuPool, PoolFull, PoolStats};
 pub use shutdown::Shutdown;
 pub use uring::probe::resolve_engine;
-
-/// Which engine runs the connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EngineKind {
-    /// One io_uring per worker thread: multishot accept and receive, completions not readiness.
-    Uring,
-    /// One edge-triggered epoll loop per worker thread, `SO_REUSEPORT` listeners.
-    Epoll,
-    /// Blocking sockets on threads: a fixed pool, or one thread per connection.
-    Threads,
-    /// One task per connection on tokio's multi-threaded, work-stealing runtime.
-    Tokio,
-}
-
-impl EngineKind {
-    /// Every engine this build has, for tests and the lab to iterate over.
-    pub const ALL: [EngineKind; 4] =
-        [EngineKind::Uring, EngineKind::Epoll, EngineKind::Threads, EngineKind::Tokio];
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Uring => "uring",
-            EngineKind::Epoll => "epoll",
-            EngineKind::Threads => "threads",
-            EngineKind::Tokio => "tokio",
-        }
-    }
-
-    /// The zero-copy strategy this engine sends with unless told otherwise: `sendfile`, or
-    /// `splice` on io_uring, which has no `sendfile` operation.
-    pub fn default_send(self) -> SendStrategy {
-        match self {
-            EngineKind::Uring => SendStrategy::Splice,
-            _ => SendStrategy::Sendfile,
-        }
-    }
-
-    /// The send strategies this engine can execute. io_uring has no `sendfile` operation; its
-    /// zero-copy path is `splice`.
-    pub fn strategies(self) -> &'static [SendStrategy] {
-        match self {
-            EngineKind::Uring => &[SendStrategy::Splice, SendStrategy::Copy],
-            _ => &[SendStrategy::Sendfile, SendStrategy::Splice, SendStrategy::Copy],
-        }
-    }
-}
-
-/// How file bytes get from the page cache to a socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SendStrategy {
-    /// `sendfile(2)`: the kernel moves file pages to the socket, no user-space copy.
-    Sendfile,
-    /// `splice(2)` file → pipe → socket: zero-copy through a pipe the worker owns.
-    Splice,
-    /// `pread(2)` into a buffer the loop owns, then `write(2)`: two copies through user space.
-    Copy,
-}
-
-impl SendStrategy {
-    /// Every strategy, for `--help` and tests to iterate over.
-    pub const ALL: [SendStrategy; 3] = [SendStrategy::Sendfile, SendStrategy::Splice, SendStrategy::Copy];
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            SendStrategy::Sendfile => "sendfile",
-            SendStrategy::Splice => "splice",
-            SendStrategy::Copy => "copy",
-        }
-    }
-}
-
-/// How the threads engine assigns threads to connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ThreadsMode {
-    /// A fixed pool of threads, each serving one connection at a time (a servlet container).
-    Pool,
-    /// A new thread for every connection.
-    PerConnection,
-}
-
-macro_rules! named_enum {
-    ($ty:ty, $what:literal, $($name:literal => $variant:expr),+ $(,)?) => {
-        impl std::str::FromStr for $ty {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($name => Ok($variant),)+
-                    _ => Err(format!(concat!("unknown ", $what, " `{}` (expected one of: {})"), s, [$($name),+].join(", "))),
-                }
-            }
-        }
-    };
-}
-
-named_enum!(EngineKind, "engine", "uring" => EngineKind::Uring, "epoll" => EngineKind::Epoll,
-    "threads" => EngineKind::Threads, "tokio" => EngineKind::Tokio);
-named_enum!(SendStrategy, "send strategy", "sendfile" => SendStrategy::Sendfile,
-    "splice" => SendStrategy::Splice, "copy" => SendStrategy::Copy);
-named_enum!(ThreadsMode, "threads mode", "pool" => ThreadsMode::Pool, "per-connection" => ThreadsMode::PerConnection);
-
-impl ThreadsMode {
-    /// Every mode, for `--help` to list.
-    pub const ALL: [ThreadsMode; 2] = [ThreadsMode::Pool, ThreadsMode::PerConnection];
-
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            ThreadsMode::Pool => "pool",
-            ThreadsMode::PerConnection => "per-connection",
-        }
-    }
-}
-
-/// Everything an engine needs to know besides the service it runs.
-#[derive(Debug, Clone)]
-pub struct EngineConfig {
-    /// The engine.
-    pub kind: EngineKind,
-    /// How files are sent.
-    pub send: SendStrategy,
-    /// Event loops (epoll); ignored by the threads engine.
-    pub workers: usize,
-    /// Pool or per-connection (threads engine).
-    pub threads_mode: ThreadsMode,
-    /// Threads in the pool (threads engine, pool mode).
-    pub pool_size: usize,
-    /// Longest time a connection may make no progress sending before it is dropped.
-    pub send_timeout: Duration,
-    /// How long shutdown waits for in-flight responses before closing what is left.
-    pub shutdown_grace: Duration,
-    /// Most connections open at once (over all workers); beyond it new ones are closed at once.
-    pub max_connections: usize,
-    /// At `max_connections`, shut down the connection that has waited longest on its client
-    /// (idle, a head still arriving, a stalled reader, a lingering close) and admit the newcomer
-    /// in its place, instead of refusing the newcomer: a listener that must always answer
-    /// (health checks) cannot be held shut by clients that merely hold connections. Threads
-    /// engine only; the others refuse.
-    pub reclaim_waiting: bool,
-    /// Threads that run CPU-bound work for the event-loop engines (epoll, uring, tokio).
-    pub cpu_workers: usize,
-    /// Most CPU jobs queued or running at once; beyond it a request gets 503.
-    pub cpu_queue: usize,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            kind: EngineKind::Epoll,
-            send: SendStrategy::Sendfile,
-            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            threads_mode: ThreadsMode::Pool,
-            pool_size: 150,
-            send_timeout: Duration::from_secs(60),
-            shutdown_grace: Duration::from_secs(10),
-            max_connections: 100_000,
-            reclaim_waiting: false,
-            cpu_workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            cpu_queue: 1024,
-        }
-    }
-}
-
-/// What an engine serves: a factory of sessions, shared by every worker.
-pub trait Service: Send + Sync + 'static {
-    /// One connection's protocol state.
-    type Session: Session + Send + 'static;
-
-    /// A session for a connection just accepted from `peer`.
-    fn session(&self, peer: SocketAddr, clock: &Clock) -> Self::Session;
-}
-
-/// Why an engine could not start or run.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// Binding or configuring the listening socket failed.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// The system's reason.
-        source: std::io::Error,
-    },
-    /// A system call the engine needs at start-up failed.
-    #[error("{what}: {source}")]
-    Setup {
-        /// What was being set up.
-        what: &'static str,
-        /// The system's reason.
-        source: std::io::Error,
-    },
-    /// The configuration cannot work (e.g. zero workers).
-    #[error("invalid engine configuration: {0}")]
-    Config(String),
-}
-
-/// Checks a configuration without starting anything: a strategy the engine cannot execute is
-/// refused here, before anything is bound or announced, never silently replaced.
-pub fn check(config: &EngineConfig) -> Result<(), EngineError> {
-    if config.workers == 0 || config.pool_size == 0 {
-        return Err(EngineError::Config("workers and pool size must be at least 1".into()));
-    }
-    if !config.kind.strategies().contains(&config.send) {
-        return Err(EngineError::Config(format!(
-            "the {} engine cannot send with {}; it can use: {}",
-            config.kind.name(),
-            config.send.name(),
-            config.kind.strategies().iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
-        )));
-    }
-    Ok(())
-}
-
-/// Runs `service` on the configured engine, counting into `counters`, until `shutdown` is triggered and in-flight work has
-/// finished (or the grace period has passed).
-pub fn run<S: Service>(
-    config: &EngineConfig,
-    listeners: Listeners,
-    service: Arc<S>,
-    shutdown: &Shutdown,
-    counters: &Arc<Counters>,
-) -> Result<(), EngineError> {
-    check(config)?;
-    let launch = Launch { config, listeners, service, shutdown, counters };
-    match config.kind {
-        EngineKind::Uring => uring::run(launch),
-        EngineKind::Epoll => epoll::run(launch),
-        EngineKind::Threads => threads::run(launch),
-        EngineKind::Tokio => tokio_engine::run(launch),
-    }
-}
-
-/// What [`run`] hands the engine it chose.
-pub(crate) struct Launch<'a, S> {
-    pub config: &'a EngineConfig,
-    pub listeners: Listeners,
-    pub service: Arc<S>,
-    pub shutdown: &'a Shutdown,
-    pub counters: &'a Arc<Counters>,
-}
-
-/// Runs `worker` once per listening socket, each on a thread of its own (one loop per core),
-/// and waits for all of them; the first error, or a panic, is the engine's result.
-pub(crate) fn per_listener<F>(engine: &str, listeners: Listeners, worker: F) -> Result<(), EngineError>
-where
-    F: Fn(usize, std::net::TcpListener) -> Result<(), EngineError> + Sync,
-{
-    std::thread::scope(|scope| {
-        let threads: Vec<_> = listeners
-            .into_sockets()
-            .into_iter()
-            .enumerate()
-            .map(|(index, listener)| {
-                let worker = &worker;
-                std::thread::Builder::new()
-                    .name(format!("sluice-{engine}-{index}"))
-                    .spawn_scoped(scope, move || worker(index, listener))
-                    .map_err(|source| EngineError::Setup { what: "spawn worker", source })
-            })
-            .collect::<Result<_, _>>()?;
-        for t in threads {
-            t.join().unwrap_or_else(|_| Err(EngineError::Config(format!("an {engine} worker panicked"))))?;
-        }
-        Ok(())
-    })
-}
-
-/// Reads the clocks an engine passes to sessions.
-pub(crate) fn read_clock(clock: &mut Clock) {
-    let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    clock.set(Instant::now(), unix);
-}
-
-/// A fresh clock.
-pub(crate) fn new_clock() -> Clock {
-    let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    Clock::new(Instant::now(), unix)
-}
-
-/// Turns a `-1` return into the thread's `errno` as an `io::Error`.
-pub(crate) fn cvt(ret: libc::c_int) -> std::io::Result<libc::c_int> {
-    if ret < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
-}
-
-/// Same as [`cvt`] for calls returning `ssize_t`.
-pub(crate) fn cvt_size(ret: libc::ssize_t) -> std::io::Result<usize> {
-    if ret < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(ret as usize)
-    }
-}

@@ -1,22 +1,27 @@
-//! The one way sluice runs work that may block or burn CPU off an event loop: a pool of worker
-//! threads behind a bounded queue. The event-loop engines hand it their sessions' jobs; the
-//! server's remote library runs its background origin work (slices fetched ahead, MP4 indexes
-//! read for the RTSP loop) on a pool of its own of this type, detached ([`CpuPool::spawn`]).
+//! The one way sluice runs work that may block or burn CPU off an event loop or a connection's
+//! thread: a pool of worker threads behind a bounded queue, the job runner of every engine. The
+//! epoll and io_uring loops get each result back through their [`Mailbox`] (an eventfd wakes
+//! them), the threads engine's connection thread waits for it ([`CpuPool::run_waiting`]), a tokio
+//! task awaits it ([`CpuPool::run_async`]); the server's remote library runs its background origin
+//! work (slices fetched ahead, MP4 indexes read for the RTSP loop) and gzip its compressions on
+//! pools of their own of this type, detached ([`CpuPool::spawn`]).
 //!
-//! A fixed number of threads take jobs from one bounded queue. When the queue is full a job is
-//! refused at once, and the session answers 503. Letting jobs pile up without limit would turn a
-//! CPU overload into unbounded memory and latency. Each result goes back to the loop that asked,
-//! through that loop's [`Mailbox`], which wakes it with an eventfd. Every pool counts its queue
-//! depth, busy workers and jobs ([`PoolStats`]) for `/metrics`. This module does not know what
-//! jobs compute.
+//! A fixed number of threads (`cpu_workers`) take jobs from one bounded queue (`cpu_queue`). When
+//! the queue is full a job is refused at once, and the session answers 503. Letting jobs pile up
+//! without limit would turn a CPU overload into unbounded memory and latency: before the threads
+//! engine shared these bounds, 600 concurrent `/bench/cpu-heavy` requests ran 600 jobs at once
+//! and took 626 MB (pool) and 3,991 MB (a thread per connection) where the event-loop engines took
+//! about 30 MB. Every pool counts its queue depth, busy workers and jobs ([`PoolStats`]) for
+//! `/metrics`, so the `sluice_cpu_pool_*` series are the same on every engine. This module does
+//! not know what jobs compute.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use sluice_proto::{Job, JobOutput};
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// A finished job on its way back: which connection (slab key and identity) and what it made.
 pub(crate) type Delivery = (usize, u64, JobOutput);
@@ -25,6 +30,11 @@ pub(crate) type Delivery = (usize, u64, JobOutput);
 pub(crate) type Mailbox = crate::mailbox::Mailbox<Delivery>;
 
 type Task = Box<dyn FnOnce() + Send>;
+
+/// Stack of a worker thread, set rather than left to `RUST_MIN_STACK`: jobs compress uploads with
+/// gzip, whose compressor state (about 300 KiB) debug builds put on the stack, and overflowed the
+/// threads engine's 256 KiB connection stacks when jobs ran there.
+const JOB_STACK: usize = 2 << 20;
 
 /// Runs a job, turning a panic into an output no session recognises (it answers 500), so that a
 /// bug in one handler neither kills a pool thread nor leaves its connection waiting forever.
@@ -87,6 +97,7 @@ impl CpuPool {
             let counts = Arc::clone(&stats);
             let handle = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
+                .stack_size(JOB_STACK)
                 .spawn(move || loop {
                     let task = match rx.lock() {
                         Ok(rx) => rx.recv(),
@@ -151,17 +162,50 @@ impl CpuPool {
         }))
     }
 
-    /// Queues `job` for connection (`key`, `id`); its output goes to `mailbox`. Gives the job
-    /// back when the queue is full.
-    pub(crate) fn submit(&self, job: Job, key: usize, id: u64, mailbox: &Arc<Mailbox>) -> Result<(), ()> {
-        let mailbox = Arc::clone(mailbox);
+    /// Queues `job`; a worker runs it and hands its output to `done` (never called when the queue
+    /// is full, nor for a job still queued when the pool stops).
+    fn submit(&self, job: Job, done: impl FnOnce(JobOutput) + Send + 'static) -> Result<(), PoolFull> {
         let closed = Arc::clone(&self.closed);
-        let task: Task = Box::new(move || {
+        self.queue(Box::new(move || {
             if !closed.load(Ordering::Relaxed) {
-                mailbox.deliver((key, id, run_job(job)));
+                done(run_job(job));
             }
-        });
-        self.queue(task).map_err(|_| ())
+        }))
+    }
+
+    /// Queues `job` for connection (`key`, `id`) of an event loop; its output goes to `mailbox`.
+    /// Gives the job back when the queue is full.
+    pub(crate) fn submit_to(
+        &self,
+        job: Job,
+        key: usize,
+        id: u64,
+        mailbox: &Arc<Mailbox>,
+    ) -> Result<(), PoolFull> {
+        let mailbox = Arc::clone(mailbox);
+        self.submit(job, move |output| mailbox.deliver((key, id, output)))
+    }
+
+    /// Runs `job` on a worker while this thread waits for its output (the threads engine's
+    /// connection thread); `None` when the queue is full or the pool stopped first.
+    pub(crate) fn run_waiting(&self, job: Job) -> Option<JobOutput> {
+        let (tx, rx) = sync_channel(1);
+        self.submit(job, move |output| {
+            let _ = tx.send(output);
+        })
+        .ok()?;
+        rx.recv().ok()
+    }
+
+    /// Runs `job` on a worker while this task awaits its output (the tokio engine's connection
+    /// task); `None` when the queue is full or the pool stopped first.
+    pub(crate) async fn run_async(&self, job: Job) -> Option<JobOutput> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(job, move |output| {
+            let _ = tx.send(output);
+        })
+        .ok()?;
+        rx.await.ok()
     }
 }
 
@@ -172,62 +216,12 @@ impl Drop for CpuPool {
         self.closed.store(true, Ordering::Relaxed);
         self.queue = None;
         for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Bounds CPU-bound work run on the threads that ask for it (the threads engine, where a job runs
-/// on its connection's own thread as a servlet's would): at most `running` jobs at once, at most
-/// `waiting` more waiting their turn, and beyond that a job is refused (the session answers 503).
-/// Without it 600 concurrent `/bench/cpu-heavy` requests ran 600 jobs at once and took 626 MB
-/// (pool) and 3,991 MB (a thread per connection) where the event-loop engines took about 30 MB.
-pub(crate) struct JobGate {
-    state: Mutex<GateState>,
-    turn: Condvar,
-    running: usize,
-    waiting: usize,
-}
-
-#[derive(Default)]
-struct GateState {
-    running: usize,
-    waiting: usize,
-}
-
-impl JobGate {
-    /// At most `running` jobs at once (at least one) and `waiting` in line.
-    pub fn new(running: usize, waiting: usize) -> JobGate {
-        JobGate {
-            state: Mutex::new(GateState::default()),
-            turn: Condvar::new(),
-            running: running.max(1),
-            waiting,
-        }
-    }
-
-    /// Runs `job` on this thread once its turn comes; `None` when the line is full.
-    pub fn run(&self, job: Job) -> Option<JobOutput> {
-        {
-            let mut s = self.state.lock().ok()?;
-            if s.running >= self.running {
-                if s.waiting >= self.waiting {
-                    return None;
-                }
-                s.waiting += 1;
-                while s.running >= self.running {
-                    s = self.turn.wait(s).ok()?;
-                }
-                s.waiting -= 1;
+            // A job may hold the last handle to its own pool (a background job that owns its
+            // library); its thread cannot wait for itself.
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
             }
-            s.running += 1;
         }
-        let output = run_job(job);
-        if let Ok(mut s) = self.state.lock() {
-            s.running -= 1;
-        }
-        self.turn.notify_one();
-        Some(output)
     }
 }
 
@@ -304,32 +298,28 @@ mod tests {
     }
 
     #[test]
-    fn the_gate_bounds_running_jobs_and_refuses_past_its_line() {
-        let gate = JobGate::new(2, 3);
-        let running = Arc::new(AtomicUsize::new(0));
-        let peak = Arc::new(AtomicUsize::new(0));
-        let (done, refused) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    fn a_waiting_caller_gets_its_output_and_a_full_queue_refuses() {
+        let pool = CpuPool::start_named("test-wait", 1, 1).unwrap();
+        let output = pool.run_waiting(Box::new(|| Box::new(7u32) as JobOutput)).unwrap();
+        assert_eq!(output.downcast_ref::<u32>(), Some(&7));
+        // One worker held, one job in line: the next caller is refused, not queued.
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        assert!(eventually(|| pool.stats().busy.load(Ordering::Relaxed) == 0));
         std::thread::scope(|scope| {
-            for _ in 0..20 {
-                let (running, peak) = (Arc::clone(&running), Arc::clone(&peak));
-                let (gate, done, refused) = (&gate, &done, &refused);
-                scope.spawn(move || {
-                    let job: Job = Box::new(move || {
-                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                        peak.fetch_max(now, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(20));
-                        running.fetch_sub(1, Ordering::SeqCst);
-                        Box::new(()) as JobOutput
-                    });
-                    match gate.run(job) {
-                        Some(_) => done.fetch_add(1, Ordering::Relaxed),
-                        None => refused.fetch_add(1, Ordering::Relaxed),
-                    };
-                });
-            }
+            let held = scope.spawn(|| {
+                pool.run_waiting(Box::new(move || {
+                    let _ = release_rx.lock().map(|rx| rx.recv());
+                    Box::new(()) as JobOutput
+                }))
+            });
+            assert!(eventually(|| pool.stats().busy.load(Ordering::Relaxed) == 1));
+            pool.spawn(|| {}).unwrap();
+            assert!(pool.run_waiting(Box::new(|| Box::new(()) as JobOutput)).is_none());
+            release_tx.send(()).unwrap();
+            assert!(held.join().unwrap().is_some());
         });
-        assert!(peak.load(Ordering::SeqCst) <= 2, "{} jobs ran at once", peak.load(Ordering::SeqCst));
-        assert_eq!(done.load(Ordering::Relaxed) + refused.load(Ordering::Relaxed), 20);
-        assert!(done.load(Ordering::Relaxed) >= 2);
+        assert!(eventually(|| pool.stats().jobs.load(Ordering::Relaxed) == 3));
+        assert_eq!(pool.stats().refused.load(Ordering::Relaxed), 1);
     }
 }

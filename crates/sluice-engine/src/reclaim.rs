@@ -40,9 +40,9 @@ impl Waiting {
     pub fn shut_down_longest(&self) -> bool {
         let mut by_age = self.by_age.lock().unwrap_or_else(|e| e.into_inner());
         let Some((_, fd)) = by_age.pop_first() else { return false };
-        // SAFETY: `fd` is the open socket of a live ticket (tickets leave the registry, under
-        // this lock, before their sockets close); shutting it down only ends its streams.
-        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        // `fd` is the open socket of a live ticket (tickets leave the registry, under this lock,
+        // before their sockets close); shutting it down only ends its streams.
+        crate::sys::fd::shutdown(fd, libc::SHUT_RDWR);
         true
     }
 

@@ -8,13 +8,14 @@
 //! as a stalled client). It does not wait for writability; engines do that their own way.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use sluice_proto::conn::Pending;
 use sluice_proto::Outbox;
 
+use crate::config::SendStrategy;
 use crate::counters::{Event, Shard, Syscall};
-use crate::{cvt_size, SendStrategy};
+use crate::sys::{fd as sys_fd, file as sys_file, socket};
 
 /// Slices gathered into one `sendmsg`.
 pub(crate) const MAX_IOVECS: usize = 16;
@@ -76,27 +77,14 @@ const PIPE_SIZE: i32 = 1 << 20;
 
 impl Pipe {
     fn new() -> io::Result<Pipe> {
-        let mut fds = [0; 2];
         // Non-blocking both ends: a splice (in io_uring's case, in a kernel worker thread) must
         // never sleep on a pipe; ours are empty before a fill and sized for it, but a bug should
         // not hang a thread.
-        // SAFETY: pipe2 writes two descriptors into `fds`.
-        crate::cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
-        // SAFETY: both descriptors are fresh and ours.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: fcntl on our own pipe; on failure the pipe keeps its default size.
-        let granted = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_SIZE) };
-        let capacity = if granted > 0 {
-            granted as usize
-        } else {
-            // SAFETY: as above.
-            let size = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ) };
-            if size > 0 {
-                size as usize
-            } else {
-                64 * 1024
-            }
-        };
+        let (read, write) = sys_fd::pipe()?;
+        // When the kernel refuses the size, the pipe keeps its default.
+        let capacity = sys_fd::set_pipe_size(write.as_raw_fd(), PIPE_SIZE)
+            .or_else(|| sys_fd::pipe_size(write.as_raw_fd()))
+            .unwrap_or(64 * 1024);
         Ok(Pipe { read, write, capacity, pending: 0 })
     }
 
@@ -295,11 +283,7 @@ fn send_small_files(
         while read < f.len as usize {
             let into = &mut buffers.copy[filled + read..filled + f.len as usize];
             buffers.counters.syscall(Syscall::Pread);
-            let at = (f.offset + read as u64) as libc::off_t;
-            // SAFETY: reads at most `into.len()` bytes into `into`.
-            match cvt_size(unsafe {
-                libc::pread(f.file.as_raw_fd(), into.as_mut_ptr().cast(), into.len(), at)
-            }) {
+            match sys_file::pread(f.file.as_raw_fd(), into, f.offset + read as u64) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -315,21 +299,14 @@ fn send_small_files(
     }
     buffers.counters.syscall(Syscall::Write);
     let more = out.segment_after(count).is_some();
-    // SAFETY: sends `filled` initialised bytes from the copy buffer.
-    cvt_size(unsafe { libc::send(fd, buffers.copy.as_ptr().cast(), filled, send_flags(more)) })
+    socket::send(fd, &buffers.copy[..filled], send_flags(more))
 }
 
 fn send_bytes(fd: RawFd, out: &Outbox) -> io::Result<usize> {
     let mut slots = [IoSlice::new(&[]); MAX_IOVECS];
     let n = out.leading_slices(&mut slots);
     let flags = send_flags(file_after(out, n));
-    // SAFETY: zeroed msghdr is valid. IoSlice is ABI-compatible with iovec on Unix, and `slots`
-    // outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = slots.as_mut_ptr().cast::<libc::iovec>();
-    msg.msg_iovlen = n;
-    // SAFETY: msg describes live buffers; fd is a socket.
-    cvt_size(unsafe { libc::sendmsg(fd, &msg, flags) })
+    socket::send_slices(fd, &mut slots[..n], flags)
 }
 
 /// Moves file bytes through the connection's pipe: refill it from the file when it is empty,
@@ -348,20 +325,9 @@ fn splice_file(
         None => pipe.insert(buffers.pipes.take()?),
     };
     if p.pending == 0 {
-        let mut off = offset as libc::loff_t;
         let count = (len as usize).min(p.capacity);
         buffers.counters.syscall(Syscall::Splice);
-        // SAFETY: off is a live loff_t; the descriptors are open; no other pointers.
-        let n = cvt_size(unsafe {
-            libc::splice(
-                file,
-                &mut off,
-                p.write.as_raw_fd(),
-                std::ptr::null_mut(),
-                count,
-                libc::SPLICE_F_MOVE,
-            )
-        })?;
+        let n = sys_file::splice_from_file(file, offset, p.write.as_raw_fd(), count, libc::SPLICE_F_MOVE)?;
         if n == 0 {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than its response"));
         }
@@ -371,19 +337,14 @@ fn splice_file(
     buffers.counters.syscall(Syscall::Splice);
     // What the pipe holds is the front segment's next bytes; `len` is what this turn may move.
     let count = p.pending.min(len as usize);
-    // SAFETY: null offsets are required for pipes and sockets; the descriptors are open.
-    let n = cvt_size(unsafe {
-        libc::splice(p.read.as_raw_fd(), std::ptr::null_mut(), sock, std::ptr::null_mut(), count, flags)
-    })?;
+    let n = sys_file::splice_to_socket(p.read.as_raw_fd(), sock, count, flags)?;
     p.pending -= n;
     Ok(n)
 }
 
 fn send_file(sock: RawFd, file: RawFd, offset: u64, len: u64) -> io::Result<usize> {
-    let mut off = offset as libc::off_t;
     let count = len as usize;
-    // SAFETY: off is a live off_t; both descriptors are open.
-    let n = cvt_size(unsafe { libc::sendfile(sock, file, &mut off, count) })?;
+    let n = sys_file::sendfile(sock, file, offset, count)?;
     if n == 0 && count > 0 {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than its response"));
     }
@@ -399,13 +360,11 @@ fn copy_file(
     more: bool,
 ) -> io::Result<usize> {
     let want = (len as usize).min(buf.len());
-    // SAFETY: reads at most `want` bytes into `buf`, which is at least that long.
-    let got = cvt_size(unsafe { libc::pread(file, buf.as_mut_ptr().cast(), want, offset as libc::off_t) })?;
+    let got = sys_file::pread(file, &mut buf[..want], offset)?;
     if got == 0 {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file shorter than its response"));
     }
     // What the socket does not take is read again next time rather than kept per connection:
     // the page cache makes the re-read cheap and idle connections then hold no buffer at all.
-    // SAFETY: sends `got` initialised bytes from `buf`.
-    cvt_size(unsafe { libc::send(sock, buf.as_ptr().cast(), got, send_flags(more)) })
+    socket::send(sock, &buf[..got], send_flags(more))
 }

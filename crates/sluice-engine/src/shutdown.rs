@@ -4,11 +4,12 @@
 //! and every thread blocked in `poll` wakes on it, however many there are. It does not decide what
 //! a worker does on waking (each engine does: stop accepting, let sessions finish).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::{cvt, EngineError};
+use crate::error::EngineError;
+use crate::sys::fd as sys_fd;
 
 /// A shared shutdown signal; clone it freely.
 #[derive(Debug, Clone)]
@@ -25,22 +26,14 @@ struct Inner {
 impl Shutdown {
     /// A signal not yet triggered.
     pub fn new() -> Result<Self, EngineError> {
-        // SAFETY: eventfd has no pointer arguments; the result is checked before use.
-        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
-            .map_err(|source| EngineError::Setup { what: "eventfd", source })?;
-        // SAFETY: fd is a fresh descriptor we own.
-        let event = unsafe { OwnedFd::from_raw_fd(fd) };
+        let event = sys_fd::eventfd().map_err(|source| EngineError::Setup { what: "eventfd", source })?;
         Ok(Shutdown { inner: Arc::new(Inner { triggered: AtomicBool::new(false), event }) })
     }
 
     /// Starts the shutdown; safe to call from a signal-handling thread, and more than once.
     pub fn trigger(&self) {
         if !self.inner.triggered.swap(true, Ordering::SeqCst) {
-            let one: u64 = 1;
-            // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
-            unsafe {
-                libc::write(self.inner.event.as_raw_fd(), (&one as *const u64).cast(), 8);
-            }
+            sys_fd::eventfd_signal(self.inner.event.as_raw_fd());
         }
     }
 

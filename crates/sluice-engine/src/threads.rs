@@ -10,8 +10,9 @@
 //! A connection's session starts when it is accepted, not when a thread takes it, so its header
 //! deadline runs while it waits in the queue; the acceptor answers those that expire there (408)
 //! and, when the queue is full, refuses newcomers at once (503) instead of blocking. CPU-bound
-//! work runs on the connection's own thread, as a servlet's would, but at most `cpu_workers` jobs
-//! at once with `cpu_queue` waiting (`JobGate`); beyond that the request gets 503.
+//! work goes to the engines' one job runner ([`CpuPool`]) while the connection's thread waits for
+//! it, as a servlet's would: at most `cpu_workers` jobs at once with `cpu_queue` waiting; beyond
+//! that the request gets 503.
 
 use std::collections::VecDeque;
 use std::io::ErrorKind;
@@ -22,17 +23,20 @@ use std::time::{Duration, Instant};
 
 use sluice_proto::{Clock, Session};
 
+use crate::clock::{new_clock, read_clock};
+use crate::config::{EngineConfig, SendStrategy, ThreadsMode};
 use crate::connection::{Connection, Pump};
 use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Event, Shard, Syscall};
+use crate::error::EngineError;
+use crate::launch::{Launch, Service};
 use crate::listener::accept;
-use crate::pool::JobGate;
+use crate::pool::CpuPool;
 use crate::reclaim::{Ticket, Waiting};
 use crate::send::{flush, PipePool, SendBuffers, SEND_TURN};
+use crate::shutdown::Shutdown;
+use crate::sys::fd as sys_fd;
 use crate::worker::{ACCEPT_WARNINGS, SWEEP};
-use crate::{
-    new_clock, read_clock, EngineConfig, EngineError, Launch, SendStrategy, Service, Shutdown, ThreadsMode,
-};
 
 const READ_BUFFER: usize = 16 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
@@ -48,7 +52,8 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
         return Err(EngineError::Config("no listener".into()));
     };
     let limit = counters.connection_limit(config.max_connections);
-    let jobs = JobGate::new(config.cpu_workers, config.cpu_queue);
+    let jobs = CpuPool::start(config.cpu_workers, config.cpu_queue)?;
+    counters.add_cpu_pool(jobs.stats_handle());
     let waiting = Waiting::default();
     let engine = Engine { config, shutdown, limit: &limit, jobs: &jobs, waiting: &waiting };
     let acceptor = counters.shard(0);
@@ -147,7 +152,7 @@ struct Engine<'a> {
     config: &'a EngineConfig,
     shutdown: &'a Shutdown,
     limit: &'a ConnectionLimit,
-    jobs: &'a JobGate,
+    jobs: &'a CpuPool,
     /// Connections waiting on their clients, for `reclaim_waiting`.
     waiting: &'a Waiting,
 }
@@ -307,8 +312,7 @@ fn accept_loop(
             left.as_micros().div_ceil(1000) as i32
         });
         counters.syscall(Syscall::Poll);
-        // SAFETY: fds is a live array of two pollfds.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+        let r = sys_fd::poll(&mut fds, timeout);
         if shutdown.is_triggered() {
             return;
         }
@@ -378,11 +382,11 @@ fn serve_connection<S: Session>(
     let mut input_wait: Option<(u64, Instant)> = Some((0, conn.last_progress));
     loop {
         let direction = match conn.pump(&clock, config.send, &mut send_buffers) {
-            // Servlet-style: CPU work runs on the connection's own thread, within the gate.
+            // Servlet-style: the connection's thread waits for its CPU work.
             Pump::Job(job) => {
                 mark_waiting(&mut ticket, None);
                 input_wait = None;
-                match engine.jobs.run(job) {
+                match engine.jobs.run_waiting(job) {
                     Some(output) => conn.job_done(output, &clock),
                     None => conn.job_refused(&clock),
                 }
@@ -479,8 +483,8 @@ fn wait(
         libc::pollfd { fd, events: direction, revents: 0 },
         libc::pollfd { fd: shutdown_fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
     ];
-    // SAFETY: fds is a live array; a negative fd is ignored by poll.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+    // A negative fd is ignored by poll.
+    let r = sys_fd::poll(&mut fds, timeout);
     if r == 0 {
         Wait::TimedOut
     } else if r > 0 && fds[0].revents != 0 {

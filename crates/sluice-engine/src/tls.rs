@@ -15,6 +15,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -31,7 +32,7 @@ use sluice_proto::conn::Pending;
 use sluice_proto::{Clock, Job, JobOutput, Outbox, Segment, Session};
 
 use crate::counters::{Counters, Event};
-use crate::Service;
+use crate::launch::Service;
 
 /// Ciphertext queued for the socket beyond which a session stops encrypting more of its
 /// response until the engine has sent it: bounds each connection's memory like a socket buffer.
@@ -153,28 +154,16 @@ pub struct KtlsSupport {
 pub fn ktls_support() -> KtlsSupport {
     let listed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").ok();
     let ulps = listed.as_deref().map(str::trim).unwrap_or("unreadable");
-    // SAFETY: plain socket(2); closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return KtlsSupport { available: false, reason: format!("cannot open a probe socket: {e}") };
-    }
-    let name = b"tls";
-    // SAFETY: passes a live buffer of the given length; fd is ours.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_ULP,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
+    let fd = match crate::sys::socket::probe_socket(libc::AF_INET) {
+        Ok(fd) => fd,
+        Err(e) => {
+            return KtlsSupport { available: false, reason: format!("cannot open a probe socket: {e}") }
+        }
     };
-    let err = io::Error::last_os_error();
-    // SAFETY: closes the probe socket opened above.
-    unsafe { libc::close(fd) };
-    let verdict = if r == 0 { None } else { err.raw_os_error() };
-    match verdict {
+    let set = crate::sys::socket::set_bytes_opt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_ULP, b"tls");
+    // The probe socket closes here.
+    drop(fd);
+    match set.as_ref().err().and_then(io::Error::raw_os_error) {
         Some(libc::ENOENT) => KtlsSupport {
             available: false,
             reason: format!("the kernel has no `tls` TCP ULP (available: {ulps})"),
@@ -182,7 +171,10 @@ pub fn ktls_support() -> KtlsSupport {
         Some(libc::ENOTCONN) | None => {
             KtlsSupport { available: true, reason: format!("the kernel offers the `tls` TCP ULP ({ulps})") }
         }
-        Some(_) => KtlsSupport { available: false, reason: format!("TCP_ULP `tls` refused: {err}") },
+        Some(code) => KtlsSupport {
+            available: false,
+            reason: format!("TCP_ULP `tls` refused: {}", io::Error::from_raw_os_error(code)),
+        },
     }
 }
 

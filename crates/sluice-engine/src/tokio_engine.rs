@@ -16,15 +16,18 @@ use std::sync::Arc;
 use sluice_proto::Session;
 use tokio::io::Interest;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Notify};
 
+use crate::clock::{new_clock, read_clock};
+use crate::config::{EngineConfig, SendStrategy};
 use crate::connection::{Connection, Pump};
 use crate::counters::{count_closed, ConnectionLimit};
 use crate::counters::{Counters, Event, Shard, Syscall};
-use crate::pool::run_job;
+use crate::error::EngineError;
+use crate::launch::{Launch, Service};
+use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
 use crate::worker::ACCEPT_WARNINGS;
-use crate::{new_clock, read_clock, EngineConfig, EngineError, Launch, Service};
 
 const READ_BUFFER: usize = 16 * 1024;
 const COPY_BUFFER: usize = 64 * 1024;
@@ -61,16 +64,16 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
     let setup = |what| move |source| EngineError::Setup { what, source };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.workers)
-        // CPU jobs run on the blocking pool; one more thread than `cpu_workers` because the
-        // shutdown wait below holds one blocking thread for the whole run. Without it, a server
-        // with one CPU worker (the default on one core) never ran a job: found by the lab's E4
-        // `cpu` profile on a server pinned to one core.
-        .max_blocking_threads(config.cpu_workers.max(1) + 1)
+        // CPU jobs run on the engines' job runner, not here; the one blocking thread is the
+        // shutdown wait below, held for the whole run.
+        .max_blocking_threads(1)
         .thread_name("sluice-tokio")
         .enable_io()
         .enable_time()
         .build()
         .map_err(setup("tokio runtime"))?;
+    let jobs = Arc::new(CpuPool::start(config.cpu_workers, config.cpu_queue)?);
+    counters.add_cpu_pool(jobs.stats_handle());
     let result = runtime.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(false);
         let open = Arc::new(Open {
@@ -87,18 +90,14 @@ pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> 
                 Arc::clone(&service),
                 Arc::clone(&config),
                 Arc::clone(&open),
+                Arc::clone(&jobs),
                 Arc::clone(counters),
                 stop_rx.clone(),
             ));
         }
         // The eventfd is written once and stays readable; one blocking poll is all it needs.
         let fd = shutdown.fd();
-        let _ = tokio::task::spawn_blocking(move || {
-            let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            // SAFETY: one live pollfd; retried on EINTR.
-            while unsafe { libc::poll(&mut pfd, 1, -1) } < 0 {}
-        })
-        .await;
+        let _ = tokio::task::spawn_blocking(move || crate::sys::fd::wait_readable(fd)).await;
         let _ = stop_tx.send(true);
         let grace = tokio::time::sleep(config.shutdown_grace);
         tokio::pin!(grace);
@@ -124,11 +123,11 @@ async fn accept_loop<S: Service>(
     service: Arc<S>,
     config: Arc<EngineConfig>,
     open: Arc<Open>,
+    jobs: Arc<CpuPool>,
     counters: Arc<Counters>,
     mut stop: watch::Receiver<bool>,
 ) {
     let acceptor = counters.shard(0);
-    let jobs = Arc::new(Semaphore::new(config.cpu_queue.max(1)));
     let mut accepted = 0usize;
     loop {
         let (stream, peer) = tokio::select! {
@@ -181,15 +180,14 @@ async fn serve<S: Service>(
     service: &S,
     config: &EngineConfig,
     counters: &Shard,
-    jobs: Arc<Semaphore>,
+    jobs: Arc<CpuPool>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut clock = new_clock();
     let session = service.session(peer, &clock);
     let mut conn = Connection::new(Borrowed(stream.as_raw_fd()), session, &clock);
     let mut read_buf = vec![0; READ_BUFFER];
-    let mut copy_buf =
-        if config.send == crate::SendStrategy::Copy { vec![0; COPY_BUFFER] } else { Vec::new() };
+    let mut copy_buf = if config.send == SendStrategy::Copy { vec![0; COPY_BUFFER] } else { Vec::new() };
     let mut pipes = PipePool::default();
     if *stop.borrow() {
         return;
@@ -204,14 +202,11 @@ async fn serve<S: Service>(
             });
         let interest = match pumped {
             Ok(Pump::Job(job)) => {
-                // CPU work leaves the runtime's workers for tokio's blocking pool, bounded by
-                // the engine's permits so a flood of it cannot queue without limit.
-                match Arc::clone(&jobs).try_acquire_owned() {
-                    Ok(permit) => match tokio::task::spawn_blocking(move || (run_job(job), permit)).await {
-                        Ok((output, _permit)) => conn.job_done(output, &clock),
-                        Err(_) => conn.job_refused(&clock),
-                    },
-                    Err(_) => conn.job_refused(&clock),
+                // CPU work leaves the runtime's workers for the engines' bounded job runner, so a
+                // flood of it cannot queue without limit.
+                match jobs.run_async(job).await {
+                    Some(output) => conn.job_done(output, &clock),
+                    None => conn.job_refused(&clock),
                 }
                 continue;
             }

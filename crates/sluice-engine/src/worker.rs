@@ -17,10 +17,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sluice_proto::{Clock, Job, Session};
 
+use crate::clock::new_clock;
+use crate::config::EngineConfig;
 use crate::connection::Connection;
 use crate::counters::{count_closed, ConnectionLimit, Event, Shard};
+use crate::error::EngineError;
 use crate::pool::{CpuPool, Delivery, Mailbox};
-use crate::{new_clock, EngineConfig, EngineError};
 
 /// Longest sleep between deadline sweeps. A loop wakes earlier for any nearer deadline (a
 /// `latency?ms=` reply is due to the millisecond), so this only bounds how stale the sweep's view
@@ -144,7 +146,7 @@ impl<'a> LoopCore<'a> {
     /// Sends a connection's CPU job to the pool; when the pool's queue is full the session is
     /// told at once (it answers 503).
     pub fn run_job<S: Session, T: AsRawFd>(&self, key: usize, conn: &mut Connection<S, T>, job: Job) {
-        if self.pool.submit(job, key, conn.id, &self.mailbox).is_err() {
+        if self.pool.submit_to(job, key, conn.id, &self.mailbox).is_err() {
             conn.job_refused(&self.clock);
         }
     }
@@ -268,7 +270,7 @@ pub(crate) fn deliver_jobs<'a, L: EventLoop<'a>>(l: &mut L) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Counters;
+    use crate::counters::Counters;
 
     #[test]
     fn the_limit_admits_up_to_max_and_counts_the_rest() {

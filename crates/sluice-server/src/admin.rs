@@ -260,7 +260,7 @@ impl Admin {
         let app = &self.app;
         let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
         if let Some(remote) = app.library().as_remote() {
-            crate::metrics::render_cache(&mut body, remote.cache().stats());
+            crate::metrics::render_cache(&mut body, remote.cache().stats(), remote.background_stats());
         }
         crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
         crate::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());

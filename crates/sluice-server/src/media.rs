@@ -6,7 +6,7 @@
 //! synchronously on the RTSP loop's thread. For a local root both are answered at once (an index
 //! read and `pread`s from the page cache), as they always were. For an object store nothing here
 //! waits for the origin on that thread: a file whose version or index is not in memory is
-//! [`Refusal::Warming`] while a background job ([`remote::in_background`]) looks it up and reads
+//! [`Refusal::Warming`] while a background job ([`RemoteLibrary::in_background`](crate::library::remote::RemoteLibrary::in_background)) looks it up and reads
 //! its `moov` through the slice cache (the core holds the request and asks again), and a sample
 //! whose slice is not on disk is [`io::ErrorKind::WouldBlock`] while the slice is fetched in the
 //! background (the core holds the viewer's samples and reads again). An index the page,
@@ -23,14 +23,14 @@ use sluice_proto::http::path::normalize;
 use sluice_rtsp::{playable, Catalogue, MediaLibrary, NotFound, Refusal, Unplayable};
 use sluice_store::CacheError;
 
-use crate::library::{remote, FileVersion, Found, Library, LibraryError};
+use crate::library::{FileVersion, Found, Library, LibraryError};
 
 /// A failed warm-up is told to the requests asking within this long (the held ones ask every
 /// few ticks); one asking later starts another, so an origin that answers again is asked again.
 const FAILURE_KEPT: Duration = Duration::from_millis(250);
 
 /// Warm-ups (running, or failed lately) past which the failures that are no longer told are
-/// dropped. Running ones are bounded by the background places (`remote::in_background`).
+/// dropped. Running ones are bounded by the background places (`RemoteLibrary::in_background`).
 const MAX_WARMUPS: usize = 4096;
 
 /// A presentation being looked up and indexed off the RTSP loop, or how that ended badly.
@@ -185,7 +185,8 @@ impl RtspMedia {
             return;
         }
         let (library, table, key) = (Arc::clone(&self.library), Arc::clone(&self.warming), path.to_string());
-        let started = remote::in_background(move || {
+        let Some(remote) = self.library.as_remote() else { return };
+        let started = remote.in_background(move || {
             let outcome = match index(&library, &key, true) {
                 Err(Miss::Failed(e)) => {
                     tracing::warn!(path = key, "rtsp: cannot index: {e}");

@@ -404,7 +404,11 @@ fn rtsp_gauges(m: &mut String, counters: &Counters) {
 
 /// The slice cache of an s3:// library and its origin: what was served from where, and what the
 /// origin cost.
-pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
+pub fn render_cache(
+    m: &mut String,
+    stats: &sluice_store::CacheStats,
+    fetch_pool: Option<&sluice_engine::PoolStats>,
+) {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let counters = [
         ("cache_hits_total", "Slices found in the cache.", &stats.hits),
@@ -470,7 +474,7 @@ pub fn render_cache(m: &mut String, stats: &sluice_store::CacheStats) {
         get(&stats.held_bytes),
         get(&stats.fetching_bytes)
     );
-    if let Some(pool) = crate::library::remote::background_stats() {
+    if let Some(pool) = fetch_pool {
         render_pool(m, "fetch_pool", "background origin work: slices fetched ahead, indexes read", &[pool]);
     }
 }

@@ -272,12 +272,12 @@ impl Server {
                 let failed = |reason: String| ServeError::RemoteLibrary { location: location.into(), reason };
                 let store = sluice_store::open(location, Some(config.store.s3_config()))
                     .map_err(|e| failed(e.to_string()))?;
-                crate::library::remote::size_background(config.store.fetch_workers);
                 let remote = RemoteLibrary::open(Arc::from(store), config.store.cache_config(), location)
                     .map_err(|e| match e.dir_in_use() {
                         Some(busy) => ServeError::CacheDirInUse(busy.clone()),
                         None => failed(e.to_string()),
-                    })?;
+                    })?
+                    .with_fetch_workers(config.store.fetch_workers);
                 Library::remote(remote, catalogue)
             }
             None => Library::local(&root, catalogue)

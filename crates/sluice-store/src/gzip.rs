@@ -99,28 +99,16 @@ impl GzipPolicy {
     }
 }
 
-/// Stack for the compressing thread: miniz_oxide's compressor state is about 300 KiB and, in
-/// debug builds, is built on the stack before it is boxed, more than the threads engine's 256 KiB
-/// connection stacks hold (it overflowed there).
-const COMPRESS_STACK: usize = 2 << 20;
-
-/// gzip-compresses bytes (level 6: objects are compressed once and served many times), on a
-/// thread of its own (see [`COMPRESS_STACK`]).
+/// gzip-compresses bytes (level 6: objects are compressed once and served many times) on the
+/// caller's thread, with no thread of its own. miniz_oxide's compressor state is about 300 KiB and,
+/// in debug builds, is built on the stack before it is boxed, more than the threads engine's
+/// 256 KiB connection stacks hold (it overflowed there): the server compresses in the upload's CPU
+/// job, on its engine's job runner (`sluice_engine::CpuPool`), whose threads have the stack for it
+/// on every engine.
 pub fn gzip(plain: &[u8]) -> Vec<u8> {
-    let compress = || {
-        let mut encoder = GzEncoder::new(Vec::with_capacity(plain.len() / 4 + 64), Compression::new(6));
-        encoder.write_all(plain).expect("writing to a Vec");
-        encoder.finish().expect("writing to a Vec")
-    };
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("sluice-gzip".into())
-            .stack_size(COMPRESS_STACK)
-            .spawn_scoped(scope, compress)
-            .expect("spawn the gzip thread")
-            .join()
-            .expect("gzip does not panic")
-    })
+    let mut encoder = GzEncoder::new(Vec::with_capacity(plain.len() / 4 + 64), Compression::new(6));
+    encoder.write_all(plain).expect("writing to a Vec");
+    encoder.finish().expect("writing to a Vec")
 }
 
 /// Starts a write that stores the gzip form when `policy` says it pays, the plain one otherwise.

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use sluice_proto::rtp::BodyRef;
 use sluice_proto::rtsp::{DatagramSink, Port};
 
-use crate::listener::sockaddr_of;
+use crate::sys::socket::{empty_msghdr, sockaddr_of};
 pub(crate) use crate::udp_gso::supported as gso_supported;
 use crate::udp_gso::SegmentControl;
 
@@ -199,9 +199,9 @@ impl Datagrams {
             let p = first.port as usize;
             let from = self.iovs[p].len();
             for item in &self.items[i..i + count] {
-                // SAFETY: the pointer is into `data`, which has its full capacity reserved and
-                // is not pushed to while prepared, so it stays valid and unmoved.
-                let head = unsafe { self.data.as_mut_ptr().add(item.start as usize) };
+                // The pointer is into `data`, which has its full capacity reserved and is not
+                // pushed to while prepared, so it stays valid and unmoved.
+                let head = self.data.as_mut_ptr().wrapping_add(item.start as usize);
                 if item.head > 0 {
                     self.iovs[p].push(libc::iovec { iov_base: head.cast(), iov_len: item.head as usize });
                 }
@@ -222,14 +222,13 @@ impl Datagrams {
         }
         for p in 0..2 {
             for m in 0..self.iov_spans[p].len() {
-                // SAFETY: msghdr is plain data; zero is a valid "no control data" header.
-                let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+                let mut hdr = empty_msghdr();
                 let (addr, len) = &mut self.addrs[p][m];
                 hdr.msg_name = (addr as *mut libc::sockaddr_storage).cast();
                 hdr.msg_namelen = *len;
                 let (from, n) = self.iov_spans[p][m];
-                // SAFETY: `from..from + n` is in bounds of the reserved, no longer growing iovecs.
-                hdr.msg_iov = unsafe { self.iovs[p].as_mut_ptr().add(from) };
+                // `from..from + n` is in bounds of the reserved, no longer growing iovecs.
+                hdr.msg_iov = self.iovs[p].as_mut_ptr().wrapping_add(from);
                 hdr.msg_iovlen = n as _;
                 if self.segments[p][m] > 1 {
                     self.controls[p][m].attach(&mut hdr);
@@ -324,8 +323,7 @@ mod tests {
         assert_eq!(d.size_of(Port::Rtp, 1), (1, 1400));
         let hdr = d.unsent(Port::Rtp)[1].msg_hdr;
         assert_eq!(hdr.msg_namelen as usize, std::mem::size_of::<libc::sockaddr_in6>());
-        // SAFETY: the header points at the batch's live iovec.
-        assert_eq!(unsafe { *(*hdr.msg_iov).iov_base.cast::<u8>() }, 3);
+        assert_eq!(crate::sys::socket::inspect::payload(&hdr).first(), Some(&3));
         assert_eq!(d.advance(Port::Rtp, 1), (1, 100));
         assert_eq!(d.advance(Port::Rtp, 5), (1, 1400), "clamped to what is there");
         assert_eq!(d.advance(Port::Rtcp, 1), (1, 40));
@@ -352,15 +350,7 @@ mod tests {
         assert_eq!(d.size_of(Port::Rtp, 2), (1, 1400));
         let hdr = d.unsent(Port::Rtp)[0].msg_hdr;
         assert!(hdr.msg_controllen > 0);
-        // SAFETY: the header's control buffer is the batch's, holding one cmsghdr.
-        let (level, kind, size) = unsafe {
-            let cmsg = libc::CMSG_FIRSTHDR(&hdr);
-            (
-                (*cmsg).cmsg_level,
-                (*cmsg).cmsg_type,
-                std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>()),
-            )
-        };
+        let (level, kind, size) = crate::sys::socket::inspect::first_control(&hdr);
         assert_eq!((level, kind, size), (crate::udp_gso::SOL_UDP, crate::udp_gso::UDP_SEGMENT, 1400));
         assert_eq!(d.unsent(Port::Rtp)[1].msg_hdr.msg_controllen, 0, "a single datagram has no cmsg");
         assert_eq!(d.advance(Port::Rtp, 3), (6, 3 * 1400 + 700 + 2 * 1400));
@@ -368,15 +358,9 @@ mod tests {
 
     /// The bytes of prepared message `i` of `port`, gathered from its iovecs.
     fn message_bytes(d: &mut Datagrams, port: Port, i: usize) -> Vec<u8> {
-        let hdr = d.unsent(port)[i].msg_hdr;
-        // SAFETY: a prepared header's iovecs point into the batch's data and held samples,
-        // alive and unmoved until `clear`.
-        let iovs = unsafe { std::slice::from_raw_parts(hdr.msg_iov, hdr.msg_iovlen) };
-        iovs.iter()
-            // SAFETY: as above, each iovec is a live slice of its length.
-            .flat_map(|v| unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) })
-            .copied()
-            .collect()
+        // A prepared header's iovecs point into the batch's data and held samples, alive and
+        // unmoved until `clear`.
+        crate::sys::socket::inspect::payload(&d.unsent(port)[i].msg_hdr)
     }
 
     #[test]
@@ -430,7 +414,7 @@ mod tests {
         assert_eq!(std::sync::Arc::strong_count(&sample), 4, "one hold for the run of the sample");
         d.prepare();
         assert_eq!(d.size_of(Port::Rtp, 0), (3, 2010), "one GSO message");
-        let counters = crate::Counters::new();
+        let counters = crate::counters::Counters::new();
         assert_eq!(
             super::super::sendmmsg(tx.as_raw_fd(), d.unsent(Port::Rtp), counters.shard(0)).unwrap(),
             1

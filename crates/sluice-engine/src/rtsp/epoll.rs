@@ -8,7 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
 use sluice_proto::rtsp::{Port, RtspCore};
@@ -17,7 +17,9 @@ use super::datagrams::Datagrams;
 use super::{sendmmsg, wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::Place;
 use crate::counters::{Event, Shard, Syscall};
-use crate::{cvt, EngineError, Shutdown};
+use crate::error::EngineError;
+use crate::shutdown::Shutdown;
+use crate::sys::epoll::Epoll;
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
@@ -36,16 +38,10 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
     let demand = Demand::of_this_thread();
     let core: &mut Core<'_> = &mut *core;
     let setup = |what| move |source| EngineError::Setup { what, source };
-    // SAFETY: epoll_create1 takes no pointers; the result is checked.
-    let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) }).map_err(setup("epoll_create1"))?;
-    // SAFETY: a fresh descriptor we own.
-    let epoll = unsafe { OwnedFd::from_raw_fd(fd) };
-    let ep = epoll.as_raw_fd();
+    let epoll = Epoll::new().map_err(setup("epoll_create1"))?;
     let register = |fd: RawFd, events: i32, token: u64| -> io::Result<()> {
         counters.syscall(Syscall::EpollCtl);
-        let mut ev = libc::epoll_event { events: events as u32, u64: token };
-        // SAFETY: ev is live; both descriptors are open.
-        cvt(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
+        epoll.add(fd, events, token)
     };
     let LoopSockets { control, rtp, rtcp, handoff } = sockets;
     register(control.as_raw_fd(), libc::EPOLLIN | libc::EPOLLET, LISTENER).map_err(setup("epoll_ctl"))?;
@@ -96,8 +92,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
             None => timeout,
         };
         counters.syscall(Syscall::EpollWait);
-        // SAFETY: events has EVENTS initialised slots.
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), EVENTS as i32, timeout) };
+        let n = epoll.wait(&mut events, timeout);
         let now = Instant::now();
         for ev in events.iter().take(n.max(0) as usize) {
             match ev.u64 {
@@ -106,10 +101,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
                         // Level-triggered and readable for good: out of the set, or every wait
                         // would return at once.
                         counters.syscall(Syscall::EpollCtl);
-                        // SAFETY: both descriptors are open; a null event is allowed for DEL.
-                        unsafe {
-                            libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, shutdown.fd(), std::ptr::null_mut())
-                        };
+                        epoll.delete(shutdown.fd());
                         core.farewell(now, wall_clock());
                         draining = Some(now + DRAIN);
                     }

@@ -102,14 +102,12 @@ mod tests {
         let kept = other.route(stream.try_clone().unwrap(), peer);
         assert!(kept.is_none(), "handed over");
         let mut fds = [libc::pollfd { fd: mine.wake_fd(), events: libc::POLLIN, revents: 0 }];
-        // SAFETY: one live pollfd.
-        assert_eq!(unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) }, 1, "the owner is woken");
+        assert_eq!(crate::sys::fd::poll(&mut fds, 0), 1, "the owner is woken");
         let mut arrivals = Vec::new();
         mine.take(&mut arrivals);
         assert_eq!(arrivals.len(), 1);
         assert_eq!(arrivals[0].1, peer);
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) }, 0, "the wake-up is cleared");
+        assert_eq!(crate::sys::fd::poll(&mut fds, 0), 0, "the wake-up is cleared");
         assert!(mine.route(stream, peer).is_some(), "its own connection stays");
     }
 }

@@ -44,10 +44,12 @@ pub use sluice_proto::rtsp::{LoopNote, RtspCore};
 
 use self::handoff::Handoff;
 
+use crate::config::EngineKind;
 use crate::counters::ConnectionLimit;
 use crate::counters::{Counters, Event, Shard, Syscall};
+use crate::error::EngineError;
 use crate::listener::set_int_opt;
-use crate::{EngineError, EngineKind, Shutdown};
+use crate::shutdown::Shutdown;
 
 /// The RTSP side's sockets, bound before the server announces itself: the control listener
 /// and an RTP/RTCP port pair per loop.
@@ -355,14 +357,7 @@ impl Demand {
 }
 
 /// CPU time the calling thread has used (user and system).
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a live timespec the call fills.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
+use crate::sys::fd::thread_cpu;
 
 /// The wall-clock time for the core's sender reports.
 pub(crate) fn wall_clock() -> Duration {
@@ -443,9 +438,8 @@ pub(crate) fn sendmmsg(
     counters: &crate::counters::Shard,
 ) -> io::Result<usize> {
     counters.syscall(Syscall::Sendmmsg);
-    // SAFETY: every header points at live iovecs, buffers and addresses (see `Datagrams`).
-    let n = unsafe { libc::sendmmsg(fd, hdrs.as_mut_ptr(), hdrs.len() as u32, libc::MSG_DONTWAIT) };
-    crate::cvt(n).map(|n| n as usize)
+    // Every header points at live iovecs, buffers and addresses (see `Datagrams`).
+    crate::sys::socket::sendmmsg(fd, hdrs)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! [`RtspCore`]'s.
 
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,8 +22,10 @@ use super::handoff::Handoff;
 use super::{wall_clock, Demand, LoopSockets, Parts, DRAIN, DRAIN_TURN};
 use crate::counters::{ConnectionLimit, Place};
 use crate::counters::{Event, Shard, Syscall};
-use crate::listener::socket_addr_from;
-use crate::{EngineError, Shutdown};
+use crate::error::EngineError;
+use crate::shutdown::Shutdown;
+use crate::sys::socket::{self, socket_addr_from};
+use crate::sys::{fd as sys_fd, uring as sys_uring};
 
 const ACCEPT: u64 = 1;
 const SHUTDOWN: u64 = 2;
@@ -101,8 +103,13 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         .build(1024)
         .map_err(|source| EngineError::Setup { what: "io_uring_setup (rtsp)", source })?;
     let LoopSockets { control, rtp, rtcp, handoff } = sockets;
-    // SAFETY: a zeroed RtcpRecv is valid plain data; its pointers are set before use.
-    let rtcp_recv: Box<RtcpRecv> = Box::new(unsafe { std::mem::zeroed() });
+    // Its pointers are set before use.
+    let rtcp_recv = Box::new(RtcpRecv {
+        hdr: socket::empty_msghdr(),
+        iov: libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 },
+        addr: socket::empty_sockaddr(),
+        buf: [0; 1500],
+    });
     let mut l = Loop {
         ring,
         core: &mut *core,
@@ -162,8 +169,8 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
     // Stop what is in flight before the memory goes: shut the sockets down, wait briefly.
     for key in l.core.keys() {
         if let Some(c) = l.core.control(key) {
-            // SAFETY: shutdown(2) on a descriptor the slot owns.
-            unsafe { libc::shutdown(c.io.stream.as_raw_fd(), libc::SHUT_RDWR) };
+            // A descriptor the slot owns.
+            sys_fd::shutdown(c.io.stream.as_raw_fd(), libc::SHUT_RDWR);
         }
     }
     Ok(())
@@ -172,10 +179,10 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
 impl Loop<'_, '_> {
     fn push(&mut self, entry: squeue::Entry) {
         loop {
-            // SAFETY: every entry points at memory that outlives its operation: a connection's
-            // slot (freed only after its completions), the batch (cleared only when all its
-            // sends completed) or the loop's RTCP receive.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+            // Every entry points at memory that outlives its operation: a connection's slot
+            // (freed only after its completions), the batch (cleared only when all its sends
+            // completed) or the loop's RTCP receive.
+            if sys_uring::push(&mut self.ring, &entry) {
                 return;
             }
             self.enter(Some(Duration::ZERO));
@@ -233,8 +240,8 @@ impl Loop<'_, '_> {
             stream,
             buf: vec![0; RECV_BUFFER].into_boxed_slice(),
             send: Box::new(SendSlices {
-                // SAFETY: a zeroed msghdr is valid plain data; its pointers are set before use.
-                hdr: unsafe { std::mem::zeroed() },
+                // Its pointers are set before use.
+                hdr: socket::empty_msghdr(),
                 iovs: Vec::with_capacity(SEND_SLICES),
             }),
             recv_armed: false,
@@ -332,8 +339,8 @@ impl Loop<'_, '_> {
         } else if !c.io.closing {
             c.io.closing = true;
             counters.syscall(Syscall::Shutdown);
-            // SAFETY: shutdown(2) on a descriptor the slot owns.
-            unsafe { libc::shutdown(c.io.stream.as_raw_fd(), libc::SHUT_RDWR) };
+            // A descriptor the slot owns.
+            sys_fd::shutdown(c.io.stream.as_raw_fd(), libc::SHUT_RDWR);
         }
     }
 
@@ -351,8 +358,8 @@ impl Loop<'_, '_> {
                 }
                 ACCEPT => {
                     if res >= 0 {
-                        // SAFETY: a fresh descriptor the kernel gave us.
-                        let stream = unsafe { TcpStream::from_raw_fd(res) };
+                        // A fresh descriptor the kernel gave us.
+                        let stream = socket::accepted_stream(res);
                         match stream.peer_addr() {
                             Ok(peer) => {
                                 if let Some((stream, peer)) = self.handoff.route(stream, peer) {

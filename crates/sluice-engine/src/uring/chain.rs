@@ -14,9 +14,10 @@ use io_uring::{opcode, types};
 use sluice_proto::conn::Pending;
 
 use super::{current, token, Worker, COPY_BUFFER, COPY_POOL_MAX, FILE_IN, POLL_OUT, SOCK_OUT};
+use crate::config::SendStrategy;
 use crate::counters::Event;
+use crate::launch::Service;
 use crate::send::{file_after, more_after_front, send_flags, splice_out_flags, MAX_IOVECS, SEND_TURN};
-use crate::{SendStrategy, Service};
 
 /// A copy buffer lent to a connection, with the read bytes not yet sent (`start..end`); they are
 /// the next bytes of the connection's front file segment.
@@ -117,8 +118,7 @@ impl<S: Service> Worker<'_, S> {
                 } else {
                     let slot = u.msg.get_or_insert_with(|| {
                         Box::new(MsgSlot {
-                            // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
-                            hdr: unsafe { std::mem::zeroed() },
+                            hdr: crate::sys::socket::empty_msghdr(),
                             iov: [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOVECS],
                         })
                     });

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, types};
 
 use super::{token, Service, Wait, Worker, ACCEPT, CANCEL, FINAL_DRAIN};
-use crate::read_clock;
+use crate::clock::read_clock;
 use crate::worker;
 
 impl<S: Service> Worker<'_, S> {

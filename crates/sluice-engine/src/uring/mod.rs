@@ -21,34 +21,38 @@
 //! its completions has arrived; only then are they released and the socket closed.
 //!
 //! Whether io_uring can run at all is [`probe`]'s business; the provided-buffer ring is
-//! [`buf_ring`]'s, the send chains are [`chain`]'s, and closing connections and the worker's
+//! [`BufRing`]'s, the send chains are [`chain`]'s, and closing connections and the worker's
 //! shutdown without freeing memory under the kernel are [`closing`]'s. This module is the worker
 //! loop: accepting, receiving, driving connections and deadlines.
 
-mod buf_ring;
 mod chain;
 mod closing;
 pub(crate) mod probe;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use slab::Slab;
 use sluice_proto::Job;
 
-use self::buf_ring::BufRing;
 use self::chain::{Chain, CopyBuf, CopyPool, MsgSlot};
 use self::probe::Support;
+use crate::clock::read_clock;
 use crate::connection::{Connection, Pump};
 use crate::counters::{Event, Syscall};
-use crate::listener::{set_int_opt, socket_addr_from};
+use crate::error::EngineError;
+use crate::launch::{per_listener, Launch, Service};
+use crate::listener::set_int_opt;
 use crate::pool::CpuPool;
 use crate::send::{Pipe, PipePool};
+use crate::shutdown::Shutdown;
+use crate::sys::buf_ring::BufRing;
+use crate::sys::socket::{accepted_stream, peer_of};
+use crate::sys::{fd as sys_fd, uring as sys_uring};
 use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
-use crate::{per_listener, read_clock, EngineError, Launch, Service, Shutdown};
 
 /// Completions a worker with connections waits for in one `io_uring_enter` when the kernel has
 /// `IORING_FEAT_MIN_TIMEOUT` (see `Wait::Batch`). A keep-alive request is two completions (its
@@ -270,10 +274,7 @@ impl<'a, S: Service> Worker<'a, S> {
         }
         // The kernel's worker threads run where this worker may run, so a worker pinned to a
         // core (taskset, cpusets) does not spill its splices onto other cores.
-        // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it for this thread.
-        let mut cpus: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        // SAFETY: passes a live cpu_set_t and its size.
-        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut cpus) } == 0 {
+        if let Some(cpus) = sys_fd::thread_cpus() {
             let _ = ring.submitter().register_iowq_aff(&cpus);
         }
         let mut bufs = BufRing::new(RECV_BUFFERS, RECV_BUFFER_SIZE).map_err(setup("receive buffers"))?;
@@ -306,10 +307,10 @@ impl<'a, S: Service> Worker<'a, S> {
     /// Queues one entry, submitting first if the queue is full.
     fn push(&mut self, entry: squeue::Entry) {
         loop {
-            // SAFETY: every entry built in this module points only at memory that outlives the
+            // Every entry built in this module points only at memory that outlives the
             // operation: the outbox segments, message slot, pipe and copy buffer of a connection
             // (kept until its last completion), or the worker's buffer ring.
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
+            if sys_uring::push(&mut self.ring, &entry) {
                 return;
             }
             self.enter(Wait::Submit);
@@ -320,8 +321,8 @@ impl<'a, S: Service> Worker<'a, S> {
     fn push_linked(&mut self, first: squeue::Entry, second: squeue::Entry) {
         loop {
             let entries = [first.clone().flags(squeue::Flags::IO_LINK), second.clone()];
-            // SAFETY: as in `push`.
-            if unsafe { self.ring.submission().push_multiple(&entries) }.is_ok() {
+            // As in `push`.
+            if sys_uring::push_all(&mut self.ring, &entries) {
                 return;
             }
             self.enter(Wait::Submit);
@@ -451,8 +452,8 @@ impl<'a, S: Service> Worker<'a, S> {
             }
         }
         if res >= 0 {
-            // SAFETY: a successful accept completion carries a fresh descriptor we now own.
-            let stream = unsafe { TcpStream::from_raw_fd(res) };
+            // A successful accept completion carries a fresh descriptor we now own.
+            let stream = accepted_stream(res);
             self.admit(stream);
         } else {
             match -res {
@@ -684,19 +685,6 @@ impl<'a, S: Service> Worker<'a, S> {
 /// completion is stale (its caller still returns a receive buffer).
 fn current<T>(conns: &mut Slab<UConn<T>>, key: usize, generation: u64) -> Option<&mut UConn<T>> {
     conns.get_mut(key).filter(|u| u.conn.id & 0xFF_FFFF == generation)
-}
-
-/// The peer address of a connected socket.
-fn peer_of(fd: RawFd) -> Option<SocketAddr> {
-    // SAFETY: zeroed storage is valid; getpeername writes at most `len` bytes into it.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: valid pointers to storage and len, which outlive the call.
-    let r = unsafe { libc::getpeername(fd, (&mut storage as *mut libc::sockaddr_storage).cast(), &mut len) };
-    if r < 0 {
-        return None;
-    }
-    socket_addr_from(&storage)
 }
 
 #[cfg(test)]

@@ -12,13 +12,14 @@
 
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use io_uring::{cqueue, opcode, types, IoUring, Probe};
 
-use crate::{EngineError, EngineKind};
+use crate::config::EngineKind;
+use crate::error::EngineError;
 
 /// The environment variable that makes the probe report io_uring as refused, so tests can
 /// exercise the fallback on kernels that have io_uring.
@@ -185,13 +186,11 @@ fn setup_refusal(e: &io::Error, sysctl: Option<&str>) -> String {
         ),
         Some(libc::EPERM) => format!("io_uring_setup: {e}: a seccomp filter or security policy blocks it"),
         Some(libc::ENOMEM) => {
-            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-            // SAFETY: getrlimit writes one rlimit into a live local.
-            unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+            let memlock = crate::sys::fd::memlock_limit();
             format!(
                 "io_uring_setup: {e}: the ring does not fit in the locked-memory limit \
                  (RLIMIT_MEMLOCK {} KiB; raise `ulimit -l` or LimitMEMLOCK=)",
-                lim.rlim_cur / 1024
+                memlock / 1024
             )
         }
         _ => format!("io_uring_setup: {e}"),
@@ -206,7 +205,8 @@ fn live_test(ring: &mut IoUring) -> Result<(), String> {
     const CANCEL: u64 = 3;
     const BGID: u16 = 0;
     // A two-entry buffer ring: 16-byte descriptors, page aligned, with one 64-byte buffer each.
-    let mut bufs = super::buf_ring::BufRing::new(2, 64).map_err(|e| format!("provided-buffer ring: {e}"))?;
+    let mut bufs =
+        crate::sys::buf_ring::BufRing::new(2, 64).map_err(|e| format!("provided-buffer ring: {e}"))?;
     bufs.register(ring, BGID).map_err(|e| {
         format!("the kernel cannot register a provided-buffer ring (IORING_REGISTER_PBUF_RING): {e}")
     })?;
@@ -217,10 +217,9 @@ fn live_test(ring: &mut IoUring) -> Result<(), String> {
             .flags(libc::SOCK_CLOEXEC)
             .build()
             .user_data(ACCEPT);
-        // SAFETY: the entry refers to the listener only, which outlives the ring's use of it
-        // (the ring is dropped, cancelling everything, before the listener at the end of scope
-        // at the latest).
-        unsafe { ring.submission().push(&accept) }.map_err(|_| "probe: submission queue full".to_string())?;
+        // The entry refers to the listener only, which outlives the ring's use of it (the ring is
+        // dropped, cancelling everything, before the listener at the end of scope at the latest).
+        push(ring, &accept)?;
         let mut client = TcpStream::connect(addr).map_err(|e| format!("probe connect: {e}"))?;
         let (res, flags) = wait_one(ring, ACCEPT, "multishot accept")?;
         if res < 0 {
@@ -229,15 +228,15 @@ fn live_test(ring: &mut IoUring) -> Result<(), String> {
                 io::Error::from_raw_os_error(-res)
             ));
         }
-        // SAFETY: a successful accept completion carries a fresh descriptor we now own.
-        let server = unsafe { OwnedFd::from_raw_fd(res) };
+        // A successful accept completion carries a fresh descriptor we now own.
+        let server = crate::sys::socket::accepted_stream(res);
         if !cqueue::more(flags) {
             return Err("the kernel ended a multishot accept after one connection".into());
         }
         let recv = opcode::RecvMulti::new(types::Fd(server.as_raw_fd()), BGID).build().user_data(RECV);
-        // SAFETY: the entry refers to `server` and the registered buffer ring, both alive until
-        // the ring is dropped.
-        unsafe { ring.submission().push(&recv) }.map_err(|_| "probe: submission queue full".to_string())?;
+        // The entry refers to `server` and the registered buffer ring, both alive until the ring
+        // is dropped.
+        push(ring, &recv)?;
         io::Write::write_all(&mut client, b"x").map_err(|e| format!("probe write: {e}"))?;
         let (res, flags) = wait_one(ring, RECV, "multishot receive")?;
         if res != 1 || cqueue::buffer_select(flags).is_none() {
@@ -258,8 +257,8 @@ fn live_test(ring: &mut IoUring) -> Result<(), String> {
         let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(server.as_raw_fd())).all())
             .build()
             .user_data(CANCEL);
-        // SAFETY: the entry holds no pointers.
-        unsafe { ring.submission().push(&cancel) }.map_err(|_| "probe: submission queue full".to_string())?;
+        // The entry holds no pointers.
+        push(ring, &cancel)?;
         let (res, _) = wait_one(ring, CANCEL, "cancel by descriptor")?;
         if res < 1 {
             return Err(format!(
@@ -285,6 +284,13 @@ fn live_test(ring: &mut IoUring) -> Result<(), String> {
 }
 
 /// Waits (one second at most) for the completion tagged `tag`, skipping others.
+/// Queues one probe entry (its memory outlives the ring, see each caller).
+fn push(ring: &mut IoUring, entry: &io_uring::squeue::Entry) -> Result<(), String> {
+    crate::sys::uring::push(ring, entry)
+        .then_some(())
+        .ok_or_else(|| "probe: submission queue full".to_string())
+}
+
 fn wait_one(ring: &mut IoUring, tag: u64, what: &str) -> Result<(i32, u32), String> {
     let deadline = std::time::Instant::now() + Duration::from_secs(1);
     loop {

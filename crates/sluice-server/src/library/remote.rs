@@ -16,7 +16,7 @@
 //! The job waits for the response's first slice only: the head goes out with it, and the rest
 //! of the body is a [`SliceStream`], a [`BodyTail`] the session runs as one more job each time
 //! the engine has sent what was queued, while the next slices are fetched ahead by the
-//! background workers ([`in_background`], a [`CpuPool`] of their own). It does not
+//! background workers ([`RemoteLibrary::in_background`], a [`CpuPool`] the library owns). It does not
 //! parse HTTP nor decide the validators' semantics (`sluice_proto::http::file` does).
 
 use std::collections::VecDeque;
@@ -50,6 +50,8 @@ pub struct RemoteLibrary {
     /// Stands in for the file while `file_response` decides ranges; replaced before sending.
     placeholder: Arc<File>,
     location: String,
+    /// Its background origin work, shared with the bodies it is sending.
+    background: Arc<Background>,
 }
 
 impl RemoteLibrary {
@@ -64,7 +66,30 @@ impl RemoteLibrary {
             cache: Arc::new(SliceCache::new(store, config)?),
             placeholder,
             location: location.to_string(),
+            background: Arc::new(Background::new(MAX_FETCHES_AHEAD)),
         })
+    }
+
+    /// The same with `workers` background fetch workers (`store.fetch_workers`, and as many
+    /// fetches waiting) instead of [`MAX_FETCHES_AHEAD`]; before the library is used.
+    pub fn with_fetch_workers(mut self, workers: usize) -> RemoteLibrary {
+        self.background = Arc::new(Background::new(workers));
+        self
+    }
+
+    /// Runs `work`, which waits for the origin (an MP4 index read for the RTSP loop), on one of
+    /// this library's background workers; see [`Background::run`].
+    pub(crate) fn in_background<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<mpsc::Receiver<T>> {
+        self.background.run(work)
+    }
+
+    /// What the background fetch workers are doing, for `/metrics` (`None` when their threads
+    /// could not be started).
+    pub fn background_stats(&self) -> Option<&PoolStats> {
+        self.background.pool().map(CpuPool::stats)
     }
 
     /// The cache (for `/metrics`).
@@ -168,7 +193,7 @@ impl RemoteLibrary {
     /// being fetched. The receiver is dropped: the fetch only warms the cache.
     fn warm_slice(&self, version: &Arc<ObjectVersion>, index: u64) {
         if !self.cache.has_or_fetching(version, index) {
-            let _ = fetch_in_background(&self.cache, version, index);
+            let _ = fetch_in_background(&self.background, &self.cache, version, index);
         }
     }
 
@@ -297,6 +322,7 @@ impl RemoteLibrary {
         }
         let mut stream = SliceStream {
             cache: Arc::clone(&self.cache),
+            background: Arc::clone(&self.background),
             version: Arc::clone(version),
             pieces,
             current: None,
@@ -367,6 +393,7 @@ enum Ahead {
 #[derive(Debug)]
 struct SliceStream {
     cache: Arc<SliceCache>,
+    background: Arc<Background>,
     version: Arc<ObjectVersion>,
     pieces: VecDeque<Piece>,
     /// The slice the last piece sent came from, still open for the next piece of it.
@@ -386,47 +413,59 @@ const AHEAD: usize = 2;
 /// response holds open at once.
 const STEP_SLICES: usize = 4;
 
-/// Fetches ahead running in the whole process by default (`store.fetch_workers`). Each holds its
+/// Fetches ahead a remote library runs at once by default (`store.fetch_workers`). Each holds its
 /// slice (4 MiB) in memory until it is written, so this bounds that memory (32 × 4 MiB = 128 MiB,
 /// the bound the CPU pool's 16 threads with two fetches each had); past it a slice is fetched by
 /// the step that needs it.
 pub const MAX_FETCHES_AHEAD: usize = 32;
 
-/// The background workers' number (`store.fetch_workers`), read when they first start.
-static FETCH_WORKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(MAX_FETCHES_AHEAD);
-
-/// The background fetch workers, started on first use.
-static BACKGROUND: OnceLock<Option<CpuPool>> = OnceLock::new();
-
-/// Sets how many background fetch workers start (and as many fetches wait); before the first
-/// fetch only: the workers are one pool for the process.
-pub fn size_background(workers: usize) {
-    FETCH_WORKERS.store(workers.max(1), std::sync::atomic::Ordering::Relaxed);
+/// The workers of a remote library's background origin work: a pool of the engine's kind, apart
+/// from the one the engine runs requests on, because a request's job may wait for a fetch started
+/// ahead of it, which must then never be stuck in line behind that job. `workers` run at once and
+/// as many more may wait (a waiting one holds no slice yet); past that the caller does the work
+/// itself. (With no line at all, a job offered while a worker that just took one hands the queue
+/// to the next would be refused though workers are idle.) The threads start on first use.
+#[derive(Debug)]
+struct Background {
+    workers: usize,
+    pool: OnceLock<Option<CpuPool>>,
 }
 
-/// The workers of background origin work: a pool of the engine's kind, apart from the one the
-/// engine runs requests on, because a request's job may wait for a fetch started ahead of it,
-/// which must then never be stuck in line behind that job. [`MAX_FETCHES_AHEAD`] run at once
-/// and as many more may wait (a waiting one holds no slice yet); past that the caller does the
-/// work itself. (With no line at all, a job offered while a worker that just took one hands the
-/// queue to the next would be refused though workers are idle.) `None` when its threads could
-/// not be started (nothing runs ahead then).
-fn background() -> Option<&'static CpuPool> {
-    let workers = FETCH_WORKERS.load(std::sync::atomic::Ordering::Relaxed);
-    BACKGROUND
-        .get_or_init(|| match CpuPool::start_named("sluice-fetch", workers, workers) {
-            Ok(pool) => Some(pool),
-            Err(e) => {
-                tracing::error!("cannot start the background fetch workers: {e}; nothing is fetched ahead");
-                None
-            }
-        })
-        .as_ref()
-}
+impl Background {
+    fn new(workers: usize) -> Background {
+        Background { workers: workers.max(1), pool: OnceLock::new() }
+    }
 
-/// What the background fetch workers are doing, for `/metrics` (`None` before first use).
-pub fn background_stats() -> Option<&'static PoolStats> {
-    background().map(CpuPool::stats)
+    /// The pool, started on first use; `None` when its threads could not be started (nothing
+    /// runs ahead then).
+    fn pool(&self) -> Option<&CpuPool> {
+        self.pool
+            .get_or_init(|| match CpuPool::start_named("sluice-fetch", self.workers, self.workers) {
+                Ok(pool) => Some(pool),
+                Err(e) => {
+                    tracing::error!(
+                        "cannot start the background fetch workers: {e}; nothing is fetched ahead"
+                    );
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// Runs `work`, which waits for the origin (a slice fetched ahead, an MP4 index read for the
+    /// RTSP loop), on a background worker, unless all are busy and as many wait (`None`: the
+    /// caller asks again later, or does the work where it may block); the receiver gets the
+    /// result.
+    fn run<T: Send + 'static>(&self, work: impl FnOnce() -> T + Send + 'static) -> Option<mpsc::Receiver<T>> {
+        let (tx, rx) = mpsc::channel();
+        self.pool()?
+            .spawn(move || {
+                // Whoever asked may be gone by now; what was fetched is cached for the next reader.
+                let _ = tx.send(work());
+            })
+            .ok()
+            .map(|()| rx)
+    }
 }
 
 impl SliceStream {
@@ -527,7 +566,7 @@ impl SliceStream {
 
     /// Starts fetching slice `index` on a background worker, unless too many are running.
     fn fetch_in_background(&self, index: u64) -> Option<Ahead> {
-        fetch_in_background(&self.cache, &self.version, index).map(Ahead::Fetching)
+        fetch_in_background(&self.background, &self.cache, &self.version, index).map(Ahead::Fetching)
     }
 
     /// Whether slice `index` can be sent without waiting.
@@ -575,32 +614,16 @@ impl SliceStream {
     }
 }
 
-/// Starts fetching slice `index` of `version` into the cache in the background (see
-/// [`in_background`]); the receiver gets the slice, opened.
+/// Starts fetching slice `index` of `version` into the cache on a `background` worker; the
+/// receiver gets the slice, opened.
 fn fetch_in_background(
+    background: &Background,
     cache: &Arc<SliceCache>,
     version: &Arc<ObjectVersion>,
     index: u64,
 ) -> Option<mpsc::Receiver<Result<File, CacheError>>> {
     let (cache, version) = (Arc::clone(cache), Arc::clone(version));
-    in_background(move || cache.slice(&version, index, 0, true))
-}
-
-/// Runs `work`, which waits for the origin (a slice fetched ahead, an MP4 index read for the
-/// RTSP loop), on a background worker, unless all [`MAX_FETCHES_AHEAD`] are busy and as many wait
-/// (`None`: the caller asks again later, or does the work where it may block); the receiver gets
-/// the result.
-pub(crate) fn in_background<T: Send + 'static>(
-    work: impl FnOnce() -> T + Send + 'static,
-) -> Option<mpsc::Receiver<T>> {
-    let (tx, rx) = mpsc::channel();
-    background()?
-        .spawn(move || {
-            // Whoever asked may be gone by now; what was fetched is cached for the next reader.
-            let _ = tx.send(work());
-        })
-        .ok()
-        .map(|()| rx)
+    background.run(move || cache.slice(&version, index, 0, true))
 }
 
 impl BodyTail for SliceStream {
