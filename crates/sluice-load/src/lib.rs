@@ -33,7 +33,6 @@ pub mod payload;
 pub mod player;
 pub mod progress;
 pub mod report;
-pub mod response;
 pub mod rtsp;
 pub mod run;
 pub mod scenario_file;

@@ -8,6 +8,7 @@
 
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod conn;
 pub mod duration_text;
 #[doc(hidden)]

@@ -41,7 +41,7 @@ pub use report::GeneratorCost;
 pub use report::{
     EndCounts, FailureCounts, ReferenceSource, RtspReport, RtspSettings, RtspSummary, ViewerResult,
 };
-pub use wire::{fuzz_viewer_input, gro_segment_size, gro_segments, Interleaved, RtpHeader};
+pub use wire::{fuzz_viewer_input, gro_segment_size, gro_segments};
 
 use crate::error::LoadError;
 use crate::progress::ViewerObserver;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::client::RtpInfo;
 use super::outcome::EndReason;
 use super::report::ViewerResult;
-use super::wire::RtpHeader;
+use sluice_proto::rtp::RtpPacket;
 
 /// Counts the complete access units of one RTP stream; see the module docs.
 #[derive(Debug, Default)]
@@ -219,7 +219,7 @@ impl Reception {
         if self.complete {
             return;
         }
-        let Some(header) = RtpHeader::parse(packet) else { return };
+        let Ok(header) = RtpPacket::parse(packet) else { return };
         let track = match (audio, self.audio.as_mut()) {
             (false, _) => &mut self.video,
             (true, Some(a)) => a,
@@ -227,7 +227,7 @@ impl Reception {
         };
         let Some(loss) = track.sequence(header.sequence) else { return };
         self.last_media = Some(now);
-        let payload = header.payload(packet);
+        let payload = header.payload;
         self.counts.bytes += payload.len() as u64;
         if loss > 0 {
             self.counts.lost_packets += u64::from(loss);
