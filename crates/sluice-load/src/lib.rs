@@ -19,6 +19,7 @@
 //! ```
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod board;
 pub mod client;
@@ -39,6 +40,8 @@ pub mod scenario_file;
 pub mod schedule;
 pub mod stats;
 mod stop_flag;
+#[allow(unsafe_code)]
+mod sys;
 pub mod target;
 pub mod threshold;
 mod timer;

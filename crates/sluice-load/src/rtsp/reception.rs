@@ -102,17 +102,7 @@ fn audio_frames(payload: &[u8], aac: bool) -> u64 {
 pub(crate) fn set_receive_buffer(fd: std::os::fd::RawFd, bytes: usize) {
     let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: passes a live c_int and its size to a descriptor the caller owns.
-        let set = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&want as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if set == 0 {
+        if crate::sys::set_socket_int(fd, libc::SOL_SOCKET, opt, want).is_ok() {
             break;
         }
     }
@@ -398,18 +388,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         set_receive_buffer(socket.as_raw_fd(), 1 << 20);
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into a live c_int.
-        unsafe {
-            libc::getsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
+        let v = crate::sys::socket_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap();
         assert!(v >= 1 << 20, "{v}");
     }
 }
