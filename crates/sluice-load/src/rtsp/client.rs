@@ -8,13 +8,11 @@
 //! It owns the control connection. It does not own the RTP sockets (see the receiver) nor the
 //! counting.
 
-use std::time::Duration;
-
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub(crate) use sluice_proto::client::rtsp::RtspResponse as Response;
 use sluice_proto::client::rtsp::{read_response, Interleaved};
+pub(crate) use sluice_proto::client::rtsp::{rtp_info, session_id, RtpInfo, RtspResponse as Response};
 pub(crate) use sluice_proto::client::sdp::Medium;
 
 /// Why an exchange failed; the viewer turns it into its failure kind.
@@ -39,13 +37,6 @@ pub enum ClientError {
     /// The server answered something that is not an RTSP response, or no usable SDP.
     #[error("malformed response: {0}")]
     Malformed(String),
-}
-
-/// `RTP-Info` for one stream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct RtpInfo {
-    pub seq: Option<u16>,
-    pub rtptime: Option<u32>,
 }
 
 /// An RTSP control connection.
@@ -135,63 +126,5 @@ impl Control {
             }
             self.fill().await?;
         }
-    }
-}
-
-/// The `RTP-Info` entry of the stream set up as `control` (matched by URL, else by position).
-pub(crate) fn rtp_info(header: Option<&str>, control: &str, position: usize) -> RtpInfo {
-    let Some(header) = header else { return RtpInfo::default() };
-    let mut entries: Vec<RtpInfo> = Vec::new();
-    let mut urls = Vec::new();
-    for entry in header.split(',') {
-        let mut info = RtpInfo::default();
-        let mut url = "";
-        for field in entry.split(';').map(str::trim) {
-            match field.split_once('=') {
-                Some(("url", v)) => url = v,
-                Some(("seq", v)) => info.seq = v.trim().parse().ok(),
-                Some(("rtptime", v)) => info.rtptime = v.trim().parse().ok(),
-                _ => {}
-            }
-        }
-        urls.push(url.to_string());
-        entries.push(info);
-    }
-    let by_url = urls.iter().position(|u| !u.is_empty() && (u == control || control.ends_with(u.as_str())));
-    by_url.or((position < entries.len()).then_some(position)).map_or_else(RtpInfo::default, |i| entries[i])
-}
-
-/// The session id of a `Session` header (without `;timeout=`) and its timeout.
-pub(crate) fn session_id(header: &str) -> (String, Option<Duration>) {
-    let mut parts = header.split(';');
-    let id = parts.next().unwrap_or_default().trim().to_string();
-    let timeout = parts
-        .filter_map(|p| p.trim().strip_prefix("timeout="))
-        .find_map(|t| t.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
-    (id, timeout)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rtp_info_by_url_or_position() {
-        let h =
-            "url=rtsp://h/x.mp4/trackID=0;seq=100;rtptime=9000,url=rtsp://h/x.mp4/trackID=1;seq=7;rtptime=1";
-        assert_eq!(
-            rtp_info(Some(h), "rtsp://h/x.mp4/trackID=1", 0),
-            RtpInfo { seq: Some(7), rtptime: Some(1) }
-        );
-        assert_eq!(rtp_info(Some(h), "other", 0), RtpInfo { seq: Some(100), rtptime: Some(9000) });
-        assert_eq!(rtp_info(Some("url=a;seq=5"), "x", 3), RtpInfo::default());
-        assert_eq!(rtp_info(None, "x", 0), RtpInfo::default());
-    }
-
-    #[test]
-    fn session_ids_and_timeouts() {
-        assert_eq!(session_id("abc;timeout=60"), ("abc".to_string(), Some(Duration::from_secs(60))));
-        assert_eq!(session_id(" 12 "), ("12".to_string(), None));
     }
 }

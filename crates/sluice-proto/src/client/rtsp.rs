@@ -5,8 +5,10 @@
 //! Each function is a pure function of the bytes buffered so far: the answer does not depend on
 //! how they were split across reads (the `rtsp_response` fuzz target checks it).
 //!
-//! It owns the framing and the head's fields. It does not own the exchange (CSeq, sessions,
+//! It owns the framing, the head's fields and the headers a player reads (`Session`, `RTP-Info`). It does not own the exchange (CSeq, sessions,
 //! keep-alives): the load generator's viewer does, nor what a header's value means.
+
+use std::time::Duration;
 
 use crate::rtsp::read_interleaved;
 
@@ -149,6 +151,49 @@ impl<'a> Interleaved<'a> {
     }
 }
 
+/// `RTP-Info` for one stream (RFC 2326 §12.33): where its packets resume after a PLAY.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RtpInfo {
+    /// Sequence number of the first packet.
+    pub seq: Option<u16>,
+    /// RTP timestamp of the first packet.
+    pub rtptime: Option<u32>,
+}
+
+/// The `RTP-Info` entry of the stream set up as `control` (matched by URL, else by position).
+pub fn rtp_info(header: Option<&str>, control: &str, position: usize) -> RtpInfo {
+    let Some(header) = header else { return RtpInfo::default() };
+    let mut entries: Vec<RtpInfo> = Vec::new();
+    let mut urls = Vec::new();
+    for entry in header.split(',') {
+        let mut info = RtpInfo::default();
+        let mut url = "";
+        for field in entry.split(';').map(str::trim) {
+            match field.split_once('=') {
+                Some(("url", v)) => url = v,
+                Some(("seq", v)) => info.seq = v.trim().parse().ok(),
+                Some(("rtptime", v)) => info.rtptime = v.trim().parse().ok(),
+                _ => {}
+            }
+        }
+        urls.push(url.to_string());
+        entries.push(info);
+    }
+    let by_url = urls.iter().position(|u| !u.is_empty() && (u == control || control.ends_with(u.as_str())));
+    by_url.or((position < entries.len()).then_some(position)).map_or_else(RtpInfo::default, |i| entries[i])
+}
+
+/// The session id of a response's `Session` header (without `;timeout=`) and its timeout.
+pub fn session_id(header: &str) -> (String, Option<Duration>) {
+    let mut parts = header.split(';');
+    let id = parts.next().unwrap_or_default().trim().to_string();
+    let timeout = parts
+        .filter_map(|p| p.trim().strip_prefix("timeout="))
+        .find_map(|t| t.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    (id, timeout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +252,24 @@ mod tests {
         }
         assert_eq!(Interleaved::parse(b"\x00garbage"), Err(()));
         assert_eq!(Interleaved::parse(&[b'R'; MAX_SKIPPED_HEAD + 1]), Err(()));
+    }
+
+    #[test]
+    fn rtp_info_by_url_or_position() {
+        let h =
+            "url=rtsp://h/x.mp4/trackID=0;seq=100;rtptime=9000,url=rtsp://h/x.mp4/trackID=1;seq=7;rtptime=1";
+        assert_eq!(
+            rtp_info(Some(h), "rtsp://h/x.mp4/trackID=1", 0),
+            RtpInfo { seq: Some(7), rtptime: Some(1) }
+        );
+        assert_eq!(rtp_info(Some(h), "other", 0), RtpInfo { seq: Some(100), rtptime: Some(9000) });
+        assert_eq!(rtp_info(Some("url=a;seq=5"), "x", 3), RtpInfo::default());
+        assert_eq!(rtp_info(None, "x", 0), RtpInfo::default());
+    }
+
+    #[test]
+    fn session_ids_and_timeouts() {
+        assert_eq!(session_id("abc;timeout=60"), ("abc".to_string(), Some(Duration::from_secs(60))));
+        assert_eq!(session_id(" 12 "), ("12".to_string(), None));
     }
 }
