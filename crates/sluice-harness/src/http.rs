@@ -1,14 +1,14 @@
 //! One HTTP/1.1 request on a fresh loopback connection, for the control and status APIs of the
 //! programs the harness runs (SeaweedFS's filer and metrics, toxiproxy's API, HAProxy's stats,
 //! sluice's `/metrics`). Every request says `Connection: close` and the answer is read to its
-//! end; a chunked body is decoded with sluice-proto's decoder. It refuses any address outside
+//! end by sluice-proto's response reader (the one the load generator uses). It refuses any address outside
 //! 127.0.0.0/8 and ::1, and is not a client for the data path (tests have their own).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use sluice_proto::http::body::{BodyDecoder, BodyFraming};
+use sluice_proto::client::http::{Progress, ResponseReader};
 
 use crate::HarnessError;
 
@@ -99,37 +99,15 @@ pub fn request(
 
 /// A whole response read to the connection's end.
 fn parse(raw: &[u8], head_only: bool) -> Result<Response, String> {
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("no complete response head")?;
-    let head = String::from_utf8_lossy(&raw[..end]);
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let rest = &raw[end + 4..];
-    let chunked = headers.iter().any(|(n, v)| {
-        n.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked")
-    });
-    let body = if head_only {
-        Vec::new()
-    } else if chunked {
-        let mut decoder = BodyDecoder::new(BodyFraming::Chunked, u64::MAX).map_err(|e| e.to_string())?;
-        let mut body = Vec::new();
-        decoder.decode_with(rest, |p| body.extend_from_slice(p)).map_err(|e| format!("chunked body: {e}"))?;
-        if !decoder.is_done() {
-            return Err("the chunked body ended early".into());
-        }
-        body
-    } else {
-        rest.to_vec()
-    };
-    Ok(Response { status, headers, body })
+    let mut reader = ResponseReader::keeping_head();
+    reader.start_keeping_body(head_only, usize::MAX);
+    match reader.feed(raw).map_err(|e| e.to_string())? {
+        Progress::Complete { .. } => {}
+        Progress::NeedMore { .. } => reader.finish().map_err(|e| e.to_string())?,
+    }
+    let body = reader.take_body();
+    let head = reader.head().ok_or("no complete response head")?;
+    Ok(Response { status: head.status, headers: head.headers.clone(), body })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! `sluice serve`'s flags (the tests and the lab start sluice themselves) and generates no load.
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod error;
 pub mod gstreamer;
@@ -18,6 +19,8 @@ pub mod nginx;
 pub mod port;
 pub mod process;
 pub mod seaweedfs;
+#[allow(unsafe_code)]
+mod sys;
 pub mod tools;
 pub mod toxiproxy;
 

@@ -18,6 +18,7 @@ use std::sync::mpsc;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::sys;
 use crate::HarnessError;
 
 /// How long [`Process`]'s `Drop` lets the group stop after SIGTERM before SIGKILL.
@@ -52,8 +53,7 @@ pub fn stop_all() {
     let mut groups = live_groups();
     STOPPING.store(true, Ordering::SeqCst);
     for pgid in groups.drain(..) {
-        // SAFETY: signalling a process group this process created and has not reaped.
-        unsafe { libc::kill(-(pgid as libc::pid_t), libc::SIGKILL) };
+        sys::signal_group(pgid, libc::SIGKILL);
     }
 }
 
@@ -118,19 +118,7 @@ impl Process {
         let out = file.try_clone().map_err(failed)?;
         command.stdin(Stdio::null()).stdout(out).stderr(file).process_group(0);
         let parent = std::process::id();
-        // SAFETY: prctl and getppid are async-signal-safe; the closure touches nothing else.
-        unsafe {
-            command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                // The parent died before the death signal was armed: go with it.
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
+        sys::die_with_parent(&mut command, parent);
         // Spawned and registered under one lock, so `stop_all` sees every group that started
         // and none starts after it.
         let mut groups = live_groups();
@@ -181,8 +169,7 @@ impl Process {
     /// Sends `signal` to the process itself (not its group).
     pub fn signal(&self, signal: libc::c_int) {
         if self.status.is_none() {
-            // SAFETY: kill(2) on our own unreaped child's pid; no memory is passed.
-            unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
+            sys::signal_process(self.child.id() as i32, signal);
         }
     }
 
@@ -197,18 +184,11 @@ impl Process {
     /// Whether the leader has exited, without reaping it: while it is a zombie its pid, and so
     /// its group id, cannot be reused, so signalling the group still reaches only ours.
     fn leader_exited(&mut self) -> bool {
-        // SAFETY: siginfo_t is plain data; all zeroes is a valid value.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        // SAFETY: waitid on our own child with a pointer to a live siginfo_t; WNOWAIT leaves it
-        // unreaped.
-        let r = unsafe { libc::waitid(libc::P_PID, self.child.id() as libc::id_t, &mut info, flags) };
-        if r != 0 {
+        match sys::child_exited_unreaped(self.child.id()) {
+            Some(exited) => exited,
             // Not waitable any more (reaped elsewhere): let the standard library tell.
-            return matches!(self.child.try_wait(), Ok(Some(_)) | Err(_));
+            None => matches!(self.child.try_wait(), Ok(Some(_)) | Err(_)),
         }
-        // SAFETY: waitid filled `info` (si_pid stays 0 when the child has not exited).
-        unsafe { info.si_pid() != 0 }
     }
 
     /// Kills what is left of the group (the leader has exited or is being killed), then reaps
@@ -216,8 +196,7 @@ impl Process {
     fn reap(&mut self) {
         // nginx's workers leave with their master, a shell's children may not: nothing of the
         // group lingers. The leader is not reaped yet, so the group id is still ours.
-        // SAFETY: signalling the process group this process created; the leader is unreaped.
-        unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGKILL) };
+        sys::signal_group(self.child.id(), libc::SIGKILL);
         if let Ok(status) = self.child.wait() {
             self.status = Some(status);
         }
@@ -269,8 +248,7 @@ impl Process {
     /// whatever of the group is left. Returns the leader's exit status.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
         if self.status.is_none() {
-            // SAFETY: signalling the process group this process created (its leader unreaped).
-            unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGTERM) };
+            sys::signal_group(self.child.id(), libc::SIGTERM);
             let deadline = Instant::now() + grace;
             while !self.leader_exited() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
@@ -380,8 +358,7 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(5));
         let gone = (0..100).any(|_| {
             std::thread::sleep(Duration::from_millis(20));
-            // SAFETY: signal 0 only checks whether the pid exists.
-            unsafe { libc::kill(child, 0) != 0 }
+            !crate::sys::signal_process(child, 0)
         });
         assert!(gone, "the group's other member is gone");
     }

@@ -12,9 +12,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
-use crate::response::{Progress, ResponseError, ResponseReader, MAX_HEAD_BYTES};
 use crate::stats::{ErrorKind, Outcome, RequestRecord};
 use crate::target::{Method, Target};
+use sluice_proto::client::http::{Progress, ResponseError, ResponseReader, MAX_HEAD_BYTES};
 
 /// Bytes read per `read` call; also the largest response head accepted. Kept small because a run
 /// may hold thousands of connections, each with its own buffer.

@@ -19,6 +19,7 @@
 //! ```
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod board;
 pub mod client;
@@ -33,13 +34,14 @@ pub mod payload;
 pub mod player;
 pub mod progress;
 pub mod report;
-pub mod response;
 pub mod rtsp;
 pub mod run;
 pub mod scenario_file;
 pub mod schedule;
 pub mod stats;
 mod stop_flag;
+#[allow(unsafe_code)]
+mod sys;
 pub mod target;
 pub mod threshold;
 mod timer;

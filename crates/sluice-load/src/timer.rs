@@ -6,11 +6,12 @@
 //! awaited through the runtime's epoll fixes that at the cost of one `timerfd_settime` and one
 //! `read` per wake-up. When a timerfd cannot be had, this falls back to tokio's timer.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 use tokio::io::unix::AsyncFd;
 use tokio::time::Instant;
+
+use crate::sys::timerfd as sys;
 
 /// One worker's precise timer (one wait at a time).
 pub(crate) struct PreciseTimer {
@@ -20,18 +21,7 @@ pub(crate) struct PreciseTimer {
 impl PreciseTimer {
     /// A timerfd registered with the current runtime, or the tokio fallback.
     pub fn new() -> Self {
-        // SAFETY: timerfd_create takes no pointers; a non-negative result is a new descriptor
-        // that nothing else owns.
-        let raw =
-            unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-        let fd = if raw >= 0 {
-            // SAFETY: `raw` is a fresh descriptor owned by nothing else; the OwnedFd moves into
-            // the AsyncFd, which keeps it open and unreplaced for as long as it is registered.
-            unsafe { AsyncFd::register(OwnedFd::from_raw_fd(raw)) }.ok()
-        } else {
-            None
-        };
-        PreciseTimer { fd }
+        PreciseTimer { fd: sys::registered() }
     }
 
     /// Returns at `deadline` (immediately when it has passed).
@@ -44,7 +34,7 @@ impl PreciseTimer {
             tokio::time::sleep_until(deadline).await;
             return;
         };
-        if arm(fd.get_ref(), deadline - now).is_err() {
+        if sys::arm(fd.get_ref(), deadline - now).is_err() {
             tokio::time::sleep_until(deadline).await;
             return;
         }
@@ -53,17 +43,7 @@ impl PreciseTimer {
                 tokio::time::sleep_until(deadline).await;
                 return;
             };
-            let mut expirations = [0u8; 8];
-            let read = guard.try_io(|inner| {
-                // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
-                let n =
-                    unsafe { libc::read(inner.get_ref().as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
-            });
+            let read = guard.try_io(|inner| sys::read_expirations(inner.get_ref()));
             match read {
                 Ok(Ok(())) => return,
                 // Spurious readiness: wait again.
@@ -75,33 +55,6 @@ impl PreciseTimer {
             }
         }
     }
-}
-
-/// Arms `fd` to expire `after` from now, as an absolute `CLOCK_MONOTONIC` time so the time spent
-/// computing it is not added.
-fn arm(fd: &OwnedFd, after: std::time::Duration) -> io::Result<()> {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec into a live one.
-    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut sec = now.tv_sec + after.as_secs() as libc::time_t;
-    let mut nsec = now.tv_nsec + libc::c_long::from(after.subsec_nanos() as i32);
-    if nsec >= 1_000_000_000 {
-        sec += 1;
-        nsec -= 1_000_000_000;
-    }
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-        it_value: libc::timespec { tv_sec: sec, tv_nsec: nsec },
-    };
-    // SAFETY: a valid timerfd and a pointer to a live itimerspec; the old value is not wanted.
-    if unsafe { libc::timerfd_settime(fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) }
-        != 0
-    {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

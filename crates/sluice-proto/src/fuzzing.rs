@@ -436,3 +436,104 @@ pub fn access_credentials(data: &[u8]) {
         assert_eq!(digest(&d.header()), Some(d), "Digest of {a:?} | {b:?}");
     }
 }
+
+/// What a client reading `chunks` as successive reads of one connection makes of the HTTP
+/// response in them, given unconsumed bytes again with the next read: how it ended (the bytes
+/// the response took), its status, body bytes, the kept body and head.
+fn read_http_response(
+    head_request: bool,
+    chunks: &[&[u8]],
+) -> (Result<usize, crate::client::ResponseError>, u16, u64, Vec<u8>, Option<crate::client::ResponseHead>) {
+    use crate::client::{Progress, ResponseReader};
+    let mut reader = ResponseReader::keeping_head();
+    reader.start_keeping_body(head_request, 1 << 12);
+    let (mut consumed, mut pending) = (0, Vec::new());
+    let mut end = None;
+    for chunk in chunks {
+        pending.extend_from_slice(chunk);
+        match reader.feed(&pending) {
+            Ok(Progress::Complete { consumed: n }) => {
+                end = Some(Ok(consumed + n));
+                break;
+            }
+            Ok(Progress::NeedMore { consumed: n }) => {
+                assert!(n <= pending.len(), "consumed more than it was given");
+                consumed += n;
+                pending.drain(..n);
+            }
+            Err(e) => {
+                end = Some(Err(e));
+                break;
+            }
+        }
+    }
+    let end = end.unwrap_or_else(|| reader.finish().map(|()| consumed + pending.len()));
+    let head = reader.head().cloned();
+    (end, reader.status(), reader.body_bytes(), reader.take_body(), head)
+}
+
+/// The HTTP response reader (the request a `HEAD` when the first byte is odd) reads the rest of
+/// `data` as a connection's bytes to the same end, status, head and body whole as split at any
+/// point, and never takes or makes more than it was given.
+pub fn http_response(data: &[u8]) {
+    let Some((&mode, bytes)) = data.split_first() else { return };
+    let head_request = mode % 2 == 1;
+    let whole = read_http_response(head_request, &[bytes]);
+    if let Ok(n) = whole.0 {
+        assert!(n <= bytes.len(), "a response longer than its bytes");
+    }
+    assert!(whole.2 as usize <= bytes.len() && whole.3.len() <= bytes.len(), "more body than bytes");
+    let step = (bytes.len() / 64).max(1);
+    for split in (0..=bytes.len()).step_by(step) {
+        let (a, b) = bytes.split_at(split);
+        let split_read = read_http_response(head_request, &[a, b]);
+        assert_eq!(split_read.0, whole.0, "split at {split} changed how the response ends");
+        assert_eq!(split_read.4, whole.4, "split at {split} changed the head");
+        if whole.0.is_ok() {
+            assert_eq!(split_read, whole, "split at {split} changed the response");
+        }
+    }
+}
+
+/// What a client reading `chunks` as successive reads of an RTSP connection makes of them:
+/// each response (interleaved frames before one skipped whole), then how the stream ended.
+fn read_rtsp_responses(chunks: &[&[u8]]) -> (Vec<String>, Option<crate::client::rtsp::RtspResponseError>) {
+    use crate::client::rtsp::{read_response, Interleaved};
+    let (mut pending, mut seen) = (Vec::new(), Vec::new());
+    for chunk in chunks {
+        pending.extend_from_slice(chunk);
+        loop {
+            if pending.first() == Some(&b'$') {
+                match Interleaved::parse(&pending) {
+                    Ok(Some((item, n))) => {
+                        seen.push(format!("{item:?}"));
+                        pending.drain(..n);
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+            match read_response(&pending) {
+                Ok(Some((response, n))) => {
+                    assert!(n > 0 && n <= pending.len(), "a response outside its bytes");
+                    seen.push(format!("{response:?}"));
+                    pending.drain(..n);
+                }
+                Ok(None) => break,
+                Err(e) => return (seen, Some(e)),
+            }
+        }
+    }
+    (seen, None)
+}
+
+/// RTSP responses and the interleaved frames between them read the same from `data` whole as
+/// split at any point, and a response never takes more bytes than it was given.
+pub fn rtsp_response(data: &[u8]) {
+    let whole = read_rtsp_responses(&[data]);
+    let step = (data.len() / 64).max(1);
+    for split in (0..=data.len()).step_by(step) {
+        let (a, b) = data.split_at(split);
+        assert_eq!(read_rtsp_responses(&[a, b]), whole, "split at {split} changed what was read");
+    }
+}

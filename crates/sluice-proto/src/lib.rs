@@ -5,9 +5,14 @@
 //! (`sluice-engine`) feeds it bytes and the current time, and executes what it asks for through an
 //! [`Outbox`]. Because of that split the same protocol code runs on every engine and is tested and
 //! fuzzed without a network.
+//!
+//! The client side sits beside the server side ([`client`]): the HTTP response reader, RTSP
+//! responses and interleaved frames, and SDP media that the load generator, the uploader and the
+//! test harness read with, so each byte layout has one parser for both roles.
 
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod conn;
 pub mod duration_text;
 #[doc(hidden)]

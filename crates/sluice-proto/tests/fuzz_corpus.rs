@@ -45,3 +45,13 @@ fn access_credentials_corpus() {
 fn chunked_body_corpus() {
     replay("chunked_body", sluice_proto::fuzzing::chunked_body);
 }
+
+#[test]
+fn http_response_corpus() {
+    replay("http_response", sluice_proto::fuzzing::http_response);
+}
+
+#[test]
+fn rtsp_response_corpus() {
+    replay("rtsp_response", sluice_proto::fuzzing::rtsp_response);
+}

@@ -41,7 +41,7 @@ pub use report::GeneratorCost;
 pub use report::{
     EndCounts, FailureCounts, ReferenceSource, RtspReport, RtspSettings, RtspSummary, ViewerResult,
 };
-pub use wire::{fuzz_viewer_input, gro_segment_size, gro_segments, Interleaved, RtpHeader};
+pub use wire::{fuzz_viewer_input, gro_segment_size, gro_segments};
 
 use crate::error::LoadError;
 use crate::progress::ViewerObserver;
@@ -332,12 +332,8 @@ pub fn run_rtsp(
 /// the calling thread (`libc::RUSAGE_THREAD`): what the generator, and the lab's ceiling probe,
 /// spent.
 pub fn rusage_cpu_seconds(who: libc::c_int) -> f64 {
-    // SAFETY: rusage is plain data; all-zero is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the live struct it is given; with a valid `who` it cannot fail.
-    unsafe { libc::getrusage(who, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
+    let (user, system) = crate::sys::cpu_seconds(who);
+    user + system
 }
 
 #[cfg(test)]

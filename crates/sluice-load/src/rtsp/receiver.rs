@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use super::reception::{set_receive_buffer, stop_at, Limits, Reception, Stop};
 use super::wire::{gro_segment_size, gro_segments};
+use crate::sys::epoll::{self, Epoll};
+use crate::sys::mmsg::Batch;
 
 /// Messages per `recvmmsg`, bytes per message (a GSO message is at most 64 KiB), bytes of
 /// control buffer per message (one `UDP_GRO` cmsg needs 24).
@@ -96,22 +98,7 @@ fn bind_pair(any: IpAddr) -> std::io::Result<(UdpSocket, UdpSocket)> {
 
 /// Asks the kernel to hand this socket coalesced GSO messages whole.
 fn enable_gro(socket: &UdpSocket) -> std::io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: passes a live c_int and its size to a socket this viewer owns.
-    let set = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            SOL_UDP,
-            UDP_GRO,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if set == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    crate::sys::set_socket_int(socket.as_raw_fd(), SOL_UDP, UDP_GRO, 1)
 }
 
 /// A viewer's counts when its thread is done with it.
@@ -185,112 +172,6 @@ impl Receivers {
     }
 }
 
-/// An epoll set, closed on drop.
-struct Epoll(libc::c_int);
-
-impl Epoll {
-    fn new() -> std::io::Result<Epoll> {
-        // SAFETY: plain system call; the descriptor is owned by the returned value.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Epoll(fd))
-    }
-
-    fn control(&self, op: libc::c_int, fd: libc::c_int, token: u64) {
-        let mut event = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
-        // SAFETY: `event` is a live epoll_event; a failure (a closed descriptor) leaves the set as it was.
-        unsafe { libc::epoll_ctl(self.0, op, fd, &mut event) };
-    }
-
-    fn wait(&self, events: &mut [libc::epoll_event], timeout: Duration) -> usize {
-        // SAFETY: the kernel writes at most `events.len()` entries into the live slice.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0,
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                timeout.as_millis() as libc::c_int,
-            )
-        };
-        usize::try_from(n).unwrap_or(0)
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        // SAFETY: closes the descriptor this value owns, once.
-        unsafe { libc::close(self.0) };
-    }
-}
-
-/// Buffers of one `recvmmsg`: one 64 KiB buffer and one control buffer per message.
-struct Batch {
-    buffers: Vec<u8>,
-    controls: Vec<u8>,
-    iovecs: Vec<libc::iovec>,
-    headers: Vec<libc::mmsghdr>,
-}
-
-// SAFETY: the raw pointers in `iovecs` and `headers` point into this value's own heap buffers,
-// which move with it; the batch is used by one thread at a time.
-unsafe impl Send for Batch {}
-
-impl Batch {
-    fn new() -> Batch {
-        let mut buffers = vec![0u8; BATCH * MESSAGE];
-        let mut controls = vec![0u8; BATCH * CONTROL];
-        let iovecs: Vec<libc::iovec> = buffers
-            .chunks_mut(MESSAGE)
-            .map(|b| libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() })
-            .collect();
-        let mut batch =
-            Batch { buffers: Vec::new(), controls: Vec::new(), iovecs, headers: Vec::with_capacity(BATCH) };
-        for i in 0..BATCH {
-            // SAFETY: mmsghdr is plain data; all-zero is a valid empty header.
-            let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            h.msg_hdr.msg_iov = &mut batch.iovecs[i];
-            h.msg_hdr.msg_iovlen = 1;
-            h.msg_hdr.msg_control = controls[i * CONTROL..].as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = CONTROL as _;
-            batch.headers.push(h);
-        }
-        batch.buffers = buffers;
-        batch.controls = controls;
-        batch
-    }
-
-    /// Reads up to [`BATCH`] messages from `fd` without waiting; how many arrived.
-    fn receive(&mut self, fd: libc::c_int) -> usize {
-        for h in &mut self.headers {
-            h.msg_hdr.msg_controllen = CONTROL as _;
-            h.msg_len = 0;
-        }
-        // SAFETY: every header points at a live iovec over its own 64 KiB buffer and its own
-        // control buffer of CONTROL bytes, all owned by `self`.
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.headers.as_mut_ptr(),
-                BATCH as libc::c_uint,
-                libc::MSG_DONTWAIT,
-                std::ptr::null_mut(),
-            )
-        };
-        usize::try_from(n).unwrap_or(0)
-    }
-
-    /// Message `i` of the last receive and its GRO segment size.
-    fn message(&self, i: usize) -> (&[u8], Option<usize>) {
-        let h = &self.headers[i];
-        let len = (h.msg_len as usize).min(MESSAGE);
-        let control_len = h.msg_hdr.msg_controllen.min(CONTROL);
-        let control = &self.controls[i * CONTROL..i * CONTROL + control_len];
-        (&self.buffers[i * MESSAGE..i * MESSAGE + len], gro_segment_size(control))
-    }
-}
-
 /// Reads every ready socket of `entry` that `role` names: 0 video RTP, 1 video RTCP, 2 audio
 /// RTP, 3 audio RTCP.
 fn drain(batch: &mut Batch, entry: &mut Entry, role: usize) {
@@ -306,7 +187,8 @@ fn drain(batch: &mut Batch, entry: &mut Entry, role: usize) {
         let r = &mut entry.reception;
         r.counts.reads += n as u64;
         for i in 0..n {
-            let (message, segment) = batch.message(i);
+            let (message, control) = batch.message(i);
+            let segment = gro_segment_size(control);
             for datagram in gro_segments(message, segment) {
                 match role {
                     0 => r.rtp(false, datagram, now),
@@ -324,9 +206,8 @@ fn drain(batch: &mut Batch, entry: &mut Entry, role: usize) {
 /// A receiver thread: registers new viewers, reads ready sockets, ends viewers that are done.
 fn receive(epoll: Epoll, inbox: &mpsc::Receiver<Entry>, stop: &AtomicBool) {
     let mut slots: Vec<Option<Entry>> = Vec::new();
-    let mut batch = Batch::new();
-    // SAFETY: epoll_event is plain data.
-    let mut events = vec![unsafe { std::mem::zeroed::<libc::epoll_event>() }; 256];
+    let mut batch = Batch::new(BATCH, MESSAGE, CONTROL);
+    let mut events = epoll::events(256);
     let mut last_scan = Instant::now();
     loop {
         while let Ok(entry) = inbox.try_recv() {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::client::RtpInfo;
 use super::outcome::EndReason;
 use super::report::ViewerResult;
-use super::wire::RtpHeader;
+use sluice_proto::rtp::RtpPacket;
 
 /// Counts the complete access units of one RTP stream; see the module docs.
 #[derive(Debug, Default)]
@@ -102,17 +102,7 @@ fn audio_frames(payload: &[u8], aac: bool) -> u64 {
 pub(crate) fn set_receive_buffer(fd: std::os::fd::RawFd, bytes: usize) {
     let want = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
-        // SAFETY: passes a live c_int and its size to a descriptor the caller owns.
-        let set = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&want as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if set == 0 {
+        if crate::sys::set_socket_int(fd, libc::SOL_SOCKET, opt, want).is_ok() {
             break;
         }
     }
@@ -219,7 +209,7 @@ impl Reception {
         if self.complete {
             return;
         }
-        let Some(header) = RtpHeader::parse(packet) else { return };
+        let Ok(header) = RtpPacket::parse(packet) else { return };
         let track = match (audio, self.audio.as_mut()) {
             (false, _) => &mut self.video,
             (true, Some(a)) => a,
@@ -227,7 +217,7 @@ impl Reception {
         };
         let Some(loss) = track.sequence(header.sequence) else { return };
         self.last_media = Some(now);
-        let payload = header.payload(packet);
+        let payload = header.payload;
         self.counts.bytes += payload.len() as u64;
         if loss > 0 {
             self.counts.lost_packets += u64::from(loss);
@@ -398,18 +388,7 @@ mod tests {
         use std::os::fd::AsRawFd;
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         set_receive_buffer(socket.as_raw_fd(), 1 << 20);
-        let mut v: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt writes at most `len` bytes into a live c_int.
-        unsafe {
-            libc::getsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUF,
-                (&mut v as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
+        let v = crate::sys::socket_int(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap();
         assert!(v >= 1 << 20, "{v}");
     }
 }

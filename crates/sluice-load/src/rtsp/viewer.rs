@@ -18,8 +18,8 @@ use super::outcome::{EndReason, ViewerError};
 use super::receiver::{Ended, Receivers, UdpViewer};
 use super::reception::{stop_at, Limits, Reception, Stop, TrackCounter};
 use super::report::ViewerResult;
-use super::wire::Interleaved;
 use super::RtspTransport;
+use sluice_proto::client::rtsp::Interleaved;
 
 /// What every viewer of a run shares.
 pub(crate) struct Plan {
@@ -75,8 +75,7 @@ async fn open(plan: &Plan) -> Result<Opened, ViewerError> {
         .map_err(ViewerError::Describe)?;
     let base =
         described.header("Content-Base").or(described.header("Content-Location")).unwrap_or(&url).to_string();
-    let sdp = String::from_utf8_lossy(&described.body).into_owned();
-    let media = super::client::parse_sdp(&sdp, &base);
+    let media = sluice_proto::client::sdp::media(&described.body, &base);
     let video = media.iter().find(|m| m.kind == "video").cloned().ok_or(ViewerError::NoVideo)?;
     let audio = media.iter().find(|m| m.kind == "audio").cloned().filter(|_| plan.audio);
     let streams = Streams { video, audio };

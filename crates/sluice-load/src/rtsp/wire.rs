@@ -1,61 +1,14 @@
-//! The bytes a viewer reads, parsed without trusting them: an RTP packet's fixed header
-//! ([`RtpHeader`]), the segments of a UDP GRO message ([`gro_segments`], with the segment size
-//! from its `UDP_GRO` control message, [`gro_segment_size`]), and the frames of RTP over an RTSP
-//! connection (`$`, channel, 16-bit length; [`Interleaved`]). Every function takes whatever the
-//! network or the kernel handed over and either reads it or says it cannot; none panics and
-//! none allocates.
+//! The bytes a viewer reads that only a viewer reads, parsed without trusting them: the segments
+//! of a UDP GRO message ([`gro_segments`], with the segment size from its `UDP_GRO` control
+//! message, [`gro_segment_size`]). Every function takes whatever the kernel handed over and either
+//! reads it or says it cannot; none panics and none allocates. RTP headers, RTSP responses and
+//! interleaved frames are read by sluice-proto's client side (`RtpPacket`,
+//! `sluice_proto::client::rtsp`), which the fuzz property here drives too.
 //!
-//! It owns these byte layouts. It does not own sockets, counting or the RTSP exchange.
+//! It owns the GRO layouts. It does not own sockets, counting or the RTSP exchange.
 
-/// What a viewer needs of an RTP packet (RFC 3550 §5.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RtpHeader {
-    /// The marker bit (RFC 6184: the last packet of an access unit).
-    pub marker: bool,
-    /// Sequence number.
-    pub sequence: u16,
-    /// RTP timestamp.
-    pub timestamp: u32,
-    /// Where the payload starts in the packet.
-    pub payload_start: usize,
-    /// Where the payload ends (padding excluded).
-    pub payload_end: usize,
-}
-
-impl RtpHeader {
-    /// Reads the header of `packet`; `None` when it is not a well-formed RTP version 2 packet.
-    pub fn parse(packet: &[u8]) -> Option<RtpHeader> {
-        let [first, second, s0, s1, t0, t1, t2, t3, ..] = *packet else { return None };
-        if packet.len() < 12 || first >> 6 != 2 {
-            return None;
-        }
-        let csrcs = usize::from(first & 0x0f);
-        let mut start = 12 + 4 * csrcs;
-        if first & 0x10 != 0 {
-            let words = packet.get(start + 2..start + 4)?;
-            start += 4 + 4 * usize::from(u16::from_be_bytes([words[0], words[1]]));
-        }
-        let mut end = packet.len();
-        if first & 0x20 != 0 {
-            end = end.checked_sub(usize::from(*packet.last()?))?;
-        }
-        if start > end {
-            return None;
-        }
-        Some(RtpHeader {
-            marker: second & 0x80 != 0,
-            sequence: u16::from_be_bytes([s0, s1]),
-            timestamp: u32::from_be_bytes([t0, t1, t2, t3]),
-            payload_start: start,
-            payload_end: end,
-        })
-    }
-
-    /// The payload of `packet` (the one this header was read from).
-    pub fn payload<'a>(&self, packet: &'a [u8]) -> &'a [u8] {
-        packet.get(self.payload_start..self.payload_end).unwrap_or_default()
-    }
-}
+use sluice_proto::client::rtsp::Interleaved;
+use sluice_proto::rtp::RtpPacket;
 
 /// `SOL_UDP` and `UDP_GRO` (linux/udp.h), the control message that carries a GRO message's
 /// segment size.
@@ -105,66 +58,14 @@ pub fn gro_segments(message: &[u8], segment: Option<usize>) -> std::slice::Chunk
     message.chunks(size)
 }
 
-/// One item read from an RTSP connection that carries interleaved RTP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interleaved<'a> {
-    /// A `$` frame: its channel and payload (an RTP or RTCP packet).
-    Frame {
-        /// The interleaved channel (SETUP's `interleaved=`).
-        channel: u8,
-        /// The packet.
-        data: &'a [u8],
-    },
-    /// An RTSP message (a response to a keep-alive, a request from the server), skipped whole.
-    Message,
-}
-
-impl<'a> Interleaved<'a> {
-    /// Reads the item at the start of `buffer`: `Ok(Some((item, length)))`, `Ok(None)` when more
-    /// bytes are needed, `Err(())` when the bytes are neither a frame nor an RTSP message.
-    #[allow(clippy::result_unit_err)]
-    pub fn parse(buffer: &'a [u8]) -> Result<Option<(Interleaved<'a>, usize)>, ()> {
-        match buffer {
-            [] => Ok(None),
-            [b'$', rest @ ..] => {
-                let [channel, hi, lo, ..] = *rest else { return Ok(None) };
-                let len = usize::from(u16::from_be_bytes([hi, lo]));
-                Ok(buffer.get(4..4 + len).map(|data| (Interleaved::Frame { channel, data }, 4 + len)))
-            }
-            [b'R' | b'G' | b'S' | b'O' | b'A' | b'T' | b'P', ..] => {
-                let Some(head_end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") else {
-                    return if buffer.len() > 16 * 1024 { Err(()) } else { Ok(None) };
-                };
-                let head = &buffer[..head_end];
-                let body = content_length(head).ok_or(())?;
-                let total = head_end + 4 + body;
-                Ok((buffer.len() >= total).then_some((Interleaved::Message, total)))
-            }
-            _ => Err(()),
-        }
-    }
-}
-
-/// The `Content-Length` of an RTSP message head (0 when absent; `None` when unreadable).
-pub fn content_length(head: &[u8]) -> Option<usize> {
-    let text = std::str::from_utf8(head).ok()?;
-    for line in text.split("\r\n") {
-        if let Some((name, value)) = line.split_once(':') {
-            if name.trim().eq_ignore_ascii_case("content-length") {
-                return value.trim().parse().ok().filter(|&n: &usize| n <= 1 << 20);
-            }
-        }
-    }
-    Some(0)
-}
-
 /// The fuzz property of everything here (fuzz target `rtsp_viewer_input`): `data` read as an RTP
 /// packet, a control buffer, a GRO message and a TCP stream never panics, every payload and
 /// segment lies within the input, and the stream gives the same items whole as when it arrives
 /// in two reads split at any byte.
 pub fn fuzz_viewer_input(data: &[u8]) {
-    if let Some(h) = RtpHeader::parse(data) {
-        assert!(h.payload_start <= h.payload_end && h.payload_end <= data.len());
+    if let Ok(p) = RtpPacket::parse(data) {
+        let start = p.payload.as_ptr() as usize - data.as_ptr() as usize;
+        assert!(start + p.payload.len() <= data.len());
     }
     let segment = gro_segment_size(data);
     let first = usize::from(data.first().copied().unwrap_or(0));
@@ -218,16 +119,16 @@ mod tests {
     #[test]
     fn rtp_headers_are_read() {
         let p = rtp(true, 65535, 90_000, b"abc");
-        let h = RtpHeader::parse(&p).unwrap();
-        assert_eq!((h.marker, h.sequence, h.timestamp, h.payload(&p)), (true, 65535, 90_000, &b"abc"[..]));
+        let h = RtpPacket::parse(&p).unwrap();
+        assert_eq!((h.marker, h.sequence, h.timestamp, h.payload), (true, 65535, 90_000, &b"abc"[..]));
         // Two CSRCs, an extension of one word and two bytes of padding.
         let mut q = vec![0xb2, 0x60, 0, 1, 0, 0, 0, 2, 9, 9, 9, 9];
         q.extend_from_slice(&[0; 8]);
         q.extend_from_slice(&[0xbe, 0xde, 0, 1, 7, 7, 7, 7]);
         q.extend_from_slice(b"xy");
         q.extend_from_slice(&[0, 2]);
-        let h = RtpHeader::parse(&q).unwrap();
-        assert_eq!((h.marker, h.sequence, h.payload(&q)), (false, 1, &b"xy"[..]));
+        let h = RtpPacket::parse(&q).unwrap();
+        assert_eq!((h.marker, h.sequence, h.payload), (false, 1, &b"xy"[..]));
         for bad in [
             &b""[..],
             &[0x80; 11][..],
@@ -235,7 +136,7 @@ mod tests {
             &[0x8f; 20][..],
             &[0xa0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 200][..],
         ] {
-            assert_eq!(RtpHeader::parse(bad), None, "{bad:?}");
+            assert_eq!(RtpPacket::parse(bad).ok(), None, "{bad:?}");
         }
     }
 
@@ -280,26 +181,6 @@ mod tests {
         assert_eq!(gro_segments(&message, Some(0)).count(), 1);
         assert_eq!(gro_segments(&message, Some(64)).count(), 1);
         assert_eq!(gro_segments(&[], Some(4)).count(), 0);
-    }
-
-    #[test]
-    fn interleaved_frames_and_messages_are_told_apart() {
-        let mut stream = vec![b'$', 2, 0, 3, 7, 8, 9];
-        stream.extend_from_slice(b"RTSP/1.0 200 OK\r\nCSeq: 9\r\nContent-Length: 2\r\n\r\nok");
-        stream.extend_from_slice(&[b'$', 0, 0, 1, 5]);
-        let (item, n) = Interleaved::parse(&stream).unwrap().unwrap();
-        assert_eq!((item, n), (Interleaved::Frame { channel: 2, data: &[7, 8, 9] }, 7));
-        let (item, m) = Interleaved::parse(&stream[n..]).unwrap().unwrap();
-        assert_eq!(item, Interleaved::Message);
-        assert_eq!(Interleaved::parse(&stream[n + m..]).unwrap().unwrap().1, 5);
-        // Split anywhere, each prefix asks for more.
-        for cut in 0..n {
-            assert_eq!(Interleaved::parse(&stream[..cut]), Ok(None), "{cut}");
-        }
-        for cut in n..n + m {
-            assert_eq!(Interleaved::parse(&stream[n..cut]), Ok(None), "{cut}");
-        }
-        assert_eq!(Interleaved::parse(b"\x00garbage"), Err(()));
     }
 
     #[test]

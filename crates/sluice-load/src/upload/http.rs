@@ -11,7 +11,7 @@ use base64::Engine as _;
 use sha2::Digest as _;
 
 use super::{Answer, Failure, Item};
-use crate::response::{Progress, ResponseReader};
+use sluice_proto::client::http::{Progress, ResponseHead, ResponseReader};
 
 /// Bodies from this size ask `Expect: 100-continue` first: a refusal then costs a round trip,
 /// not the body. Smaller ones are sent at once (the round trip would cost more than the body).
@@ -128,21 +128,18 @@ impl HttpConnection {
     }
 
     fn read_answer_inner(&mut self) -> Result<Answer, Failure> {
-        let mut reader = ResponseReader::new();
-        reader.start(false);
-        // The response's own bytes (head and the start of the body), for its reason.
-        let mut raw: Vec<u8> = Vec::new();
+        let mut reader = ResponseReader::keeping_head();
+        // The start of the body is enough for the reason an error body gives.
+        reader.start_keeping_body_start(false, BODY_START);
         let mut chunk = [0u8; 16 * 1024];
         loop {
             if !self.buf.is_empty() {
                 match reader.feed(&self.buf) {
                     Ok(Progress::Complete { consumed }) => {
-                        keep_start(&mut raw, &self.buf[..consumed]);
                         self.buf.drain(..consumed);
                         break;
                     }
                     Ok(Progress::NeedMore { consumed }) => {
-                        keep_start(&mut raw, &self.buf[..consumed]);
                         self.buf.drain(..consumed);
                     }
                     Err(e) => {
@@ -177,16 +174,14 @@ impl HttpConnection {
         if !reader.keep_alive() {
             self.stream = None;
         }
-        let (stored, reason) = head_facts(&raw);
+        let body_start = reader.take_body();
+        let (stored, reason) = reader.head().map(|head| head_facts(head, &body_start)).unwrap_or_default();
         Ok(Answer { status: reader.status(), reason, stored })
     }
 }
 
-/// Keeps the first 8 KiB of a response: its head and enough of an error body for the reason.
-fn keep_start(raw: &mut Vec<u8>, bytes: &[u8]) {
-    let room = (8usize << 10).saturating_sub(raw.len());
-    raw.extend_from_slice(&bytes[..bytes.len().min(room)]);
-}
+/// Bytes of a response body kept for its reason.
+const BODY_START: usize = 8 << 10;
 
 /// A key as a URL path: each `/`-separated segment percent-encoded once, so the server decodes
 /// exactly the name given (`caf%C3%A9.mp4` goes out as `caf%25C3%25A9.mp4`).
@@ -216,36 +211,20 @@ const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
     .add(b'=')
     .add(b';');
 
-/// From a response's first bytes: its `Sluice-Stored-Length` and its one-line reason (the body's
-/// first non-empty line, else the status line's phrase).
-pub(super) fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut r = httparse::Response::new(&mut headers);
-    let Ok(httparse::Status::Complete(head_len)) = r.parse(raw) else {
-        return (None, String::new());
-    };
-    let header = |name: &str| {
-        r.headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .and_then(|h| std::str::from_utf8(h.value).ok())
-            .map(str::trim)
-    };
-    let stored = header("sluice-stored-length").and_then(|v| v.parse().ok());
-    let chunked = header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
-    let body = String::from_utf8_lossy(&raw[head_len..]);
+/// From a response's head and the start of its (decoded) body: its `Sluice-Stored-Length` and
+/// its one-line reason (the body's first non-empty line, else the status line's phrase).
+pub(super) fn head_facts(head: &ResponseHead, body_start: &[u8]) -> (Option<u64>, String) {
+    let stored = head.header("sluice-stored-length").and_then(|v| v.parse().ok());
+    let body = String::from_utf8_lossy(body_start);
     let mut lines = body.lines().map(str::trim).filter(|l| !l.is_empty());
-    if chunked {
-        lines.next(); // the first chunk's size
-    }
-    let phrase = r.reason.unwrap_or("").trim().to_string();
-    let code = r.code.map(|c| format!("{c} ")).unwrap_or_default();
+    let phrase = head.reason.as_str();
+    let code = format!("{} ", head.status);
     // The status line the body repeats (`413 Content Too Large`, or `413 Content Too Large: why`)
     // is said once: the phrase, then what the body adds.
     let adds = |line: &'_ str| -> String {
         let rest = line.strip_prefix(code.as_str()).unwrap_or(line);
         let rest = match rest.get(..phrase.len()) {
-            Some(head) if !phrase.is_empty() && head.eq_ignore_ascii_case(&phrase) => &rest[phrase.len()..],
+            Some(start) if !phrase.is_empty() && start.eq_ignore_ascii_case(phrase) => &rest[phrase.len()..],
             _ if rest.len() < line.len() => rest,
             _ => line,
         };
@@ -254,7 +233,7 @@ pub(super) fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
     let reason = match lines.next().filter(|l| *l != "0").map(adds) {
         Some(line) if !line.is_empty() && phrase.is_empty() => line,
         Some(line) if !line.is_empty() => format!("{phrase}: {line}"),
-        _ => phrase,
+        _ => phrase.to_string(),
     };
     (stored, reason)
 }
@@ -262,6 +241,16 @@ pub(super) fn head_facts(raw: &[u8]) -> (Option<u64>, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the uploader makes of a response that arrived as `raw`.
+    fn answer(raw: &[u8]) -> (Option<u64>, String) {
+        let mut reader = ResponseReader::keeping_head();
+        reader.start_keeping_body_start(false, BODY_START);
+        // Some of these bodies are shorter than their length says: the reason is read anyway.
+        reader.feed(raw).expect("a response");
+        let body_start = reader.take_body();
+        head_facts(reader.head().expect("a head"), &body_start)
+    }
 
     #[test]
     fn each_segment_is_percent_encoded_once() {
@@ -277,17 +266,17 @@ mod tests {
     #[test]
     fn the_reason_is_the_body_first_line_else_the_phrase() {
         let raw = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 40\r\n\r\nthe upload is larger than 1024 bytes\n";
-        assert_eq!(head_facts(raw).1, "Payload Too Large: the upload is larger than 1024 bytes");
+        assert_eq!(answer(raw).1, "Payload Too Large: the upload is larger than 1024 bytes");
         let raw = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 22\r\n\r\n413 Content Too Large\n";
-        assert_eq!(head_facts(raw).1, "Content Too Large");
+        assert_eq!(answer(raw).1, "Content Too Large");
         // sluice's own bodies start with the status line: said once.
         let raw = b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 60\r\n\r\n413 Content Too Large: the upload is larger than 1024 bytes\n";
-        assert_eq!(head_facts(raw).1, "Content Too Large: the upload is larger than 1024 bytes");
+        assert_eq!(answer(raw).1, "Content Too Large: the upload is larger than 1024 bytes");
         let raw = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n";
-        assert_eq!(head_facts(raw).1, "Unauthorized");
+        assert_eq!(answer(raw).1, "Unauthorized");
         let raw = b"HTTP/1.1 403 Forbidden\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nuploads are off\n\r\n0\r\n\r\n";
-        assert_eq!(head_facts(raw).1, "Forbidden: uploads are off");
+        assert_eq!(answer(raw).1, "Forbidden: uploads are off");
         let raw = b"HTTP/1.1 201 Created\r\nSluice-Stored-Length: 12\r\nContent-Length: 0\r\n\r\n";
-        assert_eq!(head_facts(raw).0, Some(12));
+        assert_eq!(answer(raw).0, Some(12));
     }
 }

@@ -31,6 +31,16 @@ pub fn interleaved_header(channel: u8, len: usize) -> Option<[u8; 4]> {
     Some([b'$', channel, hi, lo])
 }
 
+/// Reads the interleaved frame at the start of `buf` (RFC 2326 §10.12: `$`, channel, 16-bit
+/// length, data): its channel, its data and the bytes it takes, header included; `None` while
+/// it is incomplete or when `buf` does not start with `$`. The one reader of this layout, for
+/// the server (a client's RTCP) and the client (the media).
+pub fn read_interleaved(buf: &[u8]) -> Option<(u8, &[u8], usize)> {
+    let [b'$', channel, hi, lo, ..] = *buf else { return None };
+    let end = 4 + usize::from(u16::from_be_bytes([hi, lo]));
+    Some((channel, buf.get(4..end)?, end))
+}
+
 /// The connection an error happened on, as retina's `ConnectionContext` names it: the engine's
 /// number for it and the client's address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

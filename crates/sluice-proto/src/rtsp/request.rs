@@ -66,10 +66,8 @@ pub fn read_message<'a>(buf: &'a [u8], limits: &Limits) -> Result<Message<'a>, R
         }
     }
     if buf[start] == b'$' {
-        let Some(&[_, channel, hi, lo]) = buf.get(start..start + 4) else { return Ok(Message::NeedMore) };
-        let end = start + 4 + usize::from(u16::from_be_bytes([hi, lo]));
-        return Ok(match buf.get(start + 4..end) {
-            Some(payload) => Message::Interleaved { channel, payload, consumed: end },
+        return Ok(match super::read_interleaved(&buf[start..]) {
+            Some((channel, payload, len)) => Message::Interleaved { channel, payload, consumed: start + len },
             None => Message::NeedMore,
         });
     }

@@ -1,17 +1,20 @@
-//! The HTTP/1.1 response reader the generator runs on every connection, written sans-I/O: it is
-//! fed bytes and the end of the stream, and answers "need more", "complete" or a classified
-//! failure. It owns framing (head via `httparse`, `Content-Length`, chunked, read-until-close,
-//! bodiless responses) and the keep-alive decision. It does not own sockets, clocks or statistics;
-//! the connection loop in `client` drives it and records what it reports.
+//! Reading HTTP/1.1 responses, sans-I/O: a [`ResponseReader`] is fed bytes and the end of the
+//! stream, and answers "need more", "complete" or a classified failure. It owns framing (head via
+//! `httparse`, `Content-Length`, chunked through the server's own [`BodyDecoder`], read-until-close,
+//! bodiless responses), the keep-alive decision, and, when asked, the parsed head
+//! ([`ResponseHead`]: status, reason, header fields) and the body. It does not own sockets,
+//! clocks or statistics; the load generator's connections, the uploader and the test harness
+//! drive it and decide what a response means.
 //!
-//! Bodies are counted and discarded, never stored, so one read buffer per connection serves any
-//! response size without allocation.
+//! Bodies are counted and discarded unless a caller asks to keep them, and the head's fields are
+//! copied out only when asked, so the load generator's hot path allocates nothing per response.
 
 /// Largest response head accepted; a larger one is a malformed response, not a reason to grow
 /// buffers without bound.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-use sluice_proto::http::body::{BodyDecoder, BodyFraming};
+use crate::http::body::{BodyDecoder, BodyFraming};
+use crate::http::request::trim;
 
 /// Most headers parsed in one response head.
 const MAX_HEADERS: usize = 64;
@@ -69,6 +72,9 @@ pub struct ResponseReader {
     body_bytes: u64,
     /// The body as received, when the caller asked to keep it (manifests), up to a limit.
     kept: Option<KeptBody>,
+    /// Whether the head's reason and fields are copied into `head` (kept across `start`).
+    keeps_head: bool,
+    head: Option<ResponseHead>,
 }
 
 /// A body being kept, with the most bytes it may grow to.
@@ -76,6 +82,27 @@ pub struct ResponseReader {
 struct KeptBody {
     bytes: Vec<u8>,
     limit: usize,
+    /// Past the limit the rest is only counted (the start of an error body is enough for its
+    /// reason), rather than the response being malformed.
+    truncates: bool,
+}
+
+/// A response's head as sent: what a client that looks beyond the status needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead {
+    /// The status code.
+    pub status: u16,
+    /// The reason phrase (may be empty).
+    pub reason: String,
+    /// Header fields in order, names as written, values without surrounding whitespace.
+    pub headers: Vec<(String, String)>,
+}
+
+impl ResponseHead {
+    /// The first value of header `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
 }
 
 impl Default for ResponseReader {
@@ -94,12 +121,19 @@ impl ResponseReader {
             keep_alive: true,
             body_bytes: 0,
             kept: None,
+            keeps_head: false,
+            head: None,
         }
+    }
+
+    /// A reader that also keeps each response's head (see [`ResponseReader::head`]).
+    pub fn keeping_head() -> Self {
+        ResponseReader { keeps_head: true, ..ResponseReader::new() }
     }
 
     /// Prepares for the next response; `head_request` says whether the request was `HEAD`.
     pub fn start(&mut self, head_request: bool) {
-        *self = ResponseReader { head_request, ..ResponseReader::new() };
+        *self = ResponseReader { head_request, keeps_head: self.keeps_head, ..ResponseReader::new() };
     }
 
     /// Like [`ResponseReader::start`], and keeps the body (decoded from chunked framing) for
@@ -107,7 +141,19 @@ impl ResponseReader {
     /// For small documents such as playlists; media bodies are only counted.
     pub fn start_keeping_body(&mut self, head_request: bool, limit: usize) {
         self.start(head_request);
-        self.kept = Some(KeptBody { bytes: Vec::new(), limit });
+        self.kept = Some(KeptBody { bytes: Vec::new(), limit, truncates: false });
+    }
+
+    /// Like [`ResponseReader::start`], and keeps the first `limit` bytes of the body (decoded
+    /// from chunked framing); the rest is counted only. For the reason an error body gives.
+    pub fn start_keeping_body_start(&mut self, head_request: bool, limit: usize) {
+        self.start(head_request);
+        self.kept = Some(KeptBody { bytes: Vec::new(), limit, truncates: true });
+    }
+
+    /// The head of the current response, once read, when made by [`ResponseReader::keeping_head`].
+    pub fn head(&self) -> Option<&ResponseHead> {
+        self.head.as_ref()
     }
 
     /// The body kept since [`ResponseReader::start_keeping_body`] (empty when not keeping).
@@ -218,6 +264,14 @@ impl ResponseReader {
         }
         self.status = status;
         self.keep_alive = keep_alive;
+        if self.keeps_head {
+            let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+            self.head = Some(ResponseHead {
+                status,
+                reason: response.reason.unwrap_or_default().trim().to_string(),
+                headers: response.headers.iter().map(|h| (h.name.to_string(), text(h.value))).collect(),
+            });
+        }
         let bodiless = self.head_request || (100..200).contains(&status) || status == 204 || status == 304;
         self.state = if bodiless || (content_length == Some(0) && !chunked) {
             State::Done
@@ -265,21 +319,16 @@ impl ResponseReader {
 fn keep(kept: &mut Option<KeptBody>, bytes: &[u8]) -> Result<(), ResponseError> {
     if let Some(k) = kept {
         if k.bytes.len() + bytes.len() > k.limit {
-            return Err(ResponseError::Malformed("body larger than the limit for documents"));
+            if !k.truncates {
+                return Err(ResponseError::Malformed("body larger than the limit for documents"));
+            }
+            let room = k.limit.saturating_sub(k.bytes.len());
+            k.bytes.extend_from_slice(&bytes[..room]);
+            return Ok(());
         }
         k.bytes.extend_from_slice(bytes);
     }
     Ok(())
-}
-
-fn trim(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = s {
-        s = rest;
-    }
-    s
 }
 
 #[cfg(test)]
@@ -337,6 +386,33 @@ mod tests {
         // Not keeping: nothing is kept, and starting again forgets what was.
         let (mut r, _) = feed_in_steps(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi", 1);
         assert!(r.take_body().is_empty());
+    }
+
+    #[test]
+    fn the_head_is_kept_when_asked_in_any_split() {
+        let resp = b"HTTP/1.1 413 Content Too Large\r\nSluice-Stored-Length:  12 \r\nX-A: b\r\n\
+            Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n3\r\n123\r\n0\r\n\r\n";
+        for step in 1..=resp.len() {
+            let mut r = ResponseReader::keeping_head();
+            r.start_keeping_body_start(false, 6);
+            let (mut r, res) = feed_reader_in_steps(r, resp, step);
+            assert_eq!(res, Ok(resp.len()), "step {step}");
+            let head = r.head().expect("kept").clone();
+            assert_eq!((head.status, head.reason.as_str()), (413, "Content Too Large"));
+            assert_eq!((head.header("sluice-stored-length"), head.header("x-a")), (Some("12"), Some("b")));
+            assert_eq!(head.headers.len(), 3);
+            // The start of the body only; the rest is counted.
+            assert_eq!((r.take_body(), r.body_bytes()), (b"hello1".to_vec(), 8), "step {step}");
+        }
+        // Not asked: no head; starting again keeps asking.
+        let (r, _) = feed_in_steps(resp, 7);
+        assert!(r.head().is_none());
+        let mut r = ResponseReader::keeping_head();
+        r.feed(b"HTTP/1.1 204 No Content\r\n\r\n").unwrap();
+        r.start(false);
+        assert!(r.head().is_none(), "a new response forgets the last head");
+        r.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").unwrap();
+        assert_eq!(r.head().map(|h| h.status), Some(200));
     }
 
     #[test]
