@@ -121,7 +121,7 @@ fn serve(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
     if only_check {
         return Ok(check(&config, demanded, connect)?);
     }
-    let log = sluice_server::logging::init(&config.log).map_err(ServeError::from)?;
+    let log = sluice_server::ops::logging::init(&config.log).map_err(ServeError::from)?;
     raise_nofile_limit();
     let shutdown = Shutdown::new().map_err(ServeError::from)?;
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};

@@ -314,7 +314,7 @@ sluice_http_requests_total {}",
         m,
         "# HELP sluice_log_lines_dropped_total Log lines dropped because the log output was full or failing.\n\
 # TYPE sluice_log_lines_dropped_total counter\nsluice_log_lines_dropped_total {}",
-        crate::logging::dropped_lines()
+        crate::ops::logging::dropped_lines()
     );
     process(&mut m);
     m
@@ -498,7 +498,7 @@ pub fn render_pool(m: &mut String, name: &str, what: &str, pools: &[&sluice_engi
 
 /// The catalogue of parsed MP4 indexes RTSP, HLS and the page share: what it holds and how
 /// often it was enough.
-pub fn render_catalogue(m: &mut String, stats: &crate::catalogue::CatalogueStats) {
+pub fn render_catalogue(m: &mut String, stats: &crate::library::catalogue::CatalogueStats) {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let series = [
         (
@@ -533,7 +533,7 @@ pub fn render_catalogue(m: &mut String, stats: &crate::catalogue::CatalogueStats
 pub fn render_access(
     m: &mut String,
     access: Option<&crate::access::Access>,
-    clients: &crate::limits::ClientLimits,
+    clients: &crate::http::limits::ClientLimits,
 ) {
     let _ = writeln!(
         m,
