@@ -4,4 +4,5 @@
 //! Owns the HTML and the vendored players the page loads. It does not read the file system or
 //! decide routes: [`crate::http::app`] describes a folder and asks for its page.
 
+pub mod assets;
 pub mod folder;

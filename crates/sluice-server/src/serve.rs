@@ -392,7 +392,7 @@ impl Server {
         let check = self.rtsp_addr().is_some() && self.app.library().as_remote().is_none();
         let files = self.app.library().files(1000);
         let mut mp4s =
-            files.into_iter().filter(|(p, ..)| crate::page::folder::is_mp4(p)).take(FIRST_STREAM_TRIES);
+            files.into_iter().filter(|(p, ..)| crate::library::names::is_mp4(p)).take(FIRST_STREAM_TRIES);
         // RTSP does not serve encrypted titles.
         let rtsp_ok = |p: &str| self.rtsp_addr().is_none() || !self.app.protection().guards(p);
         let (path, ..) = mp4s.find(|(p, ..)| {
@@ -400,7 +400,7 @@ impl Server {
         })?;
         let path: String = path
             .split('/')
-            .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::folder::SEGMENT).to_string())
+            .map(|s| percent_encoding::utf8_percent_encode(s, crate::library::names::SEGMENT).to_string())
             .collect::<Vec<_>>()
             .join("/");
         Some(match self.rtsp_addr() {

@@ -25,11 +25,11 @@ use crate::config::ClientsSection;
 use crate::http::hls::HlsRequest;
 use crate::http::limits::ClientLimits;
 use crate::http::upload::Uploads;
+use crate::library::catalogue::Offers;
 use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
 use crate::ops::bench;
 use crate::ops::metrics::{RequestCounts, RouteKind};
-use crate::page::folder::Offers;
 use crate::protect::{licence, NoKey, Protection};
 
 /// How the application is set up, besides its library.
@@ -148,7 +148,7 @@ impl App {
     /// RTSP can stream it. Indexes it if it must, so the caller must be allowed to block (the
     /// admin listener, start-up).
     pub fn offers(&self, relative: &str, tag: Option<&str>) -> Offers {
-        if !crate::page::folder::is_mp4(relative) {
+        if !crate::library::names::is_mp4(relative) {
             return Offers::default();
         }
         if let Some(known) = tag.and_then(|tag| self.library.known(relative, tag)) {
@@ -200,13 +200,13 @@ impl App {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
         let Some(raw_path) = req.path() else { return not_a_path().into() };
-        if raw_path == crate::page::folder::HLS_JS_PATH {
+        if raw_path == crate::page::assets::HLS_JS_PATH {
             return crate::http::hls::player_script(req).into();
         }
-        if raw_path == crate::page::folder::DASH_JS_PATH {
+        if raw_path == crate::page::assets::DASH_JS_PATH {
             return crate::http::hls::dash_player_script(req).into();
         }
-        if raw_path == crate::page::folder::DASH_PROTECTION_JS_PATH {
+        if raw_path == crate::page::assets::DASH_PROTECTION_JS_PATH {
             return crate::http::hls::dash_protection_script(req).into();
         }
         if self.settings.bench {
@@ -298,7 +298,7 @@ impl App {
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
             // An encrypted title's file would be its clear copy.
             Found::File(_)
-                if crate::page::folder::is_mp4(path.relative())
+                if crate::library::names::is_mp4(path.relative())
                     && self.protection.guards(&full_path(path)) =>
             {
                 Ok(served_encrypted())
@@ -349,7 +349,7 @@ impl App {
             if self.protection.guards(&format!("/{owner}")) {
                 return Ok(Some(served_encrypted()));
             }
-            if crate::page::folder::is_mp4(owner) {
+            if crate::library::names::is_mp4(owner) {
                 let Some(version) = self.library.file(owner, may_block)? else { return Ok(None) };
                 let request = crate::http::ts::TsRequest {
                     relative: owner,
@@ -365,7 +365,7 @@ impl App {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let protection = match self.protection.title(&format!("/{parent}")) {
             Some(Ok(title)) => Some(title),
-            Some(Err(NoKey)) if crate::page::folder::is_mp4(parent) => {
+            Some(Err(NoKey)) if crate::library::names::is_mp4(parent) => {
                 tracing::warn!(path = parent, "[[protect]]: no key is listed for this title; refused");
                 return Ok(Some(Response::refusal(
                     Status::SERVICE_UNAVAILABLE,
@@ -374,14 +374,14 @@ impl App {
             }
             _ => None,
         };
-        if name == licence::AES_KEY && crate::page::folder::is_mp4(parent) {
+        if name == licence::AES_KEY && crate::library::names::is_mp4(parent) {
             return Ok(Some(match &protection {
                 Some(title) => licence::aes_key(title),
                 None => Response::error(Status::NOT_FOUND),
             }));
         }
         if let Some(resource) = sluice_media::hls::iframes::IFrameResource::parse(name) {
-            if !crate::page::folder::is_mp4(parent) {
+            if !crate::library::names::is_mp4(parent) {
                 return Ok(None);
             }
             if protection.is_some() {
@@ -411,7 +411,7 @@ impl App {
                 return crate::http::hls::respond_set(req, &self.library, &set, may_block).map(Some);
             }
         }
-        if !crate::page::folder::is_mp4(parent) {
+        if !crate::library::names::is_mp4(parent) {
             return Ok(None);
         }
         let Some(version) = self.library.file(parent, may_block)? else { return Ok(None) };
@@ -544,7 +544,7 @@ impl App {
             {
                 // Not for encrypted titles (see `App::hls`).
                 Ok(sets) => {
-                    let set_path = |s: &crate::page::folder::SetOffer| {
+                    let set_path = |s: &crate::library::renditions::SetOffer| {
                         format!("/{}{}", join(&s.title), crate::library::renditions::SET_SUFFIX)
                     };
                     sets.into_iter().filter(|s| !self.protection.guards(&set_path(s))).collect()
@@ -671,7 +671,7 @@ fn not_a_path() -> Response {
 fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
     let mut location = String::from("/");
     for segment in path.segments() {
-        location.extend(utf8_percent_encode(segment, crate::page::folder::SEGMENT));
+        location.extend(utf8_percent_encode(segment, crate::library::names::SEGMENT));
         location.push('/');
     }
     if let Some(q) = req.query() {
@@ -685,7 +685,7 @@ fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
 fn listing_response(
     dir: &LibraryPath,
     entries: &[Listed],
-    sets: &[crate::page::folder::SetOffer],
+    sets: &[crate::library::renditions::SetOffer],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> Response {
@@ -712,14 +712,14 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
         return (RouteKind::Hls, decoded(&format!("/{file}")));
     }
     if let Some((owner, _)) = crate::http::ts::ts_path(path.trim_start_matches('/')) {
-        let stream = crate::page::folder::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
+        let stream = crate::library::names::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
         return (RouteKind::Hls, stream);
     }
     // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
     let packaged = path
         .rsplit_once('/')
         .filter(|(parent, _)| {
-            crate::page::folder::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX)
+            crate::library::names::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX)
         })
         .and_then(|(parent, name)| Some((parent, sluice_media::hls::playlist::Resource::parse(name)?)));
     if let Some((parent, resource)) = packaged {
@@ -729,17 +729,20 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
             PlayedBy::Dash => RouteKind::Dash,
             PlayedBy::Both => RouteKind::Segment,
         };
-        return (kind, crate::page::folder::is_mp4(parent).then(|| decoded(parent)).flatten());
+        return (kind, crate::library::names::is_mp4(parent).then(|| decoded(parent)).flatten());
     }
     // An MP4's or a rendition set's I-frame playlist and fragments (HLS only).
     if let Some((parent, name)) = path.rsplit_once('/') {
-        if (crate::page::folder::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX))
+        if (crate::library::names::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX))
             && crate::http::trick::is_trick_name(name)
         {
-            return (RouteKind::Hls, crate::page::folder::is_mp4(parent).then(|| decoded(parent)).flatten());
+            return (
+                RouteKind::Hls,
+                crate::library::names::is_mp4(parent).then(|| decoded(parent)).flatten(),
+            );
         }
     }
-    let stream = if crate::page::folder::is_mp4(path) { decoded(path) } else { None };
+    let stream = if crate::library::names::is_mp4(path) { decoded(path) } else { None };
     let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
     (kind, stream)
 }

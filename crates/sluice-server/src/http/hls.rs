@@ -30,9 +30,10 @@ use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
 
+use crate::library::names::SEGMENT;
 use crate::library::renditions::{find_set, read_text, subtitles_of_file, SetError, Sidecar};
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::folder::{DASH_JS, DASH_JS_VERSION, DASH_PROTECTION_JS, HLS_JS, HLS_JS_VERSION, SEGMENT};
+use crate::page::assets::{DASH_JS, DASH_JS_VERSION, DASH_PROTECTION_JS, HLS_JS, HLS_JS_VERSION};
 use crate::protect::packaged as protected;
 use sluice_media::hls::webvtt::WebVtt;
 

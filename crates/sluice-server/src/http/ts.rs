@@ -16,9 +16,9 @@ use sluice_proto::conn::Segment;
 use sluice_proto::http::{Request, Response, Status};
 
 use crate::http::hls::{failure, manifest_tag, packaged};
+use crate::library::names::SEGMENT;
 use crate::library::renditions::{find_set, SetError};
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::folder::SEGMENT;
 
 /// Most sample bytes one TS segment is made from (it is held in memory while it is muxed and
 /// sent): 64 MiB is 6 s of 80 Mb/s video. A file whose keyframes are further apart than that
@@ -31,7 +31,7 @@ pub fn ts_path(relative: &str) -> Option<(&str, TsResource)> {
     let (parent, name) = relative.rsplit_once('/')?;
     let owner = parent.strip_suffix(TS_DIR)?.strip_suffix('/')?;
     let resource = TsResource::parse(name)?;
-    (crate::page::folder::is_mp4(owner) || owner.ends_with(crate::library::renditions::SET_SUFFIX))
+    (crate::library::names::is_mp4(owner) || owner.ends_with(crate::library::renditions::SET_SUFFIX))
         .then_some((owner, resource))
 }
 

@@ -512,7 +512,7 @@ impl BodySink for UploadSink {
                         let location: Vec<String> = key
                             .as_str()
                             .split('/')
-                            .map(|s| utf8_percent_encode(s, crate::page::folder::SEGMENT).to_string())
+                            .map(|s| utf8_percent_encode(s, crate::library::names::SEGMENT).to_string())
                             .collect();
                         response = response.with_header("Location", format!("/{}", location.join("/")));
                     }

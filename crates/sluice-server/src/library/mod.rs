@@ -15,6 +15,7 @@
 
 pub mod catalogue;
 pub mod local;
+pub mod names;
 pub mod remote;
 pub mod renditions;
 

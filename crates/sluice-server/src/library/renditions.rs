@@ -17,7 +17,22 @@ use sluice_proto::nesting::{check_nesting, NestingLimit, Syntax};
 
 use crate::library::catalogue::Described;
 use crate::library::{decoded_path, FileVersion, Library, LibraryError};
-use crate::page::folder::SetOffer;
+
+/// A rendition set as the page shows it: offered when it was found and its keyframes line up, else
+/// with the reason it cannot be played.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetOffer {
+    /// The title (`movie` of `movie.set`).
+    pub title: String,
+    /// Each rendition's file name and resolution, highest first.
+    pub renditions: Vec<(String, Option<(u16, u16)>)>,
+    /// The subtitles' languages.
+    pub subtitles: Vec<String>,
+    /// Why it cannot be played (its renditions do not line up, its sidecar is wrong, none of
+    /// its files packages): the page shows the reason instead of a Play button. `None` when
+    /// it plays.
+    pub refused: Option<String>,
+}
 
 /// The suffix of a set's name in URLs: `/movies/movie.set/master.m3u8`.
 pub const SET_SUFFIX: &str = ".set";

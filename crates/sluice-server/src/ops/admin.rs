@@ -117,7 +117,7 @@ impl Admin {
                     "iframes": packaged("/video-iframes.m3u8").filter(|_| offers.video.as_ref().is_some_and(|v| v.resolution.is_some())),
                     "clip_template": packaged("?start={start}&end={end}"),
                 });
-                if crate::page::folder::is_mp4(path) {
+                if crate::library::names::is_mp4(path) {
                     self.describe_stream(path, &viewers, &mut item);
                     item["protection"] = protection_json(self.app.protection(), path);
                     // An encrypted title is not served over RTSP (clear RTP), nor over DASH under
@@ -345,7 +345,7 @@ impl Service for AdminService {
 /// `path` (`/a b/c.mp4`) with each segment percent-encoded.
 fn url_path(path: &str) -> String {
     path.split('/')
-        .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::folder::SEGMENT).to_string())
+        .map(|s| percent_encoding::utf8_percent_encode(s, crate::library::names::SEGMENT).to_string())
         .collect::<Vec<_>>()
         .join("/")
 }

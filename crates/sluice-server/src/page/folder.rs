@@ -18,54 +18,19 @@
 
 use std::fmt::Write as _;
 
-use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use percent_encoding::utf8_percent_encode;
 use sluice_proto::http::path::LibraryPath;
+use sluice_proto::markup::escape;
 
-pub use crate::library::catalogue::{Offers, VideoInfo};
+use super::assets::{DASH_JS_PATH, DASH_JS_VERSION, DASH_PROTECTION_JS_PATH, HLS_JS_PATH, HLS_JS_VERSION};
+use crate::library::catalogue::Offers;
+use crate::library::names::{is_mp4, SEGMENT};
+use crate::library::renditions::SetOffer;
 use crate::library::Listed;
-
-/// Characters percent-encoded in links: everything that is not safe in a path segment.
-pub const SEGMENT: &AsciiSet = &CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}')
-    .add(b'/')
-    .add(b'\\')
-    .add(b'^')
-    .add(b'|')
-    .add(b'[')
-    .add(b']')
-    .add(b'\'')
-    .add(b'&')
-    .add(b':');
 
 fn is_video(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     [".mp4", ".m4v", ".webm", ".mov"].iter().any(|ext| lower.ends_with(ext))
-}
-
-/// `s` made safe as HTML or XML text or a quoted attribute value (the five special characters
-/// as references); the page's names, and the credentials carried into pages and MPDs.
-pub(crate) fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn human_size(len: u64) -> String {
@@ -81,54 +46,6 @@ fn human_size(len: u64) -> String {
     } else {
         format!("{size:.1} {}", UNITS[unit])
     }
-}
-
-/// Whether RTSP serves this file (the MP4 family the demuxer reads).
-pub fn is_mp4(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    [".mp4", ".m4v", ".mov"].iter().any(|ext| lower.ends_with(ext))
-}
-
-/// Where sluice serves its vendored copy of hls.js (npm `hls.js`, `dist/hls.min.js`).
-pub const HLS_JS_PATH: &str = "/.sluice/hls.min.js";
-
-/// The vendored hls.js (see `assets/hls.js/README.md`).
-pub const HLS_JS: &[u8] = include_bytes!("../../assets/hls.js/hls.min.js");
-
-/// Version of the vendored hls.js, part of its URL's validator.
-pub const HLS_JS_VERSION: &str = "1.7.4";
-
-/// Where sluice serves its vendored copy of dash.js (npm `dashjs`,
-/// `dist/modern/umd/dash.mediaplayer.min.js`), loaded by the page only when DASH is chosen.
-pub const DASH_JS_PATH: &str = "/.sluice/dash.mediaplayer.min.js";
-
-/// The vendored dash.js (see `assets/dash.js/README.md`).
-pub const DASH_JS: &[u8] = include_bytes!("../../assets/dash.js/dash.mediaplayer.min.js");
-
-/// Version of the vendored dash.js, part of its URL's validator.
-pub const DASH_JS_VERSION: &str = "5.2.1";
-
-/// Where sluice serves dash.js's EME module (same package, `dash.protection.min.js`), loaded by
-/// the page only for an encrypted title played over DASH.
-pub const DASH_PROTECTION_JS_PATH: &str = "/.sluice/dash.protection.min.js";
-
-/// The vendored dash.js EME module (see `assets/dash.js/README.md`).
-pub const DASH_PROTECTION_JS: &[u8] = include_bytes!("../../assets/dash.js/dash.protection.min.js");
-
-/// A rendition set the page shows: offered when it was found and its keyframes line up, else
-/// with the reason it cannot be played.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SetOffer {
-    /// The title (`movie` of `movie.set`).
-    pub title: String,
-    /// Each rendition's file name and resolution, highest first.
-    pub renditions: Vec<(String, Option<(u16, u16)>)>,
-    /// The subtitles' languages.
-    pub subtitles: Vec<String>,
-    /// Why it cannot be played (its renditions do not line up, its sidecar is wrong, none of
-    /// its files packages): the page shows the reason instead of a Play button. `None` when
-    /// it plays.
-    pub refused: Option<String>,
 }
 
 /// Entries above which the page gets a search box.
@@ -420,6 +337,7 @@ pub fn library_page(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::library::catalogue::VideoInfo;
     use sluice_proto::http::path::normalize;
 
     #[test]

@@ -49,7 +49,7 @@ pub fn mpd(text: &str, relative: &str, title: &TitleProtection) -> Option<String
     let mut url = String::new();
     for segment in relative.split('/') {
         url.push('/');
-        url.extend(utf8_percent_encode(segment, crate::page::folder::SEGMENT));
+        url.extend(utf8_percent_encode(segment, crate::library::names::SEGMENT));
     }
     url.push('/');
     url.push_str(CLEARKEY);

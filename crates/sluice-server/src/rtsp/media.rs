@@ -87,7 +87,7 @@ fn index(library: &Library, path: &str, may_block: bool) -> Result<Arc<Mp4File>,
     let (relative, version) = open_file(library, path, may_block)?;
     match library.tables(&relative, &version, may_block)? {
         Ok(tables) => Ok(tables),
-        Err(reason) if crate::page::folder::is_mp4(&relative) => {
+        Err(reason) if crate::library::names::is_mp4(&relative) => {
             Err(Miss::Refused(Refusal::Unplayable(Unplayable {
                 status: 500,
                 reason: format!("not a playable MP4: {reason}"),

@@ -26,7 +26,7 @@ impl App {
             Some((file, interval, resource)) => (file, interval, Some(resource)),
             None => match crate::http::clip::clip_path(relative) {
                 Some((file, interval)) => (file, interval, None),
-                None if crate::page::folder::is_mp4(relative) && !path.names_directory() => {
+                None if crate::library::names::is_mp4(relative) && !path.names_directory() => {
                     match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
                         Some(Ok(Some(interval))) => (relative, Ok(interval), None),
                         Some(Err(e)) => (relative, Err(e), None),
