@@ -11,6 +11,7 @@
 //! encrypted), [`config`], and [`serve`], which assembles them into a running server.
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod access;
 pub mod config;
@@ -21,6 +22,8 @@ pub mod page;
 pub mod protect;
 pub mod rtsp;
 pub mod serve;
+#[allow(unsafe_code)]
+mod sys;
 
 pub use config::Config;
 pub use serve::{ServeError, Server};
