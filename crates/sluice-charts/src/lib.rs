@@ -212,10 +212,9 @@ fn script_json(json: &str) -> String {
     json.replace('<', "\\u003c")
 }
 
-/// Text made safe inside HTML (element text and quoted attribute values).
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
+/// Text made safe inside HTML (element text and quoted attribute values): the one escaper,
+/// re-exported for the pages built on these charts.
+pub use sluice_proto::markup::escape;
 
 #[cfg(test)]
 mod tests {

@@ -19,6 +19,7 @@ pub mod duration_text;
 pub mod fuzzing;
 pub mod http;
 pub mod lru;
+pub mod markup;
 pub mod nesting;
 pub mod rtp;
 pub mod rtsp;

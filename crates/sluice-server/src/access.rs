@@ -7,7 +7,7 @@
 //! stateless expiring nonces), [`signed`] (the signature format `sluice sign` writes), [`jwt`]
 //! (JWKS keys and tokens), and [`carry`] carries a URL's credentials on to the URLs a playlist
 //! lists. It does not own routing (the app and the RTSP catalogue ask it), limits per client
-//! (see [`crate::limits`]) or upload tokens (see [`crate::upload`]).
+//! (see [`crate::http::limits`]) or upload tokens (see [`crate::http::upload`]).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -438,7 +438,7 @@ pub fn title_folder(path: &str) -> String {
     let parent = |p: &str| p.rsplit_once('/').map_or(String::new(), |(dir, _)| dir.to_string());
     let mut dir = parent(path.trim_end_matches('/'));
     let lower = dir.to_ascii_lowercase();
-    if lower.ends_with(".mp4") || lower.ends_with(crate::renditions::SET_SUFFIX) {
+    if lower.ends_with(".mp4") || lower.ends_with(crate::library::renditions::SET_SUFFIX) {
         dir = parent(&dir);
     }
     format!("{dir}/")
@@ -456,7 +456,7 @@ pub fn manifest_prefix(path: &str) -> Option<String> {
         return None;
     }
     let (dir, _) = path.rsplit_once('/')?;
-    if dir.ends_with(crate::renditions::SET_SUFFIX) {
+    if dir.ends_with(crate::library::renditions::SET_SUFFIX) {
         return Some(title_folder(path));
     }
     Some(format!("{dir}/"))

@@ -3,33 +3,27 @@
 //!
 //! This crate wires `sluice-proto` (what HTTP means) to `sluice-engine` (how bytes move). It owns
 //! the application's decisions (which file, which page, which error) and none of the protocol
-//! parsing or socket handling.
+//! parsing or socket handling. Its rooms, by job: [`http`] (the routes and responders of the media
+//! port), [`rtsp`] (the RTSP cores the engine's loops drive and the library they read), [`ops`]
+//! (the admin listener, its dashboard, `/metrics`, logging, the benchmark endpoints), [`library`]
+//! (files by path, local or remote, their catalogue of MP4 indexes and rendition sets), [`page`]
+//! (the folder page and its vendored players), [`access`] and [`protect`] (who may read, what is
+//! encrypted), [`config`], and [`serve`], which assembles them into a running server.
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod access;
-pub mod admin;
-pub mod app;
-pub mod bench;
-pub mod catalogue;
-pub mod clip;
 pub mod config;
-pub mod dashboard;
-pub mod gzip_static;
-pub mod hls;
+pub mod http;
 pub mod library;
-pub mod limits;
-pub mod logging;
-pub mod media;
-pub mod metrics;
+pub mod ops;
 pub mod page;
 pub mod protect;
-pub mod renditions;
-pub mod rtsp_cores;
+pub mod rtsp;
 pub mod serve;
-pub mod trick;
-pub mod ts;
-pub mod upload;
+#[allow(unsafe_code)]
+mod sys;
 
 pub use config::Config;
 pub use serve::{ServeError, Server};

@@ -18,13 +18,13 @@ use sluice_engine::{
 use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
-use crate::admin::{host_port, Admin, AdminService};
-use crate::app::{App, AppSettings, ConnectionHandler};
-use crate::catalogue::{Catalogue, CATALOGUE_BYTES};
 use crate::config::Config;
+use crate::http::app::{App, AppSettings, ConnectionHandler};
+use crate::library::catalogue::{Catalogue, CATALOGUE_BYTES};
 use crate::library::remote::RemoteLibrary;
 use crate::library::{unpack_demo, Library};
-use crate::media::RtspMedia;
+use crate::ops::admin::{host_port, Admin, AdminService};
+use crate::rtsp::media::RtspMedia;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +78,7 @@ pub enum ServeError {
     Engine(#[from] sluice_engine::EngineError),
     /// The upload store or tokens cannot be set up.
     #[error(transparent)]
-    Uploads(#[from] crate::upload::UploadSetupError),
+    Uploads(#[from] crate::http::upload::UploadSetupError),
     /// The store (`--store`) cannot be used: a location that does not parse, a directory that
     /// is not one, or an object store that does not answer (a missing bucket, refused
     /// credentials, nothing listening).
@@ -174,7 +174,7 @@ fn address_error(what: &'static str, flag: &'static str) -> impl Fn(EngineError)
 
 /// Asks the store again every [`STORE_RETRY`] until it answers (then the server is ready) or the
 /// server shuts down.
-fn wait_for_store(config: &Config, readiness: &crate::admin::Readiness, shutdown: &Shutdown) {
+fn wait_for_store(config: &Config, readiness: &crate::ops::admin::Readiness, shutdown: &Shutdown) {
     let mut since = Instant::now();
     while !shutdown.is_triggered() {
         if since.elapsed() >= STORE_RETRY {
@@ -228,7 +228,7 @@ pub struct Server {
     counters: Arc<Counters>,
     demo: bool,
     /// Not ready until the store answers (`--store-wait`).
-    readiness: crate::admin::Readiness,
+    readiness: crate::ops::admin::Readiness,
     /// The configuration, for asking the store again while not ready.
     config: Config,
     /// Removed when the server is dropped.
@@ -247,7 +247,7 @@ impl Server {
             // uring's default strategy (splice) is one epoll also has; an explicit one stays.
         }
         sluice_engine::check(&config.engine_config())?;
-        let readiness = crate::admin::Readiness::default();
+        let readiness = crate::ops::admin::Readiness::default();
         if let Err(e) = probe_store(&config) {
             if !config.store.wait {
                 return Err(e);
@@ -336,8 +336,8 @@ impl Server {
             rtsp: rtsp.as_ref().map(|r| r.sockets.local_addr()),
             engine,
         };
-        let uploads = crate::upload::Uploads::open(&config.uploads, &config.store, &root)?;
-        let clients = Arc::new(crate::limits::ClientLimits::new(config.clients.clone()));
+        let uploads = crate::http::upload::Uploads::open(&config.uploads, &config.store, &root)?;
+        let clients = Arc::new(crate::http::limits::ClientLimits::new(config.clients.clone()));
         let app = Arc::new(
             App::new(library, settings, Arc::clone(&counters))
                 .with_uploads(uploads)
@@ -391,7 +391,8 @@ impl Server {
     pub fn first_stream_url(&self) -> Option<String> {
         let check = self.rtsp_addr().is_some() && self.app.library().as_remote().is_none();
         let files = self.app.library().files(1000);
-        let mut mp4s = files.into_iter().filter(|(p, ..)| crate::page::is_mp4(p)).take(FIRST_STREAM_TRIES);
+        let mut mp4s =
+            files.into_iter().filter(|(p, ..)| crate::library::names::is_mp4(p)).take(FIRST_STREAM_TRIES);
         // RTSP does not serve encrypted titles.
         let rtsp_ok = |p: &str| self.rtsp_addr().is_none() || !self.app.protection().guards(p);
         let (path, ..) = mp4s.find(|(p, ..)| {
@@ -399,7 +400,7 @@ impl Server {
         })?;
         let path: String = path
             .split('/')
-            .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())
+            .map(|s| percent_encoding::utf8_percent_encode(s, crate::library::names::SEGMENT).to_string())
             .collect::<Vec<_>>()
             .join("/");
         Some(match self.rtsp_addr() {
@@ -487,7 +488,7 @@ impl Server {
                     );
                     // Dashboards get a sample a second: a small send buffer is plenty, and it
                     // lets the send deadline find one that stopped reading within seconds.
-                    listeners.cap_send_buffer(crate::dashboard::SEND_BUFFER)?;
+                    listeners.cap_send_buffer(crate::ops::dashboard::SEND_BUFFER)?;
                     let sampler = Arc::clone(&service.0);
                     std::thread::Builder::new()
                         .name("sluice-dashboard".into())
@@ -510,11 +511,11 @@ impl Server {
                         send: sluice_engine::SendStrategy::Copy,
                         workers: 1,
                         threads_mode: ThreadsMode::PerConnection,
-                        max_connections: crate::dashboard::MAX_STREAMS + 64,
+                        max_connections: crate::ops::dashboard::MAX_STREAMS + 64,
                         reclaim_waiting: true,
-                        cpu_workers: crate::dashboard::MAX_STREAMS + 1,
+                        cpu_workers: crate::ops::dashboard::MAX_STREAMS + 1,
                         cpu_queue: 4,
-                        send_timeout: crate::dashboard::STALL,
+                        send_timeout: crate::ops::dashboard::STALL,
                         ..engine.clone()
                     };
                     let thread = std::thread::Builder::new()
@@ -545,7 +546,7 @@ impl Server {
                     let thread = std::thread::Builder::new()
                         .name("sluice-rtsp".into())
                         .spawn_scoped(scope, move || {
-                            let cores = crate::rtsp_cores::Cores::new(config, media);
+                            let cores = crate::rtsp::cores::Cores::new(config, media);
                             sluice_engine::rtsp::run(kind, sockets, &cores, &shutdown, counters)
                         })
                         .map_err(|source| sluice_engine::EngineError::Setup {

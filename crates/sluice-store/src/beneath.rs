@@ -12,10 +12,12 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::sys;
 
 /// A root directory, opened once, beneath which paths are opened.
 #[derive(Debug)]
@@ -33,27 +35,13 @@ fn c_name(name: &str) -> io::Result<CString> {
     CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))
 }
 
-fn check(ret: libc::c_int) -> io::Result<()> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
 impl Beneath {
     /// Opens `root` (which must be a directory).
     pub fn open(root: &Path) -> io::Result<Beneath> {
         let root = root.canonicalize()?;
         let c = CString::new(root.as_os_str().as_bytes())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in root path"))?;
-        // SAFETY: c is a valid C string; the result is checked.
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is fresh and ours.
-        let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let root_fd = sys::open(&c, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)?;
         let beneath = Beneath { root, root_fd, openat2: AtomicBool::new(true) };
         // Probe once: a kernel before 5.6 says ENOSYS, and seccomp profiles that predate openat2
         // say EPERM, which at request time would be indistinguishable from a forbidden file.
@@ -110,25 +98,11 @@ impl Beneath {
     pub fn open_with(&self, rel: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
         let c = c_name(rel)?;
         if self.openat2.load(Ordering::Relaxed) {
-            // SAFETY: zeroed open_how is valid; fields are set below.
-            let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-            how.flags = flags as u64;
-            how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
-            // SAFETY: passes a valid C string and a live open_how of the right size.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_openat2,
-                    self.root_fd.as_raw_fd(),
-                    c.as_ptr(),
-                    &how as *const libc::open_how,
-                    std::mem::size_of::<libc::open_how>(),
-                )
+            let resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS;
+            let err = match sys::openat2(self.root_fd.as_fd(), &c, flags, resolve) {
+                Ok(fd) => return Ok(fd),
+                Err(err) => err,
             };
-            if fd >= 0 {
-                // SAFETY: a fresh descriptor we own.
-                return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-            }
-            let err = io::Error::last_os_error();
             match err.raw_os_error() {
                 Some(libc::ENOSYS) => {
                     tracing::warn!("openat2 is not available; checking paths by canonicalising them");
@@ -143,13 +117,7 @@ impl Beneath {
         }
         let c = CString::new(full.as_os_str().as_bytes())
             .map_err(|_| io::Error::from_raw_os_error(libc::ENOENT))?;
-        // SAFETY: valid C string; result checked.
-        let fd = unsafe { libc::open(c.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        sys::open(&c, flags)
     }
 }
 
@@ -170,44 +138,33 @@ impl Dir {
     pub fn create_new(&self, name: &str) -> io::Result<File> {
         let c = c_name(name)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-        // SAFETY: a live directory descriptor and a valid C string; the result is checked.
-        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags, 0o644 as libc::c_uint) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        Ok(unsafe { File::from_raw_fd(fd) })
+        sys::openat(self.fd.as_fd(), &c, flags, 0o644).map(File::from)
     }
 
     /// Creates the directory `name`.
     pub fn mkdir(&self, name: &str) -> io::Result<()> {
         let c = c_name(name)?;
-        // SAFETY: a live directory descriptor and a valid C string.
-        check(unsafe { libc::mkdirat(self.fd.as_raw_fd(), c.as_ptr(), 0o755) })
+        sys::mkdirat(self.fd.as_fd(), &c, 0o755)
     }
 
     /// Renames `name` to `to_name` in `to` (replacing what is there).
     pub fn rename(&self, name: &str, to: &Dir, to_name: &str) -> io::Result<()> {
         let (from, dest) = (c_name(name)?, c_name(to_name)?);
-        // SAFETY: live directory descriptors and valid C strings.
-        check(unsafe { libc::renameat(self.fd.as_raw_fd(), from.as_ptr(), to.fd.as_raw_fd(), dest.as_ptr()) })
+        sys::renameat(self.fd.as_fd(), &from, to.fd.as_fd(), &dest)
     }
 
     /// Links `name` as `to_name` in `to`; `EEXIST` when that name exists (the kernel decides,
     /// atomically, which is what create-only needs).
     pub fn link(&self, name: &str, to: &Dir, to_name: &str) -> io::Result<()> {
         let (from, dest) = (c_name(name)?, c_name(to_name)?);
-        // SAFETY: live directory descriptors and valid C strings; flags 0 does not follow links.
-        check(unsafe {
-            libc::linkat(self.fd.as_raw_fd(), from.as_ptr(), to.fd.as_raw_fd(), dest.as_ptr(), 0)
-        })
+        // Flags 0: a final symlink is linked, not followed.
+        sys::linkat(self.fd.as_fd(), &from, to.fd.as_fd(), &dest)
     }
 
     /// Removes the file `name`.
     pub fn unlink(&self, name: &str) -> io::Result<()> {
         let c = c_name(name)?;
-        // SAFETY: a live directory descriptor and a valid C string.
-        check(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) })
+        sys::unlinkat(self.fd.as_fd(), &c)
     }
 
     /// Removes the file `name`; `Ok` when there is none.
@@ -222,19 +179,12 @@ impl Dir {
     pub fn metadata(&self, name: &str) -> io::Result<std::fs::Metadata> {
         let c = c_name(name)?;
         let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: a live directory descriptor and a valid C string; the result is checked.
-        let fd = unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        unsafe { File::from_raw_fd(fd) }.metadata()
+        File::from(sys::openat(self.fd.as_fd(), &c, flags, 0)?).metadata()
     }
 
     /// Flushes the directory's entries to disk, so that a rename survives a crash.
     pub fn sync(&self) -> io::Result<()> {
-        // SAFETY: a live descriptor.
-        check(unsafe { libc::fsync(self.fd.as_raw_fd()) })
+        sys::fsync(self.fd.as_fd())
     }
 
     /// Whether both are the same directory.

@@ -9,6 +9,7 @@
 //! remote store needs. This crate does not speak HTTP: status codes are the server's business.
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod beneath;
 pub mod cache;
@@ -19,6 +20,8 @@ mod key;
 mod local;
 mod location;
 mod s3;
+#[allow(unsafe_code)]
+mod sys;
 
 use std::ops::Range;
 use std::time::SystemTime;
@@ -30,6 +33,7 @@ pub use key::{gzip_form_name, is_reserved, listed_name, Key, KeyError, RESERVED_
 pub use local::{LocalStore, TEMP_PREFIX};
 pub use location::{Location, LocationError, S3Location};
 pub use s3::{S3Config, S3Store};
+pub use sys::memory_file;
 
 /// What the store knows about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -192,9 +192,10 @@ fn sweep_temporaries(root: &Path) -> usize {
 
 fn process_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else { return false };
-    // SAFETY: signal 0 only checks that the process exists.
-    let ret = unsafe { libc::kill(pid, 0) };
-    ret == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    match crate::sys::signal_zero(pid) {
+        Ok(()) => true,
+        Err(e) => e.raw_os_error() == Some(libc::EPERM),
+    }
 }
 
 impl Store for LocalStore {

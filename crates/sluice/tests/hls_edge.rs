@@ -336,12 +336,12 @@ fn one_hour_mp4(dir: &Path) -> std::path::PathBuf {
 /// the estimate is what keeps its bound honest.
 #[test]
 fn the_catalogue_counts_the_bytes_its_indexes_hold() {
-    use sluice_server::catalogue::{tables_cost, Described};
+    use sluice_server::library::catalogue::{tables_cost, Described};
     let dir = tempfile::tempdir().unwrap();
     let hour = std::fs::read(one_hour_mp4(dir.path())).unwrap();
     for (name, bytes) in [("one hour", hour), ("demo", std::fs::read(DEMO).unwrap())] {
         let before = held();
-        let tables: sluice_server::catalogue::Tables =
+        let tables: sluice_server::library::catalogue::Tables =
             Ok(Arc::new(sluice_media::mp4::Mp4File::from_bytes(&bytes).unwrap()));
         let tables_held = held() - before;
         let before = held();
@@ -367,7 +367,7 @@ fn the_catalogue_counts_the_bytes_its_indexes_hold() {
 #[test]
 #[ignore]
 fn a_thousand_one_hour_files_fit_one_catalogue() {
-    use sluice_server::catalogue::{Catalogue, CATALOGUE_BYTES};
+    use sluice_server::library::catalogue::{Catalogue, CATALOGUE_BYTES};
     use sluice_server::library::Library;
     let dir = tempfile::tempdir().unwrap();
     let hour = one_hour_mp4(dir.path());

@@ -17,6 +17,8 @@
 
 use std::fmt::Write;
 
+use sluice_proto::markup::escape;
+
 use super::iframes::{fragment_name, KeyFrames};
 use super::index::{Packaged, SegmentIndex};
 use super::playlist::{text_init_name, text_segment_name, track_init_name, Subtitle};
@@ -306,22 +308,6 @@ fn frame_rate(rate: f64) -> String {
     } else {
         format!("{}/1000", (rate * 1000.0).round() as u64)
     }
-}
-
-/// `text` with XML's special characters escaped, for attribute values and text.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

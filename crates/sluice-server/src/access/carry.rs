@@ -57,7 +57,7 @@ pub fn carry_into_m3u8(text: &str, carry: &str) -> String {
 /// A DASH manifest with `carry` appended to its segment templates and base URLs, escaped as XML
 /// (and a template's `$` doubled, ISO/IEC 23009-1 §5.3.9.4.4).
 pub fn carry_into_mpd(text: &str, carry: &str) -> String {
-    let escaped = crate::page::escape(carry);
+    let escaped = sluice_proto::markup::escape(carry);
     let template = escaped.replace('$', "$$");
     let text = carry_into_markup(text, "media=\"", "\"", &template);
     let text = carry_into_markup(&text, "initialization=\"", "\"", &template);
@@ -69,7 +69,7 @@ pub fn carry_into_mpd(text: &str, carry: &str) -> String {
 /// A library page with `carry` appended to its relative links and players' sources (`./…`), so
 /// a page opened with a signed URL or a `?jwt=` plays and browses with it; escaped as HTML.
 pub fn carry_into_page(html: &str, carry: &str) -> String {
-    let escaped = crate::page::escape(carry);
+    let escaped = sluice_proto::markup::escape(carry);
     let mut text = html.to_string();
     for attribute in ["href=\"./", "data-src=\"./", "data-hls=\"./", "data-dash=\"./", "data-licence=\"./"] {
         text = carry_into_markup(&text, attribute, "\"", &escaped);

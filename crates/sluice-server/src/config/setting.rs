@@ -136,13 +136,26 @@ macro_rules! optional {
 }
 pub(crate) use optional;
 
+/// A long flag as the table writes it (`"--listen"`, so that searching for the flag finds its
+/// entry) without its dashes, as clap and [`Setting::flag`] name it. Evaluated at compile time:
+/// an entry without the dashes does not build.
+pub const fn long_flag(written: &'static str) -> &'static str {
+    match written.as_bytes() {
+        [b'-', b'-', name @ ..] => match std::str::from_utf8(name) {
+            Ok(name) => name,
+            Err(_) => panic!("a flag is ASCII"),
+        },
+        _ => panic!("a flag is written with its dashes: \"--name\""),
+    }
+}
+
 /// Defines the section structs (fields, defaults, `sluice.toml` reading) and [`SETTINGS`],
 /// the record of every setting, from one table. Each entry reads:
 ///
 /// ```text
 /// /// What it does (the sluice.toml comment and the field's documentation).
 /// key: Type = default; Format
-///     , flag "flag-name" "--help text"         (optional)
+///     , flag "--flag-name" "--help text"       (optional)
 ///     , check |v| range_check(v)               (optional, Result<(), String>)
 ///     , { extra: value, ... }                  (optional, fields of Extra)
 ///     ;
@@ -217,7 +230,7 @@ macro_rules! settings {
                 section: stringify!($section),
                 key: stringify!($field),
                 doc: &[$($doc),*],
-                flag: $crate::config::setting::optional!($($flag)?),
+                flag: $crate::config::setting::optional!($($crate::config::setting::long_flag($flag))?),
                 help: concat!($($help)?),
                 value_name: <$fmt as $crate::config::format::Format<$ty>>::VALUE_NAME,
                 extra: $crate::config::setting::Extra {

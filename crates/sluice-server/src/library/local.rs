@@ -167,8 +167,7 @@ pub fn unpack_demo() -> io::Result<PathBuf> {
         "sluice-demo-{}-{}",
         env!("CARGO_PKG_VERSION"),
         // Distinguishes users on a shared machine, and a rebuilt asset.
-        // SAFETY: getuid cannot fail.
-        format_args!("{}-{}", unsafe { libc::getuid() }, DEMO_MP4.len())
+        format_args!("{}-{}", crate::sys::user_id(), DEMO_MP4.len())
     ));
     std::fs::create_dir_all(&dir)?;
     let target = dir.join("sluice-demo.mp4");

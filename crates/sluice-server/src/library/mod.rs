@@ -5,15 +5,19 @@
 //! version (its length, time and entity tag), reading it at an offset, turning a response built
 //! over a version's file slices into one the engine can send (the local file itself, or the
 //! slice cache's files for an object store), and the [`Catalogue`] of parsed MP4 indexes that
-//! RTSP, HLS, the page and `/streams` share. A local root confines every open beneath it
-//! ([`local`]); an object store is read through its slice cache ([`crate::remote`]). Calls take
+//! RTSP, HLS, the page and `/streams` share ([`catalogue`]), and the rendition sets found by file
+//! name ([`renditions`]). A local root confines every open beneath it ([`local`]); an object
+//! store is read through its slice cache ([`remote`]). Calls take
 //! `may_block`: false on an event loop, where anything that would wait for the origin (or for
 //! another thread's `moov` read) fails with [`LibraryError::WouldBlock`], and [`answer_later`]
 //! makes the same answer again in a CPU-pool job where it may wait. It does not decide
 //! responses (the routes do).
 
+pub mod catalogue;
 pub mod local;
+pub mod names;
 pub mod remote;
+pub mod renditions;
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -32,7 +36,7 @@ use sluice_store::{CacheError, Key, ObjectVersion};
 
 pub use self::local::{unpack_demo, Entry, LocalRoot, OpenError};
 use self::remote::RemoteLibrary;
-use crate::catalogue::{Catalogue, Described, Tables, VersionKey, WouldBlock};
+use crate::library::catalogue::{Catalogue, Described, Tables, VersionKey, WouldBlock};
 
 /// One entry of a directory listing.
 #[derive(Debug, Clone)]

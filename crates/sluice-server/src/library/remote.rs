@@ -270,14 +270,14 @@ impl RemoteLibrary {
             content_type: content_type_for(version.key.as_str()),
             etag: Some(version.etag.clone()),
         };
-        if version.encoding.as_deref() == Some("gzip") && !crate::gzip_static::accepts_gzip(req) {
+        if version.encoding.as_deref() == Some("gzip") && !crate::http::gzip_static::accepts_gzip(req) {
             // Stored gzipped by the upload policy, so at most one slice (candidates are ≤ 4 MiB):
             // inflated from that slice's file as for a local root's gzip form.
             if version.len > self.cache.config().slice_len {
                 return Ok(Response::error(Status(406)).with_header("Vary", "Accept-Encoding"));
             }
             let gz = self.cache.slice(version, 0, version.len, may_block)?;
-            return Ok(crate::gzip_static::respond_from(req, version.key.as_str(), gz, &meta, max_ranges));
+            return Ok(crate::http::gzip_static::respond_from(req, version.key.as_str(), gz, &meta, max_ranges));
         }
         let gzip = version.encoding.as_deref() == Some("gzip");
         let mut response = file_response(req, Arc::clone(&self.placeholder), &meta, max_ranges, boundary);

@@ -1,4 +1,4 @@
-//! A protected title's packaging, as [`crate::hls`] answers it: its manifests with their key
+//! A protected title's packaging, as [`crate::http::hls`] answers it: its manifests with their key
 //! signalling, its init segments with their `sinf` and `pssh`, its media segments encrypted.
 //!
 //! Owns which rendition gets which protection: under `cenc` and `cbcs` the per-track CMAF
@@ -49,7 +49,7 @@ pub fn mpd(text: &str, relative: &str, title: &TitleProtection) -> Option<String
     let mut url = String::new();
     for segment in relative.split('/') {
         url.push('/');
-        url.extend(utf8_percent_encode(segment, crate::page::SEGMENT));
+        url.extend(utf8_percent_encode(segment, crate::library::names::SEGMENT));
     }
     url.push('/');
     url.push_str(CLEARKEY);

@@ -19,7 +19,6 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
-use std::os::fd::FromRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -237,13 +236,7 @@ impl CacheDir {
 /// `bytes` in an anonymous in-memory file: a descriptor the engine sends from like any slice
 /// file (sendfile, splice and reads all work on it), for a slice the disk would not take.
 pub fn in_memory(bytes: &[u8]) -> io::Result<File> {
-    // SAFETY: memfd_create takes a NUL-terminated name and flags; no memory is retained.
-    let fd = unsafe { libc::memfd_create(c"sluice-slice".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just created and nothing else owns it.
-    let mut file = unsafe { File::from_raw_fd(fd) };
+    let mut file = crate::sys::memory_file(c"sluice-slice")?;
     file.write_all(bytes)?;
     Ok(file)
 }

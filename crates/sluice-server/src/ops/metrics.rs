@@ -314,7 +314,7 @@ sluice_http_requests_total {}",
         m,
         "# HELP sluice_log_lines_dropped_total Log lines dropped because the log output was full or failing.\n\
 # TYPE sluice_log_lines_dropped_total counter\nsluice_log_lines_dropped_total {}",
-        crate::logging::dropped_lines()
+        crate::ops::logging::dropped_lines()
     );
     process(&mut m);
     m
@@ -502,7 +502,7 @@ pub fn render_pool(m: &mut String, name: &str, what: &str, pools: &[&sluice_engi
 
 /// The catalogue of parsed MP4 indexes RTSP, HLS and the page share: what it holds and how
 /// often it was enough.
-pub fn render_catalogue(m: &mut String, stats: &crate::catalogue::CatalogueStats) {
+pub fn render_catalogue(m: &mut String, stats: &crate::library::catalogue::CatalogueStats) {
     let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
     let series = [
         (
@@ -537,7 +537,7 @@ pub fn render_catalogue(m: &mut String, stats: &crate::catalogue::CatalogueStats
 pub fn render_access(
     m: &mut String,
     access: Option<&crate::access::Access>,
-    clients: &crate::limits::ClientLimits,
+    clients: &crate::http::limits::ClientLimits,
 ) {
     let _ = writeln!(
         m,
@@ -570,10 +570,8 @@ pub fn render_access(
 
 /// CPU time, context switches and resident memory of this process, from the kernel.
 fn process(m: &mut String) {
-    // SAFETY: getrusage fills a zeroed rusage we own.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
+    let usage = crate::sys::process_usage();
+    if let Some(usage) = &usage {
         let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
         let _ = writeln!(
             m,
@@ -598,7 +596,10 @@ sluice_process_context_switches_total{{kind=\"voluntary\"}} {}\nsluice_process_c
 # TYPE sluice_process_resident_memory_bytes gauge\nsluice_process_resident_memory_bytes {rss}"
         );
     }
-    standard_process(m, &usage);
+    // getrusage(RUSAGE_SELF) fails only for a bad pointer, which sys never passes.
+    if let Some(usage) = &usage {
+        standard_process(m, usage);
+    }
 }
 
 /// The process metrics every Prometheus client library exports, under their standard names, so
@@ -626,14 +627,11 @@ fn standard_process(m: &mut String, usage: &libc::rusage) {
             "# HELP process_open_fds Number of open file descriptors.\n# TYPE process_open_fds gauge\nprocess_open_fds {open}"
         );
     }
-    // SAFETY: getrlimit fills a zeroed rlimit we own.
-    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+    if let Some(limit) = crate::sys::max_open_files() {
         let _ = writeln!(
             m,
             "# HELP process_max_fds Maximum number of open file descriptors.\n# TYPE process_max_fds gauge\nprocess_max_fds {}",
-            limit.rlim_cur
+            limit
         );
     }
     if let Some(start) = start_time_seconds() {
@@ -660,16 +658,14 @@ fn start_time_seconds() -> Option<f64> {
         .trim()
         .parse()
         .ok()?;
-    // SAFETY: sysconf takes no pointers.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = crate::sys::clock_ticks_per_second();
     Some(boot + ticks / hz.max(1) as f64)
 }
 
 fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    // SAFETY: sysconf takes no pointers.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = crate::sys::page_size();
     Some(pages * page.max(4096) as u64)
 }
 

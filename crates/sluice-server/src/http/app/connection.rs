@@ -15,7 +15,7 @@ use sluice_proto::http::{Handler, Limits, Queued, Reply, Request, RequestError, 
 use sluice_rtsp::Note;
 
 use super::{route_kind, App};
-use crate::metrics::RouteKind;
+use crate::ops::metrics::RouteKind;
 
 /// The handler one connection uses: the shared app, who is on the other end, and the responses
 /// queued and not yet known to be sent whole.

@@ -25,7 +25,7 @@ use sluice_engine::Shutdown;
 use sluice_proto::conn::Segment;
 use sluice_proto::http::{Body, BodyTail, BodyTailError, Response, Status, StreamedBody};
 
-use crate::metrics::{RequestCounts, RouteKind};
+use crate::ops::metrics::{RequestCounts, RouteKind};
 
 /// Samples kept: 15 minutes at one a second.
 pub const HISTORY: usize = 900;

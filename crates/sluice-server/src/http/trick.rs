@@ -1,7 +1,7 @@
 //! Trick play over HTTP: a file's I-frame playlist (`/<file>.mp4/video-iframes.m3u8`) and its
 //! keyframe fragments (`video-iframe-N.m4s`), made by `sluice_media::hls::iframes` from the
 //! catalogue's sample tables, from any library (a local root or an object store). The master
-//! playlist and the MPD list them (`crate::hls`).
+//! playlist and the MPD list them (`crate::http::hls`).
 //!
 //! Owns the responses: a fragment goes out as its generated `moof` and `mdat` header followed by
 //! a slice of the file (the keyframe's bytes), so the engine sends it with its zero-copy path;
@@ -14,7 +14,7 @@ use sluice_media::hls::HlsError;
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::{Request, Response, Status};
 
-use crate::hls::{failure, manifest_tag, packaged};
+use crate::http::hls::{failure, manifest_tag, packaged};
 use crate::library::{FileVersion, Library, LibraryError};
 
 /// Whether `name` (under a file's URL) names a trick-play resource.

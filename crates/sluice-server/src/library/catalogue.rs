@@ -426,11 +426,7 @@ const RETURN_FREED: u64 = 1 << 20;
 /// such holes resident (it trims only the heap's top), and over a library of one-hour files they
 /// would make the process hold about twice what the catalogue counts.
 fn return_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists and advises the kernel.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::sys::trim_heap();
 }
 
 /// The LRU's classes: sample tables (a few MB for an hour of video) may take half the budget,

@@ -512,7 +512,7 @@ impl BodySink for UploadSink {
                         let location: Vec<String> = key
                             .as_str()
                             .split('/')
-                            .map(|s| utf8_percent_encode(s, crate::page::SEGMENT).to_string())
+                            .map(|s| utf8_percent_encode(s, crate::library::names::SEGMENT).to_string())
                             .collect();
                         response = response.with_header("Location", format!("/{}", location.join("/")));
                     }
@@ -536,7 +536,7 @@ mod tests {
 
     #[test]
     fn example_file_documents_the_defaults() {
-        let config: crate::Config = toml::from_str(include_str!("../../../sluice.toml")).unwrap();
+        let config: crate::Config = toml::from_str(include_str!("../../../../sluice.toml")).unwrap();
         let d = UploadsSection::default();
         let u = &config.uploads;
         assert_eq!(

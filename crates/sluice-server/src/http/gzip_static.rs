@@ -86,13 +86,7 @@ fn gunzip_to_memfd(mut gz: File) -> io::Result<(File, u64)> {
     // From the first byte whatever the handle's offset: a slice the cache has just written is
     // handed over still positioned at its end.
     io::Seek::seek(&mut gz, io::SeekFrom::Start(0))?;
-    // SAFETY: a constant NUL-terminated name; the result is checked.
-    let fd = unsafe { libc::memfd_create(c"sluice-gunzip".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just created and is owned by nobody else.
-    let mut out = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let mut out = sluice_store::memory_file(c"sluice-gunzip")?;
     let mut decoder = flate2::read::GzDecoder::new(io::BufReader::new(gz)).take(MAX_GUNZIPPED + 1);
     let len = io::copy(&mut decoder, &mut out)?;
     if len > MAX_GUNZIPPED {

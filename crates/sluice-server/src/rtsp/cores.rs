@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sluice_engine::rtsp::{LoopNote, LoopSetup, RtspCore};
 use sluice_rtsp::{Note, Observer, RtspConfig, RtspServer, SessionTable, ViewerBudget};
 
-use crate::media::RtspMedia;
+use crate::rtsp::media::RtspMedia;
 
 /// What the engine asks for an RTSP core for each loop.
 pub struct Cores {
@@ -52,7 +52,7 @@ impl Observer for LoopLog<'_> {
         if let Some(counted) = note.counted() {
             (self.counters)(counted);
         }
-        crate::app::log_rtsp(&note);
+        crate::http::app::log_rtsp(&note);
     }
 }
 

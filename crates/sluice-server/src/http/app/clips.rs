@@ -1,6 +1,6 @@
 //! The route of MP4 clips: `FILE.mp4?start=S&end=E`, `FILE.mp4/clip/S-E.mp4` and a clip's
 //! packaging, refused for encrypted titles. Cutting the `moov` and answering the clip live in
-//! [`crate::clip`]; this module only finds which clip a request names.
+//! [`crate::http::clip`]; this module only finds which clip a request names.
 
 use std::sync::atomic::Ordering;
 
@@ -11,7 +11,7 @@ use super::{served_encrypted, App};
 use crate::library::LibraryError;
 
 impl App {
-    /// A clip of an MP4 (see [`crate::clip`]): `FILE.mp4?start=S&end=E`,
+    /// A clip of an MP4 (see [`crate::http::clip`]): `FILE.mp4?start=S&end=E`,
     /// `FILE.mp4/clip/S-E.mp4`, or the clip's packaging `FILE.mp4/clip/S-E/master.m3u8` (and
     /// the rest); `None` when the path is none of these or names no file.
     pub(super) fn clip(
@@ -22,11 +22,11 @@ impl App {
     ) -> Result<Option<Response>, LibraryError> {
         let relative = path.relative();
         // The clip's packaging (`FILE.mp4/clip/S-E/master.m3u8` and the rest), or the clip itself.
-        let (file, interval, packaged) = match crate::clip::packaged_clip_path(relative) {
+        let (file, interval, packaged) = match crate::http::clip::packaged_clip_path(relative) {
             Some((file, interval, resource)) => (file, interval, Some(resource)),
-            None => match crate::clip::clip_path(relative) {
+            None => match crate::http::clip::clip_path(relative) {
                 Some((file, interval)) => (file, interval, None),
-                None if crate::page::is_mp4(relative) && !path.names_directory() => {
+                None if crate::library::names::is_mp4(relative) && !path.names_directory() => {
                     match req.query().map(sluice_media::mp4::clip::Interval::from_query) {
                         Some(Ok(Some(interval))) => (relative, Ok(interval), None),
                         Some(Err(e)) => (relative, Err(e), None),
@@ -42,9 +42,9 @@ impl App {
         let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
         let interval = match interval {
             Ok(interval) => interval,
-            Err(e) => return Ok(Some(crate::clip::refusal(&e))),
+            Err(e) => return Ok(Some(crate::http::clip::refusal(&e))),
         };
-        let request = crate::clip::ClipRequest {
+        let request = crate::http::clip::ClipRequest {
             relative: file,
             version: &version,
             interval,
@@ -53,9 +53,10 @@ impl App {
         };
         match packaged {
             Some(resource) => {
-                crate::clip::respond_packaged(req, &self.library, &request, &resource, may_block).map(Some)
+                crate::http::clip::respond_packaged(req, &self.library, &request, &resource, may_block)
+                    .map(Some)
             }
-            None => crate::clip::respond(req, &self.library, &request, may_block).map(Some),
+            None => crate::http::clip::respond(req, &self.library, &request, may_block).map(Some),
         }
     }
 }

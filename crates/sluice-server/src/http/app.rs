@@ -2,7 +2,7 @@
 //!
 //! Owns the mapping from a request to a [`Response`]: `/` and directories get a page listing the
 //! library with a player for its videos, files get [`file_response`] (ranges, validators),
-//! `/FILE.mp4/master.m3u8` and the rest of a file's HLS packaging go to [`crate::hls`], and
+//! `/FILE.mp4/master.m3u8` and the rest of a file's HLS packaging go to [`crate::http::hls`], and
 //! everything else gets its precise error. Its child [`connection`] is the handler the engine
 //! drives per connection (the per-address limit, the access log). It does not parse HTTP or
 //! touch sockets.
@@ -21,16 +21,16 @@ use sluice_proto::http::path::{normalize, LibraryPath, PathError};
 use sluice_proto::http::{Body, Limits, Method, Reply, Request, Response, Status};
 
 use crate::access::{Access, Decision, Presented};
-use crate::bench;
 use crate::config::ClientsSection;
-use crate::hls::HlsRequest;
+use crate::http::hls::HlsRequest;
+use crate::http::limits::ClientLimits;
+use crate::http::upload::Uploads;
+use crate::library::catalogue::Offers;
 use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
-use crate::limits::ClientLimits;
-use crate::metrics::{RequestCounts, RouteKind};
-use crate::page::Offers;
+use crate::ops::bench;
+use crate::ops::metrics::{RequestCounts, RouteKind};
 use crate::protect::{licence, NoKey, Protection};
-use crate::upload::Uploads;
 
 /// How the application is set up, besides its library.
 #[derive(Debug, Clone)]
@@ -148,7 +148,7 @@ impl App {
     /// RTSP can stream it. Indexes it if it must, so the caller must be allowed to block (the
     /// admin listener, start-up).
     pub fn offers(&self, relative: &str, tag: Option<&str>) -> Offers {
-        if !crate::page::is_mp4(relative) {
+        if !crate::library::names::is_mp4(relative) {
             return Offers::default();
         }
         if let Some(known) = tag.and_then(|tag| self.library.known(relative, tag)) {
@@ -200,14 +200,14 @@ impl App {
             return Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD").into();
         }
         let Some(raw_path) = req.path() else { return not_a_path().into() };
-        if raw_path == crate::page::HLS_JS_PATH {
-            return crate::hls::player_script(req).into();
+        if raw_path == crate::page::assets::HLS_JS_PATH {
+            return crate::http::hls::player_script(req).into();
         }
-        if raw_path == crate::page::DASH_JS_PATH {
-            return crate::hls::dash_player_script(req).into();
+        if raw_path == crate::page::assets::DASH_JS_PATH {
+            return crate::http::hls::dash_player_script(req).into();
         }
-        if raw_path == crate::page::DASH_PROTECTION_JS_PATH {
-            return crate::hls::dash_protection_script(req).into();
+        if raw_path == crate::page::assets::DASH_PROTECTION_JS_PATH {
+            return crate::http::hls::dash_protection_script(req).into();
         }
         if self.settings.bench {
             if let Some(reply) = bench::route(raw_path, req.query()) {
@@ -233,7 +233,7 @@ impl App {
         };
         if self.library.as_remote().is_none()
             && !self.encrypts(&path)
-            && !crate::ts::needs_a_job(path.relative())
+            && !crate::http::ts::needs_a_job(path.relative())
         {
             // A local library answers on the loop: opens and `moov` reads come from the page
             // cache, as the files themselves do. (A TS segment is muxed in a job.)
@@ -298,7 +298,8 @@ impl App {
             Found::File(_) if path.names_directory() => Ok(Response::error(Status::NOT_FOUND)),
             // An encrypted title's file would be its clear copy.
             Found::File(_)
-                if crate::page::is_mp4(path.relative()) && self.protection.guards(&full_path(path)) =>
+                if crate::library::names::is_mp4(path.relative())
+                    && self.protection.guards(&full_path(path)) =>
             {
                 Ok(served_encrypted())
             }
@@ -306,8 +307,8 @@ impl App {
                 let content_type = content_type_for(path.relative());
                 let max_ranges = self.settings.max_ranges;
                 match self.gzip_beside(path, &version, content_type, may_block)? {
-                    Some((gz, meta)) if crate::gzip_static::accepts_gzip(req) => {
-                        Ok(crate::gzip_static::respond(req, path.relative(), gz, &meta, max_ranges))
+                    Some((gz, meta)) if crate::http::gzip_static::accepts_gzip(req) => {
+                        Ok(crate::http::gzip_static::respond(req, path.relative(), gz, &meta, max_ranges))
                     }
                     Some(_) => Ok(self
                         .file_response(req, &version, content_type, max_ranges, may_block)?
@@ -343,28 +344,28 @@ impl App {
         path: &LibraryPath,
         may_block: bool,
     ) -> Result<Option<Response>, LibraryError> {
-        if let Some((owner, resource)) = crate::ts::ts_path(path.relative()) {
+        if let Some((owner, resource)) = crate::http::ts::ts_path(path.relative()) {
             // MPEG-TS, I-frame fragments and clips are clear: not for an encrypted title.
             if self.protection.guards(&format!("/{owner}")) {
                 return Ok(Some(served_encrypted()));
             }
-            if crate::page::is_mp4(owner) {
+            if crate::library::names::is_mp4(owner) {
                 let Some(version) = self.library.file(owner, may_block)? else { return Ok(None) };
-                let request = crate::ts::TsRequest {
+                let request = crate::http::ts::TsRequest {
                     relative: owner,
                     version: &version,
                     resource,
                     max_ranges: self.settings.max_ranges,
                     boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
                 };
-                return crate::ts::respond(req, &self.library, &request, may_block).map(Some);
+                return crate::http::ts::respond(req, &self.library, &request, may_block).map(Some);
             }
-            return crate::ts::respond_set(req, &self.library, owner, resource, may_block).map(Some);
+            return crate::http::ts::respond_set(req, &self.library, owner, resource, may_block).map(Some);
         }
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let protection = match self.protection.title(&format!("/{parent}")) {
             Some(Ok(title)) => Some(title),
-            Some(Err(NoKey)) if crate::page::is_mp4(parent) => {
+            Some(Err(NoKey)) if crate::library::names::is_mp4(parent) => {
                 tracing::warn!(path = parent, "[[protect]]: no key is listed for this title; refused");
                 return Ok(Some(Response::refusal(
                     Status::SERVICE_UNAVAILABLE,
@@ -373,31 +374,31 @@ impl App {
             }
             _ => None,
         };
-        if name == licence::AES_KEY && crate::page::is_mp4(parent) {
+        if name == licence::AES_KEY && crate::library::names::is_mp4(parent) {
             return Ok(Some(match &protection {
                 Some(title) => licence::aes_key(title),
                 None => Response::error(Status::NOT_FOUND),
             }));
         }
         if let Some(resource) = sluice_media::hls::iframes::IFrameResource::parse(name) {
-            if !crate::page::is_mp4(parent) {
+            if !crate::library::names::is_mp4(parent) {
                 return Ok(None);
             }
             if protection.is_some() {
                 return Ok(Some(served_encrypted()));
             }
             let Some(version) = self.library.file(parent, may_block)? else { return Ok(None) };
-            let request = crate::trick::TrickRequest {
+            let request = crate::http::trick::TrickRequest {
                 relative: parent,
                 version: &version,
                 resource,
                 max_ranges: self.settings.max_ranges,
                 boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
             };
-            return crate::trick::respond(req, &self.library, &request, may_block).map(Some);
+            return crate::http::trick::respond(req, &self.library, &request, may_block).map(Some);
         }
         let Some(resource) = sluice_media::hls::playlist::Resource::parse(name) else { return Ok(None) };
-        if let Some(set) = parent.strip_suffix(crate::renditions::SET_SUFFIX) {
+        if let Some(set) = parent.strip_suffix(crate::library::renditions::SET_SUFFIX) {
             let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
             if !title.is_empty() {
                 // Each rendition of an encrypted title has its own key and KID, which a set's
@@ -406,11 +407,11 @@ impl App {
                     let why = "rendition sets of encrypted titles are not packaged; play each rendition";
                     return Ok(Some(Response::refusal(Status::CONFLICT, why)));
                 }
-                let set = crate::hls::SetRequest { dir, title, resource };
-                return crate::hls::respond_set(req, &self.library, &set, may_block).map(Some);
+                let set = crate::http::hls::SetRequest { dir, title, resource };
+                return crate::http::hls::respond_set(req, &self.library, &set, may_block).map(Some);
             }
         }
-        if !crate::page::is_mp4(parent) {
+        if !crate::library::names::is_mp4(parent) {
             return Ok(None);
         }
         let Some(version) = self.library.file(parent, may_block)? else { return Ok(None) };
@@ -422,7 +423,7 @@ impl App {
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
             protection,
         };
-        crate::hls::respond(req, &self.library, &hls, may_block).map(Some)
+        crate::http::hls::respond(req, &self.library, &hls, may_block).map(Some)
     }
 
     /// The gzip form an upload kept beside a compressible local file, open, unless it is older
@@ -461,7 +462,7 @@ impl App {
         }
         match self.library.file(&sluice_store::gzip_form_name(path.relative()), may_block)? {
             Some(FileVersion::Local { file, meta }) => match Arc::try_unwrap(file) {
-                Ok(file) => Ok(crate::gzip_static::respond(
+                Ok(file) => Ok(crate::http::gzip_static::respond(
                     req,
                     path.relative(),
                     file,
@@ -494,7 +495,7 @@ impl App {
         // Files not indexed yet are indexed for the page up to a bound per page view; the rest
         // show their details once played or on a later view. Where blocking is not allowed, a
         // page that needs an index (or an object's version) is made again by a job.
-        let may_index = Cell::new(crate::hls::INDEXED_PER_PAGE);
+        let may_index = Cell::new(crate::http::hls::INDEXED_PER_PAGE);
         let needs_job = Cell::new(false);
         let describe_file = |name: &str| -> Offers {
             let relative = join(name);
@@ -538,23 +539,25 @@ impl App {
             offers
         };
         // Rendition sets are offered once found whole and lined up, else shown with why not.
-        let sets = match crate::renditions::listed_sets(&self.library, dir.relative(), &entries, may_block) {
-            // Not for encrypted titles (see `App::hls`).
-            Ok(sets) => {
-                let set_path = |s: &crate::page::SetOffer| {
-                    format!("/{}{}", join(&s.title), crate::renditions::SET_SUFFIX)
-                };
-                sets.into_iter().filter(|s| !self.protection.guards(&set_path(s))).collect()
-            }
-            Err(LibraryError::WouldBlock) => {
-                needs_job.set(true);
-                Vec::new()
-            }
-            Err(e) => {
-                tracing::warn!(path = dir.relative(), "cannot look for rendition sets: {e}");
-                Vec::new()
-            }
-        };
+        let sets =
+            match crate::library::renditions::listed_sets(&self.library, dir.relative(), &entries, may_block)
+            {
+                // Not for encrypted titles (see `App::hls`).
+                Ok(sets) => {
+                    let set_path = |s: &crate::library::renditions::SetOffer| {
+                        format!("/{}{}", join(&s.title), crate::library::renditions::SET_SUFFIX)
+                    };
+                    sets.into_iter().filter(|s| !self.protection.guards(&set_path(s))).collect()
+                }
+                Err(LibraryError::WouldBlock) => {
+                    needs_job.set(true);
+                    Vec::new()
+                }
+                Err(e) => {
+                    tracing::warn!(path = dir.relative(), "cannot look for rendition sets: {e}");
+                    Vec::new()
+                }
+            };
         let page = listing_response(dir, &entries, &sets, self.rtsp_base(req).as_deref(), describe);
         if needs_job.get() {
             return Err(LibraryError::WouldBlock);
@@ -668,7 +671,7 @@ fn not_a_path() -> Response {
 fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
     let mut location = String::from("/");
     for segment in path.segments() {
-        location.extend(utf8_percent_encode(segment, crate::page::SEGMENT));
+        location.extend(utf8_percent_encode(segment, crate::library::names::SEGMENT));
         location.push('/');
     }
     if let Some(q) = req.query() {
@@ -682,11 +685,11 @@ fn directory_redirect(req: &Request<'_>, path: &LibraryPath) -> Response {
 fn listing_response(
     dir: &LibraryPath,
     entries: &[Listed],
-    sets: &[crate::page::SetOffer],
+    sets: &[crate::library::renditions::SetOffer],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> Response {
-    let page = crate::page::library_page(dir, entries, sets, rtsp, describe);
+    let page = crate::page::folder::library_page(dir, entries, sets, rtsp, describe);
     Response {
         status: Status::OK,
         headers: vec![
@@ -705,17 +708,19 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     }
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
-    if let Some((file, _, _)) = crate::clip::packaged_clip_path(path.trim_start_matches('/')) {
+    if let Some((file, _, _)) = crate::http::clip::packaged_clip_path(path.trim_start_matches('/')) {
         return (RouteKind::Hls, decoded(&format!("/{file}")));
     }
-    if let Some((owner, _)) = crate::ts::ts_path(path.trim_start_matches('/')) {
-        let stream = crate::page::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
+    if let Some((owner, _)) = crate::http::ts::ts_path(path.trim_start_matches('/')) {
+        let stream = crate::library::names::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
         return (RouteKind::Hls, stream);
     }
     // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
     let packaged = path
         .rsplit_once('/')
-        .filter(|(parent, _)| crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
+        .filter(|(parent, _)| {
+            crate::library::names::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX)
+        })
         .and_then(|(parent, name)| Some((parent, sluice_media::hls::playlist::Resource::parse(name)?)));
     if let Some((parent, resource)) = packaged {
         use sluice_media::hls::playlist::PlayedBy;
@@ -724,17 +729,20 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
             PlayedBy::Dash => RouteKind::Dash,
             PlayedBy::Both => RouteKind::Segment,
         };
-        return (kind, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten());
+        return (kind, crate::library::names::is_mp4(parent).then(|| decoded(parent)).flatten());
     }
     // An MP4's or a rendition set's I-frame playlist and fragments (HLS only).
     if let Some((parent, name)) = path.rsplit_once('/') {
-        if (crate::page::is_mp4(parent) || parent.ends_with(crate::renditions::SET_SUFFIX))
-            && crate::trick::is_trick_name(name)
+        if (crate::library::names::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX))
+            && crate::http::trick::is_trick_name(name)
         {
-            return (RouteKind::Hls, crate::page::is_mp4(parent).then(|| decoded(parent)).flatten());
+            return (
+                RouteKind::Hls,
+                crate::library::names::is_mp4(parent).then(|| decoded(parent)).flatten(),
+            );
         }
     }
-    let stream = if crate::page::is_mp4(path) { decoded(path) } else { None };
+    let stream = if crate::library::names::is_mp4(path) { decoded(path) } else { None };
     let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
     (kind, stream)
 }

@@ -1,7 +1,7 @@
 //! The routes' tests: what the page and `/streams` offer of what plays.
 
 use super::*;
-use crate::catalogue::Catalogue;
+use crate::library::catalogue::Catalogue;
 use crate::library::OwnedRequest;
 use std::time::Duration;
 

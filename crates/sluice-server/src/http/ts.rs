@@ -15,10 +15,10 @@ use sluice_media::hls::HlsError;
 use sluice_proto::conn::Segment;
 use sluice_proto::http::{Request, Response, Status};
 
-use crate::hls::{failure, manifest_tag, packaged};
+use crate::http::hls::{failure, manifest_tag, packaged};
+use crate::library::names::SEGMENT;
+use crate::library::renditions::{find_set, SetError};
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::SEGMENT;
-use crate::renditions::{find_set, SetError};
 
 /// Most sample bytes one TS segment is made from (it is held in memory while it is muxed and
 /// sent): 64 MiB is 6 s of 80 Mb/s video. A file whose keyframes are further apart than that
@@ -31,7 +31,7 @@ pub fn ts_path(relative: &str) -> Option<(&str, TsResource)> {
     let (parent, name) = relative.rsplit_once('/')?;
     let owner = parent.strip_suffix(TS_DIR)?.strip_suffix('/')?;
     let resource = TsResource::parse(name)?;
-    (crate::page::is_mp4(owner) || owner.ends_with(crate::renditions::SET_SUFFIX))
+    (crate::library::names::is_mp4(owner) || owner.ends_with(crate::library::renditions::SET_SUFFIX))
         .then_some((owner, resource))
 }
 
@@ -146,7 +146,7 @@ pub fn respond_set(
     resource: TsResource,
     may_block: bool,
 ) -> Result<Response, LibraryError> {
-    let Some(title_path) = set.strip_suffix(crate::renditions::SET_SUFFIX) else {
+    let Some(title_path) = set.strip_suffix(crate::library::renditions::SET_SUFFIX) else {
         return Ok(Response::error(Status::NOT_FOUND));
     };
     let (dir, title) = title_path.rsplit_once('/').unwrap_or(("", title_path));

@@ -16,7 +16,7 @@ use sluice_engine::{Service, Shutdown};
 use sluice_proto::http::{Body, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status};
 use sluice_proto::Clock;
 
-use crate::app::App;
+use crate::http::app::App;
 
 /// Most files `/streams` lists.
 const MAX_LISTED: usize = 10_000;
@@ -33,7 +33,7 @@ pub struct Admin {
     rtsp: Option<SocketAddr>,
     shutdown: Shutdown,
     ready: Readiness,
-    board: Arc<crate::dashboard::Board>,
+    board: Arc<crate::ops::dashboard::Board>,
     /// The server's limits with the admin listener's shorter waits.
     limits: Limits,
 }
@@ -82,7 +82,7 @@ impl Admin {
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
     /// and DASH manifest when it packages, how `[[protect]]` encrypts it (scheme and KID, never the
-    /// key), the rendition sets (see `crate::renditions`; one that cannot be served with the
+    /// key), the rendition sets (see `crate::library::renditions`; one that cannot be served with the
     /// reason) and, when RTSP is on, its RTSP URL when RTSP can stream it (MediaMTX's
     /// `/v3/paths/list` is the model). MP4s not indexed yet are indexed here (the admin
     /// listener's own thread may wait), so the catalogue is warm for the players that follow.
@@ -117,7 +117,7 @@ impl Admin {
                     "iframes": packaged("/video-iframes.m3u8").filter(|_| offers.video.as_ref().is_some_and(|v| v.resolution.is_some())),
                     "clip_template": packaged("?start={start}&end={end}"),
                 });
-                if crate::page::is_mp4(path) {
+                if crate::library::names::is_mp4(path) {
                     self.describe_stream(path, &viewers, &mut item);
                     item["protection"] = protection_json(self.app.protection(), path);
                     // An encrypted title is not served over RTSP (clear RTP), nor over DASH under
@@ -132,33 +132,34 @@ impl Admin {
                 item
             })
             .collect();
-        let sets: Vec<serde_json::Value> = crate::renditions::sets_of_files(self.app.library(), &files)
-            .into_iter()
-            .map(|set| {
-                let path = if set.dir.is_empty() {
-                    format!("/{}.set", set.title)
-                } else {
-                    format!("/{}/{}.set", set.dir, set.title)
-                };
-                let url_path = url_path(&path);
-                match set.offer {
-                    Ok(offer) => serde_json::json!({
-                        "path": path,
-                        "renditions": offer.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-                        "subtitles": offer.subtitles,
-                        "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
-                        "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
-                        "hls_ts": format!("http://{}{url_path}/ts/master.m3u8", host_port(self.http)),
-                        "ready": true,
-                    }),
-                    // Listed with the reason, as a file that cannot play is: the operator
-                    // sees why the set is not offered instead of wondering where it went.
-                    Err(reason) => {
-                        serde_json::json!({ "path": path, "ready": false, "not_ready_reason": reason })
+        let sets: Vec<serde_json::Value> =
+            crate::library::renditions::sets_of_files(self.app.library(), &files)
+                .into_iter()
+                .map(|set| {
+                    let path = if set.dir.is_empty() {
+                        format!("/{}.set", set.title)
+                    } else {
+                        format!("/{}/{}.set", set.dir, set.title)
+                    };
+                    let url_path = url_path(&path);
+                    match set.offer {
+                        Ok(offer) => serde_json::json!({
+                            "path": path,
+                            "renditions": offer.renditions.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+                            "subtitles": offer.subtitles,
+                            "hls": format!("http://{}{url_path}/master.m3u8", host_port(self.http)),
+                            "dash": format!("http://{}{url_path}/manifest.mpd", host_port(self.http)),
+                            "hls_ts": format!("http://{}{url_path}/ts/master.m3u8", host_port(self.http)),
+                            "ready": true,
+                        }),
+                        // Listed with the reason, as a file that cannot play is: the operator
+                        // sees why the set is not offered instead of wondering where it went.
+                        Err(reason) => {
+                            serde_json::json!({ "path": path, "ready": false, "not_ready_reason": reason })
+                        }
                     }
-                }
-            })
-            .collect();
+                })
+                .collect();
         let mut text = serde_json::json!({ "items": items, "sets": sets }).to_string();
         text.push('\n');
         text
@@ -258,12 +259,12 @@ impl Admin {
     /// `/metrics`: every metric in Prometheus text format.
     pub fn metrics_text(&self) -> String {
         let app = &self.app;
-        let mut body = crate::metrics::render(&app.settings().engine, app.counters(), app.requests());
+        let mut body = crate::ops::metrics::render(&app.settings().engine, app.counters(), app.requests());
         if let Some(remote) = app.library().as_remote() {
-            crate::metrics::render_cache(&mut body, remote.cache().stats(), remote.background_stats());
+            crate::ops::metrics::render_cache(&mut body, remote.cache().stats(), remote.background_stats());
         }
-        crate::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
-        crate::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
+        crate::ops::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
+        crate::ops::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
         use std::fmt::Write as _;
         let _ = writeln!(
             body,
@@ -277,7 +278,7 @@ impl Admin {
     /// Takes the dashboard's sample a second until the server stops (run on a thread of its own).
     pub fn run_sampler(&self) {
         let metrics = || self.metrics_text();
-        crate::dashboard::sample_every_second(&self.board, self.app.requests(), metrics, &self.shutdown);
+        crate::ops::dashboard::sample_every_second(&self.board, self.app.requests(), metrics, &self.shutdown);
     }
 
     fn route(&self, req: &Request<'_>) -> Response {
@@ -309,7 +310,7 @@ impl Admin {
                 None => text(Status::OK, PLAIN, "ready\n".into()),
             },
             Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
-            Some("/") => text(Status::OK, "text/html; charset=utf-8", crate::dashboard::page()),
+            Some("/") => text(Status::OK, "text/html; charset=utf-8", crate::ops::dashboard::page()),
             _ => Response::error(Status::NOT_FOUND),
         }
     }
@@ -344,7 +345,7 @@ impl Service for AdminService {
 /// `path` (`/a b/c.mp4`) with each segment percent-encoded.
 fn url_path(path: &str) -> String {
     path.split('/')
-        .map(|s| percent_encoding::utf8_percent_encode(s, crate::page::SEGMENT).to_string())
+        .map(|s| percent_encoding::utf8_percent_encode(s, crate::library::names::SEGMENT).to_string())
         .collect::<Vec<_>>()
         .join("/")
 }

@@ -41,7 +41,7 @@ impl App {
         let Some(title) = path.relative().strip_suffix(&format!("/{}", licence::CLEARKEY)) else {
             return not_allowed().into();
         };
-        if !crate::page::is_mp4(title) {
+        if !crate::library::names::is_mp4(title) {
             return not_allowed().into();
         }
         if req.method == Method::Options {

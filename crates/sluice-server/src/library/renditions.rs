@@ -7,7 +7,7 @@
 //! for each of its files (and for a lone `TITLE.mp4`). A set whose renditions' segments (cut at
 //! keyframes) do not start at the same times cannot be switched between cleanly: it is
 //! [`SetError::Misaligned`], with the times, and its files are still served one by one. It does
-//! not package or answer anything (`crate::hls` does), and reads the directory and sidecars
+//! not package or answer anything (`crate::http::hls` does), and reads the directory and sidecars
 //! through the [`Library`], so local and object-store libraries behave alike.
 
 use std::sync::Arc;
@@ -15,9 +15,24 @@ use std::sync::Arc;
 use sluice_media::hls::SegmentIndex;
 use sluice_proto::nesting::{check_nesting, NestingLimit, Syntax};
 
-use crate::catalogue::Described;
+use crate::library::catalogue::Described;
 use crate::library::{decoded_path, FileVersion, Library, LibraryError};
-use crate::page::SetOffer;
+
+/// A rendition set as the page shows it: offered when it was found and its keyframes line up, else
+/// with the reason it cannot be played.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetOffer {
+    /// The title (`movie` of `movie.set`).
+    pub title: String,
+    /// Each rendition's file name and resolution, highest first.
+    pub renditions: Vec<(String, Option<(u16, u16)>)>,
+    /// The subtitles' languages.
+    pub subtitles: Vec<String>,
+    /// Why it cannot be played (its renditions do not line up, its sidecar is wrong, none of
+    /// its files packages): the page shows the reason instead of a Play button. `None` when
+    /// it plays.
+    pub refused: Option<String>,
+}
 
 /// The suffix of a set's name in URLs: `/movies/movie.set/master.m3u8`.
 pub const SET_SUFFIX: &str = ".set";

@@ -5,7 +5,7 @@
 //! rendition kept for clients that use its URLs (`media.m3u8`, `init.mp4`, `seg-N.m4s`),
 //! `subtitles-LANG.m3u8` with its segments `subtitles-LANG-N.vtt` (cut from the sidecar) for HLS
 //! and the same cues as a text track for DASH (`subtitles-LANG-init.mp4`,
-//! `subtitles-LANG-seg-N.m4s`); per rendition set (see `crate::renditions`),
+//! `subtitles-LANG-seg-N.m4s`); per rendition set (see `crate::library::renditions`),
 //! `/<title>.set/master.m3u8`, `manifest.mpd` and the subtitles, pointing at the files' own
 //! segments.
 //!
@@ -30,10 +30,11 @@ use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Body, Request, Response, Status};
 
+use crate::library::names::SEGMENT;
+use crate::library::renditions::{find_set, read_text, subtitles_of_file, SetError, Sidecar};
 use crate::library::{FileVersion, Library, LibraryError};
-use crate::page::{DASH_JS, DASH_JS_VERSION, DASH_PROTECTION_JS, HLS_JS, HLS_JS_VERSION, SEGMENT};
+use crate::page::assets::{DASH_JS, DASH_JS_VERSION, DASH_PROTECTION_JS, HLS_JS, HLS_JS_VERSION};
 use crate::protect::packaged as protected;
-use crate::renditions::{find_set, read_text, subtitles_of_file, SetError, Sidecar};
 use sluice_media::hls::webvtt::WebVtt;
 
 /// Files a library page may index while it renders (each reads a `moov` box: a few ms for an

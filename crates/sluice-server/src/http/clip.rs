@@ -23,7 +23,7 @@ use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Request, Response, Status};
 
-use crate::hls::{failure, manifest_tag, packaged};
+use crate::http::hls::{failure, manifest_tag, packaged};
 use crate::library::{FileVersion, Library, LibraryError};
 
 /// The folder of a file's clips by name: `/<file>.mp4/clip/S-E.mp4`.
@@ -33,7 +33,7 @@ const CLIP_DIR: &str = "/clip/";
 /// `None` for any other path, `Some(Err)` for a clip name whose interval is malformed.
 pub fn clip_path(relative: &str) -> Option<(&str, Result<Interval, ClipError>)> {
     let (file, name) = relative.rsplit_once(CLIP_DIR)?;
-    if !crate::page::is_mp4(file) || name.contains('/') {
+    if !crate::library::names::is_mp4(file) || name.contains('/') {
         return None;
     }
     let interval = name.strip_suffix(".mp4")?;
@@ -119,7 +119,7 @@ pub enum ClipResource {
 pub fn packaged_clip_path(relative: &str) -> Option<(&str, Result<Interval, ClipError>, ClipResource)> {
     let (parent, name) = relative.rsplit_once('/')?;
     let (file, interval) = parent.rsplit_once(CLIP_DIR)?;
-    if !crate::page::is_mp4(file) || interval.contains('/') {
+    if !crate::library::names::is_mp4(file) || interval.contains('/') {
         return None;
     }
     let resource = match IFrameResource::parse(name) {

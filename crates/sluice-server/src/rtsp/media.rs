@@ -1,5 +1,5 @@
 //! The library as the RTSP side sees it: MP4 files found by URL path behind the same wall as
-//! HTTP's, their indexes from the shared [`crate::catalogue::Catalogue`].
+//! HTTP's, their indexes from the shared [`crate::library::catalogue::Catalogue`].
 //!
 //! Owns the answers to the RTSP core's two questions: which indexed file a URL names
 //! ([`Catalogue::open_playable`]) and the bytes of its samples ([`MediaLibrary::read_at`]), asked
@@ -87,7 +87,7 @@ fn index(library: &Library, path: &str, may_block: bool) -> Result<Arc<Mp4File>,
     let (relative, version) = open_file(library, path, may_block)?;
     match library.tables(&relative, &version, may_block)? {
         Ok(tables) => Ok(tables),
-        Err(reason) if crate::page::is_mp4(&relative) => {
+        Err(reason) if crate::library::names::is_mp4(&relative) => {
             Err(Miss::Refused(Refusal::Unplayable(Unplayable {
                 status: 500,
                 reason: format!("not a playable MP4: {reason}"),
@@ -299,7 +299,7 @@ impl MediaLibrary for RtspMedia {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalogue::Catalogue as Indexes;
+    use crate::library::catalogue::Catalogue as Indexes;
     use std::time::Duration;
 
     #[test]

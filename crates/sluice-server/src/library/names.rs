@@ -1,0 +1,35 @@
+//! How the library's names are read and written: which names are MP4 files (what RTSP, HLS and
+//! the page treat as video) and which characters a name's path segment escapes in a link.
+//!
+//! Owns these two rules so that every route, the page and the admin listener apply the same
+//! ones. It does not open files or list directories (the [`crate::library`] does).
+
+use percent_encoding::{AsciiSet, CONTROLS};
+
+/// Characters percent-encoded in links: everything that is not safe in a path segment.
+pub const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}')
+    .add(b'/')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'|')
+    .add(b'[')
+    .add(b']')
+    .add(b'\'')
+    .add(b'&')
+    .add(b':');
+
+/// Whether RTSP serves this file (the MP4 family the demuxer reads).
+pub fn is_mp4(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    [".mp4", ".m4v", ".mov"].iter().any(|ext| lower.ends_with(ext))
+}
