@@ -182,10 +182,15 @@ fn a_cut_response_is_logged_as_cut(engine: &[&str]) {
     let fx = Fixture::new();
     fx.sparse("big.bin", 64 << 20);
     let server = Server::serve(engine, &fx, &["--access-log", "true"]);
-    let text = server.scrape();
+    // Every engine runs CPU jobs on a pool whose workers /metrics counts, from when its loops
+    // start (the listeners, bound before, may answer a moment earlier).
+    let mut text = String::new();
+    let counted = poll_until(IO_TIMEOUT, || {
+        text = server.scrape();
+        text.lines().any(|l| l.starts_with("sluice_cpu_pool_workers "))
+    });
+    assert!(counted && metric(&text, "sluice_cpu_pool_workers") >= 1, "{text}");
     let before = metric(&text, "sluice_http_responses_cut_total");
-    // Every engine runs CPU jobs on a pool whose workers /metrics counts.
-    assert!(metric(&text, "sluice_cpu_pool_workers") >= 1, "{text}");
     let mut s = TcpStream::connect(server.addr()).unwrap();
     s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     s.write_all(&get("/big.bin", &[("User-Agent", "cut-test/1")])).unwrap();

@@ -157,9 +157,9 @@ settings! {
         max_connections: usize = EngineConfig::default().max_connections; Count,
             flag "--max-connections" "Most connections open at once: HTTP connections and RTSP \
                 control connections together.";
-        /// Threads that run CPU-bound requests (/bench/cpu) for the event-loop engines.
+        /// Threads that run CPU-bound requests (/bench/cpu, packaging, uploads) on every engine.
         cpu_workers: Option<usize> = None; Opt<Count>,
-            flag "--cpu-workers" "Threads for CPU-bound requests on the event-loop engines.",
+            flag "--cpu-workers" "Threads for CPU-bound requests, on every engine.",
             check |v| when_set(v, |n| at_least(n, 1)),
             { unset: Some("one per core, 16 for an s3:// library"), here: Some(|c| c.engine_config().cpu_workers.to_string()),
               example: Some("2") };

@@ -277,7 +277,13 @@ impl RemoteLibrary {
                 return Ok(Response::error(Status(406)).with_header("Vary", "Accept-Encoding"));
             }
             let gz = self.cache.slice(version, 0, version.len, may_block)?;
-            return Ok(crate::http::gzip_static::respond_from(req, version.key.as_str(), gz, &meta, max_ranges));
+            return Ok(crate::http::gzip_static::respond_from(
+                req,
+                version.key.as_str(),
+                gz,
+                &meta,
+                max_ranges,
+            ));
         }
         let gzip = version.encoding.as_deref() == Some("gzip");
         let mut response = file_response(req, Arc::clone(&self.placeholder), &meta, max_ranges, boundary);

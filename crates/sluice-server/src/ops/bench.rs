@@ -2,8 +2,8 @@
 //! `BenchmarkController` (experiment E4), so sluice's execution models face the same work.
 //!
 //! Owns what each endpoint computes and how its query is validated. CPU-bound endpoints answer
-//! with [`Reply::Compute`] (an event-loop engine runs them on its worker pool, the threads engine
-//! inline) and `latency` answers with [`Reply::After`] (a timer on the connection, no thread held on
+//! with [`Reply::Compute`] (every engine runs them on its CPU pool; the threads engine's
+//! connection thread waits for the result) and `latency` answers with [`Reply::After`] (a timer on the connection, no thread held on
 //! event-loop engines). It does not decide where jobs run; the engine does.
 
 use std::borrow::Cow;
