@@ -14,6 +14,7 @@ pub mod duration_text;
 pub mod fuzzing;
 pub mod http;
 pub mod lru;
+pub mod metrics_text;
 pub mod nesting;
 pub mod rtp;
 pub mod rtsp;
