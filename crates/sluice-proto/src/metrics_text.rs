@@ -65,7 +65,7 @@ pub mod names {
     pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
 
     /// Every name above, for tests that check the writer still exports them.
-    pub const ALL: [&str; 27] = [
+    pub const ALL: [&str; 25] = [
         HTTP_RESPONSES_TOTAL,
         HTTP_RESPONSE_BYTES_TOTAL,
         HTTP_RESPONSE_DURATION_SECONDS,
@@ -91,8 +91,6 @@ pub mod names {
         LOG_LINES_DROPPED_TOTAL,
         PROCESS_CPU_SECONDS_TOTAL,
         PROCESS_RESIDENT_MEMORY_BYTES,
-        "sluice_rtsp_sessions",
-        "sluice_engine_info",
     ];
 }
 

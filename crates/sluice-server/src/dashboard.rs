@@ -13,7 +13,7 @@
 //! send deadline drops it; the sampler and the other streams never wait for it.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -23,6 +23,7 @@ use serde_json::{json, Map, Value};
 use sluice_charts::{Chart, Hub};
 use sluice_engine::Shutdown;
 use sluice_proto::conn::Segment;
+use sluice_proto::metrics_text::{self, names::*, series};
 use sluice_proto::http::{Body, BodyTail, BodyTailError, Response, Status, StreamedBody};
 
 use crate::metrics::{RequestCounts, RouteKind};
@@ -159,29 +160,26 @@ struct Sampler {
 }
 
 /// One scrape: when, the `/metrics` samples, and the response-duration histograms by route kind.
-type Scrape = (Instant, HashMap<String, f64>, Vec<Histogram<u64>>);
+type Scrape = (Instant, metrics_text::Scrape, Vec<Histogram<u64>>);
 
 impl Sampler {
     /// A sample from `text` and `requests` now; `None` the first time (no rates yet).
     fn take(&mut self, text: &str, requests: &RequestCounts, now: Instant) -> Option<Value> {
-        let values = parse(text);
+        let values = metrics_text::Scrape::parse(text);
         let histograms: Vec<Histogram<u64>> =
             RouteKind::ALL.iter().map(|k| requests.durations_of(*k)).collect();
         let previous = self.previous.replace((now, values, histograms));
         let (then, before, before_h) = previous?;
         let (_, values, histograms) = self.previous.as_ref()?;
         let dt = now.duration_since(then).as_secs_f64().max(1e-3);
-        let value = |key: &str| values.get(key).copied();
-        let delta = |key: &str| {
-            let v = values.get(key).copied().unwrap_or(0.0);
-            (v - before.get(key).copied().unwrap_or(0.0)).max(0.0)
-        };
+        let value = |key: &str| values.get(key);
+        let delta = |key: &str| (values.get(key).unwrap_or(0.0) - before.get(key).unwrap_or(0.0)).max(0.0);
         let rate = |key: &str| delta(key) / dt;
         let classes = ["1xx", "2xx", "3xx", "4xx", "5xx"];
         let by_class = |name: &str, scale: f64| -> Map<String, Value> {
             classes
                 .iter()
-                .map(|c| ((*c).to_string(), json!(round(rate(&format!("{name}{{class=\"{c}\"}}")) / scale))))
+                .map(|c| ((*c).to_string(), json!(round(rate(&series(name, &[("class", c)])) / scale))))
                 .collect()
         };
         let mut latency = BTreeMap::new();
@@ -196,58 +194,48 @@ impl Sampler {
             }
             latency.insert(name, per_route);
         }
-        let labelled = |name: &str, label: &str, f: &dyn Fn(&str) -> f64| -> Map<String, Value> {
-            let prefix = format!("{name}{{{label}=\"");
-            values
-                .keys()
-                .filter_map(|k| k.strip_prefix(&prefix)?.strip_suffix("\"}").map(|v| (k, v)))
-                .map(|(k, v)| (v.replace("\\\"", "\"").replace("\\\\", "\\"), json!(round(f(k)))))
-                .collect()
+        let labelled = |name: &str, label: &str| -> Map<String, Value> {
+            values.by_label(name, label).into_iter().map(|(v, n)| (v, json!(round(n)))).collect()
         };
         // By bytes, not lookups: an RTSP viewer looks a slice up at every sample it reads, so
         // lookups would count one 4 MiB fetch against thousands of small hits.
-        let from_cache = delta("sluice_cache_bytes_total{source=\"cache\"}");
-        let from_origin = delta("sluice_cache_bytes_total{source=\"origin\"}");
-        let origin = delta("sluice_origin_request_seconds_count");
+        let from_cache = delta(&series(CACHE_BYTES_TOTAL, &[("source", "cache")]));
+        let from_origin = delta(&series(CACHE_BYTES_TOTAL, &[("source", "origin")]));
+        let origin = delta(&format!("{ORIGIN_REQUEST_SECONDS}_count"));
         let uploads: f64 = ["1xx", "2xx", "3xx", "4xx", "5xx"]
             .iter()
             .map(|c| {
-                rate(&format!(
-                    "sluice_http_response_duration_seconds_count{{route=\"upload\",class=\"{c}\"}}"
-                ))
+                let count = format!("{HTTP_RESPONSE_DURATION_SECONDS}_count");
+                rate(&series(&count, &[("route", "upload"), ("class", c)]))
             })
             .sum();
-        let refused = [
-            "sluice_http_requests_refused_total",
-            "sluice_connections_rejected_total",
-            "sluice_connections_shed_total",
-        ]
+        let refused = [HTTP_REQUESTS_REFUSED_TOTAL, CONNECTIONS_REJECTED_TOTAL, CONNECTIONS_SHED_TOTAL]
         .iter()
         .map(|k| rate(k))
         .sum::<f64>();
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         Some(json!({
             "t": t.round(),
-            "rps": by_class("sluice_http_responses_total", 1.0),
-            "mbps": by_class("sluice_http_response_bytes_total", 1e6),
-            "connections": value("sluice_connections_open"),
+            "rps": by_class(HTTP_RESPONSES_TOTAL, 1.0),
+            "mbps": by_class(HTTP_RESPONSE_BYTES_TOTAL, 1e6),
+            "connections": value(CONNECTIONS_OPEN),
             "latency": latency,
             "rtsp": {
-                "viewers": labelled("sluice_rtsp_stream_viewers", "path", &|k| value(k).unwrap_or(0.0)),
-                "busy": labelled("sluice_rtsp_loop_busy_ratio", "loop", &|k| value(k).unwrap_or(0.0)),
-                "late": round(rate("sluice_rtp_late_sends_total")),
-                "refused": round(rate("sluice_rtsp_viewers_refused_total")),
+                "viewers": labelled(RTSP_STREAM_VIEWERS, "path"),
+                "busy": labelled(RTSP_LOOP_BUSY_RATIO, "loop"),
+                "late": round(rate(RTP_LATE_SENDS_TOTAL)),
+                "refused": round(rate(RTSP_VIEWERS_REFUSED_TOTAL)),
             },
             "refused": round(refused),
             "cache": {
                 "hit_ratio": (from_cache + from_origin > 0.0).then(|| round(from_cache / (from_cache + from_origin))),
-                "origin_rps": value("sluice_origin_requests_total").map(|_| round(rate("sluice_origin_requests_total"))),
-                "origin_ms": (origin > 0.0).then(|| round(delta("sluice_origin_request_seconds_sum") / origin * 1e3)),
+                "origin_rps": value(ORIGIN_REQUESTS_TOTAL).map(|_| round(rate(ORIGIN_REQUESTS_TOTAL))),
+                "origin_ms": (origin > 0.0).then(|| round(delta(&format!("{ORIGIN_REQUEST_SECONDS}_sum")) / origin * 1e3)),
             },
             "uploads": round(uploads),
-            "log_dropped": round(rate("sluice_log_lines_dropped_total")),
-            "cpu": round(rate("process_cpu_seconds_total")),
-            "rss_mb": value("process_resident_memory_bytes").map(|b| round(b / 1e6)),
+            "log_dropped": round(rate(LOG_LINES_DROPPED_TOTAL)),
+            "cpu": round(rate(PROCESS_CPU_SECONDS_TOTAL)),
+            "rss_mb": value(PROCESS_RESIDENT_MEMORY_BYTES).map(|b| round(b / 1e6)),
         }))
     }
 }
@@ -255,17 +243,6 @@ impl Sampler {
 /// Three decimals are plenty for a chart and keep samples small.
 fn round(v: f64) -> f64 {
     (v * 1e3).round() / 1e3
-}
-
-/// The samples of a Prometheus text exposition, keyed by name and labels as written.
-fn parse(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (key, value) = l.rsplit_once(' ')?;
-            Some((key.to_string(), value.parse().ok()?))
-        })
-        .collect()
 }
 
 /// The dashboard's charts.
