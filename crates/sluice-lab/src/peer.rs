@@ -18,6 +18,7 @@ pub use sluice_harness::gstreamer::python as gstreamer_python;
 /// Kills every server the lab has running and lets no other start (for a signal handler).
 pub use sluice_harness::process::stop_all;
 use sluice_harness::{HarnessError, Process};
+use sluice_proto::metrics_text::{names, Scrape};
 
 use crate::budget::ServerCgroup;
 use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
@@ -294,14 +295,7 @@ impl RunningServer {
 
 /// `sluice_syscalls_total{kind="read"} 12` lines as `read → 12`.
 pub fn syscall_counters(metrics: &str) -> BTreeMap<String, f64> {
-    metrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("sluice_syscalls_total{kind=\""))
-        .filter_map(|l| {
-            let (kind, rest) = l.split_once("\"}")?;
-            Some((kind.to_string(), rest.trim().parse().ok()?))
-        })
-        .collect()
+    Scrape::parse(metrics).by_label(names::SYSCALLS_TOTAL, "kind").into_iter().collect()
 }
 
 /// nginx's configuration for a row: as many workers as sluice gets, access log off, long

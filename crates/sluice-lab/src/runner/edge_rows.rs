@@ -16,6 +16,7 @@ use sluice_harness::nginx::Nginx;
 use sluice_harness::seaweedfs::SeaweedFs;
 use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
 use sluice_load::{ConnectionMode, ExpectedStatus, LoadConfig, TargetSpec};
+use sluice_proto::metrics_text::{names, samples, series, Scrape};
 use sluice_store::gzip::{GzipMode, GzipPolicy};
 use sluice_store::S3Config;
 
@@ -97,9 +98,11 @@ impl Rig {
         let mut sum = (0.0, 0.0, 0.0);
         for s in &self.sluices {
             let text = s.metrics_text()?;
-            sum.0 += counter(&text, "sluice_cache_hits_total");
-            sum.1 += counter(&text, "sluice_cache_misses_total");
-            sum.2 += counter(&text, "sluice_cache_bytes_total{source=\"origin\"}");
+            let scrape = Scrape::parse(&text);
+            let counter = |series: &str| scrape.get(series).unwrap_or(0.0);
+            sum.0 += counter(names::CACHE_HITS_TOTAL);
+            sum.1 += counter(names::CACHE_MISSES_TOTAL);
+            sum.2 += counter(&series(names::CACHE_BYTES_TOTAL, &[("source", "origin")]));
         }
         Some(sum)
     }
@@ -114,27 +117,16 @@ impl Rig {
     }
 }
 
-/// The value of the series named exactly `series` in a Prometheus text (0 when absent).
-fn counter(text: &str, series: &str) -> f64 {
-    text.lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .find(|(k, _)| *k == series)
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Requests SeaweedFS answered for the library: its S3 API's requests on the bucket and its
 /// filer's reads (nginx's origin); the S3 API reads through the filer's gRPC, not its HTTP, so
 /// no read is counted twice.
 fn origin_requests(weed_metrics: &str) -> f64 {
-    let bucket = format!("bucket=\"{BUCKET}\"");
-    weed_metrics
-        .lines()
-        .filter(|l| {
-            (l.starts_with("SeaweedFS_s3_request_total{") && l.contains(&bucket))
-                || (l.starts_with("SeaweedFS_filer_request_total{") && l.contains("type=\"GET\""))
+    samples(weed_metrics)
+        .filter(|s| {
+            (s.name == "SeaweedFS_s3_request_total" && s.label("bucket").as_deref() == Some(BUCKET))
+                || (s.name == "SeaweedFS_filer_request_total" && s.label("type").as_deref() == Some("GET"))
         })
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .map(|s| s.value)
         .sum()
 }
 
@@ -462,6 +454,7 @@ SeaweedFS_s3_request_total{bucket=\"other\",code=\"206\",type=\"GET\"} 7\n\
 SeaweedFS_filer_request_total{type=\"GET\"} 2\n\
 SeaweedFS_filer_request_total{type=\"POST\"} 9\n";
         assert_eq!(origin_requests(text), 5.0);
+        let counter = |text: &str, series: &str| Scrape::parse(text).get(series).unwrap_or(0.0);
         assert_eq!(counter("a 1\nb{x=\"y\"} 2.5\n", "b{x=\"y\"}"), 2.5);
         assert_eq!(counter("a 1\n", "b"), 0.0);
     }
