@@ -20,6 +20,7 @@
 
 #![deny(missing_docs)]
 
+pub mod args;
 pub mod board;
 pub mod client;
 mod closed;
