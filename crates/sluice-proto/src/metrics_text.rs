@@ -280,7 +280,9 @@ pub fn series(name: &str, labels: &[(&str, &str)]) -> String {
     }
     let pairs: Vec<String> = labels
         .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")))
+        .map(|(k, v)| {
+            format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
+        })
         .collect();
     format!("{name}{{{}}}", pairs.join(","))
 }

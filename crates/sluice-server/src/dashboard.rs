@@ -23,8 +23,8 @@ use serde_json::{json, Map, Value};
 use sluice_charts::{Chart, Hub};
 use sluice_engine::Shutdown;
 use sluice_proto::conn::Segment;
-use sluice_proto::metrics_text::{self, names::*, series};
 use sluice_proto::http::{Body, BodyTail, BodyTailError, Response, Status, StreamedBody};
+use sluice_proto::metrics_text::{self, names::*, series};
 
 use crate::metrics::{RequestCounts, RouteKind};
 
@@ -210,9 +210,9 @@ impl Sampler {
             })
             .sum();
         let refused = [HTTP_REQUESTS_REFUSED_TOTAL, CONNECTIONS_REJECTED_TOTAL, CONNECTIONS_SHED_TOTAL]
-        .iter()
-        .map(|k| rate(k))
-        .sum::<f64>();
+            .iter()
+            .map(|k| rate(k))
+            .sum::<f64>();
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         Some(json!({
             "t": t.round(),

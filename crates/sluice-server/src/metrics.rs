@@ -15,7 +15,10 @@ use hdrhistogram::Histogram;
 use sluice_engine::counters::{Event, Syscall};
 use sluice_engine::{Counters, EngineConfig};
 use sluice_proto::metrics_text::names::{
-    CACHE_BYTES_TOTAL, CONNECTIONS_OPEN, HTTP_REQUESTS_REFUSED_TOTAL, HTTP_RESPONSES_TOTAL, HTTP_RESPONSE_BYTES_TOTAL, HTTP_RESPONSE_DURATION_SECONDS, LOG_LINES_DROPPED_TOTAL, ORIGIN_REQUEST_SECONDS, PROCESS_CPU_SECONDS_TOTAL, PROCESS_RESIDENT_MEMORY_BYTES, RTSP_LOOP_BUSY_RATIO, RTSP_STREAM_VIEWERS, SYSCALLS_TOTAL,
+    CACHE_BYTES_TOTAL, CONNECTIONS_OPEN, HTTP_REQUESTS_REFUSED_TOTAL, HTTP_RESPONSES_TOTAL,
+    HTTP_RESPONSE_BYTES_TOTAL, HTTP_RESPONSE_DURATION_SECONDS, LOG_LINES_DROPPED_TOTAL,
+    ORIGIN_REQUEST_SECONDS, PROCESS_CPU_SECONDS_TOTAL, PROCESS_RESIDENT_MEMORY_BYTES, RTSP_LOOP_BUSY_RATIO,
+    RTSP_STREAM_VIEWERS, SYSCALLS_TOTAL,
 };
 
 /// What a response served, for its duration histogram: a whole file (or a page), part of one,
@@ -284,8 +287,7 @@ sluice_http_requests_total {}",
     );
     let _ = writeln!(m, "# HELP {HTTP_RESPONSES_TOTAL} HTTP responses by status class.\n# TYPE {HTTP_RESPONSES_TOTAL} counter");
     for (i, c) in requests.by_class.iter().enumerate() {
-        let _ =
-            writeln!(m, "{HTTP_RESPONSES_TOTAL}{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
+        let _ = writeln!(m, "{HTTP_RESPONSES_TOTAL}{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
     }
     let _ = writeln!(
         m,
@@ -293,12 +295,8 @@ sluice_http_requests_total {}",
 # TYPE {HTTP_RESPONSE_BYTES_TOTAL} counter"
     );
     for (i, c) in requests.bytes_by_class.iter().enumerate() {
-        let _ = writeln!(
-            m,
-            "{HTTP_RESPONSE_BYTES_TOTAL}{{class=\"{}xx\"}} {}",
-            i + 1,
-            c.load(Ordering::Relaxed)
-        );
+        let _ =
+            writeln!(m, "{HTTP_RESPONSE_BYTES_TOTAL}{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
     }
     durations(&mut m, requests);
     let _ = writeln!(
@@ -342,13 +340,9 @@ fn durations(m: &mut String, requests: &RequestCounts) {
                 // Counts at most `le`: HDR's buckets are finer than these (2 digits), so a
                 // bucket edge is exact to 1%.
                 let upto = d.histogram.count_between(0, (le * 1e6) as u64);
-                let _ = writeln!(
-                    m,
-                    "{HTTP_RESPONSE_DURATION_SECONDS}_bucket{{{labels},le=\"{le}\"}} {upto}"
-                );
+                let _ = writeln!(m, "{HTTP_RESPONSE_DURATION_SECONDS}_bucket{{{labels},le=\"{le}\"}} {upto}");
             }
-            let _ =
-                writeln!(m, "{HTTP_RESPONSE_DURATION_SECONDS}_bucket{{{labels},le=\"+Inf\"}} {count}");
+            let _ = writeln!(m, "{HTTP_RESPONSE_DURATION_SECONDS}_bucket{{{labels},le=\"+Inf\"}} {count}");
             let _ = writeln!(
                 m,
                 "{HTTP_RESPONSE_DURATION_SECONDS}_sum{{{labels}}} {:.6}",

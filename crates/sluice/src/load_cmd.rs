@@ -12,7 +12,9 @@ use sluice_load::args::{CommonFlags, HttpArgs, RtspArgs};
 use sluice_load::board::{BoardInner, LoadBoard, ReportText, RunKind};
 use sluice_load::player::run_player;
 use sluice_load::threshold::apply;
-use sluice_load::{write_file, CsvSeries, JsonReport, LiveProgress, Model, ReportWriter, TextSummary, Threshold};
+use sluice_load::{
+    write_file, CsvSeries, JsonReport, LiveProgress, Model, ReportWriter, TextSummary, Threshold,
+};
 
 /// Exit status when the run completed but a `--threshold` failed: a run that failed, as every
 /// sluice command says it (0 success, 1 failure, 2 usage), rather than k6's 99, so that a script

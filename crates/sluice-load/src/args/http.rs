@@ -240,8 +240,12 @@ impl HttpArgs {
             if stages.is_empty() {
                 bail!("the open model needs --rate with --duration, or --stage");
             }
-            let scenario =
-                Scenario { name: "default".into(), targets, start_at: args.start_at.unwrap_or_default(), stages };
+            let scenario = Scenario {
+                name: "default".into(),
+                targets,
+                start_at: args.start_at.unwrap_or_default(),
+                stages,
+            };
             LoadConfig::open(vec![scenario], 100)
         } else {
             if targets.is_empty() {

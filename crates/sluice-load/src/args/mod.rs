@@ -113,11 +113,99 @@ fn value_name(v: impl ValueEnum) -> String {
     v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
 }
 
-/// Words joined for a shell: quoted where a word holds anything but plain characters.
+/// `word` as a shell reads it back: quoted when it has spaces or quotes, so a report's command
+/// can be pasted as it is.
+pub fn shell_word(word: &str) -> String {
+    if !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "-_./,:=@+%".contains(c)) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Words joined for a shell, each as [`shell_word`] writes it.
 pub fn shell_line(words: &[String]) -> String {
-    let plain = |w: &str| {
-        !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=@,%+".contains(c))
-    };
-    let quoted = words.iter().map(|w| if plain(w) { w.clone() } else { format!("'{}'", w.replace('\'', "'\\''")) });
-    quoted.collect::<Vec<_>>().join(" ")
+    words.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::player::{Pacing, RenditionChoice};
+    use crate::rtsp::RtspTransport;
+    use crate::{ConnectionMode, Method};
+
+    fn parse<T: Args + FromArgMatches>(words: &[String]) -> T {
+        let command = T::augment_args(clap::Command::new("t").no_binary_name(true));
+        let matches = command.try_get_matches_from(words).unwrap_or_else(|e| panic!("{words:?}: {e}"));
+        T::from_arg_matches(&matches).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn http_flags_written_back_parse_to_the_same_options() {
+        let mut given = HttpArgs {
+            urls: vec!["2=http://127.0.0.1:1/a".into(), "http://127.0.0.1:1/b c".into()],
+            vus: Some(3),
+            duration: Some(Duration::from_millis(1500)),
+            requests: Some(9),
+            think: Some(Duration::from_millis(100)),
+            rate: Some(2.5),
+            stages: vec!["rate:10:5s".into(), "pause:1s".into()],
+            start_at: Some(Duration::from_secs(2)),
+            connections: Some(ConnectionMode::PerRequest),
+            max_connections: Some(7),
+            max_pending: Some(8),
+            timeout: Some(Duration::from_secs(30)),
+            threads: Some(2),
+            method: Method::Head,
+            headers: vec!["Range: bytes=0-1".into()],
+            expect_status: Some(206),
+            thresholds: vec!["p99<50ms".into()],
+            json: Some("out it's.json".into()),
+            csv: Some("s.csv".into()),
+            ..HttpArgs::default()
+        };
+        given.common.quiet = true;
+        given.common.dashboard = Some("127.0.0.1:9".parse().unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(parse::<HttpArgs>(&given.to_args()), given);
+        let player = HttpArgs {
+            hls: Some("http://127.0.0.1:1/m.m3u8".into()),
+            ramp: Some(Duration::from_secs(10)),
+            pace: Some(Pacing::Fast),
+            buffer: Some(Duration::from_secs(4)),
+            rendition: Some(RenditionChoice::MaxBandwidth(3_000_000)),
+            ..HttpArgs::default()
+        };
+        assert_eq!(parse::<HttpArgs>(&player.to_args()), player);
+        assert!(HttpArgs::default().to_args().is_empty(), "defaults are left out");
+    }
+
+    #[test]
+    fn rtsp_flags_written_back_parse_to_the_same_options() {
+        let mut given = RtspArgs::new("rtsp://127.0.0.1:1/a.mp4");
+        assert_eq!(given.to_args(), ["rtsp://127.0.0.1:1/a.mp4"]);
+        given.clients = 5;
+        given.transport = RtspTransport::Udp;
+        given.ramp = Duration::from_secs(2);
+        given.duration = Some(Duration::from_secs(60));
+        given.expect_samples = Some(899);
+        given.idle_end = Duration::from_secs(1);
+        given.setup_timeout = Duration::from_secs(4);
+        given.video_only = true;
+        given.udp_rcvbuf = 1 << 20;
+        given.udp_gro = OnOff::Off;
+        given.threads = Some(3);
+        given.thresholds = vec!["perfect>99%".into()];
+        let words = given.to_args();
+        assert_eq!(parse::<RtspArgs>(&words), given);
+        assert!(shell_line(&words).starts_with("rtsp://127.0.0.1:1/a.mp4 --clients 5 --transport udp"));
+    }
+
+    #[test]
+    fn shell_words_quote_what_a_shell_would_split() {
+        assert_eq!(shell_word("--servers"), "--servers");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 }

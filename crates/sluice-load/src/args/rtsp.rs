@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{defaults, each, flag, option, parse_duration, parse_size_usize, value_name, ArgsError, CommonFlags, OnOff};
+use super::{
+    defaults, each, flag, option, parse_duration, parse_size_usize, value_name, ArgsError, CommonFlags, OnOff,
+};
 use crate::rtsp::{RtspConfig, RtspTransport};
 
 /// `sluice load rtsp` flags.
@@ -114,11 +116,19 @@ impl RtspArgs {
         let changed = |same: bool| (!same).then_some(());
         let mut out = vec![self.url.clone()];
         option(&mut out, "--clients", changed(self.clients == at_default.clients).map(|_| self.clients));
-        option(&mut out, "--transport", changed(self.transport == at_default.transport).map(|_| value_name(self.transport)));
+        option(
+            &mut out,
+            "--transport",
+            changed(self.transport == at_default.transport).map(|_| value_name(self.transport)),
+        );
         option(&mut out, "--ramp", changed(self.ramp == at_default.ramp).map(|_| d(self.ramp)));
         option(&mut out, "--duration", self.duration.map(d));
         option(&mut out, "--expect-samples", self.expect_samples);
-        option(&mut out, "--idle-end", changed(self.idle_end == at_default.idle_end).map(|_| d(self.idle_end)));
+        option(
+            &mut out,
+            "--idle-end",
+            changed(self.idle_end == at_default.idle_end).map(|_| d(self.idle_end)),
+        );
         option(
             &mut out,
             "--setup-timeout",
@@ -129,9 +139,14 @@ impl RtspArgs {
         option(
             &mut out,
             "--udp-rcvbuf",
-            changed(self.udp_rcvbuf == at_default.udp_rcvbuf).map(|_| sluice_proto::size_text::format(self.udp_rcvbuf as u64)),
+            changed(self.udp_rcvbuf == at_default.udp_rcvbuf)
+                .map(|_| sluice_proto::size_text::format(self.udp_rcvbuf as u64)),
         );
-        option(&mut out, "--udp-gro", changed(self.udp_gro == at_default.udp_gro).map(|_| value_name(self.udp_gro)));
+        option(
+            &mut out,
+            "--udp-gro",
+            changed(self.udp_gro == at_default.udp_gro).map(|_| value_name(self.udp_gro)),
+        );
         each(&mut out, "--threshold", &self.thresholds);
         option(&mut out, "--json", self.json.as_ref().map(|p| p.display()));
         self.common.to_args(&mut out);

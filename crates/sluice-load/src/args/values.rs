@@ -30,9 +30,12 @@ impl ValueEnum for ConnectionMode {
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
         Some(match self {
-            ConnectionMode::KeepAlive => PossibleValue::new("keep-alive")
-                .help("Reuse connections (closed: one per virtual user; open: a shared pool of --max-connections)"),
-            ConnectionMode::PerRequest => PossibleValue::new("per-request").help("A new connection for every request"),
+            ConnectionMode::KeepAlive => PossibleValue::new("keep-alive").help(
+                "Reuse connections (closed: one per virtual user; open: a shared pool of --max-connections)",
+            ),
+            ConnectionMode::PerRequest => {
+                PossibleValue::new("per-request").help("A new connection for every request")
+            }
         })
     }
 }
@@ -46,7 +49,9 @@ impl ValueEnum for Pacing {
         Some(match self {
             Pacing::RealTime => PossibleValue::new("realtime")
                 .help("As a player: a start-up buffer, then each segment as the playhead nears it"),
-            Pacing::Fast => PossibleValue::new("fast").help("Every segment as soon as the previous one arrived"),
+            Pacing::Fast => {
+                PossibleValue::new("fast").help("Every segment as soon as the previous one arrived")
+            }
         })
     }
 }
@@ -58,7 +63,9 @@ impl ValueEnum for RtspTransport {
 
     fn to_possible_value(&self) -> Option<PossibleValue> {
         Some(match self {
-            RtspTransport::Tcp => PossibleValue::new("tcp").help("RTP/AVP/TCP interleaved on the RTSP connection"),
+            RtspTransport::Tcp => {
+                PossibleValue::new("tcp").help("RTP/AVP/TCP interleaved on the RTSP connection")
+            }
             RtspTransport::Udp => PossibleValue::new("udp").help("RTP/AVP over UDP unicast"),
         })
     }
