@@ -463,7 +463,7 @@ fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
 
 /// The calling thread's user + system CPU seconds.
 fn thread_cpu_seconds() -> f64 {
-    sluice_load::rtsp::rusage_cpu_seconds(libc::RUSAGE_THREAD)
+    sluice_cputime::thread_seconds()
 }
 
 /// CPU seconds so far of `ksoftirqd/CPU` (0 if it cannot be found). On a thread's own CPU, softirq
@@ -476,15 +476,11 @@ fn ksoftirqd_seconds(cpu: usize) -> f64 {
         let path = entry.path();
         if std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim() == name) {
             let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-            return crate::machine::parse_stat(&stat).map_or(0.0, |(_, ticks)| ticks as f64 / clock_ticks());
+            return sluice_cputime::parse_proc_stat(&stat)
+                .map_or(0.0, |(_, ticks)| ticks as f64 / sluice_cputime::clock_ticks());
         }
     }
     0.0
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
 
 fn sockaddr_in(a: &std::net::SocketAddr) -> (libc::sockaddr_in, libc::socklen_t) {

@@ -563,25 +563,21 @@ pub fn render_access(
 
 /// CPU time, context switches and resident memory of this process, from the kernel.
 fn process(m: &mut String) {
-    // SAFETY: getrusage fills a zeroed rusage we own.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
-        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    let usage = sluice_cputime::process();
+    if let Some(usage) = usage {
         let _ = writeln!(
             m,
             "# HELP sluice_process_cpu_seconds_total CPU time of this process by mode.\n\
 # TYPE sluice_process_cpu_seconds_total counter\n\
 sluice_process_cpu_seconds_total{{mode=\"user\"}} {:.6}\nsluice_process_cpu_seconds_total{{mode=\"system\"}} {:.6}",
-            secs(usage.ru_utime),
-            secs(usage.ru_stime)
+            usage.user_s, usage.system_s
         );
         let _ = writeln!(
             m,
             "# HELP sluice_process_context_switches_total Context switches of this process.\n\
 # TYPE sluice_process_context_switches_total counter\n\
 sluice_process_context_switches_total{{kind=\"voluntary\"}} {}\nsluice_process_context_switches_total{{kind=\"involuntary\"}} {}",
-            usage.ru_nvcsw, usage.ru_nivcsw
+            usage.voluntary_switches, usage.involuntary_switches
         );
     }
     if let Some(rss) = resident_bytes() {
@@ -591,18 +587,17 @@ sluice_process_context_switches_total{{kind=\"voluntary\"}} {}\nsluice_process_c
 # TYPE sluice_process_resident_memory_bytes gauge\nsluice_process_resident_memory_bytes {rss}"
         );
     }
-    standard_process(m, &usage);
+    standard_process(m, &usage.unwrap_or_default());
 }
 
 /// The process metrics every Prometheus client library exports, under their standard names, so
 /// that dashboards made for any process work on sluice.
-fn standard_process(m: &mut String, usage: &libc::rusage) {
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+fn standard_process(m: &mut String, usage: &sluice_cputime::Usage) {
     let _ = writeln!(
         m,
         "# HELP {PROCESS_CPU_SECONDS_TOTAL} Total user and system CPU time spent in seconds.\n\
 # TYPE {PROCESS_CPU_SECONDS_TOTAL} counter\n{PROCESS_CPU_SECONDS_TOTAL} {:.6}",
-        secs(usage.ru_utime) + secs(usage.ru_stime)
+        usage.cpu_s()
     );
     if let Some(rss) = resident_bytes() {
         let _ = writeln!(
@@ -653,9 +648,7 @@ fn start_time_seconds() -> Option<f64> {
         .trim()
         .parse()
         .ok()?;
-    // SAFETY: sysconf takes no pointers.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some(boot + ticks / hz.max(1) as f64)
+    Some(boot + ticks / sluice_cputime::clock_ticks())
 }
 
 fn resident_bytes() -> Option<u64> {

@@ -410,14 +410,8 @@ fn start_offset(index: usize, viewers: usize, ramp: Duration) -> Duration {
 
 /// CPU seconds (user, system) this process has used.
 fn process_cpu() -> (f64, f64) {
-    // SAFETY: getrusage writes one `rusage` into the zeroed struct we own; RUSAGE_SELF is valid.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-        usage
-    };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime), secs(usage.ru_stime))
+    let usage = sluice_cputime::process().unwrap_or_default();
+    (usage.user_s, usage.system_s)
 }
 
 /// Loads the manifest, runs `config.viewers` viewers to the end and reports on them.

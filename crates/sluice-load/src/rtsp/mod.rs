@@ -274,7 +274,7 @@ pub fn run_rtsp(
         }
         RtspTransport::Tcp => None,
     };
-    let cpu_before = rusage_cpu_seconds(libc::RUSAGE_SELF);
+    let cpu_before = sluice_cputime::process_seconds();
     let started_at = SystemTime::now();
     let start = Instant::now();
     let live = Arc::new(Live::default());
@@ -322,22 +322,10 @@ pub fn run_rtsp(
     }
     runtime.shutdown_timeout(Duration::from_millis(100));
     let elapsed = start.elapsed();
-    let cpu = rusage_cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
+    let cpu = sluice_cputime::process_seconds() - cpu_before;
     let mut report = RtspReport::build(config, started_at, elapsed, results);
     report.summary.generator = GeneratorCost::from_viewers(&report.viewers, cpu);
     Ok(report)
-}
-
-/// User + system CPU seconds so far of this process (`libc::RUSAGE_SELF`, every thread) or of
-/// the calling thread (`libc::RUSAGE_THREAD`): what the generator, and the lab's ceiling probe,
-/// spent.
-pub fn rusage_cpu_seconds(who: libc::c_int) -> f64 {
-    // SAFETY: rusage is plain data; all-zero is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the live struct it is given; with a valid `who` it cannot fail.
-    unsafe { libc::getrusage(who, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
 #[cfg(test)]
