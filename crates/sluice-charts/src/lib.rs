@@ -10,6 +10,8 @@
 //! A page follows server-sent events (one JSON sample a second) or holds its samples. It does
 //! not produce samples: each producer decides what a sample holds and names the series to draw.
 
+#![deny(unsafe_code)]
+
 use serde::Serialize;
 
 mod hub;

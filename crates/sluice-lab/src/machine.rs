@@ -109,33 +109,7 @@ impl Placement {
     }
 }
 
-/// A set of CPUs, built once and applied where it is needed: to the runner's own thread
-/// ([`pin`]) or, between fork and exec, to a server it starts.
-#[derive(Clone, Copy)]
-pub struct CpuSet(libc::cpu_set_t);
-
-impl CpuSet {
-    /// The set of `cpus`.
-    pub fn new(cpus: &[usize]) -> CpuSet {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET only writes into it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &c in cpus {
-            // SAFETY: as above.
-            unsafe { libc::CPU_SET(c, &mut set) };
-        }
-        CpuSet(set)
-    }
-
-    /// Restricts the calling thread (and the threads and processes it starts afterwards) to the
-    /// set. One system call and no allocation, so it is safe between fork and exec.
-    pub fn apply(&self) -> std::io::Result<()> {
-        // SAFETY: sched_setaffinity reads a live cpu_set_t of the size given.
-        if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
+pub use crate::sys::CpuSet;
 
 /// Pins the calling thread (and the threads it starts afterwards) to `cpus`; empty is a no-op.
 pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
@@ -147,9 +121,7 @@ pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
 
 /// Every CPU of the machine (to undo [`pin`]).
 pub fn all_cpus() -> Vec<usize> {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    (0..n.max(1) as usize).collect()
+    (0..crate::sys::online_cpus()).collect()
 }
 
 /// User + system CPU seconds of every live process in process group `pgid` (threads included;
@@ -220,8 +192,7 @@ mod tests {
 
     #[test]
     fn this_process_uses_cpu() {
-        // SAFETY: getpgrp has no preconditions.
-        let pgid = unsafe { libc::getpgrp() } as u32;
+        let pgid = crate::sys::process_group();
         let start = std::time::Instant::now();
         let mut x = 0u64;
         while start.elapsed() < std::time::Duration::from_millis(50) {

@@ -3,6 +3,8 @@
 //! live in this crate's library. It is an executable of its own so the `sluice` server binary
 //! links none of the lab nor its development harness; it runs the `sluice` found beside it.
 
+#![deny(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

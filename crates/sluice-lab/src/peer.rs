@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -80,19 +79,7 @@ fn place(command: &mut Command, cpus: &[usize], cgroup: Option<&ServerCgroup>) {
     let set = (!cpus.is_empty()).then(|| CpuSet::new(cpus));
     let procs = cgroup.map(ServerCgroup::procs_fd);
     if set.is_some() || procs.is_some() {
-        // SAFETY: the closure runs between fork and exec and only makes two system calls, on a
-        // set built and a descriptor opened before the fork.
-        unsafe {
-            command.pre_exec(move || {
-                if let Some(set) = &set {
-                    set.apply()?;
-                }
-                if let Some(fd) = procs {
-                    crate::budget::join(fd)?;
-                }
-                Ok(())
-            });
-        }
+        crate::sys::place_at_exec(command, set, procs);
     }
 }
 
@@ -303,7 +290,7 @@ pub fn syscall_counters(metrics: &str) -> BTreeMap<String, f64> {
 fn nginx_config(spec: &ServerSpec, point: &Point, media_root: &Path, work: &Path, port: u16) -> String {
     let work = work.display();
     // SAFETY: geteuid has no preconditions.
-    let user = if unsafe { libc::geteuid() } == 0 { "user root;\n" } else { "" };
+    let user = if crate::sys::is_root() { "user root;\n" } else { "" };
     let sendfile = if spec.sendfile.unwrap_or(true) { "on" } else { "off" };
     let content = match spec.nginx.unwrap_or(NginxMode::Static) {
         NginxMode::Static => format!("        root {};\n", media_root.display()),

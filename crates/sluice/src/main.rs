@@ -1,6 +1,8 @@
 //! The `sluice` command: parses the command line, sets up logging and signals, and hands over to
 //! the library crates. No server logic lives here.
 
+#![deny(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +17,8 @@ mod lab_cmd;
 mod load_cmd;
 mod serve_args;
 mod sign_cmd;
+#[allow(unsafe_code)]
+mod sys;
 mod upload_cmd;
 
 /// sluice: a media streaming server whose I/O path is a setting.
@@ -86,8 +90,7 @@ pub(crate) fn raise_nofile_limit() {
 /// threads engine, two at a time, the peak resident size had grown by 79 MB, one sieve's worth per
 /// thread that had run one. A fixed 1 MiB threshold keeps that at what runs at once.
 fn return_large_blocks() {
-    // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
+    sys::set_mmap_threshold(1 << 20);
 }
 
 /// `sluice serve --check`: the effective settings on stdout, a note on stderr.
