@@ -1,30 +1,14 @@
 //! What the reports of viewer runs (`sluice load http --hls/--dash`'s players and `sluice load
-//! rtsp`'s viewers) share: the JSON envelope (written pretty to a file or standard output, read
-//! back by the lab) and the lines of the text summary that read alike (the run's head, failures
+//! rtsp`'s viewers) share: reading their JSON back (the lab; `crate::output` writes it) and the
+//! lines of the text summary that read alike (the run's head, failures
 //! by kind, the first failed viewer). Each report owns its own figures and the lines only it has;
 //! this module measures nothing.
 
 use std::io::{self, Write};
-use std::path::Path;
 
 use crate::error::LoadError;
 
-/// Writes `value` as pretty JSON, with a final newline, to a new file at `path` (`-`: standard
-/// output): the RTSP and player reports.
-pub(crate) fn write_json_file<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), LoadError> {
-    let err = |source| LoadError::Output { path: path.to_path_buf(), source };
-    let out: Box<dyn Write> = if path == Path::new("-") {
-        Box::new(io::stdout())
-    } else {
-        Box::new(std::fs::File::create(path).map_err(err)?)
-    };
-    let mut out = io::BufWriter::new(out);
-    serde_json::to_writer_pretty(&mut out, value).map_err(|e| err(io::Error::other(e)))?;
-    writeln!(out).map_err(err)?;
-    out.flush().map_err(err)
-}
-
-/// Reads a report [`write_json_file`] wrote.
+/// Reads a report `crate::output::JsonReport` wrote.
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, LoadError> {
     serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
 }

@@ -80,7 +80,7 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
         let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
         if let Some(path) = &args.common.report {
             let mut summary = Vec::new();
-            report.write_summary(&mut summary).context("writing the summary")?;
+            TextSummary.write_report(&report, &mut summary).context("writing the summary")?;
             let s = &report.summary;
             let verdicts = thresholds.iter().map(|t| t.check(s));
             let text = ReportText {
@@ -97,10 +97,10 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     };
     if !args.common.quiet {
         let stdout = std::io::stdout();
-        report.write_summary(&mut stdout.lock()).context("writing the summary")?;
+        TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;
     }
     if let Some(path) = &args.json {
-        report.write_json(path)?;
+        write_file(&JsonReport, &report, path)?;
     }
     let summary = &report.summary;
     if summary.samples_total == 0 {
@@ -257,10 +257,10 @@ fn run_players(args: HttpArgs) -> anyhow::Result<()> {
     };
     if !args.common.quiet {
         let stdout = std::io::stdout();
-        report.write_summary(&mut stdout.lock()).context("writing the summary")?;
+        TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;
     }
     if let Some(path) = &args.json {
-        report.write_json(path)?;
+        write_file(&JsonReport, &report, path)?;
     }
     let s = &report.summary;
     if s.segments == 0 {
