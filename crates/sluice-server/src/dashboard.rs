@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,9 +22,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 use sluice_charts::{Chart, Hub};
-use sluice_engine::Shutdown;
+use sluice_engine::{
+    Counters, EngineConfig, EngineError, EngineKind, Listeners, Service, Shutdown, ThreadsMode,
+};
 use sluice_proto::conn::Segment;
-use sluice_proto::http::{Body, BodyTail, BodyTailError, Response, Status, StreamedBody};
+use sluice_proto::http::{
+    Body, BodyTail, BodyTailError, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status,
+    StreamedBody,
+};
 use sluice_proto::metrics_text::{self, names::*, series};
 
 use crate::metrics::{RequestCounts, RouteKind};
@@ -45,17 +51,22 @@ const STREAM_BYTES: u64 = 1 << 30;
 /// The samples so far and the streams following them.
 #[derive(Debug)]
 pub struct Board {
-    hub: Hub,
+    hub: Arc<Hub>,
     streams: AtomicUsize,
 }
 
 impl Default for Board {
     fn default() -> Self {
-        Board { hub: Hub::new(HISTORY), streams: AtomicUsize::new(0) }
+        Board::following(Arc::new(Hub::new(HISTORY)))
     }
 }
 
 impl Board {
+    /// A board whose streams follow `hub`, which its owner publishes to.
+    pub fn following(hub: Arc<Hub>) -> Board {
+        Board { hub, streams: AtomicUsize::new(0) }
+    }
+
     /// Adds a sample and wakes the streams.
     pub fn publish(&self, sample: &Value) {
         self.hub.publish(sample);
@@ -286,6 +297,130 @@ pub fn page() -> String {
         &charts(),
         sluice_charts::Samples::Live("/events"),
     )
+}
+
+/// The engine settings of a listener that serves a chart page (the admin listener, a load
+/// run's live page), from the server's `engine`. Each dashboard's event stream waits for its next
+/// sample in a job: one job slot per stream (they wait, they do not compute), and a dashboard
+/// that stops reading is dropped once its socket stalls for [`STALL`]. At the cap the connection
+/// that has waited longest on its client makes room for the newcomer; what the server is working
+/// on (a sample being awaited, a response being made) is never taken.
+pub fn page_engine(engine: &EngineConfig) -> EngineConfig {
+    EngineConfig {
+        kind: EngineKind::Threads,
+        send: sluice_engine::SendStrategy::Copy,
+        workers: 1,
+        threads_mode: ThreadsMode::PerConnection,
+        max_connections: MAX_STREAMS + 64,
+        reclaim_waiting: true,
+        cpu_workers: MAX_STREAMS + 1,
+        cpu_queue: 4,
+        send_timeout: STALL,
+        ..engine.clone()
+    }
+}
+
+/// A chart page served on a listener of its own for a program that has no admin listener
+/// (`sluice load --dashboard`): `GET /` the page, `GET /events` the board's samples, on the
+/// engine and HTTP session the admin listener runs. Stops serving when dropped.
+pub struct PageServer {
+    addr: SocketAddr,
+    shutdown: Shutdown,
+    thread: Option<std::thread::JoinHandle<Result<(), EngineError>>>,
+}
+
+impl PageServer {
+    /// Serves `page` and the samples published to `hub` at `addr`.
+    pub fn start(addr: SocketAddr, page: String, hub: Arc<Hub>) -> Result<PageServer, EngineError> {
+        let listeners = Listeners::bind(addr, 1)?;
+        listeners.cap_send_buffer(SEND_BUFFER)?;
+        let addr = listeners.local_addr();
+        let shutdown = Shutdown::new()?;
+        let handler =
+            PageHandler { page, board: Arc::new(Board::following(hub)), shutdown: shutdown.clone() };
+        let service = Arc::new(PageService(Arc::new(handler)));
+        // A page's streams end at once on the shutdown; nothing else is worth waiting for.
+        let engine = EngineConfig {
+            shutdown_grace: Duration::from_millis(200),
+            ..page_engine(&EngineConfig::default())
+        };
+        let stop = shutdown.clone();
+        let thread = std::thread::Builder::new()
+            .name("sluice-live-page".into())
+            .spawn(move || sluice_engine::run(&engine, listeners, service, &stop, &Counters::new()))
+            .map_err(|source| EngineError::Setup { what: "spawn the live page's listener", source })?;
+        Ok(PageServer { addr, shutdown, thread: Some(thread) })
+    }
+
+    /// Where the page is served.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for PageServer {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The page and its events as a handler.
+struct PageHandler {
+    page: String,
+    board: Arc<Board>,
+    shutdown: Shutdown,
+}
+
+impl Handler for PageHandler {
+    fn limits(&self) -> &Limits {
+        static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
+        LIMITS.get_or_init(|| Limits {
+            keepalive_timeout: crate::admin::KEEPALIVE,
+            header_timeout: crate::admin::KEEPALIVE,
+            ..Limits::default()
+        })
+    }
+
+    fn respond(&self, req: &Request<'_>) -> Reply {
+        let response = match (req.method, req.path()) {
+            (Method::Get | Method::Head, Some("/")) => Response {
+                status: Status::OK,
+                headers: vec![("Content-Type", Cow::Borrowed("text/html; charset=utf-8"))],
+                body: Body::Bytes(Cow::Owned(self.page.clone().into_bytes())),
+            },
+            (Method::Get | Method::Head, Some("/events")) => self.board.events(&self.shutdown),
+            (Method::Get | Method::Head, _) => Response::error(Status::NOT_FOUND),
+            _ => Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD"),
+        };
+        response.into()
+    }
+}
+
+/// The page's service: one [`HttpSession`] a connection, as the admin listener's.
+struct PageService(Arc<PageHandler>);
+
+impl Service for PageService {
+    type Session = HttpSession<SharedPage>;
+
+    fn session(&self, _peer: SocketAddr, clock: &sluice_proto::Clock) -> Self::Session {
+        HttpSession::new(SharedPage(Arc::clone(&self.0)), clock)
+    }
+}
+
+/// A connection's handle on the one [`PageHandler`].
+struct SharedPage(Arc<PageHandler>);
+
+impl Handler for SharedPage {
+    fn limits(&self) -> &Limits {
+        self.0.limits()
+    }
+
+    fn respond(&self, req: &Request<'_>) -> Reply {
+        self.0.respond(req)
+    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use sluice_load::threshold::apply;
 use sluice_load::{
     write_file, CsvSeries, JsonReport, LiveProgress, Model, ReportWriter, TextSummary, Threshold,
 };
+use sluice_server::dashboard::PageServer;
 
 /// Exit status when the run completed but a `--threshold` failed: a run that failed, as every
 /// sluice command says it (0 success, 1 failure, 2 usage), rather than k6's 99, so that a script
@@ -76,25 +77,26 @@ fn run_rtsp(args: RtspArgs) -> anyhow::Result<()> {
     crate::raise_nofile_limit();
     let mut progress = progress(&args.common);
     let title = format!("sluice load rtsp {}", config.url);
-    let report = if let Some(mut board) = board(&args.common, &title, RunKind::Rtsp, &mut *progress)? {
-        let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
-        if let Some(path) = &args.common.report {
-            let mut summary = Vec::new();
-            TextSummary.write_report(&report, &mut summary).context("writing the summary")?;
-            let s = &report.summary;
-            let verdicts = thresholds.iter().map(|t| t.check(s));
-            let text = ReportText {
-                subtitle: &format!("{} viewers, {} video samples", s.clients, s.samples_total),
-                summary: &String::from_utf8_lossy(&summary),
-                thresholds: verdicts.map(|v| (v.expression, v.passed, v.actual)).collect(),
-                duration_s: None,
-            };
-            board.write_report(path, &text)?;
-        }
-        report
-    } else {
-        sluice_load::rtsp::run_rtsp(&config, &mut *progress)?
-    };
+    let report =
+        if let Some((mut board, _live_page)) = board(&args.common, &title, RunKind::Rtsp, &mut *progress)? {
+            let report = sluice_load::rtsp::run_rtsp(&config, &mut board)?;
+            if let Some(path) = &args.common.report {
+                let mut summary = Vec::new();
+                TextSummary.write_report(&report, &mut summary).context("writing the summary")?;
+                let s = &report.summary;
+                let verdicts = thresholds.iter().map(|t| t.check(s));
+                let text = ReportText {
+                    subtitle: &format!("{} viewers, {} video samples", s.clients, s.samples_total),
+                    summary: &String::from_utf8_lossy(&summary),
+                    thresholds: verdicts.map(|v| (v.expression, v.passed, v.actual)).collect(),
+                    duration_s: None,
+                };
+                board.write_report(path, &text)?;
+            }
+            report
+        } else {
+            sluice_load::rtsp::run_rtsp(&config, &mut *progress)?
+        };
     if !args.common.quiet {
         let stdout = std::io::stdout();
         TextSummary.write_report(&report, &mut stdout.lock()).context("writing the summary")?;
@@ -154,22 +156,22 @@ fn board<'a>(
     title: &str,
     kind: RunKind,
     inner: &'a mut dyn BoardInner,
-) -> anyhow::Result<Option<LoadBoard<'a>>> {
+) -> anyhow::Result<Option<(LoadBoard<'a>, Option<PageServer>)>> {
     if common.dashboard.is_none() && common.report.is_none() {
         return Ok(None);
     }
-    let listener = match common.dashboard {
-        Some(addr) => Some(
-            std::net::TcpListener::bind(addr)
-                .with_context(|| format!("--dashboard {addr}: cannot listen there"))?,
-        ),
+    let board = LoadBoard::new(title, kind, inner)?;
+    let page = match common.dashboard {
+        Some(addr) => {
+            let (page, hub) = board.live_page();
+            let server = PageServer::start(addr, page, hub)
+                .with_context(|| format!("--dashboard {addr}: cannot listen there"))?;
+            eprintln!("live dashboard at http://{}/", server.local_addr());
+            Some(server)
+        }
         None => None,
     };
-    let board = LoadBoard::new(title, listener, kind, inner)?;
-    if let Some(addr) = board.live_addr() {
-        eprintln!("live dashboard at http://{addr}/");
-    }
-    Ok(Some(board))
+    Ok(Some((board, page)))
 }
 
 /// Says which thresholds failed and exits with [`THRESHOLDS_FAILED`].
@@ -198,7 +200,9 @@ fn run_http(args: HttpArgs) -> anyhow::Result<()> {
     let mut progress = progress(&args.common);
     let title = format!("sluice load http {}", args.urls.join(" "));
     let kind = RunKind::Http { closed: matches!(config.model, Model::Closed(_)) };
-    let report = if let Some(mut board) = board(&args.common, title.trim_end(), kind, &mut *progress)? {
+    let report = if let Some((mut board, _live_page)) =
+        board(&args.common, title.trim_end(), kind, &mut *progress)?
+    {
         let mut report = sluice_load::run(&config, &mut board)?;
         apply(&thresholds, &mut report);
         if let Some(path) = &args.common.report {
