@@ -200,12 +200,4 @@ mod tests {
         assert_eq!(parse::<RtspArgs>(&words), given);
         assert!(shell_line(&words).starts_with("rtsp://127.0.0.1:1/a.mp4 --clients 5 --transport udp"));
     }
-
-    #[test]
-    fn shell_words_quote_what_a_shell_would_split() {
-        assert_eq!(shell_word("--servers"), "--servers");
-        assert_eq!(shell_word("a b"), "'a b'");
-        assert_eq!(shell_word("it's"), "'it'\\''s'");
-        assert_eq!(shell_word(""), "''");
-    }
 }
