@@ -43,6 +43,10 @@ pub const MAX_STREAMS: usize = 64;
 pub const SEND_BUFFER: i32 = 4096;
 /// How long an admin connection may make no sending progress before it is dropped.
 pub const STALL: Duration = Duration::from_secs(5);
+/// How long an admin (or chart page) connection may sit idle between requests, or take to send
+/// a head. Scrapes and probes come every 10 s or more, so a kept connection saves them little,
+/// while an idle one holds a place of the capped listener (the media listener keeps its 75 s).
+pub const KEEPALIVE: Duration = Duration::from_secs(5);
 /// How long between samples.
 const PERIOD: Duration = Duration::from_secs(1);
 /// A stream's `Content-Length`: the browser reconnects (after `retry`) once it is used up.
@@ -378,8 +382,8 @@ impl Handler for PageHandler {
     fn limits(&self) -> &Limits {
         static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
         LIMITS.get_or_init(|| Limits {
-            keepalive_timeout: crate::admin::KEEPALIVE,
-            header_timeout: crate::admin::KEEPALIVE,
+            keepalive_timeout: KEEPALIVE,
+            header_timeout: KEEPALIVE,
             ..Limits::default()
         })
     }
