@@ -1,12 +1,31 @@
 //! What the reports of viewer runs (`sluice load http --hls/--dash`'s players and `sluice load
 //! rtsp`'s viewers) share: reading their JSON back (the lab; `crate::output` writes it) and the
 //! lines of the text summary that read alike (the run's head, failures
-//! by kind, the first failed viewer). Each report owns its own figures and the lines only it has;
+//! by kind, the first failed viewer), and the live counts every viewer run keeps ([`ViewerCounts`]). Each report owns its own figures and the lines only it has;
 //! this module measures nothing.
 
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::LoadError;
+
+/// What every viewer run counts as its viewers go, for the live display (relaxed atomics: a
+/// display, not a measurement); each run's live counters add their own figures beside these.
+#[derive(Debug, Default)]
+pub(crate) struct ViewerCounts {
+    pub started: AtomicU64,
+    pub playing: AtomicU64,
+    pub ended: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl ViewerCounts {
+    /// (started, playing, ended, failed) now.
+    pub(crate) fn now(&self) -> (u64, u64, u64, u64) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (get(&self.started), get(&self.playing), get(&self.ended), get(&self.failed))
+    }
+}
 
 /// Reads a report `crate::output::JsonReport` wrote.
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, LoadError> {

@@ -223,10 +223,7 @@ impl std::fmt::Display for RtspProgress {
 /// Counters the viewers bump as they go (relaxed atomics: a display, not a measurement).
 #[derive(Debug, Default)]
 pub(crate) struct Live {
-    pub started: AtomicU64,
-    pub playing: AtomicU64,
-    pub ended: AtomicU64,
-    pub failed: AtomicU64,
+    pub viewers: crate::viewer_report::ViewerCounts,
     pub samples: AtomicU64,
     pub lost_packets: AtomicU64,
 }
@@ -234,12 +231,13 @@ pub(crate) struct Live {
 impl Live {
     fn snapshot(&self, elapsed: Duration) -> RtspProgress {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (started, playing, ended, failed) = self.viewers.now();
         RtspProgress {
             elapsed,
-            started: get(&self.started),
-            playing: get(&self.playing),
-            ended: get(&self.ended),
-            failed: get(&self.failed),
+            started,
+            playing,
+            ended,
+            failed,
             samples: get(&self.samples),
             lost_packets: get(&self.lost_packets),
         }
@@ -302,9 +300,9 @@ pub fn run_rtsp(
                 let at = start + start_offset(index, config.clients, config.ramp);
                 tokio::spawn(async move {
                     let result = viewer::run_viewer(index, at, &plan).await;
-                    plan.live.ended.fetch_add(1, Ordering::Relaxed);
+                    plan.live.viewers.ended.fetch_add(1, Ordering::Relaxed);
                     if result.failure.is_some() {
-                        plan.live.failed.fetch_add(1, Ordering::Relaxed);
+                        plan.live.viewers.failed.fetch_add(1, Ordering::Relaxed);
                     }
                     result
                 })
