@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use indicatif::ProgressBar;
-use sluice_load::args::{shell_line, HttpArgs, OnOff, RtspArgs};
+use sluice_load::args::{HttpArgs, OnOff, RtspArgs};
 use sluice_load::schedule::Stage;
 use sluice_load::{LoadConfig, Report};
 
@@ -476,7 +476,7 @@ fn rtsp_row(
         return RowOutcome::Failed { reason: "the server has no RTSP port".into() };
     };
     let args = rtsp_args(experiment, quick, point, content, &url, threads);
-    row.load_command = format!("sluice load rtsp {}", shell_line(&args.to_args()));
+    row.load_command = args.command_line();
     let config = match args.config() {
         Ok(config) => config,
         Err(e) => return RowOutcome::Failed { reason: format!("load: {e}") },
@@ -624,7 +624,7 @@ impl LoadPlanned {
                 Ok(LoadPlanned {
                     config: closed(duration)?,
                     warmup: warmup.filter(|w| !w.is_zero()).map(closed).transpose()?,
-                    command: format!("sluice load http {}", shell_line(&args(duration).to_args())),
+                    command: args(duration).command_line(),
                 })
             }
             LoadModel::Open => {
@@ -653,7 +653,7 @@ impl LoadPlanned {
                 } else {
                     format!(" (every stage at {scale}× its length)")
                 };
-                let command = format!("sluice load http {}{scaled}", shell_line(&args.to_args()));
+                let command = format!("{}{scaled}", args.command_line());
                 Ok(LoadPlanned { config: c, warmup: None, command })
             }
             LoadModel::Rtsp | LoadModel::Upload | LoadModel::Edge => Err(LabError::BadExperiment {

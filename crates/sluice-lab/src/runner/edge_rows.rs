@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use sluice_harness::haproxy::{free_addr, Edge, Haproxy};
 use sluice_harness::nginx::Nginx;
 use sluice_harness::seaweedfs::SeaweedFs;
-use sluice_load::args::{shell_line, HttpArgs};
+use sluice_load::args::HttpArgs;
 use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
 use sluice_load::{ConnectionMode, LoadConfig};
 use sluice_proto::metrics_text::{names, samples, series, Scrape};
@@ -345,7 +345,7 @@ fn edge_load(
     // The library's URLs shown as the first and the last.
     let last = args.urls.last().cloned().unwrap_or_default();
     let first = std::mem::take(&mut args.urls).into_iter().next().unwrap_or_default();
-    let command = format!("sluice load http {} {first} … {last}", shell_line(&args.to_args()));
+    let command = format!("{} {first} … {last}", args.command_line());
     Ok((c, command))
 }
 

@@ -288,6 +288,11 @@ impl HttpArgs {
         Ok(config)
     }
 
+    /// `sluice load http` with [`HttpArgs::to_args`], quoted for a shell.
+    pub fn command_line(&self) -> String {
+        format!("sluice load http {}", super::shell_line(&self.to_args())).trim_end().to_string()
+    }
+
     /// The flags that ask for these options again, after `sluice load http`: what a report
     /// prints so a run can be repeated; flags at their defaults are left out.
     pub fn to_args(&self) -> Vec<String> {

@@ -198,6 +198,8 @@ mod tests {
         given.thresholds = vec!["perfect>99%".into()];
         let words = given.to_args();
         assert_eq!(parse::<RtspArgs>(&words), given);
-        assert!(shell_line(&words).starts_with("rtsp://127.0.0.1:1/a.mp4 --clients 5 --transport udp"));
+        assert!(given
+            .command_line()
+            .starts_with("sluice load rtsp rtsp://127.0.0.1:1/a.mp4 --clients 5 --transport udp"));
     }
 }

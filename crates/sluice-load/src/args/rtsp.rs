@@ -108,6 +108,11 @@ impl RtspArgs {
         Ok(config)
     }
 
+    /// `sluice load rtsp` with [`RtspArgs::to_args`], quoted for a shell.
+    pub fn command_line(&self) -> String {
+        format!("sluice load rtsp {}", super::shell_line(&self.to_args()))
+    }
+
     /// The flags that ask for these options again, after `sluice load rtsp`: what a report
     /// prints so a run can be repeated; flags at their defaults are left out.
     pub fn to_args(&self) -> Vec<String> {
