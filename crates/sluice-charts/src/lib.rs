@@ -4,19 +4,20 @@
 //! all draw alike. A chart's x axis is the samples' time (`t`) or, for [`Chart::xy`], a number
 //! of each sample ([`XAxis`]: users, connections, a chunk size, linear or logarithmic).
 //!
-//! Owns the page, the samples a live page follows ([`Hub`]), a small server for a page with no
-//! server of its own ([`serve`]), the board script (`assets/charts.js`) and the vendored uPlot (npm `uplot`,
-//! MIT, `assets/uplot/LICENSE`), all inlined so the page works offline and a report is one file.
-//! A page follows server-sent events (one JSON sample a second) or holds its samples. It does
-//! not produce samples: each producer decides what a sample holds and names the series to draw.
+//! Owns the page, the samples a live page follows ([`Hub`]), the board script
+//! (`assets/charts.js`) and the vendored uPlot (npm `uplot`, MIT, `assets/uplot/LICENSE`), all
+//! inlined so the page works offline and a report is one file. A page follows server-sent events
+//! (one JSON sample a second) or holds its samples. It does not produce samples (each producer
+//! decides what a sample holds and names the series to draw) and it serves nothing (the admin
+//! listener and `sluice load --dashboard` serve pages on sluice's own HTTP server).
+
+#![deny(unsafe_code)]
 
 use serde::Serialize;
 
 mod hub;
-mod live;
 
 pub use hub::Hub;
-pub use live::{serve, LivePage};
 
 /// uPlot's minified script (npm `uplot` 1.6.32, `dist/uPlot.iife.min.js`).
 pub const UPLOT_JS: &str = include_str!("../assets/uplot/uPlot.iife.min.js");

@@ -319,11 +319,7 @@ impl Drop for ServerCgroup {
 /// Joins the group whose `cgroup.procs` is `fd`: one `write` system call and no allocation, so it
 /// is safe between fork and exec.
 pub fn join(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: writing one byte from a static buffer to a descriptor the parent opened.
-    if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sys::write_zero(fd)
 }
 
 /// What a capacity row's budget was and what it did, as the report states it.

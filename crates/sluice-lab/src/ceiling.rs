@@ -22,12 +22,12 @@
 //! measure those.
 
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::machine::pin;
+use crate::sys;
 
 use sluice_engine::udp_gso::{SegmentControl, MAX_SEGMENTS as GSO_SEGMENTS};
 use sluice_load::rtsp::gro_segment_size;
@@ -185,33 +185,11 @@ fn bind_receiver(gro: bool) -> std::io::Result<UdpSocket> {
     let s = UdpSocket::bind("127.0.0.1:0")?;
     s.set_nonblocking(true)?;
     if gro {
-        let on: libc::c_int = 1;
-        // SAFETY: setsockopt reads `on` (a live c_int of the length given).
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_UDP,
-                UDP_GRO,
-                (&on as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        sys::set_int_option(&s, libc::IPPROTO_UDP, UDP_GRO, 1)?;
     }
-    // The viewers' 4 MiB (`sluice load rtsp --udp-rcvbuf`), forced past rmem_max as root can.
-    let size: libc::c_int = 4 << 20;
-    // SAFETY: setsockopt reads `size` (a live c_int of the length given).
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&size as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
+    // The viewers' 4 MiB (`sluice load rtsp --udp-rcvbuf`), forced past rmem_max as root can
+    // (refused without the privilege: the socket keeps its default).
+    let _ = sys::set_int_option(&s, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20);
     Ok(s)
 }
 
@@ -271,55 +249,24 @@ fn send_batch(
     content: &mut Content,
     control: &SegmentControl,
 ) -> std::io::Result<u64> {
-    let mut iovs: Vec<libc::iovec> = Vec::with_capacity(messages.len() * content.iovecs_per_message());
-    let spans: Vec<(usize, usize)> = messages
+    let parts: Vec<Vec<Part>> = messages.iter().map(|&(v, n)| content.message(v, n)).collect();
+    let out: Vec<sys::OutMessage<'_>> = messages
         .iter()
-        .map(|&(v, n)| {
-            let from = iovs.len();
-            content.message(v, n, &mut iovs);
-            (from, iovs.len() - from)
+        .zip(&parts)
+        .map(|(&(v, n), parts)| sys::OutMessage {
+            parts: parts.iter().map(|p| content.part(p)).collect(),
+            to: addrs[v],
+            segmented: n > 1,
         })
         .collect();
-    let mut controls: Vec<SegmentControl> = vec![*control; messages.len()];
-    let mut addrs_out: Vec<libc::sockaddr_in> = messages.iter().map(|&(v, _)| addrs[v].0).collect();
-    let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(messages.len());
-    for (i, &(_, n)) in messages.iter().enumerate() {
-        // SAFETY: msghdr is plain data; zero is a valid empty header.
-        let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-        h.msg_name = (&mut addrs_out[i] as *mut libc::sockaddr_in).cast();
-        h.msg_namelen = addrs[messages[i].0].1;
-        let (from, count) = spans[i];
-        h.msg_iov = iovs[from..].as_mut_ptr();
-        h.msg_iovlen = count;
-        if n > 1 {
-            controls[i].attach(&mut h);
-        }
-        hdrs.push(libc::mmsghdr { msg_hdr: h, msg_len: 0 });
-    }
-    let mut done = 0;
-    let mut datagrams = 0u64;
-    while done < hdrs.len() {
-        // SAFETY: every header points at live buffers above (payload, iovecs, addresses,
-        // controls), which outlive the call; the count is the slice's length.
-        let r = unsafe {
-            libc::sendmmsg(
-                socket.as_raw_fd(),
-                hdrs[done..].as_mut_ptr(),
-                (hdrs.len() - done) as libc::c_uint,
-                0,
-            )
-        };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        datagrams += messages[done..done + r as usize].iter().map(|&(_, n)| n as u64).sum::<u64>();
-        done += r as usize;
-    }
-    Ok(datagrams)
+    sys::send_all(socket, &out, control)?;
+    Ok(messages.iter().map(|&(_, n)| n as u64).sum())
+}
+
+/// A part of a message: viewer `v`'s header, or bytes of the content.
+enum Part {
+    Header(usize),
+    Bytes(std::ops::Range<usize>),
 }
 
 /// The bytes the sender's messages point at, by [`Payload`]; see there.
@@ -356,114 +303,66 @@ impl Content {
         }
     }
 
-    fn iovecs_per_message(&self) -> usize {
-        if self.staggered {
-            2 * GSO_SEGMENTS
-        } else {
-            1
-        }
-    }
-
-    /// Appends the `iovec`s of viewer `v`'s next message of `segments` datagrams.
-    fn message(&mut self, v: usize, segments: usize, iovs: &mut Vec<libc::iovec>) {
+    /// The parts of viewer `v`'s next message of `segments` datagrams.
+    fn message(&mut self, v: usize, segments: usize) -> Vec<Part> {
         if !self.staggered {
-            let len = (segments * self.datagram).min(self.bytes.len());
-            iovs.push(libc::iovec { iov_base: self.bytes.as_ptr() as *mut libc::c_void, iov_len: len });
-            return;
+            return vec![Part::Bytes(0..(segments * self.datagram).min(self.bytes.len()))];
         }
         let body = self.datagram.saturating_sub(HEADER).max(1);
         let mut at = self.positions[v];
         if at + segments * body > self.bytes.len() {
             at = 0;
         }
-        let header = self.headers[v].as_ptr();
+        let mut parts = Vec::with_capacity(2 * segments);
         for _ in 0..segments {
-            iovs.push(libc::iovec { iov_base: header as *mut libc::c_void, iov_len: HEADER });
-            // SAFETY: `at + body` is within `bytes` (checked above for the whole message).
-            let slice = unsafe { self.bytes.as_ptr().add(at) };
-            iovs.push(libc::iovec { iov_base: slice as *mut libc::c_void, iov_len: body });
+            parts.push(Part::Header(v));
+            // `at + body` is within `bytes` (checked above for the whole message).
+            parts.push(Part::Bytes(at..at + body));
             at += body;
         }
         self.positions[v] = at;
+        parts
+    }
+
+    /// The bytes of `part`.
+    fn part(&self, part: &Part) -> &[u8] {
+        match part {
+            Part::Header(v) => &self.headers[*v],
+            Part::Bytes(range) => &self.bytes[range.clone()],
+        }
     }
 }
 
 /// Drains every socket until `stop`; returns the datagrams read (a GRO message counts its
 /// segments).
 fn receive(sockets: &[UdpSocket], stop: &AtomicBool) -> std::io::Result<u64> {
-    // SAFETY: epoll_create1 has no pointer arguments.
-    let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if ep < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let mut epoll = sys::Epoll::new(1024)?;
     for (i, s) in sockets.iter().enumerate() {
-        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLET) as u32, u64: i as u64 };
-        // SAFETY: `ev` is a live epoll_event; the descriptors are open.
-        if unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, s.as_raw_fd(), &mut ev) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        epoll.add_readable(s, i as u64)?;
     }
-    let mut buf = vec![0u8; RECV_BATCH * MESSAGE];
-    let mut controls = vec![0u8; RECV_BATCH * CONTROL];
-    let mut iovs: Vec<libc::iovec> = buf
-        .chunks_mut(MESSAGE)
-        .map(|c| libc::iovec { iov_base: c.as_mut_ptr().cast(), iov_len: c.len() })
-        .collect();
-    let mut hdrs: Vec<libc::mmsghdr> = iovs
-        .iter_mut()
-        .zip(controls.chunks_mut(CONTROL))
-        .map(|(iov, control)| {
-            // SAFETY: msghdr is plain data; zero is a valid empty header.
-            let mut h: libc::msghdr = unsafe { std::mem::zeroed() };
-            h.msg_iov = iov;
-            h.msg_iovlen = 1;
-            h.msg_control = control.as_mut_ptr().cast();
-            h.msg_controllen = CONTROL as _;
-            libc::mmsghdr { msg_hdr: h, msg_len: 0 }
-        })
-        .collect();
-    // SAFETY: epoll_event is plain data.
-    let mut events = vec![unsafe { std::mem::zeroed::<libc::epoll_event>() }; 1024];
+    let mut batch = sys::RecvBatch::new(RECV_BATCH, MESSAGE, CONTROL);
     let mut received = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: `events` is a live buffer of the length given.
-        let n = unsafe { libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as libc::c_int, 20) };
-        for e in events.iter().take(n.max(0) as usize) {
-            let fd = sockets[e.u64 as usize].as_raw_fd();
+        for token in epoll.wait(20) {
+            let socket = &sockets[token as usize];
             loop {
-                for h in &mut hdrs {
-                    h.msg_hdr.msg_controllen = CONTROL as _;
-                }
-                // SAFETY: the headers point at `iovs`/`buf`/`controls`, alive for the call.
-                let r = unsafe {
-                    libc::recvmmsg(
-                        fd,
-                        hdrs.as_mut_ptr(),
-                        RECV_BATCH as libc::c_uint,
-                        libc::MSG_DONTWAIT,
-                        std::ptr::null_mut(),
-                    )
-                };
-                if r <= 0 {
+                let messages = batch.receive(socket);
+                if messages.is_empty() {
                     break;
                 }
-                for (i, h) in hdrs.iter().take(r as usize).enumerate() {
-                    let len = h.msg_len as usize;
-                    let control_len = h.msg_hdr.msg_controllen.min(CONTROL);
-                    let segment = gro_segment_size(&controls[i * CONTROL..i * CONTROL + control_len]);
+                for (len, control) in messages {
+                    let segment = gro_segment_size(control);
                     received += segment.map_or(1, |s| len.div_ceil(s.max(1))) as u64;
                 }
             }
         }
     }
-    // SAFETY: `ep` is this function's descriptor.
-    unsafe { libc::close(ep) };
     Ok(received)
 }
 
 /// The calling thread's user + system CPU seconds.
 fn thread_cpu_seconds() -> f64 {
-    sluice_load::rtsp::rusage_cpu_seconds(libc::RUSAGE_THREAD)
+    sluice_cputime::thread_seconds()
 }
 
 /// CPU seconds so far of `ksoftirqd/CPU` (0 if it cannot be found). On a thread's own CPU, softirq
@@ -476,15 +375,11 @@ fn ksoftirqd_seconds(cpu: usize) -> f64 {
         let path = entry.path();
         if std::fs::read_to_string(path.join("comm")).is_ok_and(|c| c.trim() == name) {
             let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-            return crate::machine::parse_stat(&stat).map_or(0.0, |(_, ticks)| ticks as f64 / clock_ticks());
+            return sluice_cputime::parse_proc_stat(&stat)
+                .map_or(0.0, |(_, ticks)| ticks as f64 / sluice_cputime::clock_ticks());
         }
     }
     0.0
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
 
 fn sockaddr_in(a: &std::net::SocketAddr) -> (libc::sockaddr_in, libc::socklen_t) {

@@ -28,6 +28,9 @@ pub enum LabError {
     /// The load generator refused a configuration.
     #[error("load generator: {0}")]
     Load(#[from] sluice_load::LoadError),
+    /// Load options that do not make a run.
+    #[error("load generator: {0}")]
+    LoadArgs(#[from] sluice_load::args::ArgsError),
     /// Results could not be encoded.
     #[error("encoding results: {0}")]
     Encode(#[from] serde_json::Error),

@@ -13,6 +13,7 @@
 //! `sluice` binary).
 
 #![deny(missing_docs)]
+#![deny(unsafe_code)]
 
 // Dependencies point one way, from the bottom up (no module imports one from a later layer):
 // definitions (`error`, `metrics`, `content`, `server_spec`, `report_spec`, `experiment`), the
@@ -45,6 +46,8 @@ pub mod rtsp_figures;
 pub mod runner;
 pub mod server_spec;
 pub mod stop;
+#[allow(unsafe_code)]
+mod sys;
 
 pub use error::LabError;
 pub use experiment::{builtin, Experiment};

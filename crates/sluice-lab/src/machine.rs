@@ -109,33 +109,7 @@ impl Placement {
     }
 }
 
-/// A set of CPUs, built once and applied where it is needed: to the runner's own thread
-/// ([`pin`]) or, between fork and exec, to a server it starts.
-#[derive(Clone, Copy)]
-pub struct CpuSet(libc::cpu_set_t);
-
-impl CpuSet {
-    /// The set of `cpus`.
-    pub fn new(cpus: &[usize]) -> CpuSet {
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET only writes into it.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for &c in cpus {
-            // SAFETY: as above.
-            unsafe { libc::CPU_SET(c, &mut set) };
-        }
-        CpuSet(set)
-    }
-
-    /// Restricts the calling thread (and the threads and processes it starts afterwards) to the
-    /// set. One system call and no allocation, so it is safe between fork and exec.
-    pub fn apply(&self) -> std::io::Result<()> {
-        // SAFETY: sched_setaffinity reads a live cpu_set_t of the size given.
-        if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-}
+pub use crate::sys::CpuSet;
 
 /// Pins the calling thread (and the threads it starts afterwards) to `cpus`; empty is a no-op.
 pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
@@ -147,41 +121,19 @@ pub fn pin(cpus: &[usize]) -> std::io::Result<()> {
 
 /// Every CPU of the machine (to undo [`pin`]).
 pub fn all_cpus() -> Vec<usize> {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    (0..n.max(1) as usize).collect()
+    (0..crate::sys::online_cpus()).collect()
 }
 
 /// User + system CPU seconds of every live process in process group `pgid` (threads included;
 /// children that already exited and were reaped count through their parent's `cutime`/`cstime`).
 pub fn group_cpu_seconds(pgid: u32) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let Ok(dir) = std::fs::read_dir("/proc") else { return 0.0 };
-    let mut total = 0u64;
-    for entry in dir.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        if let Some((group, cpu)) = parse_stat(&stat) {
-            if group == pgid {
-                total += cpu;
-            }
-        }
-    }
-    total as f64 / ticks
+    sluice_cputime::group_seconds(pgid)
 }
 
 /// User + system CPU seconds of this process so far (every thread; not its children). The lab's
 /// load generator runs in this process, so this is its CPU time.
 pub fn process_cpu_seconds() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return 0.0 };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let cpu: u64 = (11..=12).filter_map(|i| fields.get(i)?.parse::<u64>().ok()).sum();
-    cpu as f64 / ticks
+    sluice_cputime::process_seconds()
 }
 
 /// CPU seconds the whole machine has been busy (user, nice, system, irq, softirq and steal of
@@ -190,7 +142,7 @@ pub fn process_cpu_seconds() -> f64 {
 /// row.
 pub fn machine_busy_seconds() -> f64 {
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    text.lines().next().map_or(0.0, parse_machine_busy) / clock_ticks()
+    text.lines().next().map_or(0.0, parse_machine_busy) / sluice_cputime::clock_ticks()
 }
 
 /// Busy ticks of a `/proc/stat` `cpu` line.
@@ -198,11 +150,6 @@ fn parse_machine_busy(line: &str) -> f64 {
     let fields: Vec<f64> = line.split_whitespace().skip(1).map(|v| v.parse().unwrap_or(0.0)).collect();
     // user nice system idle iowait irq softirq steal
     [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| fields.get(i)).sum()
-}
-
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
 
 /// UDP datagrams this network namespace dropped because a socket's receive buffer was full
@@ -218,18 +165,6 @@ fn parse_udp_rcvbuf_errors(snmp: &str) -> Option<u64> {
     values.split_whitespace().nth(i)?.parse().ok()
 }
 
-/// (process group, utime + stime + cutime + cstime in ticks) from one `/proc/PID/stat` line.
-pub(crate) fn parse_stat(stat: &str) -> Option<(u32, u64)> {
-    // The command name is in parentheses and may contain spaces; fields count from after it.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14).
-    let pgrp = fields.get(2)?.parse().ok()?;
-    let cpu =
-        (11..=14).map(|i| fields.get(i).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0).max(0) as u64).sum();
-    Some((pgrp, cpu))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,8 +178,8 @@ mod tests {
     #[test]
     fn stat_lines_with_odd_names_parse() {
         let line = "1234 (nginx: worker (x)) S 1 1200 1200 0 -1 4194560 100 0 0 0 250 50 3 4 20 0 1 0";
-        assert_eq!(parse_stat(line), Some((1200, 250 + 50 + 3 + 4)));
-        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(sluice_cputime::parse_proc_stat(line), Some((1200, 250 + 50 + 3 + 4)));
+        assert_eq!(sluice_cputime::parse_proc_stat("garbage"), None);
     }
 
     #[test]
@@ -257,8 +192,7 @@ mod tests {
 
     #[test]
     fn this_process_uses_cpu() {
-        // SAFETY: getpgrp has no preconditions.
-        let pgid = unsafe { libc::getpgrp() } as u32;
+        let pgid = crate::sys::process_group();
         let start = std::time::Instant::now();
         let mut x = 0u64;
         while start.elapsed() < std::time::Duration::from_millis(50) {

@@ -3,12 +3,15 @@
 //! live in this crate's library. It is an executable of its own so the `sluice` server binary
 //! links none of the lab nor its development harness; it runs the `sluice` found beside it.
 
+#![deny(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use sluice_lab::{report, run_experiment, Experiment, ExperimentResults, RunOptions};
+use sluice_load::args::shell_word;
 
 /// Run the published I/O experiments against sluice and real peers, with reports.
 #[derive(Parser, Debug)]
@@ -341,16 +344,6 @@ fn sluice_beside_me() -> anyhow::Result<PathBuf> {
         me.display()
     );
     Ok(sluice)
-}
-
-/// `a` as a shell reads it back: quoted when it has spaces or quotes, so a report's command can
-/// be pasted as it is.
-fn shell_word(a: &str) -> String {
-    if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./,:=@+%".contains(c)) {
-        a.to_string()
-    } else {
-        format!("'{}'", a.replace('\'', "'\\''"))
-    }
 }
 
 fn write_report(path: &std::path::Path, runs: &[ExperimentResults]) -> anyhow::Result<()> {

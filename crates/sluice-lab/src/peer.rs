@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ pub use sluice_harness::gstreamer::python as gstreamer_python;
 /// Kills every server the lab has running and lets no other start (for a signal handler).
 pub use sluice_harness::process::stop_all;
 use sluice_harness::{HarnessError, Process};
+use sluice_proto::metrics_text::{names, Scrape};
 
 use crate::budget::ServerCgroup;
 use crate::experiment::{NginxMode, Point, ServerKind, ServerSpec};
@@ -79,19 +79,7 @@ fn place(command: &mut Command, cpus: &[usize], cgroup: Option<&ServerCgroup>) {
     let set = (!cpus.is_empty()).then(|| CpuSet::new(cpus));
     let procs = cgroup.map(ServerCgroup::procs_fd);
     if set.is_some() || procs.is_some() {
-        // SAFETY: the closure runs between fork and exec and only makes two system calls, on a
-        // set built and a descriptor opened before the fork.
-        unsafe {
-            command.pre_exec(move || {
-                if let Some(set) = &set {
-                    set.apply()?;
-                }
-                if let Some(fd) = procs {
-                    crate::budget::join(fd)?;
-                }
-                Ok(())
-            });
-        }
+        crate::sys::place_at_exec(command, set, procs);
     }
 }
 
@@ -294,14 +282,7 @@ impl RunningServer {
 
 /// `sluice_syscalls_total{kind="read"} 12` lines as `read → 12`.
 pub fn syscall_counters(metrics: &str) -> BTreeMap<String, f64> {
-    metrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("sluice_syscalls_total{kind=\""))
-        .filter_map(|l| {
-            let (kind, rest) = l.split_once("\"}")?;
-            Some((kind.to_string(), rest.trim().parse().ok()?))
-        })
-        .collect()
+    Scrape::parse(metrics).by_label(names::SYSCALLS_TOTAL, "kind").into_iter().collect()
 }
 
 /// nginx's configuration for a row: as many workers as sluice gets, access log off, long
@@ -309,7 +290,7 @@ pub fn syscall_counters(metrics: &str) -> BTreeMap<String, f64> {
 fn nginx_config(spec: &ServerSpec, point: &Point, media_root: &Path, work: &Path, port: u16) -> String {
     let work = work.display();
     // SAFETY: geteuid has no preconditions.
-    let user = if unsafe { libc::geteuid() } == 0 { "user root;\n" } else { "" };
+    let user = if crate::sys::is_root() { "user root;\n" } else { "" };
     let sendfile = if spec.sendfile.unwrap_or(true) { "on" } else { "off" };
     let content = match spec.nginx.unwrap_or(NginxMode::Static) {
         NginxMode::Static => format!("        root {};\n", media_root.display()),

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use sluice_load::rtsp::{EndReason, FailureCounts, RtspReport, RtspTransport};
+use sluice_proto::metrics_text::{names, Scrape};
 
 /// What an RTSP server said about itself over a row (sluice's `/metrics`, as differences from
 /// the row's start to its end).
@@ -26,24 +27,14 @@ impl RtspServerCounters {
     /// The counters named above from the text of `/metrics` (summed over their labels); `None`
     /// for a counter the server does not have.
     pub fn parse(metrics: &str) -> RtspServerCounters {
-        let get = |name: &str| -> Option<u64> {
-            let mut found = None;
-            for line in metrics.lines().filter(|l| !l.starts_with('#')) {
-                let Some((key, value)) = line.rsplit_once(' ') else { continue };
-                let metric = key.split('{').next().unwrap_or(key).trim();
-                if metric == name {
-                    let Ok(v) = value.trim().parse::<f64>() else { continue };
-                    *found.get_or_insert(0) += v.max(0.0) as u64;
-                }
-            }
-            found
-        };
+        let scrape = Scrape::parse(metrics);
+        let get = |name: &str| scrape.sum(name).map(|v| v.max(0.0) as u64);
         RtspServerCounters {
-            frames_dropped: get("sluice_rtp_frames_dropped_total"),
-            packets_dropped: get("sluice_rtp_packets_dropped_total"),
-            packets_sent: get("sluice_rtp_packets_sent_total"),
-            bytes_sent: get("sluice_rtp_bytes_sent_total"),
-            sessions_created: get("sluice_rtsp_sessions_created_total"),
+            frames_dropped: get(names::RTP_FRAMES_DROPPED_TOTAL),
+            packets_dropped: get(names::RTP_PACKETS_DROPPED_TOTAL),
+            packets_sent: get(names::RTP_PACKETS_SENT_TOTAL),
+            bytes_sent: get(names::RTP_BYTES_SENT_TOTAL),
+            sessions_created: get(names::RTSP_SESSIONS_CREATED_TOTAL),
         }
     }
 

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use indicatif::ProgressBar;
-use sluice_load::rtsp::RtspConfig;
+use sluice_load::args::{HttpArgs, OnOff, RtspArgs};
 use sluice_load::schedule::Stage;
-use sluice_load::{ConnectionMode, ExpectedStatus, LoadConfig, Report, TargetSpec};
+use sluice_load::{LoadConfig, Report};
 
 use crate::budget::{CpuBudget, RowBudget, ServerCgroup};
 use crate::content::Content;
@@ -475,11 +475,12 @@ fn rtsp_row(
     let Some(url) = running.rtsp_url(&content.file_name) else {
         return RowOutcome::Failed { reason: "the server has no RTSP port".into() };
     };
-    let config = rtsp_config(experiment, quick, point, content, &url, threads);
-    row.load_command = rtsp_command(&config);
-    if let Err(e) = config.validate() {
-        return RowOutcome::Failed { reason: format!("load: {e}") };
-    }
+    let args = rtsp_args(experiment, quick, point, content, &url, threads);
+    row.load_command = args.command_line();
+    let config = match args.config() {
+        Ok(config) => config,
+        Err(e) => return RowOutcome::Failed { reason: format!("load: {e}") },
+    };
     let cpu_before = running.cpu_seconds();
     let counters_before = running.rtsp_counters();
     let generator_before = process_cpu_seconds();
@@ -538,46 +539,28 @@ fn rtsp_row(
 /// The viewers of a row: `clients` over the point's transport, started over the ramp, each
 /// stopping at the file's sample count; the row ends at the latest by ramp + the file's length +
 /// the setup timeout + 5 s, so an overloaded server can delay a viewer but not the run.
-fn rtsp_config(
+fn rtsp_args(
     experiment: &Experiment,
     quick: bool,
     point: &Point,
     content: &Content,
     url: &str,
     threads: usize,
-) -> RtspConfig {
+) -> RtspArgs {
     let load = &experiment.load;
-    let mut c = RtspConfig::new(url, point.clients.unwrap_or(1));
-    c.transport = point.transport.unwrap_or_default();
-    c.udp_gro = point.udp_gro.unwrap_or(true);
-    c.ramp = load.ramp_for(quick);
-    c.expect_samples = Some(content.video_samples);
-    c.idle_end = load.idle_end.unwrap_or(c.idle_end);
-    c.setup_timeout = load.setup_timeout.unwrap_or(c.setup_timeout);
-    c.audio = content.spec.audio;
-    c.threads = threads.max(1);
+    let mut a = RtspArgs::new(url);
+    a.clients = point.clients.unwrap_or(1);
+    a.transport = point.transport.unwrap_or_default();
+    a.udp_gro = if point.udp_gro.unwrap_or(true) { OnOff::On } else { OnOff::Off };
+    a.ramp = load.ramp_for(quick);
+    a.expect_samples = Some(content.video_samples);
+    a.idle_end = load.idle_end.unwrap_or(a.idle_end);
+    a.setup_timeout = load.setup_timeout.unwrap_or(a.setup_timeout);
+    a.video_only = !content.spec.audio;
+    a.threads = Some(threads.max(1));
     let length = Duration::from_secs(u64::from(content.spec.seconds));
-    c.duration = Some(c.ramp + length + c.setup_timeout + Duration::from_secs(5));
-    c
-}
-
-/// `sluice load rtsp …` doing what `config` does.
-fn rtsp_command(c: &RtspConfig) -> String {
-    let d = sluice_load::duration_text::format;
-    format!(
-        "sluice load rtsp {} --clients {} --transport {} --ramp {} --duration {} --expect-samples {} --idle-end {} --setup-timeout {} --threads {}{}{}",
-        c.url,
-        c.clients,
-        c.transport.name(),
-        d(c.ramp),
-        d(c.deadline()),
-        c.expect_samples.unwrap_or(0),
-        d(c.idle_end),
-        d(c.setup_timeout),
-        c.threads,
-        if c.transport == sluice_load::rtsp::RtspTransport::Udp && !c.udp_gro { " --udp-gro off" } else { "" },
-        if c.audio { "" } else { " --video-only" }
-    )
+    a.duration = Some(a.ramp + length + a.setup_timeout + Duration::from_secs(5));
+    a
 }
 
 fn measured(
@@ -622,33 +605,26 @@ impl LoadPlanned {
                 let vus = point.vus.unwrap_or(1);
                 let duration = point_duration(experiment, Some(point), quick);
                 let think = experiment.sweep_of(point).think.or(experiment.load.think).unwrap_or_default();
+                let args = |d: Duration| HttpArgs {
+                    urls: vec![url.clone()],
+                    vus: Some(vus),
+                    duration: Some(d),
+                    think: (!think.is_zero()).then_some(think),
+                    timeout: Some(Duration::from_secs(30)),
+                    expect_status: Some(200),
+                    threads: Some(threads),
+                    ..HttpArgs::default()
+                };
                 let closed = |d: Duration| -> Result<LoadConfig, LabError> {
-                    let mut c = LoadConfig::closed(vec![TargetSpec::parse(&url)?], vus, Some(d), None);
-                    if let sluice_load::Model::Closed(m) = &mut c.model {
-                        m.think = think;
-                    }
-                    c.threads = threads;
+                    let mut c = args(d).load_config(None)?;
                     c.stop = Some(crate::stop::flag());
-                    c.timeout = Duration::from_secs(30);
-                    c.expected_status = ExpectedStatus::Exactly(200);
-                    c.connections = ConnectionMode::KeepAlive;
-                    c.validate()?;
                     Ok(c)
                 };
                 let warmup = if quick { experiment.load.quick_warmup } else { experiment.load.warmup };
-                let think_flag = if think.is_zero() {
-                    String::new()
-                } else {
-                    format!(" --think {}", sluice_load::duration_text::format(think))
-                };
-                let command = format!(
-                    "sluice load http --vus {vus} -d {}{think_flag} --timeout 30s --expect-status 200 --threads {threads} {url}",
-                    sluice_load::duration_text::format(duration)
-                );
                 Ok(LoadPlanned {
                     config: closed(duration)?,
                     warmup: warmup.filter(|w| !w.is_zero()).map(closed).transpose()?,
-                    command,
+                    command: args(duration).command_line(),
                 })
             }
             LoadModel::Open => {
@@ -657,28 +633,27 @@ impl LoadPlanned {
                     name: experiment.name.clone(),
                     message: format!("unknown profile `{name}`"),
                 })?;
-                let parsed = sluice_load::scenario_file::parse(text, Path::new(&file), Some(base_url))?;
+                let mut parsed = sluice_load::scenario_file::parse(text, Path::new(&file), Some(base_url))?;
                 let scale = if quick { experiment.load.quick_scale.unwrap_or(1.0) } else { 1.0 };
-                let scenarios = parsed.scenarios.into_iter().map(|s| scale_scenario(s, scale)).collect();
+                parsed.scenarios = parsed.scenarios.into_iter().map(|s| scale_scenario(s, scale)).collect();
+                // The lab's own defaults where the profile has none: a larger pool, only 200s.
                 let s = &parsed.settings;
-                let mut c = LoadConfig::open(scenarios, s.max_connections.unwrap_or(200));
-                if let sluice_load::Model::Open(o) = &mut c.model {
-                    o.max_pending = s.max_pending.unwrap_or(o.max_pending);
-                }
-                c.threads = threads;
+                let args = HttpArgs {
+                    scenario: Some(file.into()),
+                    base_url: Some(base_url.to_string()),
+                    threads: Some(threads),
+                    max_connections: Some(s.max_connections.unwrap_or(200)),
+                    expect_status: s.expect_status.is_none().then_some(200),
+                    ..HttpArgs::default()
+                };
+                let mut c = args.load_config(Some(parsed))?;
                 c.stop = Some(crate::stop::flag());
-                c.connections = s.connections.unwrap_or(ConnectionMode::KeepAlive);
-                c.timeout = s.timeout.unwrap_or(c.timeout);
-                c.expected_status = s.expect_status.unwrap_or(ExpectedStatus::Exactly(200));
-                c.validate()?;
                 let scaled = if scale == 1.0 {
                     String::new()
                 } else {
                     format!(" (every stage at {scale}× its length)")
                 };
-                let command = format!(
-                    "sluice load http --scenario {file} --base-url {base_url} --threads {threads}{scaled}"
-                );
+                let command = format!("{}{scaled}", args.command_line());
                 Ok(LoadPlanned { config: c, warmup: None, command })
             }
             LoadModel::Rtsp | LoadModel::Upload | LoadModel::Edge => Err(LabError::BadExperiment {

@@ -6,15 +6,15 @@
 //! Owns what a load sample holds, which charts show it, and what a report says besides them
 //! (the run's summary and its thresholds' verdict). It wraps the run's other observer (the
 //! progress line), so it adds the pictures without changing what the run does; it does not
-//! measure anything itself.
+//! measure anything itself, and it serves nothing: the binary serves [`LoadBoard::live_page`] on
+//! the same HTTP server the admin dashboard runs on.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use sluice_charts::{Chart, Hub, LivePage, Samples};
+use sluice_charts::{Chart, Hub, Samples};
 
 use crate::error::LoadError;
 use crate::progress::ViewerObserver;
@@ -64,7 +64,6 @@ pub struct LoadBoard<'a> {
     started_unix: f64,
     samples: Vec<Value>,
     hub: Arc<Hub>,
-    live: Option<LivePage>,
     /// The RTSP totals at the last second, for per-second rates.
     last_rtsp: Option<RtspProgress>,
 }
@@ -74,26 +73,13 @@ pub trait BoardInner: Observer + ViewerObserver<RtspProgress> {}
 impl<T: Observer + ViewerObserver<RtspProgress>> BoardInner for T {}
 
 impl<'a> LoadBoard<'a> {
-    /// A board for a run titled `title`; with `dashboard`, its live page is served there.
+    /// A board for a run titled `title`.
     pub fn new(
         title: &str,
-        dashboard: Option<TcpListener>,
         kind: RunKind,
         inner: &'a mut dyn BoardInner,
     ) -> Result<LoadBoard<'a>, LoadError> {
         let hub = Arc::new(Hub::new(LIVE_HISTORY));
-        let live = match dashboard {
-            Some(listener) => {
-                let page = sluice_charts::page(
-                    title,
-                    "live, a sample a second",
-                    &charts(kind),
-                    Samples::Live("/events"),
-                );
-                Some(sluice_charts::serve(listener, page, Arc::clone(&hub)).map_err(LoadError::Runtime)?)
-            }
-            None => None,
-        };
         let started_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         Ok(LoadBoard {
             inner,
@@ -102,14 +88,19 @@ impl<'a> LoadBoard<'a> {
             started_unix,
             samples: Vec::new(),
             hub,
-            live,
             last_rtsp: None,
         })
     }
 
-    /// Where the live page is served, if it is.
-    pub fn live_addr(&self) -> Option<std::net::SocketAddr> {
-        self.live.as_ref().map(LivePage::local_addr)
+    /// The live page (it follows `/events`) and the hub whose samples `/events` streams.
+    pub fn live_page(&self) -> (String, Arc<Hub>) {
+        let page = sluice_charts::page(
+            &self.title,
+            "live, a sample a second",
+            &charts(self.kind),
+            Samples::Live("/events"),
+        );
+        (page, Arc::clone(&self.hub))
     }
 
     fn add(&mut self, sample: Value) {
@@ -289,7 +280,7 @@ mod tests {
     #[test]
     fn rtsp_seconds_become_rates_and_http_seconds_keep_their_counts() {
         let mut inner = crate::NoObserver;
-        let mut board = LoadBoard::new("run", None, RunKind::Rtsp, &mut inner).unwrap();
+        let mut board = LoadBoard::new("run", RunKind::Rtsp, &mut inner).unwrap();
         let at = |secs, samples, lost| RtspProgress {
             elapsed: Duration::from_secs(secs),
             started: 2,

@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod args;
 pub mod board;
 pub mod client;
 mod closed;

@@ -1,6 +1,9 @@
 //! Output formats of a finished run, each an implementation of one trait, [`ReportWriter`]
 //! (ripgrep's printer pattern): the human end-of-run summary, the full JSON report the lab reads,
-//! and the per-second CSV series for charts. They render a [`Report`]; they measure nothing.
+//! and the per-second CSV series for charts. Every run's report takes the same shape: an HTTP
+//! [`Report`], a [`PlayerReport`](crate::player::PlayerReport) and an
+//! [`RtspReport`](crate::rtsp::RtspReport) are all written by these writers through
+//! [`write_file`]. They render; they measure nothing.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -10,17 +13,21 @@ use crate::report::Report;
 use crate::stats::format_us;
 use crate::stats::{ErrorKind, LatencySummary};
 
-/// Renders a report in one format.
-pub trait ReportWriter {
+/// Renders a report of kind `R` (an HTTP [`Report`] unless said) in one format.
+pub trait ReportWriter<R: ?Sized = Report> {
     /// Writes `report` to `out`.
-    fn write_report(&self, report: &Report, out: &mut dyn Write) -> io::Result<()>;
+    fn write_report(&self, report: &R, out: &mut dyn Write) -> io::Result<()>;
 }
 
-/// Writes `report` with `writer` to a new file at `path`.
-pub fn write_file(writer: &dyn ReportWriter, report: &Report, path: &Path) -> Result<(), LoadError> {
+/// Writes `report` with `writer` to a new file at `path` (`-`: standard output).
+pub fn write_file<R: ?Sized>(writer: &dyn ReportWriter<R>, report: &R, path: &Path) -> Result<(), LoadError> {
     let err = |source| LoadError::Output { path: path.to_path_buf(), source };
-    let file = std::fs::File::create(path).map_err(err)?;
-    let mut out = io::BufWriter::new(file);
+    let out: Box<dyn Write> = if path == Path::new("-") {
+        Box::new(io::stdout())
+    } else {
+        Box::new(std::fs::File::create(path).map_err(err)?)
+    };
+    let mut out = io::BufWriter::new(out);
     writer.write_report(report, &mut out).map_err(err)?;
     out.flush().map_err(err)
 }
@@ -37,8 +44,8 @@ pub struct JsonReport;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CsvSeries;
 
-impl ReportWriter for JsonReport {
-    fn write_report(&self, report: &Report, out: &mut dyn Write) -> io::Result<()> {
+impl<R: serde::Serialize + ?Sized> ReportWriter<R> for JsonReport {
+    fn write_report(&self, report: &R, out: &mut dyn Write) -> io::Result<()> {
         serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::other)?;
         writeln!(out)
     }

@@ -1,30 +1,33 @@
 //! What the reports of viewer runs (`sluice load http --hls/--dash`'s players and `sluice load
-//! rtsp`'s viewers) share: the JSON envelope (written pretty to a file or standard output, read
-//! back by the lab) and the lines of the text summary that read alike (the run's head, failures
-//! by kind, the first failed viewer). Each report owns its own figures and the lines only it has;
+//! rtsp`'s viewers) share: reading their JSON back (the lab; `crate::output` writes it) and the
+//! lines of the text summary that read alike (the run's head, failures
+//! by kind, the first failed viewer), and the live counts every viewer run keeps ([`ViewerCounts`]). Each report owns its own figures and the lines only it has;
 //! this module measures nothing.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::LoadError;
 
-/// Writes `value` as pretty JSON, with a final newline, to a new file at `path` (`-`: standard
-/// output): the RTSP and player reports.
-pub(crate) fn write_json_file<T: serde::Serialize>(value: &T, path: &Path) -> Result<(), LoadError> {
-    let err = |source| LoadError::Output { path: path.to_path_buf(), source };
-    let out: Box<dyn Write> = if path == Path::new("-") {
-        Box::new(io::stdout())
-    } else {
-        Box::new(std::fs::File::create(path).map_err(err)?)
-    };
-    let mut out = io::BufWriter::new(out);
-    serde_json::to_writer_pretty(&mut out, value).map_err(|e| err(io::Error::other(e)))?;
-    writeln!(out).map_err(err)?;
-    out.flush().map_err(err)
+/// What every viewer run counts as its viewers go, for the live display (relaxed atomics: a
+/// display, not a measurement); each run's live counters add their own figures beside these.
+#[derive(Debug, Default)]
+pub(crate) struct ViewerCounts {
+    pub started: AtomicU64,
+    pub playing: AtomicU64,
+    pub ended: AtomicU64,
+    pub failed: AtomicU64,
 }
 
-/// Reads a report [`write_json_file`] wrote.
+impl ViewerCounts {
+    /// (started, playing, ended, failed) now.
+    pub(crate) fn now(&self) -> (u64, u64, u64, u64) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (get(&self.started), get(&self.playing), get(&self.ended), get(&self.failed))
+    }
+}
+
+/// Reads a report `crate::output::JsonReport` wrote.
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, LoadError> {
     serde_json::from_str(text).map_err(|e| LoadError::InvalidReport(e.to_string()))
 }

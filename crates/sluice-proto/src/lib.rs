@@ -20,6 +20,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod lru;
 pub mod markup;
+pub mod metrics_text;
 pub mod nesting;
 pub mod rtp;
 pub mod rtsp;

@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 
 use sluice_engine::rtsp::RtspSockets;
 use sluice_engine::tls::{TlsCertificate, TlsService};
-use sluice_engine::{
-    Counters, EngineConfig, EngineError, EngineKind, Listeners, Service, Shutdown, ThreadsMode,
-};
+use sluice_engine::{Counters, EngineError, EngineKind, Listeners, Service, Shutdown};
 use sluice_proto::http::HttpSession;
 use sluice_proto::Clock;
 
@@ -506,18 +504,7 @@ impl Server {
                     // made) is never taken. Refused streams close (`Connection: close` on the
                     // 503) and idle connections go after `admin::KEEPALIVE`, so the cap is
                     // rarely reached; the reclaim is what makes it never lock anyone out.
-                    let admin_engine = EngineConfig {
-                        kind: EngineKind::Threads,
-                        send: sluice_engine::SendStrategy::Copy,
-                        workers: 1,
-                        threads_mode: ThreadsMode::PerConnection,
-                        max_connections: crate::ops::dashboard::MAX_STREAMS + 64,
-                        reclaim_waiting: true,
-                        cpu_workers: crate::ops::dashboard::MAX_STREAMS + 1,
-                        cpu_queue: 4,
-                        send_timeout: crate::ops::dashboard::STALL,
-                        ..engine.clone()
-                    };
+                    let admin_engine = crate::ops::dashboard::page_engine(&engine);
                     let thread = std::thread::Builder::new()
                         .name("sluice-admin".into())
                         .spawn_scoped(scope, move || {

@@ -1,18 +1,10 @@
 //! The server's calls into the operating system that Rust's standard library does not make: this
-//! process's resource usage and limits, the kernel's clock tick and page size, the user id, and
+//! process's limits, the page size, the user id, and
 //! the allocator's trim.
 //!
 //! Owns every `unsafe` block of the crate, each behind a small safe function. It holds no policy:
 //! what is reported or when memory is given back is decided by the callers (`ops::metrics`,
 //! `library`). Anonymous in-memory files come from `sluice_store::memory_file`, the one wrapper.
-
-/// This process's resource usage (`getrusage(RUSAGE_SELF)`), `None` if the kernel refuses.
-pub fn process_usage() -> Option<libc::rusage> {
-    // SAFETY: a zeroed rusage is valid (all fields are integers), and getrusage fills it.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a live rusage we own.
-    (unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0).then_some(usage)
-}
 
 /// The soft limit on this process's open file descriptors (`RLIMIT_NOFILE`).
 pub fn max_open_files() -> Option<u64> {
@@ -20,12 +12,6 @@ pub fn max_open_files() -> Option<u64> {
     let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
     // SAFETY: a live rlimit we own.
     (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
-}
-
-/// The kernel's clock ticks per second (`_SC_CLK_TCK`), the unit of `/proc`'s times.
-pub fn clock_ticks_per_second() -> libc::c_long {
-    // SAFETY: sysconf takes no pointers.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
 }
 
 /// The page size (`_SC_PAGESIZE`), the unit of `/proc/self/statm`.

@@ -3,6 +3,8 @@
 //! calls the library crates; here are only the exit status and the error line. No server logic
 //! lives here.
 
+#![deny(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -13,6 +15,8 @@ mod lab_cmd;
 mod load_cmd;
 mod serve_cmd;
 mod sign_cmd;
+#[allow(unsafe_code)]
+mod sys;
 mod upload_cmd;
 
 /// sluice: a media streaming server whose I/O path is a setting.

@@ -162,8 +162,7 @@ pub fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
 /// threads engine, two at a time, the peak resident size had grown by 79 MB, one sieve's worth per
 /// thread that had run one. A fixed 1 MiB threshold keeps that at what runs at once.
 fn return_large_blocks() {
-    // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20) };
+    crate::sys::set_mmap_threshold(1 << 20);
 }
 
 /// `serve` with a flag for every setting that has one.

@@ -14,8 +14,10 @@ use std::time::{Duration, Instant};
 use sluice_harness::haproxy::{free_addr, Edge, Haproxy};
 use sluice_harness::nginx::Nginx;
 use sluice_harness::seaweedfs::SeaweedFs;
+use sluice_load::args::HttpArgs;
 use sluice_load::upload::{run_upload, Destination, Source, UploadConfig, UploadProgress};
-use sluice_load::{ConnectionMode, ExpectedStatus, LoadConfig, TargetSpec};
+use sluice_load::{ConnectionMode, LoadConfig};
+use sluice_proto::metrics_text::{names, samples, series, Scrape};
 use sluice_store::gzip::{GzipMode, GzipPolicy};
 use sluice_store::S3Config;
 
@@ -97,9 +99,11 @@ impl Rig {
         let mut sum = (0.0, 0.0, 0.0);
         for s in &self.sluices {
             let text = s.metrics_text()?;
-            sum.0 += counter(&text, "sluice_cache_hits_total");
-            sum.1 += counter(&text, "sluice_cache_misses_total");
-            sum.2 += counter(&text, "sluice_cache_bytes_total{source=\"origin\"}");
+            let scrape = Scrape::parse(&text);
+            let counter = |series: &str| scrape.get(series).unwrap_or(0.0);
+            sum.0 += counter(names::CACHE_HITS_TOTAL);
+            sum.1 += counter(names::CACHE_MISSES_TOTAL);
+            sum.2 += counter(&series(names::CACHE_BYTES_TOTAL, &[("source", "origin")]));
         }
         Some(sum)
     }
@@ -114,27 +118,16 @@ impl Rig {
     }
 }
 
-/// The value of the series named exactly `series` in a Prometheus text (0 when absent).
-fn counter(text: &str, series: &str) -> f64 {
-    text.lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .find(|(k, _)| *k == series)
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Requests SeaweedFS answered for the library: its S3 API's requests on the bucket and its
 /// filer's reads (nginx's origin); the S3 API reads through the filer's gRPC, not its HTTP, so
 /// no read is counted twice.
 fn origin_requests(weed_metrics: &str) -> f64 {
-    let bucket = format!("bucket=\"{BUCKET}\"");
-    weed_metrics
-        .lines()
-        .filter(|l| {
-            (l.starts_with("SeaweedFS_s3_request_total{") && l.contains(&bucket))
-                || (l.starts_with("SeaweedFS_filer_request_total{") && l.contains("type=\"GET\""))
+    samples(weed_metrics)
+        .filter(|s| {
+            (s.name == "SeaweedFS_s3_request_total" && s.label("bucket").as_deref() == Some(BUCKET))
+                || (s.name == "SeaweedFS_filer_request_total" && s.label("type").as_deref() == Some("GET"))
         })
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .map(|s| s.value)
         .sum()
 }
 
@@ -325,47 +318,34 @@ fn edge_load(
     library: &Library,
     duration: Duration,
 ) -> Result<(LoadConfig, String), String> {
-    let targets: Vec<TargetSpec> = library
-        .names
-        .iter()
-        .map(|n| TargetSpec::parse(&format!("{base_url}/{n}")))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
     let vus = point.vus.unwrap_or(1);
-    let mut c = if sweep.once {
-        let mut c = LoadConfig::closed(targets, vus, None, Some(library.names.len() as u64));
+    let mut args = HttpArgs {
+        urls: library.names.iter().map(|n| format!("{base_url}/{n}")).collect(),
+        vus: Some(vus),
+        expect_status: Some(200),
+        timeout: Some(Duration::from_secs(30)),
+        connections: Some(ConnectionMode::KeepAlive),
+        ..HttpArgs::default()
+    };
+    if sweep.once {
+        args.requests = Some(library.names.len() as u64);
         // Each generator thread goes round the targets on its own: one thread, so the pass
         // reads every file once rather than the first files once per thread.
-        c.threads = 1;
-        c
+        args.threads = Some(1);
     } else {
-        LoadConfig::closed(targets, vus, Some(duration), None)
-    };
-    let mut flags = String::new();
-    c.stop = Some(crate::stop::flag());
-    c.expected_status = ExpectedStatus::Exactly(200);
+        args.duration = Some(duration);
+    }
     if let Some(len) = sweep.range_bytes {
         let start = (library.file_size / 2).min(library.file_size.saturating_sub(len));
-        let range = format!("bytes={start}-{}", start + len.min(library.file_size) - 1);
-        flags = format!(" -H 'Range: {range}' --expect-status 206");
-        c.headers = vec![("Range".into(), range)];
-        c.expected_status = ExpectedStatus::Exactly(206);
-    } else {
-        flags.push_str(" --expect-status 200");
+        args.headers = vec![format!("Range: bytes={start}-{}", start + len.min(library.file_size) - 1)];
+        args.expect_status = Some(206);
     }
-    c.timeout = Duration::from_secs(30);
-    c.connections = ConnectionMode::KeepAlive;
-    c.validate().map_err(|e| e.to_string())?;
-    let amount = if sweep.once {
-        format!("-n {} --threads 1", library.names.len())
-    } else {
-        format!("-d {}", sluice_load::duration_text::format(duration))
-    };
-    let last = library.names.last().map(String::as_str).unwrap_or_default();
-    let command = format!(
-        "sluice load http --vus {vus} {amount}{flags} --timeout 30s {base_url}/{} … {base_url}/{last}",
-        library.names[0]
-    );
+    let mut c = args.load_config(None).map_err(|e| e.to_string())?;
+    c.stop = Some(crate::stop::flag());
+    // The library's URLs shown as the first and the last.
+    let last = args.urls.last().cloned().unwrap_or_default();
+    let first = std::mem::take(&mut args.urls).into_iter().next().unwrap_or_default();
+    let command = format!("{} {first} … {last}", args.command_line());
     Ok((c, command))
 }
 
@@ -462,6 +442,7 @@ SeaweedFS_s3_request_total{bucket=\"other\",code=\"206\",type=\"GET\"} 7\n\
 SeaweedFS_filer_request_total{type=\"GET\"} 2\n\
 SeaweedFS_filer_request_total{type=\"POST\"} 9\n";
         assert_eq!(origin_requests(text), 5.0);
+        let counter = |text: &str, series: &str| Scrape::parse(text).get(series).unwrap_or(0.0);
         assert_eq!(counter("a 1\nb{x=\"y\"} 2.5\n", "b{x=\"y\"}"), 2.5);
         assert_eq!(counter("a 1\n", "b"), 0.0);
     }

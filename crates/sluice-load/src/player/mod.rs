@@ -238,26 +238,24 @@ impl std::fmt::Display for PlayerProgress {
 /// Counters the viewers bump as they go (relaxed: a display, not a measurement).
 #[derive(Debug, Default)]
 pub(crate) struct Live {
-    pub started: AtomicU64,
-    pub playing: AtomicU64,
-    pub ended: AtomicU64,
+    pub viewers: crate::viewer_report::ViewerCounts,
     pub segments: AtomicU64,
     pub stalls: AtomicU64,
-    pub failed: AtomicU64,
     pub bytes: AtomicU64,
 }
 
 impl Live {
     fn snapshot(&self, elapsed: Duration) -> PlayerProgress {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (started, playing, ended, failed) = self.viewers.now();
         PlayerProgress {
             elapsed,
-            started: get(&self.started),
-            playing: get(&self.playing),
-            ended: get(&self.ended),
+            started,
+            playing,
+            ended,
             segments: get(&self.segments),
             stalls: get(&self.stalls),
-            failed: get(&self.failed),
+            failed,
             bytes: get(&self.bytes),
         }
     }
@@ -410,7 +408,8 @@ fn start_offset(index: usize, viewers: usize, ramp: Duration) -> Duration {
 
 /// CPU seconds (user, system) this process has used.
 fn process_cpu() -> (f64, f64) {
-    crate::sys::cpu_seconds(libc::RUSAGE_SELF)
+    let usage = sluice_cputime::process().unwrap_or_default();
+    (usage.user_s, usage.system_s)
 }
 
 /// Loads the manifest, runs `config.viewers` viewers to the end and reports on them.
@@ -459,7 +458,7 @@ pub fn run_player(
                 let at = run_start + start_offset(index, config.viewers, config.ramp);
                 tokio::spawn(async move {
                     let result = viewer::run_viewer(index, at, &plan).await;
-                    plan.live.ended.fetch_add(1, Ordering::Relaxed);
+                    plan.live.viewers.ended.fetch_add(1, Ordering::Relaxed);
                     result
                 })
             })

@@ -5,12 +5,12 @@
 //! to JSON and reads back, and renders the readable end-of-run summary. It measures nothing.
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::manifest::{Presentation, Protocol};
 use super::{Pacing, PlayerConfig, RenditionChoice, SharedStats};
 use crate::error::LoadError;
+use crate::output::{ReportWriter, TextSummary};
 use crate::stats::{ErrorCounts, ErrorKind, LatencySummary};
 use crate::viewer_report;
 
@@ -299,18 +299,13 @@ impl PlayerReport {
         }
     }
 
-    /// Reads a report written by [`PlayerReport::write_json`].
+    /// Reads a report written by [`JsonReport`](crate::JsonReport).
     pub fn from_json(text: &str) -> Result<PlayerReport, LoadError> {
         viewer_report::read_json(text)
     }
 
-    /// Writes the report as pretty JSON to `path` (`-`: standard output).
-    pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
-        viewer_report::write_json_file(self, path)
-    }
-
-    /// Writes the readable end-of-run summary.
-    pub fn write_summary(&self, out: &mut dyn Write) -> io::Result<()> {
+    /// The readable end-of-run summary ([`TextSummary`] writes it).
+    fn write_summary(&self, out: &mut dyn Write) -> io::Result<()> {
         let st = &self.settings;
         let s = &self.summary;
         let pacing = match st.pacing {
@@ -395,6 +390,12 @@ impl PlayerReport {
             s.generator_cpu_user_s, s.generator_cpu_system_s, s.generator_cpu_percent
         )?;
         writeln!(out)
+    }
+}
+
+impl ReportWriter<PlayerReport> for TextSummary {
+    fn write_report(&self, report: &PlayerReport, out: &mut dyn Write) -> io::Result<()> {
+        report.write_summary(out)
     }
 }
 

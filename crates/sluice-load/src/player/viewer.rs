@@ -78,7 +78,7 @@ impl Fetcher<'_> {
             }
         } else {
             v.failed_requests += 1;
-            live.failed.fetch_add(1, Ordering::Relaxed);
+            live.viewers.failed.fetch_add(1, Ordering::Relaxed);
             if v.error.is_none() {
                 let why = match (record.outcome, record.status) {
                     (Outcome::Failed(k), Some(s)) => format!("{} (status {s})", k.name()),
@@ -133,7 +133,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         plan.renditions.len(),
     );
     tokio::time::sleep_until(at).await;
-    plan.live.started.fetch_add(1, Ordering::Relaxed);
+    plan.live.viewers.started.fetch_add(1, Ordering::Relaxed);
     v.end = play(plan, &mut v).await;
     v
 }
@@ -233,7 +233,7 @@ async fn play(plan: &Plan, v: &mut ViewerResult) -> EndReason {
             if buffered + 1e-6 >= startup_buffer || done {
                 clock.playing_since = Some(got.at);
                 v.startup_ms = Some(got.at.saturating_duration_since(started).as_millis() as u64);
-                plan.live.playing.fetch_add(1, Ordering::Relaxed);
+                plan.live.viewers.playing.fetch_add(1, Ordering::Relaxed);
                 let mut stats = plan.stats.lock().unwrap_or_else(|p| p.into_inner());
                 stats.startup.record(got.at.saturating_duration_since(started));
             }

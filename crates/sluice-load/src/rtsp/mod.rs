@@ -223,10 +223,7 @@ impl std::fmt::Display for RtspProgress {
 /// Counters the viewers bump as they go (relaxed atomics: a display, not a measurement).
 #[derive(Debug, Default)]
 pub(crate) struct Live {
-    pub started: AtomicU64,
-    pub playing: AtomicU64,
-    pub ended: AtomicU64,
-    pub failed: AtomicU64,
+    pub viewers: crate::viewer_report::ViewerCounts,
     pub samples: AtomicU64,
     pub lost_packets: AtomicU64,
 }
@@ -234,12 +231,13 @@ pub(crate) struct Live {
 impl Live {
     fn snapshot(&self, elapsed: Duration) -> RtspProgress {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (started, playing, ended, failed) = self.viewers.now();
         RtspProgress {
             elapsed,
-            started: get(&self.started),
-            playing: get(&self.playing),
-            ended: get(&self.ended),
-            failed: get(&self.failed),
+            started,
+            playing,
+            ended,
+            failed,
             samples: get(&self.samples),
             lost_packets: get(&self.lost_packets),
         }
@@ -274,7 +272,7 @@ pub fn run_rtsp(
         }
         RtspTransport::Tcp => None,
     };
-    let cpu_before = rusage_cpu_seconds(libc::RUSAGE_SELF);
+    let cpu_before = sluice_cputime::process_seconds();
     let started_at = SystemTime::now();
     let start = Instant::now();
     let live = Arc::new(Live::default());
@@ -302,9 +300,9 @@ pub fn run_rtsp(
                 let at = start + start_offset(index, config.clients, config.ramp);
                 tokio::spawn(async move {
                     let result = viewer::run_viewer(index, at, &plan).await;
-                    plan.live.ended.fetch_add(1, Ordering::Relaxed);
+                    plan.live.viewers.ended.fetch_add(1, Ordering::Relaxed);
                     if result.failure.is_some() {
-                        plan.live.failed.fetch_add(1, Ordering::Relaxed);
+                        plan.live.viewers.failed.fetch_add(1, Ordering::Relaxed);
                     }
                     result
                 })
@@ -322,18 +320,10 @@ pub fn run_rtsp(
     }
     runtime.shutdown_timeout(Duration::from_millis(100));
     let elapsed = start.elapsed();
-    let cpu = rusage_cpu_seconds(libc::RUSAGE_SELF) - cpu_before;
+    let cpu = sluice_cputime::process_seconds() - cpu_before;
     let mut report = RtspReport::build(config, started_at, elapsed, results);
     report.summary.generator = GeneratorCost::from_viewers(&report.viewers, cpu);
     Ok(report)
-}
-
-/// User + system CPU seconds so far of this process (`libc::RUSAGE_SELF`, every thread) or of
-/// the calling thread (`libc::RUSAGE_THREAD`): what the generator, and the lab's ceiling probe,
-/// spent.
-pub fn rusage_cpu_seconds(who: libc::c_int) -> f64 {
-    let (user, system) = crate::sys::cpu_seconds(who);
-    user + system
 }
 
 #[cfg(test)]

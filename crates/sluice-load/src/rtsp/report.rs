@@ -6,12 +6,12 @@
 //! end-of-run summary. It measures nothing.
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::outcome::{EndReason, FailureKind, ViewerError};
 use super::{RtspConfig, RtspTransport};
 use crate::error::LoadError;
+use crate::output::{ReportWriter, TextSummary};
 use crate::viewer_report;
 
 /// What one viewer received.
@@ -397,18 +397,13 @@ impl RtspReport {
         }
     }
 
-    /// Reads a report written by [`RtspReport::write_json`].
+    /// Reads a report written by [`JsonReport`](crate::JsonReport).
     pub fn from_json(text: &str) -> Result<RtspReport, LoadError> {
         viewer_report::read_json(text)
     }
 
-    /// Writes the report as pretty JSON to a new file at `path` (`-`: standard output).
-    pub fn write_json(&self, path: &Path) -> Result<(), LoadError> {
-        viewer_report::write_json_file(self, path)
-    }
-
-    /// Writes the readable end-of-run summary.
-    pub fn write_summary(&self, out: &mut dyn Write) -> io::Result<()> {
+    /// The readable end-of-run summary ([`TextSummary`] writes it).
+    fn write_summary(&self, out: &mut dyn Write) -> io::Result<()> {
         let st = &self.settings;
         let s = &self.summary;
         let gro = match (st.transport, st.udp_gro) {
@@ -489,6 +484,12 @@ impl RtspReport {
             viewer_report::write_first_error(out, "  first     ", errors)?;
         }
         writeln!(out)
+    }
+}
+
+impl ReportWriter<RtspReport> for TextSummary {
+    fn write_report(&self, report: &RtspReport, out: &mut dyn Write) -> io::Result<()> {
+        report.write_summary(out)
     }
 }
 
@@ -599,7 +600,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sluice-rtsp-report-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("r.json");
-        report.write_json(&path).unwrap();
+        crate::write_file(&crate::JsonReport, &report, &path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(text.contains("\"transport\": \"udp\""), "{text}");

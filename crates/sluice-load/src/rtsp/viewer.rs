@@ -142,7 +142,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         return result;
     }
     tokio::time::sleep_until(at).await;
-    plan.live.started.fetch_add(1, Relaxed);
+    plan.live.viewers.started.fetch_add(1, Relaxed);
     let setup_deadline = (at + plan.setup_timeout).min(plan.deadline);
     let opened = tokio::time::timeout_at(setup_deadline, open(plan)).await;
     let opened = match opened {
@@ -155,7 +155,7 @@ pub(crate) async fn run_viewer(index: usize, at: Instant, plan: &Plan) -> Viewer
         Err(_) => return result.failed(ViewerError::Timeout(plan.setup_timeout)),
     };
     let playing_at = Instant::now();
-    plan.live.playing.fetch_add(1, Relaxed);
+    plan.live.viewers.playing.fetch_add(1, Relaxed);
     result.setup_ms = Some(ms_between(at, playing_at));
     let Opened { mut control, video, audio, udp, url, keepalive } = opened;
     let reception = Reception::new(video, audio, plan.expect_samples, plan.live.clone());

@@ -28,17 +28,6 @@ pub(crate) fn raise_soft_limit_to_hard(resource: libc::__rlimit_resource_t) -> i
     Ok(())
 }
 
-/// User and system CPU seconds so far of this process (`libc::RUSAGE_SELF`, every thread) or of
-/// the calling thread (`libc::RUSAGE_THREAD`).
-pub(crate) fn cpu_seconds(who: libc::c_int) -> (f64, f64) {
-    // SAFETY: rusage is plain data; all-zero is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage fills the live struct it is given; with a valid `who` it cannot fail.
-    unsafe { libc::getrusage(who, &mut usage) };
-    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (secs(usage.ru_utime), secs(usage.ru_stime))
-}
-
 /// Sets the integer socket option `level`/`name` of `fd` (a socket the caller owns).
 pub(crate) fn set_socket_int(
     fd: RawFd,

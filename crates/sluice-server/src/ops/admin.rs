@@ -10,7 +10,6 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use sluice_engine::{Service, Shutdown};
 use sluice_proto::http::{Body, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status};
@@ -20,10 +19,7 @@ use crate::http::app::App;
 
 /// Most files `/streams` lists.
 const MAX_LISTED: usize = 10_000;
-/// How long an admin connection may sit idle between requests, or take to send a head. Scrapes
-/// and probes come every 10 s or more, so a kept connection saves them little, while an idle
-/// one holds a place of the capped admin listener (the media listener keeps its 75 s).
-pub const KEEPALIVE: Duration = Duration::from_secs(5);
+pub use crate::ops::dashboard::KEEPALIVE;
 
 /// What the admin endpoints report on.
 #[derive(Debug)]

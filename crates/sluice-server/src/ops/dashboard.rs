@@ -13,7 +13,8 @@
 //! send deadline drops it; the sampler and the other streams never wait for it.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,9 +22,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use hdrhistogram::Histogram;
 use serde_json::{json, Map, Value};
 use sluice_charts::{Chart, Hub};
-use sluice_engine::Shutdown;
+use sluice_engine::{
+    Counters, EngineConfig, EngineError, EngineKind, Listeners, Service, Shutdown, ThreadsMode,
+};
 use sluice_proto::conn::Segment;
-use sluice_proto::http::{Body, BodyTail, BodyTailError, Response, Status, StreamedBody};
+use sluice_proto::http::{
+    Body, BodyTail, BodyTailError, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status,
+    StreamedBody,
+};
+use sluice_proto::metrics_text::{self, names::*, series};
 
 use crate::ops::metrics::{RequestCounts, RouteKind};
 
@@ -36,6 +43,10 @@ pub const MAX_STREAMS: usize = 64;
 pub const SEND_BUFFER: i32 = 4096;
 /// How long an admin connection may make no sending progress before it is dropped.
 pub const STALL: Duration = Duration::from_secs(5);
+/// How long an admin (or chart page) connection may sit idle between requests, or take to send
+/// a head. Scrapes and probes come every 10 s or more, so a kept connection saves them little,
+/// while an idle one holds a place of the capped listener (the media listener keeps its 75 s).
+pub const KEEPALIVE: Duration = Duration::from_secs(5);
 /// How long between samples.
 const PERIOD: Duration = Duration::from_secs(1);
 /// A stream's `Content-Length`: the browser reconnects (after `retry`) once it is used up.
@@ -44,17 +55,22 @@ const STREAM_BYTES: u64 = 1 << 30;
 /// The samples so far and the streams following them.
 #[derive(Debug)]
 pub struct Board {
-    hub: Hub,
+    hub: Arc<Hub>,
     streams: AtomicUsize,
 }
 
 impl Default for Board {
     fn default() -> Self {
-        Board { hub: Hub::new(HISTORY), streams: AtomicUsize::new(0) }
+        Board::following(Arc::new(Hub::new(HISTORY)))
     }
 }
 
 impl Board {
+    /// A board whose streams follow `hub`, which its owner publishes to.
+    pub fn following(hub: Arc<Hub>) -> Board {
+        Board { hub, streams: AtomicUsize::new(0) }
+    }
+
     /// Adds a sample and wakes the streams.
     pub fn publish(&self, sample: &Value) {
         self.hub.publish(sample);
@@ -159,29 +175,26 @@ struct Sampler {
 }
 
 /// One scrape: when, the `/metrics` samples, and the response-duration histograms by route kind.
-type Scrape = (Instant, HashMap<String, f64>, Vec<Histogram<u64>>);
+type Scrape = (Instant, metrics_text::Scrape, Vec<Histogram<u64>>);
 
 impl Sampler {
     /// A sample from `text` and `requests` now; `None` the first time (no rates yet).
     fn take(&mut self, text: &str, requests: &RequestCounts, now: Instant) -> Option<Value> {
-        let values = parse(text);
+        let values = metrics_text::Scrape::parse(text);
         let histograms: Vec<Histogram<u64>> =
             RouteKind::ALL.iter().map(|k| requests.durations_of(*k)).collect();
         let previous = self.previous.replace((now, values, histograms));
         let (then, before, before_h) = previous?;
         let (_, values, histograms) = self.previous.as_ref()?;
         let dt = now.duration_since(then).as_secs_f64().max(1e-3);
-        let value = |key: &str| values.get(key).copied();
-        let delta = |key: &str| {
-            let v = values.get(key).copied().unwrap_or(0.0);
-            (v - before.get(key).copied().unwrap_or(0.0)).max(0.0)
-        };
+        let value = |key: &str| values.get(key);
+        let delta = |key: &str| (values.get(key).unwrap_or(0.0) - before.get(key).unwrap_or(0.0)).max(0.0);
         let rate = |key: &str| delta(key) / dt;
         let classes = ["1xx", "2xx", "3xx", "4xx", "5xx"];
         let by_class = |name: &str, scale: f64| -> Map<String, Value> {
             classes
                 .iter()
-                .map(|c| ((*c).to_string(), json!(round(rate(&format!("{name}{{class=\"{c}\"}}")) / scale))))
+                .map(|c| ((*c).to_string(), json!(round(rate(&series(name, &[("class", c)])) / scale))))
                 .collect()
         };
         let mut latency = BTreeMap::new();
@@ -196,58 +209,48 @@ impl Sampler {
             }
             latency.insert(name, per_route);
         }
-        let labelled = |name: &str, label: &str, f: &dyn Fn(&str) -> f64| -> Map<String, Value> {
-            let prefix = format!("{name}{{{label}=\"");
-            values
-                .keys()
-                .filter_map(|k| k.strip_prefix(&prefix)?.strip_suffix("\"}").map(|v| (k, v)))
-                .map(|(k, v)| (v.replace("\\\"", "\"").replace("\\\\", "\\"), json!(round(f(k)))))
-                .collect()
+        let labelled = |name: &str, label: &str| -> Map<String, Value> {
+            values.by_label(name, label).into_iter().map(|(v, n)| (v, json!(round(n)))).collect()
         };
         // By bytes, not lookups: an RTSP viewer looks a slice up at every sample it reads, so
         // lookups would count one 4 MiB fetch against thousands of small hits.
-        let from_cache = delta("sluice_cache_bytes_total{source=\"cache\"}");
-        let from_origin = delta("sluice_cache_bytes_total{source=\"origin\"}");
-        let origin = delta("sluice_origin_request_seconds_count");
+        let from_cache = delta(&series(CACHE_BYTES_TOTAL, &[("source", "cache")]));
+        let from_origin = delta(&series(CACHE_BYTES_TOTAL, &[("source", "origin")]));
+        let origin = delta(&format!("{ORIGIN_REQUEST_SECONDS}_count"));
         let uploads: f64 = ["1xx", "2xx", "3xx", "4xx", "5xx"]
             .iter()
             .map(|c| {
-                rate(&format!(
-                    "sluice_http_response_duration_seconds_count{{route=\"upload\",class=\"{c}\"}}"
-                ))
+                let count = format!("{HTTP_RESPONSE_DURATION_SECONDS}_count");
+                rate(&series(&count, &[("route", "upload"), ("class", c)]))
             })
             .sum();
-        let refused = [
-            "sluice_http_requests_refused_total",
-            "sluice_connections_rejected_total",
-            "sluice_connections_shed_total",
-        ]
-        .iter()
-        .map(|k| rate(k))
-        .sum::<f64>();
+        let refused = [HTTP_REQUESTS_REFUSED_TOTAL, CONNECTIONS_REJECTED_TOTAL, CONNECTIONS_SHED_TOTAL]
+            .iter()
+            .map(|k| rate(k))
+            .sum::<f64>();
         let t = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         Some(json!({
             "t": t.round(),
-            "rps": by_class("sluice_http_responses_total", 1.0),
-            "mbps": by_class("sluice_http_response_bytes_total", 1e6),
-            "connections": value("sluice_connections_open"),
+            "rps": by_class(HTTP_RESPONSES_TOTAL, 1.0),
+            "mbps": by_class(HTTP_RESPONSE_BYTES_TOTAL, 1e6),
+            "connections": value(CONNECTIONS_OPEN),
             "latency": latency,
             "rtsp": {
-                "viewers": labelled("sluice_rtsp_stream_viewers", "path", &|k| value(k).unwrap_or(0.0)),
-                "busy": labelled("sluice_rtsp_loop_busy_ratio", "loop", &|k| value(k).unwrap_or(0.0)),
-                "late": round(rate("sluice_rtp_late_sends_total")),
-                "refused": round(rate("sluice_rtsp_viewers_refused_total")),
+                "viewers": labelled(RTSP_STREAM_VIEWERS, "path"),
+                "busy": labelled(RTSP_LOOP_BUSY_RATIO, "loop"),
+                "late": round(rate(RTP_LATE_SENDS_TOTAL)),
+                "refused": round(rate(RTSP_VIEWERS_REFUSED_TOTAL)),
             },
             "refused": round(refused),
             "cache": {
                 "hit_ratio": (from_cache + from_origin > 0.0).then(|| round(from_cache / (from_cache + from_origin))),
-                "origin_rps": value("sluice_origin_requests_total").map(|_| round(rate("sluice_origin_requests_total"))),
-                "origin_ms": (origin > 0.0).then(|| round(delta("sluice_origin_request_seconds_sum") / origin * 1e3)),
+                "origin_rps": value(ORIGIN_REQUESTS_TOTAL).map(|_| round(rate(ORIGIN_REQUESTS_TOTAL))),
+                "origin_ms": (origin > 0.0).then(|| round(delta(&format!("{ORIGIN_REQUEST_SECONDS}_sum")) / origin * 1e3)),
             },
             "uploads": round(uploads),
-            "log_dropped": round(rate("sluice_log_lines_dropped_total")),
-            "cpu": round(rate("process_cpu_seconds_total")),
-            "rss_mb": value("process_resident_memory_bytes").map(|b| round(b / 1e6)),
+            "log_dropped": round(rate(LOG_LINES_DROPPED_TOTAL)),
+            "cpu": round(rate(PROCESS_CPU_SECONDS_TOTAL)),
+            "rss_mb": value(PROCESS_RESIDENT_MEMORY_BYTES).map(|b| round(b / 1e6)),
         }))
     }
 }
@@ -255,17 +258,6 @@ impl Sampler {
 /// Three decimals are plenty for a chart and keep samples small.
 fn round(v: f64) -> f64 {
     (v * 1e3).round() / 1e3
-}
-
-/// The samples of a Prometheus text exposition, keyed by name and labels as written.
-fn parse(text: &str) -> HashMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (key, value) = l.rsplit_once(' ')?;
-            Some((key.to_string(), value.parse().ok()?))
-        })
-        .collect()
 }
 
 /// The dashboard's charts.
@@ -309,6 +301,130 @@ pub fn page() -> String {
         &charts(),
         sluice_charts::Samples::Live("/events"),
     )
+}
+
+/// The engine settings of a listener that serves a chart page (the admin listener, a load
+/// run's live page), from the server's `engine`. Each dashboard's event stream waits for its next
+/// sample in a job: one job slot per stream (they wait, they do not compute), and a dashboard
+/// that stops reading is dropped once its socket stalls for [`STALL`]. At the cap the connection
+/// that has waited longest on its client makes room for the newcomer; what the server is working
+/// on (a sample being awaited, a response being made) is never taken.
+pub fn page_engine(engine: &EngineConfig) -> EngineConfig {
+    EngineConfig {
+        kind: EngineKind::Threads,
+        send: sluice_engine::SendStrategy::Copy,
+        workers: 1,
+        threads_mode: ThreadsMode::PerConnection,
+        max_connections: MAX_STREAMS + 64,
+        reclaim_waiting: true,
+        cpu_workers: MAX_STREAMS + 1,
+        cpu_queue: 4,
+        send_timeout: STALL,
+        ..engine.clone()
+    }
+}
+
+/// A chart page served on a listener of its own for a program that has no admin listener
+/// (`sluice load --dashboard`): `GET /` the page, `GET /events` the board's samples, on the
+/// engine and HTTP session the admin listener runs. Stops serving when dropped.
+pub struct PageServer {
+    addr: SocketAddr,
+    shutdown: Shutdown,
+    thread: Option<std::thread::JoinHandle<Result<(), EngineError>>>,
+}
+
+impl PageServer {
+    /// Serves `page` and the samples published to `hub` at `addr`.
+    pub fn start(addr: SocketAddr, page: String, hub: Arc<Hub>) -> Result<PageServer, EngineError> {
+        let listeners = Listeners::bind(addr, 1)?;
+        listeners.cap_send_buffer(SEND_BUFFER)?;
+        let addr = listeners.local_addr();
+        let shutdown = Shutdown::new()?;
+        let handler =
+            PageHandler { page, board: Arc::new(Board::following(hub)), shutdown: shutdown.clone() };
+        let service = Arc::new(PageService(Arc::new(handler)));
+        // A page's streams end at once on the shutdown; nothing else is worth waiting for.
+        let engine = EngineConfig {
+            shutdown_grace: Duration::from_millis(200),
+            ..page_engine(&EngineConfig::default())
+        };
+        let stop = shutdown.clone();
+        let thread = std::thread::Builder::new()
+            .name("sluice-live-page".into())
+            .spawn(move || sluice_engine::run(&engine, listeners, service, &stop, &Counters::new()))
+            .map_err(|source| EngineError::Setup { what: "spawn the live page's listener", source })?;
+        Ok(PageServer { addr, shutdown, thread: Some(thread) })
+    }
+
+    /// Where the page is served.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for PageServer {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The page and its events as a handler.
+struct PageHandler {
+    page: String,
+    board: Arc<Board>,
+    shutdown: Shutdown,
+}
+
+impl Handler for PageHandler {
+    fn limits(&self) -> &Limits {
+        static LIMITS: std::sync::OnceLock<Limits> = std::sync::OnceLock::new();
+        LIMITS.get_or_init(|| Limits {
+            keepalive_timeout: KEEPALIVE,
+            header_timeout: KEEPALIVE,
+            ..Limits::default()
+        })
+    }
+
+    fn respond(&self, req: &Request<'_>) -> Reply {
+        let response = match (req.method, req.path()) {
+            (Method::Get | Method::Head, Some("/")) => Response {
+                status: Status::OK,
+                headers: vec![("Content-Type", Cow::Borrowed("text/html; charset=utf-8"))],
+                body: Body::Bytes(Cow::Owned(self.page.clone().into_bytes())),
+            },
+            (Method::Get | Method::Head, Some("/events")) => self.board.events(&self.shutdown),
+            (Method::Get | Method::Head, _) => Response::error(Status::NOT_FOUND),
+            _ => Response::error(Status::METHOD_NOT_ALLOWED).with_header("Allow", "GET, HEAD"),
+        };
+        response.into()
+    }
+}
+
+/// The page's service: one [`HttpSession`] a connection, as the admin listener's.
+struct PageService(Arc<PageHandler>);
+
+impl Service for PageService {
+    type Session = HttpSession<SharedPage>;
+
+    fn session(&self, _peer: SocketAddr, clock: &sluice_proto::Clock) -> Self::Session {
+        HttpSession::new(SharedPage(Arc::clone(&self.0)), clock)
+    }
+}
+
+/// A connection's handle on the one [`PageHandler`].
+struct SharedPage(Arc<PageHandler>);
+
+impl Handler for SharedPage {
+    fn limits(&self) -> &Limits {
+        self.0.limits()
+    }
+
+    fn respond(&self, req: &Request<'_>) -> Reply {
+        self.0.respond(req)
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,12 @@ use hdrhistogram::Histogram;
 
 use sluice_engine::counters::{Event, Syscall};
 use sluice_engine::{Counters, EngineConfig};
+use sluice_proto::metrics_text::names::{
+    CACHE_BYTES_TOTAL, CONNECTIONS_OPEN, HTTP_REQUESTS_REFUSED_TOTAL, HTTP_RESPONSES_TOTAL,
+    HTTP_RESPONSE_BYTES_TOTAL, HTTP_RESPONSE_DURATION_SECONDS, LOG_LINES_DROPPED_TOTAL,
+    ORIGIN_REQUEST_SECONDS, PROCESS_CPU_SECONDS_TOTAL, PROCESS_RESIDENT_MEMORY_BYTES, RTSP_LOOP_BUSY_RATIO,
+    RTSP_STREAM_VIEWERS, SYSCALLS_TOTAL,
+};
 
 /// What a response served, for its duration histogram: a whole file (or a page), part of one,
 /// an HLS playlist, the DASH manifest, a CMAF segment both play, or an upload (`PUT`, `DELETE`).
@@ -230,11 +236,11 @@ sluice_build_info{{version=\"{}\",commit=\"{}\",engine=\"{}\",send=\"{}\"}} 1",
     );
     let _ = writeln!(
         m,
-        "# HELP sluice_syscalls_total System calls the engine made, by kind (tokio's own reactor calls are not included).\n\
-# TYPE sluice_syscalls_total counter"
+        "# HELP {SYSCALLS_TOTAL} System calls the engine made, by kind (tokio's own reactor calls are not included).\n\
+# TYPE {SYSCALLS_TOTAL} counter"
     );
     for kind in Syscall::ALL {
-        let _ = writeln!(m, "sluice_syscalls_total{{kind=\"{}\"}} {}", kind.name(), counters.syscalls(kind));
+        let _ = writeln!(m, "{SYSCALLS_TOTAL}{{kind=\"{}\"}} {}", kind.name(), counters.syscalls(kind));
     }
     let mut previous = "";
     for event in Event::ALL {
@@ -270,7 +276,7 @@ sluice_build_info{{version=\"{}\",commit=\"{}\",engine=\"{}\",send=\"{}\"}} 1",
     );
     let _ = writeln!(
         m,
-        "# HELP sluice_connections_open Connections open now.\n# TYPE sluice_connections_open gauge\nsluice_connections_open {}",
+        "# HELP {CONNECTIONS_OPEN} Connections open now.\n# TYPE {CONNECTIONS_OPEN} gauge\n{CONNECTIONS_OPEN} {}",
         counters.open_connections()
     );
     let _ = writeln!(
@@ -279,29 +285,24 @@ sluice_build_info{{version=\"{}\",commit=\"{}\",engine=\"{}\",send=\"{}\"}} 1",
 sluice_http_requests_total {}",
         requests.total()
     );
-    let _ = writeln!(m, "# HELP sluice_http_responses_total HTTP responses by status class.\n# TYPE sluice_http_responses_total counter");
+    let _ = writeln!(m, "# HELP {HTTP_RESPONSES_TOTAL} HTTP responses by status class.\n# TYPE {HTTP_RESPONSES_TOTAL} counter");
     for (i, c) in requests.by_class.iter().enumerate() {
-        let _ =
-            writeln!(m, "sluice_http_responses_total{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
+        let _ = writeln!(m, "{HTTP_RESPONSES_TOTAL}{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
     }
     let _ = writeln!(
         m,
-        "# HELP sluice_http_response_bytes_total HTTP response body bytes sent, by status class.\n\
-# TYPE sluice_http_response_bytes_total counter"
+        "# HELP {HTTP_RESPONSE_BYTES_TOTAL} HTTP response body bytes sent, by status class.\n\
+# TYPE {HTTP_RESPONSE_BYTES_TOTAL} counter"
     );
     for (i, c) in requests.bytes_by_class.iter().enumerate() {
-        let _ = writeln!(
-            m,
-            "sluice_http_response_bytes_total{{class=\"{}xx\"}} {}",
-            i + 1,
-            c.load(Ordering::Relaxed)
-        );
+        let _ =
+            writeln!(m, "{HTTP_RESPONSE_BYTES_TOTAL}{{class=\"{}xx\"}} {}", i + 1, c.load(Ordering::Relaxed));
     }
     durations(&mut m, requests);
     let _ = writeln!(
         m,
-        "# HELP sluice_http_requests_refused_total Requests refused before routing (malformed, too large, too slow).\n\
-# TYPE sluice_http_requests_refused_total counter\nsluice_http_requests_refused_total {}",
+        "# HELP {HTTP_REQUESTS_REFUSED_TOTAL} Requests refused before routing (malformed, too large, too slow).\n\
+# TYPE {HTTP_REQUESTS_REFUSED_TOTAL} counter\n{HTTP_REQUESTS_REFUSED_TOTAL} {}",
         requests.refused.load(Ordering::Relaxed)
     );
     let _ = writeln!(
@@ -312,8 +313,8 @@ sluice_http_requests_total {}",
     );
     let _ = writeln!(
         m,
-        "# HELP sluice_log_lines_dropped_total Log lines dropped because the log output was full or failing.\n\
-# TYPE sluice_log_lines_dropped_total counter\nsluice_log_lines_dropped_total {}",
+        "# HELP {LOG_LINES_DROPPED_TOTAL} Log lines dropped because the log output was full or failing.\n\
+# TYPE {LOG_LINES_DROPPED_TOTAL} counter\n{LOG_LINES_DROPPED_TOTAL} {}",
         crate::ops::logging::dropped_lines()
     );
     process(&mut m);
@@ -324,8 +325,8 @@ sluice_http_requests_total {}",
 fn durations(m: &mut String, requests: &RequestCounts) {
     let _ = writeln!(
         m,
-        "# HELP sluice_http_response_duration_seconds Time from a request to the last byte of its response, by route kind and status class.\n\
-# TYPE sluice_http_response_duration_seconds histogram"
+        "# HELP {HTTP_RESPONSE_DURATION_SECONDS} Time from a request to the last byte of its response, by route kind and status class.\n\
+# TYPE {HTTP_RESPONSE_DURATION_SECONDS} histogram"
     );
     for kind in RouteKind::ALL {
         for (class, d) in requests.durations[kind as usize].iter().enumerate() {
@@ -339,19 +340,15 @@ fn durations(m: &mut String, requests: &RequestCounts) {
                 // Counts at most `le`: HDR's buckets are finer than these (2 digits), so a
                 // bucket edge is exact to 1%.
                 let upto = d.histogram.count_between(0, (le * 1e6) as u64);
-                let _ = writeln!(
-                    m,
-                    "sluice_http_response_duration_seconds_bucket{{{labels},le=\"{le}\"}} {upto}"
-                );
+                let _ = writeln!(m, "{HTTP_RESPONSE_DURATION_SECONDS}_bucket{{{labels},le=\"{le}\"}} {upto}");
             }
-            let _ =
-                writeln!(m, "sluice_http_response_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {count}");
+            let _ = writeln!(m, "{HTTP_RESPONSE_DURATION_SECONDS}_bucket{{{labels},le=\"+Inf\"}} {count}");
             let _ = writeln!(
                 m,
-                "sluice_http_response_duration_seconds_sum{{{labels}}} {:.6}",
+                "{HTTP_RESPONSE_DURATION_SECONDS}_sum{{{labels}}} {:.6}",
                 d.sum_micros as f64 / 1e6
             );
-            let _ = writeln!(m, "sluice_http_response_duration_seconds_count{{{labels}}} {count}");
+            let _ = writeln!(m, "{HTTP_RESPONSE_DURATION_SECONDS}_count{{{labels}}} {count}");
         }
     }
 }
@@ -363,11 +360,11 @@ fn rtsp_gauges(m: &mut String, counters: &Counters) {
     let loops = counters.rtsp_loops();
     let _ = writeln!(
         m,
-        "# HELP sluice_rtsp_loop_busy_ratio Share of the last 500 ms each RTSP loop spent working (CPU time over wall time).\n\
-# TYPE sluice_rtsp_loop_busy_ratio gauge"
+        "# HELP {RTSP_LOOP_BUSY_RATIO} Share of the last 500 ms each RTSP loop spent working (CPU time over wall time).\n\
+# TYPE {RTSP_LOOP_BUSY_RATIO} gauge"
     );
     for (index, l, _) in &loops {
-        let _ = writeln!(m, "sluice_rtsp_loop_busy_ratio{{loop=\"{index}\"}} {:.3}", l.busy);
+        let _ = writeln!(m, "{RTSP_LOOP_BUSY_RATIO}{{loop=\"{index}\"}} {:.3}", l.busy);
     }
     let _ = writeln!(
         m,
@@ -394,11 +391,11 @@ fn rtsp_gauges(m: &mut String, counters: &Counters) {
     }
     let _ = writeln!(
         m,
-        "# HELP sluice_rtsp_stream_viewers RTSP viewers streaming each presentation now.\n# TYPE sluice_rtsp_stream_viewers gauge"
+        "# HELP {RTSP_STREAM_VIEWERS} RTSP viewers streaming each presentation now.\n# TYPE {RTSP_STREAM_VIEWERS} gauge"
     );
     for (path, n) in &g.streams {
         let path = path.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
-        let _ = writeln!(m, "sluice_rtsp_stream_viewers{{path=\"{path}\"}} {n}");
+        let _ = writeln!(m, "{RTSP_STREAM_VIEWERS}{{path=\"{path}\"}} {n}");
     }
 }
 
@@ -455,15 +452,15 @@ pub fn render_cache(
     }
     let _ = writeln!(
         m,
-        "# HELP sluice_cache_bytes_total Bytes sent or read from slices found in the cache, and bytes fetched from the origin.\n\
-# TYPE sluice_cache_bytes_total counter\nsluice_cache_bytes_total{{source=\"cache\"}} {}\nsluice_cache_bytes_total{{source=\"origin\"}} {}",
+        "# HELP {CACHE_BYTES_TOTAL} Bytes sent or read from slices found in the cache, and bytes fetched from the origin.\n\
+# TYPE {CACHE_BYTES_TOTAL} counter\n{CACHE_BYTES_TOTAL}{{source=\"cache\"}} {}\n{CACHE_BYTES_TOTAL}{{source=\"origin\"}} {}",
         get(&stats.bytes_from_cache),
         get(&stats.bytes_from_origin)
     );
     let _ = writeln!(
         m,
-        "# HELP sluice_origin_request_seconds Time spent in requests to the object store.\n\
-# TYPE sluice_origin_request_seconds summary\nsluice_origin_request_seconds_sum {:.6}\nsluice_origin_request_seconds_count {}",
+        "# HELP {ORIGIN_REQUEST_SECONDS} Time spent in requests to the object store.\n\
+# TYPE {ORIGIN_REQUEST_SECONDS} summary\n{ORIGIN_REQUEST_SECONDS}_sum {:.6}\n{ORIGIN_REQUEST_SECONDS}_count {}",
         get(&stats.origin_micros) as f64 / 1e6,
         get(&stats.origin_requests)
     );
@@ -570,23 +567,21 @@ pub fn render_access(
 
 /// CPU time, context switches and resident memory of this process, from the kernel.
 fn process(m: &mut String) {
-    let usage = crate::sys::process_usage();
-    if let Some(usage) = &usage {
-        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    let usage = sluice_cputime::process();
+    if let Some(usage) = usage {
         let _ = writeln!(
             m,
             "# HELP sluice_process_cpu_seconds_total CPU time of this process by mode.\n\
 # TYPE sluice_process_cpu_seconds_total counter\n\
 sluice_process_cpu_seconds_total{{mode=\"user\"}} {:.6}\nsluice_process_cpu_seconds_total{{mode=\"system\"}} {:.6}",
-            secs(usage.ru_utime),
-            secs(usage.ru_stime)
+            usage.user_s, usage.system_s
         );
         let _ = writeln!(
             m,
             "# HELP sluice_process_context_switches_total Context switches of this process.\n\
 # TYPE sluice_process_context_switches_total counter\n\
 sluice_process_context_switches_total{{kind=\"voluntary\"}} {}\nsluice_process_context_switches_total{{kind=\"involuntary\"}} {}",
-            usage.ru_nvcsw, usage.ru_nivcsw
+            usage.voluntary_switches, usage.involuntary_switches
         );
     }
     if let Some(rss) = resident_bytes() {
@@ -596,27 +591,23 @@ sluice_process_context_switches_total{{kind=\"voluntary\"}} {}\nsluice_process_c
 # TYPE sluice_process_resident_memory_bytes gauge\nsluice_process_resident_memory_bytes {rss}"
         );
     }
-    // getrusage(RUSAGE_SELF) fails only for a bad pointer, which sys never passes.
-    if let Some(usage) = &usage {
-        standard_process(m, usage);
-    }
+    standard_process(m, &usage.unwrap_or_default());
 }
 
 /// The process metrics every Prometheus client library exports, under their standard names, so
 /// that dashboards made for any process work on sluice.
-fn standard_process(m: &mut String, usage: &libc::rusage) {
-    let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+fn standard_process(m: &mut String, usage: &sluice_cputime::Usage) {
     let _ = writeln!(
         m,
-        "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n\
-# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {:.6}",
-        secs(usage.ru_utime) + secs(usage.ru_stime)
+        "# HELP {PROCESS_CPU_SECONDS_TOTAL} Total user and system CPU time spent in seconds.\n\
+# TYPE {PROCESS_CPU_SECONDS_TOTAL} counter\n{PROCESS_CPU_SECONDS_TOTAL} {:.6}",
+        usage.cpu_s()
     );
     if let Some(rss) = resident_bytes() {
         let _ = writeln!(
             m,
-            "# HELP process_resident_memory_bytes Resident memory size in bytes.\n\
-# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes {rss}"
+            "# HELP {PROCESS_RESIDENT_MEMORY_BYTES} Resident memory size in bytes.\n\
+# TYPE {PROCESS_RESIDENT_MEMORY_BYTES} gauge\n{PROCESS_RESIDENT_MEMORY_BYTES} {rss}"
         );
     }
     if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
@@ -658,8 +649,7 @@ fn start_time_seconds() -> Option<f64> {
         .trim()
         .parse()
         .ok()?;
-    let hz = crate::sys::clock_ticks_per_second();
-    Some(boot + ticks / hz.max(1) as f64)
+    Some(boot + ticks / sluice_cputime::clock_ticks())
 }
 
 fn resident_bytes() -> Option<u64> {
@@ -707,6 +697,15 @@ mod tests {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             assert!(!name.is_empty() && value.parse::<f64>().is_ok(), "bad sample line {line:?}");
+        }
+    }
+
+    #[test]
+    fn every_name_the_dashboard_and_the_lab_read_is_exported() {
+        let mut text = render(&EngineConfig::default(), &Counters::new(), &RequestCounts::default());
+        render_cache(&mut text, &sluice_store::CacheStats::default(), None);
+        for name in sluice_proto::metrics_text::names::ALL {
+            assert!(text.lines().any(|l| l.starts_with(&format!("# TYPE {name} "))), "{name} missing");
         }
     }
 }
