@@ -1,3 +1,4 @@
+#![deny(unsafe_code)]
 //! Sans-I/O protocol state machines for sluice: HTTP/1.1, RTSP, RTP.
 //!
 //! This crate owns everything a connection *means*: parsing requests, choosing responses, framing

@@ -2,7 +2,8 @@
 //! (unit tests and test files aside), every module opening with a `//!` paragraph, and no
 //! file-level import circle between sibling modules of a crate (a parent and its children may
 //! refer to each other: that is how Rust modules nest; two files that each use the other are
-//! one job split badly, or two jobs tangled).
+//! one job split badly, or two jobs tangled); `unsafe` only in the named `sys` layers, every crate
+//! root denying it elsewhere; and no load flag spelled as a string in the lab.
 //!
 //! The import scan reads `use` trees and inline `crate::`/`super::`/`self::` paths, resolves each
 //! to the deepest module file it names, and looks for strongly connected groups of files.
@@ -382,4 +383,154 @@ fn the_import_scan_finds_a_circle_and_ignores_parent_and_child() {
         vec![vec![vec!["a".to_string()], vec!["b".to_string()]]],
         "a and b use each other; net and net::conn are parent and child"
     );
+}
+
+/// The crates whose system calls need `unsafe`, each confining it to its `sys` layer (as mio's
+/// `src/sys/`): the layer is `src/sys.rs` or `src/sys/`.
+const SYS_LAYERS: &[&str] = &[
+    "sluice/src/sys.rs",
+    "sluice-cputime/src/sys.rs",
+    "sluice-engine/src/sys",
+    "sluice-harness/src/sys.rs",
+    "sluice-lab/src/sys.rs",
+    "sluice-load/src/sys",
+    "sluice-server/src/sys.rs",
+    "sluice-store/src/sys.rs",
+];
+
+/// Where `code` says `unsafe` as a keyword (a block, fn, impl, trait or extern), not inside a
+/// word such as `unsafe_code`.
+fn says_unsafe(code: &str) -> bool {
+    let bytes = code.as_bytes();
+    code.match_indices("unsafe").any(|(at, _)| {
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + "unsafe".len()).copied();
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        !before.is_some_and(word)
+            && !after.is_some_and(word)
+            && !code[..at].rsplit('\n').next().is_some_and(|line| line.contains('"'))
+    })
+}
+
+fn in_sys_layer(rel: &Path) -> bool {
+    let mut parts = rel.iter().map(|c| c.to_string_lossy());
+    // `crates/<crate>/src/<first>`: the layer is src/sys.rs or src/sys/.
+    let first = parts.nth(3);
+    first.is_some_and(|f| f == "sys.rs" || f == "sys")
+}
+
+#[test]
+fn unsafe_appears_only_in_the_sys_layers() {
+    let root = workspace_root();
+    let mut outside = Vec::new();
+    let mut inside = BTreeSet::new();
+    let mut undenied = Vec::new();
+    for src in crate_sources() {
+        let lib = if src.join("lib.rs").exists() { src.join("lib.rs") } else { src.join("main.rs") };
+        let head = std::fs::read_to_string(&lib).expect("crate root");
+        if !head.contains("#![deny(unsafe_code)]") && !head.contains("#![forbid(unsafe_code)]") {
+            undenied.push(lib.strip_prefix(&root).expect("in workspace").display().to_string());
+        }
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            let rel = file.strip_prefix(&root).expect("in workspace").to_path_buf();
+            let text = std::fs::read_to_string(&file).expect("read source");
+            let code: String =
+                text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+            if !says_unsafe(&code) {
+                continue;
+            }
+            if in_sys_layer(&rel) {
+                let layer: PathBuf = rel.iter().skip(1).take(3).collect();
+                inside.insert(layer.display().to_string());
+            } else {
+                outside.push(rel.display().to_string());
+            }
+        }
+    }
+    assert!(undenied.is_empty(), "crate roots without #![deny(unsafe_code)]:\n{}", undenied.join("\n"));
+    assert!(
+        outside.is_empty(),
+        "`unsafe` outside a sys layer (move it behind a safe function there):\n{}",
+        outside.join("\n")
+    );
+    let named: BTreeSet<String> = SYS_LAYERS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(inside, named, "the sys layers holding `unsafe` are the ones this test names");
+}
+
+#[test]
+fn the_unsafe_scan_tells_the_keyword_from_words_and_strings() {
+    assert!(says_unsafe("fn f() { unsafe { g() } }"));
+    assert!(says_unsafe("unsafe impl Send for X {}"));
+    assert!(!says_unsafe("#![deny(unsafe_code)]"));
+    assert!(!says_unsafe("let s = \"an unsafe thing\";"));
+    assert!(in_sys_layer(Path::new("crates/sluice-engine/src/sys/fd.rs")));
+    assert!(in_sys_layer(Path::new("crates/sluice-store/src/sys.rs")));
+    assert!(!in_sys_layer(Path::new("crates/sluice-engine/src/send.rs")));
+}
+
+/// Every `--flag` a `--help` text of the `sluice` binary lists.
+fn flags_in_help(args: &[&str]) -> BTreeSet<String> {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).output().expect("run sluice");
+    assert!(out.status.success(), "sluice {args:?} failed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The lab builds its load runs from the typed options `sluice load` parses: no load flag is
+/// spelled in the lab's source as a string (a flag `sluice serve` also has may be, for the
+/// servers the lab starts).
+#[test]
+fn the_lab_has_no_string_copies_of_load_flags() {
+    let mut load = flags_in_help(&["load", "http", "--help"]);
+    load.extend(flags_in_help(&["load", "rtsp", "--help"]));
+    assert!(load.contains("--vus") && load.contains("--clients"), "read the load flags: {load:?}");
+    let serve = flags_in_help(&["serve", "--help"]);
+    let own: Vec<&String> = load.iter().filter(|f| !serve.contains(*f) && *f != "--help").collect();
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("crates/sluice-lab/src"), &mut files);
+    let mut copies = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read source");
+        let code: String =
+            text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+        for flag in &own {
+            if spells_flag(&code, flag) {
+                copies.push(format!(
+                    "{}: {flag}",
+                    file.strip_prefix(workspace_root()).expect("in workspace").display()
+                ));
+            }
+        }
+    }
+    assert!(
+        copies.is_empty(),
+        "load flags spelled in the lab (build them from sluice_load::args):\n{}",
+        copies.join("\n")
+    );
+}
+
+/// Whether `code` spells `flag` inside a string: after a quote or a space, and ending the word
+/// (`"--clients"`, `"... --clients {}"`), not as part of a longer flag.
+fn spells_flag(code: &str, flag: &str) -> bool {
+    let bytes = code.as_bytes();
+    code.match_indices(flag).any(|(at, _)| {
+        let before = at.checked_sub(1).map(|i| bytes[i]);
+        let after = bytes.get(at + flag.len()).copied();
+        matches!(before, Some(b'"' | b' ' | b'\''))
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
+}
+
+#[test]
+fn the_flag_scan_finds_flags_in_strings_only_whole() {
+    assert!(spells_flag("let a = \"--clients\";", "--clients"));
+    assert!(spells_flag("format!(\"sluice load rtsp --clients {} --ramp {}\", n, r)", "--clients"));
+    assert!(!spells_flag("let a = \"--clients-max\";", "--clients"));
+    assert!(!spells_flag("let clients = config.clients;", "--clients"));
 }
