@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod clip;
+pub mod derived;
 pub mod gzip_static;
 pub mod hls;
 pub mod limits;

@@ -354,7 +354,7 @@ impl App {
                 let request = crate::http::ts::TsRequest {
                     relative: owner,
                     version: &version,
-                    resource,
+                    what: resource,
                     max_ranges: self.settings.max_ranges,
                     boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
                 };
@@ -391,7 +391,7 @@ impl App {
             let request = crate::http::trick::TrickRequest {
                 relative: parent,
                 version: &version,
-                resource,
+                what: resource,
                 max_ranges: self.settings.max_ranges,
                 boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
             };

@@ -23,8 +23,9 @@ use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::file::{entity_response, FileMeta};
 use sluice_proto::http::{Request, Response, Status};
 
+use crate::http::derived::{self, DerivedRequest};
 use crate::http::hls::{failure, manifest_tag, packaged};
-use crate::library::{FileVersion, Library, LibraryError};
+use crate::library::{Library, LibraryError};
 
 /// The folder of a file's clips by name: `/<file>.mp4/clip/S-E.mp4`.
 const CLIP_DIR: &str = "/clip/";
@@ -40,20 +41,8 @@ pub fn clip_path(relative: &str) -> Option<(&str, Result<Interval, ClipError>)> 
     Some((file, Interval::from_name(interval)))
 }
 
-/// One request for a clip of a file of the library.
-#[derive(Debug)]
-pub struct ClipRequest<'a> {
-    /// The file's path in the library (decoded, no leading slash).
-    pub relative: &'a str,
-    /// The version being served.
-    pub version: &'a FileVersion,
-    /// The interval asked for.
-    pub interval: Interval,
-    /// Most byte ranges honoured.
-    pub max_ranges: usize,
-    /// A multipart boundary, should it be needed.
-    pub boundary: u64,
-}
+/// One request for a clip of a file (`what`: its interval) of the library.
+pub type ClipRequest<'a> = DerivedRequest<'a, Interval>;
 
 /// The answer to a clip request: 400 with the reason for an interval the file does not have,
 /// the packaging refusal (415, 501, 500) for a file that is not an H.264/AAC MP4.
@@ -64,15 +53,11 @@ pub fn respond(
     may_block: bool,
 ) -> Result<Response, LibraryError> {
     let (relative, version) = (request.relative, request.version);
-    let described = library.described(relative, version, may_block)?;
-    if let Err(refusal) = &described.hls {
-        return Ok(failure(refusal.status, &refusal.reason));
-    }
-    let tables = match library.tables(relative, version, may_block)? {
-        Ok(tables) => tables,
-        Err(reason) => return Ok(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
+    let tables = match derived::source(library, request, may_block)? {
+        Ok(source) => source.tables,
+        Err(refusal) => return Ok(refusal),
     };
-    let planned = match clip(&tables, request.interval) {
+    let planned = match clip(&tables, request.what) {
         Ok(planned) => planned,
         Err(
             e
@@ -94,7 +79,7 @@ pub fn respond(
     let etag = version
         .entity_tag()
         .filter(|t| t.ends_with('"'))
-        .map(|tag| format!("{}-clip{}\"", &tag[..tag.len() - 1], request.interval.tag()));
+        .map(|tag| format!("{}-clip{}\"", &tag[..tag.len() - 1], request.what.tag()));
     let response = entity_response(req, parts, &meta, etag, request.max_ranges, request.boundary)
         .with_header("Access-Control-Allow-Origin", "*");
     library.sendable(req, version, response, may_block)
@@ -140,19 +125,15 @@ pub fn respond_packaged(
     may_block: bool,
 ) -> Result<Response, LibraryError> {
     let (relative, version) = (request.relative, request.version);
-    let described = library.described(relative, version, may_block)?;
-    if let Err(refusal) = &described.hls {
-        return Ok(failure(refusal.status, &refusal.reason));
-    }
-    let tables = match library.tables(relative, version, may_block)? {
-        Ok(tables) => tables,
-        Err(reason) => return Ok(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
+    let tables = match derived::source(library, request, may_block)? {
+        Ok(source) => source.tables,
+        Err(refusal) => return Ok(refusal),
     };
     let cannot = |e: &dyn std::fmt::Display| {
         tracing::warn!(path = relative, "clip: cannot package a clip of {relative}: {e}");
         Ok(failure(Status::INTERNAL_SERVER_ERROR, &format!("cannot package a clip of {relative}: {e}")))
     };
-    let clipped = match clipped_tables(&tables, request.interval) {
+    let clipped = match clipped_tables(&tables, request.what) {
         Ok(clipped) => clipped,
         Err(
             e
@@ -220,7 +201,7 @@ pub fn respond_packaged(
     } else {
         version.entity_tag().filter(|t| t.ends_with('"')).map(|tag| {
             let segment = library.catalogue().segment().as_millis();
-            format!("{}-clip{}-hls{segment}\"", &tag[..tag.len() - 1], request.interval.tag())
+            format!("{}-clip{}-hls{segment}\"", &tag[..tag.len() - 1], request.what.tag())
         })
     };
     let ranges = (request.max_ranges, request.boundary);

@@ -14,8 +14,9 @@ use sluice_media::hls::HlsError;
 use sluice_proto::conn::{FileSlice, Segment};
 use sluice_proto::http::{Request, Response, Status};
 
+use crate::http::derived::{self, DerivedRequest};
 use crate::http::hls::{failure, manifest_tag, packaged};
-use crate::library::{FileVersion, Library, LibraryError};
+use crate::library::{Library, LibraryError};
 
 /// Whether `name` (under a file's URL) names a trick-play resource.
 pub fn is_trick_name(name: &str) -> bool {
@@ -23,19 +24,7 @@ pub fn is_trick_name(name: &str) -> bool {
 }
 
 /// One request for a trick-play resource of a file of the library.
-#[derive(Debug)]
-pub struct TrickRequest<'a> {
-    /// The file's path in the library (decoded, no leading slash).
-    pub relative: &'a str,
-    /// The version being served.
-    pub version: &'a FileVersion,
-    /// What is asked for.
-    pub resource: IFrameResource,
-    /// Most byte ranges honoured.
-    pub max_ranges: usize,
-    /// A multipart boundary, should it be needed.
-    pub boundary: u64,
-}
+pub type TrickRequest<'a> = DerivedRequest<'a, IFrameResource>;
 
 /// The answer to a trick-play request: 404 for a file without video or a keyframe past the
 /// last, the packaging refusal for a file that does not package.
@@ -46,21 +35,17 @@ pub fn respond(
     may_block: bool,
 ) -> Result<Response, LibraryError> {
     let (relative, version) = (request.relative, request.version);
-    let described = library.described(relative, version, may_block)?;
-    let index = match &described.hls {
-        Ok(packaging) => &packaging.index,
-        Err(refusal) => return Ok(failure(refusal.status, &refusal.reason)),
+    let source = match derived::source(library, request, may_block)? {
+        Ok(source) => source,
+        Err(refusal) => return Ok(refusal),
     };
-    let tables = match library.tables(relative, version, may_block)? {
-        Ok(tables) => tables,
-        Err(reason) => return Ok(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
-    };
-    let Some(keyframes) = KeyFrames::of(&tables, index) else {
+    let (index, tables) = (source.index(), &*source.tables);
+    let Some(keyframes) = KeyFrames::of(tables, index) else {
         return Ok(Response::error(Status::NOT_FOUND));
     };
     let ranges = (request.max_ranges, request.boundary);
-    let kind = (request.resource.content_type(), request.resource == IFrameResource::Playlist);
-    let response = match request.resource {
+    let kind = (request.what.content_type(), request.what == IFrameResource::Playlist);
+    let response = match request.what {
         IFrameResource::Playlist => {
             let parts = vec![Segment::Bytes(keyframes.playlist().into_bytes())];
             let etag = Some(manifest_tag(&parts));

@@ -15,10 +15,11 @@ use sluice_media::hls::HlsError;
 use sluice_proto::conn::Segment;
 use sluice_proto::http::{Request, Response, Status};
 
+use crate::http::derived::{self, DerivedRequest};
 use crate::http::hls::{failure, manifest_tag, packaged};
 use crate::library::names::SEGMENT;
 use crate::library::renditions::{find_set, SetError};
-use crate::library::{FileVersion, Library, LibraryError};
+use crate::library::{Library, LibraryError};
 
 /// Most sample bytes one TS segment is made from (it is held in memory while it is muxed and
 /// sent): 64 MiB is 6 s of 80 Mb/s video. A file whose keyframes are further apart than that
@@ -41,19 +42,7 @@ pub fn needs_a_job(relative: &str) -> bool {
 }
 
 /// One request for a TS resource of a file of the library.
-#[derive(Debug)]
-pub struct TsRequest<'a> {
-    /// The file's path in the library (decoded, no leading slash).
-    pub relative: &'a str,
-    /// The version being served.
-    pub version: &'a FileVersion,
-    /// What is asked for.
-    pub resource: TsResource,
-    /// Most byte ranges honoured.
-    pub max_ranges: usize,
-    /// A multipart boundary, should it be needed.
-    pub boundary: u64,
-}
+pub type TsRequest<'a> = DerivedRequest<'a, TsResource>;
 
 /// The answer to a file's TS resource; [`LibraryError::WouldBlock`] for a segment when
 /// `may_block` is false (so that it is made in a job).
@@ -64,26 +53,22 @@ pub fn respond(
     may_block: bool,
 ) -> Result<Response, LibraryError> {
     let (relative, version) = (request.relative, request.version);
-    if matches!(request.resource, TsResource::Segment(_)) && !may_block {
+    if matches!(request.what, TsResource::Segment(_)) && !may_block {
         return Err(LibraryError::WouldBlock);
     }
-    let described = library.described(relative, version, may_block)?;
-    let index = match &described.hls {
-        Ok(packaging) => &packaging.index,
-        Err(refusal) => return Ok(failure(refusal.status, &refusal.reason)),
+    let source = match derived::source(library, request, may_block)? {
+        Ok(source) => source,
+        Err(refusal) => return Ok(refusal),
     };
-    let tables = match library.tables(relative, version, may_block)? {
-        Ok(tables) => tables,
-        Err(reason) => return Ok(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
-    };
-    if let Err(reason) = ts::carries(&tables, index) {
+    let (index, tables) = (source.index(), &*source.tables);
+    if let Err(reason) = ts::carries(tables, index) {
         return Ok(failure(Status::UNSUPPORTED_MEDIA_TYPE, &reason));
     }
-    let kind = (request.resource.content_type(), request.resource.is_manifest());
+    let kind = (request.what.content_type(), request.what.is_manifest());
     let ranges = (request.max_ranges, request.boundary);
-    let (parts, etag) = match request.resource {
+    let (parts, etag) = match request.what {
         TsResource::Master => {
-            let rendition = TsRendition { prefix: "", index, file: &tables };
+            let rendition = TsRendition { prefix: "", index, file: tables };
             let parts = vec![Segment::Bytes(ts::master_playlist(&[rendition]).into_bytes())];
             let etag = manifest_tag(&parts);
             (parts, Some(etag))
@@ -94,7 +79,7 @@ pub fn respond(
             (parts, Some(etag))
         }
         TsResource::Segment(n) => {
-            let reads = match ts::segment_reads(&tables, index, n) {
+            let reads = match ts::segment_reads(tables, index, n) {
                 Ok(reads) => reads,
                 Err(HlsError::NoSuchSegment(_)) => return Ok(Response::error(Status::NOT_FOUND)),
                 Err(e) => return Ok(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string())),
@@ -117,7 +102,7 @@ pub fn respond(
                     Err(e) => return Err(LibraryError::Io(e)),
                 }
             }
-            let segment = match ts::segment(&tables, index, n, &bytes) {
+            let segment = match ts::segment(tables, index, n, &bytes) {
                 Ok(segment) => segment,
                 Err(e) => {
                     tracing::warn!(path = relative, segment = n, "TS: cannot mux the segment: {e}");

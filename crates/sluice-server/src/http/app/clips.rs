@@ -47,7 +47,7 @@ impl App {
         let request = crate::http::clip::ClipRequest {
             relative: file,
             version: &version,
-            interval,
+            what: interval,
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
         };
