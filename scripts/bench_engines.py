@@ -82,7 +82,7 @@ def main():
             print(f"| {conns} | {name} | {med('rps'):.0f} | {med('p50'):.2f} | {med('p99'):.2f} | "
                   f"{sum(r['errors'] for r in rs)} | {sc} | {kinds} | {med('rps') / epoll:.2f} |")
     print("\nCommands:")
-    for name, (_, cmd) in configs.items():
+    for name, (_, cmd, _admin) in configs.items():
         print(f"- {name}: `{' '.join(cmd)}`")
     print(f"- load: `taskset -c {load_cpu} wrk -t1 -cN -d{args.duration}s --latency http://127.0.0.1:PORT/bench/hello`")
 
