@@ -6,8 +6,11 @@
 //! work (slices fetched ahead, MP4 indexes read for the RTSP loop) and gzip its compressions on
 //! pools of their own of this type, detached ([`CpuPool::spawn`]).
 //!
-//! A fixed number of threads (`cpu_workers`) take jobs from one bounded queue (`cpu_queue`). When
-//! the queue is full a job is refused at once, and the session answers 503. Letting jobs pile up
+//! A fixed number of threads (`cpu_workers`) take jobs from one bounded queue (`cpu_queue`). A job
+//! is refused at once, and the session answers 503, when `cpu_workers` jobs run and `cpu_queue`
+//! wait: the bound counts jobs taken and not finished, not what sits in the channel, so a burst
+//! that idle workers have not picked up yet is not refused (fifty dashboards opening at once on
+//! the admin listener, whose queue is 4, were: all but a handful got 503 on a busy machine). Letting jobs pile up
 //! without limit would turn a CPU overload into unbounded memory and latency: before the threads
 //! engine shared these bounds, 600 concurrent `/bench/cpu-heavy` requests ran 600 jobs at once
 //! and took 626 MB (pool) and 3,991 MB (a thread per connection) where the event-loop engines took
@@ -68,6 +71,10 @@ pub struct PoolFull;
 /// A bounded pool of worker threads; see the module docs.
 pub struct CpuPool {
     queue: Option<SyncSender<Task>>,
+    /// Jobs taken and not yet finished (running or waiting), at most `limit`.
+    taken: Arc<AtomicU64>,
+    /// Workers plus the queue's length.
+    limit: u64,
     threads: Vec<std::thread::JoinHandle<()>>,
     /// Set when the engine stops: jobs still queued are dropped, not run for loops that are gone.
     closed: Arc<AtomicBool>,
@@ -88,13 +95,17 @@ impl CpuPool {
 
     /// Starts `threads` workers named `name-N` behind a queue of `capacity` jobs.
     pub fn start_named(name: &str, threads: usize, capacity: usize) -> Result<CpuPool, EngineError> {
-        let (tx, rx) = sync_channel::<Task>(capacity);
+        // Room in the channel for every job the bound admits, so a send never fails while it does.
+        let limit = (threads.max(1) + capacity) as u64;
+        let (tx, rx) = sync_channel::<Task>(limit as usize);
         let rx = Arc::new(Mutex::new(rx));
         let stats = Arc::new(PoolStats::default());
+        let taken = Arc::new(AtomicU64::new(0));
         let mut handles = Vec::with_capacity(threads);
         for i in 0..threads.max(1) {
             let rx: Arc<Mutex<Receiver<Task>>> = Arc::clone(&rx);
             let counts = Arc::clone(&stats);
+            let taken = Arc::clone(&taken);
             let handle = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
                 .stack_size(JOB_STACK)
@@ -111,6 +122,7 @@ impl CpuPool {
                         .ok();
                     counts.busy.fetch_add(1, Ordering::Relaxed);
                     task();
+                    taken.fetch_sub(1, Ordering::AcqRel);
                     counts.busy.fetch_sub(1, Ordering::Relaxed);
                     counts.jobs.fetch_add(1, Ordering::Relaxed);
                 })
@@ -118,7 +130,14 @@ impl CpuPool {
             handles.push(handle);
             stats.workers.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(CpuPool { queue: Some(tx), threads: handles, closed: Arc::new(AtomicBool::new(false)), stats })
+        Ok(CpuPool {
+            queue: Some(tx),
+            taken,
+            limit,
+            threads: handles,
+            closed: Arc::new(AtomicBool::new(false)),
+            stats,
+        })
     }
 
     /// What the pool is doing, for `/metrics`.
@@ -134,11 +153,21 @@ impl CpuPool {
     /// Queues `task`, counting it; `Err` when the queue is full.
     fn queue(&self, task: Task) -> Result<(), PoolFull> {
         let Some(queue) = &self.queue else { return Err(PoolFull) };
+        let limit = self.limit;
+        if self
+            .taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < limit).then_some(n + 1))
+            .is_err()
+        {
+            self.stats.refused.fetch_add(1, Ordering::Relaxed);
+            return Err(PoolFull);
+        }
         // Counted before it is sent so a worker that takes it at once never counts below zero.
         self.stats.queued.fetch_add(1, Ordering::Relaxed);
         match queue.try_send(task) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.taken.fetch_sub(1, Ordering::AcqRel);
                 self.stats
                     .queued
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
@@ -241,6 +270,28 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
         }
         true
+    }
+
+    #[test]
+    fn a_burst_the_idle_workers_have_not_picked_up_is_not_refused() {
+        // Four workers and no queue: four jobs offered at once all run, however slowly the
+        // workers come to take them; a fifth, while they run, is refused.
+        let pool = CpuPool::start_named("test-burst", 4, 0).unwrap();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Arc::new(Mutex::new(release_rx));
+        for i in 0..4 {
+            let release_rx = Arc::clone(&release_rx);
+            let taken = pool.spawn(move || {
+                let _ = release_rx.lock().map(|rx| rx.recv());
+            });
+            assert!(taken.is_ok(), "job {i} of a burst that fits the workers was refused");
+        }
+        assert_eq!(pool.spawn(|| {}), Err(PoolFull), "past the workers and the queue");
+        for _ in 0..4 {
+            release_tx.send(()).unwrap();
+        }
+        assert!(eventually(|| pool.stats().jobs.load(Ordering::Relaxed) == 4));
+        assert!(eventually(|| pool.spawn(|| {}).is_ok()), "room again once they finish");
     }
 
     #[test]
