@@ -213,9 +213,9 @@ fn script_json(json: &str) -> String {
     json.replace('<', "\\u003c")
 }
 
-/// Text made safe inside HTML (element text and quoted attribute values): the one escaper,
-/// re-exported for the pages built on these charts.
-pub use sluice_proto::markup::escape;
+/// Text made safe inside HTML (element text and `"`-quoted attribute values, which is all these
+/// pages write): the one escaper's text form, re-exported for the pages built on these charts.
+pub use sluice_proto::markup::escape_text as escape;
 
 #[cfg(test)]
 mod tests {
