@@ -42,17 +42,7 @@ impl IFrameResource {
         if name == IFRAME_PLAYLIST {
             return Some(IFrameResource::Playlist);
         }
-        let digits = name.strip_prefix("video-iframe-")?.strip_suffix(".m4s")?;
-        // Canonical numbers only: one URL (and one cache entry) per fragment.
-        if digits.is_empty() || digits.len() > 9 || (digits.len() > 1 && digits.starts_with('0')) {
-            return None;
-        }
-        digits
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-            .then(|| digits.parse().ok())
-            .flatten()
-            .map(IFrameResource::Fragment)
+        super::playlist::numbered(name, "video-iframe-", ".m4s").map(IFrameResource::Fragment)
     }
 
     /// Its `Content-Type`.

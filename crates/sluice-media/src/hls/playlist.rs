@@ -160,7 +160,13 @@ pub enum PlayedBy {
 
 /// `n` of `seg-n.m4s`, canonical numbers only, so one segment has one URL (and one cache entry).
 fn segment_number(name: &str) -> Option<usize> {
-    let digits = name.strip_prefix("seg-")?.strip_suffix(".m4s")?;
+    numbered(name, "seg-", ".m4s")
+}
+
+/// `n` of `{prefix}n{suffix}` (a segment's or fragment's name), canonical numbers only (no
+/// leading zeros, at most 9 digits), so one resource has one URL (and one cache entry).
+pub(crate) fn numbered(name: &str, prefix: &str, suffix: &str) -> Option<usize> {
+    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
     if digits.is_empty() || digits.len() > 9 || (digits.len() > 1 && digits.starts_with('0')) {
         return None;
     }

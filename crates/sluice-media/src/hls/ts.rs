@@ -54,17 +54,7 @@ impl TsResource {
             "media.m3u8" => return Some(TsResource::Media),
             _ => {}
         }
-        let digits = name.strip_prefix("seg-")?.strip_suffix(".ts")?;
-        // Canonical numbers only: one URL (and one cache entry) per segment.
-        if digits.is_empty() || digits.len() > 9 || (digits.len() > 1 && digits.starts_with('0')) {
-            return None;
-        }
-        digits
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-            .then(|| digits.parse().ok())
-            .flatten()
-            .map(TsResource::Segment)
+        super::playlist::numbered(name, "seg-", ".ts").map(TsResource::Segment)
     }
 
     /// Its `Content-Type`.
