@@ -18,7 +18,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -30,17 +29,7 @@ use mpeg2ts::ts::{ReadTsPacket, TsPacketReader};
 fn film() -> &'static [u8] {
     static FILM: OnceLock<Vec<u8>> = OnceLock::new();
     FILM.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("film.mp4");
-        let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
-        cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100", "-t", "20"])
-            .args(["-c:v", "libx264", "-preset", "ultrafast", "-bf", "2", "-g", "50", "-keyint_min", "50"])
-            .args(["-sc_threshold", "0", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "64k"])
-            .arg(&out);
-        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
-        assert!(status.success(), "ffmpeg made no film: {}", String::from_utf8_lossy(&err));
-        std::fs::read(&out).unwrap()
+        test_film(20, "-c:v libx264 -preset ultrafast -bf 2 -g 50 -keyint_min 50 -sc_threshold 0 -pix_fmt yuv420p -c:a aac -b:a 64k")
     })
 }
 

@@ -123,3 +123,19 @@ pub fn record_figure(test: &str, engine: &[&str], figure: impl std::fmt::Display
 pub fn free_port() -> u16 {
     sluice_harness::free_port().expect("a free port")
 }
+
+/// An MP4 that ffmpeg makes from its test sources: `secs` of 320x180 `testsrc2` at 25 fps and a
+/// 440 Hz sine at 44.1 kHz, encoded as `codec_args` say (everything between the inputs and the
+/// output file, words split at spaces).
+pub fn test_film(secs: u32, codec_args: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("film.mp4");
+    let mut cmd = Command::new(require_tool("ffmpeg", "ffmpeg"));
+    cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100", "-t", &secs.to_string()])
+        .args(codec_args.split_whitespace())
+        .arg(&out);
+    let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(120));
+    assert!(status.success(), "ffmpeg made no film: {}", String::from_utf8_lossy(&err));
+    std::fs::read(&out).unwrap()
+}
