@@ -113,6 +113,9 @@ pub enum Event {
     SocketErrors,
     /// Accept calls that failed for want of descriptors (EMFILE/ENFILE).
     AcceptErrors,
+    /// Turns in which a loop behind on its sends took at most one new connection, leaving any
+    /// others in the backlog for later turns.
+    AcceptsDeferred,
     /// RTSP control connections accepted.
     RtspConnections,
     /// RTSP requests answered.
@@ -148,7 +151,7 @@ pub enum Event {
 
 impl Event {
     /// Every event, in `/metrics` order.
-    pub const ALL: [Event; 26] = [
+    pub const ALL: [Event; 27] = [
         Event::UringSubmitted,
         Event::UringCompleted,
         Event::BytesIn,
@@ -160,6 +163,7 @@ impl Event {
         Event::SendTimeouts,
         Event::SocketErrors,
         Event::AcceptErrors,
+        Event::AcceptsDeferred,
         Event::RtspConnections,
         Event::RtspRequests,
         Event::RtspSessionsCreated,
@@ -203,6 +207,10 @@ impl Event {
             Event::AcceptErrors => {
                 ("accept_errors_total", "accept calls that failed for want of descriptors.")
             }
+            Event::AcceptsDeferred => (
+                "accepts_deferred_total",
+                "Turns in which a loop behind on its sends took at most one new connection.",
+            ),
             Event::RtspConnections => ("rtsp_connections_total", "RTSP control connections accepted."),
             Event::RtspRequests => ("rtsp_requests_total", "RTSP requests answered."),
             Event::RtspSessionsCreated => ("rtsp_sessions_created_total", "RTSP sessions set up."),
