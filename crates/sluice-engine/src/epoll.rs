@@ -24,7 +24,7 @@ use crate::pool::CpuPool;
 use crate::send::{PipePool, SendBuffers};
 use crate::shutdown::Shutdown;
 use crate::sys::epoll::Epoll;
-use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
+use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPTS_PER_TURN_BEHIND, ACCEPT_WARNINGS};
 
 const LISTENER: u64 = u64::MAX;
 const SHUTDOWN: u64 = u64::MAX - 1;
@@ -36,8 +36,6 @@ const EVENTS: usize = 1024;
 /// always fills the buffer (pipelined uploads over loopback) must not hold the loop. 16 reads of
 /// 64 KiB is 1 MiB per turn.
 const READS_PER_TURN: usize = 16;
-/// Connections a loop that is behind takes from its listener per turn (see `accept_all`).
-const ACCEPTS_PER_TURN_BEHIND: usize = 1;
 
 pub(crate) fn run<S: Service>(launch: Launch<'_, S>) -> Result<(), EngineError> {
     let Launch { config, listeners, service, shutdown, counters } = launch;
@@ -220,13 +218,7 @@ impl<'a, S: Service> Worker<'a, S> {
         self.more_to_accept = false;
         let Some(listener) = &self.listener else { return };
         let listen_fd = listener.as_raw_fd();
-        // A loop is behind when a connection used its send budget with bytes still to go: its
-        // viewers are waiting for it. Then newcomers wait in the backlog and are taken one per
-        // turn, after the turn's ready connections were served, rather than splitting the loop
-        // between them and the viewers already playing (as nginx does without multi_accept).
-        // At a quarter core with 12 s 1080p HLS players this held 967 viewers with no stall
-        // instead of 440 (busy machine, one round each); a loop that keeps up takes every
-        // waiting connection at once, so bursts of small requests are not slowed.
+        // Behind: a connection used its send budget this turn with bytes still to go.
         let limit = if self.ready.is_empty() { usize::MAX } else { ACCEPTS_PER_TURN_BEHIND };
         let mut taken = 0;
         loop {

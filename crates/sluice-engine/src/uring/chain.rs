@@ -246,6 +246,9 @@ impl<S: Service> Worker<'_, S> {
         match self.apply(key, &chain) {
             Ok(()) => {
                 let u = &mut self.conns[key];
+                // A send that moved bytes and left more: the connection goes on next turn, as an
+                // epoll connection that used its budget does; the loop is behind.
+                self.behind |= chain.r_out.is_some_and(|r| r > 0) && !u.conn.out.is_empty();
                 if u.conn.out.is_empty() {
                     u.drained = true;
                     if let Some(p) = u.pipe.take() {

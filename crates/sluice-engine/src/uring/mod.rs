@@ -29,6 +29,7 @@ mod chain;
 mod closing;
 pub(crate) mod probe;
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -52,7 +53,7 @@ use crate::shutdown::Shutdown;
 use crate::sys::buf_ring::BufRing;
 use crate::sys::socket::{accepted_stream, peer_of};
 use crate::sys::{fd as sys_fd, uring as sys_uring};
-use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPT_WARNINGS};
+use crate::worker::{self, EventLoop, LoopCore, Parts, ACCEPTS_PER_TURN_BEHIND, ACCEPT_WARNINGS};
 
 /// Completions a worker with connections waits for in one `io_uring_enter` when the kernel has
 /// `IORING_FEAT_MIN_TIMEOUT` (see `Wait::Batch`). A keep-alive request is two completions (its
@@ -188,6 +189,12 @@ struct Worker<'a, S: Service> {
     accept_armed: bool,
     /// A failed accept (EMFILE) waits for the next sweep rather than spinning.
     accept_retry: bool,
+    /// Connections the multishot accept delivered and the loop has not taken on yet: a loop
+    /// behind on its sends takes one per turn (see `take_newcomers`).
+    newcomers: VecDeque<TcpStream>,
+    /// This turn, a connection finished a send with more of its response still to go: the loop
+    /// is behind on its sends.
+    behind: bool,
     conns: Slab<UConn<S::Session>>,
     /// Connections not closing.
     live: usize,
@@ -288,6 +295,8 @@ impl<'a, S: Service> Worker<'a, S> {
             listener: Some(listener),
             accept_armed: false,
             accept_retry: false,
+            newcomers: VecDeque::new(),
+            behind: false,
             conns: Slab::with_capacity(1024),
             live: 0,
             pipes: PipePool::default(),
@@ -369,11 +378,15 @@ impl<'a, S: Service> Worker<'a, S> {
                 break;
             }
             let idle = self.conns.is_empty()
+                && self.newcomers.is_empty()
                 && self.core.draining_until.is_none()
                 && self.pipes.is_empty()
                 && self.copies.is_empty()
                 && !self.accept_retry;
-            let wait = if idle {
+            let wait = if !self.newcomers.is_empty() {
+                // Newcomers wait for the next turn, not for the next completion.
+                Wait::Submit
+            } else if idle {
                 // Nothing to batch; and a min-wait without a timeout would end every
                 // BATCH_WAIT_USEC whether or not anything came.
                 Wait::One(None)
@@ -388,6 +401,7 @@ impl<'a, S: Service> Worker<'a, S> {
             self.enter(wait);
             read_clock(&mut self.core.clock);
             self.reap();
+            self.take_newcomers();
             if self.core.sweep_due() {
                 self.sweep();
             }
@@ -454,7 +468,9 @@ impl<'a, S: Service> Worker<'a, S> {
         if res >= 0 {
             // A successful accept completion carries a fresh descriptor we now own.
             let stream = accepted_stream(res);
-            self.admit(stream);
+            if self.core.draining_until.is_none() {
+                self.newcomers.push_back(stream);
+            }
         } else {
             match -res {
                 libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
@@ -468,6 +484,21 @@ impl<'a, S: Service> Worker<'a, S> {
         }
         if !self.accept_armed && self.core.draining_until.is_none() && !self.accept_retry {
             self.arm_accept();
+        }
+    }
+
+    /// Takes on the connections accepted since the last turn, after the turn's completions were
+    /// handled: every one while the loop keeps up, one per turn while it is behind, so a flash
+    /// crowd waits here rather than splitting the loop between itself and the viewers already
+    /// being served (the epoll loop leaves them in the backlog by the same rule).
+    fn take_newcomers(&mut self) {
+        let limit = if std::mem::take(&mut self.behind) { ACCEPTS_PER_TURN_BEHIND } else { usize::MAX };
+        for _ in 0..limit {
+            let Some(stream) = self.newcomers.pop_front() else { return };
+            self.admit(stream);
+        }
+        if !self.newcomers.is_empty() {
+            self.core.counters.add(Event::AcceptsDeferred, 1);
         }
     }
 
