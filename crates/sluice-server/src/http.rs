@@ -12,6 +12,7 @@ pub mod derived;
 pub mod gzip_static;
 pub mod hls;
 pub mod limits;
+pub mod thumbs;
 pub mod trick;
 pub mod ts;
 pub mod upload;

@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod access;
+pub mod child;
 pub mod config;
 pub mod http;
 pub mod library;
@@ -24,6 +25,7 @@ pub mod rtsp;
 pub mod serve;
 #[allow(unsafe_code)]
 mod sys;
+pub mod thumbs;
 
 pub use config::Config;
 pub use serve::{ServeError, Server};
