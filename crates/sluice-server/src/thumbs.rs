@@ -233,17 +233,13 @@ impl Thumbnails {
             }
             return done.clone().unwrap_or_else(|| Err(poisoned()));
         }
+        // Lands the flight however the job ends, a panic included, so no waiter waits in vain.
+        let landing = Landing { thumbnails: self, key, flight: &flight };
         let result = self.stored(key).map_or_else(|| self.make(decoder, key, height, input), Ok);
         if let (Ok(tile), Ok(mut memory)) = (&result, self.memory.lock()) {
             memory.insert(key.as_str().to_string(), Arc::clone(tile), tile.len() as u64);
         }
-        if let Ok(mut done) = flight.done.lock() {
-            *done = Some(result.clone());
-        }
-        flight.landed.notify_all();
-        if let Ok(mut flights) = self.flights.lock() {
-            flights.remove(key.as_str());
-        }
+        landing.land(result.clone());
         result
     }
 
@@ -315,6 +311,34 @@ impl Thumbnails {
         }
         *running += 1;
         Ok(Slot(self))
+    }
+}
+
+/// A leader's flight, landed with its result, or with a refusal if the job never got there.
+struct Landing<'a> {
+    thumbnails: &'a Thumbnails,
+    key: &'a Key,
+    flight: &'a Flight,
+}
+
+impl Landing<'_> {
+    fn land(self, result: Result<Arc<[u8]>, TileRefusal>) {
+        if let Ok(mut done) = self.flight.done.lock() {
+            *done = Some(result);
+        }
+        // Drop removes the flight and wakes its waiters.
+    }
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut done) = self.flight.done.lock() {
+            done.get_or_insert_with(|| Err(poisoned()));
+        }
+        self.flight.landed.notify_all();
+        if let Ok(mut flights) = self.thumbnails.flights.lock() {
+            flights.remove(self.key.as_str());
+        }
     }
 }
 

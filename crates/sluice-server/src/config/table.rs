@@ -151,6 +151,8 @@ settings! {
             { value_name: Some("PROGRAM") };
         /// Thumbnail tiles being made at once at most (an ffmpeg each); more requests wait.
         thumbnail_jobs: usize = 2; Count,
+            flag "--thumbnail-jobs" "Thumbnail tiles made at once at most (an ffmpeg each); more \
+                requests wait.",
             check |v| between(v, 1, 64);
         /// Longest an ffmpeg making one tile may run; it is then stopped and the tile refused.
         thumbnail_timeout: Duration = Duration::from_secs(30); Dur,
