@@ -8,7 +8,9 @@
 //! (`sluice_media::hls::thumbs` writes them as fMP4 after the video's init segment, so ffmpeg
 //! decodes only those and no second demuxer reads the file), at most `thumbnail_jobs` at once,
 //! each within `thumbnail_timeout`; concurrent requests for one tile wait for the one job
-//! (single flight). It does not answer requests ([`crate::http::thumbs`] does) nor plan tiles.
+//! (single flight). It also gives the manifests their thumbnail lines ([`stream_inf`],
+//! [`with_image_set`]) from the plan `sluice_media::hls::thumbs` makes. It does not answer
+//! requests ([`crate::http::thumbs`] does).
 //!
 //! Why ffmpeg as a child rather than a decoder crate: the pure-Rust decoders cover a codec or
 //! two (H.264 baseline at best; nothing for HEVC or AV1 that is maintained), while the complete
@@ -24,7 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use sluice_media::hls::thumbs::ThumbLayout;
+use sluice_media::hls::iframes::KeyFrames;
+use sluice_media::hls::thumbs::{ThumbLayout, ThumbPlan};
+use sluice_media::hls::SegmentIndex;
+use sluice_media::Mp4File;
 use sluice_proto::http::Status;
 use sluice_proto::lru::Lru;
 use sluice_store::{Key, PutOptions, Store};
@@ -356,6 +361,39 @@ impl Drop for Slot<'_> {
 
 fn poisoned() -> TileRefusal {
     TileRefusal::new(Status::INTERNAL_SERVER_ERROR, "a thumbnail job panicked")
+}
+
+/// The thumbnails of the video `index` packages in `file`, as `thumbnails` lays them out;
+/// `None` without video, a picture size or a decoder.
+pub fn plan(thumbnails: &Thumbnails, file: &Mp4File, index: &SegmentIndex) -> Option<ThumbPlan> {
+    thumbnails.decoder().ok()?;
+    let keyframes = KeyFrames::of(file, index)?;
+    ThumbPlan::new(&keyframes, index.duration(), index.resolution()?, thumbnails.layout())
+}
+
+/// The master playlist's `EXT-X-IMAGE-STREAM-INF` line for the tiles of the rendition at
+/// `prefix`, or nothing.
+pub fn stream_inf(
+    thumbnails: Option<&Thumbnails>,
+    file: &Mp4File,
+    index: &SegmentIndex,
+    prefix: &str,
+) -> String {
+    thumbnails.and_then(|t| plan(t, file, index)).map(|p| p.stream_inf(prefix)).unwrap_or_default()
+}
+
+/// `mpd` with the image set of the tiles of the rendition at `prefix`, when there are any.
+pub fn with_image_set(
+    thumbnails: Option<&Thumbnails>,
+    mpd: String,
+    file: &Mp4File,
+    index: &SegmentIndex,
+    prefix: &str,
+) -> String {
+    match thumbnails.and_then(|t| plan(t, file, index)) {
+        Some(plan) => sluice_media::hls::thumbs::with_image_set(&mpd, &plan, prefix),
+        None => mpd,
+    }
 }
 
 /// ffmpeg's arguments for one tile: fMP4 on stdin, video only, every decoded frame kept

@@ -90,7 +90,7 @@ pub fn respond(
             if protection.is_none() {
                 if let Ok(tables) = library.tables(relative, version, may_block)? {
                     master.push_str(&iframes::stream_inf(&tables, index, ""));
-                    master.push_str(&crate::http::thumbs::stream_inf(hls.thumbnails, &tables, index, ""));
+                    master.push_str(&crate::thumbs::stream_inf(hls.thumbnails, &tables, index, ""));
                 }
             }
             manifest(keyed(master, protected::master))
@@ -126,7 +126,7 @@ pub fn respond(
                 // I-frame fragments are clear, so an encrypted title has no trick-mode set.
                 let text = match protection {
                     Some(_) => without_trick_mode(text),
-                    None => crate::http::thumbs::with_image_set(hls.thumbnails, text, &tables, index, ""),
+                    None => crate::thumbs::with_image_set(hls.thumbnails, text, &tables, index, ""),
                 };
                 match protection.map(|title| protected::mpd(&text, relative, title)) {
                     None => manifest(text),
@@ -394,7 +394,7 @@ pub fn respond_set(
                     master.push_str(&iframes::stream_inf(&tables, index, prefix));
                     // One image stream is enough to scrub with: the first rendition's.
                     if m.relative == found.members[0].relative {
-                        let thumbs = crate::http::thumbs::stream_inf(set.thumbnails, &tables, index, prefix);
+                        let thumbs = crate::thumbs::stream_inf(set.thumbnails, &tables, index, prefix);
                         master.push_str(&thumbs);
                     }
                 }
@@ -418,7 +418,7 @@ pub fn respond_set(
             let text = mpd::manifest(&renditions, &subtitles);
             match (renditions.first(), prefixes.first()) {
                 (Some(first), Some(prefix)) => {
-                    crate::http::thumbs::with_image_set(set.thumbnails, text, first.file, first.index, prefix)
+                    crate::thumbs::with_image_set(set.thumbnails, text, first.file, first.index, prefix)
                         .into_bytes()
                 }
                 _ => text.into_bytes(),

@@ -1,9 +1,8 @@
 //! Scrubbing thumbnails over HTTP: a file's `thumbs/images.m3u8` (HLS image media playlist),
 //! `thumbs/thumbnails.vtt` (WebVTT thumbnails track) and `thumbs/tile-N.jpg` (its tiles), planned
 //! by `sluice_media::hls::thumbs` from the catalogue's sample tables and made by
-//! [`crate::thumbs`], from any library (a local root or an object store); and the lines the
-//! master playlist and the MPD gain for them (`EXT-X-IMAGE-STREAM-INF`, the DASH image set),
-//! for a file and for a rendition set (its first rendition's tiles).
+//! [`crate::thumbs`], from any library (a local root or an object store). (The master playlist's
+//! and the MPD's lines for them come from [`crate::thumbs`] too, for files and rendition sets.)
 //!
 //! Owns the responses: the listings carry a tag of their text, a tile the file version's tag
 //! and the layout's, so ranges and conditional requests work as for segments. Without ffmpeg
@@ -11,9 +10,8 @@
 //! route requests (the app does), decode or keep tiles.
 
 use sluice_media::hls::iframes::KeyFrames;
-use sluice_media::hls::thumbs::{tile_name, ThumbPlan, ThumbResource, THUMBS_DIR};
-use sluice_media::hls::{Packaged, SegmentIndex};
-use sluice_media::Mp4File;
+use sluice_media::hls::thumbs::{tile_name, ThumbResource, THUMBS_DIR};
+use sluice_media::hls::Packaged;
 use sluice_proto::conn::Segment;
 use sluice_proto::http::{Request, Response, Status};
 
@@ -39,14 +37,6 @@ pub fn needs_a_job(relative: &str) -> bool {
 /// One request for a thumbnail resource of a file of the library.
 pub type ThumbRequest<'a> = DerivedRequest<'a, ThumbResource>;
 
-/// The thumbnails of the video `index` packages in `file`, as `thumbnails` lays them out;
-/// `None` without video, a picture size or a decoder.
-pub fn plan(thumbnails: &Thumbnails, file: &Mp4File, index: &SegmentIndex) -> Option<ThumbPlan> {
-    thumbnails.decoder().ok()?;
-    let keyframes = KeyFrames::of(file, index)?;
-    ThumbPlan::new(&keyframes, index.duration(), index.resolution()?, thumbnails.layout())
-}
-
 /// The answer to a thumbnail request: 503 with the reason without a decoder, 404 for a file
 /// without video or a tile past the last, the packaging refusal for a file that does not
 /// package; [`LibraryError::WouldBlock`] for a tile not in memory when `may_block` is false.
@@ -66,7 +56,8 @@ pub fn respond(
         Err(refusal) => return Ok(refusal),
     };
     let (index, tables) = (source.index(), &*source.tables);
-    let (Some(keyframes), Some(plan)) = (KeyFrames::of(tables, index), plan(thumbnails, tables, index))
+    let (Some(keyframes), Some(plan)) =
+        (KeyFrames::of(tables, index), crate::thumbs::plan(thumbnails, tables, index))
     else {
         return Ok(Response::error(Status::NOT_FOUND));
     };
@@ -135,29 +126,4 @@ pub fn respond(
         }
     };
     Ok(packaged(req, parts, kind, version.modified(), etag, ranges))
-}
-
-/// The master playlist's `EXT-X-IMAGE-STREAM-INF` line for the tiles of the rendition at
-/// `prefix`, or nothing.
-pub fn stream_inf(
-    thumbnails: Option<&Thumbnails>,
-    file: &Mp4File,
-    index: &SegmentIndex,
-    prefix: &str,
-) -> String {
-    thumbnails.and_then(|t| plan(t, file, index)).map(|p| p.stream_inf(prefix)).unwrap_or_default()
-}
-
-/// `mpd` with the image set of the tiles of the rendition at `prefix`, when there are any.
-pub fn with_image_set(
-    thumbnails: Option<&Thumbnails>,
-    mpd: String,
-    file: &Mp4File,
-    index: &SegmentIndex,
-    prefix: &str,
-) -> String {
-    match thumbnails.and_then(|t| plan(t, file, index)) {
-        Some(plan) => sluice_media::hls::thumbs::with_image_set(&mpd, &plan, prefix),
-        None => mpd,
-    }
 }
