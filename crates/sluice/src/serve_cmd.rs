@@ -63,8 +63,8 @@ fn check(config: &Config, demanded: bool, connect: bool) -> Result<(), ServeErro
     if effective.tls.enabled() {
         crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::ktls_note()));
     }
-    crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::thumbnails_note(&effective)));
     crate::eprintln_safe("sluice: the configuration is valid");
+    crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::thumbnails_note(&effective)));
     Ok(())
 }
 
