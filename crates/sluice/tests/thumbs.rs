@@ -100,6 +100,14 @@ fn psnr(film: &Path, secs: u32, tile: &Path, (x, y): (u32, u32)) -> f64 {
     average.parse().unwrap_or_else(|_| panic!("no PSNR in: {err}"))
 }
 
+/// `/streams`' item for the film.
+fn stream_item(server: &Server) -> serde_json::Value {
+    let mut c = Conn::open(server.admin_addr());
+    c.send(request("GET", "/streams", &[]));
+    let streams: serde_json::Value = serde_json::from_slice(&c.response().body).unwrap();
+    streams["items"].as_array().unwrap().iter().find(|i| i["path"] == "/films/film.mp4").unwrap().clone()
+}
+
 fn thumbnails_agree_and_match_their_frames(engine: &[&str]) {
     let fx = Fixture::new();
     fx.write("films/film.mp4", film());
@@ -205,6 +213,13 @@ fn thumbnails_agree_and_match_their_frames(engine: &[&str]) {
             );
         }
     }
+    // `/streams` offers the track and the image playlist; the page's Play button names the track.
+    for (key, url) in [("thumbnails_vtt", "thumbs/thumbnails.vtt"), ("thumbnails_hls", "thumbs/images.m3u8")]
+    {
+        let offered = stream_item(&server)[key].as_str().map(str::to_string);
+        assert_eq!(offered, Some(format!("http://{addr}/films/film.mp4/{url}")), "{key}");
+    }
+    assert!(ok(addr, "/films/").body_text().contains("data-thumbs=\"./film.mp4/thumbs/thumbnails.vtt\""));
     // Asked again: from memory, no ffmpeg; a tile past the last is not there.
     let again = ok(addr, "/films/film.mp4/thumbs/tile-1.jpg");
     assert_eq!(again.body, bodies[0][0].1);
@@ -245,6 +260,7 @@ fn without_ffmpeg_thumbnails_are_refused(engine: &[&str]) {
     }
     assert!(!ok(addr, "/films/film.mp4/master.m3u8").body_text().contains("EXT-X-IMAGE-STREAM-INF"));
     assert!(!ok(addr, "/films/film.mp4/manifest.mpd").body_text().contains("thumbnail_tile"));
+    assert!(stream_item(&server)["thumbnails_vtt"].is_null(), "not offered without ffmpeg");
     // The rest plays.
     ok(addr, "/films/film.mp4/video-iframes.m3u8");
     assert_eq!(metric(&server.scrape(), "sluice_thumbnail_decoder_runs_total"), 0);
