@@ -266,7 +266,37 @@ fn without_ffmpeg_thumbnails_are_refused(engine: &[&str]) {
     assert_eq!(metric(&server.scrape(), "sluice_thumbnail_decoder_runs_total"), 0);
 }
 
-engine_matrix!(thumbnails_agree_and_match_their_frames, without_ffmpeg_thumbnails_are_refused);
+/// A rendition set's master and MPD name its first rendition's thumbnails, which answer.
+fn a_set_offers_its_first_renditions_thumbnails(engine: &[&str]) {
+    let fx = Fixture::new();
+    // The same film twice: renditions whose keyframes line up.
+    fx.write("films/movie.360p.mp4", film());
+    fx.write("films/movie.180p.mp4", film());
+    let server = serve(engine, &fx, &[]);
+    let addr = server.addr();
+    let master = ok(addr, "/films/movie.set/master.m3u8").body_text();
+    let lines: Vec<&str> = master.lines().filter(|l| l.starts_with("#EXT-X-IMAGE-STREAM-INF:")).collect();
+    assert_eq!(lines.len(), 1, "one image stream: {master}");
+    let uri = lines[0].split("URI=\"").nth(1).unwrap().trim_end_matches('"');
+    assert!(uri.starts_with("../movie.") && uri.ends_with(".mp4/thumbs/images.m3u8"), "{uri}");
+    let playlist = ok(addr, &format!("/films/movie.set/{uri}")).body_text();
+    assert!(playlist.contains("#EXT-X-IMAGES-ONLY"), "{playlist}");
+    let mpd = ok(addr, "/films/movie.set/manifest.mpd").body_text();
+    let media = mpd.split("contentType=\"image\"").nth(1).expect(&mpd).split("media=\"").nth(1).unwrap();
+    let media = &media[..media.find('"').unwrap()];
+    assert_eq!(
+        media.replace("$Number$", "1").replace("images.m3u8", ""),
+        uri.replace("images.m3u8", "tile-1.jpg")
+    );
+    let tile = fetch_get(addr, &format!("/films/movie.set/{}", media.replace("$Number$", "1")), &[]);
+    assert_eq!((tile.status, tile.header("content-type")), (200, Some("image/jpeg")), "{}", tile.head_text());
+}
+
+engine_matrix!(
+    thumbnails_agree_and_match_their_frames,
+    without_ffmpeg_thumbnails_are_refused,
+    a_set_offers_its_first_renditions_thumbnails
+);
 
 #[test]
 fn serve_check_says_whether_thumbnails_are_made() {
