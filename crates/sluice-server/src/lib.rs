@@ -8,12 +8,15 @@
 //! (the admin listener, its dashboard, `/metrics`, logging, the benchmark endpoints), [`library`]
 //! (files by path, local or remote, their catalogue of MP4 indexes and rendition sets), [`page`]
 //! (the folder page and its vendored players), [`access`] and [`protect`] (who may read, what is
-//! encrypted), [`config`], and [`serve`], which assembles them into a running server.
+//! encrypted), [`thumbs`] (scrubbing thumbnail tiles, made by ffmpeg through [`child`], the one
+//! launcher of other programs), [`config`], and [`serve`], which assembles them into a running
+//! server.
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod access;
+pub mod child;
 pub mod config;
 pub mod http;
 pub mod library;
@@ -24,6 +27,7 @@ pub mod rtsp;
 pub mod serve;
 #[allow(unsafe_code)]
 mod sys;
+pub mod thumbs;
 
 pub use config::Config;
 pub use serve::{ServeError, Server};

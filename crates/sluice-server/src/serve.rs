@@ -126,7 +126,7 @@ impl ServeError {
 mod preflight;
 
 use preflight::tls_certificate;
-pub use preflight::{check, ktls_note, preflight, probe_store};
+pub use preflight::{check, ktls_note, preflight, probe_store, thumbnails_note};
 
 /// A store's error on one line (an S3 error document folded into its code and message).
 pub use sluice_store::one_line;
@@ -335,12 +335,21 @@ impl Server {
             engine,
         };
         let uploads = crate::http::upload::Uploads::open(&config.uploads, &config.store, &root)?;
+        // Tiles are kept where uploads go: beside their titles, in the root or the bucket.
+        let thumbnails = Arc::new(crate::thumbs::Thumbnails::new(
+            &crate::thumbs::ThumbSettings::of(&config.library),
+            Some(Arc::clone(uploads.store())),
+        ));
+        if let Err(why) = thumbnails.decoder() {
+            tracing::warn!("thumbnails are off: {why}");
+        }
         let clients = Arc::new(crate::http::limits::ClientLimits::new(config.clients.clone()));
         let app = Arc::new(
             App::new(library, settings, Arc::clone(&counters))
                 .with_uploads(uploads)
                 .with_access(access, clients)
-                .with_protection(protection),
+                .with_protection(protection)
+                .with_thumbnails(thumbnails),
         );
         Ok(Server {
             app,

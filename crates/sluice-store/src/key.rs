@@ -25,6 +25,28 @@ pub fn gzip_form_name(relative: &str) -> String {
     }
 }
 
+/// Before a file's name, the names of objects sluice derives from it (thumbnail tiles) beside
+/// it (`dir/.sluice-derived.film.mp4.OBJECT` for `dir/film.mp4`).
+const DERIVED_PREFIX: &str = ".sluice-derived.";
+
+/// The key under which the object `object` derived from the file `relative` (a key or a
+/// library path) is kept: a hidden name in the file's directory, in the reserved namespace, so
+/// it is never a name a client can upload, list or request, on a local root and in an object
+/// store alike. `object` is sluice's own (a version fingerprint and a resource name), one
+/// segment; `None` when the result is not a valid key otherwise (too long, say).
+pub fn derived_key(relative: &str, object: &str) -> Option<Key> {
+    if object.is_empty() || object.contains('/') {
+        return None;
+    }
+    let name = match relative.rsplit_once('/') {
+        Some((dir, name)) => format!("{dir}/{DERIVED_PREFIX}{name}.{object}"),
+        None => format!("{DERIVED_PREFIX}{relative}.{object}"),
+    };
+    // Valid but for the reserved segment this adds: the original must be a key itself.
+    Key::new(relative).ok()?;
+    (name.len() <= 1024 && !name.chars().any(char::is_control)).then_some(Key(name))
+}
+
 /// The name a directory listing shows for the file `file_name`: itself, the original's name for a
 /// stored gzip form, and `None` for hidden files (a leading `.`: sluice's own and the user's).
 pub fn listed_name(file_name: &str) -> Option<&str> {
@@ -127,6 +149,15 @@ mod tests {
         for bad in ["a\0b", "a\nb", "tab\there", "del\u{7f}", "c1\u{85}"] {
             assert_eq!(Key::new(bad), Err(KeyError::Control), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn derived_objects_are_reserved_hidden_names_beside_the_original() {
+        let key = derived_key("a/film.mp4", "v1.tile-1.jpg").unwrap();
+        assert_eq!(key.as_str(), "a/.sluice-derived.film.mp4.v1.tile-1.jpg");
+        assert!(is_reserved(key.as_str()) && listed_name(".sluice-derived.film.mp4.x").is_none());
+        assert_eq!(Key::new(key.as_str()), Err(KeyError::Reserved), "no client may upload it");
+        assert!(derived_key("film.mp4", "a/b").is_none() && derived_key("../x", "a").is_none());
     }
 
     #[test]

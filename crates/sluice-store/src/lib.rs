@@ -29,7 +29,7 @@ use std::time::SystemTime;
 pub use cache::{CacheConfig, CacheError, CacheStats, ObjectVersion, SliceCache};
 pub use checksum::{Checksum, ChecksumError, Hasher};
 pub use error::{one_line, StoreError};
-pub use key::{gzip_form_name, is_reserved, listed_name, Key, KeyError, RESERVED_PREFIX};
+pub use key::{derived_key, gzip_form_name, is_reserved, listed_name, Key, KeyError, RESERVED_PREFIX};
 pub use local::{LocalStore, TEMP_PREFIX};
 pub use location::{Location, LocationError, S3Location};
 pub use s3::{S3Config, S3Store};

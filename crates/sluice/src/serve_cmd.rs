@@ -64,6 +64,7 @@ fn check(config: &Config, demanded: bool, connect: bool) -> Result<(), ServeErro
         crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::ktls_note()));
     }
     crate::eprintln_safe("sluice: the configuration is valid");
+    crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::thumbnails_note(&effective)));
     Ok(())
 }
 

@@ -123,18 +123,33 @@ impl<'f> KeyFrames<'f> {
     /// and the `mdat` header, then the sample's bytes in the file.
     pub fn fragment(&self, n: usize) -> Result<SegmentPlan, HlsError> {
         let Some(&i) = self.samples.get(n) else { return Err(HlsError::NoSuchSegment(n)) };
+        let when = (self.track.samples[i].decode_time(), self.ticks(n));
+        self.fragment_at(n, n as u32 + 1, when)
+    }
+
+    /// Keyframe `n`'s fragment as [`KeyFrames::fragment`] writes it, but numbered `sequence`
+    /// and placed at `(decode time, duration)` in the track's ticks: a strip of chosen
+    /// keyframes (thumbnails, [`super::thumbs`]) then reads as one gapless, rising timeline,
+    /// even when one keyframe stands for two places.
+    pub fn fragment_at(
+        &self,
+        n: usize,
+        sequence: u32,
+        (at, ticks): (u64, u64),
+    ) -> Result<SegmentPlan, HlsError> {
+        let Some(&i) = self.samples.get(n) else { return Err(HlsError::NoSuchSegment(n)) };
         let s = &self.track.samples[i];
         let entry = TrunEntry {
-            duration: Some(u32::try_from(self.ticks(n)).unwrap_or(u32::MAX).max(1)),
+            duration: Some(u32::try_from(ticks).unwrap_or(u32::MAX).max(1)),
             size: Some(s.size()),
             flags: Some(SYNC_FLAGS),
             cts: Some(i64::from(s.composition_offset())),
         };
         let mut moof = Moof {
-            mfhd: Mfhd { sequence_number: n as u32 + 1 },
+            mfhd: Mfhd { sequence_number: sequence },
             traf: vec![Traf {
                 tfhd: Tfhd { track_id: 1, default_base_is_moof: true, ..Default::default() },
-                tfdt: Some(Tfdt { base_media_decode_time: s.decode_time() }),
+                tfdt: Some(Tfdt { base_media_decode_time: at }),
                 trun: vec![Trun { data_offset: Some(0), samples: TrunSamples::Explicit(vec![entry]) }],
                 ..Default::default()
             }],

@@ -20,7 +20,9 @@
 //! MPEG-TS ([`ts`]): the same cuts as transport-stream segments, for players without fMP4.
 //!
 //! Trick play ([`iframes`]): each keyframe as a fragment of its own, listed by an HLS
-//! I-frame playlist and a DASH trick-mode set.
+//! I-frame playlist and a DASH trick-mode set. Thumbnails ([`thumbs`]): which keyframes make
+//! each tile of a scrubbing strip, and the image playlist, WebVTT track and DASH image set
+//! that list the tiles (decoding them is the server's).
 //!
 //! Subtitles (WebVTT sidecars) follow the same segments: as segmented WebVTT for HLS
 //! ([`webvtt`]) and as a CMAF text track (`wvtt` samples in fMP4, [`wvtt`]) for DASH.
@@ -31,6 +33,7 @@ pub mod iframes;
 pub mod index;
 pub mod mpd;
 pub mod playlist;
+pub mod thumbs;
 pub mod ts;
 pub mod webvtt;
 pub mod wvtt;

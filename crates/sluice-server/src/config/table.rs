@@ -124,6 +124,39 @@ settings! {
         hls_segment: Duration = Duration::from_secs(6); Dur,
             flag "--hls-segment" "Target duration of an HLS segment (`/FILE.mp4/master.m3u8`): cut \
                 at the first keyframe at least this long after the segment's start.";
+        /// Time between scrubbing thumbnails (`FILE.mp4/thumbs/…`: an HLS image playlist, a
+        /// WebVTT thumbnails track, a DASH image set): each shows the last keyframe at or before
+        /// its time.
+        thumbnail_interval: Duration = Duration::from_secs(10); Dur,
+            flag "--thumbnail-interval" "Time between scrubbing thumbnails (each shows the last \
+                keyframe at or before its time).",
+            check |v| longer_than_zero(v);
+        /// A thumbnail's width in pixels; its height keeps the video's shape.
+        thumbnail_width: usize = 160; Count,
+            flag "--thumbnail-width" "A thumbnail's width in pixels (the height keeps the video's \
+                shape).",
+            check |v| between(v, 16, 1920);
+        /// Thumbnails across one tile (one JPEG holds columns × rows of them).
+        thumbnail_columns: usize = 5; Count,
+            check |v| between(v, 1, 20);
+        /// Thumbnails down one tile.
+        thumbnail_rows: usize = 5; Count,
+            check |v| between(v, 1, 20);
+        /// The ffmpeg that decodes keyframes into thumbnail tiles: a name looked up on PATH, or a
+        /// path. Without it thumbnails are refused (503 with the reason) and `serve --check`
+        /// says so; everything else is served.
+        ffmpeg: String = "ffmpeg".into(); Text,
+            flag "--ffmpeg" "The ffmpeg that makes thumbnail tiles (a name on PATH, or a path); \
+                without it thumbnails are refused with 503.",
+            { value_name: Some("PROGRAM") };
+        /// Thumbnail tiles being made at once at most (an ffmpeg each); more requests wait.
+        thumbnail_jobs: usize = 2; Count,
+            flag "--thumbnail-jobs" "Thumbnail tiles made at once at most (an ffmpeg each); more \
+                requests wait.",
+            check |v| between(v, 1, 64);
+        /// Longest an ffmpeg making one tile may run; it is then stopped and the tile refused.
+        thumbnail_timeout: Duration = Duration::from_secs(30); Dur,
+            check |v| longer_than_zero(v);
     }
 
     /// `[engine]`: the I/O path.

@@ -64,6 +64,8 @@ pub struct App {
     clients: Arc<ClientLimits>,
     /// Which titles are encrypted (`[[protect]]`).
     protection: Arc<Protection>,
+    /// Scrubbing thumbnails: their layout, decoder and tiles.
+    thumbnails: Arc<crate::thumbs::Thumbnails>,
 }
 
 impl App {
@@ -84,7 +86,19 @@ impl App {
             access: None,
             clients: Arc::new(ClientLimits::new(ClientsSection::default())),
             protection: Arc::new(Protection::default()),
+            thumbnails: Arc::new(crate::thumbs::Thumbnails::off("thumbnails are not set up on this server")),
         }
+    }
+
+    /// Makes and serves scrubbing thumbnails with `thumbnails`.
+    pub fn with_thumbnails(mut self, thumbnails: Arc<crate::thumbs::Thumbnails>) -> Self {
+        self.thumbnails = thumbnails;
+        self
+    }
+
+    /// The scrubbing thumbnails' maker.
+    pub fn thumbnails(&self) -> &Arc<crate::thumbs::Thumbnails> {
+        &self.thumbnails
     }
 
     /// Encrypts the titles `protection` names and serves their keys.
@@ -234,6 +248,7 @@ impl App {
         if self.library.as_remote().is_none()
             && !self.encrypts(&path)
             && !crate::http::ts::needs_a_job(path.relative())
+            && !crate::http::thumbs::needs_a_job(path.relative())
         {
             // A local library answers on the loop: opens and `moov` reads come from the page
             // cache, as the files themselves do. (A TS segment is muxed in a job.)
@@ -362,6 +377,22 @@ impl App {
             }
             return crate::http::ts::respond_set(req, &self.library, owner, resource, may_block).map(Some);
         }
+        if let Some((file, resource)) = crate::http::thumbs::thumbs_path(path.relative()) {
+            // Thumbnails are clear pictures of the title: not for an encrypted one.
+            if self.protection.guards(&format!("/{file}")) {
+                return Ok(Some(served_encrypted()));
+            }
+            let Some(version) = self.library.file(file, may_block)? else { return Ok(None) };
+            let request = crate::http::thumbs::ThumbRequest {
+                relative: file,
+                version: &version,
+                what: resource,
+                max_ranges: self.settings.max_ranges,
+                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            };
+            return crate::http::thumbs::respond(req, &self.library, &self.thumbnails, &request, may_block)
+                .map(Some);
+        }
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let protection = match self.protection.title(&format!("/{parent}")) {
             Some(Ok(title)) => Some(title),
@@ -407,7 +438,8 @@ impl App {
                     let why = "rendition sets of encrypted titles are not packaged; play each rendition";
                     return Ok(Some(Response::refusal(Status::CONFLICT, why)));
                 }
-                let set = crate::http::hls::SetRequest { dir, title, resource };
+                let thumbnails = Some(&*self.thumbnails);
+                let set = crate::http::hls::SetRequest { dir, title, resource, thumbnails };
                 return crate::http::hls::respond_set(req, &self.library, &set, may_block).map(Some);
             }
         }
@@ -422,6 +454,7 @@ impl App {
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
             protection,
+            thumbnails: Some(&*self.thumbnails),
         };
         crate::http::hls::respond(req, &self.library, &hls, may_block).map(Some)
     }
@@ -709,6 +742,9 @@ fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
     let path = req.path().unwrap_or_default();
     let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
     if let Some((file, _, _)) = crate::http::clip::packaged_clip_path(path.trim_start_matches('/')) {
+        return (RouteKind::Hls, decoded(&format!("/{file}")));
+    }
+    if let Some((file, _)) = crate::http::thumbs::thumbs_path(path.trim_start_matches('/')) {
         return (RouteKind::Hls, decoded(&format!("/{file}")));
     }
     if let Some((owner, _)) = crate::http::ts::ts_path(path.trim_start_matches('/')) {

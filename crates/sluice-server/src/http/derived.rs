@@ -1,5 +1,5 @@
 //! What the responders of resources derived from one MP4 share (clips, I-frame fragments and
-//! playlists, MPEG-TS): the request (which file, which version, what of it, the range limits) and
+//! playlists, MPEG-TS, thumbnails): the request (which file, which version, what of it, the range limits) and
 //! the file's packaging index with its sample tables, or the response that refuses it.
 //!
 //! It does not route (the app does) or package anything: each responder makes its own resource
@@ -12,7 +12,7 @@ use sluice_media::Mp4File;
 use sluice_proto::http::{Response, Status};
 
 use crate::http::hls::failure;
-use crate::library::catalogue::Described;
+use crate::library::catalogue::{Described, Packaging};
 use crate::library::{FileVersion, Library, LibraryError};
 
 /// One request for something derived from a file of the library: `what` says which thing (an
@@ -41,8 +41,13 @@ pub struct Source {
 impl Source {
     /// Where each of the file's segments starts.
     pub fn index(&self) -> &SegmentIndex {
+        &self.packaging().index
+    }
+
+    /// The file's packaging: its index and init segments.
+    pub fn packaging(&self) -> &Packaging {
         match &self.described.hls {
-            Ok(packaging) => &packaging.index,
+            Ok(packaging) => packaging,
             // `source` hands out only files whose packaging succeeded.
             Err(_) => unreachable!("a Source packages"),
         }

@@ -56,6 +56,8 @@ pub struct HlsRequest<'a> {
     pub boundary: u64,
     /// How the title is encrypted (`[[protect]]`), when it is.
     pub protection: Option<crate::protect::TitleProtection>,
+    /// The scrubbing thumbnails the manifests list, when they are made.
+    pub thumbnails: Option<&'a crate::thumbs::Thumbnails>,
 }
 
 /// The answer to `hls`; [`LibraryError::WouldBlock`] when `may_block` is false and the index
@@ -84,10 +86,11 @@ pub fn respond(
         Resource::Master => {
             let subtitles = subtitles_of_file(library, dir, name, may_block)?;
             let mut master = master_playlist(&[Rendition { prefix: "", index }], &subtitle_refs(&subtitles));
-            // I-frame fragments are clear, so an encrypted title lists none.
+            // I-frame fragments and thumbnails are clear, so an encrypted title lists none.
             if protection.is_none() {
                 if let Ok(tables) = library.tables(relative, version, may_block)? {
                     master.push_str(&iframes::stream_inf(&tables, index, ""));
+                    master.push_str(&crate::thumbs::stream_inf(hls.thumbnails, &tables, index, ""));
                 }
             }
             manifest(keyed(master, protected::master))
@@ -121,7 +124,10 @@ pub fn respond(
                 let rendition = MpdRendition { prefix: "", index, file: &tables };
                 let text = mpd::manifest(&[rendition], &subtitle_refs(&subtitles));
                 // I-frame fragments are clear, so an encrypted title has no trick-mode set.
-                let text = if protection.is_some() { without_trick_mode(text) } else { text };
+                let text = match protection {
+                    Some(_) => without_trick_mode(text),
+                    None => crate::thumbs::with_image_set(hls.thumbnails, text, &tables, index, ""),
+                };
                 match protection.map(|title| protected::mpd(&text, relative, title)) {
                     None => manifest(text),
                     Some(Some(text)) => manifest(text),
@@ -335,6 +341,8 @@ pub struct SetRequest<'a> {
     pub title: &'a str,
     /// What is asked for: the master playlist, the MPD or a subtitles playlist.
     pub resource: Resource,
+    /// The scrubbing thumbnails the manifests list (the first rendition's), when they are made.
+    pub thumbnails: Option<&'a crate::thumbs::Thumbnails>,
 }
 
 /// The answer to a set's resource: 404 for a set that is not there (or a resource sets do not
@@ -384,6 +392,11 @@ pub fn respond_set(
                 let Some(index) = m.index() else { continue };
                 if let Ok(tables) = library.tables(&m.relative, &m.version, may_block)? {
                     master.push_str(&iframes::stream_inf(&tables, index, prefix));
+                    // One image stream is enough to scrub with: the first rendition's.
+                    if m.relative == found.members[0].relative {
+                        let thumbs = crate::thumbs::stream_inf(set.thumbnails, &tables, index, prefix);
+                        master.push_str(&thumbs);
+                    }
                 }
             }
             master.into_bytes()
@@ -402,7 +415,14 @@ pub fn respond_set(
                 .zip(&tables)
                 .map(|((index, prefix), file)| MpdRendition { prefix, index, file })
                 .collect();
-            mpd::manifest(&renditions, &subtitles).into_bytes()
+            let text = mpd::manifest(&renditions, &subtitles);
+            match (renditions.first(), prefixes.first()) {
+                (Some(first), Some(prefix)) => {
+                    crate::thumbs::with_image_set(set.thumbnails, text, first.file, first.index, prefix)
+                        .into_bytes()
+                }
+                _ => text.into_bytes(),
+            }
         }
         // Subtitles follow the first rendition's segments (they all line up).
         Resource::Subtitles(language) => {

@@ -113,6 +113,13 @@ impl Admin {
                     "iframes": packaged("/video-iframes.m3u8").filter(|_| offers.video.as_ref().is_some_and(|v| v.resolution.is_some())),
                     "clip_template": packaged("?start={start}&end={end}"),
                 });
+                // Scrubbing thumbnails, where ffmpeg can make them: the WebVTT track and the HLS
+                // image playlist (the MPD lists them too).
+                let pictured = offers.video.as_ref().is_some_and(|v| v.resolution.is_some())
+                    && self.app.thumbnails().decoder().is_ok();
+                let thumbs = |name: &str| packaged(&format!("/thumbs/{name}")).filter(|_| pictured);
+                item["thumbnails_vtt"] = thumbs("thumbnails.vtt").into();
+                item["thumbnails_hls"] = thumbs("images.m3u8").into();
                 if crate::library::names::is_mp4(path) {
                     self.describe_stream(path, &viewers, &mut item);
                     item["protection"] = protection_json(self.app.protection(), path);
@@ -260,6 +267,7 @@ impl Admin {
             crate::ops::metrics::render_cache(&mut body, remote.cache().stats(), remote.background_stats());
         }
         crate::ops::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
+        crate::ops::metrics::render_thumbnails(&mut body, app.thumbnails().counts());
         crate::ops::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
         use std::fmt::Write as _;
         let _ = writeln!(

@@ -497,6 +497,32 @@ pub fn render_pool(m: &mut String, name: &str, what: &str, pools: &[&sluice_engi
     }
 }
 
+/// The scrubbing thumbnails' counters: ffmpeg runs (each a tile made), their failures, and tiles
+/// found already made (in the store, in memory).
+pub fn render_thumbnails(m: &mut String, counts: &crate::thumbs::ThumbCounts) {
+    let series = [
+        (
+            "thumbnail_decoder_runs_total",
+            "ffmpeg runs, each making one thumbnail tile.",
+            &counts.decoder_runs,
+        ),
+        (
+            "thumbnail_decoder_failures_total",
+            "ffmpeg runs that failed or were stopped.",
+            &counts.decoder_failures,
+        ),
+        ("thumbnail_store_hits_total", "Thumbnail tiles read back from the store.", &counts.store_hits),
+        ("thumbnail_memory_hits_total", "Thumbnail tiles served from memory.", &counts.memory_hits),
+    ];
+    for (name, help, c) in series {
+        let _ = writeln!(
+            m,
+            "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name} {}",
+            c.load(Ordering::Relaxed)
+        );
+    }
+}
+
 /// The catalogue of parsed MP4 indexes RTSP, HLS and the page share: what it holds and how
 /// often it was enough.
 pub fn render_catalogue(m: &mut String, stats: &crate::library::catalogue::CatalogueStats) {

@@ -58,7 +58,9 @@ video{display:block;width:100%;max-width:48rem;aspect-ratio:16/9;background:#000
 .size,.meta{color:#777;margin-left:.5rem}.meta{display:block;margin:.25rem 0 0}\
 .url{margin:.25rem 0;font-size:.9rem}#tracks{color:#555;font-size:.9rem}.url code{background:#f4f4f4;padding:0 .25rem;word-break:break-all}\
 button{margin-left:.4rem;font-size:.85rem}#search{width:100%;max-width:30rem;padding:.4rem;font-size:1rem}a{color:#0b5cad}\
-.why{color:#a33;font-size:.9rem;margin:.25rem 0;white-space:pre-wrap;font-family:inherit}";
+.why{color:#a33;font-size:.9rem;margin:.25rem 0;white-space:pre-wrap;font-family:inherit}\
+#scrub{position:relative;max-width:48rem;height:12px;margin:.3rem 0;background:#ddd;cursor:pointer}#played{height:100%;width:0;background:#0b5cad}\
+#thumb{display:none;position:absolute;bottom:16px;border:1px solid #fff;box-shadow:0 0 4px #000;pointer-events:none;background-repeat:no-repeat}";
 
 /// The player: hls.js where Media Source Extensions exist (every desktop browser), the
 /// browser's own HLS where they do not (older iPhones), the file itself for anything else; or,
@@ -67,6 +69,9 @@ button{margin-left:.4rem;font-size:.85rem}#search{width:100%;max-width:30rem;pad
 /// subtitle tracks, from the player's own events. `window.sluicePlayer.state` keeps them, with
 /// every rendition switch, for whoever drives the page; a page embedding this one may set
 /// `window.sluiceHlsConfig` (hls.js config) and `window.sluiceDashSettings` (dash.js settings).
+/// Under the video, a timeline shows the title's scrubbing thumbnails on hover (its WebVTT
+/// thumbnails track, `#xywh=` cells of tiles; hidden when the server makes none) and seeks on
+/// click.
 const SCRIPT: &str = r#"(function(){
 const v=document.getElementById('player'),now=document.getElementById('now'),via=document.getElementById('via'),tracks=document.getElementById('tracks');
 let hls=null,dash=null;
@@ -77,6 +82,22 @@ document.querySelectorAll('button.play[data-codecs]').forEach(function(b){const 
 function label(w,h,b){return (h?w+'\u00d7'+h:'audio')+(b?' '+Math.round(b/1000)+' kb/s':'');}
 function show(s){tracks.textContent=(s.renditions.length?'Renditions: '+s.renditions.map(function(r,i){return (i===s.playing?'\u25b6 ':'')+r;}).join(' \u00b7 '):'')+(s.subtitles.length?' \u2014 Subtitles: '+s.subtitles.join(', '):'');}
 function played(s,i,height){if(i===s.playing)return;s.playing=i;s.switches.push(height);show(s);}
+const bar=document.getElementById('scrub'),tip=document.getElementById('thumb'),fill=document.getElementById('played');let cues=[];
+function secs(t){return t.split(':').reduce(function(a,p){return a*60+parseFloat(p);},0);}
+function thumbs(url){cues=[];if(bar)bar.hidden=true;if(!url||!bar)return;const base=new URL(url,location.href);
+ fetch(base).then(function(r){if(!r.ok)throw new Error(r.status);return r.text();}).then(function(t){
+  t.split(/\n\s*\n/).forEach(function(c){const l=c.trim().split('\n'),i=l.findIndex(function(x){return x.indexOf('-->')>0;});
+   if(i<0||!l[i+1]||l[i+1].indexOf('#xywh=')<0)return;const ft=l[i].split('-->'),u=l[i+1].split('#xywh='),r=u[1].split(',').map(Number);
+   cues.push({from:secs(ft[0].trim()),to:secs(ft[1].trim().split(' ')[0]),url:new URL(u[0],base).href,x:r[0],y:r[1],w:r[2],h:r[3]});});
+  bar.hidden=!cues.length;}).catch(function(){});}
+function at(e){const r=bar.getBoundingClientRect(),f=Math.min(1,Math.max(0,(e.clientX-r.left)/r.width));
+ return {f:f,t:f*(isFinite(v.duration)?v.duration:(cues.length?cues[cues.length-1].to:0))};}
+if(bar){bar.addEventListener('mousemove',function(e){const p=at(e),c=cues.find(function(c){return p.t>=c.from&&p.t<c.to;})||cues[cues.length-1];if(!c)return;
+  const s=tip.style;s.display='block';s.width=c.w+'px';s.height=c.h+'px';s.backgroundImage='url("'+c.url+'")';s.backgroundPosition=(-c.x)+'px '+(-c.y)+'px';
+  s.left=Math.min(Math.max(0,p.f*bar.clientWidth-c.w/2),Math.max(0,bar.clientWidth-c.w))+'px';tip.dataset.at=c.from;});
+ bar.addEventListener('mouseleave',function(){tip.style.display='none';});
+ bar.addEventListener('click',function(e){if(isFinite(v.duration))v.currentTime=at(e).t;});
+ v.addEventListener('timeupdate',function(){fill.style.width=(isFinite(v.duration)&&v.duration?100*v.currentTime/v.duration:0)+'%';});}
 function script(src,then){const t=document.createElement('script');t.src=src;t.onload=then;document.head.appendChild(t);}
 function withDash(then,eme){if(!window.dashjs)return script(DASH_JS,function(){withDash(then,eme);});
  if(!eme||window.dashjs.Protection)return then();
@@ -84,7 +105,7 @@ function withDash(then,eme){if(!window.dashjs)return script(DASH_JS,function(){w
 function load(b){
  if(hls){hls.destroy();hls=null;}
  if(dash){dash.reset();dash=null;}
- const src=b.dataset.hls,mpd=b.dataset.dash,file=b.dataset.src;now.textContent=b.dataset.title;
+ const src=b.dataset.hls,mpd=b.dataset.dash,file=b.dataset.src;now.textContent=b.dataset.title;thumbs(b.dataset.thumbs);
  const s={via:null,renditions:[],heights:[],playing:-1,switches:[],subtitles:[]};show(s);
  if(mpd&&via&&via.value==='dash'&&window.MediaSource){
   window.sluicePlayer={hls:null,dash:null,src:mpd,state:s};
@@ -200,6 +221,7 @@ pub fn library_page(
     if any_video {
         html.push_str(
             "<div id=\"stage\"><video id=\"player\" controls playsinline></video>\
+<div id=\"scrub\" hidden title=\"Hover for thumbnails, click to seek\"><div id=\"played\"></div><div id=\"thumb\"></div></div>\
 <div id=\"now\">Choose a video below.</div><div id=\"tracks\"></div>\
 <label>Play with <select id=\"via\"><option value=\"hls\">HLS (hls.js)</option>\
 <option value=\"dash\">DASH (dash.js)</option></select></label></div>\n",
@@ -265,6 +287,11 @@ pub fn library_page(
             Some("aes-128") => hls_attr = format!(" data-hls=\"{hls}\" data-protect=\"aes-128\""),
             Some(scheme) if info.is_some() => {
                 let _ = write!(hls_attr, " data-protect=\"{scheme}\" data-licence=\"{href}/clearkey\"");
+            }
+            // Clear titles with pictures have scrubbing thumbnails where the server makes them
+            // (the timeline stays hidden when their track is refused).
+            None if info.as_ref().is_some_and(|i| i.resolution.is_some()) => {
+                let _ = write!(hls_attr, " data-thumbs=\"{href}/thumbs/thumbnails.vtt\"");
             }
             _ => {}
         }

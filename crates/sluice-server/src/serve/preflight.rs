@@ -91,6 +91,18 @@ pub fn ktls_note() -> String {
     }
 }
 
+/// Whether scrubbing thumbnails can be made, in the words of `serve --check`: the ffmpeg found,
+/// or why they will be refused (everything else is served either way).
+pub fn thumbnails_note(config: &Config) -> String {
+    match crate::child::find_program(&config.library.ffmpeg) {
+        Some(path) => format!("thumbnails: made by {}", path.display()),
+        None => format!(
+            "note: thumbnails are off (503): `{}` is not an executable on PATH (set --ffmpeg to its path)",
+            config.library.ffmpeg
+        ),
+    }
+}
+
 /// The library root must be a directory; the one message for `serve` and `serve --check`.
 fn root_directory(root: &std::path::Path) -> Result<(), ServeError> {
     let source = match std::fs::metadata(root) {
