@@ -44,7 +44,8 @@ pub(crate) struct AcceptWarnings {
 /// the loop between itself and the viewers already being served; a loop that keeps up takes every
 /// waiting connection at once. At a quarter core with 12 s 1080p HLS players (a busy machine, one
 /// round each, `scripts/bench_hls.py --viewers`), taking newcomers one per turn held 967 viewers
-/// with no stall where taking all at once held 440; nginx takes one per wake-up without
+/// with no stall where taking all at once held 440, and this rule 744–967 over three rounds
+/// against nginx's 967 (docs/benchmarks/2026-11-27.md); nginx takes one per wake-up without
 /// `multi_accept`.
 pub(crate) const ACCEPTS_PER_TURN_BEHIND: usize = 1;
 
