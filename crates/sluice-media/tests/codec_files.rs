@@ -146,16 +146,17 @@ fn mixed_codecs_get_an_adaptation_set_each() {
     assert!(master.contains("av01.0.00M.10") && master.contains("vp09.00.10.08") && master.contains("avc1."));
 }
 
-/// RTSP describes the HEVC track with its parameter sets (RFC 7798 §7.1) and leaves out the
-/// E-AC-3 one, which has no payload format here (ffmpeg, the receiver the tests use, has no
-/// RFC 4598 depacketizer).
+/// RTSP describes the HEVC track with its parameter sets (RFC 7798 §7.1) and the E-AC-3 one as
+/// `eac3` at its sampling rate (RFC 4598 §6).
 #[test]
-fn hevc_is_described_for_rtsp() {
+fn hevc_and_eac3_are_described_for_rtsp() {
     let (_, file) = seed("tiny-hev1-eac3.mp4");
     let sdp = sluice_media::sdp::to_bytes(&sluice_media::session_description(&file, &Default::default()));
     let sdp = String::from_utf8(sdp).unwrap();
-    assert_eq!(sdp.matches("m=").count(), 1, "{sdp}");
+    assert_eq!(sdp.matches("m=").count(), 2, "{sdp}");
     assert!(sdp.contains("a=rtpmap:96 H265/90000"), "{sdp}");
+    let TrackKind::Audio(a) = &file.tracks[1].kind else { unreachable!() };
+    assert!(sdp.contains(&format!("a=rtpmap:97 eac3/{}/{}\r\n", a.sample_rate, a.channels)), "{sdp}");
     let TrackKind::Video(v) = &file.tracks[0].kind else { unreachable!() };
     let sluice_media::codec::VideoCodec::Hevc(h) = &v.codec else { unreachable!() };
     use base64::Engine as _;
