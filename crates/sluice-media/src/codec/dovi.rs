@@ -79,13 +79,13 @@ impl DolbyVision {
     }
 }
 
-/// The Dolby Vision sample entry type for a base sample entry type: `dvh1` for `hvc1`, `dvhe`
-/// for `hev1`, `dav1` for `av01`.
+/// The Dolby Vision sample entry type for a sample entry type: `dvh1` for `hvc1`, `dvhe` for
+/// `hev1`, `dav1` for `av01` (and each of those for itself).
 pub fn dolby_vision_fourcc(base: &[u8; 4]) -> Option<[u8; 4]> {
     match base {
-        b"hvc1" => Some(*b"dvh1"),
-        b"hev1" => Some(*b"dvhe"),
-        b"av01" => Some(*b"dav1"),
+        b"hvc1" | b"dvh1" => Some(*b"dvh1"),
+        b"hev1" | b"dvhe" => Some(*b"dvhe"),
+        b"av01" | b"dav1" => Some(*b"dav1"),
         _ => None,
     }
 }

@@ -299,7 +299,10 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
     let entry_name: &'static str = match &fourcc {
         b"hvc1" => "hvc1",
         b"hev1" => "hev1",
+        b"dvh1" => "dvh1",
+        b"dvhe" => "dvhe",
         b"av01" => "av01",
+        b"dav1" => "dav1",
         b"vp09" => "vp09",
         b"Opus" => "Opus",
         b"ac-3" => "ac-3",
@@ -307,7 +310,7 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
         _ => return Ok(None),
     };
     let missing = |record| ConfigError::Missing { entry: entry_name, record };
-    if matches!(&fourcc, b"hvc1" | b"hev1" | b"av01" | b"vp09") {
+    if matches!(&fourcc, b"hvc1" | b"hev1" | b"dvh1" | b"dvhe" | b"av01" | b"dav1" | b"vp09") {
         let mut f = Bytes::new(body, "visual sample entry");
         f.take(24)?;
         let (width, height) = (f.u16()?, f.u16()?);
@@ -316,13 +319,15 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
         let (mut colour, mut mastering, mut light_level, mut dolby_vision) = (None, None, None, None);
         for (kind, payload) in boxes(children)? {
             match (&kind, &fourcc) {
-                (b"hvcC", b"hvc1" | b"hev1") => config = Some(VideoCodec::Hevc(HevcRecord::parse(payload)?)),
-                (b"av1C", b"av01") => config = Some(VideoCodec::Av1(Av1Record::parse(payload)?)),
+                (b"hvcC", b"hvc1" | b"hev1" | b"dvh1" | b"dvhe") => {
+                    config = Some(VideoCodec::Hevc(HevcRecord::parse(payload)?))
+                }
+                (b"av1C", b"av01" | b"dav1") => config = Some(VideoCodec::Av1(Av1Record::parse(payload)?)),
                 (b"vpcC", b"vp09") => config = Some(VideoCodec::Vp9(Vp9Record::parse(payload)?)),
                 (b"colr", _) => colour = colour.or(parse_colr(payload)?),
                 (b"mdcv", _) => mastering = Some(parse_mdcv(payload)?),
                 (b"clli", _) => light_level = Some(parse_clli(payload)?),
-                (b"dvcC" | b"dvvC" | b"dvwC", b"hvc1" | b"hev1" | b"av01") => {
+                (b"dvcC" | b"dvvC" | b"dvwC", b"hvc1" | b"hev1" | b"dvh1" | b"dvhe" | b"av01" | b"dav1") => {
                     dolby_vision = Some(DolbyVision::parse(payload)?)
                 }
                 _ => {}
@@ -330,7 +335,7 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
         }
         let codec = config.ok_or_else(|| {
             missing(match &fourcc {
-                b"av01" => "av1C",
+                b"av01" | b"dav1" => "av1C",
                 b"vp09" => "vpcC",
                 _ => "hvcC",
             })
