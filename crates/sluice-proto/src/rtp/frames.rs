@@ -36,16 +36,30 @@ pub fn eac3_sync_frames(unit: &[u8]) -> Option<Vec<&[u8]>> {
     let mut frames = Vec::new();
     let mut rest = unit;
     while !rest.is_empty() {
-        let [0x0b, 0x77, high, low, ..] = *rest else { return None };
-        let size = (usize::from(high & 0x07) << 8 | usize::from(low)) * 2 + 2;
-        if size > rest.len() {
-            return None;
-        }
+        let size = sync_frame_size(rest)?;
         let (frame, tail) = rest.split_at(size);
         frames.push(frame);
         rest = tail;
     }
     (!frames.is_empty()).then_some(frames)
+}
+
+/// How many sync frames [`eac3_sync_frames`] finds in `unit`, without collecting them (the
+/// packetizer asks for every frame it sends).
+fn eac3_sync_frame_count(unit: &[u8]) -> Option<usize> {
+    let (mut count, mut rest) = (0, unit);
+    while !rest.is_empty() {
+        rest = &rest[sync_frame_size(rest)?..];
+        count += 1;
+    }
+    (count > 0).then_some(count)
+}
+
+/// The size of the sync frame `data` starts with, when its header is there and the frame fits.
+fn sync_frame_size(data: &[u8]) -> Option<usize> {
+    let [0x0b, 0x77, high, low, ..] = *data else { return None };
+    let size = (usize::from(high & 0x07) << 8 | usize::from(low)) * 2 + 2;
+    (size <= data.len()).then_some(size)
 }
 
 /// Packetizes the frames of one Opus, AC-3 or E-AC-3 stream.
@@ -143,7 +157,7 @@ impl FramePacketizer {
             while let Some(frame) = frames.get(end) {
                 // Only sync frames whose sizes a receiver can read go several to a packet.
                 let units = match self.format {
-                    FrameFormat::Eac3 => eac3_sync_frames(frame).and_then(|f| u8::try_from(f.len()).ok()),
+                    FrameFormat::Eac3 => eac3_sync_frame_count(frame).and_then(|n| u8::try_from(n).ok()),
                     _ => None,
                 };
                 let fits = bytes + frame.len() <= chunk;
@@ -194,7 +208,7 @@ impl FramePacketizer {
 /// How many E-AC-3 sync frames NF counts for `frame`: those its headers state, or one when
 /// they do not add up or are more than NF can say (such bytes still go, as one frame).
 fn units_in(frame: &[u8]) -> u8 {
-    eac3_sync_frames(frame).and_then(|f| u8::try_from(f.len()).ok()).unwrap_or(1)
+    eac3_sync_frame_count(frame).and_then(|n| u8::try_from(n).ok()).unwrap_or(1)
 }
 
 /// Reassembles the frames of one Opus, AC-3 or E-AC-3 RTP stream.
