@@ -30,7 +30,7 @@ pub enum FrameFormat {
 const EAC3_FRAGMENT: u8 = 1;
 
 /// The E-AC-3 sync frames `unit` holds back to back (an independent substream and its dependent
-/// ones), counted by the 11-bit `frmsiz` each sync frame's header states (ETSI TS 102 366 E.1.2.1:
+/// ones), split by the 11-bit `frmsiz` each sync frame's header states (ETSI TS 102 366 E.1.2.1:
 /// words minus one); `None` when the sizes do not end exactly at the end of `unit`.
 pub fn eac3_sync_frames(unit: &[u8]) -> Option<Vec<&[u8]>> {
     let mut frames = Vec::new();
