@@ -62,6 +62,7 @@ pub fn codec_config(data: &[u8]) {
         let _ = codec::OpusRecord::parse(part);
         let _ = codec::Ac3Record::parse(part).map(|r| r.channel_configuration());
         let _ = codec::Eac3Record::parse(part).map(|r| (r.channels(), r.channel_configuration()));
+        let _ = codec::DolbyVision::parse(part).map(|d| (d.codec_string("dvh1"), d.brand(), d.video_range()));
         for length_size in [1, 2, 4] {
             let _ = codec::hevc::leading_parameter_sets(part, length_size);
         }
@@ -78,6 +79,7 @@ pub fn codec_config(data: &[u8]) {
             let Ok(Some(CodecEntry::Video(back))) = codec::parse_sample_entry(&bytes) else {
                 panic!("a carried entry reads back")
             };
+            assert_eq!((back.dolby_vision, back.codec_string()), (v.dolby_vision, carried.codec_string()));
             assert_eq!((back.codec, back.colour, back.width), (v.codec.clone(), v.colour, v.width));
         }
         CodecEntry::Audio(a) => assert!(a.channels > 0 && a.sample_rate > 0),

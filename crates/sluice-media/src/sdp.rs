@@ -2,7 +2,8 @@
 //!
 //! This module owns the mapping from a [`Track`]'s codec parameters to SDP media sections: H.264
 //! per RFC 6184 §8.2 (`sprop-parameter-sets`, `profile-level-id`, packetization mode 1) and AAC
-//! per RFC 3640 §4.1 (`mode=AAC-hbr`, 13-bit sizes, `config=` the AudioSpecificConfig in hex).
+//! per RFC 3640 §4.1 (`mode=AAC-hbr`, 13-bit sizes, `config=` the AudioSpecificConfig in hex),
+//! H.265 per RFC 7798 §7.1, Opus per RFC 7587 §7, AC-3 per RFC 4184 §6 and E-AC-3 per RFC 4598 §6.
 //! The SDP is built and written with `sdp-types`, not by string concatenation, so what we write
 //! is what an SDP parser reads. It does not choose ports or addresses (RTSP `SETUP` negotiates
 //! them; the media lines carry port 0 as RFC 2326 C.1.7 allows) and does not know URLs beyond
@@ -65,6 +66,13 @@ pub fn rtp_payload_format(track: &Track) -> Result<(), String> {
         // RFC 7587 carries mono and stereo only.
         TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Opus(_)) && a.channels <= 2 => Ok(()),
         TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Ac3(_)) => Ok(()),
+        // RFC 4598 §6: the RTP clock is the sampling rate, and only these are registered.
+        TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Eac3(_)) => match a.sample_rate {
+            32_000 | 44_100 | 48_000 => Ok(()),
+            rate => {
+                Err(format!("E-AC-3 at {rate} Hz has no RTP payload format (RFC 4598: 32, 44.1 or 48 kHz)"))
+            }
+        },
         other => Err(format!("{} has no RTP payload format in sluice", other.name())),
     }
 }
@@ -149,6 +157,17 @@ fn media_section(index: usize, track: &Track) -> Option<Media> {
         ),
         TrackKind::Audio(a) if matches!(a.codec, AudioCodec::Ac3(_)) => {
             (sdp_types::MediaType::Audio, format!("{pt} ac3/{}/{}", a.sample_rate, a.channels), String::new())
+        }
+        // RFC 4598 §6: `eac3`, the clock the sampling rate. The channels are stated as for
+        // AC-3: an rtpmap without them means one channel (RFC 8866 §6.6).
+        TrackKind::Audio(a)
+            if matches!(a.codec, AudioCodec::Eac3(_)) && rtp_payload_format(track).is_ok() =>
+        {
+            (
+                sdp_types::MediaType::Audio,
+                format!("{pt} eac3/{}/{}", a.sample_rate, a.channels),
+                String::new(),
+            )
         }
         TrackKind::Video(_) | TrackKind::Audio(_) => return None,
     };

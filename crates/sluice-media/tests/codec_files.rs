@@ -146,16 +146,17 @@ fn mixed_codecs_get_an_adaptation_set_each() {
     assert!(master.contains("av01.0.00M.10") && master.contains("vp09.00.10.08") && master.contains("avc1."));
 }
 
-/// RTSP describes the HEVC track with its parameter sets (RFC 7798 §7.1) and leaves out the
-/// E-AC-3 one, which has no payload format here (ffmpeg, the receiver the tests use, has no
-/// RFC 4598 depacketizer).
+/// RTSP describes the HEVC track with its parameter sets (RFC 7798 §7.1) and the E-AC-3 one as
+/// `eac3` at its sampling rate (RFC 4598 §6).
 #[test]
-fn hevc_is_described_for_rtsp() {
+fn hevc_and_eac3_are_described_for_rtsp() {
     let (_, file) = seed("tiny-hev1-eac3.mp4");
     let sdp = sluice_media::sdp::to_bytes(&sluice_media::session_description(&file, &Default::default()));
     let sdp = String::from_utf8(sdp).unwrap();
-    assert_eq!(sdp.matches("m=").count(), 1, "{sdp}");
+    assert_eq!(sdp.matches("m=").count(), 2, "{sdp}");
     assert!(sdp.contains("a=rtpmap:96 H265/90000"), "{sdp}");
+    let TrackKind::Audio(a) = &file.tracks[1].kind else { unreachable!() };
+    assert!(sdp.contains(&format!("a=rtpmap:97 eac3/{}/{}\r\n", a.sample_rate, a.channels)), "{sdp}");
     let TrackKind::Video(v) = &file.tracks[0].kind else { unreachable!() };
     let sluice_media::codec::VideoCodec::Hevc(h) = &v.codec else { unreachable!() };
     use base64::Engine as _;
@@ -173,4 +174,67 @@ fn hevc_is_described_for_rtsp() {
     )))
     .unwrap();
     assert!(sdp.contains("a=rtpmap:97 opus/48000/2") && !sdp.contains("m=video"), "{sdp}");
+}
+
+/// The HLG HEVC seed's sample entry with a Dolby Vision box written here (profile, level 4,
+/// compatibility id), read as the demuxer reads entries.
+fn with_dolby_vision(file: &Mp4File, profile: u8, compatibility: u8) -> Mp4File {
+    let TrackKind::Video(v) = &file.tracks[0].kind else { unreachable!() };
+    let bits = u16::from(profile) << 9 | 4 << 3 | 0b101;
+    let mut record = vec![1, 0];
+    record.extend_from_slice(&bits.to_be_bytes());
+    record.push(compatibility << 4);
+    record.resize(24, 0);
+    let mut entry = v.sample_entry.clone();
+    entry.extend_from_slice(&32u32.to_be_bytes());
+    entry.extend_from_slice(b"dvvC");
+    entry.extend_from_slice(&record);
+    let size = entry.len() as u32;
+    entry[..4].copy_from_slice(&size.to_be_bytes());
+    let Ok(Some(sluice_media::codec::CodecEntry::Video(mut dv))) =
+        sluice_media::codec::parse_sample_entry(&entry)
+    else {
+        panic!("the entry with a dvvC reads")
+    };
+    dv.in_band = v.in_band;
+    let mut file = file.clone();
+    file.tracks[0].kind = TrackKind::Video(dv);
+    file
+}
+
+/// Dolby Vision with an HLG base layer (8.4): `CODECS` the HEVC string, `SUPPLEMENTAL-CODECS`
+/// and the MPD's SCTE 214 attributes the Dolby Vision string and brand, the range HLG. Profile
+/// 5: `CODECS` and `codecs` the Dolby Vision string, the entry carried as `dvh1`, PQ.
+#[test]
+fn dolby_vision_is_supplemental_or_the_codec() {
+    let (_, hlg) = seed("tiny-hvc1-hlg-ac3.mp4");
+    let file = with_dolby_vision(&hlg, 8, 4);
+    let index = SegmentIndex::build(&file, Duration::from_secs(1)).unwrap();
+    assert_eq!(index.supplemental_codecs(), Some("dvh1.08.04/db4h"));
+    let master = playlist::master_playlist(&[playlist::Rendition { prefix: "", index: &index }], &[]);
+    assert!(master.contains(r#"CODECS="hvc1.2.4.L30.90,ac-3""#), "{master}");
+    assert!(master.contains(r#",SUPPLEMENTAL-CODECS="dvh1.08.04/db4h",VIDEO-RANGE=HLG"#), "{master}");
+    let manifest = mpd::manifest(&[mpd::MpdRendition { prefix: "", index: &index, file: &file }], &[]);
+    assert!(manifest.contains(r#"xmlns:scte214="urn:scte:dash:scte214-extensions""#), "{manifest}");
+    assert!(
+        manifest.contains(
+            r#"codecs="hvc1.2.4.L30.90" scte214:supplementalCodecs="dvh1.08.04" scte214:supplementalProfiles="db4h""#
+        ),
+        "{manifest}"
+    );
+    carries_entry(&file, Packaged::Video, b"hvc1");
+    // Without Dolby Vision, no namespace and no supplement.
+    let plain = SegmentIndex::build(&hlg, Duration::from_secs(1)).unwrap();
+    let manifest = mpd::manifest(&[mpd::MpdRendition { prefix: "", index: &plain, file: &hlg }], &[]);
+    assert!(!manifest.contains("scte214"), "{manifest}");
+
+    let file = with_dolby_vision(&hlg, 5, 0);
+    let index = SegmentIndex::build(&file, Duration::from_secs(1)).unwrap();
+    assert_eq!((index.supplemental_codecs(), index.video_range()), (None, Some(VideoRange::Pq)));
+    let master = playlist::master_playlist(&[playlist::Rendition { prefix: "", index: &index }], &[]);
+    assert!(master.contains(r#"CODECS="dvh1.05.04,ac-3""#) && master.contains("VIDEO-RANGE=PQ"), "{master}");
+    assert!(!master.contains("SUPPLEMENTAL-CODECS"), "{master}");
+    let manifest = mpd::manifest(&[mpd::MpdRendition { prefix: "", index: &index, file: &file }], &[]);
+    assert!(manifest.contains(r#"codecs="dvh1.05.04""#) && !manifest.contains("scte214"), "{manifest}");
+    carries_entry(&file, Packaged::Video, b"dvh1");
 }

@@ -364,8 +364,10 @@ pub fn rtp_roundtrip(data: &[u8]) {
             Err(e) => panic!("AAC frame refused: {e}"),
         }
     }
-    // Opus and AC-3: each NAL unit's bytes as one frame, whole or (AC-3) in fragments.
-    for format in [crate::rtp::FrameFormat::Opus, crate::rtp::FrameFormat::Ac3] {
+    // Opus, AC-3 and E-AC-3: each NAL unit's bytes as one frame, whole or (AC-3, E-AC-3) in
+    // fragments.
+    for format in [crate::rtp::FrameFormat::Opus, crate::rtp::FrameFormat::Ac3, crate::rtp::FrameFormat::Eac3]
+    {
         let mut packetizer =
             crate::rtp::FramePacketizer::new(config, max_payload, format).expect("valid settings");
         let mut depacketizer = crate::rtp::AudioFrames::new(format);
@@ -387,11 +389,36 @@ pub fn rtp_roundtrip(data: &[u8]) {
                         .map(<[u8]>::to_vec),
                 );
             }
-            assert_eq!(got, vec![frame.clone()], "a frame changed in the round trip");
+            if format == crate::rtp::FrameFormat::Eac3 {
+                // Bytes that happen to be E-AC-3 sync frames come back one sync frame each.
+                assert_eq!(got.concat(), *frame, "a frame changed in the round trip");
+            } else {
+                assert_eq!(got, vec![frame.clone()], "a frame changed in the round trip");
+            }
         }
         if let Ok(packet) = RtpPacket::parse(rest) {
             let _ = depacketizer.push(&packet);
         }
+    }
+    // E-AC-3, the pieces between shape bytes unchanged (so they can be sync frames) as
+    // consecutive frames: several to a packet where they fit; back in order, byte for byte.
+    let frames: Vec<&[u8]> = rest.split(|b| *b == shape).filter(|n| !n.is_empty()).collect();
+    let mut eac3 = crate::rtp::FramePacketizer::new(config, max_payload, crate::rtp::FrameFormat::Eac3)
+        .expect("valid settings");
+    out.clear();
+    if eac3.packetize_frames(&frames, timestamp, 1536, &mut out).is_ok() {
+        let mut depacketizer = crate::rtp::AudioFrames::new(crate::rtp::FrameFormat::Eac3);
+        let mut got = Vec::new();
+        for packet in out.iter() {
+            let packet = RtpPacket::parse(packet).expect("our packet parses");
+            assert!(packet.payload.len() <= max_payload);
+            for frame in depacketizer.push(&packet).expect("our frames depacketize") {
+                got.extend_from_slice(frame);
+            }
+        }
+        assert_eq!(got, frames.concat(), "E-AC-3 frames changed in the round trip");
+    } else {
+        assert!(frames.iter().any(|n| n.len() > 255 * (max_payload - 2)));
     }
     // Arbitrary bytes as received RTP never panic either depacketizer.
     if let Ok(packet) = RtpPacket::parse(rest) {

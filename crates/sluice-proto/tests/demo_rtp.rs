@@ -70,15 +70,15 @@ fn demo_file_round_trips_through_rtp() {
     assert_eq!((video_aus, audio_frames), (180, 283));
 }
 
-/// Every sample of the HEVC, Opus and AC-3 tracks of the fuzz seeds made by ffmpeg through the
-/// RTP packetizers RTSP uses for them and back, with a payload limit small enough that HEVC
-/// keyframes go in fragmentation units and AC-3 frames in fragments.
+/// Every sample of the HEVC, Opus, AC-3 and E-AC-3 tracks of the fuzz seeds made by ffmpeg
+/// through the RTP packetizers RTSP uses for them and back, with a payload limit small enough
+/// that HEVC keyframes go in fragmentation units and AC-3 and E-AC-3 frames in fragments.
 #[test]
-fn hevc_opus_and_ac3_seeds_round_trip_through_rtp() {
+fn hevc_opus_ac3_and_eac3_seeds_round_trip_through_rtp() {
     use sluice_media::codec::{AudioCodec, VideoCodec};
     use sluice_proto::rtp::{AudioFrames, FrameFormat, FramePacketizer, H265Depacketizer, H265Packetizer};
-    let mut seen = (0, 0, 0);
-    for name in ["tiny-hvc1-hlg-ac3.mp4", "tiny-vp9-opus.mp4"] {
+    let mut seen = (0, 0, 0, 0);
+    for name in ["tiny-hvc1-hlg-ac3.mp4", "tiny-vp9-opus.mp4", "tiny-hev1-eac3.mp4"] {
         let path = format!("{}/../../fuzz/corpus/mp4_demux/{name}", env!("CARGO_MANIFEST_DIR"));
         let data = std::fs::read(path).unwrap();
         let file = Mp4File::from_bytes(&data).unwrap();
@@ -108,7 +108,7 @@ fn hevc_opus_and_ac3_seeds_round_trip_through_rtp() {
                     let format = match a.codec {
                         AudioCodec::Opus(_) => FrameFormat::Opus,
                         AudioCodec::Ac3(_) => FrameFormat::Ac3,
-                        AudioCodec::Eac3(_) => continue,
+                        AudioCodec::Eac3(_) => FrameFormat::Eac3,
                     };
                     let mut p = FramePacketizer::new(config, 200, format).unwrap();
                     let mut d = AudioFrames::new(format);
@@ -125,10 +125,10 @@ fn hevc_opus_and_ac3_seeds_round_trip_through_rtp() {
                             );
                         }
                         assert_eq!(got, [bytes(s).to_vec()]);
-                        if format == FrameFormat::Opus {
-                            seen.1 += 1;
-                        } else {
-                            seen.2 += 1;
+                        match format {
+                            FrameFormat::Opus => seen.1 += 1,
+                            FrameFormat::Ac3 => seen.2 += 1,
+                            FrameFormat::Eac3 => seen.3 += 1,
                         }
                     }
                 }
@@ -136,6 +136,7 @@ fn hevc_opus_and_ac3_seeds_round_trip_through_rtp() {
             }
         }
     }
-    // ffprobe -count_frames on the seeds: 6 HEVC frames, 31 Opus packets, 19 AC-3 frames.
-    assert_eq!(seen, (6, 31, 19));
+    // ffprobe -count_frames on the seeds: 6 + 6 HEVC frames, 31 Opus packets, 19 AC-3 frames,
+    // 19 E-AC-3 frames.
+    assert_eq!(seen, (12, 31, 19, 19));
 }

@@ -218,6 +218,7 @@ impl Streamer {
                 TrackKind::Audio(a) if sluice_media::sdp::rtp_payload_format(track).is_ok() => {
                     let format = match a.codec {
                         sluice_media::codec::AudioCodec::Opus(_) => FrameFormat::Opus,
+                        sluice_media::codec::AudioCodec::Eac3(_) => FrameFormat::Eac3,
                         _ => FrameFormat::Ac3,
                     };
                     Packetizer::Frames(FramePacketizer::new(spec.config, max_payload, format)?)

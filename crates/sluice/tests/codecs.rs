@@ -7,8 +7,13 @@
 //! configuration records' bytes ffprobe dumps, by a parser of its own. `/streams` lists them.
 //! The same from an edge of an S3 store (SeaweedFS) holding the clips.
 //! Over RTSP, ffmpeg's client (a receiver this project did not write) decodes every frame of the
-//! HEVC (RFC 7798), Opus (RFC 7587) and AC-3 (RFC 4184) tracks from sluice's packets; AV1, VP9
-//! and E-AC-3 tracks are left out of the session (their `SETUP` is 404). A rendition set of an H.264 file and an AV1 one (keyframes aligned)
+//! HEVC (RFC 7798), Opus (RFC 7587) and AC-3 (RFC 4184) tracks from sluice's packets; AV1 and VP9
+//! tracks are left out of the session (their `SETUP` is 404). E-AC-3 (RFC 4598) is sent, but no
+//! receiver on this machine other than ours depacketizes it: ffmpeg's RTSP client reports an
+//! `eac3` track as an unknown codec and GStreamer here has only `rtpac3depay` (RFC 4184). So this
+//! test's own reader, written from RFC 4598, reassembles every E-AC-3 frame, which must be byte
+//! for byte the stream ffmpeg copies out of the MP4: the clip's, whole frames a packet each, and a
+//! 5.1 file's at 640 kb/s, in fragments, over TCP and over UDP. A rendition set of an H.264 file and an AV1 one (keyframes aligned)
 //! is one master playlist with a variant each and one MPD with a video adaptation set each, and
 //! ffmpeg decodes both.
 //!
@@ -31,6 +36,7 @@ rtsp_matrix!(
     every_codec_over_hls_and_dash,
     an_edge_serves_every_codec,
     rtsp_sends_hevc_opus_and_ac_3,
+    rtsp_sends_every_e_ac_3_frame,
     mixed_h264_and_av1_set
 );
 
@@ -42,7 +48,7 @@ fn probe(target: &str, extra: &[&str]) -> Value {
         .args(["-show_entries"])
         .arg(
             "stream=codec_type,codec_name,nb_read_frames,nb_read_packets,profile,level,pix_fmt,width,height,\
-             r_frame_rate,color_primaries,color_transfer,color_space,color_range,extradata",
+             sample_rate,r_frame_rate,color_primaries,color_transfer,color_space,color_range,extradata",
         )
         .arg(target);
     let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(90));
@@ -257,15 +263,20 @@ fn rtsp_sends_hevc_opus_and_ac_3(engine: &[&str]) {
     for (name, _) in clips() {
         let source = probe(fx.path(name).to_str().unwrap(), &[]);
         let url = format!("rtsp://{rtsp}/{name}");
+        // ffmpeg's client has no E-AC-3 depacketizer: it sets up only the video of such a clip
+        // (rtsp_sends_every_e_ac_3_frame counts the E-AC-3 frames with this test's own reader).
+        let has_eac3 = source["streams"].as_array().unwrap().iter().any(|s| s["codec_name"] == "eac3");
+        let media = if has_eac3 { "video" } else { "video+audio" };
         let mut cmd = tool("ffprobe");
-        cmd.args(["-v", "error", "-rtsp_transport", "tcp", "-of", "json", "-count_frames", "-show_entries"])
+        cmd.args(["-v", "error", "-rtsp_transport", "tcp", "-allowed_media_types", media])
+            .args(["-of", "json", "-count_frames", "-show_entries"])
             .args(["stream=codec_type,codec_name,nb_read_frames", &url]);
         let (status, out, err) = run_bounded(&mut cmd, Duration::from_secs(90));
         let err = String::from_utf8_lossy(&err);
         assert!(status.success() && err.trim().is_empty(), "ffprobe {url}: {status}: {err}");
         let served: Value = serde_json::from_slice(&out).unwrap();
-        // What RTSP sends: HEVC (RFC 7798), Opus (RFC 7587) and AC-3 (RFC 4184); AV1, VP9 and
-        // E-AC-3 are left out of the session.
+        // What RTSP sends and ffmpeg receives: HEVC (RFC 7798), Opus (RFC 7587) and AC-3
+        // (RFC 4184); AV1 and VP9 are left out of the session.
         let sendable = |codec: &str| matches!(codec, "hevc" | "opus" | "ac3");
         let expected: Vec<(String, u64)> = source["streams"]
             .as_array()
@@ -282,7 +293,8 @@ fn rtsp_sends_hevc_opus_and_ac_3(engine: &[&str]) {
             .collect();
         assert_eq!(got, expected, "every frame of each track RTSP sends, over {url}");
         let mut cmd = tool("ffmpeg");
-        cmd.args(["-nostdin", "-v", "error", "-rtsp_transport", "tcp", "-i", &url, "-f", "null", "-"]);
+        cmd.args(["-nostdin", "-v", "error", "-rtsp_transport", "tcp", "-allowed_media_types", media])
+            .args(["-i", &url, "-f", "null", "-"]);
         let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(90));
         let err = String::from_utf8_lossy(&err);
         assert!(status.success() && err.trim().is_empty(), "ffmpeg decoding {url}: {status}: {err}");
@@ -294,6 +306,166 @@ fn rtsp_sends_hevc_opus_and_ac_3(engine: &[&str]) {
     r.expect(200, "DESCRIBE of VP9 and Opus");
     let transport = [("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")];
     c.request("SETUP", &format!("{url}/trackID=0"), &transport).expect(404, "SETUP of the VP9 track");
+}
+
+/// RFC 4598 §4 read by this test alone: each packet's two-byte payload header (six zero bits,
+/// the frame type FT, NF); FT 0 holds NF whole sync frames, each as long as its `frmsiz` says
+/// (ETSI TS 102 366 E.1.2.1: 16-bit words minus one), the marker set; FT 1 a fragment, NF the
+/// fragment count, the marker on the last. Returns the frames in order.
+fn rfc4598_frames(packets: &[common::rtsp::Rtp]) -> Vec<Vec<u8>> {
+    let (mut frames, mut partial, mut fragments) = (Vec::new(), Vec::new(), 0u8);
+    for p in packets {
+        let [head, nf, body @ ..] = p.payload.as_slice() else {
+            panic!("packet {} has no payload header", p.seq)
+        };
+        assert_eq!(head >> 2, 0, "packet {}: bits that must be zero", p.seq);
+        match head & 3 {
+            0 => {
+                assert!(p.marker && partial.is_empty() && *nf >= 1, "packet {}: whole frames", p.seq);
+                let mut rest = body;
+                for _ in 0..*nf {
+                    assert_eq!(&rest[..2], [0x0b, 0x77], "packet {}: a sync word", p.seq);
+                    let size = (usize::from(rest[2] & 7) << 8 | usize::from(rest[3])) * 2 + 2;
+                    frames.push(rest[..size].to_vec());
+                    rest = &rest[size..];
+                }
+                assert!(rest.is_empty(), "packet {}: NF frames fill the payload", p.seq);
+            }
+            1 => {
+                fragments += 1;
+                partial.extend_from_slice(body);
+                assert_eq!(p.marker, fragments == *nf, "packet {}: the marker on the last fragment", p.seq);
+                if p.marker {
+                    frames.push(std::mem::take(&mut partial));
+                    fragments = 0;
+                }
+            }
+            other => panic!("packet {}: frame type {other}", p.seq),
+        }
+    }
+    assert!(partial.is_empty(), "a frame's fragments cut short");
+    frames
+}
+
+/// A 5.1 E-AC-3 file at 640 kb/s, audio only: 2560-byte frames, larger than a packet.
+fn surround_e_ac_3() -> &'static Vec<u8> {
+    static CLIP: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    CLIP.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("surround.mp4");
+        let mut cmd = tool("ffmpeg");
+        cmd.args([
+            "-nostdin",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "sine=frequency=440:sample_rate=48000",
+        ])
+        .args(["-t", "2", "-ac", "6", "-c:a", "eac3", "-b:a", "640k"])
+        .arg(&out);
+        let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(60));
+        assert!(status.success(), "ffmpeg: {}", String::from_utf8_lossy(&err));
+        std::fs::read(&out).unwrap()
+    })
+}
+
+/// Every E-AC-3 frame of the HEVC clip's track (frames that fit a packet) and of a 5.1 file
+/// (frames in fragments), over RTSP interleaved, read by [`rfc4598_frames`].
+fn rtsp_sends_every_e_ac_3_frame(engine: &[&str]) {
+    let (name, bytes) = clips().iter().find(|(n, _)| n.contains("eac3")).unwrap();
+    let fx = Fixture::new();
+    fx.write(name, bytes);
+    fx.write("surround.mp4", surround_e_ac_3());
+    let server = Server::serve(engine, &fx, &[]);
+    let mut fragmented = 0;
+    for (name, track) in [(*name, 1), ("surround.mp4", 0)] {
+        let path = fx.path(name);
+        let source = probe(path.to_str().unwrap(), &["-select_streams", "a"]);
+        let expected_frames = count(stream(&source, "audio"), "nb_read_frames");
+        let mut cmd = tool("ffmpeg");
+        cmd.args(["-nostdin", "-v", "error", "-i"])
+            .arg(&path)
+            .args(["-map", "0:a", "-c", "copy", "-f", "eac3", "-"]);
+        let (status, elementary, err) = run_bounded(&mut cmd, Duration::from_secs(60));
+        assert!(status.success(), "ffmpeg copying the E-AC-3 out: {}", String::from_utf8_lossy(&err));
+
+        let mut c = common::rtsp::RtspConn::open(server.rtsp_addr());
+        let url = c.url(name);
+        let r = c.request("DESCRIBE", &url, &[("Accept", "application/sdp")]);
+        r.expect(200, "DESCRIBE");
+        let sdp = String::from_utf8_lossy(&r.body).to_string();
+        let rate = stream(&source, "audio")["sample_rate"].as_str().unwrap().to_string();
+        assert!(sdp.contains(&format!("a=rtpmap:{} eac3/{rate}/", 96 + track)), "{sdp}");
+        // The E-AC-3 track alone, on interleaved channels 0 and 1.
+        let transport = [("Transport", "RTP/AVP/TCP;unicast;interleaved=0-1")];
+        let r = c.request("SETUP", &format!("{url}/trackID={track}"), &transport);
+        let session = r.expect(200, "SETUP of the E-AC-3 track").session_id().unwrap();
+        c.request("PLAY", &url, &[("Session", &session)]).expect(200, "PLAY");
+        // The clips last 2 s; the stream ends with an RTCP BYE.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut packets = Vec::new();
+        loop {
+            match c.next_frame(deadline) {
+                Ok(Some(f)) if f.channel == 0 => packets.push(common::rtsp::parse_rtp(&f.payload).unwrap()),
+                Ok(Some(f)) => {
+                    let rtcp = common::rtsp::rtcp_packets(&f.payload).unwrap();
+                    if rtcp.iter().any(|(kind, _)| *kind == 203) {
+                        break;
+                    }
+                }
+                other => panic!("{name}: the stream did not end with a BYE within 20 s: {other:?}"),
+            }
+        }
+        assert!(
+            packets.windows(2).all(|w| w[1].seq == w[0].seq.wrapping_add(1)),
+            "{name}: consecutive sequence numbers"
+        );
+        let frames = rfc4598_frames(&packets);
+        assert_eq!(frames.len() as u64, expected_frames, "{name}: every E-AC-3 frame of the MP4");
+        assert!(frames.concat() == elementary, "{name}: the frames are the MP4's, byte for byte");
+        // Each packet's timestamp advances by its frames' samples (1536 a frame of six blocks).
+        let first = packets[0].timestamp;
+        let mut sent = 0u32;
+        for p in &packets {
+            assert_eq!(p.timestamp.wrapping_sub(first), sent * 1536, "{name}: packet {}", p.seq);
+            sent += if p.payload[0] & 3 == 0 { u32::from(p.payload[1]) } else { u32::from(p.marker) };
+        }
+        fragmented += packets.iter().filter(|p| p.payload[0] & 3 == 1).count();
+        if track == 0 {
+            // Over UDP too, where a frame's fragments leave together (one GSO message where the
+            // engine has it): every frame, in order.
+            let mut viewer =
+                common::rtsp::UdpViewer::setup(server.rtsp_addr(), "127.0.0.1".parse().unwrap(), name)
+                    .unwrap_or_else(|r| panic!("SETUP over UDP: {r:?}"));
+            viewer.play();
+            let arrived = || {
+                let mut rtp: Vec<common::rtsp::Rtp> = viewer
+                    .rtp
+                    .datagrams()
+                    .iter()
+                    .map(|d| common::rtsp::parse_rtp(&d.data).unwrap())
+                    .collect();
+                // In sequence order (the first datagram is the first sent: loopback keeps order).
+                let first = rtp.first().map_or(0, |p| p.seq);
+                rtp.sort_by_key(|p| p.seq.wrapping_sub(first));
+                rtp
+            };
+            let whole = |rtp: &[common::rtsp::Rtp]| {
+                rtp.len() >= packets.len() && rtp.last().is_some_and(|p| p.marker)
+            };
+            assert!(
+                poll_until(Duration::from_secs(20), || whole(&arrived())),
+                "{name}: every packet over UDP"
+            );
+            let frames = rfc4598_frames(&arrived());
+            assert_eq!(frames.len() as u64, expected_frames, "{name}: every E-AC-3 frame over UDP");
+            assert!(frames.concat() == elementary, "{name}: the frames over UDP are the MP4's");
+        }
+    }
+    assert!(fragmented > 0, "the 5.1 file's frames went in fragments");
 }
 
 fn mixed_h264_and_av1_set(engine: &[&str]) {

@@ -1,8 +1,12 @@
 //! A sample entry (ISO/IEC 14496-12 §8.5.2) of the codecs this module reads: its fields, its
 //! configuration record, and for video its colour (`colr`), mastering display (`mdcv`) and
-//! content light level (`clli`) boxes. The entry's bytes are kept whole for the packager.
+//! content light level (`clli`) boxes, and Dolby Vision (`dvcC`, `dvvC`, `dvwC`). The entry's
+//! bytes are kept whole for the packager.
 
-use super::{Ac3Record, Av1Record, Bytes, ConfigError, Eac3Record, HevcRecord, OpusRecord, Vp9Record};
+use super::dovi::dolby_vision_fourcc;
+use super::{
+    Ac3Record, Av1Record, Bytes, ConfigError, DolbyVision, Eac3Record, HevcRecord, OpusRecord, Vp9Record,
+};
 
 /// Colour description: ISO/IEC 23091-2 code points, from an `nclx` (or QuickTime `nclc`)
 /// `colr` box or from a `vpcC`.
@@ -123,6 +127,8 @@ pub struct VideoEntry {
     pub mastering: Option<MasteringDisplay>,
     /// Content light level, from `clli`.
     pub light_level: Option<ContentLightLevel>,
+    /// Dolby Vision, from `dvcC`, `dvvC` or `dvwC` (HEVC and AV1 only).
+    pub dolby_vision: Option<DolbyVision>,
     /// The whole sample entry box, header included.
     pub sample_entry: Vec<u8>,
     /// What an `hev1` track's first keyframe carries ([`InBandParameterSets::Unknown`] until
@@ -138,8 +144,19 @@ impl VideoEntry {
 
     /// The sample entry type a CMAF init segment carries: `hvc1` for an `hev1` track whose
     /// `hvcC` holds every parameter set its keyframe carries (ISO/IEC 14496-15 §8.4.1.1.1:
-    /// `hvc1` keeps them in the sample entry, which is what HLS requires), else the file's.
+    /// `hvc1` keeps them in the sample entry, which is what HLS requires), else the file's; for
+    /// Dolby Vision without a base layer a player can decode alone (profile 5), the Dolby Vision
+    /// type of that (`dvh1`, `dvhe`, `dav1`), which its `CODECS` names.
     pub fn carried_fourcc(&self) -> [u8; 4] {
+        let base = self.base_fourcc();
+        match self.dolby_vision {
+            Some(dv) if dv.dolby_vision_only() => dolby_vision_fourcc(&base).unwrap_or(base),
+            _ => base,
+        }
+    }
+
+    /// [`VideoEntry::carried_fourcc`] but for Dolby Vision.
+    fn base_fourcc(&self) -> [u8; 4] {
         match &self.codec {
             VideoCodec::Hevc(rec)
                 if &self.fourcc() == b"hev1"
@@ -162,8 +179,12 @@ impl VideoEntry {
         entry
     }
 
-    /// The RFC 6381 codec string of the carried sample entry.
+    /// The RFC 6381 codec string of the carried sample entry: the Dolby Vision string for a
+    /// profile 5 stream, else the base codec's.
     pub fn codec_string(&self) -> String {
+        if let Some(dv) = self.dolby_vision.filter(DolbyVision::dolby_vision_only) {
+            return dv.codec_string(&String::from_utf8_lossy(&self.carried_fourcc()));
+        }
         match &self.codec {
             VideoCodec::Hevc(rec) => rec.codec_string(&String::from_utf8_lossy(&self.carried_fourcc())),
             VideoCodec::Av1(rec) => rec.codec_string(self.colour.as_ref()),
@@ -171,9 +192,22 @@ impl VideoEntry {
         }
     }
 
-    /// The HLS `VIDEO-RANGE`, when the entry says how its transfer is.
+    /// HLS `SUPPLEMENTAL-CODECS` of a backward-compatible Dolby Vision stream: its codec string
+    /// and brand, `dvh1.08.07/db1p` (Apple's HLS authoring specification).
+    pub fn supplemental_codecs(&self) -> Option<String> {
+        let dv = self.dolby_vision.filter(DolbyVision::backward_compatible)?;
+        let fourcc = dolby_vision_fourcc(&self.carried_fourcc())?;
+        Some(format!("{}/{}", dv.codec_string(&String::from_utf8_lossy(&fourcc)), dv.brand()?))
+    }
+
+    /// The HLS `VIDEO-RANGE`, when the entry says how its transfer is: the `colr`'s (of the base
+    /// layer, for Dolby Vision), else what the Dolby Vision record says of it; PQ for profile 5.
     pub fn video_range(&self) -> Option<VideoRange> {
-        self.colour.filter(|c| c.transfer != 2 && c.transfer != 0).map(|c| c.video_range())
+        if let Some(dv) = self.dolby_vision.filter(DolbyVision::dolby_vision_only) {
+            return dv.video_range();
+        }
+        let colour = self.colour.filter(|c| c.transfer != 2 && c.transfer != 0).map(|c| c.video_range());
+        colour.or_else(|| self.dolby_vision.filter(DolbyVision::backward_compatible)?.video_range())
     }
 
     /// A short name for people (`HEVC`, `AV1`, `VP9`).
@@ -265,7 +299,10 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
     let entry_name: &'static str = match &fourcc {
         b"hvc1" => "hvc1",
         b"hev1" => "hev1",
+        b"dvh1" => "dvh1",
+        b"dvhe" => "dvhe",
         b"av01" => "av01",
+        b"dav1" => "dav1",
         b"vp09" => "vp09",
         b"Opus" => "Opus",
         b"ac-3" => "ac-3",
@@ -273,27 +310,32 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
         _ => return Ok(None),
     };
     let missing = |record| ConfigError::Missing { entry: entry_name, record };
-    if matches!(&fourcc, b"hvc1" | b"hev1" | b"av01" | b"vp09") {
+    if matches!(&fourcc, b"hvc1" | b"hev1" | b"dvh1" | b"dvhe" | b"av01" | b"dav1" | b"vp09") {
         let mut f = Bytes::new(body, "visual sample entry");
         f.take(24)?;
         let (width, height) = (f.u16()?, f.u16()?);
         let children = body.get(VISUAL_FIELDS..).ok_or_else(|| f.truncated())?;
         let mut config = None;
-        let (mut colour, mut mastering, mut light_level) = (None, None, None);
+        let (mut colour, mut mastering, mut light_level, mut dolby_vision) = (None, None, None, None);
         for (kind, payload) in boxes(children)? {
             match (&kind, &fourcc) {
-                (b"hvcC", b"hvc1" | b"hev1") => config = Some(VideoCodec::Hevc(HevcRecord::parse(payload)?)),
-                (b"av1C", b"av01") => config = Some(VideoCodec::Av1(Av1Record::parse(payload)?)),
+                (b"hvcC", b"hvc1" | b"hev1" | b"dvh1" | b"dvhe") => {
+                    config = Some(VideoCodec::Hevc(HevcRecord::parse(payload)?))
+                }
+                (b"av1C", b"av01" | b"dav1") => config = Some(VideoCodec::Av1(Av1Record::parse(payload)?)),
                 (b"vpcC", b"vp09") => config = Some(VideoCodec::Vp9(Vp9Record::parse(payload)?)),
                 (b"colr", _) => colour = colour.or(parse_colr(payload)?),
                 (b"mdcv", _) => mastering = Some(parse_mdcv(payload)?),
                 (b"clli", _) => light_level = Some(parse_clli(payload)?),
+                (b"dvcC" | b"dvvC" | b"dvwC", b"hvc1" | b"hev1" | b"dvh1" | b"dvhe" | b"av01" | b"dav1") => {
+                    dolby_vision = Some(DolbyVision::parse(payload)?)
+                }
                 _ => {}
             }
         }
         let codec = config.ok_or_else(|| {
             missing(match &fourcc {
-                b"av01" => "av1C",
+                b"av01" | b"dav1" => "av1C",
                 b"vp09" => "vpcC",
                 _ => "hvcC",
             })
@@ -308,6 +350,7 @@ pub fn parse_sample_entry(data: &[u8]) -> Result<Option<CodecEntry>, ConfigError
             colour,
             mastering,
             light_level,
+            dolby_vision,
             sample_entry: entry.to_vec(),
             in_band: InBandParameterSets::Unknown,
         })));

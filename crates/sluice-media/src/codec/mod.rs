@@ -1,6 +1,7 @@
 //! Codec configuration records and sample entries of the codecs sluice packages beside H.264
 //! and AAC: HEVC (`hvcC`), AV1 (`av1C`), VP9 (`vpcC`), Opus (`dOps`), AC-3 (`dac3`) and E-AC-3
-//! (`dec3`), with the colour (`colr`) and HDR (`mdcv`, `clli`) boxes of a visual sample entry.
+//! (`dec3`), with the colour (`colr`), HDR (`mdcv`, `clli`) and Dolby Vision (`dvcC`, `dvvC`,
+//! `dvwC`) boxes of a visual sample entry.
 //!
 //! This module owns parsing those records from bytes (sans-I/O: every parser takes a slice and
 //! returns a typed [`ConfigError`] for anything malformed, never a panic) and what is computed
@@ -13,12 +14,14 @@
 
 pub mod audio;
 pub mod av1;
+pub mod dovi;
 pub mod entry;
 pub mod hevc;
 pub mod vp9;
 
 pub use audio::{Ac3Record, Eac3Record, OpusRecord};
 pub use av1::Av1Record;
+pub use dovi::DolbyVision;
 pub use entry::{
     parse_sample_entry, AudioCodec, AudioEntry, CodecEntry, Colour, ContentLightLevel, InBandParameterSets,
     MasteringDisplay, VideoCodec, VideoEntry, VideoRange,

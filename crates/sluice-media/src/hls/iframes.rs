@@ -228,6 +228,9 @@ pub fn stream_inf(file: &Mp4File, index: &SegmentIndex, prefix: &str) -> String 
     if let Some(codecs) = index.track_codecs(Packaged::Video) {
         let _ = write!(line, ",CODECS=\"{codecs}\"");
     }
+    if let Some(supplemental) = index.supplemental_codecs() {
+        let _ = write!(line, ",SUPPLEMENTAL-CODECS=\"{supplemental}\"");
+    }
     if let Some((w, h)) = index.resolution() {
         let _ = write!(line, ",RESOLUTION={w}x{h}");
     }

@@ -50,6 +50,8 @@ pub struct SegmentIndex {
     frame_rate: Option<f64>,
     /// The video's dynamic range, when its sample entry says.
     video_range: Option<VideoRange>,
+    /// The video's Dolby Vision string and brand, when it is backward compatible.
+    supplemental_codecs: Option<Box<str>>,
 }
 
 /// Which packaged track.
@@ -128,6 +130,10 @@ impl SegmentIndex {
             frame_rate: None,
             video_range: video.and_then(|i| match &file.tracks[i].kind {
                 TrackKind::Video(v) => v.video_range(),
+                _ => None,
+            }),
+            supplemental_codecs: video.and_then(|i| match &file.tracks[i].kind {
+                TrackKind::Video(v) => v.supplemental_codecs().map(String::into_boxed_str),
                 _ => None,
             }),
         };
@@ -314,6 +320,12 @@ impl SegmentIndex {
     /// The video's `VIDEO-RANGE`, when its sample entry names its transfer characteristics.
     pub fn video_range(&self) -> Option<VideoRange> {
         self.video_range
+    }
+
+    /// The video's HLS `SUPPLEMENTAL-CODECS` (`dvh1.08.07/db1p`): a backward-compatible Dolby
+    /// Vision stream's own codec string and brand, where `CODECS` names its base layer's codec.
+    pub fn supplemental_codecs(&self) -> Option<&str> {
+        self.supplemental_codecs.as_deref()
     }
 
     /// The video's width and height, without video `None`.

@@ -5,7 +5,8 @@
 //! profile, which is the profile of `SegmentTemplate` addressing), a video `AdaptationSet` per
 //! codec family and colour (an AV1 ladder beside an H.264 one: a player picks the set it can
 //! decode, and switches only within it) with a `Representation` per rendition and the colour as
-//! `urn:mpeg:mpegB:cicp` properties, one audio `AdaptationSet` (the first rendition that has
+//! `urn:mpeg:mpegB:cicp` properties (and a backward-compatible Dolby Vision stream's own codec
+//! string as `scte214:supplementalCodecs`), one audio `AdaptationSet` (the first rendition that has
 //! audio; Dolby audio with its `urn:dolby` channel configuration), a text `AdaptationSet` per
 //! WebVTT sidecar (its cues as a `wvtt` CMAF track, see [`super::wvtt`], cut at the first
 //! rendition's segment times). Every `Representation` has a
@@ -38,6 +39,9 @@ pub struct MpdRendition<'a> {
     pub file: &'a Mp4File,
 }
 
+/// The namespace of SCTE 214-1's MPD extensions (`supplementalCodecs`, `supplementalProfiles`).
+const SCTE214_NAMESPACE: &str = "urn:scte:dash:scte214-extensions";
+
 /// The `bandwidth` of a text track: a nominal rate, as a film's subtitles take some 100 bits a
 /// second and players do not choose a text track by its rate.
 const TEXT_BANDWIDTH: u32 = 256;
@@ -51,9 +55,15 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         .fold(1.0, f64::max);
     let mut out = String::with_capacity(4096);
     out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    // The SCTE 214 namespace, for Dolby Vision's supplemental codecs, where a rendition has them.
+    let scte214 = if renditions.iter().any(|r| r.index.supplemental_codecs().is_some()) {
+        format!(" xmlns:scte214=\"{SCTE214_NAMESPACE}\"")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" profiles=\"urn:mpeg:dash:profile:isoff-live:2011\" \
+        "<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\"{scte214} profiles=\"urn:mpeg:dash:profile:isoff-live:2011\" \
          type=\"static\" mediaPresentationDuration=\"{}\" minBufferTime=\"{}\">",
         iso_duration(duration),
         iso_duration(longest.ceil())
@@ -82,6 +92,16 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
                 index.track_peak_bandwidth(Packaged::Video),
                 escape(index.track_codecs(Packaged::Video).unwrap_or_default())
             );
+            // DASH-IF IOP 6 (ETSI TS 103 285 §11.4): a backward-compatible Dolby Vision stream is
+            // its base codec in `codecs`, and its own string and brand as SCTE 214's supplements.
+            if let Some((codec, brand)) = index.supplemental_codecs().and_then(|s| s.split_once('/')) {
+                let _ = write!(
+                    out,
+                    " scte214:supplementalCodecs=\"{}\" scte214:supplementalProfiles=\"{}\"",
+                    escape(codec),
+                    escape(brand)
+                );
+            }
             if let Some((w, h)) = index.resolution() {
                 let _ = write!(out, " width=\"{w}\" height=\"{h}\" sar=\"1:1\"");
             }

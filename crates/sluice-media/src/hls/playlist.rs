@@ -301,11 +301,7 @@ pub fn master_playlist(renditions: &[Rendition<'_>], subtitles: &[Subtitle<'_>])
             frame_rate: index.frame_rate().map(|f| (f * 1000.0).round() / 1000.0),
             audio: audio.is_some().then(|| AUDIO_GROUP.to_string()),
             subtitles: subtitles_group.clone(),
-            // RFC 8216bis §4.4.6.2: PQ and HLG must be declared; SDR where the entry says so.
-            other_attributes: index.video_range().map(|range| {
-                [("VIDEO-RANGE".to_string(), m3u8_rs::QuotedOrUnquoted::Unquoted(range.as_str().to_string()))]
-                    .into()
-            }),
+            other_attributes: video_attributes(index),
             ..Default::default()
         });
     }
@@ -393,6 +389,27 @@ fn write(f: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>) -> String {
     // Writing into a Vec cannot fail, and m3u8-rs writes only UTF-8.
     let _ = f(&mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A video variant's attributes `m3u8-rs` has no field for: `VIDEO-RANGE` (RFC 8216bis
+/// §4.4.6.2: PQ and HLG must be declared; SDR where the entry says so) and, for Dolby Vision
+/// with a base layer other players decode, `SUPPLEMENTAL-CODECS` (RFC 8216bis §4.4.6.2, Apple's
+/// HLS authoring specification: the Dolby Vision string and brand beside the base `CODECS`).
+fn video_attributes(
+    index: &SegmentIndex,
+) -> Option<std::collections::HashMap<String, m3u8_rs::QuotedOrUnquoted>> {
+    use m3u8_rs::QuotedOrUnquoted::{Quoted, Unquoted};
+    let range = index.video_range().map(|r| r.as_str());
+    let supplemental = index.supplemental_codecs();
+    // One entry: `m3u8-rs` keeps these in a HashMap, whose order (random per map) would make
+    // the master playlist's bytes differ from one request to the next.
+    let (key, value) = match (supplemental, range) {
+        (Some(s), Some(r)) => ("SUPPLEMENTAL-CODECS", Unquoted(format!("\"{s}\",VIDEO-RANGE={r}"))),
+        (Some(s), None) => ("SUPPLEMENTAL-CODECS", Quoted(s.to_string())),
+        (None, Some(r)) => ("VIDEO-RANGE", Unquoted(r.to_string())),
+        (None, None) => return None,
+    };
+    Some([(key.to_string(), value)].into())
 }
 
 #[cfg(test)]

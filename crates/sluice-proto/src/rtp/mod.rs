@@ -2,7 +2,7 @@
 //!
 //! This module owns the bytes of RTP (RFC 3550) and RTCP sender reports: turning one H.264 access
 //! unit (RFC 6184), H.265 access unit (RFC 7798), AAC frame (RFC 3640, AAC-hbr), Opus packet (RFC 7587)
-//! or AC-3 frame (RFC 4184) into packets no larger than the path
+//! AC-3 frame (RFC 4184) or E-AC-3 frame (RFC 4598) into packets no larger than the path
 //! allows, with sequence numbers, timestamps, marker bits and SSRC right, and counting what was
 //! sent for the sender reports. The depacketizers turn packets back into access units; the tests,
 //! the fuzz round trip and the RTSP load generator use them. It owns no sockets and no clocks:
@@ -23,7 +23,7 @@ pub mod queue;
 pub mod rtcp;
 
 pub use aac::{AacAccessUnits, AacPacketizer};
-pub use frames::{AudioFrames, FrameFormat, FramePacketizer};
+pub use frames::{eac3_sync_frames, AudioFrames, FrameFormat, FramePacketizer};
 pub use h264::{AccessUnit, H264Depacketizer, H264Packetizer};
 pub use h265::{H265Depacketizer, H265Packetizer};
 pub use packet::{Packets, RtpPacket, RtpStream, StreamConfig, RTP_HEADER_LEN};
@@ -73,8 +73,8 @@ pub enum DepacketizeError {
     /// An H.264 NAL unit type sluice does not receive (STAP-B, MTAP, FU-B, reserved, 0).
     #[error("H.264 NAL unit type {0} is not supported")]
     UnsupportedNalType(u8),
-    /// A STAP-A aggregate is malformed.
-    #[error("STAP-A packet is malformed")]
+    /// A STAP-A aggregate, or a packet of several AC-3/E-AC-3 frames, is malformed.
+    #[error("aggregation packet is malformed")]
     BadAggregate,
     /// An FU-A fragment is malformed or out of order (start and end together, a middle fragment
     /// without a start, a start inside a fragmented NAL unit, a changed NAL type).

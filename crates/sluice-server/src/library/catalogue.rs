@@ -139,6 +139,7 @@ impl Described {
             codecs: index.codecs().to_string(),
             bitrate: index.average_bandwidth(),
             video_range: index.video_range().map(|r| r.as_str()),
+            supplemental_codecs: index.supplemental_codecs().map(str::to_string),
         })
     }
 
@@ -242,6 +243,8 @@ pub struct VideoInfo {
     pub bitrate: u64,
     /// The video's dynamic range (`SDR`, `PQ`, `HLG`) when its sample entry says.
     pub video_range: Option<&'static str>,
+    /// A backward-compatible Dolby Vision video's own codec string and brand (`dvh1.08.07/db1p`).
+    pub supplemental_codecs: Option<String>,
 }
 
 /// What the page offers of an MP4: only what works for it. Unknown (not indexed yet) offers

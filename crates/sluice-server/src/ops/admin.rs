@@ -222,6 +222,10 @@ impl Admin {
                     sluice_media::TrackKind::Video(v) => serde_json::json!({
                         "id": t.id, "codec": v.name(), "width": v.width, "height": v.height,
                         "video_range": v.video_range().map(|r| r.as_str()),
+                        // Dolby Vision: its codec string (and brand, when backward compatible).
+                        "dolby_vision": v.supplemental_codecs().or_else(|| {
+                            v.dolby_vision.filter(|d| d.dolby_vision_only()).map(|_| v.codec_string())
+                        }),
                         "hdr_metadata": v.mastering.is_some() || v.light_level.is_some(),
                     }),
                     sluice_media::TrackKind::Aac(c) => serde_json::json!({

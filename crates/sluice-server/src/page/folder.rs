@@ -265,6 +265,9 @@ pub fn library_page(
                 meta.push(format!("{w}\u{d7}{h}"));
             }
             meta.push(escape(&info.codecs));
+            if let Some(dolby_vision) = &info.supplemental_codecs {
+                meta.push(format!("Dolby Vision {}", escape(dolby_vision)));
+            }
             if let Some(range) = info.video_range.filter(|r| *r != "SDR") {
                 meta.push(format!("HDR ({range})"));
             }
@@ -380,6 +383,7 @@ mod tests {
             codecs: "avc1.4d401e,mp4a.40.2".into(),
             bitrate: 356_606,
             video_range: None,
+            supplemental_codecs: None,
         };
         let html =
             library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://127.0.0.1:8554"), |name| {
@@ -410,6 +414,22 @@ mod tests {
             protection: None,
         });
         assert!(html.contains("av01.0.00M.10.0.110.09.16.09.0,opus \u{b7} HDR (PQ)"), "{html}");
+        let dolby_vision = VideoInfo {
+            codecs: "hvc1.2.4.L93.B0,ec-3".into(),
+            video_range: Some("PQ"),
+            supplemental_codecs: Some("dvh1.08.07/db1p".into()),
+            ..info.clone()
+        };
+        let page = library_page(&normalize("/").unwrap(), &entries, &[], None, |_| Offers {
+            video: Some(dolby_vision.clone()),
+            rtsp: false,
+            refusal: None,
+            protection: None,
+        });
+        assert!(
+            page.contains("hvc1.2.4.L93.B0,ec-3 \u{b7} Dolby Vision dvh1.08.07/db1p \u{b7} HDR (PQ)"),
+            "{page}"
+        );
         assert_eq!(html.matches("<video").count(), 1, "one player for the page");
         assert!(html.contains("<script src=\"/.sluice/hls.min.js"));
         assert!(!html.contains("id=\"search\""), "no search box for three entries");

@@ -121,3 +121,54 @@ fn other_entries_are_not_read_and_cut_entries_are_errors() {
     inner_cut[at..at + 4].copy_from_slice(&1000u32.to_be_bytes());
     assert!(parse_sample_entry(&inner_cut).is_err());
 }
+
+/// A Dolby Vision configuration box of `kind` as the specification lays it out.
+pub(crate) fn dolby_vision_box(kind: &[u8; 4], profile: u8, level: u8, compatibility: u8) -> Vec<u8> {
+    let bits = u16::from(profile) << 9 | u16::from(level) << 3 | 0b101;
+    let mut r = vec![1, 0];
+    r.extend_from_slice(&bits.to_be_bytes());
+    r.push(compatibility << 4);
+    r.resize(24, 0);
+    boxed(kind, &r)
+}
+
+#[test]
+fn dolby_vision_in_hevc_and_av1_entries() {
+    // Profile 8.1 in hvc1: CODECS the HEVC string, SUPPLEMENTAL-CODECS the Dolby Vision one.
+    let p81 = visual(b"hvc1", &[hvcc(), pq_colr(), dolby_vision_box(b"dvvC", 8, 7, 1)]);
+    let Some(CodecEntry::Video(v)) = parse_sample_entry(&p81).unwrap() else { panic!("video") };
+    assert_eq!(v.dolby_vision.map(|d| (d.profile, d.level, d.compatibility)), Some((8, 7, 1)));
+    assert_eq!(v.codec_string(), "hvc1.2.4.L153.B0");
+    assert_eq!(v.supplemental_codecs().as_deref(), Some("dvh1.08.07/db1p"));
+    assert_eq!(v.video_range(), Some(VideoRange::Pq));
+    assert_eq!(v.carried_sample_entry(), p81, "the entry, its dvvC included, carried as it is");
+    // An hev1 entry: dvhe. Profile 8.4 without a colr: HLG, from the compatibility id.
+    let p84 = visual(b"hev1", &[hvcc(), dolby_vision_box(b"dvvC", 8, 4, 4)]);
+    let Some(CodecEntry::Video(v)) = parse_sample_entry(&p84).unwrap() else { panic!("video") };
+    assert_eq!(v.supplemental_codecs().as_deref(), Some("dvhe.08.04/db4h"));
+    assert_eq!(v.video_range(), Some(VideoRange::Hlg));
+    // Profile 10.2 in av01: dav1, SDR.
+    let p102 =
+        visual(b"av01", &[boxed(b"av1C", &[0x81, 0x08, 0x4C, 0x00]), dolby_vision_box(b"dvvC", 10, 9, 2)]);
+    let Some(CodecEntry::Video(v)) = parse_sample_entry(&p102).unwrap() else { panic!("video") };
+    assert_eq!(v.supplemental_codecs().as_deref(), Some("dav1.10.09/db2g"));
+    assert_eq!(v.video_range(), Some(VideoRange::Sdr));
+    // Profile 5 (no base layer others decode): CODECS the Dolby Vision string, the entry
+    // carried as dvh1, PQ.
+    let p5 = visual(b"hvc1", &[hvcc(), dolby_vision_box(b"dvcC", 5, 6, 0)]);
+    let Some(CodecEntry::Video(v)) = parse_sample_entry(&p5).unwrap() else { panic!("video") };
+    assert_eq!((v.codec_string(), v.supplemental_codecs()), ("dvh1.05.06".into(), None));
+    assert_eq!(&v.carried_sample_entry()[4..8], b"dvh1");
+    assert_eq!(v.video_range(), Some(VideoRange::Pq));
+    // A truncated record is an error; VP9 ignores the box.
+    let mut cut = dolby_vision_box(b"dvvC", 8, 7, 1);
+    cut.truncate(12);
+    cut[..4].copy_from_slice(&12u32.to_be_bytes());
+    assert!(parse_sample_entry(&visual(b"hvc1", &[hvcc(), cut])).is_err());
+    let vp9 = visual(
+        b"vp09",
+        &[boxed(b"vpcC", &[1, 0, 0, 0, 2, 40, 0xA2, 1, 18, 9, 0, 0]), dolby_vision_box(b"dvvC", 8, 7, 1)],
+    );
+    let Some(CodecEntry::Video(v)) = parse_sample_entry(&vp9).unwrap() else { panic!("video") };
+    assert_eq!(v.dolby_vision, None);
+}
