@@ -26,7 +26,9 @@ pub enum FrameFormat {
     Eac3,
 }
 
-/// RFC 4598's frame type of every fragment of an E-AC-3 frame.
+/// RFC 4598's frame type of every fragment of an E-AC-3 frame. VLC's RFC 4598 depacketizer
+/// (`modules/access/rtp/ac3.c`) reads the same: frame type 0 for whole frames, 1 for each
+/// fragment, the fragment count in the first one's NF and the marker on the last.
 const EAC3_FRAGMENT: u8 = 1;
 
 /// The E-AC-3 sync frames `unit` holds back to back (an independent substream and its dependent
