@@ -265,8 +265,8 @@ fn hevc_and_dolby(audio: AudioCodec) -> (Vec<u8>, Mp4File) {
     for i in 0..50u64 {
         // An IDR_W_RADL (type 19) or a TRAIL_R (type 1) slice, its length first.
         let nal: [u8; 4] =
-            if i % 25 == 0 { [0x26, 0x01, 0xaf, i as u8] } else { [0x02, 0x01, 0xd0, i as u8] };
-        video_samples.push(Sample::new(data.len() as u64, 8, i * 3600, 0, i % 25 == 0));
+            if i.is_multiple_of(25) { [0x26, 0x01, 0xaf, i as u8] } else { [0x02, 0x01, 0xd0, i as u8] };
+        video_samples.push(Sample::new(data.len() as u64, 8, i * 3600, 0, i.is_multiple_of(25)));
         data.extend_from_slice(&[0, 0, 0, 4]);
         data.extend_from_slice(&nal);
     }
@@ -371,7 +371,7 @@ fn hevc_with_ac3_and_eac3_segments_read_back() {
                         let bytes = pes.data.as_ref();
                         assert_eq!(&bytes[..7], &[0, 0, 0, 1, 0x46, 0x01, 0x50], "HEVC's AUD first");
                         let slice = &data[file.tracks[0].samples[i].range().start as usize + 4..][..4];
-                        if i % 25 == 0 {
+                        if i.is_multiple_of(25) {
                             assert_eq!(&bytes[7..11], &[0, 0, 0, 1]);
                             assert_eq!(bytes[11] >> 1 & 0x3f, 32, "the VPS before the IDR");
                             assert_eq!(bytes.len(), 7 + 3 * 7 + 8);
