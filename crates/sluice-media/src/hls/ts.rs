@@ -284,7 +284,13 @@ fn bytes_of(reads: &[(u64, Vec<u8>)], range: Range<u64>) -> Result<&[u8], TsErro
 /// the offset.
 fn ts_time(track: &Track, ticks: u64) -> i64 {
     let shifted = i128::from(ticks) - i128::from(track.edit_start);
-    (shifted * 90_000 / i128::from(track.timescale.max(1))) as i64 + OFFSET
+    ((shifted * 90_000 / i128::from(track.timescale.max(1))) as i64).saturating_add(OFFSET)
+}
+
+/// The PCR (27 MHz) for a video decode time `time` (90 kHz): [`PCR_LAG`] behind it, its base
+/// wrapped to 33 bits as the field holds it (a time past 26.5 hours wraps, as it does in TS).
+fn pcr(time: i64) -> u64 {
+    (time.saturating_sub(PCR_LAG).max(0) as u64 & ((1 << 33) - 1)) * 300
 }
 
 /// Segment `n` of `file` as a transport stream, from `reads`: the bytes of
@@ -337,8 +343,7 @@ pub fn segment(
             let s = &v.samples[i];
             annex_b(bytes_of(reads, s.range())?, config, s.is_sync(), &mut buffer);
             let pts = ts_time(v, s.composition_time()).max(0) as u64;
-            let pcr = (time - PCR_LAG).max(0) as u64 * 300;
-            muxer.video(&buffer, pts, time.max(0) as u64, s.is_sync(), pcr)?;
+            muxer.video(&buffer, pts, time.max(0) as u64, s.is_sync(), pcr(time))?;
             at += 1;
         } else if let Some((a, _)) = audio {
             // The audio frames up to the next video unit, a few to a PES.
@@ -352,8 +357,7 @@ pub fn segment(
                 frames += 1;
                 at += 1;
             }
-            let pcr = video.is_none().then(|| (time - PCR_LAG).max(0) as u64 * 300);
-            muxer.audio(&buffer, time.max(0) as u64, pcr)?;
+            muxer.audio(&buffer, time.max(0) as u64, video.is_none().then(|| pcr(time)))?;
         } else {
             at += 1;
         }
