@@ -1,6 +1,6 @@
 """HLS segments served per CPU-second of the server, by what is packaged: an H.264, an HEVC and
-an AV1 title of the same picture, length and bit rate over sluice's fMP4 HLS, and the H.264 title
-over sluice's MPEG-TS HLS (segments muxed in user space) against its fMP4 HLS.
+an AV1 title of the same picture, length and bit rate over sluice's fMP4 HLS, and the H.264 and
+HEVC titles over sluice's MPEG-TS HLS (segments muxed in user space) against their fMP4 HLS.
 
 The titles: 1280x720 30 fps test pattern, --clip seconds, video at 3 Mb/s (`-b:v 3M -maxrate 3M
 -bufsize 6M`; SVT-AV1 1.4 refuses a maxrate equal to the target, so AV1 is `-b:v 3M` VBR), a
@@ -12,10 +12,10 @@ The forms, each a list of URLs that wrk cycles through (a Lua script), as a play
 - `h264`, `hevc`, `av1`: `FILE.mp4/master.m3u8`, every media playlist it names (the video
   variant and the audio group; not the I-frame playlist), every media segment of those
   (per-track CMAF: video and audio segments);
-- `h264-muxed`: `FILE.mp4/media.m3u8`'s segments (one fMP4 segment carries video and audio), the
-  like-for-like peer of TS;
-- `h264-ts`: `FILE.mp4/ts/master.m3u8`, its media playlist, its segments (`seg-N.ts`, video and
-  audio muxed into 188-byte packets in memory).
+- `h264-muxed`, `hevc-muxed`: `FILE.mp4/media.m3u8`'s segments (one fMP4 segment carries video
+  and audio), the like-for-like peer of TS;
+- `h264-ts`, `hevc-ts`: `FILE.mp4/ts/master.m3u8`, its media playlist, its segments (`seg-N.ts`,
+  video and audio muxed into 188-byte packets in memory).
 Before measuring, every playlist, init segment and media segment must answer 200 with a body
 (the script stops otherwise), and each segment's structure is printed, the server's work per
 segment: for fMP4 a `moof` with a `trun` for each run of samples lying back to back in the file
@@ -43,7 +43,7 @@ from benchlib import ROOT, cpus, free_port, machine, scrape, start, syscalls, to
 from bench_hls import cpu_seconds, ffmpeg, in_cgroup, make_cgroup, stop_all, throttling
 
 CODECS = ("h264", "hevc", "av1")
-FORMS = ("h264", "hevc", "av1", "h264-muxed", "h264-ts")
+FORMS = ("h264", "hevc", "av1", "h264-muxed", "h264-ts", "hevc-muxed", "hevc-ts")
 
 
 def encode(path, codec, clip, av1_encoder):
@@ -238,7 +238,7 @@ def run(args, forms, work):
     server_cpu, load_cpu = cpus()
     lib = args.clips or os.path.join(work, "lib")
     os.makedirs(lib, exist_ok=True)
-    codecs = [c for c in CODECS if c in forms or (c == "h264" and any(f.startswith("h264") for f in forms))]
+    codecs = [c for c in CODECS if any(f == c or f.startswith(c + "-") for f in forms)]
     rates = {}
     for codec in codecs:
         path = os.path.join(lib, f"{codec}.mp4")
@@ -248,7 +248,8 @@ def run(args, forms, work):
             os.rename(path + ".part.mp4", path)
         rates[codec] = video_bit_rate(path)
     masters = {"h264": "/h264.mp4/master.m3u8", "hevc": "/hevc.mp4/master.m3u8", "av1": "/av1.mp4/master.m3u8",
-               "h264-muxed": "/h264.mp4/media.m3u8", "h264-ts": "/h264.mp4/ts/master.m3u8"}
+               "h264-muxed": "/h264.mp4/media.m3u8", "h264-ts": "/h264.mp4/ts/master.m3u8",
+               "hevc-muxed": "/hevc.mp4/media.m3u8", "hevc-ts": "/hevc.mp4/ts/master.m3u8"}
 
     port, admin = free_port(), free_port()
     groups = {"sluice": make_cgroup(f"sluice-codec-bench-{os.getpid()}", args.cpu)}
@@ -352,7 +353,7 @@ def report(args, forms, rates, paths, shapes, results, server_cpu, load_cpu):
                                 for k in results[form][0]["by_kind"]
                                 if statistics.median(r["by_kind"].get(k, 0) for r in results[form]) >= 0.05)
         for form in forms) + ".")
-    for a, b in (("h264-ts", "h264-muxed"), ("h264-ts", "h264")):
+    for a, b in (("h264-ts", "h264-muxed"), ("h264-ts", "h264"), ("hevc-ts", "hevc-muxed"), ("hevc-ts", "h264-ts")):
         if a in medians and b in medians:
             print(f"\n{a} / {b}: segments/CPU-s {medians[a][0] / medians[b][0]:.2f}×, "
                   f"MB/CPU-s {medians[a][1] / medians[b][1]:.2f}×")

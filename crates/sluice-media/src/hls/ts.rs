@@ -5,7 +5,8 @@
 //! variant of muxed video and audio per rendition), the media playlist (`media.m3u8`,
 //! protocol version 3: no `EXT-X-MAP`, one `EXTINF` per segment, the fMP4 segments' times)
 //! and each segment (`seg-N.ts`). A segment cannot be file ranges: its samples are cut into
-//! 188-byte packets, H.264 converted to Annex B and AAC given ADTS headers ([`mux`]), so it is
+//! 188-byte packets, H.264 and HEVC converted to Annex B and AAC given ADTS headers (AC-3 and
+//! E-AC-3 go as they are) ([`mux`]), so it is
 //! built in memory from the sample bytes the caller reads. Sans-I/O: [`segment_reads`] says
 //! which bytes of the file a segment needs, [`segment`] makes it from them. It does not cut
 //! segments ([`super::index`]), read files or answer requests.
@@ -20,9 +21,10 @@ use std::ops::Range;
 
 use m3u8_rs::{MasterPlaylist, MediaPlaylist, MediaPlaylistType, MediaSegment, Resolution, VariantStream};
 
-use self::mux::{annex_b, Adts, MuxError, Muxer};
+use self::mux::{annex_b, Adts, MuxError, Muxer, TsAudio, TsVideo, VideoConfig};
 use super::index::{Packaged, SegmentIndex};
 use super::HlsError;
+use crate::codec::{AudioCodec, VideoCodec};
 use crate::mp4::{Mp4File, Track, TrackKind};
 
 /// The folder of a file's TS resources: `/film.mp4/ts/master.m3u8`.
@@ -32,7 +34,8 @@ pub const TS_DIR: &str = "ts";
 const OFFSET: i64 = 126_000;
 /// How far the PCR runs behind the video's decode time (90 kHz): 0.7 s, ffmpeg's default.
 const PCR_LAG: i64 = 63_000;
-/// Most AAC frames in one PES packet: about 90 ms at 44.1 kHz, fewer headers than a PES a frame.
+/// Most audio frames in one PES packet: about 90 ms of AAC at 44.1 kHz (130 ms of AC-3), fewer
+/// headers than a PES a frame.
 const AUDIO_FRAMES_PER_PES: usize = 4;
 
 /// What a name under `/film.mp4/ts/` asks for.
@@ -105,18 +108,65 @@ pub struct TsRendition<'a> {
     pub file: &'a Mp4File,
 }
 
-/// Whether the TS muxer carries `file`'s packaged tracks: H.264 and AAC (what players without
-/// fMP4 decode); else why not, for a 415 that names the codec.
+/// The stream the muxer writes of a video track; `None` for a codec it does not carry.
+fn ts_video(kind: &TrackKind) -> Option<(TsVideo, VideoConfig<'_>)> {
+    match kind {
+        TrackKind::H264(c) => Some((TsVideo::H264, VideoConfig::H264(c))),
+        TrackKind::Video(v) => match &v.codec {
+            VideoCodec::Hevc(rec) => Some((TsVideo::Hevc, VideoConfig::Hevc(rec))),
+            VideoCodec::Av1(_) | VideoCodec::Vp9(_) => None,
+        },
+        TrackKind::Aac(_) | TrackKind::Audio(_) => None,
+    }
+}
+
+/// The stream the muxer writes of an audio track; `None` for a codec it does not carry.
+fn ts_audio(kind: &TrackKind) -> Option<TsAudio> {
+    match kind {
+        TrackKind::Aac(_) => Some(TsAudio::Aac),
+        TrackKind::Audio(a) => match a.codec {
+            AudioCodec::Ac3(_) => Some(TsAudio::Ac3),
+            AudioCodec::Eac3(_) => Some(TsAudio::Eac3),
+            AudioCodec::Opus(_) => None,
+        },
+        TrackKind::H264(_) | TrackKind::Video(_) => None,
+    }
+}
+
+/// Whether the TS muxer carries `file`'s packaged tracks: H.264 or HEVC, and AAC, AC-3 or
+/// E-AC-3 (what players without fMP4 decode, and what Apple's HLS specification puts in TS);
+/// else why not, for a 415 that names the codec.
 pub fn carries(file: &Mp4File, index: &SegmentIndex) -> Result<(), String> {
-    for (track, _) in index.tracks(file) {
-        if matches!(track.kind, TrackKind::Video(_) | TrackKind::Audio(_)) {
+    for (track, which) in index.tracks(file) {
+        let carried = match which {
+            Packaged::Video => ts_video(&track.kind).is_some(),
+            Packaged::Audio => ts_audio(&track.kind).is_some(),
+        };
+        if !carried {
             return Err(format!(
-                "MPEG-TS carries H.264 and AAC here, not {}: its fMP4 HLS and DASH play",
+                "MPEG-TS carries H.264, HEVC, AAC, AC-3 and E-AC-3 here, not {}: its fMP4 HLS and DASH play",
                 track.kind.codec_string()
             ));
         }
     }
     Ok(())
+}
+
+/// The master playlist's `CODECS` for the TS segments: the fMP4 one's, but HEVC as `hvc1`
+/// whatever the file's sample entry (TS has no sample entry; the parameter sets are in the
+/// stream before every keyframe, and Apple's players take HEVC only as `hvc1`).
+pub fn codecs(file: &Mp4File, index: &SegmentIndex) -> String {
+    let each: Vec<String> = index
+        .tracks(file)
+        .map(|(track, _)| match &track.kind {
+            TrackKind::Video(v) => match &v.codec {
+                VideoCodec::Hevc(rec) => rec.codec_string("hvc1"),
+                _ => v.codec_string(),
+            },
+            kind => kind.codec_string(),
+        })
+        .collect();
+    each.join(",")
 }
 
 /// Bits per second a rendition's TS segments may take at most: the samples' peak rate over
@@ -129,11 +179,14 @@ pub fn bandwidth(r: &TsRendition<'_>) -> u64 {
     for (track, _) in r.index.tracks(r.file) {
         let secs = track.duration_secs().max(0.001);
         let units_per_second = track.samples.len() as f64 / secs;
-        let extra = match &track.kind {
-            TrackKind::H264(h) => 6 + h.sps.iter().chain(&h.pps).map(|u| u.len() + 4).sum::<usize>(),
-            TrackKind::Aac(_) => 7,
-            // Not carried in TS (see [`carries`]).
-            TrackKind::Video(_) | TrackKind::Audio(_) => 0,
+        let extra = match ts_video(&track.kind).map(|(_, config)| config) {
+            Some(VideoConfig::H264(h)) => 6 + h.sps.iter().chain(&h.pps).map(|u| u.len() + 4).sum::<usize>(),
+            Some(VideoConfig::Hevc(h)) => {
+                7 + h.vps.iter().chain(&h.sps).chain(&h.pps).map(|u| u.len() + 4).sum::<usize>()
+            }
+            // The ADTS header; AC-3 and E-AC-3 go as they are.
+            None if matches!(track.kind, TrackKind::Aac(_)) => 7,
+            None => 0,
         };
         per_second += units_per_second * (19 + 8 + 183 + extra) as f64;
     }
@@ -155,7 +208,7 @@ pub fn master_playlist(renditions: &[TsRendition<'_>]) -> String {
         .map(|r| VariantStream {
             uri: format!("{}media.m3u8", r.prefix),
             bandwidth: bandwidth(r),
-            codecs: Some(r.index.codecs().to_string()),
+            codecs: Some(codecs(r.file, r.index)),
             resolution: r
                 .index
                 .resolution()
@@ -231,7 +284,13 @@ fn bytes_of(reads: &[(u64, Vec<u8>)], range: Range<u64>) -> Result<&[u8], TsErro
 /// the offset.
 fn ts_time(track: &Track, ticks: u64) -> i64 {
     let shifted = i128::from(ticks) - i128::from(track.edit_start);
-    (shifted * 90_000 / i128::from(track.timescale.max(1))) as i64 + OFFSET
+    ((shifted * 90_000 / i128::from(track.timescale.max(1))) as i64).saturating_add(OFFSET)
+}
+
+/// The PCR (27 MHz) for a video decode time `time` (90 kHz): [`PCR_LAG`] behind it, its base
+/// wrapped to 33 bits as the field holds it (a time past 26.5 hours wraps, as it does in TS).
+fn pcr(time: i64) -> u64 {
+    (time.saturating_sub(PCR_LAG).max(0) as u64 & ((1 << 33) - 1)) * 300
 }
 
 /// Segment `n` of `file` as a transport stream, from `reads`: the bytes of
@@ -246,51 +305,59 @@ pub fn segment(
         return Err(HlsError::NoSuchSegment(n).into());
     }
     carries(file, index).map_err(TsError::NotCarried)?;
-    let video = index.tracks(file).find(|(_, w)| *w == Packaged::Video).map(|(t, _)| t);
-    let audio = index.tracks(file).find(|(_, w)| *w == Packaged::Audio).map(|(t, _)| t);
-    let adts = match audio.map(|a| &a.kind) {
+    let video = index
+        .tracks(file)
+        .find(|(_, w)| *w == Packaged::Video)
+        .and_then(|(t, _)| ts_video(&t.kind).map(|(stream, config)| (t, stream, config)));
+    let audio = index
+        .tracks(file)
+        .find(|(_, w)| *w == Packaged::Audio)
+        .and_then(|(t, _)| ts_audio(&t.kind).map(|stream| (t, stream)));
+    // AAC needs an ADTS header a frame; AC-3 and E-AC-3 samples are sync frames already.
+    let adts = match audio.map(|(a, _)| &a.kind) {
         Some(TrackKind::Aac(config)) => Some(Adts::of(config)?),
         _ => None,
     };
     // Every access unit of the segment in decode order across the tracks (video first at the
     // same time): (decode time in 90 kHz, is it audio, sample index).
     let mut units: Vec<(i64, bool, usize)> = Vec::new();
-    if let Some(v) = video {
+    if let Some((v, _, _)) = video {
         units.extend(
             index.samples(n, Packaged::Video).map(|i| (ts_time(v, v.samples[i].decode_time()), false, i)),
         );
     }
-    if let Some(a) = audio {
+    if let Some((a, _)) = audio {
         units.extend(
             index.samples(n, Packaged::Audio).map(|i| (ts_time(a, a.samples[i].decode_time()), true, i)),
         );
     }
     units.sort_by_key(|&(time, is_audio, i)| (time, is_audio, i));
     let bytes: usize = reads.iter().map(|(_, b)| b.len()).sum();
-    let mut muxer = Muxer::new(video.is_some(), audio.is_some(), bytes + bytes / 16 + 4096)?;
+    let mut muxer = Muxer::new(video.map(|(_, s, _)| s), audio.map(|(_, s)| s), bytes + bytes / 16 + 4096)?;
     let mut buffer = Vec::new();
     let mut at = 0;
     while at < units.len() {
         let (time, is_audio, i) = units[at];
         buffer.clear();
-        if let (false, Some(v)) = (is_audio, video) {
-            let TrackKind::H264(config) = &v.kind else { unreachable!("`carries` checked it is H.264") };
+        if let (false, Some((v, _, config))) = (is_audio, video) {
             let s = &v.samples[i];
             annex_b(bytes_of(reads, s.range())?, config, s.is_sync(), &mut buffer);
             let pts = ts_time(v, s.composition_time()).max(0) as u64;
-            let pcr = (time - PCR_LAG).max(0) as u64 * 300;
-            muxer.video(&buffer, pts, time.max(0) as u64, s.is_sync(), pcr)?;
+            muxer.video(&buffer, pts, time.max(0) as u64, s.is_sync(), pcr(time))?;
             at += 1;
-        } else if let (Some(a), Some(adts)) = (audio, adts) {
+        } else if let Some((a, _)) = audio {
             // The audio frames up to the next video unit, a few to a PES.
             let mut frames = 0;
             while at < units.len() && units[at].1 && frames < AUDIO_FRAMES_PER_PES {
-                adts.frame(bytes_of(reads, a.samples[units[at].2].range())?, &mut buffer)?;
+                let frame = bytes_of(reads, a.samples[units[at].2].range())?;
+                match adts {
+                    Some(adts) => adts.frame(frame, &mut buffer)?,
+                    None => buffer.extend_from_slice(frame),
+                }
                 frames += 1;
                 at += 1;
             }
-            let pcr = video.is_none().then(|| (time - PCR_LAG).max(0) as u64 * 300);
-            muxer.audio(&buffer, time.max(0) as u64, pcr)?;
+            muxer.audio(&buffer, time.max(0) as u64, video.is_none().then(|| pcr(time)))?;
         } else {
             at += 1;
         }

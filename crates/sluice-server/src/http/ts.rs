@@ -158,7 +158,7 @@ pub fn respond_set(
         }
     }
     if members.is_empty() {
-        let reason = "MPEG-TS carries H.264 and AAC here, and no rendition of this set is only those";
+        let reason = "MPEG-TS carries H.264, HEVC, AAC, AC-3 and E-AC-3 here, and no rendition of this set is only those";
         return Ok(failure(Status::UNSUPPORTED_MEDIA_TYPE, reason));
     }
     let renditions: Vec<TsRendition<'_>> =

@@ -84,6 +84,8 @@ pub struct Described {
     pub hls: Result<Packaging, Refusal>,
     /// Whether RTSP can stream it: at least one track with samples and an RTP payload format.
     pub rtsp: bool,
+    /// Whether its HLS packaging also goes as MPEG-TS (`sluice_media::hls::ts::carries`).
+    pub ts: bool,
 }
 
 impl Described {
@@ -102,6 +104,7 @@ impl Described {
                 return Described {
                     hls: Err(Refusal { status: Status::INTERNAL_SERVER_ERROR, reason }),
                     rtsp: false,
+                    ts: false,
                 };
             }
         };
@@ -127,7 +130,8 @@ impl Described {
             tracing::warn!(path, status = status.0, "HLS: cannot package {path}: {e}");
             Refusal { status, reason: format!("cannot package {path} as HLS: {e}") }
         });
-        Described { hls, rtsp }
+        let ts = hls.as_ref().is_ok_and(|p| sluice_media::hls::ts::carries(file, &p.index).is_ok());
+        Described { hls, rtsp, ts }
     }
 
     /// What the library page shows of it; `None` when it cannot be packaged.
@@ -148,6 +152,7 @@ impl Described {
         Offers {
             video: self.video_info(),
             rtsp: self.rtsp,
+            ts: self.ts,
             refusal: self.hls.as_ref().err().map(|r| r.reason.clone()),
             protection: None,
         }
@@ -255,6 +260,8 @@ pub struct Offers {
     pub video: Option<VideoInfo>,
     /// Whether RTSP can stream it.
     pub rtsp: bool,
+    /// Whether its HLS also goes as MPEG-TS (H.264 or HEVC with AAC, AC-3 or E-AC-3).
+    pub ts: bool,
     /// Why a browser cannot play it, when that is known (it was indexed and cannot be packaged:
     /// not an MP4 sluice can read, a fragmented MP4, codecs HLS does not carry): the page says
     /// so instead of offering a Play that shows a black player.

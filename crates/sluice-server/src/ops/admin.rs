@@ -98,8 +98,8 @@ impl Admin {
                     .then(|| format!("http://{}{url_path}/master.m3u8", host_port(self.http)));
                 let dash =
                     hls.as_ref().map(|_| format!("http://{}{url_path}/manifest.mpd", host_port(self.http)));
-                // The same segments as MPEG-TS, the I-frame playlist, and clips by nginx's
-                // `?start=&end=` (a template: any interval in seconds).
+                // The same segments as MPEG-TS (when its codecs go in TS), the I-frame playlist,
+                // and clips by nginx's `?start=&end=` (a template: any interval in seconds).
                 let base = format!("http://{}{url_path}", host_port(self.http));
                 let packaged = |suffix: &str| hls.as_ref().map(|_| format!("{base}{suffix}"));
                 let mut item = serde_json::json!({
@@ -109,7 +109,7 @@ impl Admin {
                     "rtsp": rtsp,
                     "hls": hls,
                     "dash": dash,
-                    "hls_ts": packaged("/ts/master.m3u8"),
+                    "hls_ts": packaged("/ts/master.m3u8").filter(|_| offers.ts),
                     "iframes": packaged("/video-iframes.m3u8").filter(|_| offers.video.as_ref().is_some_and(|v| v.resolution.is_some())),
                     "clip_template": packaged("?start={start}&end={end}"),
                 });

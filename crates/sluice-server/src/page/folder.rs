@@ -323,15 +323,21 @@ pub fn library_page(
                 "<div class=\"url\">DASH: <code id=\"u{i}d\" data-rel=\"{dash}\">{dash}</code>\
 <button class=\"copy\" data-for=\"u{i}d\">Copy</button></div>"
             );
-            // The same segments as MPEG-TS for players without fMP4, and a clip of the first
-            // half minute as nginx's mp4 module serves it (any `start` and `end` work).
-            let ts = format!("{href}/ts/master.m3u8");
+            // The same segments as MPEG-TS for players without fMP4 (when its codecs go in TS),
+            // and a clip of the first half minute as nginx's mp4 module serves it (any `start`
+            // and `end` work).
+            if offers.ts {
+                let ts = format!("{href}/ts/master.m3u8");
+                let _ = write!(
+                    html,
+                    "<div class=\"url\">HLS (MPEG-TS): <code id=\"u{i}t\" data-rel=\"{ts}\">{ts}</code>\
+<button class=\"copy\" data-for=\"u{i}t\">Copy</button></div>"
+                );
+            }
             let clip = format!("{href}?start=0&amp;end={}", info.duration_secs.min(30.0).floor().max(1.0));
             let _ = write!(
                 html,
-                "<div class=\"url\">HLS (MPEG-TS): <code id=\"u{i}t\" data-rel=\"{ts}\">{ts}</code>\
-<button class=\"copy\" data-for=\"u{i}t\">Copy</button></div>\
-<div class=\"url\">Clip: <code id=\"u{i}c\" data-rel=\"{clip}\">{clip}</code>\
+                "<div class=\"url\">Clip: <code id=\"u{i}c\" data-rel=\"{clip}\">{clip}</code>\
 <button class=\"copy\" data-for=\"u{i}c\">Copy</button></div>"
             );
         }
@@ -388,7 +394,7 @@ mod tests {
         let html =
             library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://127.0.0.1:8554"), |name| {
                 assert_eq!(name, "a <b>.mp4");
-                Offers { video: Some(info.clone()), rtsp: true, refusal: None, protection: None }
+                Offers { video: Some(info.clone()), rtsp: true, ts: true, refusal: None, protection: None }
             });
         assert!(html.contains(">rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
         assert!(html.contains("data-hls=\"./a%20%3Cb%3E.mp4/master.m3u8\""), "{html}");
@@ -410,6 +416,7 @@ mod tests {
         let html = library_page(&normalize("/").unwrap(), &entries, &[], None, |_| Offers {
             video: Some(hdr.clone()),
             rtsp: false,
+            ts: false,
             refusal: None,
             protection: None,
         });

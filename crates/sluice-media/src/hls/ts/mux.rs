@@ -1,26 +1,29 @@
-//! A sans-I/O MPEG-TS muxer for one HLS segment: H.264 access units and AAC frames in, 188-byte
-//! packets out.
+//! A sans-I/O MPEG-TS muxer for one HLS segment: H.264 or HEVC access units and AAC, AC-3 or
+//! E-AC-3 frames in, 188-byte packets out.
 //!
 //! This module owns the muxing: the PAT and PMT at the start of the segment (program 1, PMT on
-//! PID 0x1000, video on 0x100 as stream type 0x1B, audio on 0x101 as 0x0F), each access unit
-//! as a PES packet with PTS and DTS cut into packets with continuity counters per PID (from 0
-//! in each segment, as ffmpeg's segmenter does), a PCR in the first packet of every video PES
-//! (of every audio PES without video), the random-access flag on keyframes, the conversion of
-//! `avcC`'s length-prefixed NAL units to Annex B with an access unit delimiter first and the
-//! SPS and PPS before each keyframe, and an ADTS header before each AAC frame. The packets
-//! themselves (headers, adaptation fields and their stuffing, PSI sections and their CRC, PES
-//! headers) are written by the `mpeg2ts` crate (MIT, no dependencies, its reader decodes what
-//! it writes): a packet codec, not a muxer, so everything above is here. It reads nothing.
+//! PID 0x1000, video on 0x100, audio on 0x101, each with the stream type and descriptors of
+//! [`TsVideo`] and [`TsAudio`]), each access unit as a PES packet with PTS and DTS cut into
+//! packets with continuity counters per PID (from 0 in each segment, as ffmpeg's segmenter
+//! does), a PCR in the first packet of every video PES (of every audio PES without video), the
+//! random-access flag on keyframes, the conversion of `avcC`'s and `hvcC`'s length-prefixed NAL
+//! units to Annex B with an access unit delimiter first and the parameter sets before each
+//! keyframe, and an ADTS header before each AAC frame (AC-3 and E-AC-3 samples are already
+//! sync frames and go as they are). The packets themselves (headers, adaptation fields and
+//! their stuffing, PSI sections and their CRC, PES headers) are written by the `mpeg2ts` crate
+//! (MIT, no dependencies, its reader decodes what it writes): a packet codec, not a muxer, so
+//! everything above is here. It reads nothing.
 
 use mpeg2ts::es::{StreamId, StreamType};
 use mpeg2ts::pes::PesHeader;
 use mpeg2ts::time::{ClockReference, Timestamp};
 use mpeg2ts::ts::payload::{Bytes, Pat, Pes, Pmt};
 use mpeg2ts::ts::{
-    AdaptationField, ContinuityCounter, EsInfo, Pid, ProgramAssociation, TransportScramblingControl,
-    TsHeader, TsPacket, TsPacketWriter, TsPayload, VersionNumber, WriteTsPacket,
+    AdaptationField, ContinuityCounter, Descriptor, EsInfo, Pid, ProgramAssociation,
+    TransportScramblingControl, TsHeader, TsPacket, TsPacketWriter, TsPayload, VersionNumber, WriteTsPacket,
 };
 
+use crate::codec::hevc::{self, HevcRecord};
 use crate::mp4::{AacConfig, H264Config};
 
 /// The PMT's PID.
@@ -36,6 +39,78 @@ const PES_HEADER_PTS: usize = 14;
 const PCR_FIELD: usize = 8;
 /// Payload bytes of a TS packet.
 const PAYLOAD: usize = TsPacket::SIZE - 4;
+
+/// The tag of a registration descriptor (ISO/IEC 13818-1 §2.6.8): its four bytes name the format.
+const REGISTRATION_DESCRIPTOR: u8 = 0x05;
+
+/// A video codec the muxer carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsVideo {
+    /// H.264: stream type 0x1B.
+    H264,
+    /// HEVC: stream type 0x24 (ISO/IEC 13818-1 Amd. 3), registered as `HEVC`.
+    Hevc,
+}
+
+/// An audio codec the muxer carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsAudio {
+    /// AAC in ADTS: stream type 0x0F.
+    Aac,
+    /// AC-3: stream type 0x81 on a private stream with the `AC-3` registration descriptor, as
+    /// ATSC A/52 Annex A says and Apple's HLS authoring specification asks for.
+    Ac3,
+    /// E-AC-3: stream type 0x87 with the `EAC3` registration descriptor (ATSC A/52 Annex G).
+    Eac3,
+}
+
+impl TsVideo {
+    fn stream_type(self) -> StreamType {
+        match self {
+            TsVideo::H264 => StreamType::H264,
+            TsVideo::Hevc => StreamType::H265,
+        }
+    }
+
+    /// What the PMT says of the stream besides its type: the registration ffmpeg's muxer writes.
+    fn descriptors(self) -> Vec<Descriptor> {
+        match self {
+            TsVideo::H264 => vec![],
+            TsVideo::Hevc => vec![registration(b"HEVC")],
+        }
+    }
+}
+
+impl TsAudio {
+    fn stream_type(self) -> StreamType {
+        match self {
+            TsAudio::Aac => StreamType::AdtsAac,
+            TsAudio::Ac3 => StreamType::DolbyDigitalUpToSixChannelAudio,
+            TsAudio::Eac3 => StreamType::DolbyDigitalPlusUpTo16ChannelAudioForAtsc,
+        }
+    }
+
+    fn descriptors(self) -> Vec<Descriptor> {
+        match self {
+            TsAudio::Aac => vec![],
+            TsAudio::Ac3 => vec![registration(b"AC-3")],
+            TsAudio::Eac3 => vec![registration(b"EAC3")],
+        }
+    }
+
+    /// The PES stream id: an MPEG audio stream for AAC, `private_stream_1` for Dolby's (ATSC
+    /// A/52 Annex A §A.5).
+    fn stream_id(self) -> StreamId {
+        match self {
+            TsAudio::Aac => StreamId::new(0xC0),
+            TsAudio::Ac3 | TsAudio::Eac3 => StreamId::new(0xBD),
+        }
+    }
+}
+
+fn registration(format: &[u8; 4]) -> Descriptor {
+    Descriptor { tag: REGISTRATION_DESCRIPTOR, data: format.to_vec() }
+}
 
 /// Why a segment cannot be muxed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +136,7 @@ pub(crate) struct Muxer {
     pmt: ContinuityCounter,
     video: ContinuityCounter,
     audio: ContinuityCounter,
+    audio_stream: StreamId,
 }
 
 fn header(pid: u16, counter: &mut ContinuityCounter) -> Result<TsHeader, MuxError> {
@@ -82,13 +158,18 @@ fn timestamp(ticks_90k: u64) -> Timestamp {
 impl Muxer {
     /// A segment of `bytes` about this long, starting with its PAT and the PMT of the streams it
     /// has.
-    pub(crate) fn new(has_video: bool, has_audio: bool, bytes: usize) -> Result<Muxer, MuxError> {
+    pub(crate) fn new(
+        video: Option<TsVideo>,
+        audio: Option<TsAudio>,
+        bytes: usize,
+    ) -> Result<Muxer, MuxError> {
         let mut muxer = Muxer {
             writer: TsPacketWriter::new(Vec::with_capacity(bytes)),
             pat: ContinuityCounter::new(),
             pmt: ContinuityCounter::new(),
             video: ContinuityCounter::new(),
             audio: ContinuityCounter::new(),
+            audio_stream: audio.unwrap_or(TsAudio::Aac).stream_id(),
         };
         let pat = Pat {
             transport_stream_id: 1,
@@ -102,23 +183,23 @@ impl Muxer {
         };
         muxer.writer.write_ts_packet(&packet)?;
         let mut es_info = Vec::new();
-        if has_video {
+        if let Some(video) = video {
             es_info.push(EsInfo {
-                stream_type: StreamType::H264,
+                stream_type: video.stream_type(),
                 elementary_pid: Pid::new(VIDEO_PID)?,
-                descriptors: vec![],
+                descriptors: video.descriptors(),
             });
         }
-        if has_audio {
+        if let Some(audio) = audio {
             es_info.push(EsInfo {
-                stream_type: StreamType::AdtsAac,
+                stream_type: audio.stream_type(),
                 elementary_pid: Pid::new(AUDIO_PID)?,
-                descriptors: vec![],
+                descriptors: audio.descriptors(),
             });
         }
         let pmt = Pmt {
             program_num: 1,
-            pcr_pid: Some(Pid::new(if has_video { VIDEO_PID } else { AUDIO_PID })?),
+            pcr_pid: Some(Pid::new(if video.is_some() { VIDEO_PID } else { AUDIO_PID })?),
             version_number: VersionNumber::new(),
             program_info: vec![],
             es_info,
@@ -145,9 +226,10 @@ impl Muxer {
         self.pes(VIDEO_PID, stream, unit, (pts, Some(dts).filter(|&d| d != pts)), Some(pcr), key)
     }
 
-    /// Audio frames (ADTS), with a PCR when the segment has no video.
+    /// Audio frames (ADTS, or AC-3 or E-AC-3 sync frames), with a PCR when the segment has no
+    /// video.
     pub(crate) fn audio(&mut self, frames: &[u8], pts: u64, pcr: Option<u64>) -> Result<(), MuxError> {
-        self.pes(AUDIO_PID, StreamId::new(0xC0), frames, (pts, None), pcr, true)
+        self.pes(AUDIO_PID, self.audio_stream, frames, (pts, None), pcr, true)
     }
 
     /// The segment's bytes.
@@ -220,15 +302,51 @@ impl Muxer {
 
 /// The Annex B start code before each NAL unit.
 const START_CODE: [u8; 4] = [0, 0, 0, 1];
-/// An access unit delimiter: any slice types (`primary_pic_type` 7).
-const AUD: [u8; 6] = [0, 0, 0, 1, 0x09, 0xF0];
+/// An H.264 access unit delimiter: any slice types (`primary_pic_type` 7).
+const AVC_AUD: [u8; 6] = [0, 0, 0, 1, 0x09, 0xF0];
+/// An HEVC access unit delimiter (NAL type 35, layer 0, temporal id 0): I, P and B slices
+/// (`pic_type` 2), as ffmpeg's muxer writes it.
+const HEVC_AUD: [u8; 7] = [0, 0, 0, 1, 0x46, 0x01, 0x50];
+/// HEVC's IRAP pictures: NAL types 16 (BLA) to 23 (ITU-T H.265 Table 7-1).
+const HEVC_IRAP: std::ops::RangeInclusive<u8> = 16..=23;
+/// H.264's NAL types of an access unit delimiter, an SPS and a PPS (ITU-T H.264 Table 7-1).
+const AVC_AUD_TYPE: u8 = 9;
+const AVC_SPS: u8 = 7;
+const AVC_PPS: u8 = 8;
+/// HEVC's access unit delimiter NAL type.
+const HEVC_AUD_TYPE: u8 = 35;
 
-/// Appends the access unit `sample` (NAL units with `nal_length_size`-byte lengths) to `out` in
-/// Annex B: an access unit delimiter, the SPS and PPS first on a keyframe that lacks them, then
-/// its NAL units but its own delimiters. A length that runs past the sample ends it (the
-/// units before are kept).
-pub(crate) fn annex_b(sample: &[u8], config: &H264Config, key: bool, out: &mut Vec<u8>) {
-    let size = usize::from(config.nal_length_size);
+/// The decoder configuration of a video track, for [`annex_b`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum VideoConfig<'a> {
+    /// From `avcC`.
+    H264(&'a H264Config),
+    /// From `hvcC`.
+    Hevc(&'a HevcRecord),
+}
+
+impl VideoConfig<'_> {
+    fn nal_length_size(&self) -> usize {
+        match self {
+            VideoConfig::H264(c) => usize::from(c.nal_length_size),
+            VideoConfig::Hevc(c) => usize::from(c.nal_length_size),
+        }
+    }
+
+    fn nal_type(&self, unit: &[u8]) -> u8 {
+        match self {
+            VideoConfig::H264(_) => unit[0] & 0x1f,
+            VideoConfig::Hevc(_) => hevc::nal_unit_type(unit),
+        }
+    }
+}
+
+/// Appends the access unit `sample` (NAL units with length prefixes) to `out` in Annex B: an
+/// access unit delimiter, the parameter sets (H.264's SPS and PPS, HEVC's VPS, SPS and PPS)
+/// first on a keyframe (for HEVC, on any IRAP picture) that lacks them, then its NAL units but
+/// its own delimiters. A length that runs past the sample ends it (the units before are kept).
+pub(crate) fn annex_b(sample: &[u8], config: VideoConfig<'_>, key: bool, out: &mut Vec<u8>) {
+    let size = config.nal_length_size();
     let mut units = Vec::new();
     let mut rest = sample;
     while rest.len() > size {
@@ -239,15 +357,27 @@ pub(crate) fn annex_b(sample: &[u8], config: &H264Config, key: bool, out: &mut V
         }
         rest = &rest[size + len..];
     }
-    out.extend_from_slice(&AUD);
-    let has = |kind: u8| units.iter().any(|u| u[0] & 0x1f == kind);
-    if key && !(has(7) && has(8)) {
-        for unit in config.sps.iter().chain(&config.pps) {
+    let has = |kind: u8| units.iter().any(|u| config.nal_type(u) == kind);
+    let (aud, aud_type, parameter_sets, insert_sets) = match config {
+        VideoConfig::H264(c) => {
+            let sets: Vec<&Vec<u8>> = c.sps.iter().chain(&c.pps).collect();
+            (&AVC_AUD[..], AVC_AUD_TYPE, sets, key && !(has(AVC_SPS) && has(AVC_PPS)))
+        }
+        VideoConfig::Hevc(c) => {
+            let sets: Vec<&Vec<u8>> = c.vps.iter().chain(&c.sps).chain(&c.pps).collect();
+            let irap = key || units.iter().any(|u| HEVC_IRAP.contains(&config.nal_type(u)));
+            let has_all = has(hevc::VPS) && has(hevc::SPS) && has(hevc::PPS);
+            (&HEVC_AUD[..], HEVC_AUD_TYPE, sets, irap && !has_all)
+        }
+    };
+    out.extend_from_slice(aud);
+    if insert_sets {
+        for unit in parameter_sets {
             out.extend_from_slice(&START_CODE);
             out.extend_from_slice(unit);
         }
     }
-    for unit in units.iter().filter(|u| u[0] & 0x1f != 9) {
+    for unit in units.iter().filter(|u| config.nal_type(u) != aud_type) {
         out.extend_from_slice(&START_CODE);
         out.extend_from_slice(unit);
     }

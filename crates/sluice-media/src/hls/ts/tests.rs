@@ -1,6 +1,7 @@
 //! The TS packaging's tests: the demo's segments read back with `mpeg2ts`'s reader (packets,
-//! continuity counters, PCRs, PES timestamps, every access unit and AAC frame), and the Annex B
-//! and ADTS conversions on hand-made input.
+//! continuity counters, PCRs, PES timestamps, every access unit and AAC frame), a hand-made HEVC
+//! file with AC-3 and with E-AC-3 read back the same way, and the Annex B and ADTS conversions
+//! on hand-made input.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,7 +10,9 @@ use mpeg2ts::ts::{ReadTsPacket, TsPacketReader, TsPayload};
 
 use super::mux::{AUDIO_PID, PMT_PID, VIDEO_PID};
 use super::*;
-use crate::mp4::{AacConfig, H264Config};
+use crate::codec::entry::InBandParameterSets;
+use crate::codec::{Ac3Record, AudioEntry, Eac3Record, HevcRecord, VideoEntry};
+use crate::mp4::{AacConfig, H264Config, Sample};
 
 fn demo() -> (Vec<u8>, Mp4File) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
@@ -133,14 +136,24 @@ fn annex_b_puts_an_aud_first_and_parameter_sets_before_keyframes() {
     // An AUD of the file's own, then an IDR slice, then a length past the end.
     let sample = [0, 0, 0, 2, 0x09, 0x10, 0, 0, 0, 3, 0x65, 7, 8, 0, 0, 0, 9, 1];
     let mut out = Vec::new();
-    annex_b(&sample, &config, true, &mut out);
+    annex_b(&sample, VideoConfig::H264(&config), true, &mut out);
     assert_eq!(out, [0, 0, 0, 1, 9, 0xf0, 0, 0, 0, 1, 0x67, 1, 0, 0, 0, 1, 0x68, 2, 0, 0, 0, 1, 0x65, 7, 8]);
     out.clear();
-    annex_b(&sample[6..13], &H264Config { nal_length_size: 4, ..config.clone() }, false, &mut out);
+    annex_b(
+        &sample[6..13],
+        VideoConfig::H264(&H264Config { nal_length_size: 4, ..config.clone() }),
+        false,
+        &mut out,
+    );
     assert_eq!(out, [0, 0, 0, 1, 9, 0xf0, 0, 0, 0, 1, 0x65, 7, 8]);
     // Two-byte lengths.
     out.clear();
-    annex_b(&[0, 2, 0x41, 5], &H264Config { nal_length_size: 2, ..config }, false, &mut out);
+    annex_b(
+        &[0, 2, 0x41, 5],
+        VideoConfig::H264(&H264Config { nal_length_size: 2, ..config }),
+        false,
+        &mut out,
+    );
     assert_eq!(out, [0, 0, 0, 1, 9, 0xf0, 0, 0, 0, 1, 0x41, 5]);
 }
 
@@ -191,4 +204,211 @@ fn playlists_are_version_3_with_the_fmp4_cuts() {
         let bits = make(&file, &index, &data, n).len() as f64 * 8.0;
         assert!(bits / index.segment_duration(n) <= m.variants[0].bandwidth as f64, "segment {n}");
     }
+}
+
+#[test]
+fn hevc_annex_b_puts_its_aud_first_and_vps_sps_pps_before_each_irap() {
+    let record = hevc_record();
+    // A CRA picture (type 21) the file does not mark as a sync sample, with its own AUD.
+    let sample = [0, 0, 0, 3, 0x46, 0x01, 0x10, 0, 0, 0, 3, 0x2a, 0x01, 7];
+    let mut out = Vec::new();
+    annex_b(&sample, VideoConfig::Hevc(&record), false, &mut out);
+    let mut expected = vec![0, 0, 0, 1, 0x46, 0x01, 0x50];
+    for set in [&[0x40u8, 0x01, 1][..], &[0x42, 0x01, 2], &[0x44, 0x01, 3]] {
+        expected.extend_from_slice(&[0, 0, 0, 1]);
+        expected.extend_from_slice(set);
+    }
+    expected.extend_from_slice(&[0, 0, 0, 1, 0x2a, 0x01, 7]);
+    assert_eq!(out, expected);
+    // A trailing picture (type 1): the delimiter only.
+    out.clear();
+    annex_b(
+        &[0, 3, 0x02, 0x01, 9],
+        VideoConfig::Hevc(&HevcRecord { nal_length_size: 2, ..record.clone() }),
+        false,
+        &mut out,
+    );
+    assert_eq!(out, [0, 0, 0, 1, 0x46, 0x01, 0x50, 0, 0, 0, 1, 0x02, 0x01, 9]);
+    // A keyframe that carries its parameter sets gets no second copy.
+    out.clear();
+    let carrying = [
+        0, 0, 0, 3, 0x40, 0x01, 1, 0, 0, 0, 3, 0x42, 0x01, 2, 0, 0, 0, 3, 0x44, 0x01, 3, 0, 0, 0, 3, 0x26,
+        0x01, 5,
+    ];
+    annex_b(&carrying, VideoConfig::Hevc(&record), true, &mut out);
+    assert_eq!(out.len(), 7 + 4 * 7, "{out:x?}");
+}
+
+fn hevc_record() -> HevcRecord {
+    HevcRecord {
+        profile_space: 0,
+        high_tier: false,
+        profile_idc: 1,
+        compatibility: 0x6000_0000,
+        constraints: [0x90, 0, 0, 0, 0, 0],
+        level_idc: 60,
+        chroma_format: 1,
+        bit_depth_luma: 8,
+        bit_depth_chroma: 8,
+        nal_length_size: 4,
+        vps: vec![vec![0x40, 0x01, 1]],
+        sps: vec![vec![0x42, 0x01, 2]],
+        pps: vec![vec![0x44, 0x01, 3]],
+    }
+}
+
+/// A hand-made file of 2 s of 25 fps HEVC (an IDR every second, `hev1`) and 48 kHz audio of
+/// `audio` (AC-3 or E-AC-3) whose samples are sync frames of distinct bytes, and its bytes.
+fn hevc_and_dolby(audio: AudioCodec) -> (Vec<u8>, Mp4File) {
+    let mut data = Vec::new();
+    let mut video_samples = Vec::new();
+    for i in 0..50u64 {
+        // An IDR_W_RADL (type 19) or a TRAIL_R (type 1) slice, its length first.
+        let nal: [u8; 4] =
+            if i.is_multiple_of(25) { [0x26, 0x01, 0xaf, i as u8] } else { [0x02, 0x01, 0xd0, i as u8] };
+        video_samples.push(Sample::new(data.len() as u64, 8, i * 3600, 0, i.is_multiple_of(25)));
+        data.extend_from_slice(&[0, 0, 0, 4]);
+        data.extend_from_slice(&nal);
+    }
+    let mut audio_samples = Vec::new();
+    for i in 0..63u64 {
+        audio_samples.push(Sample::new(data.len() as u64, 6, i * 1536, 0, true));
+        data.extend_from_slice(&[0x0b, 0x77, 0, 0, i as u8, 0x42]);
+    }
+    let video = Track {
+        id: 1,
+        kind: TrackKind::Video(VideoEntry {
+            codec: VideoCodec::Hevc(hevc_record()),
+            width: 320,
+            height: 180,
+            colour: None,
+            mastering: None,
+            light_level: None,
+            sample_entry: vec![0, 0, 0, 8, b'h', b'e', b'v', b'1'],
+            in_band: InBandParameterSets::Unknown,
+        }),
+        timescale: 90_000,
+        duration: 180_000,
+        edit_start: 0,
+        samples: video_samples,
+    };
+    let sample_entry = match audio {
+        AudioCodec::Eac3(_) => b"ec-3",
+        _ => b"ac-3",
+    };
+    let audio = Track {
+        id: 2,
+        kind: TrackKind::Audio(AudioEntry {
+            codec: audio,
+            sample_rate: 48_000,
+            channels: 2,
+            sample_entry: [&[0, 0, 0, 8][..], sample_entry].concat(),
+        }),
+        timescale: 48_000,
+        duration: 96_768,
+        edit_start: 0,
+        samples: audio_samples,
+    };
+    let file = Mp4File {
+        tracks: vec![video, audio],
+        skipped: vec![],
+        file_len: data.len() as u64,
+        fragmented: false,
+    };
+    (data, file)
+}
+
+/// HEVC with AC-3 and with E-AC-3: the PMT names their stream types and registrations as
+/// ffmpeg's muxer does (0x24 `HEVC`, 0x81 `AC-3`, 0x87 `EAC3`), every video PES starts with
+/// HEVC's delimiter and each IDR with the parameter sets, the audio goes on `private_stream_1`
+/// with every sync frame as it is, and the master's `CODECS` say `hvc1` for an `hev1` file.
+#[test]
+fn hevc_with_ac3_and_eac3_segments_read_back() {
+    let ac3 = Ac3Record { fscod: 0, bsid: 8, bsmod: 0, acmod: 2, lfe: false, bit_rate_code: 10 };
+    let eac3 = Eac3Record::parse(&[0x01, 0x80, 0x20, 0x0f, 0x00]).unwrap();
+    for (codec, stream_type, registration) in
+        [(AudioCodec::Ac3(ac3), 0x81, b"AC-3"), (AudioCodec::Eac3(eac3), 0x87, b"EAC3")]
+    {
+        let (data, file) = hevc_and_dolby(codec);
+        carries(&file, &SegmentIndex::build(&file, Duration::from_secs(1)).unwrap()).unwrap();
+        let index = SegmentIndex::build(&file, Duration::from_secs(1)).unwrap();
+        assert_eq!(index.segments(), 2);
+        let (mut video_units, mut audio) = (0, Vec::new());
+        for n in 0..index.segments() {
+            let ts = make(&file, &index, &data, n);
+            let mut reader = TsPacketReader::new(ts.as_slice());
+            let mut counters: HashMap<u16, u8> = HashMap::new();
+            while let Some(packet) = reader.read_ts_packet().unwrap() {
+                let pid = packet.header.pid.as_u16();
+                let cc = packet.header.continuity_counter.as_u8();
+                assert_eq!(cc, counters.get(&pid).map_or(0, |c| (c + 1) & 15), "continuity on {pid:#x}");
+                counters.insert(pid, cc);
+                match packet.payload {
+                    Some(TsPayload::Pmt(pmt)) => {
+                        let types: Vec<(u8, Vec<u8>)> = pmt
+                            .es_info
+                            .iter()
+                            .map(|e| {
+                                (
+                                    e.stream_type as u8,
+                                    e.descriptors
+                                        .iter()
+                                        .flat_map(|d| [&[d.tag][..], &d.data].concat())
+                                        .collect(),
+                                )
+                            })
+                            .collect();
+                        assert_eq!(
+                            types,
+                            [
+                                (0x24, [&[5][..], b"HEVC"].concat()),
+                                (stream_type, [&[5][..], registration].concat())
+                            ]
+                        );
+                    }
+                    Some(TsPayload::PesStart(pes)) if pid == VIDEO_PID => {
+                        let i = index.samples(n, Packaged::Video).start + video_units % 25;
+                        let bytes = pes.data.as_ref();
+                        assert_eq!(&bytes[..7], &[0, 0, 0, 1, 0x46, 0x01, 0x50], "HEVC's AUD first");
+                        let slice = &data[file.tracks[0].samples[i].range().start as usize + 4..][..4];
+                        if i.is_multiple_of(25) {
+                            assert_eq!(&bytes[7..11], &[0, 0, 0, 1]);
+                            assert_eq!(bytes[11] >> 1 & 0x3f, 32, "the VPS before the IDR");
+                            assert_eq!(bytes.len(), 7 + 3 * 7 + 8);
+                        } else {
+                            assert_eq!(bytes.len(), 7 + 8);
+                        }
+                        assert_eq!(&bytes[bytes.len() - 4..], slice);
+                        video_units += 1;
+                    }
+                    Some(TsPayload::PesStart(pes)) if pid == AUDIO_PID => {
+                        assert_eq!(pes.header.stream_id.as_u8(), 0xbd, "private_stream_1");
+                        audio.extend_from_slice(pes.data.as_ref());
+                    }
+                    Some(TsPayload::PesContinuation(bytes)) if pid == AUDIO_PID => {
+                        audio.extend_from_slice(bytes.as_ref())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert_eq!(video_units, 50);
+        let first = file.tracks[1].samples[0].range().start as usize;
+        assert_eq!(audio, data[first..first + 63 * 6], "every sync frame as it is, in order");
+        let master = master_playlist(&[TsRendition { prefix: "", index: &index, file: &file }]);
+        let codecs = codecs(&file, &index);
+        assert!(codecs.starts_with("hvc1.1.6.L60.90,"), "{codecs}");
+        assert!(master.contains(&format!("CODECS=\"{codecs}\"")), "{master}");
+    }
+}
+
+#[test]
+fn other_codecs_are_refused_by_name() {
+    let opus = crate::codec::OpusRecord::parse(&[0, 2, 0, 0, 0, 0, 0xbb, 0x80, 0, 0, 0]).unwrap();
+    let (_, file) = hevc_and_dolby(AudioCodec::Opus(opus));
+    let index = SegmentIndex::build(&file, Duration::from_secs(1)).unwrap();
+    let reason = carries(&file, &index).unwrap_err();
+    assert!(reason.contains("not opus"), "{reason}");
+    let reads: Vec<(u64, Vec<u8>)> = vec![];
+    assert!(matches!(segment(&file, &index, 0, &reads), Err(TsError::NotCarried(_))));
 }
