@@ -284,6 +284,7 @@ fn hevc_and_dolby(audio: AudioCodec) -> (Vec<u8>, Mp4File) {
             colour: None,
             mastering: None,
             light_level: None,
+            dolby_vision: None,
             sample_entry: vec![0, 0, 0, 8, b'h', b'e', b'v', b'1'],
             in_band: InBandParameterSets::Unknown,
         }),
