@@ -430,6 +430,7 @@ mod tests {
         let page = library_page(&normalize("/").unwrap(), &entries, &[], None, |_| Offers {
             video: Some(dolby_vision.clone()),
             rtsp: false,
+            ts: true,
             refusal: None,
             protection: None,
         });
