@@ -199,13 +199,7 @@ fn an_edge_serves_every_codec(engine: &[&str]) {
 /// configuration announced, every frame there, decoded without a word; `/streams` lists them.
 fn check_every_clip(server: &Server, fx: &Fixture) {
     let addr = server.addr();
-    let streams = {
-        let mut c = Conn::open(server.admin_addr());
-        c.send(get("/streams", &[]));
-        let r = c.response();
-        r.expect_status(200, "/streams");
-        r.body_text()
-    };
+    let streams = server.streams();
     for (name, _) in clips() {
         let source = probe(fx.path(name).to_str().unwrap(), &["-show_data"]);
         let (video, audio) = (stream(&source, "video"), stream(&source, "audio"));

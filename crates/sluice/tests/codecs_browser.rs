@@ -10,7 +10,7 @@
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
 
-#[allow(unused_macros)]
+#[macro_use]
 mod common;
 
 use common::browser::{Browser, ONE_BROWSER_AT_A_TIME};
@@ -78,18 +78,4 @@ fn chromium_plays_av1_and_vp9(engine: &[&str]) {
     }
 }
 
-macro_rules! browser_matrix {
-    ($($name:ident: [$($arg:expr),*];)+) => {$(
-        #[test]
-        fn $name() {
-            chromium_plays_av1_and_vp9(&[$($arg),*]);
-        }
-    )+};
-}
-
-browser_matrix! {
-    uring: ["--engine", "uring", "--workers", "2"];
-    epoll: ["--engine", "epoll", "--workers", "2"];
-    threads: ["--engine", "threads"];
-    tokio: ["--engine", "tokio", "--workers", "2"];
-}
+engines_matrix!(chromium_plays_av1_and_vp9);

@@ -215,13 +215,7 @@ fn dolby_vision_is_announced_and_carried(engine: &[&str]) {
     assert_eq!(attr(video_rep, "scte214:supplementalCodecs"), Some("dvh1.08.01"), "{mpd}");
     assert_eq!(attr(video_rep, "scte214:supplementalProfiles"), Some("db1p"), "{mpd}");
 
-    let streams = {
-        let mut c = Conn::open(server.admin_addr());
-        c.send(get("/streams", &[]));
-        let r = c.response();
-        r.expect_status(200, "/streams");
-        r.body_text()
-    };
+    let streams = server.streams();
     assert!(streams.contains("\"dolby_vision\":\"dvh1.08.01/db1p\""), "/streams: {streams}");
 
     // The init segment and the first segment, as a player gets them, read back by ffprobe.

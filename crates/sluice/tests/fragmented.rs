@@ -186,11 +186,7 @@ fn fragmented_files_play_over_hls_dash_and_rtsp(engine: &[&str]) {
         assert_eq!(counts(&url), expected, "{url} once the file is whole");
     }
     let page = fetch_get(addr, "/", &[]).body_text();
-    let mut c = Conn::open(server.admin_addr());
-    c.send(get("/streams", &[]));
-    let streams = c.response();
-    streams.expect_status(200, "/streams");
-    let streams: serde_json::Value = serde_json::from_slice(&streams.body).unwrap();
+    let streams: serde_json::Value = serde_json::from_str(&server.streams()).unwrap();
     for case in cases() {
         let item = page.split("<li").find(|li| li.contains(&format!(">{}</a>", case.name))).unwrap();
         assert!(item.contains("class=\"play\"") && !item.contains("Cannot be played"), "{item}");

@@ -11,7 +11,7 @@
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
 
-#[allow(unused_macros)]
+#[macro_use]
 mod common;
 
 use std::time::Instant;
@@ -70,18 +70,4 @@ fn hls_js_plays_the_demo(engine: &[&str]) {
     eprintln!("played and seeked in {:?}: {r}", started.elapsed());
 }
 
-macro_rules! browser_matrix {
-    ($($name:ident: [$($arg:expr),*];)+) => {$(
-        #[test]
-        fn $name() {
-            hls_js_plays_the_demo(&[$($arg),*]);
-        }
-    )+};
-}
-
-browser_matrix! {
-    uring: ["--engine", "uring", "--workers", "2"];
-    epoll: ["--engine", "epoll", "--workers", "2"];
-    threads: ["--engine", "threads"];
-    tokio: ["--engine", "tokio", "--workers", "2"];
-}
+engines_matrix!(hls_js_plays_the_demo);

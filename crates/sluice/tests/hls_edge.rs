@@ -261,22 +261,10 @@ fn hls_js_plays_from_an_edge(engine: &[&str]) {
     assert!(r["after"].as_f64().unwrap() >= landed + 0.5, "played on after the seek: {r}");
 }
 
-macro_rules! browser_matrix {
-    ($($name:ident: [$($arg:expr),*];)+) => {
-        mod browser {$(
-            #[test]
-            fn $name() {
-                super::hls_js_plays_from_an_edge(&[$($arg),*]);
-            }
-        )+}
-    };
-}
+mod browser {
+    use super::*;
 
-browser_matrix! {
-    uring: ["--engine", "uring", "--workers", "2"];
-    epoll: ["--engine", "epoll", "--workers", "2"];
-    threads: ["--engine", "threads"];
-    tokio: ["--engine", "tokio", "--workers", "2"];
+    engines_matrix!(hls_js_plays_from_an_edge);
 }
 
 // --- Memory -------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
 
-#[allow(unused_macros)]
+#[macro_use]
 mod common;
 
 use std::sync::OnceLock;
@@ -250,18 +250,4 @@ fn chromium_reads_trick_play_tracks(engine: &[&str]) {
     );
 }
 
-macro_rules! browser_matrix {
-    ($($name:ident: [$($arg:expr),*];)+) => {$(
-        #[test]
-        fn $name() {
-            chromium_reads_trick_play_tracks(&[$($arg),*]);
-        }
-    )+};
-}
-
-browser_matrix! {
-    uring: ["--engine", "uring", "--workers", "2"];
-    epoll: ["--engine", "epoll", "--workers", "2"];
-    threads: ["--engine", "threads"];
-    tokio: ["--engine", "tokio", "--workers", "2"];
-}
+engines_matrix!(chromium_reads_trick_play_tracks);

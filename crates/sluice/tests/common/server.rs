@@ -98,6 +98,15 @@ impl Server {
         metrics(&mut Conn::open(self.admin_addr()))
     }
 
+    /// `GET /streams` from the admin listener: its body, after checking it is a 200.
+    pub fn streams(&self) -> String {
+        let mut c = Conn::open(self.admin_addr());
+        c.send(get("/streams", &[]));
+        let r = c.response();
+        r.expect_status(200, "/streams");
+        r.body_text()
+    }
+
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
