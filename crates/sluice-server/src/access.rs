@@ -476,7 +476,7 @@ use jwt::{check_jwt, jwks_keys, JwtKey};
 use signed::{check_signed, DEFAULT_KID};
 use users::{read_users, Secret};
 
-pub use carry::{carry_into_m3u8, carry_into_mpd, carry_into_page};
+pub use carry::{carry_into_m3u8, carry_into_mpd, carry_into_page, carry_into_thumbnail_vtt};
 pub use signed::{read_key, signature, signed_url, Scope};
 pub use users::REALM;
 

@@ -66,12 +66,37 @@ pub fn carry_into_mpd(text: &str, carry: &str) -> String {
     carry_into_markup(&text, "<BaseURL>", "</BaseURL>", &escaped)
 }
 
+/// A WebVTT thumbnails track with `carry` appended to each cue's tile URL (the line before its
+/// `#xywh=` fragment), percent-encoded as in a playlist; cue timings and the header as they are.
+pub fn carry_into_thumbnail_vtt(text: &str, carry: &str) -> String {
+    let carry: String = utf8_percent_encode(carry, PLAYLIST_URI).collect();
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        match line.split_once("#xywh=") {
+            Some((url, fragment)) if !line.contains("-->") => {
+                out.push_str(&with_query(url, &carry));
+                out.push_str("#xywh=");
+                out.push_str(fragment);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// A library page with `carry` appended to its relative links and players' sources (`./…`), so
 /// a page opened with a signed URL or a `?jwt=` plays and browses with it; escaped as HTML.
 pub fn carry_into_page(html: &str, carry: &str) -> String {
     let escaped = sluice_proto::markup::escape(carry);
     let mut text = html.to_string();
-    for attribute in ["href=\"./", "data-src=\"./", "data-hls=\"./", "data-dash=\"./", "data-licence=\"./"] {
+    for attribute in [
+        "href=\"./",
+        "data-src=\"./",
+        "data-hls=\"./",
+        "data-dash=\"./",
+        "data-licence=\"./",
+        "data-thumbs=\"./",
+    ] {
         text = carry_into_markup(&text, attribute, "\"", &escaped);
     }
     text

@@ -327,6 +327,15 @@ fn playlists_carry_the_credentials_on() {
     assert!(out.contains("data-src=\"./a.mp4?exp=1&amp;sig=s\""), "{out}");
     assert!(out.contains("data-hls=\"./a.mp4/master.m3u8?exp=1&amp;sig=s\""), "{out}");
     assert!(out.contains("href=\"../\""), "the way up leaves the signed folder: {out}");
+    let page = "<button data-thumbs=\"./a.mp4/thumbs/thumbnails.vtt\">";
+    let out = carry_into_page(page, "exp=1&sig=s");
+    assert!(out.contains("data-thumbs=\"./a.mp4/thumbs/thumbnails.vtt?exp=1&amp;sig=s\""), "{out}");
+    let vtt = "WEBVTT\n\n00:00:00.000 --> 00:00:10.000\ntile-1.jpg#xywh=0,0,160,90\n";
+    let out = carry_into_thumbnail_vtt(vtt, "exp=1&sig=\"s");
+    assert_eq!(
+        out, "WEBVTT\n\n00:00:00.000 --> 00:00:10.000\ntile-1.jpg?exp=1&sig=%22s#xywh=0,0,160,90\n",
+        "the tile's URL carries the credentials, percent-encoded; the rest is as it was"
+    );
 }
 
 #[test]

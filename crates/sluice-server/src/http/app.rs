@@ -648,9 +648,10 @@ fn forbidden() -> Response {
     Response::error(Status::FORBIDDEN).with_header("Cache-Control", "no-store")
 }
 
-/// Whether a path names an HLS playlist or a DASH manifest (whose text lists other URLs).
+/// Whether a path names an HLS playlist, a DASH manifest or a thumbnails track (whose text lists
+/// other URLs).
 fn is_manifest(relative: &str) -> bool {
-    relative.ends_with(".m3u8") || relative.ends_with(".mpd")
+    relative.ends_with(".m3u8") || relative.ends_with(".mpd") || relative.ends_with("/thumbs/thumbnails.vtt")
 }
 
 /// `response` with `carry` (a signed URL's or a token's parameters) appended to the URLs it
@@ -664,6 +665,9 @@ fn carry_on(mut response: Response, carry: Option<&str>) -> Response {
         crate::access::carry_into_mpd
     } else if content_type.starts_with("text/html") {
         crate::access::carry_into_page
+    } else if content_type.starts_with("text/vtt") {
+        // Only a thumbnails track gets here (`is_manifest`): subtitles list no URLs.
+        crate::access::carry_into_thumbnail_vtt
     } else {
         return response;
     };
