@@ -237,8 +237,9 @@ fn moov_of(mp4: &[u8]) -> (usize, usize) {
     panic!("no moov box");
 }
 
-/// Chromium plays the edge's HLS through the edge's page. One run per engine (its default send
-/// strategy), one browser at a time, as tests/hls_browser.rs does for a local root.
+/// Chromium plays the edge's HLS through the edge's page, on one engine
+/// (`common::browser::BROWSER_ENGINE` says why), one browser at a time, as tests/hls_browser.rs
+/// does for a local root.
 fn hls_js_plays_from_an_edge(engine: &[&str]) {
     let _turn = ONE_BROWSER_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     put_object("hlsedge/browser", "demo.mp4", &std::fs::read(DEMO).unwrap());
@@ -261,10 +262,9 @@ fn hls_js_plays_from_an_edge(engine: &[&str]) {
     assert!(r["after"].as_f64().unwrap() >= landed + 0.5, "played on after the seek: {r}");
 }
 
-mod browser {
-    use super::*;
-
-    engines_matrix!(hls_js_plays_from_an_edge);
+#[test]
+fn hls_js_plays_from_an_edge_on_epoll() {
+    hls_js_plays_from_an_edge(common::browser::BROWSER_ENGINE);
 }
 
 // --- Memory -------------------------------------------------------------------------------------

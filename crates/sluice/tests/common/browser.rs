@@ -16,6 +16,12 @@ use super::require_tool;
 /// Held while a browser runs, so that two browsers never compete for the two cores of CI.
 pub static ONE_BROWSER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The engine a browser test runs its server on. One engine: a browser is the slowest kind of
+/// test (the suite's time budget is 40 minutes on 2 cores), what it checks is the player's reading
+/// of what sluice wrote, and the bytes each engine sends for the same resources are checked on
+/// every engine by the tests without a browser (`hls`, `dash`, `codecs`, `iframes`, `hls_edge`).
+pub const BROWSER_ENGINE: &[&str] = &["--engine", "epoll", "--workers", "2"];
+
 /// Chromium with its DevTools protocol on fds 3 (commands in) and 4 (replies out).
 pub struct Browser {
     process: sluice_harness::Process,

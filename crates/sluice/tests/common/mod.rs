@@ -83,18 +83,6 @@ macro_rules! rtsp_matrix {
     };
 }
 
-/// One module per engine on its default send path, each holding one `#[test]` per listed
-/// function, for tests whose subject is not the I/O path (a browser's player, say).
-#[allow(unused_macros)] // used by the browser test files only
-macro_rules! engines_matrix {
-    ($($test:ident),+ $(,)?) => {
-        engine_matrix!(@module uring, ["--engine", "uring", "--workers", "2"]; $($test),+);
-        engine_matrix!(@module epoll, ["--engine", "epoll", "--workers", "2"]; $($test),+);
-        engine_matrix!(@module threads, ["--engine", "threads"]; $($test),+);
-        engine_matrix!(@module tokio, ["--engine", "tokio", "--workers", "2"]; $($test),+);
-    };
-}
-
 pub mod browser;
 pub mod codec_clips;
 pub mod edge;
