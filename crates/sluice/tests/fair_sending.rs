@@ -310,6 +310,23 @@ fn others_during_download(server: &Server, targets: &[String], check: impl Fn(&s
     panic!("in every try the requests went out after a twentieth of the download: {late:?} bytes")
 }
 
+/// Runs a download-and-requests try up to [`ATTEMPTS`] times until its requests finish within a
+/// tenth of the download, and returns that try's figures (or the last try's). On a busy machine
+/// (another build on both cores) the test's own client threads can wait for a core while the
+/// server and the download run on, which a retry absorbs; a server that lets one large response
+/// hold its loop misses the bound in every try.
+fn within_a_tenth(mut attempt: impl FnMut() -> (u64, u64)) -> (u64, u64) {
+    let mut last = (0, 0);
+    for i in 0..ATTEMPTS {
+        last = attempt();
+        if last.1 < BIG / 10 {
+            break;
+        }
+        println!("try {}: the requests finished after {} bytes of the download; trying again", i + 1, last.1);
+    }
+    last
+}
+
 /// Bytes of the download that had arrived when the other requests went (`sent_at`) and by the
 /// last byte of their responses (`last`), counted so as to err against the server: those of its
 /// last read that ended before `sent_at`, and of its first read that ended at or after `last`.
@@ -331,14 +348,17 @@ fn small_requests_finish_before_a_tenth_of_a_large_download(engine: &[&str]) {
     let t1 = t1_html();
     let server = one_worker_server(engine, &fx);
     let targets: Vec<String> = (0..100).map(|_| "/t1.html".to_string()).collect();
-    let (at_sent, at_last) = others_during_download(&server, &targets, |target, r| {
-        assert_eq!(r.status, 200, "{target}");
-        assert_bytes_eq(&r.body, &t1, target);
+    let (at_sent, at_last) = within_a_tenth(|| {
+        others_during_download(&server, &targets, |target, r| {
+            assert_eq!(r.status, 200, "{target}");
+            assert_bytes_eq(&r.body, &t1, target);
+        })
     });
     println!("{engine:?}: of the download, {at_sent} bytes when the small requests went, {at_last} with the last response");
     assert!(
         at_last < BIG / 10,
-        "100 small responses completed only after {at_last} bytes of the 1 GB download (a tenth is {})",
+        "100 small responses completed only after {at_last} bytes of the 1 GB download (a tenth is {}) in \
+         every try; the bound holds on a machine where the test's client threads get a core when they ask",
         BIG / 10
     );
 }
@@ -360,15 +380,18 @@ fn segments_finish_before_a_tenth_of_a_large_download(engine: &[&str]) {
     assert!(!segments.is_empty(), "no segments in {}", playlist.body_text());
     let expected: Vec<Vec<u8>> = segments.iter().map(|s| fetch_get(server.addr(), s, &[]).body).collect();
     let targets: Vec<String> = (0..50).map(|i| segments[i % segments.len()].clone()).collect();
-    let (at_sent, at_last) = others_during_download(&server, &targets, |target, r| {
-        assert_eq!(r.status, 200, "{target}");
-        let i = segments.iter().position(|s| s == target).unwrap();
-        assert_bytes_eq(&r.body, &expected[i], target);
+    let (at_sent, at_last) = within_a_tenth(|| {
+        others_during_download(&server, &targets, |target, r| {
+            assert_eq!(r.status, 200, "{target}");
+            let i = segments.iter().position(|s| s == target).unwrap();
+            assert_bytes_eq(&r.body, &expected[i], target);
+        })
     });
     println!("{engine:?}: of the download, {at_sent} bytes when the segment requests went, {at_last} with the last segment");
     assert!(
         at_last < BIG / 10,
-        "50 segments completed only after {at_last} bytes of the 1 GB download (a tenth is {})",
+        "50 segments completed only after {at_last} bytes of the 1 GB download (a tenth is {}) in every \
+         try; the bound holds on a machine where the test's client threads get a core when they ask",
         BIG / 10
     );
 }
