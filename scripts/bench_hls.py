@@ -24,9 +24,11 @@ below the server's previous figure. The players run in a CPU group of their own 
 weight, so that other work on the machine cannot starve them; each step reports the server's CPU
 (and its share of the budget), its throttled periods and time from the group's cpu.stat, and the
 players' CPU, so a row says whether the server or the players ran out. --dash adds a row: sluice's
-DASH of the file's rendition set, played by `sluice load http --dash`.
+DASH of the file's rendition set, played by `sluice load http --dash`; `--servers` picks the other
+rows (nginx and sluice by default; sluice-s3 adds an edge over SeaweedFS, its cache warmed by the
+one-viewer run every row starts with).
 
-    python3 scripts/bench_hls.py --viewers --cpu 0.25 --rounds 3 [--dash]
+    python3 scripts/bench_hls.py --viewers --cpu 0.25 --rounds 3 [--dash] [--servers nginx,sluice,sluice-s3]
 """
 import argparse, json, os, re, shutil, socket, statistics, subprocess, sys, tempfile, time, urllib.request
 
@@ -333,7 +335,11 @@ def viewer_capacity(args, work, sluice):
            "-hls_playlist_type", "vod", "-hls_fmp4_init_filename", "init.mp4", "-master_pl_name", "master.m3u8",
            "-hls_segment_filename", os.path.join(static, "seg-%d.m4s"), os.path.join(static, "media.m3u8"))
     readable_by_all(work, lib, static)
-    ports = {"nginx": free_port(), "sluice": free_port()}
+    wanted = args.servers.split(",")
+    unknown = set(wanted) - {"nginx", "sluice", "sluice-s3"}
+    if unknown:
+        sys.exit(f"--servers: unknown {', '.join(sorted(unknown))} (nginx, sluice, sluice-s3)")
+    ports = {name: free_port() for name in wanted}
     if args.dash:
         ports["sluice-dash"] = free_port()
     groups = {name: make_cgroup(f"sluice-hls-viewers-{os.getpid()}-{name}", args.cpu) for name in ports}
@@ -345,31 +351,43 @@ def viewer_capacity(args, work, sluice):
     nginx_work = os.path.join(work, "nginx")
     os.makedirs(nginx_work)
     os.chmod(nginx_work, 0o755)
-    conf = nginx_config(nginx_work, ports["nginx"], server_cpu, f"        root {static};\n        location / {{ }}",
+    conf = nginx_config(nginx_work, ports.get("nginx", 0), server_cpu, f"        root {static};\n        location / {{ }}",
                         "    sendfile on;\n    tcp_nopush on;\n    types { application/vnd.apple.mpegurl m3u8; "
                         "video/mp4 mp4 m4s; }")
-    def sluice_serve(name):
+    def sluice_serve(name, library):
         return in_cgroup(groups[name], [
-            "taskset", "-c", server_cpu, sluice, "serve", "--root", lib, "--listen", f"127.0.0.1:{ports[name]}",
+            "taskset", "-c", server_cpu, sluice, "serve", *library, "--listen", f"127.0.0.1:{ports[name]}",
             "--engine", args.engine, "--workers", "1", "--send", "sendfile" if args.engine != "uring" else "splice",
             "--hls-segment", f"{args.segment}s", "--access-log", "false", "--log-level", "warn", "--no-admin",
             "--no-rtsp"])
-    commands = {
-        "nginx": in_cgroup(groups["nginx"], [nginx_bin, "-p", nginx_work, "-c", conf]),
-        "sluice": sluice_serve("sluice"),
-    }
-    urls = {"nginx": f"http://127.0.0.1:{ports['nginx']}/master.m3u8",
-            "sluice": f"http://127.0.0.1:{ports['sluice']}{args.sluice_path}"}
+    commands, urls, env = {}, {}, {}
+    if "nginx" in ports:
+        commands["nginx"] = in_cgroup(groups["nginx"], [nginx_bin, "-p", nginx_work, "-c", conf])
+        urls["nginx"] = f"http://127.0.0.1:{ports['nginx']}/master.m3u8"
+    if "sluice" in ports:
+        commands["sluice"] = sluice_serve("sluice", ["--root", lib])
+        urls["sluice"] = f"http://127.0.0.1:{ports['sluice']}{args.sluice_path}"
     if args.dash:
         # The rendition set of the one 1080p file, over DASH: a second sluice at the same budget.
-        commands["sluice-dash"] = sluice_serve("sluice-dash")
+        commands["sluice-dash"] = sluice_serve("sluice-dash", ["--root", lib])
         urls["sluice-dash"] = f"http://127.0.0.1:{ports['sluice-dash']}{args.dash_path}"
     procs = {}
     found = {name: [] for name in ports}
     trials = []
     try:
+        if "sluice-s3" in ports:
+            # An edge over the same library in a local SeaweedFS, warmed by the one-viewer run
+            # below (its cache holds the library, as a CDN edge's mostly does).
+            procs["weed"], endpoint = start_weed(work, "hls-viewers")
+            subprocess.run([sluice, "upload", "--quiet", "s3://hls-viewers/lib", lib, "--s3-endpoint", endpoint],
+                           check=True, env={**os.environ, **S3_ENV})
+            commands["sluice-s3"] = sluice_serve("sluice-s3", [
+                "--store", "s3://hls-viewers/lib", "--s3-endpoint", endpoint,
+                "--cache-dir", os.path.join(work, "edge-cache"), "--cache-size", "1GiB"])
+            urls["sluice-s3"] = f"http://127.0.0.1:{ports['sluice-s3']}{args.sluice_path}"
+            env["sluice-s3"] = S3_ENV
         for name, cmd in commands.items():
-            procs[name] = start(cmd, ports[name])
+            procs[name] = start(cmd, ports[name], env=env.get(name))
         for name, url in urls.items():
             warm = player_run(sluice, load_cpu, url, 1, argparse.Namespace(**{**vars(args), "ramp": 0}),
                               os.path.join(work, f"warm-{name}.json"), groups["players"])
@@ -413,17 +431,19 @@ def viewer_capacity(args, work, sluice):
           f"(cgroup quota), players on CPU {load_cpu}; {args.rounds} rounds, viewers x{args.step} per step.")
     print(f"Stream: {args.clip} s 1920x1080 30 fps H.264 23 Mb/s + AAC 128 kb/s, {args.segment} s segments; "
           f"players: 1080p rendition, real time, {args.buffer} s buffer, started over {args.ramp} s.")
-    print(f"sluice: {urls['sluice'].split(str(ports['sluice']), 1)[1]} (HLS, {args.engine}); "
+    print(f"sluice: {args.sluice_path} (HLS, {args.engine}); "
           + (f"sluice-dash: {args.dash_path} (DASH, {args.engine}); " if args.dash else "")
-          + f"nginx: ffmpeg -c copy -f hls -hls_segment_type fmp4 -hls_time {args.segment}, static files; "
-          f"players in a CPU group of their own with cpu.shares 262144.\n")
+          + ("sluice-s3: the same HLS from an edge over SeaweedFS, warm cache; " if "sluice-s3" in ports else "")
+          + (f"nginx: ffmpeg -c copy -f hls -hls_segment_type fmp4 -hls_time {args.segment}, static files; "
+             if "nginx" in ports else "")
+          + "players in a CPU group of their own with cpu.shares 262144.\n")
     print("| server | viewers held, zero stalls: median (min–max) | per core (median / budget) | rounds |")
     print("|---|---|---|---|")
     for name in ports:
         f = found[name]
         print(f"| {name} | {statistics.median(f):.0f} ({min(f)}–{max(f)}) | {statistics.median(f) / args.cpu:.0f} "
               f"| {', '.join(map(str, f))} |")
-    for a, b in (("sluice", "nginx"), ("sluice-dash", "sluice")):
+    for a, b in (("sluice", "nginx"), ("sluice-dash", "sluice"), ("sluice-s3", "sluice")):
         if found.get(a) and found.get(b) and statistics.median(found[b]) > 0:
             print(f"\n{a} / {b}: {statistics.median(found[a]) / statistics.median(found[b]):.2f}x viewers")
     print("\nplayer command: " + trials[0][7] if trials else "")
@@ -436,8 +456,9 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--cpu", type=float, default=0.5, help="each server's CPU budget, cores")
     ap.add_argument("--files", type=int, default=1000, help="files for the index-memory figure (0: skip)")
-    ap.add_argument("--servers", default="nginx,sluice,sluice-s3",
-                    help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm)")
+    ap.add_argument("--servers", default=None,
+                    help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm); "
+                         "default all three, with --viewers nginx,sluice")
     ap.add_argument("--sluice", default=os.path.join(ROOT, "target/release/sluice"))
     ap.add_argument("--viewers", action="store_true", help="count players held with zero stalls instead (see above)")
     ap.add_argument("--sluice-path", default="/film.1080p.mp4/master.m3u8",
@@ -455,6 +476,8 @@ def main():
                     help="with --dash: the path of sluice's MPD for the 1080p file's set")
     ap.add_argument("--engine", default="epoll", help="with --viewers: sluice's engine (uring uses splice)")
     args = ap.parse_args()
+    if args.servers is None:
+        args.servers = "nginx,sluice" if args.viewers else "nginx,sluice,sluice-s3"
     if args.viewers:
         for tool in ["taskset", "ffmpeg", "nginx"]:
             if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
