@@ -163,22 +163,13 @@ fn unix_now() -> i64 {
     since.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
-/// The OCSP response in `path`, checked as a client would before trusting it: a basic response
-/// about the certificate with `serial`, saying "good", whose nextUpdate has not passed.
+/// The OCSP response in `path`, checked as a client would before trusting it (see
+/// [`der::OcspFacts::staplable`]).
 fn ocsp_response(path: &Path, serial: &[u8]) -> Result<Vec<u8>, TlsError> {
     let refuse = |reason: String| TlsError::Ocsp { path: path.into(), reason };
     let bytes = std::fs::read(path).map_err(|e| refuse(e.to_string()))?;
     let facts = der::ocsp_response(&bytes).map_err(|e| refuse(e.to_string()))?;
-    if facts.serial != serial {
-        return Err(refuse("it is about another certificate (its serial number differs)".into()));
-    }
-    if facts.status != "good" {
-        return Err(refuse(format!("it says the certificate is {}", facts.status)));
-    }
-    if let Some(next_update) = facts.next_update.filter(|&t| t <= unix_now()) {
-        let hours = (unix_now() - next_update) / 3600;
-        return Err(refuse(format!("it expired {hours} h ago (its nextUpdate has passed): fetch a new one")));
-    }
+    facts.staplable(serial, unix_now()).map_err(refuse)?;
     Ok(bytes)
 }
 

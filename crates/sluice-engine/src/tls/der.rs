@@ -30,6 +30,26 @@ pub struct OcspFacts {
     pub next_update: Option<i64>,
 }
 
+impl OcspFacts {
+    /// Whether a client would take this response for the certificate with `serial` at `now`
+    /// (seconds since the Unix epoch): about it, "good", and before its nextUpdate.
+    pub fn staplable(&self, serial: &[u8], now: i64) -> Result<(), String> {
+        if self.serial != serial {
+            return Err("it is about another certificate (its serial number differs)".into());
+        }
+        if self.status != "good" {
+            return Err(format!("it says the certificate is {}", self.status));
+        }
+        match self.next_update {
+            Some(next) if next <= now => Err(format!(
+                "it expired {} h ago (its nextUpdate has passed): fetch a new one",
+                (now - next) / 3600
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 const SEQUENCE: u8 = 0x30;
 const INTEGER: u8 = 0x02;
 const ENUMERATED: u8 = 0x0a;
@@ -132,9 +152,12 @@ impl<'a> Reader<'a> {
 
     /// The next element's content, which must have `tag`.
     fn take(&mut self, tag: u8, what: &str) -> Result<&'a [u8], DerError> {
-        match self.any(what)? {
-            (found, content) if found == tag => Ok(content),
-            (found, _) => Err(DerError(format!("{what}: expected tag {tag:#04x}, found {found:#04x}"))),
+        // The tag first: garbage is named as such rather than as a length running past the end.
+        match self.peek() {
+            Some(found) if found != tag => {
+                Err(DerError(format!("{what}: expected tag {tag:#04x}, found {found:#04x}")))
+            }
+            _ => self.any(what).map(|(_, content)| content),
         }
     }
 
@@ -217,6 +240,57 @@ mod tests {
         assert!(read(b"\x18\x0f20261328000000Z").is_err(), "month 13");
         assert!(read(b"\x18\x0f2026112800000+0").is_err(), "no Z");
         assert!(read(b"\x18\x20").is_err(), "cut");
+    }
+
+    /// A DER element.
+    fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        match content.len() {
+            n @ 0..=0x7f => out.push(n as u8),
+            n => out.extend([0x82, (n >> 8) as u8, n as u8]),
+        }
+        out.extend_from_slice(content);
+        out
+    }
+
+    /// An OCSP response (unsigned: nothing here checks signatures) about serial 0x5e.
+    fn ocsp(status_tag: u8, next_update: Option<&[u8]>) -> Vec<u8> {
+        let cert_id = [
+            tlv(SEQUENCE, &tlv(OID, b"\x2b\x0e\x03\x02\x1a")),
+            tlv(OCTET_STRING, &[1; 20]),
+            tlv(OCTET_STRING, &[2; 20]),
+            tlv(INTEGER, &[0x5e]),
+        ]
+        .concat();
+        let mut single =
+            [tlv(SEQUENCE, &cert_id), vec![status_tag, 0], tlv(GENERALIZED_TIME, b"20261127000000Z")]
+                .concat();
+        if let Some(next) = next_update {
+            single.extend(tlv(CONTEXT_0, &tlv(GENERALIZED_TIME, next)));
+        }
+        let data = [
+            tlv(0xa2, &tlv(OCTET_STRING, &[3; 20])),
+            tlv(GENERALIZED_TIME, b"20261127000000Z"),
+            tlv(SEQUENCE, &tlv(SEQUENCE, &single)),
+        ]
+        .concat();
+        let basic = tlv(SEQUENCE, &[tlv(SEQUENCE, &data), tlv(SEQUENCE, &[]), tlv(0x03, &[0])].concat());
+        let bytes = tlv(SEQUENCE, &[tlv(OID, OCSP_BASIC), tlv(OCTET_STRING, &basic)].concat());
+        tlv(SEQUENCE, &[tlv(ENUMERATED, &[0]), tlv(CONTEXT_0, &bytes)].concat())
+    }
+
+    #[test]
+    fn an_ocsp_response_is_stapled_only_while_good_current_and_ours() {
+        let now = days_from_civil(2026, 11, 28) * 86_400;
+        let good = ocsp_response(&ocsp(0x80, Some(b"20261129000000Z"))).unwrap();
+        assert_eq!(good, OcspFacts { serial: vec![0x5e], status: "good", next_update: Some(now + 86_400) });
+        assert_eq!(good.staplable(&[0x5e], now), Ok(()));
+        let error = good.staplable(&[0x5e], now + 3 * 86_400).unwrap_err();
+        assert!(error.starts_with("it expired 48 h ago"), "{error}");
+        assert!(good.staplable(&[0x5f], now).unwrap_err().contains("another certificate"));
+        let revoked = ocsp_response(&ocsp(0x82, None)).unwrap();
+        assert_eq!((revoked.status, revoked.next_update), ("unknown", None));
+        assert_eq!(revoked.staplable(&[0x5e], now), Err("it says the certificate is unknown".into()));
     }
 
     #[test]
