@@ -152,6 +152,11 @@ impl TlsCertificate {
         self.current.read().unwrap_or_else(|e| e.into_inner()).not_after
     }
 
+    /// Seconds from now until [`TlsCertificate::not_after`], negative once it has passed.
+    pub fn expires_in(&self) -> i64 {
+        self.not_after().saturating_sub(unix_now())
+    }
+
     fn config(&self) -> Arc<ServerConfig> {
         Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()).config)
     }

@@ -126,7 +126,6 @@ impl ServeError {
 mod preflight;
 
 use preflight::tls_certificate;
-pub(crate) use preflight::unix_now;
 pub use preflight::{
     certificate_expiry, certificate_note, check, ktls_note, log_certificate_expiry, preflight, probe_store,
     thumbnails_note, CERTIFICATE_WARNING_DAYS,

@@ -294,7 +294,7 @@ impl Admin {
                 body,
                 "# HELP sluice_tls_certificate_expiry_seconds Seconds until the HTTPS certificate's notAfter (negative once expired).\n\
 # TYPE sluice_tls_certificate_expiry_seconds gauge\nsluice_tls_certificate_expiry_seconds {}",
-                certificate.not_after() - crate::serve::unix_now()
+                certificate.expires_in()
             );
         }
         body

@@ -87,7 +87,7 @@ pub const CERTIFICATE_WARNING_DAYS: i64 = 14;
 /// [`CERTIFICATE_WARNING_DAYS`].
 pub fn certificate_expiry(certificate: &TlsCertificate) -> (String, bool) {
     let not_after = certificate.not_after();
-    let left = not_after - unix_now();
+    let left = certificate.expires_in();
     let date = u64::try_from(not_after)
         .map(|s| httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(s)))
         .unwrap_or_else(|_| format!("{not_after} s from the Unix epoch"));
@@ -115,12 +115,6 @@ pub fn certificate_note(config: &Config) -> Result<Option<String>, ServeError> {
         (text, true) => format!("warning: {text}: renew it"),
         (text, false) => text,
     }))
-}
-
-/// Seconds since the Unix epoch now.
-pub(crate) fn unix_now() -> i64 {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    since.map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// What the kernel offers for TLS, in the words of the start-up log and `serve --check`.
