@@ -416,7 +416,7 @@ settings! {
             flag "--hsts" "Send Strict-Transport-Security with this value on every HTTPS response, \
                 e.g. 'max-age=31536000; includeSubDomains' (RFC 6797; never over plain HTTP).",
             check |v| when_set(v, |value| super::strict_transport_security(value)),
-            { value_name: Some("VALUE"), unset: Some("no Strict-Transport-Security header"),
+            { value_name: Some("VALUE"), requires: &["tls-cert"], unset: Some("no Strict-Transport-Security header"),
               example: Some("\"max-age=31536000; includeSubDomains\"") };
     }
 }
