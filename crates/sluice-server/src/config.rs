@@ -66,6 +66,42 @@ impl TlsSection {
     }
 }
 
+/// `tls.hsts` is a Strict-Transport-Security value (RFC 6797 section 6.1): `max-age` with a
+/// number of seconds, `includeSubDomains` and `preload` at most once each, nothing else (a
+/// browser would ignore a misspelt directive without a word).
+pub(crate) fn strict_transport_security(value: &str) -> Result<(), String> {
+    let mut seen: Vec<String> = Vec::new();
+    for directive in value.split(';').map(str::trim).filter(|d| !d.is_empty()) {
+        let (name, argument) = match directive.split_once('=') {
+            Some((name, argument)) => (name.trim(), Some(argument.trim().trim_matches('"'))),
+            None => (directive, None),
+        };
+        let name = name.to_ascii_lowercase();
+        match (name.as_str(), argument) {
+            ("max-age", Some(seconds))
+                if !seconds.is_empty() && seconds.bytes().all(|b| b.is_ascii_digit()) => {}
+            ("max-age", _) => return Err(format!("`{directive}`: max-age takes a number of seconds")),
+            ("includesubdomains" | "preload", None) => {}
+            ("includesubdomains" | "preload", Some(_)) => {
+                return Err(format!("`{directive}` takes no value"))
+            }
+            _ => {
+                return Err(format!(
+                    "unknown directive `{directive}` (max-age=SECONDS, includeSubDomains, preload)"
+                ))
+            }
+        }
+        if seen.contains(&name) {
+            return Err(format!("`{name}` is given twice (RFC 6797: each directive at most once)"));
+        }
+        seen.push(name);
+    }
+    if !seen.iter().any(|n| n == "max-age") {
+        return Err("max-age=SECONDS is required, e.g. max-age=31536000".into());
+    }
+    Ok(())
+}
+
 /// `rtsp.overload`
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RtspOverload {

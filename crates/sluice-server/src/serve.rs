@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -126,7 +126,10 @@ impl ServeError {
 mod preflight;
 
 use preflight::tls_certificate;
-pub use preflight::{check, ktls_note, preflight, probe_store, thumbnails_note};
+pub use preflight::{
+    certificate_expiry, certificate_note, check, ktls_note, log_certificate_expiry, preflight, probe_store,
+    thumbnails_note, CERTIFICATE_WARNING_DAYS,
+};
 
 /// A store's error on one line (an S3 error document folded into its code and message).
 pub use sluice_store::one_line;
@@ -193,13 +196,31 @@ fn wait_for_store(config: &Config, readiness: &crate::ops::admin::Readiness, shu
 /// The HTTP service: a session per connection over the shared app.
 struct HttpService {
     app: Arc<App>,
+    /// Header fields of every response: `Strict-Transport-Security` on the HTTPS listener.
+    always: Arc<[(&'static str, sluice_proto::http::HeaderValue)]>,
 }
 
 impl Service for HttpService {
     type Session = HttpSession<ConnectionHandler>;
 
     fn session(&self, peer: SocketAddr, clock: &Clock) -> Self::Session {
-        HttpSession::new(ConnectionHandler::new(Arc::clone(&self.app), peer), clock)
+        HttpSession::new(ConnectionHandler::new(Arc::clone(&self.app), peer, Arc::clone(&self.always)), clock)
+    }
+}
+
+/// Warns once a day while the certificate has less than [`CERTIFICATE_WARNING_DAYS`] left (the
+/// start-up line said it first), until the server stops.
+fn warn_daily_of_expiry(certificate: &TlsCertificate, shutdown: &Shutdown, finished: &AtomicBool) {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let mut last = Instant::now();
+    while !shutdown.is_triggered() && !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(250));
+        if last.elapsed() >= DAY {
+            last = Instant::now();
+            if let (text, true) = certificate_expiry(certificate) {
+                tracing::warn!("HTTPS: {text}: renew it (then SIGHUP reloads it)");
+            }
+        }
     }
 }
 
@@ -451,10 +472,11 @@ impl Server {
                 self.rtsp.as_ref().map(|r| r.sockets.local_addr()),
                 shutdown.clone(),
             )
-            .with_readiness(self.readiness.clone());
+            .with_readiness(self.readiness.clone())
+            .with_certificate(self.tls.as_ref().map(|(certificate, _)| Arc::clone(certificate)));
             (listeners, Arc::new(AdminService(Arc::new(admin))))
         });
-        let service = Arc::new(HttpService { app: self.app });
+        let service = Arc::new(HttpService { app: self.app, always: Arc::new([]) });
         let (config, readiness) = (&self.config, &self.readiness);
         let counters = &self.counters;
         // RTSP control connections and HTTP connections share --max-connections.
@@ -464,7 +486,8 @@ impl Server {
         // When the shutdown was seen (within 20 ms of it) and how many responses had been cut by
         // then: responses cut after it, by a shutdown that took the whole grace, were cut by it.
         let seen = std::sync::Mutex::new(None::<(Instant, u64)>);
-        let finished = std::sync::atomic::AtomicBool::new(false);
+        let finished = AtomicBool::new(false);
+        let certificate = self.tls.as_ref().map(|(certificate, _)| Arc::clone(certificate));
         let result = std::thread::scope(|scope| {
             let watcher = std::thread::Builder::new().name("sluice-grace".into()).spawn_scoped(scope, || {
                 while !shutdown.is_triggered() {
@@ -478,6 +501,15 @@ impl Server {
             });
             if let Err(source) = watcher {
                 return Err(EngineError::Setup { what: "spawn grace watcher", source });
+            }
+            if let Some(certificate) = &certificate {
+                log_certificate_expiry(certificate);
+                let spawned = std::thread::Builder::new()
+                    .name("sluice-cert-expiry".into())
+                    .spawn_scoped(scope, || warn_daily_of_expiry(certificate, shutdown, &finished));
+                if let Err(source) = spawned {
+                    return Err(EngineError::Setup { what: "spawn certificate expiry watcher", source });
+                }
             }
             if readiness.unready_reason().is_some() {
                 let spawned = std::thread::Builder::new()
@@ -556,8 +588,12 @@ impl Server {
             let (https_only, https) = match self.tls {
                 Some((certificate, own)) => {
                     tracing::info!("HTTPS: {}", ktls_note());
-                    let tls =
-                        Arc::new(TlsService::new(Arc::clone(&service), certificate, Arc::clone(counters)));
+                    // RFC 6797 section 7.2: HSTS over HTTPS only, never on the plain HTTP listener.
+                    let hsts =
+                        config.tls.hsts.iter().map(|v| ("Strict-Transport-Security", v.clone().into()));
+                    let https =
+                        Arc::new(HttpService { app: Arc::clone(&service.app), always: hsts.collect() });
+                    let tls = Arc::new(TlsService::new(https, certificate, Arc::clone(counters)));
                     match own {
                         Some(listeners) => {
                             tracing::info!("listening on https://{}/", listeners.local_addr());

@@ -63,6 +63,9 @@ fn check(config: &Config, demanded: bool, connect: bool) -> Result<(), ServeErro
     if effective.tls.enabled() {
         crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::ktls_note()));
     }
+    if let Some(note) = sluice_server::serve::certificate_note(&effective)? {
+        crate::eprintln_safe(&format!("sluice: {note}"));
+    }
     crate::eprintln_safe("sluice: the configuration is valid");
     crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::thumbnails_note(&effective)));
     Ok(())
@@ -115,7 +118,10 @@ pub fn run(args: ServeArgs, matches: &ArgMatches) -> anyhow::Result<()> {
                     // New connections get the files' certificate; open ones keep theirs.
                     match &certificate {
                         Some(c) => match c.reload() {
-                            Ok(()) => tracing::info!("SIGHUP: certificate {} reloaded", c.cert_path().display()),
+                            Ok(()) => {
+                                tracing::info!("SIGHUP: certificate {} reloaded", c.cert_path().display());
+                                sluice_server::serve::log_certificate_expiry(c);
+                            }
                             Err(e) => tracing::warn!("SIGHUP: {e}; still serving the previous certificate"),
                         },
                         None => tracing::info!("SIGHUP: no certificate to reload (HTTPS is off)"),

@@ -288,7 +288,7 @@ fn tls_connect(addr: SocketAddr) -> rustls::StreamOwned<rustls::ClientConnection
         roots.add(cert.unwrap()).unwrap();
     }
     let config =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(roots)

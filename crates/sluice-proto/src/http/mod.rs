@@ -71,6 +71,12 @@ pub trait Handler {
     /// `Content-Length` and `Connection`, and leaves out the body for HEAD.
     fn respond(&self, req: &Request<'_>) -> Reply;
 
+    /// Header fields the session adds to every response it writes, the refusals it makes itself
+    /// included (as nginx's `add_header ... always`): `Strict-Transport-Security` over HTTPS.
+    fn always_headers(&self) -> &[(&'static str, HeaderValue)] {
+        &[]
+    }
+
     /// Told of each request the session refused before it reached [`Handler::respond`]
     /// (malformed, too large, too slow), so that it can be logged.
     fn refused(&self, _status: Status, _error: &RequestError) {}
@@ -106,6 +112,9 @@ impl<T: Handler + ?Sized> Handler for std::sync::Arc<T> {
     }
     fn respond(&self, req: &Request<'_>) -> Reply {
         (**self).respond(req)
+    }
+    fn always_headers(&self) -> &[(&'static str, HeaderValue)] {
+        (**self).always_headers()
     }
     fn refused(&self, status: Status, error: &RequestError) {
         (**self).refused(status, error)

@@ -488,7 +488,8 @@ fn queue_response<H: Handler>(
     persistence: Persistence,
     clock: &Clock,
 ) -> Option<Streaming> {
-    let Response { status, headers, body } = response;
+    let Response { status, mut headers, body } = response;
+    headers.extend(handler.always_headers().iter().cloned());
     let mut head = out.buffer();
     let content_length = (!status.forbids_body()).then(|| body.len());
     write_head(&mut head, status, &headers, content_length, persistence, clock);

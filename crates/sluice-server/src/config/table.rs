@@ -401,5 +401,22 @@ settings! {
         listen: Option<SocketAddr> = None; Opt<Listen>,
             flag "--tls-listen" "HTTPS address, as --listen, with HTTP staying on --listen.",
             { unset: Some("--listen serves HTTPS only"), example: Some("\"0.0.0.0:8443\"") };
+        /// An OCSP response for the certificate (DER, as `openssl ocsp -respout` writes it),
+        /// stapled to every handshake, read again on SIGHUP with the certificate. Refused (at
+        /// start, or on reload, keeping the one in use) when malformed, about another
+        /// certificate, not "good", or past its own nextUpdate: fetch a new one before then.
+        ocsp: Option<PathBuf> = None; Opt<Path>,
+            flag "--tls-ocsp" "Staple this OCSP response (DER) for --tls-cert; read again on SIGHUP, \
+                refused when malformed, not 'good' or past its nextUpdate.",
+            { value_name: Some("FILE"), requires: &["tls-cert"], example: Some("\"/etc/sluice/ocsp.der\"") };
+        /// Strict-Transport-Security, sent as written on every HTTPS response, errors included
+        /// (as nginx's `add_header ... always`), never over plain HTTP (RFC 6797): max-age in
+        /// seconds, then includeSubDomains and preload if wanted.
+        hsts: Option<String> = None; Opt<Text>,
+            flag "--hsts" "Send Strict-Transport-Security with this value on every HTTPS response, \
+                e.g. 'max-age=31536000; includeSubDomains' (RFC 6797; never over plain HTTP).",
+            check |v| when_set(v, |value| super::strict_transport_security(value)),
+            { value_name: Some("VALUE"), requires: &["tls-cert"], unset: Some("no Strict-Transport-Security header"),
+              example: Some("\"max-age=31536000; includeSubDomains\"") };
     }
 }

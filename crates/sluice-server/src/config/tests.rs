@@ -212,3 +212,26 @@ fn protect_entries_read_and_render() {
         Config::from_text("[[protect]]\nprefix = \"/a/\"\nscheme = \"rot13\"\n").unwrap_err();
     assert_eq!(line, 3, "{message}");
 }
+
+#[test]
+fn hsts_takes_what_browsers_read_and_refuses_the_rest() {
+    for good in
+        ["max-age=31536000", "max-age=31536000; includeSubDomains", "Max-Age=\"0\";preload;INCLUDESUBDOMAINS"]
+    {
+        assert_eq!(strict_transport_security(good), Ok(()), "{good}");
+    }
+    for (bad, why) in [
+        ("includeSubDomains", "max-age=SECONDS is required"),
+        ("max-age=1y", "max-age takes a number of seconds"),
+        ("max-age=", "max-age takes a number of seconds"),
+        ("max-age=60; includeSubdomain", "unknown directive `includeSubdomain`"),
+        ("max-age=60; max-age=70", "`max-age` is given twice"),
+        ("max-age=60; preload=yes", "takes no value"),
+    ] {
+        let error = strict_transport_security(bad).unwrap_err();
+        assert!(error.contains(why), "{bad}: {error}");
+    }
+    let config: Config = toml::from_str("[tls]\nhsts = \"max-age=60; includeSubDomain\"").unwrap();
+    let error = config.validate().unwrap_err().to_string();
+    assert!(error.contains("hsts") && error.contains("includeSubDomain"), "{error}");
+}

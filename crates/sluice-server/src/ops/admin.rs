@@ -32,6 +32,8 @@ pub struct Admin {
     board: Arc<crate::ops::dashboard::Board>,
     /// The server's limits with the admin listener's shorter waits.
     limits: Limits,
+    /// The HTTPS certificate, whose expiry `/metrics` reports.
+    certificate: Option<Arc<sluice_engine::tls::TlsCertificate>>,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -67,12 +69,19 @@ impl Admin {
             header_timeout: server.header_timeout.min(KEEPALIVE),
             ..server.clone()
         };
-        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default(), limits }
+        let (ready, board) = (Readiness::default(), Arc::default());
+        Admin { app, http, rtsp, shutdown, ready, board, limits, certificate: None }
     }
 
     /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
     pub fn with_readiness(mut self, ready: Readiness) -> Admin {
         self.ready = ready;
+        self
+    }
+
+    /// `/metrics` reports how long `certificate` (the one in use, after a reload too) has left.
+    pub fn with_certificate(mut self, certificate: Option<Arc<sluice_engine::tls::TlsCertificate>>) -> Admin {
+        self.certificate = certificate;
         self
     }
 
@@ -280,6 +289,14 @@ impl Admin {
 # TYPE sluice_dashboard_streams gauge\nsluice_dashboard_streams {}",
             self.board.streams()
         );
+        if let Some(certificate) = &self.certificate {
+            let _ = writeln!(
+                body,
+                "# HELP sluice_tls_certificate_expiry_seconds Seconds until the HTTPS certificate's notAfter (negative once expired).\n\
+# TYPE sluice_tls_certificate_expiry_seconds gauge\nsluice_tls_certificate_expiry_seconds {}",
+                certificate.expires_in()
+            );
+        }
         body
     }
 

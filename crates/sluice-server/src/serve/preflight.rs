@@ -1,7 +1,8 @@
 //! What `sluice serve` checks before it binds anything, shared with `sluice serve --check` so
 //! both refuse a configuration with the same line: the settings' values and rules, listeners
 //! asked for on one port, the root, the upload token files, the certificate and the store's
-//! location (and with `--check --connect`, whether an s3:// store answers).
+//! location (and with `--check --connect`, whether an s3:// store answers); and how long the
+//! certificate has left, in the words of the log and `serve --check`.
 //!
 //! It does not bind, start an engine or serve (see [`super::Server`]).
 
@@ -70,9 +71,50 @@ pub fn preflight(config: &Config) -> Result<(), ServeError> {
 /// The certificate of `[tls]`, loaded, when HTTPS is on.
 pub(super) fn tls_certificate(config: &Config) -> Result<Option<Arc<TlsCertificate>>, ServeError> {
     match (&config.tls.cert, &config.tls.key) {
-        (Some(cert), Some(key)) => Ok(Some(Arc::new(TlsCertificate::load(cert, key)?))),
+        (Some(cert), Some(key)) => {
+            Ok(Some(Arc::new(TlsCertificate::load(cert, key, config.tls.ocsp.as_deref())?)))
+        }
         _ => Ok(None),
     }
+}
+
+/// Days before the certificate's notAfter from which the log warns (at start, on reload and
+/// once a day) and `serve --check` says so. ACME clients renew with 30 days left (certbot,
+/// Caddy), so 14 days left means renewal has been failing for two weeks.
+pub const CERTIFICATE_WARNING_DAYS: i64 = 14;
+
+/// How long the certificate in use has left, in a sentence, and whether that is under
+/// [`CERTIFICATE_WARNING_DAYS`].
+pub fn certificate_expiry(certificate: &TlsCertificate) -> (String, bool) {
+    let not_after = certificate.not_after();
+    let left = certificate.expires_in();
+    let date = u64::try_from(not_after)
+        .map(|s| httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(s)))
+        .unwrap_or_else(|_| format!("{not_after} s from the Unix epoch"));
+    let path = certificate.cert_path().display();
+    let days = left as f64 / 86_400.0;
+    let text = if left > 0 {
+        format!("the certificate {path} expires in {days:.1} days ({date})")
+    } else {
+        format!("the certificate {path} expired {:.1} days ago ({date}); clients refuse it", -days)
+    };
+    (text, left < CERTIFICATE_WARNING_DAYS * 86_400)
+}
+
+/// Logs [`certificate_expiry`]: a warning when under [`CERTIFICATE_WARNING_DAYS`].
+pub fn log_certificate_expiry(certificate: &TlsCertificate) {
+    match certificate_expiry(certificate) {
+        (text, true) => tracing::warn!("HTTPS: {text}: renew it (then SIGHUP reloads it)"),
+        (text, false) => tracing::info!("HTTPS: {text}"),
+    }
+}
+
+/// `serve --check`'s line on the certificate's expiry, when HTTPS is on.
+pub fn certificate_note(config: &Config) -> Result<Option<String>, ServeError> {
+    Ok(tls_certificate(config)?.map(|certificate| match certificate_expiry(&certificate) {
+        (text, true) => format!("warning: {text}: renew it"),
+        (text, false) => text,
+    }))
 }
 
 /// What the kernel offers for TLS, in the words of the start-up log and `serve --check`.

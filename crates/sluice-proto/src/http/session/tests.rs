@@ -426,3 +426,42 @@ fn overload_answers_503_and_closes() {
     assert!(text.contains("Connection: close\r\n"), "{text}");
     assert!(out.closing());
 }
+
+/// Echo with a header for every response, as HTTPS adds Strict-Transport-Security.
+struct Always(Echo, [(&'static str, crate::http::HeaderValue); 1]);
+
+impl Handler for Always {
+    fn limits(&self) -> &Limits {
+        self.0.limits()
+    }
+    fn respond(&self, req: &Request<'_>) -> Reply {
+        self.0.respond(req)
+    }
+    fn always_headers(&self) -> &[(&'static str, crate::http::HeaderValue)] {
+        &self.1
+    }
+}
+
+#[test]
+fn always_headers_go_on_answers_errors_and_refusals() {
+    let field = "\r\nStrict-Transport-Security: max-age=60\r\n";
+    // An answer, then the handler's error (which closes); then the session's own refusal.
+    let inputs: [&[u8]; 2] = [
+        b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /bad-target HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /c HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n",
+    ];
+    let mut text = String::new();
+    for input in inputs {
+        let handler = Always(Echo(Limits::default()), [("Strict-Transport-Security", "max-age=60".into())]);
+        let mut out = Outbox::new();
+        HttpSession::new(handler, &clock()).receive(input, &mut out, &clock());
+        text += &drain(&mut out);
+    }
+    let statuses: Vec<&str> = text.match_indices("HTTP/1.1 ").map(|(at, _)| &text[at + 9..at + 12]).collect();
+    assert_eq!(statuses, ["200", "400", "400"], "{text}");
+    assert_eq!(text.matches(field).count(), 3, "{text}");
+    // Without it, none.
+    let mut out = Outbox::new();
+    session().receive(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n", &mut out, &clock());
+    assert!(!drain(&mut out).contains("Strict-Transport-Security"));
+}

@@ -11,7 +11,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_proto::http::{Handler, Limits, Queued, Reply, Request, RequestError, Response, Status};
+use sluice_proto::http::{
+    Handler, HeaderValue, Limits, Queued, Reply, Request, RequestError, Response, Status,
+};
 use sluice_rtsp::Note;
 
 use super::{route_kind, App};
@@ -27,6 +29,9 @@ pub struct ConnectionHandler {
     /// `Some` when the connection is one too many for its address: every request is answered
     /// 429 and the connection closes after the first (these limits allow one request).
     refused: Option<Limits>,
+    /// Header fields of every response on this connection (`Strict-Transport-Security` on
+    /// HTTPS), shared by the connections of one listener.
+    always: Arc<[(&'static str, HeaderValue)]>,
 }
 
 /// A connection's responses between being answered and being sent (or cut).
@@ -61,11 +66,11 @@ struct AccessLine {
 }
 
 impl ConnectionHandler {
-    /// A handler for a connection from `peer`.
-    pub fn new(app: Arc<App>, peer: SocketAddr) -> Self {
+    /// A handler for a connection from `peer` whose every response carries `always`.
+    pub fn new(app: Arc<App>, peer: SocketAddr, always: Arc<[(&'static str, HeaderValue)]>) -> Self {
         let refused = (!app.clients.connected(peer.ip()))
             .then(|| Limits { max_requests_per_connection: 1, ..app.settings.limits.clone() });
-        ConnectionHandler { app, peer, log: RefCell::new(ConnectionLog::default()), refused }
+        ConnectionHandler { app, peer, log: RefCell::new(ConnectionLog::default()), refused, always }
     }
 
     /// Counts and logs responses that ended: whole up to `sent_total` bytes, and, when
@@ -143,6 +148,10 @@ fn too_many(why: &str) -> Response {
 impl Handler for ConnectionHandler {
     fn limits(&self) -> &Limits {
         self.refused.as_ref().unwrap_or(&self.app.settings.limits)
+    }
+
+    fn always_headers(&self) -> &[(&'static str, HeaderValue)] {
+        &self.always
     }
 
     fn respond(&self, req: &Request<'_>) -> Reply {
