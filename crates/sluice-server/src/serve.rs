@@ -555,9 +555,14 @@ impl Server {
             };
             let (https_only, https) = match self.tls {
                 Some((certificate, own)) => {
-                    tracing::info!("HTTPS: {}", ktls_note());
-                    let tls =
-                        Arc::new(TlsService::new(Arc::clone(&service), certificate, Arc::clone(counters)));
+                    let kernel = self.config.tls.kernel;
+                    tracing::info!("HTTPS: {}", ktls_note(kernel));
+                    let tls = Arc::new(TlsService::new(
+                        Arc::clone(&service),
+                        certificate,
+                        Arc::clone(counters),
+                        kernel,
+                    ));
                     match own {
                         Some(listeners) => {
                             tracing::info!("listening on https://{}/", listeners.local_addr());
