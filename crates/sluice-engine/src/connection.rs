@@ -284,7 +284,9 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
         let Some(keys) = self.session.kernel_tls_keys(&mut self.out) else { return true };
         counters.syscall(Syscall::Setsockopt);
         counters.syscall(Syscall::Setsockopt);
-        match ktls::set_keys(fd, ktls::TLS_TX, &keys.tx).and_then(|()| ktls::set_keys(fd, ktls::TLS_RX, &keys.rx)) {
+        match ktls::set_keys(fd, ktls::TLS_TX, &keys.tx)
+            .and_then(|()| ktls::set_keys(fd, ktls::TLS_RX, &keys.rx))
+        {
             Ok(()) => {
                 self.kernel_tls = true;
                 self.session.kernel_tls_result(Ok(()));
@@ -302,7 +304,12 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     /// it with its content type and lets the session say what it means: the peer's close_notify
     /// (read as the end of the stream), a key update (new keys for the kernel, and an answer
     /// when asked), or anything else, which ends the connection.
-    pub fn read_kernel_record(&mut self, buf: &mut [u8], clock: &Clock, counters: &Shard) -> io::Result<usize> {
+    pub fn read_kernel_record(
+        &mut self,
+        buf: &mut [u8],
+        clock: &Clock,
+        counters: &Shard,
+    ) -> io::Result<usize> {
         let fd = self.stream.as_raw_fd();
         counters.syscall(Syscall::Read);
         let (content_type, n) = ktls::recv_record(fd, buf)?;

@@ -158,7 +158,12 @@ pub struct TlsService<S> {
 impl<S> TlsService<S> {
     /// `inner` over TLS with `certificate`, handing established connections to the kernel as
     /// `kernel` says and it allows; handshakes and switches are counted in `counters`.
-    pub fn new(inner: Arc<S>, certificate: Arc<TlsCertificate>, counters: Arc<Counters>, kernel: KernelTls) -> Self {
+    pub fn new(
+        inner: Arc<S>,
+        certificate: Arc<TlsCertificate>,
+        counters: Arc<Counters>,
+        kernel: KernelTls,
+    ) -> Self {
         let kernel = (kernel == KernelTls::Auto).then(|| Arc::new(ktls_support()));
         TlsService { inner, certificate, counters, kernel }
     }

@@ -62,7 +62,9 @@ impl KtlsSupport {
         let names: Vec<String> = self
             .suites
             .iter()
-            .map(|(tls13, cipher)| format!("TLS {} {}", if *tls13 { "1.3" } else { "1.2" }, cipher_name(*cipher)))
+            .map(|(tls13, cipher)| {
+                format!("TLS {} {}", if *tls13 { "1.3" } else { "1.2" }, cipher_name(*cipher))
+            })
             .collect();
         if names.is_empty() {
             "none".into()
@@ -111,7 +113,9 @@ pub fn ktls_support() -> KtlsSupport {
         Some(libc::ENOTCONN) | None => {
             let suites = match probe_suites() {
                 Ok(suites) => suites,
-                Err(e) => return unavailable(format!("the `tls` ULP is there but a loopback probe failed: {e}")),
+                Err(e) => {
+                    return unavailable(format!("the `tls` ULP is there but a loopback probe failed: {e}"))
+                }
             };
             KtlsSupport {
                 available: !suites.is_empty(),
@@ -163,7 +167,10 @@ fn suite_of(suite: SupportedCipherSuite) -> Option<(bool, TlsCipher)> {
 }
 
 /// rustls's secrets of one direction as the engine hands them to the kernel.
-pub(crate) fn traffic_keys(tls13: bool, (seq, secrets): (u64, ConnectionTrafficSecrets)) -> Option<TrafficKeys> {
+pub(crate) fn traffic_keys(
+    tls13: bool,
+    (seq, secrets): (u64, ConnectionTrafficSecrets),
+) -> Option<TrafficKeys> {
     let (cipher, key, iv) = match secrets {
         ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (TlsCipher::Aes128Gcm, key, iv),
         ConnectionTrafficSecrets::Aes256Gcm { key, iv } => (TlsCipher::Aes256Gcm, key, iv),
