@@ -6,7 +6,9 @@
 //! space, counted with its reason) and then, with the module in, on epoll with sendfile and with
 //! splice and on io_uring with splice (io_uring has no sendfile): whole files, a single range, a
 //! multipart range, a 50 MB file, and a connection the client cuts mid-body, after which the
-//! server still answers. Bodies are compared by SHA-256 (busybox `sha256sum` inside, the
+//! server still answers; on one configuration also TLS 1.3 with AES-128-GCM and
+//! ChaCha20-Poly1305 and TLS 1.2 with AES-256-GCM and ChaCha20-Poly1305 (curl's default being
+//! TLS 1.3 AES-256-GCM); and once more with `--tls-kernel off`. Bodies are compared by SHA-256 (busybox `sha256sum` inside, the
 //! multipart body whole in base64), and `/metrics` must count every connection as handed to the
 //! kernel, none fallen back, and the configured strategy used for the file bodies.
 //!
@@ -194,7 +196,13 @@ cases() {{
   say $1 range $(fetch -r 1000-99999 https://127.0.0.1:8443/small.bin | sum)
   fetch -i -r 0-99,5000-5999,600000-699999 https://127.0.0.1:8443/small.bin >/tmp/multi
   say $1 multipart $(base64 -w0 /tmp/multi)
-  [ $2 = yes ] && say $1 big $(fetch https://127.0.0.1:8443/big.bin | sum)
+  if [ $2 = yes ]; then
+    say $1 big $(fetch https://127.0.0.1:8443/big.bin | sum)
+    say $1 tls13-aes128 $(fetch --tls13-ciphers TLS_AES_128_GCM_SHA256 https://127.0.0.1:8443/small.bin | sum)
+    say $1 tls13-chacha $(fetch --tls13-ciphers TLS_CHACHA20_POLY1305_SHA256 https://127.0.0.1:8443/small.bin | sum)
+    say $1 tls12-aes256 $(fetch --tls-max 1.2 --ciphers ECDHE-ECDSA-AES256-GCM-SHA384 https://127.0.0.1:8443/small.bin | sum)
+    say $1 tls12-chacha $(fetch --tls-max 1.2 --ciphers ECDHE-ECDSA-CHACHA20-POLY1305 https://127.0.0.1:8443/small.bin | sum)
+  fi
   fetch https://127.0.0.1:8443/big.bin 2>/dev/null | head -c 300000 | wc -c >/dev/null
   say $1 cut $(fetch https://127.0.0.1:8443/small.bin | sum)
   metrics $1
@@ -381,7 +389,11 @@ fn kernel_tls_serves_byte_exact_in_a_vm_and_falls_back_without_the_module() {
         let mut connections = 5;
         if big {
             assert_eq!(get(&tag, "big"), get("boot", "bigsum"), "{tag}: the {BIG_MB} MB file");
-            connections += 1;
+            // The other suites the kernel takes (curl's default is TLS 1.3 AES-256-GCM).
+            for suite in ["tls13-aes128", "tls13-chacha", "tls12-aes256", "tls12-chacha"] {
+                assert_eq!(get(&tag, suite), whole, "{tag}: {suite}");
+            }
+            connections += 5;
         }
         let m = get(&tag, "metrics");
         assert_eq!(metric_of(m, "sluice_tls_kernel_connections_total"), connections, "{tag}: {m}");
