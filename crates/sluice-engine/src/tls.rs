@@ -748,17 +748,4 @@ fn plaintext_refusal(out: &mut Outbox, clock: &Clock) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_missing_or_empty_pem_is_named() {
-        let dir = std::env::temp_dir().join(format!("sluice-tls-unit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let empty = dir.join("empty.pem");
-        std::fs::write(&empty, b"").expect("write");
-        let e = TlsCertificate::load(&empty, &dir.join("none.pem")).expect_err("no certificate");
-        assert!(e.to_string().contains("no CERTIFICATE block"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;
