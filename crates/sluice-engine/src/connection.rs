@@ -146,11 +146,8 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             }
             match self.next_step(clock) {
                 None => {}
-                Some(Pump::KernelTls) => {
-                    if !self.switch_to_kernel_tls(buffers.counters) {
-                        return Pump::Failed;
-                    }
-                }
+                Some(Pump::KernelTls) if !self.switch_to_kernel_tls(buffers.counters) => return Pump::Failed,
+                Some(Pump::KernelTls) => {}
                 Some(next) => return next,
             }
         }

@@ -3,14 +3,17 @@
 //! Owns the TLS record layer of a connection ([`TlsSession`], itself a [`Session`]: ciphertext in,
 //! ciphertext out, no I/O of its own but reading the file slices it encrypts), the certificate
 //! the server presents ([`TlsCertificate`], reloaded from its PEM files on demand, e.g. on
-//! SIGHUP: connections accepted afterwards get the new one) and the probe of the kernel's TLS
-//! offload ([`ktls_support`]). Engines run a [`TlsService`] exactly as they run any service, so
-//! every engine and send strategy serves HTTPS with the same code. File bodies go through the
-//! copy path (read, encrypt, send) because the bytes on the wire are no longer the file's; it
-//! runs on rustls's unbuffered API so that a file slice is read (`pread`) into one per-thread
-//! plaintext buffer and encrypted from there straight into a buffer the outbox owns and sends:
-//! no intermediate record copy inside rustls, no copy from rustls into the outbox, no
-//! allocation per record.
+//! SIGHUP: connections accepted afterwards get the new one) and, in [`kernel`], kernel TLS: the
+//! setting, the start-up probe ([`ktls_support`]) and rustls's secrets in the engine's words.
+//! Engines run a [`TlsService`] exactly as they run any service, so every engine and send
+//! strategy serves HTTPS with the same code. With kernel TLS on and taken, a session asks the
+//! engine (which owns the socket) to switch once its handshake is out, hands over its keys and
+//! from then on passes plain bytes and file segments straight through, so `sendfile` and
+//! `splice` stay in use. In user space, file bodies go through the copy path (read, encrypt,
+//! send) because the bytes on the wire are no longer the file's; it runs on rustls's unbuffered
+//! API so that a file slice is read (`pread`) into one per-thread plaintext buffer and encrypted
+//! from there straight into a buffer the outbox owns and sends: no intermediate record copy
+//! inside rustls, no copy from rustls into the outbox, no allocation per record.
 //! It does not parse HTTP (the wrapped session does) and does not own sockets.
 
 use std::io;
