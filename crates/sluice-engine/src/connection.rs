@@ -469,3 +469,88 @@ impl<S, T> Drop for Connection<S, T> {
         (self.on_close)(&mut self.session, &self.out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, TcpListener};
+
+    use sluice_proto::kernel_tls::{KernelTlsKeys, TlsCipher, TrafficKeys};
+
+    use super::*;
+    use crate::counters::Counters;
+
+    /// A session that asks for kernel TLS once and records how the engine answered.
+    struct Asks {
+        result: Option<Result<(), KernelTlsRefusal>>,
+    }
+
+    impl Session for Asks {
+        fn receive(&mut self, input: &[u8], _out: &mut Outbox, _clock: &Clock) -> usize {
+            input.len()
+        }
+        fn deadline(&self) -> Option<Instant> {
+            None
+        }
+        fn on_drained(&mut self, _clock: &Clock) {}
+        fn on_deadline(&mut self, out: &mut Outbox, _clock: &Clock) {
+            out.close_after_flush();
+        }
+        fn on_shutdown(&mut self, _out: &mut Outbox) -> bool {
+            true
+        }
+        fn wants_kernel_tls(&self) -> bool {
+            self.result.is_none()
+        }
+        fn kernel_tls_keys(&mut self, _out: &mut Outbox) -> Option<KernelTlsKeys> {
+            let keys = TrafficKeys {
+                tls13: true,
+                cipher: TlsCipher::Aes128Gcm,
+                key: vec![1; 16],
+                iv: [2; 12],
+                seq: 0,
+            };
+            Some(KernelTlsKeys { tx: keys.clone(), rx: keys })
+        }
+        fn kernel_tls_result(&mut self, result: Result<(), KernelTlsRefusal>) {
+            self.result = Some(result);
+        }
+    }
+
+    fn connected() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        (server, client)
+    }
+
+    #[test]
+    fn the_switch_happens_where_the_kernel_has_tls_and_is_refused_where_it_has_not() {
+        let clock = Clock::new(Instant::now(), 0);
+        let counters = Counters::new();
+        let (server, _client) = connected();
+        let mut conn = Connection::new(server, Asks { result: None }, &clock);
+        assert!(matches!(conn.next_step(&clock), Some(Pump::KernelTls)));
+        assert!(conn.switch_to_kernel_tls(counters.shard(0)));
+        let has_tls = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp")
+            .is_ok_and(|s| s.split_whitespace().any(|u| u == "tls"));
+        match conn.session.result {
+            Some(Ok(())) => assert!(conn.kernel_tls),
+            // No `tls` module, and none loaded on demand: the connection stays plain TCP.
+            Some(Err(KernelTlsRefusal::Ulp)) => assert!(!has_tls && !conn.kernel_tls),
+            other => panic!("{other:?}"),
+        }
+        assert!(!matches!(conn.next_step(&clock), Some(Pump::KernelTls)), "asked once");
+    }
+
+    #[test]
+    fn bytes_read_ahead_of_the_switch_keep_the_connection_in_user_space() {
+        let clock = Clock::new(Instant::now(), 0);
+        let counters = Counters::new();
+        let (server, _client) = connected();
+        let mut conn = Connection::new(server, Asks { result: None }, &clock);
+        conn.stash(b"\x17\x03\x03");
+        assert!(conn.switch_to_kernel_tls(counters.shard(0)));
+        assert_eq!(conn.session.result, Some(Err(KernelTlsRefusal::InputPending)));
+        assert!(!conn.kernel_tls);
+    }
+}
