@@ -321,6 +321,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
         }
         match self.session.kernel_tls_record(content_type, &buf[..n]) {
             RecordAction::PeerClosed => {
+                tracing::debug!("kernel TLS: the peer's close_notify");
                 self.peer_closed = true;
                 self.maybe_readable = false;
                 Ok(0)
