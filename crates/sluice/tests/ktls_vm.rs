@@ -1,22 +1,25 @@
 //! Kernel TLS for real, in a virtual machine: the host's kernel may have no `tls` module, so
 //! this test boots Debian's kernel (its package unpacked into a cache folder by
 //! `scripts/ktls-vm-kernel`, which `scripts/test` runs) under `qemu -accel tcg` with a busybox
-//! initramfs built here from this build's own `sluice`, curl and their shared libraries. Inside,
-//! sluice serves HTTPS once before `tls.ko` is loaded (every connection must fall back to user
-//! space, counted with its reason) and then, with the module in, on epoll with sendfile and with
-//! splice, on io_uring with splice (io_uring has no sendfile), on threads with sendfile and on
-//! tokio with splice: whole files, a single range, a
-//! multipart range, a 50 MB file, and a connection the client cuts mid-body, after which the
-//! server still answers; on one configuration also TLS 1.3 with AES-128-GCM and
+//! initramfs built here from this build's own `sluice`, curl, openssl and their shared
+//! libraries. Inside, sluice serves HTTPS once before `tls.ko` is loaded (every connection must
+//! fall back to user space, counted with its reason), then with the module in: on epoll with
+//! sendfile and with splice and on io_uring with splice (io_uring has no sendfile) a whole file,
+//! a single range, a multipart range and a connection the client cuts mid-body, after which the
+//! server still answers; on the first of them also a 50 MB file and TLS 1.3 with AES-128-GCM and
 //! ChaCha20-Poly1305 and TLS 1.2 with AES-256-GCM and ChaCha20-Poly1305 (curl's default being
-//! TLS 1.3 AES-256-GCM); and once more with `--tls-kernel off`. Bodies are compared by SHA-256 (OpenSSL's inside, the multipart body
-//! whole in base64), and `/metrics` must count every connection as handed to the
-//! kernel, none fallen back, and the configured strategy used for the file bodies.
+//! TLS 1.3 AES-256-GCM); on threads with sendfile and tokio with splice the whole file and the
+//! cut; and once more with `--tls-kernel off`. Bodies are compared by SHA-256 (OpenSSL's inside,
+//! the multipart body whole in base64); `/metrics` must count every connection as handed to the
+//! kernel, none fallen back, and the configured strategy used for the file bodies; and the
+//! clients' close_notify alerts must have reached sluice through the kernel's record path.
 //!
 //! Everything is bounded: qemu is killed by its pid at the deadline; inside, every curl has a
 //! `--max-time`. The output names the kernel that booted. KVM is not used (it hangs on the
-//! machines this runs on); TCG is slow, so the 50 MB file is fetched once, on one configuration.
-//! Without the kernel package or the tools the test fails and says to run `./scripts/test`.
+//! machines this runs on); TCG is slow, so the 50 MB file and the other suites are fetched on one
+//! configuration only, and threads and tokio run the fewest cases (the suite's budget for this
+//! test is 90 s). Without the kernel package or the tools the test fails and says to run
+//! `./scripts/test`.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
