@@ -9,12 +9,21 @@ use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use sluice_proto::kernel_tls::{KernelTlsRefusal, RecordAction};
 use sluice_proto::{Clock, Job, JobOutput, Outbox, Session};
 
 use crate::config::SendStrategy;
 use crate::counters::{Event, Shard, Syscall};
 use crate::send::{flush, Flush, Pipe, SendBuffers, SEND_TURN};
-use crate::sys::{fd as sys_fd, socket};
+use crate::sys::{fd as sys_fd, ktls, socket};
+
+/// TLS content types (RFC 8446 section 5.1) the engine tells apart on a kTLS socket.
+const ALERT: u8 = 21;
+const HANDSHAKE: u8 = 22;
+const APPLICATION_DATA: u8 = 23;
+/// The close_notify alert: level warning, description 0.
+const ALERT_WARNING: u8 = 1;
+const CLOSE_NOTIFY: u8 = 0;
 
 /// How long a closing connection keeps reading (and discarding) what the client still sends, so
 /// that the kernel does not answer unread data with a reset that destroys our last response
@@ -40,6 +49,9 @@ pub(crate) enum Pump {
     Finished,
     /// The socket failed or the peer is gone: close now.
     Failed,
+    /// The session would hand its TLS record layer to the kernel, everything queued being
+    /// sent: [`Connection::switch_to_kernel_tls`] when no receive is in flight.
+    KernelTls,
 }
 
 /// A connection's state, whatever engine runs it. `T` is the socket as the engine holds it (a
@@ -69,6 +81,9 @@ pub(crate) struct Connection<S, T = TcpStream> {
     pub lingering: Option<(Instant, usize)>,
     /// The end of the shutdown grace, for engines that watch shutdown per connection.
     grace_until: Option<Instant>,
+    /// The kernel encrypts and decrypts this connection's TLS records (kTLS): what the engine
+    /// reads and writes is the session's plain bytes.
+    pub kernel_tls: bool,
     /// `Session::on_close` for `S`, kept here so that `Drop` (which cannot require `S: Session`
     /// of a struct that does not) calls it.
     on_close: fn(&mut S, &Outbox),
@@ -90,6 +105,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             pipe: None,
             lingering: None,
             grace_until: None,
+            kernel_tls: false,
             on_close: S::on_close,
         }
     }
@@ -128,8 +144,11 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
                     }
                 }
             }
-            if let Some(next) = self.next_step(clock) {
-                return next;
+            match self.next_step(clock) {
+                None => {}
+                Some(Pump::KernelTls) if !self.switch_to_kernel_tls(buffers.counters) => return Pump::Failed,
+                Some(Pump::KernelTls) => {}
+                Some(next) => return next,
             }
         }
     }
@@ -148,6 +167,9 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             self.session.refill(&mut self.out, clock);
             if !self.out.is_empty() {
                 return None;
+            }
+            if self.session.wants_kernel_tls() {
+                return Some(Pump::KernelTls);
             }
             if self.out.closing() {
                 return Some(Pump::Finished);
@@ -223,7 +245,12 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     /// Reads once from the socket into `buf` and feeds the session.
     pub fn read_and_feed(&mut self, buf: &mut [u8], clock: &Clock, counters: &Shard) -> io::Result<usize> {
         counters.syscall(Syscall::Read);
-        let n = socket::read(self.stream.as_raw_fd(), buf)?;
+        let n = match socket::read(self.stream.as_raw_fd(), buf) {
+            Err(e) if self.kernel_tls && e.raw_os_error() == Some(libc::EIO) => {
+                return self.read_kernel_record(buf, clock, counters)
+            }
+            other => other?,
+        };
         counters.add(Event::BytesIn, n as u64);
         self.maybe_readable = n == buf.len() || (n > 0 && self.hangup_pending);
         if n == 0 {
@@ -234,11 +261,101 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
         Ok(n)
     }
 
+    /// Moves the session's TLS record layer into the kernel: attaches the `tls` ULP, takes the
+    /// session's keys and gives them to the kernel. Called with the outbox empty and nothing
+    /// received beyond what the session has seen (input buffered here would be ciphertext the
+    /// kernel never gets, so the session then stays in user space). Returns false when the
+    /// connection cannot go on (the kernel refused keys that have left rustls).
+    pub fn switch_to_kernel_tls(&mut self, counters: &Shard) -> bool {
+        let fd = self.stream.as_raw_fd();
+        if !self.input.is_empty() {
+            self.session.kernel_tls_result(Err(KernelTlsRefusal::InputPending));
+            return true;
+        }
+        counters.syscall(Syscall::Setsockopt);
+        if let Err(e) = ktls::attach_ulp(fd) {
+            tracing::debug!("kernel TLS: TCP_ULP refused: {e}");
+            self.session.kernel_tls_result(Err(KernelTlsRefusal::Ulp));
+            return true;
+        }
+        let Some(keys) = self.session.kernel_tls_keys(&mut self.out) else { return true };
+        counters.syscall(Syscall::Setsockopt);
+        counters.syscall(Syscall::Setsockopt);
+        match ktls::set_keys(fd, ktls::TLS_TX, &keys.tx)
+            .and_then(|()| ktls::set_keys(fd, ktls::TLS_RX, &keys.rx))
+        {
+            Ok(()) => {
+                self.kernel_tls = true;
+                self.session.kernel_tls_result(Ok(()));
+                true
+            }
+            Err(e) => {
+                tracing::debug!("kernel TLS: keys refused: {e}");
+                self.session.kernel_tls_result(Err(KernelTlsRefusal::Keys));
+                false
+            }
+        }
+    }
+
+    /// A kTLS socket's read failed with `EIO`: the next record is not application data. Reads
+    /// it with its content type and lets the session say what it means: the peer's close_notify
+    /// (read as the end of the stream), a key update (new keys for the kernel, and an answer
+    /// when asked), or anything else, which ends the connection.
+    pub fn read_kernel_record(
+        &mut self,
+        buf: &mut [u8],
+        clock: &Clock,
+        counters: &Shard,
+    ) -> io::Result<usize> {
+        let fd = self.stream.as_raw_fd();
+        counters.syscall(Syscall::Read);
+        let (content_type, n) = ktls::recv_record(fd, buf)?;
+        if content_type == APPLICATION_DATA {
+            counters.add(Event::BytesIn, n as u64);
+            if n == 0 {
+                self.peer_closed = true;
+            } else {
+                self.feed(&buf[..n], clock);
+            }
+            return Ok(n);
+        }
+        match self.session.kernel_tls_record(content_type, &buf[..n]) {
+            RecordAction::PeerClosed => {
+                tracing::debug!("kernel TLS: the peer's close_notify");
+                self.peer_closed = true;
+                self.maybe_readable = false;
+                Ok(0)
+            }
+            RecordAction::Rekey { rx, answer } => {
+                counters.syscall(Syscall::Setsockopt);
+                ktls::set_keys(fd, ktls::TLS_RX, &rx)?;
+                if let Some((key_update, tx)) = answer {
+                    // Sent under the old keys, ahead of anything still queued here, which goes
+                    // out under the new ones.
+                    counters.syscall(Syscall::Write);
+                    ktls::send_record(fd, HANDSHAKE, &key_update)?;
+                    counters.syscall(Syscall::Setsockopt);
+                    ktls::set_keys(fd, ktls::TLS_TX, &tx)?;
+                }
+                // The record was consumed: the caller reads on.
+                self.maybe_readable = true;
+                Err(io::Error::from(io::ErrorKind::Interrupted))
+            }
+            RecordAction::Close => Err(io::Error::new(io::ErrorKind::InvalidData, "TLS record refused")),
+        }
+    }
+
     /// Starts a lingering close: no more writes, keep reading until the peer closes or `LINGER`.
     /// Returns false when the connection can be closed at once.
     pub fn start_linger(&mut self, clock: &Clock, counters: &Shard) -> bool {
         if self.peer_closed {
             return false;
+        }
+        if self.kernel_tls {
+            // The close_notify alert user-space TLS would have queued; best effort, as the
+            // shutdown itself.
+            counters.syscall(Syscall::Write);
+            let _ = ktls::send_record(self.stream.as_raw_fd(), ALERT, &[ALERT_WARNING, CLOSE_NOTIFY]);
         }
         counters.syscall(Syscall::Shutdown);
         sys_fd::shutdown(self.stream.as_raw_fd(), libc::SHUT_WR);
@@ -351,5 +468,90 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
 impl<S, T> Drop for Connection<S, T> {
     fn drop(&mut self) {
         (self.on_close)(&mut self.session, &self.out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, TcpListener};
+
+    use sluice_proto::kernel_tls::{KernelTlsKeys, TlsCipher, TrafficKeys};
+
+    use super::*;
+    use crate::counters::Counters;
+
+    /// A session that asks for kernel TLS once and records how the engine answered.
+    struct Asks {
+        result: Option<Result<(), KernelTlsRefusal>>,
+    }
+
+    impl Session for Asks {
+        fn receive(&mut self, input: &[u8], _out: &mut Outbox, _clock: &Clock) -> usize {
+            input.len()
+        }
+        fn deadline(&self) -> Option<Instant> {
+            None
+        }
+        fn on_drained(&mut self, _clock: &Clock) {}
+        fn on_deadline(&mut self, out: &mut Outbox, _clock: &Clock) {
+            out.close_after_flush();
+        }
+        fn on_shutdown(&mut self, _out: &mut Outbox) -> bool {
+            true
+        }
+        fn wants_kernel_tls(&self) -> bool {
+            self.result.is_none()
+        }
+        fn kernel_tls_keys(&mut self, _out: &mut Outbox) -> Option<KernelTlsKeys> {
+            let keys = TrafficKeys {
+                tls13: true,
+                cipher: TlsCipher::Aes128Gcm,
+                key: vec![1; 16],
+                iv: [2; 12],
+                seq: 0,
+            };
+            Some(KernelTlsKeys { tx: keys.clone(), rx: keys })
+        }
+        fn kernel_tls_result(&mut self, result: Result<(), KernelTlsRefusal>) {
+            self.result = Some(result);
+        }
+    }
+
+    fn connected() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (server, _) = listener.accept().expect("accept");
+        (server, client)
+    }
+
+    #[test]
+    fn the_switch_happens_where_the_kernel_has_tls_and_is_refused_where_it_has_not() {
+        let clock = Clock::new(Instant::now(), 0);
+        let counters = Counters::new();
+        let (server, _client) = connected();
+        let mut conn = Connection::new(server, Asks { result: None }, &clock);
+        assert!(matches!(conn.next_step(&clock), Some(Pump::KernelTls)));
+        assert!(conn.switch_to_kernel_tls(counters.shard(0)));
+        let has_tls = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp")
+            .is_ok_and(|s| s.split_whitespace().any(|u| u == "tls"));
+        match conn.session.result {
+            Some(Ok(())) => assert!(conn.kernel_tls),
+            // No `tls` module, and none loaded on demand: the connection stays plain TCP.
+            Some(Err(KernelTlsRefusal::Ulp)) => assert!(!has_tls && !conn.kernel_tls),
+            other => panic!("{other:?}"),
+        }
+        assert!(!matches!(conn.next_step(&clock), Some(Pump::KernelTls)), "asked once");
+    }
+
+    #[test]
+    fn bytes_read_ahead_of_the_switch_keep_the_connection_in_user_space() {
+        let clock = Clock::new(Instant::now(), 0);
+        let counters = Counters::new();
+        let (server, _client) = connected();
+        let mut conn = Connection::new(server, Asks { result: None }, &clock);
+        conn.stash(b"\x17\x03\x03");
+        assert!(conn.switch_to_kernel_tls(counters.shard(0)));
+        assert_eq!(conn.session.result, Some(Err(KernelTlsRefusal::InputPending)));
+        assert!(!conn.kernel_tls);
     }
 }

@@ -147,11 +147,22 @@ pub enum Event {
     /// TLS connections that ended before their handshake completed (not TLS, a bad or refused
     /// handshake, or the header deadline).
     TlsHandshakeFailures,
+    /// TLS connections whose record layer the kernel took over (kTLS).
+    TlsKernelConnections,
+    /// Connections left in user-space TLS with kernel TLS on: the kernel has no `tls` ULP or
+    /// does not take the negotiated suite.
+    TlsKernelFallbackUnsupported,
+    /// ... because bytes beyond the handshake had already been read in user space.
+    TlsKernelFallbackInput,
+    /// ... because `setsockopt(TCP_ULP, "tls")` failed on the connection.
+    TlsKernelFallbackUlp,
+    /// Connections closed because the kernel refused their keys after they left rustls.
+    TlsKernelFallbackKeys,
 }
 
 impl Event {
     /// Every event, in `/metrics` order.
-    pub const ALL: [Event; 27] = [
+    pub const ALL: [Event; 32] = [
         Event::UringSubmitted,
         Event::UringCompleted,
         Event::BytesIn,
@@ -179,6 +190,11 @@ impl Event {
         Event::RtpLateSends,
         Event::TlsHandshakes,
         Event::TlsHandshakeFailures,
+        Event::TlsKernelConnections,
+        Event::TlsKernelFallbackUnsupported,
+        Event::TlsKernelFallbackInput,
+        Event::TlsKernelFallbackUlp,
+        Event::TlsKernelFallbackKeys,
     ];
 
     /// The metric name (without the `sluice_` prefix) and its help text.
@@ -236,6 +252,17 @@ impl Event {
                 "tls_handshake_failures_total",
                 "TLS connections closed before their handshake completed (not TLS, refused, or too slow).",
             ),
+            Event::TlsKernelConnections => (
+                "tls_kernel_connections_total",
+                "TLS connections handed to the kernel after their handshake (kTLS): sendfile and splice stay in use.",
+            ),
+            Event::TlsKernelFallbackUnsupported
+            | Event::TlsKernelFallbackInput
+            | Event::TlsKernelFallbackUlp
+            | Event::TlsKernelFallbackKeys => (
+                "tls_kernel_fallbacks_total",
+                "TLS connections kept in user space with kernel TLS on, by reason (keys: closed instead).",
+            ),
             Event::RtpLateSends => {
                 ("rtp_late_sends_total", "Samples queued more than 50 ms after their time by the RTSP loop.")
             }
@@ -248,6 +275,10 @@ impl Event {
             Event::RtspReleasedTeardown => Some(("reason", "teardown")),
             Event::RtspReleasedTimeout => Some(("reason", "timeout")),
             Event::RtspReleasedConnectionClosed => Some(("reason", "connection_closed")),
+            Event::TlsKernelFallbackUnsupported => Some(("reason", "unsupported")),
+            Event::TlsKernelFallbackInput => Some(("reason", "input_pending")),
+            Event::TlsKernelFallbackUlp => Some(("reason", "ulp")),
+            Event::TlsKernelFallbackKeys => Some(("reason", "keys")),
             _ => None,
         }
     }

@@ -295,7 +295,8 @@ impl<'a, S: Service> Worker<'a, S> {
                         self.ready.push(key);
                         break true;
                     }
-                    Pump::Failed => break false,
+                    // `Connection::pump` switches to kernel TLS itself and never returns this.
+                    Pump::Failed | Pump::KernelTls => break false,
                     Pump::Finished => {
                         break conn.start_linger(&core.clock, core.counters)
                             && conn.linger_read(&mut self.read_buf, core.counters)

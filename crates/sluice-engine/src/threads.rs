@@ -394,7 +394,8 @@ fn serve_connection<S: Session>(
             }
             // Only the session's timer can move it on; watch the socket for hang-ups alone.
             Pump::Waiting => 0,
-            Pump::Failed => return,
+            // `Connection::pump` switches to kernel TLS itself and never returns this.
+            Pump::Failed | Pump::KernelTls => return,
             Pump::Finished => {
                 // The response is out; only the client's close is awaited.
                 mark_waiting(&mut ticket, Some(clock.now()));

@@ -4,25 +4,28 @@
 //! ciphertext out, no I/O of its own but reading the file slices it encrypts), the certificate
 //! the server presents ([`TlsCertificate`], reloaded from its PEM files on demand, e.g. on
 //! SIGHUP: connections accepted afterwards get the new one, with the OCSP response it staples
-//! and the expiry it reports, read by [`der`]) and the probe of the kernel's TLS
-//! offload ([`ktls_support`]). Engines run a [`TlsService`] exactly as they run any service, so
-//! every engine and send strategy serves HTTPS with the same code. File bodies go through the
-//! copy path (read, encrypt, send) because the bytes on the wire are no longer the file's; it
-//! runs on rustls's unbuffered API so that a file slice is read (`pread`) into one per-thread
-//! plaintext buffer and encrypted from there straight into a buffer the outbox owns and sends:
-//! no intermediate record copy inside rustls, no copy from rustls into the outbox, no
-//! allocation per record.
+//! and the expiry it reports, read by [`der`]) and, in [`kernel`], kernel TLS: the setting, the
+//! start-up probe ([`ktls_support`]) and rustls's secrets in the engine's words.
+//! Engines run a [`TlsService`] exactly as they run any service, so every engine and send
+//! strategy serves HTTPS with the same code. With kernel TLS on and taken, a session asks the
+//! engine (which owns the socket) to switch once its handshake is out, hands over its keys and
+//! from then on passes plain bytes and file segments straight through, so `sendfile` and
+//! `splice` stay in use. In user space, file bodies go through the copy path (read, encrypt,
+//! send) because the bytes on the wire are no longer the file's; it runs on rustls's unbuffered
+//! API so that a file slice is read (`pread`) into one per-thread plaintext buffer and encrypted
+//! from there straight into a buffer the outbox owns and sends: no intermediate record copy
+//! inside rustls, no copy from rustls into the outbox, no allocation per record.
 //! It does not parse HTTP (the wrapped session does) and does not own sockets.
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use rustls::server::UnbufferedServerConnection;
+use rustls::kernel::KernelConnection;
+use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
 use rustls::unbuffered::{
     ConnectionState, EncodeError, EncryptError, InsufficientSizeError, UnbufferedStatus, WriteTraffic,
 };
@@ -30,12 +33,16 @@ use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sluice_proto::conn::Pending;
+use sluice_proto::kernel_tls::{KernelTlsKeys, KernelTlsRefusal, RecordAction};
 use sluice_proto::{Clock, Job, JobOutput, Outbox, Segment, Session};
 
 use crate::counters::{Counters, Event};
 use crate::launch::Service;
 
 pub mod der;
+mod kernel;
+
+pub use kernel::{ktls_support, KernelTls, KtlsSupport};
 
 /// Ciphertext queued for the socket beyond which a session stops encrypting more of its
 /// response until the engine has sent it: bounds each connection's memory like a socket buffer.
@@ -210,47 +217,10 @@ fn server_config(cert: &Path, key: &Path, ocsp: Option<&Path>) -> Result<Loaded,
             .with_single_cert_with_ocsp(chain, private, stapled)
             .map_err(failed)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Lets a connection hand its keys to the kernel (kTLS) once its handshake is over; session
+    // tickets are sent before that, so nothing of rustls's is left behind.
+    config.enable_secret_extraction = true;
     Ok(Loaded { config: Arc::new(config), not_after: leaf.not_after })
-}
-
-/// Whether the kernel can take over TLS record encryption (kTLS), so that `sendfile` and
-/// `splice` could stay zero-copy under TLS.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KtlsSupport {
-    /// The kernel offers the `tls` TCP upper-layer protocol.
-    pub available: bool,
-    /// What the probe saw, in words.
-    pub reason: String,
-}
-
-/// Probes for kernel TLS: `/proc/sys/net/ipv4/tcp_available_ulp` and, to be sure (the module may
-/// load on demand), `setsockopt(TCP_ULP, "tls")` on a fresh socket: `ENOENT` means the kernel
-/// has no `tls` ULP; `ENOTCONN` means it has one (the socket is not connected yet).
-pub fn ktls_support() -> KtlsSupport {
-    let listed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").ok();
-    let ulps = listed.as_deref().map(str::trim).unwrap_or("unreadable");
-    let fd = match crate::sys::socket::probe_socket(libc::AF_INET) {
-        Ok(fd) => fd,
-        Err(e) => {
-            return KtlsSupport { available: false, reason: format!("cannot open a probe socket: {e}") }
-        }
-    };
-    let set = crate::sys::socket::set_bytes_opt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_ULP, b"tls");
-    // The probe socket closes here.
-    drop(fd);
-    match set.as_ref().err().and_then(io::Error::raw_os_error) {
-        Some(libc::ENOENT) => KtlsSupport {
-            available: false,
-            reason: format!("the kernel has no `tls` TCP ULP (available: {ulps})"),
-        },
-        Some(libc::ENOTCONN) | None => {
-            KtlsSupport { available: true, reason: format!("the kernel offers the `tls` TCP ULP ({ulps})") }
-        }
-        Some(code) => KtlsSupport {
-            available: false,
-            reason: format!("TCP_ULP `tls` refused: {}", io::Error::from_raw_os_error(code)),
-        },
-    }
 }
 
 /// A service served over TLS: every session of `S` wrapped in a [`TlsSession`].
@@ -258,12 +228,21 @@ pub struct TlsService<S> {
     inner: Arc<S>,
     certificate: Arc<TlsCertificate>,
     counters: Arc<Counters>,
+    /// What the kernel takes, probed once at start; `None` with kernel TLS off.
+    kernel: Option<Arc<KtlsSupport>>,
 }
 
 impl<S> TlsService<S> {
-    /// `inner` over TLS with `certificate`; handshakes are counted in `counters`.
-    pub fn new(inner: Arc<S>, certificate: Arc<TlsCertificate>, counters: Arc<Counters>) -> Self {
-        TlsService { inner, certificate, counters }
+    /// `inner` over TLS with `certificate`, handing established connections to the kernel as
+    /// `kernel` says and it allows; handshakes and switches are counted in `counters`.
+    pub fn new(
+        inner: Arc<S>,
+        certificate: Arc<TlsCertificate>,
+        counters: Arc<Counters>,
+        kernel: KernelTls,
+    ) -> Self {
+        let kernel = (kernel == KernelTls::Auto).then(|| Arc::new(ktls_support()));
+        TlsService { inner, certificate, counters, kernel }
     }
 }
 
@@ -275,6 +254,7 @@ impl<S: Service> Service for TlsService<S> {
             self.inner.session(peer, clock),
             self.certificate.config(),
             Arc::clone(&self.counters),
+            self.kernel.clone(),
         )
     }
 }
@@ -303,10 +283,29 @@ pub struct TlsSession<S> {
     /// The connection is over: nothing more is decrypted or encrypted.
     done: bool,
     counters: Arc<Counters>,
+    /// What the kernel takes (kernel TLS on), and where this connection is in moving to it.
+    kernel_support: Option<Arc<KtlsSupport>>,
+    kernel: Kernel,
+}
+
+/// A connection's way to kernel TLS.
+enum Kernel {
+    /// User space encrypts (kernel TLS off, unavailable, or refused for this connection).
+    Off,
+    /// The handshake is over and the kernel takes the suite: application data waits until the
+    /// engine has switched (`Session::kernel_tls_keys`).
+    Wanted,
+    /// The kernel encrypts and decrypts; rustls only computes key updates.
+    On(Box<KernelConnection<ServerConnectionData>>),
 }
 
 impl<S: Session> TlsSession<S> {
-    fn new(inner: S, config: Arc<ServerConfig>, counters: Arc<Counters>) -> Self {
+    fn new(
+        inner: S,
+        config: Arc<ServerConfig>,
+        counters: Arc<Counters>,
+        kernel_support: Option<Arc<KtlsSupport>>,
+    ) -> Self {
         let tls = UnbufferedServerConnection::new(config).ok();
         TlsSession {
             inner,
@@ -321,6 +320,8 @@ impl<S: Session> TlsSession<S> {
             heard: false,
             done: false,
             counters,
+            kernel_support,
+            kernel: Kernel::Off,
         }
     }
 
@@ -419,6 +420,13 @@ impl<S: Session> TlsSession<S> {
                     if !self.established && !tls.is_handshaking() {
                         self.established = true;
                         self.counters.shard(0).add(Event::TlsHandshakes, 1);
+                        if let Some(support) = &self.kernel_support {
+                            if tls.negotiated_cipher_suite().is_some_and(|suite| support.takes(suite)) {
+                                self.kernel = Kernel::Wanted;
+                            } else {
+                                self.counters.shard(0).add(Event::TlsKernelFallbackUnsupported, 1);
+                            }
+                        }
                     }
                     true
                 }
@@ -477,7 +485,7 @@ impl<S: Session> TlsSession<S> {
     /// session go on when its output is all encrypted, and closes with a close_notify once it
     /// asked to close.
     fn pump(&mut self, out: &mut Outbox, clock: &Clock) {
-        if self.done {
+        if self.done || matches!(self.kernel, Kernel::Wanted) {
             return;
         }
         loop {
@@ -577,6 +585,9 @@ impl<S: Session> TlsSession<S> {
 
 impl<S: Session> Session for TlsSession<S> {
     fn receive(&mut self, input: &[u8], out: &mut Outbox, clock: &Clock) -> usize {
+        if self.kernel_on() {
+            return self.receive_plain(input, out, clock);
+        }
         if self.done {
             return input.len();
         }
@@ -607,13 +618,31 @@ impl<S: Session> Session for TlsSession<S> {
         self.inner.deadline()
     }
 
-    fn on_drained(&mut self, _clock: &Clock) {}
+    fn on_drained(&mut self, clock: &Clock) {
+        if self.kernel_on() {
+            self.inner.on_drained(clock);
+        }
+    }
 
     fn refill(&mut self, out: &mut Outbox, clock: &Clock) {
+        if self.kernel_on() {
+            // What was decrypted in user space before the switch goes first.
+            if !self.plain_in.is_empty() && self.inner.wants_input() {
+                let plain = std::mem::take(&mut self.plain_in);
+                let used = self.inner.receive(&plain, out, clock);
+                self.plain_in = plain;
+                self.plain_in.drain(..used);
+            }
+            self.inner.refill(out, clock);
+            return;
+        }
         self.pump(out, clock);
     }
 
     fn on_deadline(&mut self, out: &mut Outbox, clock: &Clock) {
+        if self.kernel_on() {
+            return self.inner.on_deadline(out, clock);
+        }
         if self.done {
             return;
         }
@@ -628,6 +657,9 @@ impl<S: Session> Session for TlsSession<S> {
     }
 
     fn on_shutdown(&mut self, out: &mut Outbox) -> bool {
+        if self.kernel_on() {
+            return self.inner.on_shutdown(out);
+        }
         if !self.established {
             return true;
         }
@@ -639,7 +671,11 @@ impl<S: Session> Session for TlsSession<S> {
     }
 
     fn wants_input(&self) -> bool {
-        !self.established || self.inner.wants_input()
+        match self.kernel {
+            Kernel::Off => !self.established || self.inner.wants_input(),
+            Kernel::Wanted => false,
+            Kernel::On(_) => self.inner.wants_input(),
+        }
     }
 
     fn take_job(&mut self) -> Option<Job> {
@@ -647,6 +683,9 @@ impl<S: Session> Session for TlsSession<S> {
     }
 
     fn job_done(&mut self, output: JobOutput, out: &mut Outbox, clock: &Clock) {
+        if self.kernel_on() {
+            return self.inner.job_done(output, out, clock);
+        }
         self.inner.job_done(output, &mut self.inner_out, clock);
         self.note_inner_output();
         self.offer = true;
@@ -654,14 +693,98 @@ impl<S: Session> Session for TlsSession<S> {
     }
 
     fn job_refused(&mut self, out: &mut Outbox, clock: &Clock) {
+        if self.kernel_on() {
+            return self.inner.job_refused(out, clock);
+        }
         self.inner.job_refused(&mut self.inner_out, clock);
         self.note_inner_output();
         self.offer = true;
         self.pump(out, clock);
     }
 
-    fn on_close(&mut self, _out: &Outbox) {
-        self.inner.on_close(&self.inner_out);
+    fn on_close(&mut self, out: &Outbox) {
+        if self.kernel_on() {
+            self.inner.on_close(out);
+        } else {
+            self.inner.on_close(&self.inner_out);
+        }
+    }
+
+    fn wants_kernel_tls(&self) -> bool {
+        !self.done && matches!(self.kernel, Kernel::Wanted)
+    }
+
+    fn kernel_tls_keys(&mut self, out: &mut Outbox) -> Option<KernelTlsKeys> {
+        if !self.tls_in.is_empty() {
+            // Part of a record the kernel will never see: this connection stays here.
+            self.kernel_tls_result(Err(KernelTlsRefusal::InputPending));
+            return None;
+        }
+        let tls = self.tls.take()?;
+        let tls13 = tls.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3);
+        let keys = tls.dangerous_into_kernel_connection().ok().and_then(|(secrets, connection)| {
+            let tx = kernel::traffic_keys(tls13, secrets.tx)?;
+            let rx = kernel::traffic_keys(tls13, secrets.rx)?;
+            Some((KernelTlsKeys { tx, rx }, connection))
+        });
+        match keys {
+            Some((keys, connection)) => {
+                self.kernel = Kernel::On(Box::new(connection));
+                Some(keys)
+            }
+            None => {
+                // rustls is gone and the kernel has nothing: the connection cannot go on.
+                tracing::debug!("kernel TLS: rustls gave no usable secrets");
+                self.kernel = Kernel::Off;
+                self.counters.shard(0).add(Event::TlsKernelFallbackKeys, 1);
+                self.finish(out);
+                None
+            }
+        }
+    }
+
+    fn kernel_tls_result(&mut self, result: Result<(), KernelTlsRefusal>) {
+        let event = match result {
+            Ok(()) => Event::TlsKernelConnections,
+            Err(KernelTlsRefusal::InputPending) => Event::TlsKernelFallbackInput,
+            Err(KernelTlsRefusal::Ulp) => Event::TlsKernelFallbackUlp,
+            Err(KernelTlsRefusal::Keys) => {
+                // rustls is gone: the engine closes the connection.
+                self.done = true;
+                Event::TlsKernelFallbackKeys
+            }
+        };
+        self.counters.shard(0).add(event, 1);
+        if matches!(result, Err(KernelTlsRefusal::InputPending | KernelTlsRefusal::Ulp)) {
+            self.kernel = Kernel::Off;
+        }
+    }
+
+    fn kernel_tls_record(&mut self, content_type: u8, body: &[u8]) -> RecordAction {
+        match &mut self.kernel {
+            Kernel::On(connection) => kernel::read_record(connection, content_type, body),
+            _ => RecordAction::Close,
+        }
+    }
+}
+
+impl<S: Session> TlsSession<S> {
+    fn kernel_on(&self) -> bool {
+        matches!(self.kernel, Kernel::On(_))
+    }
+
+    /// Plain bytes from a kernel-TLS socket: straight to the inner session, after what was
+    /// decrypted in user space before the switch.
+    fn receive_plain(&mut self, input: &[u8], out: &mut Outbox, clock: &Clock) -> usize {
+        if self.plain_in.is_empty() {
+            return self.inner.receive(input, out, clock);
+        }
+        self.plain_in.extend_from_slice(input);
+        let plain = std::mem::take(&mut self.plain_in);
+        let used = self.inner.receive(&plain, out, clock);
+        self.plain_in = plain;
+        self.plain_in.drain(..used);
+        input.len()
     }
 }
 
@@ -702,29 +825,4 @@ fn plaintext_refusal(out: &mut Outbox, clock: &Clock) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ktls_probe_agrees_with_the_kernels_list() {
-        let listed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap_or_default();
-        let support = ktls_support();
-        if listed.split_whitespace().any(|u| u == "tls") {
-            assert!(support.available, "{support:?}");
-        } else if !support.available {
-            // Not listed and not loadable on demand: the reason names the missing ULP.
-            assert!(support.reason.contains("no `tls` TCP ULP"), "{support:?}");
-        }
-    }
-
-    #[test]
-    fn a_missing_or_empty_pem_is_named() {
-        let dir = std::env::temp_dir().join(format!("sluice-tls-unit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let empty = dir.join("empty.pem");
-        std::fs::write(&empty, b"").expect("write");
-        let e = TlsCertificate::load(&empty, &dir.join("none.pem"), None).expect_err("no certificate");
-        assert!(e.to_string().contains("no CERTIFICATE block"), "{e}");
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

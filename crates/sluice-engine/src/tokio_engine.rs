@@ -215,7 +215,8 @@ async fn serve<S: Service>(
                 tokio::task::yield_now().await;
                 continue;
             }
-            Ok(Pump::Failed) => return,
+            // `Connection::pump` switches to kernel TLS itself and never returns this.
+            Ok(Pump::Failed | Pump::KernelTls) => return,
             Ok(Pump::Finished) => return linger(&stream, &mut conn, &mut read_buf, &clock, counters).await,
             Ok(Pump::Waiting) => None,
             Ok(Pump::NeedInput) => Some(Interest::READABLE),

@@ -12,6 +12,8 @@ use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::kernel_tls::{KernelTlsKeys, KernelTlsRefusal, RecordAction};
+
 /// The time as an engine's loop last read it, with the HTTP `Date` value for that second.
 ///
 /// Engines refresh it once per loop iteration, so a burst of pipelined requests shares one clock
@@ -326,4 +328,28 @@ pub trait Session {
     /// a deadline, shutdown): `out` says how much was sent and what never left, so that a
     /// response cut short can be told from a whole one.
     fn on_close(&mut self, _out: &Outbox) {}
+
+    /// Whether the session would have the kernel take over its TLS record layer now (the
+    /// handshake is over). The engine asks with the outbox empty, so that nothing encrypted in
+    /// user space is left unsent, attaches the `tls` ULP and then takes the keys
+    /// ([`Session::kernel_tls_keys`]), and tells how it went ([`Session::kernel_tls_result`]).
+    fn wants_kernel_tls(&self) -> bool {
+        false
+    }
+
+    /// The traffic keys for the kernel: from here on the session's bytes in and out are plain.
+    /// `None` when the session changed its mind (it may have queued a last word in `out`).
+    fn kernel_tls_keys(&mut self, _out: &mut Outbox) -> Option<KernelTlsKeys> {
+        None
+    }
+
+    /// Whether the switch happened. When it did not, the session goes on in user space, except
+    /// after [`KernelTlsRefusal::Keys`], when the engine closes the connection.
+    fn kernel_tls_result(&mut self, _result: Result<(), KernelTlsRefusal>) {}
+
+    /// A record the kernel handed up instead of decrypting into the byte stream (its content
+    /// type and body): an alert or a key update, answered by what the engine must do.
+    fn kernel_tls_record(&mut self, _content_type: u8, _body: &[u8]) -> RecordAction {
+        RecordAction::Close
+    }
 }

@@ -19,6 +19,7 @@ pub mod duration_text;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
+pub mod kernel_tls;
 pub mod lru;
 pub mod markup;
 pub mod metrics_text;

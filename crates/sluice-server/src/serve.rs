@@ -587,13 +587,14 @@ impl Server {
             };
             let (https_only, https) = match self.tls {
                 Some((certificate, own)) => {
-                    tracing::info!("HTTPS: {}", ktls_note());
+                    let kernel = self.config.tls.kernel;
+                    tracing::info!("HTTPS: {}", ktls_note(kernel));
                     // RFC 6797 section 7.2: HSTS over HTTPS only, never on the plain HTTP listener.
                     let hsts =
                         config.tls.hsts.iter().map(|v| ("Strict-Transport-Security", v.clone().into()));
                     let https =
                         Arc::new(HttpService { app: Arc::clone(&service.app), always: hsts.collect() });
-                    let tls = Arc::new(TlsService::new(https, certificate, Arc::clone(counters)));
+                    let tls = Arc::new(TlsService::new(https, certificate, Arc::clone(counters), kernel));
                     match own {
                         Some(listeners) => {
                             tracing::info!("listening on https://{}/", listeners.local_addr());

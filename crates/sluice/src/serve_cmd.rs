@@ -61,7 +61,7 @@ fn check(config: &Config, demanded: bool, connect: bool) -> Result<(), ServeErro
     // `sluice serve --check | head` must not panic on a closed stdout.
     let _ = std::io::stdout().write_all(effective.effective_toml().as_bytes());
     if effective.tls.enabled() {
-        crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::ktls_note()));
+        crate::eprintln_safe(&format!("sluice: {}", sluice_server::serve::ktls_note(effective.tls.kernel)));
     }
     if let Some(note) = sluice_server::serve::certificate_note(&effective)? {
         crate::eprintln_safe(&format!("sluice: {note}"));

@@ -453,14 +453,28 @@ fn kernel_tls_detection_is_reported() {
     assert!(out.status.success(), "{err}");
     let available = kernel_has_tls_ulp();
     if available {
-        assert!(err.contains("kernel TLS: "), "{err}");
+        assert!(err.contains("kernel TLS on: "), "{err}");
     } else {
         assert!(err.contains("kernel TLS unavailable: the kernel has no `tls` TCP ULP"), "{err}");
     }
     let fx = Fixture::new();
-    let (server, _, _own) = https_server(&["--engine", "epoll"], &fx, &[]);
-    let line = if available { "kernel TLS: " } else { "kernel TLS unavailable" };
+    fx.write("hello.txt", b"hello over tls\n");
+    let (server, tls, _own) = https_server(&["--engine", "epoll"], &fx, &[]);
+    let line = if available { "kernel TLS on: " } else { "kernel TLS unavailable" };
     assert!(server.log_text().contains(line), "{}", server.log_text());
+    // Here every connection stays in user space and says why in /metrics (the VM test,
+    // tests/ktls_vm.rs, shows the kernel taking them where it can).
+    let r = curl(&format!("https://127.0.0.1:{}/hello.txt", tls.port()), &[]);
+    assert_eq!(r.body, b"hello over tls\n");
+    let m = server.scrape();
+    if !available {
+        assert_eq!(metric(&m, "sluice_tls_kernel_connections_total"), 0, "{m}");
+        assert_eq!(metric(&m, "sluice_tls_kernel_fallbacks_total{reason=\"unsupported\"}"), 1, "{m}");
+    }
+    drop(server);
+    // tls.kernel = off: no probe, no switch, said so.
+    let (server, _, _own_off) = https_server(&["--engine", "epoll"], &fx, &["--tls-kernel", "off"]);
+    assert!(server.log_text().contains("kernel TLS off"), "{}", server.log_text());
 
     // A key that does not load is refused before anything starts, with exit status 2.
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use slab::Slab;
-use sluice_proto::Job;
+use sluice_proto::{Job, Session};
 
 use self::chain::{Chain, CopyBuf, CopyPool, MsgSlot};
 use self::probe::Support;
@@ -93,6 +93,9 @@ const COPY_POOL_MAX: usize = 64;
 /// without reading waits in its kernel buffers, not in ours: epoll gets the same bound by not
 /// reading at all until the session wants input.
 const STASH_MAX: usize = 64 * 1024;
+/// Room for one TLS record's body, read on its own on a kernel-TLS socket (an alert, a key
+/// update; application data if one raced in).
+const RECORD_BUFFER: usize = 16 * 1024 + 256;
 /// Caps on the kernel's worker threads for this ring: bounded (regular-file reads and splices
 /// that miss the page cache) and unbounded (splices into sockets). Without a cap io-wq may start
 /// a thread per blocked request.
@@ -537,6 +540,7 @@ impl<'a, S: Service> Worker<'a, S> {
         let u = &mut self.conns[key];
         let want = !u.closing
             && !u.conn.peer_closed
+            && !u.conn.session.wants_kernel_tls()
             && (u.conn.lingering.is_some() || u.awaiting_input || u.conn.buffered() < STASH_MAX);
         let id = u.conn.id;
         let fd = u.conn.stream.as_raw_fd();
@@ -577,6 +581,7 @@ impl<'a, S: Service> Worker<'a, S> {
         let closing = u.closing;
         let lingering = u.conn.lingering.is_some();
         let mut close = false;
+        let mut kernel_record = false;
         if closing {
             // Nothing to do with the bytes.
         } else if let (true, None) = (res > 0, bid) {
@@ -601,6 +606,15 @@ impl<'a, S: Service> Worker<'a, S> {
                 // Out of buffers (they are back by the time the re-arm is submitted), our own
                 // pause, or an interruption: re-armed below as the state asks.
                 libc::ENOBUFS | libc::ECANCELED | libc::EINTR | libc::EAGAIN => {}
+                // Kernel TLS: the next record is an alert or a key update, read on its own.
+                libc::EIO if u.conn.kernel_tls && !lingering => {
+                    let mut record = vec![0; RECORD_BUFFER];
+                    match u.conn.read_kernel_record(&mut record, &self.core.clock, self.core.counters) {
+                        Ok(_) => kernel_record = true,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => kernel_record = true,
+                        Err(_) => close = true,
+                    }
+                }
                 // Reset or another socket error: the connection is over (epoll closes without
                 // counting these, for read errors, too).
                 _ => close = true,
@@ -617,7 +631,12 @@ impl<'a, S: Service> Worker<'a, S> {
         }
         if close {
             self.close(key);
-        } else if !lingering && (res > 0 && self.conns[key].awaiting_input || res == 0) {
+        } else if !lingering
+            && (res > 0 && self.conns[key].awaiting_input
+                || res == 0
+                || kernel_record
+                || self.conns[key].conn.session.wants_kernel_tls())
+        {
             self.drive(key);
         } else {
             self.tune_recv(key);
@@ -657,6 +676,15 @@ impl<'a, S: Service> Worker<'a, S> {
                 Some(Pump::NeedInput) => Step::NeedInput,
                 Some(Pump::Finished) => Step::Finished,
                 Some(Pump::Failed) => Step::Failed,
+                // A receive in flight could take ciphertext from under the kernel: switch once
+                // it is off (`tune_recv` cancels it meanwhile).
+                Some(Pump::KernelTls) if u.recv == Recv::Off => {
+                    if u.conn.switch_to_kernel_tls(self.core.counters) {
+                        continue;
+                    }
+                    Step::Failed
+                }
+                Some(Pump::KernelTls) => Step::Busy,
             };
         }
     }

@@ -278,7 +278,14 @@ macro_rules! named_value {
         }
     )*};
 }
-named_value!(EngineKind, SendStrategy, ThreadsMode, super::RtspOverload, super::LogFormat);
+named_value!(
+    EngineKind,
+    SendStrategy,
+    ThreadsMode,
+    super::RtspOverload,
+    super::LogFormat,
+    sluice_engine::tls::KernelTls
+);
 
 /// One name of a [`NamedValue`]'s list.
 pub struct Named;

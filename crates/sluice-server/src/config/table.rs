@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sluice_engine::tls::KernelTls;
 use sluice_engine::{EngineConfig, EngineKind, SendStrategy, ThreadsMode};
 use sluice_proto::http::Limits;
 
@@ -397,6 +398,13 @@ settings! {
         key: Option<PathBuf> = None; Opt<Path>,
             flag "--tls-key" "The private key of --tls-cert (PEM; read again on SIGHUP).",
             { value_name: Some("FILE"), requires: &["tls-cert"], example: Some("\"/etc/sluice/key.pem\"") };
+        /// Kernel TLS: "auto" hands each connection's record layer to the kernel after the
+        /// handshake when the kernel offers the `tls` ULP and takes the negotiated suite (file
+        /// bodies then go out with sendfile or splice); "off" encrypts in user space always.
+        kernel: KernelTls = KernelTls::Auto; Named,
+            flag "--tls-kernel" "Kernel TLS: auto (after the handshake, the kernel encrypts when it \
+                can, and sendfile/splice stay in use) or off (user space always).",
+            { value_name: Some("MODE") };
         /// HTTPS on an address of its own, HTTP staying on http.listen.
         listen: Option<SocketAddr> = None; Opt<Listen>,
             flag "--tls-listen" "HTTPS address, as --listen, with HTTP staying on --listen.",

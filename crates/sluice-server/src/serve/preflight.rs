@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use sluice_engine::tls::TlsCertificate;
+use sluice_engine::tls::{KernelTls, TlsCertificate};
 
 use super::ServeError;
 use crate::config::Config;
@@ -117,13 +117,18 @@ pub fn certificate_note(config: &Config) -> Result<Option<String>, ServeError> {
     }))
 }
 
-/// What the kernel offers for TLS, in the words of the start-up log and `serve --check`.
-pub fn ktls_note() -> String {
+/// What the kernel offers for TLS and whether sluice uses it (`tls.kernel`), in the words of
+/// the start-up log and `serve --check`.
+pub fn ktls_note(mode: KernelTls) -> String {
+    if mode == KernelTls::Off {
+        return "kernel TLS off (tls.kernel = \"off\"): file bodies under TLS are read, encrypted in user space and sent (sendfile and splice fall back to copying)".into();
+    }
     let ktls = sluice_engine::tls::ktls_support();
     if ktls.available {
         format!(
-            "kernel TLS: {}; sluice encrypts in user space for now (file bodies are read, encrypted and sent; sendfile and splice are not used under TLS)",
-            ktls.reason
+            "kernel TLS on: {}; after each handshake the kernel encrypts ({}), so file bodies keep sendfile and splice (see sluice_tls_kernel_connections_total)",
+            ktls.reason,
+            ktls.suites_text()
         )
     } else {
         format!(
