@@ -30,7 +30,7 @@ ALONE = [f"sluice/test/{t}" for t in
 # on 2 cores; unlisted programs are short and go last).
 LONGEST_FIRST = [f"sluice/test/{t}" for t in [
     "robustness", "rtsp", "fragmented", "names", "hls_edge", "uploads", "access", "scaleout",
-    "edge_cache", "codecs", "integrity", "protect", "codecs_browser", "rtsp_edge", "ops",
+    "edge_cache", "ktls_vm", "codecs", "integrity", "protect", "codecs_browser", "rtsp_edge", "ops",
     "hls_browser", "https", "clip", "dash", "http", "dashboard",
 ]]
 
