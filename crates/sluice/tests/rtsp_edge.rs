@@ -36,6 +36,9 @@ const EACH_WAY: Duration = Duration::from_millis(400);
 /// The longest a playing viewer may go without a packet: half the origin's round trip. A loop
 /// that waited for the origin (one round trip at least, for a `HEAD` or a slice) breaks it.
 const MAX_GAP: Duration = Duration::from_millis(400);
+/// The same while the origin is silent, below the edge's 1 s `--s3-timeout` that a loop waiting
+/// for it would go without a packet.
+const SILENT_MAX_GAP: Duration = Duration::from_millis(900);
 
 /// The objects, written once per test binary: `warm.mp4` (the demo, one slice) and `cold.mp4`.
 fn library() -> &'static str {
@@ -170,8 +173,14 @@ fn a_silent_origin_is_answered_504_with_the_reason_while_a_viewer_plays_on(engin
         poll_until(Duration::from_secs(1), || warm.rtp.last_at().is_some_and(|last| last > until)),
         "the warm viewer was still playing when the refusal came"
     );
+    // A loop that waited for the silent origin goes its whole 1 s timeout without a packet; a
+    // loop that did not went 0.54 s at most on 2 cores busy with builds (load average 9).
     let gap = longest_gap(&warm.rtp, asked, until);
-    assert!(gap < MAX_GAP, "the playing viewer went {gap:?} without a packet while the origin was silent");
+    assert!(
+        gap < SILENT_MAX_GAP,
+        "the playing viewer went {gap:?} without a packet while the origin was silent (a loop that \
+         waited for it goes the 1 s timeout)"
+    );
     // The origin answers again: the object is asked for again (not refused from memory), and
     // plays.
     toxiproxy.remove_toxic("s3", "silent").unwrap();

@@ -93,12 +93,13 @@ fn pair(
     let certificate = TlsCertificate::load(&cert, &key, None).expect("the test certificate loads");
     let counters = Counters::new();
     let session = TlsSession::new(Hello, certificate.config(), Arc::clone(&counters), support.map(Arc::new));
-    let mut config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate))
-        .with_no_client_auth();
+    let mut config =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate))
+            .with_no_client_auth();
     config.enable_secret_extraction = true;
     let client =
         ClientConnection::new(Arc::new(config), "localhost".try_into().expect("name")).expect("client");
