@@ -194,21 +194,43 @@ impl Protection {
         crate::access::longest_match(&rules, path).is_some()
     }
 
-    /// How the title at `title` (`/films/a.mp4`) is protected: `None` when it is not, `Err` when
-    /// its prefix is protected but no key is listed for it.
+    /// How the title at `title` (`/films/a.mp4`, or a rendition set `/films/a.set`) is
+    /// protected: `None` when it is not, `Err` when its prefix is protected but no key is listed
+    /// for it. A rendition (`/films/a.720p.mp4`) has its set's key: see [`keyed_path`].
     pub fn title(&self, title: &str) -> Option<Result<TitleProtection, NoKey>> {
         let rules = Arc::clone(&self.rules.read().unwrap_or_else(|e| e.into_inner()));
         let rule = crate::access::longest_match(&rules, title)?;
+        let keyed = keyed_path(title);
         let (kid, key) = match &rule.keys {
-            Keys::Listed(entries) => match crate::access::longest_match(entries, title) {
+            Keys::Listed(entries) => match crate::access::longest_match(entries, &keyed) {
                 Some(pair) => *pair,
                 None => return Some(Err(NoKey)),
             },
-            Keys::Derived(master) => derive(master, title),
+            Keys::Derived(master) => derive(master, &keyed),
         };
         let scheme = rule.scheme.cenc().unwrap_or(Scheme::Cenc);
         let key = TitleKey { scheme, kid, key, systems: rule.systems.clone() };
         Some(Ok(TitleProtection { scheme: rule.scheme, key }))
+    }
+}
+
+/// The path whose key encrypts `title`: the set `/films/a.set` for a rendition
+/// `/films/a.720p.mp4`, the title itself otherwise.
+///
+/// A set's manifests list its renditions' own segment URLs (`../a.720p.mp4/video-seg-3.m4s`),
+/// which the rendition played alone serves too: the key must follow from a segment's URL alone,
+/// with no directory read per segment, and be the same whichever manifest listed it. Keying
+/// renditions by their set makes one content key (and KID) per set, the practice of DASH-IF IOP
+/// and Apple's HLS authoring: one licence opens every rendition, so a player switching between
+/// them asks for no new key mid-play, the MPD signals the KID once per `AdaptationSet` and the
+/// multivariant playlist once in `EXT-X-SESSION-KEY`. The audio shares it: ClearKey has no
+/// robustness levels that would make a separate audio key protect anything more.
+pub fn keyed_path(title: &str) -> std::borrow::Cow<'_, str> {
+    use crate::library::renditions::{rendition_height, title_of, SET_SUFFIX};
+    let (dir, name) = title.rsplit_once('/').unwrap_or(("", title));
+    match title_of(name).filter(|set| rendition_height(name, set).is_some()) {
+        Some(set) => format!("{dir}/{set}{SET_SUFFIX}").into(),
+        None => title.into(),
     }
 }
 
@@ -276,6 +298,12 @@ fn parse_keys(text: &str) -> Result<KeyEntries, String> {
         };
         if !path.starts_with('/') {
             return Err(format!("line {}: the path must start with /", n + 1));
+        }
+        if let std::borrow::Cow::Owned(set) = keyed_path(path) {
+            return Err(format!(
+                "line {}: {path} is a rendition of {set}, whose line keys all its renditions",
+                n + 1
+            ));
         }
         // A title's path matches itself only: `/a.mp4/` is what `/a.mp4` is matched as.
         let path = if path.ends_with('/') { path.to_string() } else { format!("{path}/") };

@@ -109,3 +109,32 @@ fn the_licence_gives_the_key_of_the_kid_asked_for_only() {
     assert_eq!(body(&licence(&title, other.as_bytes()))["keys"].as_array().unwrap().len(), 0);
     assert_eq!(licence(&title, b"nonsense").status.0, 400);
 }
+
+#[test]
+fn renditions_take_their_sets_key_from_a_keys_file_or_the_master_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    std::fs::write(&keys, format!("/films/ {KID_A} {KEY_A}\n/films/movie.set {KID_B} {KEY_B}\n")).unwrap();
+    let master = dir.path().join("master");
+    std::fs::write(&master, format!("{KEY_A}\n")).unwrap();
+    let p = Protection::load(&[
+        policy("/films/", ProtectScheme::Cenc, Some(&keys), None),
+        policy("/derived/", ProtectScheme::Cbcs, None, Some(&master)),
+    ])
+    .unwrap();
+    let kid = |title: &str| sluice_media::protect::hex(&p.title(title).unwrap().unwrap().key.kid);
+    for title in ["/films/movie.set", "/films/movie.1080p.mp4", "/films/movie.240p.mp4"] {
+        assert_eq!(kid(title), KID_B, "{title}");
+    }
+    assert_eq!(kid("/films/movie.mp4"), KID_A, "a lone title is not a rendition");
+    assert_eq!(kid("/films/other.720p.mp4"), KID_A, "another set's line");
+    let set = kid("/derived/a.set");
+    assert_eq!(kid("/derived/a.720p.mp4"), set);
+    assert_eq!(kid("/derived/a.360p.mp4"), set);
+    assert_ne!(kid("/derived/b.360p.mp4"), set, "each set its own key");
+    assert_ne!(kid("/derived/a.mp4"), set);
+    // A line for one rendition could only disagree with its set's: refused, saying which line.
+    std::fs::write(&keys, format!("/films/movie.720p.mp4 {KID_A} {KEY_A}\n")).unwrap();
+    let error = p.reload().unwrap_err().to_string();
+    assert!(error.contains("line 1") && error.contains("/films/movie.set"), "{error}");
+}
