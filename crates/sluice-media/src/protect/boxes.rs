@@ -17,7 +17,7 @@ use mp4_atom::{Decode, Encode, Moof, Saio, Saiz, Senc, SencBoxVersion, Trun, Tru
 use super::cipher::{cbcs_sample, cenc_sample};
 use super::slice::SliceHeaders;
 use super::subsample::subsamples;
-use super::{ProtectError, Scheme, TitleKey, COMMON_SYSTEM_ID};
+use super::{ProtectError, Scheme, SystemData, TitleKey, COMMON_SYSTEM_ID};
 
 /// A track of a segment to encrypt: its fMP4 track id and what its samples are.
 #[derive(Debug, Clone, Copy)]
@@ -81,20 +81,29 @@ fn sinf(original: [u8; 4], title: &TitleKey, video: bool) -> Vec<u8> {
 }
 
 /// The `pssh` boxes of `title`: the W3C common system's (version 1, listing the KID), then one
-/// per configured system (version 0, its data as given).
+/// per configured system that has one.
 pub fn pssh_boxes(title: &TitleKey) -> Vec<Vec<u8>> {
     let mut common = COMMON_SYSTEM_ID.to_vec();
     common.extend_from_slice(&1u32.to_be_bytes());
     common.extend_from_slice(&title.kid);
     common.extend_from_slice(&0u32.to_be_bytes());
     let mut out = vec![full_box(b"pssh", 1, 0, &common)];
-    for system in &title.systems {
-        let mut body = system.system_id.to_vec();
-        body.extend_from_slice(&(system.data.len() as u32).to_be_bytes());
-        body.extend_from_slice(&system.data);
-        out.push(full_box(b"pssh", 0, 0, &body));
-    }
+    out.extend(title.systems.iter().filter_map(system_pssh));
     out
+}
+
+/// The `pssh` box of a configured system, as given (version 1 when it lists KIDs, else 0);
+/// `None` for a system without one.
+pub fn system_pssh(system: &SystemData) -> Option<Vec<u8>> {
+    let pssh = system.pssh.as_ref()?;
+    let mut body = system.system_id.to_vec();
+    if !pssh.kids.is_empty() {
+        body.extend_from_slice(&(pssh.kids.len() as u32).to_be_bytes());
+        pssh.kids.iter().for_each(|kid| body.extend_from_slice(kid));
+    }
+    body.extend_from_slice(&(pssh.data.len() as u32).to_be_bytes());
+    body.extend_from_slice(&pssh.data);
+    Some(full_box(b"pssh", u8::from(!pssh.kids.is_empty()), 0, &body))
 }
 
 /// A box found in a buffer: its type, where it starts, where its body starts and where it ends.

@@ -476,8 +476,9 @@ mod tests {
             refused: None,
             protection: None,
         };
-        let html =
-            library_page(&normalize("/").unwrap(), &entries, &[set.clone()], None, |_| Offers::default());
+        let html = library_page(&normalize("/").unwrap(), &entries, std::slice::from_ref(&set), None, |_| {
+            Offers::default()
+        });
         assert!(html.contains("data-hls=\"./m%20%3Cx%3E.set/master.m3u8\""), "{html}");
         assert!(html.contains("data-dash=\"./m%20%3Cx%3E.set/manifest.mpd\""), "{html}");
         assert!(

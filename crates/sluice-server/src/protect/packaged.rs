@@ -22,7 +22,10 @@ use crate::library::{FileVersion, Library, LibraryError};
 /// The master playlist with its `EXT-X-SESSION-KEY`.
 pub fn master(text: &str, title: &TitleProtection) -> String {
     let key = match title.scheme.cenc() {
-        Some(_) => manifest::sample_aes_key("EXT-X-SESSION-KEY", &title.key),
+        Some(_) => {
+            let ours = manifest::sample_aes_key("EXT-X-SESSION-KEY", &title.key);
+            ours + &manifest::system_key_lines(&title.key, true)
+        }
         None => manifest::aes128_key("EXT-X-SESSION-KEY", AES_KEY),
     };
     manifest::keyed_master_playlist(text, &key)
@@ -36,7 +39,10 @@ pub fn media(text: &str) -> String {
 /// A track's media playlist: `SAMPLE-AES`(`-CTR`) for CENC, AES-128 otherwise.
 pub fn track_playlist(text: &str, title: &TitleProtection) -> String {
     match title.scheme.cenc() {
-        Some(_) => manifest::keyed_media_playlist(text, &manifest::sample_aes_key("EXT-X-KEY", &title.key)),
+        Some(_) => {
+            let ours = manifest::sample_aes_key("EXT-X-KEY", &title.key);
+            manifest::keyed_media_playlist(text, &(ours + &manifest::system_key_lines(&title.key, false)))
+        }
         None => media(text),
     }
 }
