@@ -9,7 +9,8 @@
 //! each `AdaptationSet`, the multivariant playlist in `EXT-X-SESSION-KEY`; the set's licence
 //! answers its KID (and no other) to a viewer with the set's signed URL, 403 to anyone else; a
 //! sidecar set whose files are not named as renditions is refused (409), their key could differ;
-//! the page offers the set with its scheme. Chromium plays the `cbcs` set to the end through
+//! the page offers the set with its scheme; an `aes-128` set's session key is the set's key, its
+//! renditions'. Chromium plays the `cbcs` set to the end through
 //! dash.js and hls.js with ClearKey.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
@@ -66,12 +67,12 @@ fn frames_of(mp4: &[u8]) -> String {
     video.samples.len().to_string()
 }
 
-/// The set under `/films/` (`cenc`, its keys-file line), `/derived/` (`cbcs`, the master key) and
-/// `/locked/` (`cenc` behind signed URLs), a sidecar set of other names under `/films/`; the key
-/// files and the configuration in the returned directory.
+/// The set under `/films/` (`cenc`, its keys-file line), `/derived/` (`cbcs`, the master key),
+/// `/aes/` (`aes-128`) and `/locked/` (`cenc` behind signed URLs), a sidecar set of other names
+/// under `/films/`; the key files and the configuration in the returned directory.
 fn set_server(engine: &[&str]) -> (Server, Fixture, PathBuf) {
     let fx = Fixture::new();
-    for dir in ["films", "derived", "locked"] {
+    for dir in ["films", "derived", "locked", "aes"] {
         for (name, bytes) in renditions() {
             fx.write(&format!("{dir}/{name}"), bytes);
         }
@@ -89,6 +90,7 @@ fn set_server(engine: &[&str]) -> (Server, Fixture, PathBuf) {
         "[[protect]]\nprefix = \"/films/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
          [[protect]]\nprefix = \"/locked/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
          [[protect]]\nprefix = \"/derived/\"\nscheme = \"cbcs\"\nmaster_key_file = \"{master}\"\n\n\
+         [[protect]]\nprefix = \"/aes/\"\nscheme = \"aes-128\"\nmaster_key_file = \"{master}\"\n\n\
          [[access]]\nprefix = \"/locked/\"\nmode = \"signed\"\nkey_file = \"{sign}\"\n",
         keys = dir.join("keys").display(),
         master = dir.join("master").display(),
@@ -260,6 +262,13 @@ fn the_sets_keys_go_to_viewers_with_its_signed_url(engine: &[&str]) {
     }
     assert_eq!(fetch_get(addr, "/locked/movie.set/master.m3u8", &[]).status, 401);
     assert!(server.log_text().lines().all(|l| !l.contains(KEY) && !l.contains(&b64url(&unhex(KEY)))));
+    // An AES-128 set: the session key's URI is the set's key, its renditions' key; no DASH.
+    let master = text(addr, "/aes/movie.set/master.m3u8");
+    assert!(master.contains("#EXT-X-SESSION-KEY:METHOD=AES-128,URI=\"key\""), "{master}");
+    let key = body(addr, "/aes/movie.set/key");
+    assert_eq!(key.len(), 16);
+    assert_eq!(body(addr, "/aes/movie.90p.mp4/key"), key, "the renditions' key is the set's");
+    assert_eq!(fetch_get(addr, "/aes/movie.set/manifest.mpd", &[]).status, 404, "AES-128 is HLS only");
 }
 
 engine_matrix!(cenc_set_decrypts_over_dash_and_hls, the_sets_keys_go_to_viewers_with_its_signed_url);

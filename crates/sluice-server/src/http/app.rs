@@ -396,9 +396,7 @@ impl App {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let protection = match self.protection.title(&format!("/{parent}")) {
             Some(Ok(title)) => Some(title),
-            Some(Err(NoKey))
-                if crate::library::names::is_mp4(parent) || crate::library::names::is_set(parent) =>
-            {
+            Some(Err(NoKey)) if crate::library::names::is_title(parent) => {
                 tracing::warn!(path = parent, "[[protect]]: no key is listed for this title; refused");
                 return Ok(Some(Response::refusal(
                     Status::SERVICE_UNAVAILABLE,
@@ -407,7 +405,7 @@ impl App {
             }
             _ => None,
         };
-        if name == licence::AES_KEY && crate::library::names::is_mp4(parent) {
+        if name == licence::AES_KEY && crate::library::names::is_title(parent) {
             return Ok(Some(match &protection {
                 Some(title) => licence::aes_key(title),
                 None => Response::error(Status::NOT_FOUND),

@@ -34,6 +34,11 @@ pub fn is_mp4(name: &str) -> bool {
     [".mp4", ".m4v", ".mov"].iter().any(|ext| lower.ends_with(ext))
 }
 
+/// Whether this path names what a `[[protect]]` key is for: an MP4 title or a rendition set.
+pub fn is_title(name: &str) -> bool {
+    is_mp4(name) || is_set(name)
+}
+
 /// Whether this path names a rendition set (`movie.set`), whose manifests are packaged from the
 /// files beside it.
 pub fn is_set(name: &str) -> bool {

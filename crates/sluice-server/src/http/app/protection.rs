@@ -42,7 +42,7 @@ impl App {
             return not_allowed().into();
         };
         // A set's licence: its renditions share its key (see `crate::protect::keyed_path`).
-        if !crate::library::names::is_mp4(title) && !crate::library::names::is_set(title) {
+        if !crate::library::names::is_title(title) {
             return not_allowed().into();
         }
         if req.method == Method::Options {
