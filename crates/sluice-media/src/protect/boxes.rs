@@ -191,44 +191,62 @@ pub fn protect_segment(
     title: &TitleKey,
     tracks: &[TrackCrypt<'_>],
 ) -> Result<Vec<u8>, ProtectError> {
+    let mut mdat = payload.to_vec();
+    let mut out = protect_segment_in_place(header, &mut mdat, title, tracks)?;
+    out.extend_from_slice(&mdat);
+    Ok(out)
+}
+
+/// [`protect_segment`] with `payload` encrypted where it lies: the answer is the new header
+/// (the `moof` and the `mdat` header), to be sent before `payload`. A segment's payload is
+/// megabytes: a copy of it costs a fresh allocation (pages faulted in and zeroed) and a pass
+/// over memory, which measured 4× the AES work itself (perf, a quarter core, 720p segments).
+/// The samples must lie in `trun` order, back to back, as `hls` writes them.
+pub fn protect_segment_in_place(
+    header: &[u8],
+    payload: &mut [u8],
+    title: &TitleKey,
+    tracks: &[TrackCrypt<'_>],
+) -> Result<Vec<u8>, ProtectError> {
     let mut rest = header;
     let mut moof = Moof::decode(&mut rest)?;
     let mdat_header = rest;
     let sequence = moof.mfhd.sequence_number;
-    let mut mdat = Vec::with_capacity(payload.len());
-    // Where each traf's samples start in the new mdat payload.
+    // The next sample's place in the payload: each must start where the one before ended.
+    let mut laid = 0usize;
+    // Where each traf's samples start in the mdat payload.
     let mut starts = Vec::with_capacity(moof.traf.len());
     for traf in &mut moof.traf {
-        starts.push(mdat.len());
+        starts.push(laid);
         let track = tracks.iter().find(|t| t.track_id == traf.tfhd.track_id);
         let mut all = Vec::new();
         let mut entries = Vec::new();
         let mut sizes = Vec::new();
         for trun in std::mem::take(&mut traf.trun) {
             let offset = usize::try_from(trun.data_offset.unwrap_or(0)).unwrap_or(0);
-            let mut at = offset
+            let at = offset
                 .checked_sub(header.len())
                 .ok_or(ProtectError::Malformed("a trun points before the mdat"))?;
+            if at != laid {
+                return Err(ProtectError::Malformed("the samples do not lie in trun order"));
+            }
             let TrunSamples::Explicit(samples) = trun.samples else {
                 return Err(ProtectError::Malformed("a trun without sample sizes"));
             };
             for entry in &samples {
                 let size = entry.size.ok_or(ProtectError::Malformed("a trun without sample sizes"))? as usize;
                 let sample = payload
-                    .get(at..at + size)
+                    .get_mut(laid..laid + size)
                     .ok_or(ProtectError::Malformed("a trun points past the mdat"))?;
-                let placed = mdat.len();
-                mdat.extend_from_slice(sample);
+                laid += size;
                 if let Some(track) = track {
                     let before = entries.len();
-                    let sample = &mut mdat[placed..];
                     encrypt_sample(title, track, sequence, sizes.len() as u32, sample, &mut entries);
                     // saiz sizes are 8 bits: 41 slices (8-byte IV, 6 bytes each) at most.
                     let info = u8::try_from(entries.len() - before)
                         .map_err(|_| ProtectError::Malformed("a sample has too many slices for saiz"))?;
                     sizes.push(info);
                 }
-                at += size;
             }
             all.extend(samples);
         }
@@ -250,10 +268,10 @@ pub fn protect_segment(
         }];
         traf.saio = vec![Saio { aux_info: None, offsets: vec![0] }];
     }
-    if mdat.len() != payload.len() {
+    if laid != payload.len() {
         return Err(ProtectError::Malformed("the truns do not cover the mdat"));
     }
-    let mut out = Vec::with_capacity(header.len() + 1024 + mdat.len());
+    let mut out = Vec::with_capacity(header.len() + 1024);
     moof.encode(&mut out)?;
     let base = out.len() + mdat_header.len();
     for (traf, start) in moof.traf.iter_mut().zip(&starts) {
@@ -278,7 +296,6 @@ pub fn protect_segment(
         return Err(ProtectError::Malformed("the moof changed size when its offsets were set"));
     }
     out.extend_from_slice(mdat_header);
-    out.extend_from_slice(&mdat);
     Ok(out)
 }
 

@@ -24,7 +24,7 @@ pub mod manifest;
 pub mod slice;
 pub mod subsample;
 
-pub use boxes::{protect_init, protect_segment, TrackCrypt};
+pub use boxes::{protect_init, protect_segment, protect_segment_in_place, TrackCrypt};
 
 /// The W3C "common" protection system (`1077efec-c0b2-4d02-ace3-3c1e52e2fb4b`): a `pssh` that
 /// only lists KIDs, which ClearKey and EME players read.

@@ -244,7 +244,7 @@ fn segment_parts(
     };
     if let Some(title) = &hls.protection {
         return Ok(match protected::segment(library, version, &tables, index, &plan, n, only, title)? {
-            Ok(bytes) => Ok(vec![Segment::Bytes(bytes)]),
+            Ok(parts) => Ok(parts),
             Err(e) => {
                 tracing::warn!(path = relative, segment = n, "cannot encrypt the segment: {e}");
                 Err(failure(Status::INTERNAL_SERVER_ERROR, &e))
