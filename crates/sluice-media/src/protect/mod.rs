@@ -6,8 +6,9 @@
 //! protected: the init segment's `encv`/`enca` sample entries with their `sinf` and the `pssh`
 //! boxes ([`boxes::protect_init`]), each media segment's samples encrypted in place with `senc`,
 //! `saiz` and `saio` added to every `traf` ([`boxes::protect_segment`]), the subsample maps of
-//! video samples ([`subsample`]), the ciphers ([`cipher`]) and the DASH `ContentProtection` and
-//! HLS `EXT-X-KEY` signalling ([`manifest`]). It works on what `hls` wrote (box bytes and
+//! video samples ([`subsample`]), the ciphers ([`cipher`]), the DASH `ContentProtection` and
+//! HLS `EXT-X-KEY` signalling ([`manifest`]), and reading the keys and DRM signalling a CPIX
+//! document gives ([`cpix`]). It works on what `hls` wrote (box bytes and
 //! manifest text), so the clear packaging stays as it is and a protected title costs only the
 //! requests that ask for it. It does not hold keys, decide which title is protected or answer
 //! licence requests (the server does).
