@@ -14,6 +14,14 @@ the S3 edge, a release build.
     python3 scripts/bench_hls.py --duration 10 --rounds 3 --cpu 0.5
     python3 scripts/bench_hls.py --servers sluice,sluice-s3 --files 0     # the S3 edge against a local root
 
+The cost of encryption: `sluice-tracks` serves the per-track CMAF segments (`video-seg-N.m4s`,
+`audio-seg-N.m4s`, the ones DASH and the HLS master list) clear, `sluice-cenc` the same URLs under
+a `[[protect]]` entry (`cenc`, a keys file: read, encrypted per request, no sendfile), and
+`nginx-cenc` the same stream encrypted ahead of time by ffmpeg (`-f dash`, its mp4 muxer's
+`-encryption_scheme cenc-aes-ctr`), static files; the table adds segments per server CPU-second.
+
+    python3 scripts/bench_hls.py --servers sluice-tracks,sluice-cenc,nginx-cenc --cpu 0.25 --files 0
+
 With --viewers, it counts viewers instead: `sluice load http --hls` players (the 1080p rendition,
 real-time pacing) against sluice's HLS of a 1080p file (--sluice-path, the master playlist's path;
 a rendition set's master works the same) and against nginx serving ffmpeg's static packaging of
@@ -166,6 +174,20 @@ def capacity(args, work, sluice):
     nginx_segments = sorted((f for f in os.listdir(static) if f.endswith(".m4s")), key=lambda f: int(f[4:-4]))
 
     wanted = args.servers.split(",")
+    # A test key: what is measured is the work of encrypting, not the key.
+    kid, key = "0123456789abcdef0123456789abcdef", "00112233445566778899aabbccddeeff"
+    static_cenc = os.path.join(work, "static-cenc")
+    if "nginx-cenc" in wanted:
+        os.makedirs(static_cenc)
+        ffmpeg("-i", src, "-c", "copy", "-f", "dash", "-seg_duration", "6", "-use_template", "1", "-use_timeline", "1",
+               "-format_options", f"encryption_scheme=cenc-aes-ctr:encryption_key={key}:encryption_kid={kid}",
+               os.path.join(static_cenc, "manifest.mpd"))
+        readable_by_all(static_cenc)
+    protect_conf = os.path.join(work, "protect.toml")
+    with open(os.path.join(work, "keys"), "w") as f:
+        f.write(f"/ {kid} {key}\n")
+    with open(protect_conf, "w") as f:
+        f.write(f'[[protect]]\nprefix = "/"\nscheme = "cenc"\nkeys_file = "{os.path.join(work, "keys")}"\n')
     ports = {name: free_port() for name in wanted}
     nginx_bin = shutil.which("nginx") or "/usr/sbin/nginx"
     groups = {name: make_cgroup(f"sluice-hls-bench-{os.getpid()}-{name}", args.cpu) for name in wanted}
@@ -180,10 +202,18 @@ def capacity(args, work, sluice):
             conf = nginx_config(work, ports["nginx"], server_cpu, f"        root {static};\n        location / {{ }}",
                                 "    sendfile on;\n    tcp_nopush on;")
             servers["nginx"] = in_cgroup(groups["nginx"], [nginx_bin, "-p", work, "-c", conf])
-        if "sluice" in wanted:
-            servers["sluice"] = in_cgroup(groups["sluice"], [
-                "taskset", "-c", server_cpu, sluice, "serve", "--root", os.path.dirname(src),
-                "--listen", f"127.0.0.1:{ports['sluice']}", *sluice_args])
+        if "nginx-cenc" in wanted:
+            # A work directory of its own: the conf, pid and log files are per nginx.
+            nginx_work = os.path.join(work, "nginx-cenc")
+            os.makedirs(nginx_work)
+            conf = nginx_config(nginx_work, ports["nginx-cenc"], server_cpu,
+                                f"        root {static_cenc};\n        location / {{ }}", "    sendfile on;\n    tcp_nopush on;")
+            servers["nginx-cenc"] = in_cgroup(groups["nginx-cenc"], [nginx_bin, "-p", nginx_work, "-c", conf])
+        for name, extra in (("sluice", []), ("sluice-tracks", []), ("sluice-cenc", ["--config", protect_conf])):
+            if name in wanted:
+                servers[name] = in_cgroup(groups[name], [
+                    "taskset", "-c", server_cpu, sluice, "serve", "--root", os.path.dirname(src),
+                    "--listen", f"127.0.0.1:{ports[name]}", *sluice_args, *extra])
         if "sluice-s3" in wanted:
             procs["weed"], endpoint = start_weed(work, "hls-bench")
             subprocess.run([sluice, "upload", "--quiet", "s3://hls-bench/lib", os.path.dirname(src),
@@ -201,6 +231,15 @@ def capacity(args, work, sluice):
             if name == "nginx":
                 paths[name] = [f"/{s}" for s in nginx_segments]
                 continue
+            if name == "nginx-cenc":
+                paths[name] = [f"/{f}" for f in sorted(os.listdir(static_cenc)) if f.startswith("chunk-")]
+                continue
+            if name in ("sluice-tracks", "sluice-cenc"):
+                paths[name] = []
+                for track in ("video", "audio"):
+                    playlist = urllib.request.urlopen(f"http://127.0.0.1:{ports[name]}/film.mp4/{track}.m3u8").read()
+                    paths[name] += [f"/film.mp4/{s}" for s in playlist.decode().splitlines() if s.startswith(track)]
+                continue
             playlist = urllib.request.urlopen(f"http://127.0.0.1:{ports[name]}/film.mp4/media.m3u8").read().decode()
             paths[name] = [f"/film.mp4/{s}" for s in playlist.splitlines() if s.startswith("seg-")]
         # Every segment once before the rounds: the edge's slices and every server's indexes warm.
@@ -214,13 +253,14 @@ def capacity(args, work, sluice):
                             args.duration, work)
                 r["cpu"] = cpu_seconds(procs[name].pid) - before
                 r["cpu_per_gb"] = r["cpu"] / r["gb"] if r["gb"] else float("nan")
+                r["per_cpu_s"] = r["requests"] / r["cpu"] if r["cpu"] else float("nan")
                 results.setdefault(name, []).append(r)
                 print(f"round {rnd + 1} {name}: {r['rps']:.1f} segments/s {r['gb'] / args.duration * 1024:.0f} MB/s "
                       f"server CPU {r['cpu']:.2f} s = {r['cpu_per_gb']:.3f} s/GB errors {r['errors']}", file=sys.stderr)
     finally:
         stop_all(procs, groups)
     peers = ""
-    if "nginx" in servers:
+    if any(name.startswith("nginx") for name in servers):
         peers = "; " + subprocess.run([nginx_bin, "-v"], capture_output=True, text=True).stderr.strip()
     if "sluice-s3" in servers:
         weed = subprocess.run(["weed", "version"], capture_output=True, text=True).stdout.strip().splitlines()
@@ -229,20 +269,25 @@ def capacity(args, work, sluice):
           f"wrk on CPU {load_cpu}, {args.connections} connections, {args.rounds} rounds of {args.duration} s.")
     cut = "; ".join(f"{n} {len(sizes[n])} segments (mean {statistics.mean(sizes[n]) / 1e6:.2f} MB)" for n in servers)
     print(f"Stream: 60 s 1280x720 30 fps H.264 3 Mb/s + AAC 128 kb/s; {cut}.\n")
-    print("| server | segments/s median (min–max) | MB/s median | server CPU s/GB median (min–max) | errors |")
-    print("|---|---|---|---|---|")
+    print("| server | segments/s median (min–max) | MB/s median | server CPU s/GB median (min–max) "
+          "| segments per CPU-s median | errors |")
+    print("|---|---|---|---|---|---|")
     med = {}
     for name in servers:
         rs = results[name]
         rps = [r["rps"] for r in rs]
         cpg = [r["cpu_per_gb"] for r in rs]
+        pcs = [r["per_cpu_s"] for r in rs]
         mbs = [r["gb"] / args.duration * 1024 for r in rs]
-        med[name] = (statistics.median(rps), statistics.median(cpg))
+        med[name] = (statistics.median(rps), statistics.median(cpg), statistics.median(pcs))
         print(f"| {name} | {statistics.median(rps):.1f} ({min(rps):.1f}–{max(rps):.1f}) | {statistics.median(mbs):.0f} "
-              f"| {statistics.median(cpg):.3f} ({min(cpg):.3f}–{max(cpg):.3f}) | {sum(r['errors'] for r in rs)} |")
-    for a, b in (("sluice", "nginx"), ("sluice-s3", "sluice")):
+              f"| {statistics.median(cpg):.3f} ({min(cpg):.3f}–{max(cpg):.3f}) | {statistics.median(pcs):.0f} "
+              f"| {sum(r['errors'] for r in rs)} |")
+    for a, b in (("sluice", "nginx"), ("sluice-s3", "sluice"), ("sluice-cenc", "sluice-tracks"),
+                 ("sluice-cenc", "nginx-cenc")):
         if a in med and b in med:
-            print(f"\n{a} / {b}: segments/s {med[a][0] / med[b][0]:.2f}×, CPU per GB {med[a][1] / med[b][1]:.2f}×")
+            print(f"\n{a} / {b}: segments/s {med[a][0] / med[b][0]:.2f}×, CPU per GB {med[a][1] / med[b][1]:.2f}×, "
+                  f"segments per CPU-s {med[a][2] / med[b][2]:.2f}×")
     print("\nwrk commands: " + " ; ".join(results[n][0]["cmd"] for n in servers))
 
 
@@ -457,8 +502,9 @@ def main():
     ap.add_argument("--cpu", type=float, default=0.5, help="each server's CPU budget, cores")
     ap.add_argument("--files", type=int, default=1000, help="files for the index-memory figure (0: skip)")
     ap.add_argument("--servers", default=None,
-                    help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm); "
-                         "default all three, with --viewers nginx,sluice")
+                    help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm), sluice-tracks "
+                         "(per-track segments), sluice-cenc (the same, encrypted), nginx-cenc (ffmpeg's, "
+                         "encrypted); default nginx,sluice,sluice-s3, with --viewers nginx,sluice")
     ap.add_argument("--sluice", default=os.path.join(ROOT, "target/release/sluice"))
     ap.add_argument("--viewers", action="store_true", help="count players held with zero stalls instead (see above)")
     ap.add_argument("--sluice-path", default="/film.1080p.mp4/master.m3u8",

@@ -3,11 +3,14 @@
 //! check (`rtsp_session`, which drives the RTSP server core, is `sluice-rtsp`'s); `hls_package`
 //! packages arbitrary bytes as HLS, and [`SegmentWalk`] is the check of segments as a client received
 //! them that the unit and integration tests share; `subsample_map` checks the subsample maps
-//! of Common Encryption against arbitrary NAL layouts.
+//! of Common Encryption against arbitrary NAL layouts, and `cpix_document` the reading of CPIX
+//! documents.
 
 mod clip;
+mod cpix;
 mod ts;
 pub use clip::{assemble, check_clip, mp4_clip};
+pub use cpix::cpix_document;
 pub use ts::ts_segment;
 
 use crate::mp4::{Mp4File, TrackKind};
@@ -117,6 +120,7 @@ pub fn hls_package(data: &[u8]) {
             kid: [1; 16],
             key: [2; 16],
             systems: Vec::new(),
+            explicit_iv: None,
         };
         let protected = crate::protect::protect_init(&init, &title).expect("our init segment protects");
         let mut buf = protected.as_slice();

@@ -1,6 +1,7 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`,
 //! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/codec_config/`,
-//! `fuzz/corpus/subsample_map/`, `fuzz/corpus/mp4_clip/`, `fuzz/corpus/ts_segment/`)
+//! `fuzz/corpus/subsample_map/`, `fuzz/corpus/mp4_clip/`, `fuzz/corpus/ts_segment/`,
+//! `fuzz/corpus/cpix_document/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test` (`fuzz/corpus/rtsp_session/` is `sluice-rtsp`'s).
 
@@ -47,4 +48,9 @@ fn mp4_clip_corpus() {
 #[test]
 fn ts_segment_corpus() {
     replay("ts_segment", sluice_media::fuzzing::ts_segment);
+}
+
+#[test]
+fn cpix_document_corpus() {
+    replay("cpix_document", sluice_media::fuzzing::cpix_document);
 }

@@ -2,9 +2,10 @@
 //!
 //! Owns the entries per path prefix (the longest matching prefix decides, as for `[[access]]`,
 //! with the same matching), their schemes (`cenc`, `cbcs`, `aes-128`), the keys per title, from a
-//! keys file (`path-or-prefix KID KEY` lines, hex; the longest matching entry wins) or derived
+//! keys file (`path-or-prefix KID KEY` lines, hex; the longest matching entry wins), derived
 //! from a master key (HKDF-SHA256 over the title's path gives its KID and its key, so no list
-//! grows with the library), reading them again on SIGHUP ([`Protection::reload`]: a title whose
+//! grows with the library) or given by a CPIX document (one key for the prefix, and the DRM
+//! systems to signal), reading them again on SIGHUP ([`Protection::reload`]: a title whose
 //! key changed gets new segments, and new entity tags, from the next request), and the ClearKey
 //! licence service ([`licence`]). Keys are never logged: errors name the file and the line, never
 //! the value. It does not encrypt (`sluice_media::protect` does), decide who may fetch a key (the
@@ -16,7 +17,8 @@ use std::sync::{Arc, RwLock};
 use hkdf::Hkdf;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use sluice_media::protect::{Scheme, SystemData, TitleKey};
+use sluice_media::protect::cpix::Cpix;
+use sluice_media::protect::{Pssh, Scheme, SystemData, TitleKey};
 
 pub mod licence;
 pub mod packaged;
@@ -36,6 +38,10 @@ pub struct ProtectPolicy {
     /// from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub master_key_file: Option<PathBuf>,
+    /// A DASH-IF CPIX document holding the key of the prefix's titles (one `ContentKey`, its
+    /// value in `PlainValue`) and the DRM systems to signal (`DRMSystemList`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpix_file: Option<PathBuf>,
     /// Other DRM systems' `pssh` data, `SYSTEM-UUID:BASE64` (from their licence service or a
     /// CPIX document), signalled in init segments and MPDs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -117,6 +123,7 @@ impl TitleProtection {
             .chain_update(self.scheme.name())
             .chain_update(self.key.kid)
             .chain_update(self.key.key)
+            .chain_update(self.key.explicit_iv.unwrap_or_default())
             .finalize();
         sluice_media::protect::hex(&digest[..6])
     }
@@ -138,6 +145,8 @@ struct Rule {
     scheme: ProtectScheme,
     keys: Keys,
     systems: Vec<SystemData>,
+    /// The `cbcs` constant IV a CPIX document gave.
+    explicit_iv: Option<[u8; 16]>,
 }
 
 /// The `[[protect]]` entries in force, their keys loaded; [`Protection::reload`] reads the key
@@ -194,21 +203,43 @@ impl Protection {
         crate::access::longest_match(&rules, path).is_some()
     }
 
-    /// How the title at `title` (`/films/a.mp4`) is protected: `None` when it is not, `Err` when
-    /// its prefix is protected but no key is listed for it.
+    /// How the title at `title` (`/films/a.mp4`, or a rendition set `/films/a.set`) is
+    /// protected: `None` when it is not, `Err` when its prefix is protected but no key is listed
+    /// for it. A rendition (`/films/a.720p.mp4`) has its set's key: see [`keyed_path`].
     pub fn title(&self, title: &str) -> Option<Result<TitleProtection, NoKey>> {
         let rules = Arc::clone(&self.rules.read().unwrap_or_else(|e| e.into_inner()));
         let rule = crate::access::longest_match(&rules, title)?;
+        let keyed = keyed_path(title);
         let (kid, key) = match &rule.keys {
-            Keys::Listed(entries) => match crate::access::longest_match(entries, title) {
+            Keys::Listed(entries) => match crate::access::longest_match(entries, &keyed) {
                 Some(pair) => *pair,
                 None => return Some(Err(NoKey)),
             },
-            Keys::Derived(master) => derive(master, title),
+            Keys::Derived(master) => derive(master, &keyed),
         };
         let scheme = rule.scheme.cenc().unwrap_or(Scheme::Cenc);
-        let key = TitleKey { scheme, kid, key, systems: rule.systems.clone() };
+        let key = TitleKey { scheme, kid, key, systems: rule.systems.clone(), explicit_iv: rule.explicit_iv };
         Some(Ok(TitleProtection { scheme: rule.scheme, key }))
+    }
+}
+
+/// The path whose key encrypts `title`: the set `/films/a.set` for a rendition
+/// `/films/a.720p.mp4`, the title itself otherwise.
+///
+/// A set's manifests list its renditions' own segment URLs (`../a.720p.mp4/video-seg-3.m4s`),
+/// which the rendition played alone serves too: the key must follow from a segment's URL alone,
+/// with no directory read per segment, and be the same whichever manifest listed it. Keying
+/// renditions by their set makes one content key (and KID) per set, the practice of DASH-IF IOP
+/// and Apple's HLS authoring: one licence opens every rendition, so a player switching between
+/// them asks for no new key mid-play, the MPD signals the KID once per `AdaptationSet` and the
+/// multivariant playlist once in `EXT-X-SESSION-KEY`. The audio shares it: ClearKey has no
+/// robustness levels that would make a separate audio key protect anything more.
+pub fn keyed_path(title: &str) -> std::borrow::Cow<'_, str> {
+    use crate::library::renditions::{rendition_height, title_of, SET_SUFFIX};
+    let (dir, name) = title.rsplit_once('/').unwrap_or(("", title));
+    match title_of(name).filter(|set| rendition_height(name, set).is_some()) {
+        Some(set) => format!("{dir}/{set}{SET_SUFFIX}").into(),
+        None => title.into(),
     }
 }
 
@@ -236,23 +267,40 @@ fn load_rules(policies: &[ProtectPolicy]) -> Result<Vec<(String, Rule)>, Protect
         if !p.prefix.starts_with('/') {
             return Err(invalid("the prefix must start with /".into()));
         }
-        let keys = match (&p.keys_file, &p.master_key_file) {
-            (Some(file), None) => Keys::Listed(
+        let mut systems = Vec::new();
+        for entry in &p.pssh {
+            systems.push(parse_pssh(entry).map_err(|why| invalid(format!("pssh `{entry}`: {why}")))?);
+        }
+        let mut explicit_iv = None;
+        let keys = match (&p.keys_file, &p.master_key_file, &p.cpix_file) {
+            (Some(file), None, None) => Keys::Listed(
                 parse_keys(&read(file)?).map_err(|why| invalid(format!("{}: {why}", file.display())))?,
             ),
-            (None, Some(file)) => {
+            (None, Some(file), None) => {
                 let master = unhex(read(file)?.trim())
                     .filter(|k| k.len() == 16 || k.len() == 32)
                     .ok_or_else(|| invalid(format!("{}: expected 32 or 64 hex digits", file.display())))?;
                 Keys::Derived(master)
             }
-            _ => return Err(invalid("set one of keys_file and master_key_file".into())),
+            (None, None, Some(file)) => {
+                let cenc = p.scheme.cenc().unwrap_or(Scheme::Cenc);
+                let title = Cpix::parse(read(file)?.as_bytes())
+                    .and_then(|cpix| cpix.title_key(cenc))
+                    .map_err(|e| invalid(format!("{}: {e}", file.display())))?;
+                for system in title.systems {
+                    if systems.iter().any(|s: &SystemData| s.system_id == system.system_id) {
+                        let id = sluice_media::protect::uuid(&system.system_id);
+                        return Err(invalid(format!("pssh and {} both give system {id}", file.display())));
+                    }
+                    systems.push(system);
+                }
+                explicit_iv = title.explicit_iv;
+                // Every title under the prefix (a set's renditions with it) has the document's key.
+                Keys::Listed(vec![(p.prefix.clone(), (title.kid, title.key))])
+            }
+            _ => return Err(invalid("set one of keys_file, master_key_file and cpix_file".into())),
         };
-        let mut systems = Vec::new();
-        for entry in &p.pssh {
-            systems.push(parse_pssh(entry).map_err(|why| invalid(format!("pssh `{entry}`: {why}")))?);
-        }
-        rules.push((p.prefix.clone(), Rule { scheme: p.scheme, keys, systems }));
+        rules.push((p.prefix.clone(), Rule { scheme: p.scheme, keys, systems, explicit_iv }));
     }
     rules.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
     Ok(rules)
@@ -277,6 +325,12 @@ fn parse_keys(text: &str) -> Result<KeyEntries, String> {
         if !path.starts_with('/') {
             return Err(format!("line {}: the path must start with /", n + 1));
         }
+        if let std::borrow::Cow::Owned(set) = keyed_path(path) {
+            return Err(format!(
+                "line {}: {path} is a rendition of {set}, whose line keys all its renditions",
+                n + 1
+            ));
+        }
         // A title's path matches itself only: `/a.mp4/` is what `/a.mp4` is matched as.
         let path = if path.ends_with('/') { path.to_string() } else { format!("{path}/") };
         entries.push((path, (kid, key)));
@@ -294,7 +348,7 @@ fn parse_pssh(entry: &str) -> Result<SystemData, String> {
         .ok_or("the system id is a UUID")?;
     let data =
         base64::engine::general_purpose::STANDARD.decode(data.trim()).map_err(|e| format!("data: {e}"))?;
-    Ok(SystemData { system_id, data })
+    Ok(SystemData { system_id, pssh: Some(Pssh { kids: Vec::new(), data }), ..SystemData::default() })
 }
 
 /// The bytes of an even-length hex string.

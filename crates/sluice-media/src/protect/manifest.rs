@@ -13,7 +13,7 @@
 
 use base64::Engine as _;
 
-use super::boxes::pssh_boxes;
+use super::boxes::{pssh_boxes, system_pssh};
 use super::{uuid, Scheme, TitleKey, CLEARKEY_SYSTEM_ID, COMMON_SYSTEM_ID};
 
 /// The `EXT-X-KEY` (or `EXT-X-SESSION-KEY`, per `tag`) attributes of a title's CENC tracks.
@@ -76,7 +76,7 @@ fn insert_after(text: &str, after: impl Fn(&str) -> bool, line: &str) -> String 
 /// is at `licence_url`.
 pub fn content_protection(title: &TitleKey, licence_url: &str) -> String {
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-    let boxes = pssh_boxes(title);
+    let common = &pssh_boxes(title)[0];
     let mut out = format!(
         "   <ContentProtection schemeIdUri=\"urn:mpeg:dash:mp4protection:2011\" value=\"{}\" cenc:default_KID=\"{}\"/>\n",
         title.scheme.name(),
@@ -92,16 +92,31 @@ pub fn content_protection(title: &TitleKey, licence_url: &str) -> String {
     out.push_str(&format!(
         "   <ContentProtection schemeIdUri=\"urn:uuid:{}\">\n    <cenc:pssh>{}</cenc:pssh>\n   </ContentProtection>\n",
         uuid(&COMMON_SYSTEM_ID),
-        b64(&boxes[0])
+        b64(common)
     ));
-    for (system, pssh) in title.systems.iter().zip(&boxes[1..]) {
+    for system in &title.systems {
+        // A CPIX document's `ContentProtectionData` is the element's content as its DRM vendor
+        // wants it (it carries the `cenc:pssh` itself); else the `pssh` box; a system with
+        // neither (FairPlay) is HLS-only.
+        let content = match (&system.dash, system_pssh(system)) {
+            (Some(xml), _) => xml.trim().to_string(),
+            (None, Some(pssh)) => format!("<cenc:pssh>{}</cenc:pssh>", b64(&pssh)),
+            (None, None) => continue,
+        };
         out.push_str(&format!(
-            "   <ContentProtection schemeIdUri=\"urn:uuid:{}\">\n    <cenc:pssh>{}</cenc:pssh>\n   </ContentProtection>\n",
+            "   <ContentProtection schemeIdUri=\"urn:uuid:{}\">\n    {content}\n   </ContentProtection>\n",
             uuid(&system.system_id),
-            b64(pssh)
         ));
     }
     out
+}
+
+/// The lines configured systems add to a media playlist (`master` false) or to the multivariant
+/// playlist after sluice's own key line: each system's `EXT-X-KEY` or `EXT-X-SESSION-KEY`, which
+/// players pick by `KEYFORMAT`.
+pub fn system_key_lines(title: &TitleKey, master: bool) -> String {
+    let lines = title.systems.iter().flat_map(|s| if master { &s.hls_master } else { &s.hls_media });
+    lines.map(|line| format!("\n{}", line.trim())).collect()
 }
 
 /// An MPD (as `hls::mpd` writes it) with the `cenc` and `dashif` namespaces declared and

@@ -6,8 +6,9 @@
 //! protected: the init segment's `encv`/`enca` sample entries with their `sinf` and the `pssh`
 //! boxes ([`boxes::protect_init`]), each media segment's samples encrypted in place with `senc`,
 //! `saiz` and `saio` added to every `traf` ([`boxes::protect_segment`]), the subsample maps of
-//! video samples ([`subsample`]), the ciphers ([`cipher`]) and the DASH `ContentProtection` and
-//! HLS `EXT-X-KEY` signalling ([`manifest`]). It works on what `hls` wrote (box bytes and
+//! video samples ([`subsample`]), the ciphers ([`cipher`]), the DASH `ContentProtection` and
+//! HLS `EXT-X-KEY` signalling ([`manifest`]), and reading the keys and DRM signalling a CPIX
+//! document gives ([`cpix`]). It works on what `hls` wrote (box bytes and
 //! manifest text), so the clear packaging stays as it is and a protected title costs only the
 //! requests that ask for it. It does not hold keys, decide which title is protected or answer
 //! licence requests (the server does).
@@ -19,11 +20,12 @@
 
 pub mod boxes;
 pub mod cipher;
+pub mod cpix;
 pub mod manifest;
 pub mod slice;
 pub mod subsample;
 
-pub use boxes::{protect_init, protect_segment, TrackCrypt};
+pub use boxes::{protect_init, protect_segment, protect_segment_in_place, TrackCrypt};
 
 /// The W3C "common" protection system (`1077efec-c0b2-4d02-ace3-3c1e52e2fb4b`): a `pssh` that
 /// only lists KIDs, which ClearKey and EME players read.
@@ -54,13 +56,30 @@ impl Scheme {
     }
 }
 
-/// A protection system's `pssh` given by configuration (Widevine's or PlayReady's data, made by
-/// their licence service or a CPIX document): written as it is into the init segment and the MPD.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A protection system given by configuration (Widevine's, PlayReady's or FairPlay's, from their
+/// licence service or a CPIX document): its `pssh` written as it is into the init segment and
+/// the MPD, and what a CPIX document gives for the manifests.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SystemData {
     /// The system's id.
     pub system_id: [u8; 16],
-    /// The `pssh` box's data.
+    /// Its `pssh` box's content, when it has one (FairPlay is signalled in HLS only).
+    pub pssh: Option<Pssh>,
+    /// The children of its MPD `ContentProtection` (CPIX `ContentProtectionData`), written in
+    /// place of a `cenc:pssh`.
+    pub dash: Option<String>,
+    /// Lines for media playlists (`#EXT-X-KEY:...`, CPIX `HLSSignalingData`).
+    pub hls_media: Vec<String>,
+    /// Lines for the multivariant playlist (`#EXT-X-SESSION-KEY:...`).
+    pub hls_master: Vec<String>,
+}
+
+/// What a `pssh` box holds besides its system id.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Pssh {
+    /// The KIDs of a version 1 box (none: version 0).
+    pub kids: Vec<[u8; 16]>,
+    /// The system's data.
     pub data: Vec<u8>,
 }
 
@@ -75,6 +94,8 @@ pub struct TitleKey {
     pub key: [u8; 16],
     /// Systems besides the W3C common one, each with its own `pssh`.
     pub systems: Vec<SystemData>,
+    /// The `cbcs` constant IV a CPIX document gave (`explicitIV`); else one is made from the KID.
+    pub explicit_iv: Option<[u8; 16]>,
 }
 
 impl std::fmt::Debug for TitleKey {
@@ -85,8 +106,12 @@ impl std::fmt::Debug for TitleKey {
 }
 
 impl TitleKey {
-    /// The constant IV of `cbcs`: from the KID, so it is stable and says nothing of the key.
+    /// The constant IV of `cbcs`: the configured one, else from the KID, so it is stable and
+    /// says nothing of the key.
     pub fn constant_iv(&self) -> [u8; 16] {
+        if let Some(iv) = self.explicit_iv {
+            return iv;
+        }
         let mut iv = [0u8; 16];
         for (i, b) in self.kid.iter().enumerate() {
             iv[i] = b.rotate_left(3) ^ 0x5c ^ (i as u8);

@@ -22,7 +22,12 @@ fn title(scheme: Scheme) -> TitleKey {
         scheme,
         kid: *b"kid-of-the-demo!",
         key: *b"key-of-the-demo!",
-        systems: vec![SystemData { system_id: [0xed; 16], data: b"opaque".to_vec() }],
+        systems: vec![SystemData {
+            system_id: [0xed; 16],
+            pssh: Some(Pssh { kids: Vec::new(), data: b"opaque".to_vec() }),
+            ..SystemData::default()
+        }],
+        explicit_iv: None,
     }
 }
 

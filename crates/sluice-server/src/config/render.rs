@@ -81,7 +81,10 @@ const PROTECT: &str = "\
 # Keys: keys_file holds `path-or-prefix KID KEY` lines (32 hex digits each; the longest matching
 # path wins; a title under the prefix with no line is refused, never served clear), or
 # master_key_file holds one master key (32 or 64 hex digits) from which each title's KID and key
-# are derived (HKDF-SHA256 over the title's path), so no list grows with the library.
+# are derived (HKDF-SHA256 over the title's path), so no list grows with the library, or
+# cpix_file is a DASH-IF CPIX document from a key service: its one content key encrypts the
+# prefix's titles, its DRMSystemList is signalled (pssh boxes, MPD and HLS data). One of the
+# three. A rendition set's renditions (TITLE.<height>p.mp4) share the key of TITLE.set.
 # pssh: other DRM systems' data (\"SYSTEM-UUID:BASE64\", from their licence service or a CPIX
 # document) written into init segments and MPDs; their licences are acquired outside sluice.
 # [[protect]]
@@ -94,6 +97,11 @@ const PROTECT: &str = "\
 # scheme = \"cenc\"
 # keys_file = \"/etc/sluice/title-keys\"
 # pssh = [\"edef8ba9-79d6-4ace-a3c8-27dcd51d21ed:AAAAAA==\"]
+#
+# [[protect]]
+# prefix = \"/premium/studio/\"
+# scheme = \"cbcs\"
+# cpix_file = \"/etc/sluice/studio.cpix.xml\"
 ";
 
 /// The settings of one section, in table order.

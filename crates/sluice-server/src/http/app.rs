@@ -396,7 +396,7 @@ impl App {
         let Some((parent, name)) = path.relative().rsplit_once('/') else { return Ok(None) };
         let protection = match self.protection.title(&format!("/{parent}")) {
             Some(Ok(title)) => Some(title),
-            Some(Err(NoKey)) if crate::library::names::is_mp4(parent) => {
+            Some(Err(NoKey)) if crate::library::names::is_title(parent) => {
                 tracing::warn!(path = parent, "[[protect]]: no key is listed for this title; refused");
                 return Ok(Some(Response::refusal(
                     Status::SERVICE_UNAVAILABLE,
@@ -405,7 +405,7 @@ impl App {
             }
             _ => None,
         };
-        if name == licence::AES_KEY && crate::library::names::is_mp4(parent) {
+        if name == licence::AES_KEY && crate::library::names::is_title(parent) {
             return Ok(Some(match &protection {
                 Some(title) => licence::aes_key(title),
                 None => Response::error(Status::NOT_FOUND),
@@ -432,14 +432,8 @@ impl App {
         if let Some(set) = parent.strip_suffix(crate::library::renditions::SET_SUFFIX) {
             let (dir, title) = set.rsplit_once('/').unwrap_or(("", set));
             if !title.is_empty() {
-                // Each rendition of an encrypted title has its own key and KID, which a set's
-                // manifests do not signal yet: refused rather than left to fail in the player.
-                if self.protection.guards(&format!("/{parent}")) {
-                    let why = "rendition sets of encrypted titles are not packaged; play each rendition";
-                    return Ok(Some(Response::refusal(Status::CONFLICT, why)));
-                }
                 let thumbnails = Some(&*self.thumbnails);
-                let set = crate::http::hls::SetRequest { dir, title, resource, thumbnails };
+                let set = crate::http::hls::SetRequest { dir, title, resource, thumbnails, protection };
                 return crate::http::hls::respond_set(req, &self.library, &set, may_block).map(Some);
             }
         }
@@ -575,12 +569,14 @@ impl App {
         let sets =
             match crate::library::renditions::listed_sets(&self.library, dir.relative(), &entries, may_block)
             {
-                // Not for encrypted titles (see `App::hls`).
-                Ok(sets) => {
-                    let set_path = |s: &crate::library::renditions::SetOffer| {
-                        format!("/{}{}", join(&s.title), crate::library::renditions::SET_SUFFIX)
-                    };
-                    sets.into_iter().filter(|s| !self.protection.guards(&set_path(s))).collect()
+                // An encrypted set says its scheme, as its renditions do.
+                Ok(mut sets) => {
+                    for s in &mut sets {
+                        let set = format!("/{}{}", join(&s.title), crate::library::renditions::SET_SUFFIX);
+                        s.protection =
+                            self.protection.title(&set).and_then(Result::ok).map(|t| t.scheme.name());
+                    }
+                    sets
                 }
                 Err(LibraryError::WouldBlock) => {
                     needs_job.set(true);

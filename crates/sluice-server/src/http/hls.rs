@@ -244,7 +244,7 @@ fn segment_parts(
     };
     if let Some(title) = &hls.protection {
         return Ok(match protected::segment(library, version, &tables, index, &plan, n, only, title)? {
-            Ok(bytes) => Ok(vec![Segment::Bytes(bytes)]),
+            Ok(parts) => Ok(parts),
             Err(e) => {
                 tracing::warn!(path = relative, segment = n, "cannot encrypt the segment: {e}");
                 Err(failure(Status::INTERNAL_SERVER_ERROR, &e))
@@ -343,6 +343,9 @@ pub struct SetRequest<'a> {
     pub resource: Resource,
     /// The scrubbing thumbnails the manifests list (the first rendition's), when they are made.
     pub thumbnails: Option<&'a crate::thumbs::Thumbnails>,
+    /// How the set is encrypted (`[[protect]]`, the set's key, which its renditions share), when
+    /// it is.
+    pub protection: Option<crate::protect::TitleProtection>,
 }
 
 /// The answer to a set's resource: 404 for a set that is not there (or a resource sets do not
@@ -377,6 +380,20 @@ pub fn respond_set(
             return Ok(failure(Status::INTERNAL_SERVER_ERROR, &e.to_string()));
         }
     };
+    let protection = set.protection.as_ref();
+    // The renditions' segments are encrypted with the key their names lead to (the set's for a
+    // `TITLE.<height>p.mp4`, see `crate::protect::keyed_path`): a sidecar naming another file
+    // would list segments under another key than the one the manifests signal.
+    if let Some(other) = found.members.iter().find(|m| {
+        protection.is_some() && crate::library::renditions::rendition_height(&m.name, set.title).is_none()
+    }) {
+        let why = format!(
+            "{} is not named {}.<height>p.mp4: the renditions of an encrypted set share its key, \
+             which a rendition's name leads to",
+            other.name, set.title
+        );
+        return Ok(failure(Status::CONFLICT, &why));
+    }
     let prefixes: Vec<String> =
         found.members.iter().map(|m| format!("../{}/", utf8_percent_encode(&m.name, SEGMENT))).collect();
     let subtitles = subtitle_refs(&found.subtitles);
@@ -387,8 +404,9 @@ pub fn respond_set(
             let renditions: Vec<Rendition<'_>> =
                 indexes.iter().zip(&prefixes).map(|(index, prefix)| Rendition { prefix, index }).collect();
             let mut master = master_playlist(&renditions, &subtitles);
-            // Each rendition's keyframes as an I-frame stream.
-            for (m, prefix) in found.members.iter().zip(&prefixes) {
+            // Each rendition's keyframes as an I-frame stream; I-frame fragments and thumbnails
+            // are clear, so an encrypted set lists none.
+            for (m, prefix) in found.members.iter().zip(&prefixes).filter(|_| protection.is_none()) {
                 let Some(index) = m.index() else { continue };
                 if let Ok(tables) = library.tables(&m.relative, &m.version, may_block)? {
                     master.push_str(&iframes::stream_inf(&tables, index, prefix));
@@ -399,7 +417,10 @@ pub fn respond_set(
                     }
                 }
             }
-            master.into_bytes()
+            match protection {
+                Some(title) => protected::master(&master, title).into_bytes(),
+                None => master.into_bytes(),
+            }
         }
         Resource::Mpd => {
             let mut tables = Vec::with_capacity(found.members.len());
@@ -416,8 +437,19 @@ pub fn respond_set(
                 .map(|((index, prefix), file)| MpdRendition { prefix, index, file })
                 .collect();
             let text = mpd::manifest(&renditions, &subtitles);
-            match (renditions.first(), prefixes.first()) {
-                (Some(first), Some(prefix)) => {
+            match (protection, renditions.first(), prefixes.first()) {
+                (Some(title), ..) => {
+                    let name = format!("{}{}", set.title, crate::library::renditions::SET_SUFFIX);
+                    let relative = if set.dir.is_empty() { name } else { format!("{}/{name}", set.dir) };
+                    match protected::mpd(&without_trick_mode(text), &relative, title) {
+                        Some(text) => text.into_bytes(),
+                        None => {
+                            let why = "this set is encrypted with AES-128 for HLS only";
+                            return Ok(failure(Status::NOT_FOUND, why));
+                        }
+                    }
+                }
+                (None, Some(first), Some(prefix)) => {
                     crate::thumbs::with_image_set(set.thumbnails, text, first.file, first.index, prefix)
                         .into_bytes()
                 }

@@ -33,3 +33,15 @@ pub fn is_mp4(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     [".mp4", ".m4v", ".mov"].iter().any(|ext| lower.ends_with(ext))
 }
+
+/// Whether this path names what a `[[protect]]` key is for: an MP4 title or a rendition set.
+pub fn is_title(name: &str) -> bool {
+    is_mp4(name) || is_set(name)
+}
+
+/// Whether this path names a rendition set (`movie.set`), whose manifests are packaged from the
+/// files beside it.
+pub fn is_set(name: &str) -> bool {
+    name.strip_suffix(super::renditions::SET_SUFFIX)
+        .is_some_and(|title| !title.is_empty() && !title.ends_with('/'))
+}

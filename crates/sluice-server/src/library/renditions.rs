@@ -32,6 +32,8 @@ pub struct SetOffer {
     /// its files packages): the page shows the reason instead of a Play button. `None` when
     /// it plays.
     pub refused: Option<String>,
+    /// Its `[[protect]]` scheme (`cenc`, `cbcs`, `aes-128`) when it is encrypted.
+    pub protection: Option<&'static str>,
 }
 
 /// The suffix of a set's name in URLs: `/movies/movie.set/master.m3u8`.
@@ -243,7 +245,13 @@ pub fn listed_sets(
         .map(|(title, found)| {
             found.unwrap_or_else(|e| {
                 tracing::debug!(dir, title, "rendition set not offered: {e}");
-                SetOffer { title, renditions: Vec::new(), subtitles: Vec::new(), refused: Some(refusal(e)) }
+                SetOffer {
+                    title,
+                    renditions: Vec::new(),
+                    subtitles: Vec::new(),
+                    refused: Some(refusal(e)),
+                    protection: None,
+                }
             })
         })
         .collect())
@@ -292,6 +300,7 @@ fn named_sets(
                     .collect(),
                 subtitles: set.subtitles.iter().map(|s| s.language.clone()).collect(),
                 refused: None,
+                protection: None,
             }),
             Err(SetError::Library(e)) => return Err(e),
             Err(e) => Err(e),

@@ -168,12 +168,30 @@ fn set_item(html: &mut String, i: usize, set: &SetOffer) {
         meta.push_str(&format!(" \u{b7} subtitles: {}", escape(&set.subtitles.join(", "))));
     }
     let (hls, dash) = (format!("{href}/master.m3u8"), format!("{href}/manifest.mpd"));
+    // An encrypted set plays as an encrypted title does: EME with the set's ClearKey licence (its
+    // renditions share its key); AES-128 has no DASH.
+    let (players, dash_url) = match set.protection {
+        Some("aes-128") => (format!("data-hls=\"{hls}\" data-protect=\"aes-128\""), None),
+        Some(scheme) => (
+            format!(
+                "data-hls=\"{hls}\" data-dash=\"{dash}\" data-protect=\"{scheme}\" data-licence=\"{href}/clearkey\""
+            ),
+            Some(&dash),
+        ),
+        None => (format!("data-hls=\"{hls}\" data-dash=\"{dash}\""), Some(&dash)),
+    };
+    if let Some(scheme) = set.protection {
+        meta.push_str(&format!(" \u{b7} encrypted ({scheme})"));
+    }
+    let dash_line = dash_url.map_or(String::new(), |dash| format!(
+        "<div class=\"url\">DASH: <code id=\"s{i}d\" data-rel=\"{dash}\">{dash}</code><button class=\"copy\" data-for=\"s{i}d\">Copy</button></div>"
+    ));
     let _ = writeln!(
         html,
         "<li class=\"set\" data-name=\"{key}\"><strong>{name}</strong><span class=\"meta\">{meta}</span>\
-<button class=\"play\" data-src=\"{}\" data-hls=\"{hls}\" data-dash=\"{dash}\" data-title=\"{name}\">Play</button>\
+<button class=\"play\" data-src=\"{}\" {players} data-title=\"{name}\">Play</button>\
 <div class=\"url\">HLS: <code id=\"s{i}h\" data-rel=\"{hls}\">{hls}</code><button class=\"copy\" data-for=\"s{i}h\">Copy</button></div>\
-<div class=\"url\">DASH: <code id=\"s{i}d\" data-rel=\"{dash}\">{dash}</code><button class=\"copy\" data-for=\"s{i}d\">Copy</button></div></li>",
+{dash_line}</li>",
         first.unwrap_or_default()
     );
 }
@@ -456,8 +474,11 @@ mod tests {
             renditions: vec![("m <x>.240p.mp4".into(), Some((320, 240))), ("m <x>.120p.mp4".into(), None)],
             subtitles: vec!["en".into(), "fr".into()],
             refused: None,
+            protection: None,
         };
-        let html = library_page(&normalize("/").unwrap(), &entries, &[set], None, |_| Offers::default());
+        let html = library_page(&normalize("/").unwrap(), &entries, std::slice::from_ref(&set), None, |_| {
+            Offers::default()
+        });
         assert!(html.contains("data-hls=\"./m%20%3Cx%3E.set/master.m3u8\""), "{html}");
         assert!(html.contains("data-dash=\"./m%20%3Cx%3E.set/manifest.mpd\""), "{html}");
         assert!(
@@ -466,6 +487,14 @@ mod tests {
         );
         assert!(html.contains("<select id=\"via\">"), "{html}");
         assert!(html.contains(DASH_JS_PATH), "{html}");
+        let encrypted = SetOffer { protection: Some("cbcs"), ..set.clone() };
+        let html =
+            library_page(&normalize("/").unwrap(), &entries, &[encrypted], None, |_| Offers::default());
+        assert!(html.contains("data-protect=\"cbcs\" data-licence=\"./m%20%3Cx%3E.set/clearkey\""), "{html}");
+        assert!(html.contains("\u{b7} encrypted (cbcs)"), "{html}");
+        let aes = SetOffer { protection: Some("aes-128"), ..set };
+        let html = library_page(&normalize("/").unwrap(), &entries, &[aes], None, |_| Offers::default());
+        assert!(html.contains("data-protect=\"aes-128\"") && !html.contains("manifest.mpd"), "{html}");
     }
 
     #[test]

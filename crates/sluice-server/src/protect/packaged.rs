@@ -13,7 +13,8 @@ use percent_encoding::utf8_percent_encode;
 use sluice_media::hls::{Packaged, SegmentIndex, SegmentPlan};
 use sluice_media::mp4::{Mp4File, TrackKind};
 use sluice_media::protect::slice::SliceHeaders;
-use sluice_media::protect::{cipher, manifest, protect_init, protect_segment, TrackCrypt};
+use sluice_media::protect::{cipher, manifest, protect_init, protect_segment_in_place, TrackCrypt};
+use sluice_proto::conn::Segment;
 
 use super::licence::{AES_KEY, CLEARKEY};
 use super::TitleProtection;
@@ -22,7 +23,10 @@ use crate::library::{FileVersion, Library, LibraryError};
 /// The master playlist with its `EXT-X-SESSION-KEY`.
 pub fn master(text: &str, title: &TitleProtection) -> String {
     let key = match title.scheme.cenc() {
-        Some(_) => manifest::sample_aes_key("EXT-X-SESSION-KEY", &title.key),
+        Some(_) => {
+            let ours = manifest::sample_aes_key("EXT-X-SESSION-KEY", &title.key);
+            ours + &manifest::system_key_lines(&title.key, true)
+        }
         None => manifest::aes128_key("EXT-X-SESSION-KEY", AES_KEY),
     };
     manifest::keyed_master_playlist(text, &key)
@@ -36,7 +40,10 @@ pub fn media(text: &str) -> String {
 /// A track's media playlist: `SAMPLE-AES`(`-CTR`) for CENC, AES-128 otherwise.
 pub fn track_playlist(text: &str, title: &TitleProtection) -> String {
     match title.scheme.cenc() {
-        Some(_) => manifest::keyed_media_playlist(text, &manifest::sample_aes_key("EXT-X-KEY", &title.key)),
+        Some(_) => {
+            let ours = manifest::sample_aes_key("EXT-X-KEY", &title.key);
+            manifest::keyed_media_playlist(text, &(ours + &manifest::system_key_lines(&title.key, false)))
+        }
         None => media(text),
     }
 }
@@ -65,7 +72,9 @@ pub fn track_init(init: &[u8], title: &TitleProtection) -> Result<Vec<u8>, Strin
 }
 
 /// Media segment `n` of `only` (a track, or the muxed rendition) planned as `plan`, read from
-/// the library and encrypted; `Ok(Err(reason))` when it cannot be.
+/// the library and encrypted, as the parts of the response (a CENC segment's payload is encrypted
+/// where it was read, and goes out after its new header, never copied); `Ok(Err(reason))` when it
+/// cannot be.
 #[allow(clippy::too_many_arguments)]
 pub fn segment(
     library: &Library,
@@ -76,7 +85,7 @@ pub fn segment(
     n: usize,
     only: Option<Packaged>,
     title: &TitleProtection,
-) -> Result<Result<Vec<u8>, String>, LibraryError> {
+) -> Result<Result<Vec<Segment>, String>, LibraryError> {
     let mut payload = vec![0u8; (plan.len() - plan.header.len() as u64) as usize];
     let mut at = 0usize;
     for range in &plan.ranges {
@@ -100,12 +109,15 @@ pub fn segment(
             let nal_length_size = h264.map(|h| h.nal_length_size);
             let track =
                 TrackCrypt { track_id: 1, nal_length_size, slices: slices.as_ref(), iv_tag: which as u8 + 1 };
-            Ok(protect_segment(&plan.header, &payload, &title.key, &[track]).map_err(|e| e.to_string()))
+            Ok(match protect_segment_in_place(&plan.header, &mut payload, &title.key, &[track]) {
+                Ok(head) => Ok(vec![Segment::Bytes(head), Segment::Bytes(payload)]),
+                Err(e) => Err(e.to_string()),
+            })
         }
         _ => {
             let mut whole = plan.header.clone();
             whole.extend_from_slice(&payload);
-            Ok(Ok(cipher::aes128_segment(&title.key.key, n as u64, &whole)))
+            Ok(Ok(vec![Segment::Bytes(cipher::aes128_segment(&title.key.key, n as u64, &whole))]))
         }
     }
 }

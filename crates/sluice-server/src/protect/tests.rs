@@ -9,6 +9,7 @@ fn policy(prefix: &str, scheme: ProtectScheme, keys: Option<&Path>, master: Opti
         scheme,
         keys_file: keys.map(Path::to_owned),
         master_key_file: master.map(Path::to_owned),
+        cpix_file: None,
         pssh: Vec::new(),
     }
 }
@@ -108,4 +109,88 @@ fn the_licence_gives_the_key_of_the_kid_asked_for_only() {
     let other = format!("{{\"kids\":[\"{}\"]}}", b64(&[1; 16]));
     assert_eq!(body(&licence(&title, other.as_bytes()))["keys"].as_array().unwrap().len(), 0);
     assert_eq!(licence(&title, b"nonsense").status.0, 400);
+}
+
+#[test]
+fn renditions_take_their_sets_key_from_a_keys_file_or_the_master_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys");
+    std::fs::write(&keys, format!("/films/ {KID_A} {KEY_A}\n/films/movie.set {KID_B} {KEY_B}\n")).unwrap();
+    let master = dir.path().join("master");
+    std::fs::write(&master, format!("{KEY_A}\n")).unwrap();
+    let p = Protection::load(&[
+        policy("/films/", ProtectScheme::Cenc, Some(&keys), None),
+        policy("/derived/", ProtectScheme::Cbcs, None, Some(&master)),
+    ])
+    .unwrap();
+    let kid = |title: &str| sluice_media::protect::hex(&p.title(title).unwrap().unwrap().key.kid);
+    for title in ["/films/movie.set", "/films/movie.1080p.mp4", "/films/movie.240p.mp4"] {
+        assert_eq!(kid(title), KID_B, "{title}");
+    }
+    assert_eq!(kid("/films/movie.mp4"), KID_A, "a lone title is not a rendition");
+    assert_eq!(kid("/films/other.720p.mp4"), KID_A, "another set's line");
+    let set = kid("/derived/a.set");
+    assert_eq!(kid("/derived/a.720p.mp4"), set);
+    assert_eq!(kid("/derived/a.360p.mp4"), set);
+    assert_ne!(kid("/derived/b.360p.mp4"), set, "each set its own key");
+    assert_ne!(kid("/derived/a.mp4"), set);
+    // A line for one rendition could only disagree with its set's: refused, saying which line.
+    std::fs::write(&keys, format!("/films/movie.720p.mp4 {KID_A} {KEY_A}\n")).unwrap();
+    let error = p.reload().unwrap_err().to_string();
+    assert!(error.contains("line 1") && error.contains("/films/movie.set"), "{error}");
+}
+
+#[test]
+fn a_cpix_document_keys_its_prefix_and_brings_its_drm_systems() {
+    use base64::Engine as _;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let widevine = "edef8ba9-79d6-4ace-a3c8-27dcd51d21ed";
+    let mut pssh = vec![0, 0, 0, 36];
+    pssh.extend_from_slice(b"pssh\0\0\0\0");
+    pssh.extend_from_slice(&[
+        0xed, 0xef, 0x8b, 0xa9, 0x79, 0xd6, 0x4a, 0xce, 0xa3, 0xc8, 0x27, 0xdc, 0xd5, 0x1d, 0x21, 0xed,
+    ]);
+    pssh.extend_from_slice(&[0, 0, 0, 4]);
+    pssh.extend_from_slice(b"wv!!");
+    let document = format!(
+        "<cpix:CPIX xmlns:cpix=\"urn:dashif:org:cpix\" xmlns:pskc=\"urn:ietf:params:xml:ns:keyprov:pskc\">\
+         <cpix:ContentKeyList><cpix:ContentKey kid=\"00112233-4455-6677-8899-aabbccddeeff\">\
+         <cpix:Data><pskc:Secret><pskc:PlainValue>{}</pskc:PlainValue></pskc:Secret></cpix:Data>\
+         </cpix:ContentKey></cpix:ContentKeyList><cpix:DRMSystemList>\
+         <cpix:DRMSystem kid=\"00112233-4455-6677-8899-aabbccddeeff\" systemId=\"{widevine}\"><cpix:PSSH>{}</cpix:PSSH></cpix:DRMSystem>\
+         </cpix:DRMSystemList></cpix:CPIX>",
+        b64(&unhex(KEY_A).unwrap()),
+        b64(&pssh),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("movie.cpix.xml");
+    std::fs::write(&file, &document).unwrap();
+    let mut entry = policy("/licensed/", ProtectScheme::Cenc, None, None);
+    entry.cpix_file = Some(file.clone());
+    let p = Protection::load(std::slice::from_ref(&entry)).unwrap();
+    for title in ["/licensed/a.mp4", "/licensed/shows/b.mp4", "/licensed/m.720p.mp4"] {
+        let t = p.title(title).unwrap().unwrap();
+        assert_eq!(
+            (sluice_media::protect::hex(&t.key.kid), sluice_media::protect::hex(&t.key.key)),
+            (KID_A.into(), KEY_A.into())
+        );
+        assert_eq!(t.key.systems.len(), 1);
+        assert_eq!(t.key.systems[0].pssh.as_ref().unwrap().data, b"wv!!");
+    }
+    // SIGHUP reads the document again: a broken one keeps the key in force, saying where.
+    std::fs::write(&file, document.replace("</pskc:PlainValue>", "</pskc:PlainValueX>")).unwrap();
+    let error = p.reload().unwrap_err().to_string();
+    assert!(error.contains("movie.cpix.xml") && error.contains("not well-formed XML"), "{error}");
+    assert!(!error.contains(&b64(&unhex(KEY_A).unwrap())), "{error}");
+    assert_eq!(sluice_media::protect::hex(&p.title("/licensed/a.mp4").unwrap().unwrap().key.key), KEY_A);
+    // One key source an entry; the same system twice is a mistake.
+    let keys = dir.path().join("keys");
+    std::fs::write(&keys, format!("/licensed/ {KID_A} {KEY_A}\n")).unwrap();
+    std::fs::write(&file, &document).unwrap();
+    let both = ProtectPolicy { keys_file: Some(keys), ..entry.clone() };
+    let error = Protection::load(&[both]).unwrap_err().to_string();
+    assert!(error.contains("set one of keys_file, master_key_file and cpix_file"), "{error}");
+    let twice = ProtectPolicy { pssh: vec![format!("{widevine}:AAAA")], ..entry };
+    let error = Protection::load(&[twice]).unwrap_err().to_string();
+    assert!(error.contains(&format!("both give system {widevine}")), "{error}");
 }

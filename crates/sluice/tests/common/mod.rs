@@ -89,6 +89,8 @@ pub mod edge;
 mod fixture;
 mod headers;
 mod http;
+#[allow(clippy::unwrap_used)]
+pub mod protect;
 mod ranges;
 pub mod rtsp;
 mod server;

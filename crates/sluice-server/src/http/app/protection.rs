@@ -31,7 +31,7 @@ impl App {
             && self.protection.guards(&format!("/{parent}"))
     }
 
-    /// `POST /<title>.mp4/clearkey`: the title's ClearKey licence, to a request its
+    /// `POST /<title>.mp4/clearkey` (or `/<title>.set/clearkey`): the title's ClearKey licence, to a request its
     /// `[[access]]` policy lets read the title (403 otherwise); `OPTIONS` on it is the CORS
     /// preflight of a player on another origin (which carries no credentials); other POSTs and
     /// OPTIONS are 405.
@@ -41,7 +41,8 @@ impl App {
         let Some(title) = path.relative().strip_suffix(&format!("/{}", licence::CLEARKEY)) else {
             return not_allowed().into();
         };
-        if !crate::library::names::is_mp4(title) {
+        // A set's licence: its renditions share its key (see `crate::protect::keyed_path`).
+        if !crate::library::names::is_title(title) {
             return not_allowed().into();
         }
         if req.method == Method::Options {
