@@ -51,6 +51,7 @@ pub mod admission;
 pub mod config;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod live;
 mod loop_core;
 pub mod playable;
 pub mod samples;
@@ -61,6 +62,7 @@ pub mod table;
 
 pub use admission::ADMIT_BUSY;
 pub use config::{Overload, RtspConfig};
+pub use live::{LiveRegistry, LiveStream, LiveSummary};
 pub use playable::{first_refusal, playable, Refusal, Unplayable, REASON_HEADER};
 pub use server::{Control, MediaLibrary, Note, Observer, RtspServer, LATE_SEND, LOAD_WINDOW, PACE_TICK};
 pub use session::{

@@ -14,7 +14,10 @@ pub mod loops;
 pub mod request;
 pub mod response;
 
-pub use headers::{cseq, parse_range, parse_transport, session_id, NptStart, PlayRange, TransportSpec};
+pub use headers::{
+    cseq, parse_range, parse_record_transport, parse_transport, session_id, NptStart, PlayRange,
+    TransportSpec,
+};
 pub use loops::{ControlIo, DatagramSink, Headroom, LoopNote, OutBuf, Port, Release, RtspCore};
 pub use request::{read_message, Limits, Message};
 pub use response::{Reply, RtpInfoEntry};
