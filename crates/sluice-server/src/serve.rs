@@ -296,7 +296,8 @@ impl Server {
                         Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
                         None => RtspMedia::new(Arc::clone(&library)),
                     }
-                    .with_protection(Arc::clone(&protection)),
+                    .with_protection(Arc::clone(&protection))
+                    .with_live(Arc::new(sluice_rtsp::LiveRegistry::new(&config.rtsp.live_prefix))),
                 ),
             }),
             false => None,
@@ -451,7 +452,8 @@ impl Server {
                 self.rtsp.as_ref().map(|r| r.sockets.local_addr()),
                 shutdown.clone(),
             )
-            .with_readiness(self.readiness.clone());
+            .with_readiness(self.readiness.clone())
+            .with_live(self.rtsp.as_ref().and_then(|r| r.media.live_registry().cloned()));
             (listeners, Arc::new(AdminService(Arc::new(admin))))
         });
         let service = Arc::new(HttpService { app: self.app });

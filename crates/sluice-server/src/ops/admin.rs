@@ -32,6 +32,8 @@ pub struct Admin {
     board: Arc<crate::ops::dashboard::Board>,
     /// The server's limits with the admin listener's shorter waits.
     limits: Limits,
+    /// The live paths publishers send to, when RTSP takes publishers.
+    live: Option<Arc<sluice_rtsp::LiveRegistry>>,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -67,7 +69,22 @@ impl Admin {
             header_timeout: server.header_timeout.min(KEEPALIVE),
             ..server.clone()
         };
-        Admin { app, http, rtsp, shutdown, ready: Readiness::default(), board: Arc::default(), limits }
+        Admin {
+            app,
+            http,
+            rtsp,
+            shutdown,
+            ready: Readiness::default(),
+            board: Arc::default(),
+            limits,
+            live: None,
+        }
+    }
+
+    /// `/streams` lists the live paths of `live` too.
+    pub fn with_live(mut self, live: Option<Arc<sluice_rtsp::LiveRegistry>>) -> Admin {
+        self.live = live;
+        self
     }
 
     /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
@@ -163,7 +180,22 @@ impl Admin {
                     }
                 })
                 .collect();
-        let mut text = serde_json::json!({ "items": items, "sets": sets }).to_string();
+        // Live paths: who publishes them, since when, and their RTSP viewers.
+        let live: Vec<serde_json::Value> = self
+            .live
+            .iter()
+            .flat_map(|live| live.list(std::time::Instant::now()))
+            .map(|s| {
+                serde_json::json!({
+                    "path": s.path,
+                    "publisher": s.publisher.to_string(),
+                    "published_secs": s.age.as_secs(),
+                    "rtsp": self.rtsp.map(|a| format!("rtsp://{}{}", host_port(a), url_path(&s.path))),
+                    "viewers": { "rtsp": viewers.get(&s.path).copied().unwrap_or(0) },
+                })
+            })
+            .collect();
+        let mut text = serde_json::json!({ "items": items, "sets": sets, "live": live }).to_string();
         text.push('\n');
         text
     }
