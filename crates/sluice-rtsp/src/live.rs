@@ -418,6 +418,8 @@ pub struct LiveSummary {
     pub publisher: SocketAddr,
     /// How long it has been published.
     pub age: Duration,
+    /// Whether viewers can play it (its media has come, a keyframe on every video track).
+    pub ready: bool,
 }
 
 impl LiveRegistry {
@@ -478,6 +480,7 @@ impl LiveRegistry {
                 path: s.path.clone(),
                 publisher: s.publisher,
                 age: now.saturating_duration_since(s.started),
+                ready: s.is_ready(),
             })
             .collect();
         all.sort_by(|a, b| a.path.cmp(&b.path));

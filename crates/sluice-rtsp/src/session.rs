@@ -279,10 +279,11 @@ impl RtspConnection {
     /// connection idle for the session timeout has nothing left to keep alive (its sessions have
     /// timed out too), like an HTTP keep-alive timeout.
     pub fn deadline(&self, table: &SessionTable) -> Instant {
-        match self.publishing {
-            // A publisher is dropped after the stall deadline without a byte.
-            Some(_) => self.last_activity + table.config.publish_stall,
-            None => self.last_activity + table.config.session_timeout,
+        match &self.publishing {
+            // A publisher whose media flows is dropped after the stall deadline without a byte
+            // (before its first packet, an encoder may take seconds to start).
+            Some(p) if p.is_flowing() => self.last_activity + table.config.publish_stall,
+            _ => self.last_activity + table.config.session_timeout,
         }
     }
 

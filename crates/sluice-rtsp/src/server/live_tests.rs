@@ -259,17 +259,24 @@ fn a_published_path_plays_live_from_a_keyframe_and_ends_with_its_publisher() {
 
 #[test]
 fn a_silent_publisher_is_dropped_at_the_stall_deadline_and_the_path_is_free_again() {
-    let (_, _, sdp) = demo();
+    let (file, bytes, sdp) = demo();
     let media = Live(LiveRegistry::new("/live"));
     let t0 = Instant::now();
     let mut server: Server<'_> = RtspServer::new(table(), &media, Quiet, t0);
     let publisher = publish(&mut server, &sdp, t0);
     let stall = server.config().publish_stall;
-    server.tick(t0 + stall - Duration::from_millis(10), Duration::ZERO);
-    assert!(!server.control(publisher).unwrap().should_close());
+    // Before its first packet an encoder may take a while: the stall deadline is not running.
     server.tick(t0 + stall + PACE_TICK, Duration::ZERO);
+    assert!(!server.control(publisher).unwrap().should_close(), "kept until its media starts");
+    let t1 = t0 + stall * 2;
+    let (_, first) = &publisher_frames(&file, &bytes)[0];
+    server.received(publisher, first, t1);
+    server.tick(t1 + stall - Duration::from_millis(10), Duration::ZERO);
+    assert!(!server.control(publisher).unwrap().should_close());
+    let t2 = t1 + stall + PACE_TICK;
+    server.tick(t2, Duration::ZERO);
     assert!(server.control(publisher).unwrap().should_close(), "dropped at the deadline");
-    server.remove(publisher, t0 + stall + PACE_TICK);
+    server.remove(publisher, t2);
     assert!(media.0.get("/live/x").is_none());
     // A path outside the live prefix is not published.
     let key = server.accept((), "10.0.0.9:5001".parse().unwrap(), t0);
@@ -283,6 +290,6 @@ fn a_silent_publisher_is_dropped_at_the_stall_deadline_and_the_path_is_free_agai
         t0,
     );
     assert!(r.starts_with("RTSP/1.0 403"), "{r}");
-    let again = publish(&mut server, &sdp, t0 + stall * 2);
+    let again = publish(&mut server, &sdp, t2);
     assert!(server.control(again).is_some());
 }

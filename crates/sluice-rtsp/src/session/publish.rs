@@ -32,6 +32,15 @@ pub(super) struct Publishing {
     channels: Vec<(u8, usize)>,
     session: SessionId,
     recording: bool,
+    /// RTP came since `RECORD`.
+    flowing: bool,
+}
+
+impl Publishing {
+    /// Whether its media flows (RTP came since `RECORD`).
+    pub(super) fn is_flowing(&self) -> bool {
+        self.flowing
+    }
 }
 
 /// The presentation at `path` for a viewer: a live path's table as it stands (held, as a file
@@ -116,7 +125,7 @@ impl RtspConnection {
         };
         let session = x.table.new_id();
         self.publishing =
-            Some(Publishing { stream, controls, channels: Vec::new(), session, recording: false });
+            Some(Publishing { stream, controls, channels: Vec::new(), session, recording: false, flowing: false });
         Ok(Reply::new(StatusCode::Ok, Some(x.cseq)))
     }
 
@@ -189,10 +198,11 @@ impl RtspConnection {
     /// goes into its stream. Returns whether the connection publishes (a publisher's frames
     /// are its own, not a viewer's RTCP).
     pub(super) fn published(&mut self, channel: u8, payload: &[u8], now: Instant) -> bool {
-        let Some(p) = &self.publishing else { return false };
+        let Some(p) = &mut self.publishing else { return false };
         if p.recording {
             if let Some(&(_, track)) = p.channels.iter().find(|(rtp, _)| *rtp == channel) {
                 p.stream.push_rtp(track, payload, now);
+                p.flowing = true;
             }
         }
         true

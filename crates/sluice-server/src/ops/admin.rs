@@ -190,6 +190,7 @@ impl Admin {
                     "path": s.path,
                     "publisher": s.publisher.to_string(),
                     "published_secs": s.age.as_secs(),
+                    "ready": s.ready,
                     "rtsp": self.rtsp.map(|a| format!("rtsp://{}{}", host_port(a), url_path(&s.path))),
                     "viewers": { "rtsp": viewers.get(&s.path).copied().unwrap_or(0) },
                 })

@@ -1,0 +1,139 @@
+//! Live publishing over RTSP, on every engine: ffmpeg publishes a test source (`ANNOUNCE`,
+//! `SETUP` with `mode=record` over TCP, `RECORD`) to `rtsp://…/live/x`, and ffprobe, started while
+//! it is published, reads it live over RTSP and counts frames consistent with the published ones;
+//! `/streams` lists the path with its publisher. Publishing is refused without the `[[access]]`
+//! `publish` right (403), without the credentials the policy asks for (401), and on a path that
+//! has a publisher (409). A publisher stopped with SIGSTOP is dropped at the stall deadline and
+//! its path is free again.
+
+// A test that unwraps fails with the value it did not expect, which is what a test should do.
+#![allow(clippy::unwrap_used)]
+
+#[allow(unused_macros)]
+#[macro_use]
+mod common;
+
+use std::process::{Child, Stdio};
+use std::time::Instant;
+
+use common::rtsp::*;
+use common::*;
+
+rtsp_matrix!(a_published_stream_plays_live_and_the_rules_hold);
+
+/// Published: 4 s at 25 fps, a keyframe every 25 frames.
+const PUBLISHED_FRAMES: u64 = 100;
+
+/// The SDP a second publisher announces (any valid H.264 one does: it is refused before use).
+const SDP: &str = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\n\
+    a=rtpmap:96 H264/90000\r\na=fmtp:96 packetization-mode=1; sprop-parameter-sets=Z2QADKzZQUH7ARAAAAMAEAAAAwMg8UKZYA==,aOvjyyLA\r\n\
+    a=control:streamid=0\r\n";
+
+/// Starts ffmpeg publishing `secs` of the test source to `url` over TCP.
+fn publish(url: &str, secs: u32) -> Child {
+    let mut cmd = tool("ffmpeg");
+    cmd.args(["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25", "-f", "lavfi"]);
+    cmd.args(["-i", "sine", "-c:v", "libx264", "-g", "25", "-c:a", "aac", "-t", &secs.to_string()]);
+    cmd.args(["-f", "rtsp", "-rtsp_transport", "tcp", url]);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd.spawn().unwrap()
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// The `/streams` entry of live path `path`, if listed.
+fn live_entry(server: &Server, path: &str) -> Option<serde_json::Value> {
+    let streams: serde_json::Value = serde_json::from_str(&server.streams()).unwrap();
+    streams["live"].as_array()?.iter().find(|e| e["path"] == path).cloned()
+}
+
+fn announce(c: &mut RtspConn, path: &str, auth: Option<&str>) -> RtspResponse {
+    let url = c.url(path);
+    let mut headers = vec![("Content-Type", "application/sdp")];
+    if let Some(auth) = auth {
+        headers.push(("Authorization", auth));
+    }
+    let length = SDP.len().to_string();
+    headers.push(("Content-Length", &length));
+    let cseq = c.send_request("ANNOUNCE", &url, &headers);
+    c.send_raw(SDP);
+    let r = c.response().unwrap();
+    assert_eq!(r.cseq(), Some(cseq));
+    r
+}
+
+fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
+    let fx = Fixture::new();
+    fx.write("users", b"alice:secret\n");
+    let users = fx.path("users");
+    let config = format!(
+        "[rtsp]\npublish_stall = \"1s\"\n\n\
+         [[access]]\nprefix = \"/live/\"\nmode = \"open\"\npublish = true\n\n\
+         [[access]]\nprefix = \"/live/locked/\"\nmode = \"users\"\nusers_file = \"{}\"\npublish = true\n\n\
+         [[access]]\nprefix = \"/live/watch-only/\"\nmode = \"open\"\n",
+        users.display()
+    );
+    fx.write("sluice.toml", config.as_bytes());
+    let config = fx.path("sluice.toml");
+    let server = Server::serve(engine, &fx, &["--config", config.to_str().unwrap()]);
+    let rtsp = server.rtsp_addr();
+    let url = |path: &str| format!("rtsp://{rtsp}{path}");
+
+    // The published stream, and one that will be stopped, side by side.
+    let mut publisher = publish(&url("/live/x"), 4);
+    let mut stalled = publish(&url("/live/stalled"), 30);
+    assert!(
+        poll_until(IO_TIMEOUT, || live_entry(&server, "/live/x").is_some()),
+        "/live/x is listed once published:\n{}\n{}",
+        server.streams(),
+        server.log_text()
+    );
+    let started = Instant::now();
+    let entry = live_entry(&server, "/live/x").unwrap();
+    assert!(entry["publisher"].as_str().unwrap().starts_with("127.0.0.1:"), "{entry}");
+    assert_eq!(entry["rtsp"], url("/live/x"), "{entry}");
+
+    // Read live while it is published: ffprobe ends when the publisher does (RTCP BYE).
+    let (frames, stderr) = ffprobe_video_frames(&url("/live/x"));
+    let frames: u64 = frames.parse().unwrap_or_else(|_| panic!("ffprobe counted {frames:?}: {stderr}"));
+    // The viewer joins within a second of the path being listed (at most 25 frames in, as the
+    // encoder starts ahead of real time only by its lookahead), at the keyframe before its PLAY
+    // (at most a GOP, 25 frames, earlier): it cannot see more than was published, and misses at
+    // most those 50.
+    assert!(
+        frames <= PUBLISHED_FRAMES && frames + 50 >= PUBLISHED_FRAMES,
+        "ffprobe read {frames} of {PUBLISHED_FRAMES} frames published, joining {:?} after the path was listed",
+        started.elapsed()
+    );
+    assert!(publisher.wait().unwrap().success(), "the publisher finished cleanly");
+
+    // A second publisher of a path that has one is refused, while the first one sends.
+    assert!(
+        poll_until(IO_TIMEOUT, || live_entry(&server, "/live/stalled").is_some_and(|e| e["ready"] == true)),
+        "/live/stalled is listed and its media flows:\n{}",
+        server.streams()
+    );
+    let mut second = RtspConn::open(rtsp);
+    announce(&mut second, "/live/stalled", None).expect(409, "a second publisher of a path");
+    // Stopped now, the publisher of /live/stalled sends nothing more; the rules meanwhile.
+    signal(&stalled, libc::SIGSTOP);
+    let mut c = RtspConn::open(rtsp);
+    announce(&mut c, "/live/watch-only/y", None).expect(403, "ANNOUNCE without the publish right");
+    announce(&mut c, "/films/y", None).expect(403, "ANNOUNCE outside the live prefix");
+    announce(&mut c, "/live/locked/y", None).expect(401, "ANNOUNCE without the policy's credentials");
+    let basic = "Basic YWxpY2U6c2VjcmV0"; // alice:secret
+    announce(&mut c, "/live/locked/y", Some(basic)).expect(200, "ANNOUNCE with them");
+    // The stopped publisher goes at the stall deadline (1 s here), and its path is free again.
+    assert!(
+        poll_until(IO_TIMEOUT, || live_entry(&server, "/live/stalled").is_none()),
+        "the stalled publisher is dropped:\n{}",
+        server.streams()
+    );
+    announce(&mut second, "/live/stalled", None).expect(200, "the path is free again");
+    signal(&stalled, libc::SIGCONT);
+    let _ = stalled.kill();
+    let _ = stalled.wait();
+}
