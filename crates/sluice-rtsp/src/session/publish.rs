@@ -124,8 +124,14 @@ impl RtspConnection {
             Err(Taken) => return Ok(with_reason(409, x.cseq, &format!("{path} has a publisher already"))),
         };
         let session = x.table.new_id();
-        self.publishing =
-            Some(Publishing { stream, controls, channels: Vec::new(), session, recording: false, flowing: false });
+        self.publishing = Some(Publishing {
+            stream,
+            controls,
+            channels: Vec::new(),
+            session,
+            recording: false,
+            flowing: false,
+        });
         Ok(Reply::new(StatusCode::Ok, Some(x.cseq)))
     }
 
