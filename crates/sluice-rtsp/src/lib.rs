@@ -1,4 +1,5 @@
-//! The RTSP server core of sluice: serving an MP4 file over RTSP/RTP, sans-I/O. The control
+//! The RTSP server core of sluice: serving an MP4 file, or a live stream a publisher sends
+//! (`ANNOUNCE`/`RECORD`, [`live`]), over RTSP/RTP, sans-I/O. The control
 //! connection and its sessions ([`session`]), pacing a playing session's samples into RTP packets
 //! ([`stream`]), whether a viewer is admitted or refused and why ([`admission`]), and the server
 //! core that joins them for an engine's RTSP loop ([`server`]).

@@ -523,11 +523,11 @@ impl RtspConnection {
         if track.is_some() {
             return Err(RtspError::NotFound);
         }
-        let file = match publish::open_presentation(x, &path) {
-            Ok((file, _)) => file,
+        let (file, live) = match publish::open_presentation(x, &path) {
+            Ok((file, live)) => (file, live.is_some()),
             Err(refusal) => return refuse(x, path, refusal),
         };
-        let options = SdpOptions { session_name: path, ..SdpOptions::default() };
+        let options = SdpOptions { session_name: path, live, ..SdpOptions::default() };
         let sdp = to_bytes(&session_description(&file, &options));
         // Track URLs (`a=control:trackID=N`) resolve against Content-Base, which must end in '/'.
         // A signed URL's query stays off it: the tracks are set up on this connection, which

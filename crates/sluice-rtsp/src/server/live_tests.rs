@@ -199,6 +199,7 @@ fn a_published_path_plays_live_from_a_keyframe_and_ends_with_its_publisher() {
         r.starts_with("RTSP/1.0 200") && r.contains("H264/90000") && r.contains("sprop-parameter-sets"),
         "{r}"
     );
+    assert!(r.contains("a=range:npt=now-\r\n"), "a live range: {r}");
     let setup = |track: usize, session: &str| {
         format!(
             "SETUP {LIVE}/trackID={track} RTSP/1.0\r\nCSeq: 2\r\n{session}Transport: RTP/AVP/TCP;unicast;interleaved={}-{}\r\n\r\n",
