@@ -13,13 +13,13 @@
 //! loop: one publisher a path), each [`LiveStream`] (its tracks from the publisher's SDP,
 //! RTP reassembled into samples by `sluice-proto`'s depacketizers, RTP timestamps put on one
 //! timeline, a bounded window of samples kept) and the reading of an `ANNOUNCE`'s SDP
-//! ([`tracks_from_sdp`]: H.264 per RFC 6184, AAC per RFC 3640 `AAC-hbr`). It does not answer
-//! requests ([`super::session`]), authorise publishers (the [`super::Catalogue`]) nor send.
+//! ([`tracks_from_sdp`]: H.264 per RFC 6184, H.265 per RFC 7798, AAC per RFC 3640 `AAC-hbr`,
+//! Opus per RFC 7587). It does not answer requests ([`super::session`]), authorise publishers
+//! (the [`super::Catalogue`]) nor send.
 //!
-//! Not handled yet: H.265 and Opus publishers (their SDP is refused with 415), RTP over UDP from
-//! a publisher, and synchronising tracks by the publisher's RTCP sender reports (each track's
-//! first packet is put at its arrival time instead, so audio and video agree within the
-//! network's jitter).
+//! Not handled yet: RTP over UDP from a publisher, and synchronising tracks by the publisher's
+//! RTCP sender reports (each track's first packet is put at its arrival time instead, so audio
+//! and video agree within the network's jitter).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -28,8 +28,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use sluice_media::codec::{
+    AudioCodec, AudioEntry, HevcRecord, InBandParameterSets, OpusRecord, VideoCodec, VideoEntry,
+};
 use sluice_media::mp4::{AacConfig, H264Config, Mp4File, Sample, Track, TrackKind};
-use sluice_proto::rtp::{AacAccessUnits, H264Depacketizer, RtpPacket};
+use sluice_proto::rtp::{AacAccessUnits, H264Depacketizer, H265Depacketizer, RtpPacket};
 
 /// Samples a live track keeps in its table, at most: past it the older half goes. Viewers read
 /// at the live edge (they start at the latest keyframe), so what goes is behind every one of them;
@@ -80,7 +83,8 @@ pub struct AnnouncedTrack {
 }
 
 /// The tracks an `ANNOUNCE`'s SDP describes: H.264 (`packetization-mode` 0 or 1, with
-/// `sprop-parameter-sets`) and AAC (`mpeg4-generic`, `AAC-hbr`, `config=`).
+/// `sprop-parameter-sets`), H.265 (RFC 7798, with `sprop-vps`, `sprop-sps` and `sprop-pps`), AAC
+/// (`mpeg4-generic`, `AAC-hbr`, `config=`) and Opus (RFC 7587, mono or stereo).
 pub fn tracks_from_sdp(sdp: &[u8]) -> Result<Vec<AnnouncedTrack>, AnnounceError> {
     let session = sdp_types::Session::parse(sdp).map_err(|_| AnnounceError::BadSdp)?;
     let mut tracks = Vec::new();
@@ -104,15 +108,18 @@ pub fn tracks_from_sdp(sdp: &[u8]) -> Result<Vec<AnnouncedTrack>, AnnounceError>
         let kind = match name.as_str() {
             "h264" => TrackKind::H264(h264_config(&params)?),
             "mpeg4-generic" => TrackKind::Aac(aac_config(&params, rate, channels)?),
+            "h265" => TrackKind::Video(hevc_entry(&params)?),
+            "opus" => TrackKind::Audio(opus_entry(&params)),
             "" => return Err(AnnounceError::Unsupported(format!("{} medium without a=rtpmap", m.media))),
             other => {
                 return Err(AnnounceError::Unsupported(format!(
-                    "{other} is not taken in from publishers yet (H.264 and AAC are)"
+                    "{other} is not taken in from publishers (H.264, H.265, AAC and Opus are)"
                 )))
             }
         };
         let clock_rate = match &kind {
             TrackKind::Aac(a) => a.sample_rate,
+            TrackKind::Audio(a) => a.sample_rate,
             _ => 90_000,
         };
         let control = attribute("control").unwrap_or_default().to_string();
@@ -146,6 +153,89 @@ fn h264_config(params: &HashMap<String, &str>) -> Result<H264Config, AnnounceErr
     Ok(H264Config { sps, pps, nal_length_size: 4, profile_level_id, width: 0, height: 0 })
 }
 
+/// A sample entry's box with its type only: what a live track's entry needs to name its codec.
+fn bare_entry(fourcc: &[u8; 4]) -> Vec<u8> {
+    let mut entry = 8u32.to_be_bytes().to_vec();
+    entry.extend_from_slice(fourcc);
+    entry
+}
+
+/// An HEVC track from RFC 7798's parameter sets; the profile, tier and level from the SPS's
+/// `profile_tier_level` (the SDP's `profile-id` and friends are optional).
+fn hevc_entry(params: &HashMap<String, &str>) -> Result<VideoEntry, AnnounceError> {
+    let missing = || AnnounceError::Unsupported("H.265 without sprop-vps, sprop-sps and sprop-pps".into());
+    let sets = |name: &str| -> Result<Vec<Vec<u8>>, AnnounceError> {
+        let list = params.get(name).ok_or_else(missing)?;
+        list.split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| base64::engine::general_purpose::STANDARD.decode(s.trim()).map_err(|_| missing()))
+            .collect()
+    };
+    let (vps, sps, pps) = (sets("sprop-vps")?, sets("sprop-sps")?, sets("sprop-pps")?);
+    // The SPS's first bytes without emulation prevention: 2 of NAL header, 1 of ids, then
+    // profile_tier_level's 12 general bytes.
+    let mut rbsp = Vec::with_capacity(16);
+    let mut zeros = 0;
+    for &b in sps.first().ok_or_else(missing)?.iter() {
+        if zeros >= 2 && b == 3 {
+            zeros = 0;
+            continue;
+        }
+        zeros = if b == 0 { zeros + 1 } else { 0 };
+        rbsp.push(b);
+        if rbsp.len() == 15 {
+            break;
+        }
+    }
+    if rbsp.len() < 15 || vps.is_empty() || pps.is_empty() {
+        return Err(missing());
+    }
+    let general = rbsp[3];
+    let record = HevcRecord {
+        profile_space: general >> 6,
+        high_tier: general & 0x20 != 0,
+        profile_idc: general & 0x1f,
+        compatibility: u32::from_be_bytes([rbsp[4], rbsp[5], rbsp[6], rbsp[7]]),
+        constraints: rbsp[8..14].try_into().expect("6 bytes"),
+        level_idc: rbsp[14],
+        chroma_format: 1,
+        bit_depth_luma: 8,
+        bit_depth_chroma: 8,
+        nal_length_size: 4,
+        vps,
+        sps,
+        pps,
+    };
+    Ok(VideoEntry {
+        codec: VideoCodec::Hevc(record),
+        width: 0,
+        height: 0,
+        colour: None,
+        mastering: None,
+        light_level: None,
+        dolby_vision: None,
+        sample_entry: bare_entry(b"hvc1"),
+        in_band: InBandParameterSets::Unknown,
+    })
+}
+
+/// An Opus track (RFC 7587: always `opus/48000/2` in `a=rtpmap`; `sprop-stereo=1` for stereo).
+fn opus_entry(params: &HashMap<String, &str>) -> AudioEntry {
+    let stereo = params.get("sprop-stereo") == Some(&"1") || params.get("stereo") == Some(&"1");
+    let channels = if stereo { 2 } else { 1 };
+    AudioEntry {
+        codec: AudioCodec::Opus(OpusRecord {
+            channels,
+            pre_skip: 0,
+            input_sample_rate: 48_000,
+            mapping_family: 0,
+        }),
+        sample_rate: 48_000,
+        channels: u16::from(channels),
+        sample_entry: bare_entry(b"Opus"),
+    }
+}
+
 fn aac_config(params: &HashMap<String, &str>, rate: u32, channels: u16) -> Result<AacConfig, AnnounceError> {
     let unsupported = |why: &str| AnnounceError::Unsupported(format!("AAC: {why}"));
     if !params.get("mode").is_some_and(|m| m.eq_ignore_ascii_case("AAC-hbr")) {
@@ -165,13 +255,23 @@ fn aac_config(params: &HashMap<String, &str>, rate: u32, channels: u16) -> Resul
     Ok(AacConfig { audio_specific_config: config, sample_rate: rate, channels })
 }
 
+/// What reassembles a live track's samples from its RTP.
+enum Depacketizer {
+    H264(H264Depacketizer),
+    H265(H265Depacketizer),
+    /// AAC-hbr: whole frames behind AU headers.
+    Aac,
+    /// One frame a packet (Opus).
+    Frame,
+}
+
 /// One live track: its table so far and what reassembles its packets.
 struct LiveTrack {
     /// Its position in the stream, kept in its samples' offsets.
     index: u64,
     kind: TrackKind,
     clock_rate: u32,
-    h264: Option<H264Depacketizer>,
+    depacketizer: Depacketizer,
     /// Samples, oldest first, with their bytes; `dropped` went before them.
     samples: VecDeque<(Sample, Arc<Vec<u8>>)>,
     dropped: u64,
@@ -225,7 +325,12 @@ impl LiveStream {
             .enumerate()
             .map(|(index, t)| LiveTrack {
                 index: index as u64,
-                h264: matches!(t.kind, TrackKind::H264(_)).then(|| H264Depacketizer::new(MAX_ACCESS_UNIT)),
+                depacketizer: match &t.kind {
+                    TrackKind::H264(_) => Depacketizer::H264(H264Depacketizer::new(MAX_ACCESS_UNIT)),
+                    TrackKind::Video(_) => Depacketizer::H265(H265Depacketizer::new(MAX_ACCESS_UNIT)),
+                    TrackKind::Aac(_) => Depacketizer::Aac,
+                    TrackKind::Audio(_) => Depacketizer::Frame,
+                },
                 kind: t.kind,
                 clock_rate: t.clock_rate,
                 samples: VecDeque::new(),
@@ -284,19 +389,31 @@ impl LiveStream {
         let Some(t) = state.tracks.get_mut(track) else { return 0 };
         let arrival = crate::stream::duration_to_ticks(now.saturating_duration_since(origin), t.clock_rate);
         let mut completed: Vec<(u32, Vec<u8>, bool)> = Vec::new();
-        match &mut t.h264 {
-            Some(d) => {
+        match &mut t.depacketizer {
+            Depacketizer::H264(d) => {
                 if let Ok(Some(au)) = d.push(&packet) {
                     let keyframe = au.nal_units().any(|n| n.first().is_some_and(|h| h & 0x1f == 5));
                     completed.push((au.timestamp, au.data.to_vec(), keyframe));
                 }
             }
-            None => {
+            Depacketizer::H265(d) => {
+                if let Ok(Some(au)) = d.push(&packet) {
+                    // An IRAP picture (BLA, IDR or CRA: NAL unit types 16 to 21) starts a GOP.
+                    let keyframe = length_prefixed(au).any(|n| (16..=21).contains(&(n[0] >> 1 & 0x3f)));
+                    completed.push((packet.timestamp, au.to_vec(), keyframe));
+                }
+            }
+            Depacketizer::Aac => {
                 if let Ok(frames) = AacAccessUnits::parse(&packet) {
                     for (i, frame) in frames.enumerate() {
                         let ts = packet.timestamp.wrapping_add((i as u64 * AAC_FRAME) as u32);
                         completed.push((ts, frame.to_vec(), true));
                     }
+                }
+            }
+            Depacketizer::Frame => {
+                if !packet.payload.is_empty() {
+                    completed.push((packet.timestamp, packet.payload.to_vec(), true));
                 }
             }
         }
@@ -367,7 +484,7 @@ impl LiveStream {
 
 impl LiveTrack {
     fn add(&mut self, timestamp: u32, data: Vec<u8>, keyframe: bool, arrival: u64) {
-        if self.h264.is_some() && !self.keyed && !keyframe {
+        if self.kind.is_video() && !self.keyed && !keyframe {
             // A viewer must start at a keyframe, and nothing before the first one decodes.
             return;
         }
@@ -378,8 +495,8 @@ impl LiveTrack {
         *ticks += i64::from(timestamp.wrapping_sub(*last) as i32);
         *last = timestamp;
         let presentation = (*base as i64 + *ticks).max(0) as u64;
-        let decode = match (&self.kind, self.last_decode) {
-            (TrackKind::H264(_), last) => {
+        let decode = match (self.kind.is_video(), self.last_decode) {
+            (true, last) => {
                 let floor = last.map_or(0, |l| l + 1);
                 presentation.saturating_sub(REORDER_TICKS).max(floor)
             }
@@ -399,6 +516,16 @@ impl LiveTrack {
             self.dropped += drop as u64;
         }
     }
+}
+
+/// The NAL units of an access unit of 4-byte-length-prefixed NAL units (none past a bad length).
+fn length_prefixed(mut au: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let (len, rest) = au.split_first_chunk::<4>()?;
+        let nal = rest.get(..u32::from_be_bytes(*len) as usize).filter(|n| n.len() >= 2)?;
+        au = &rest[nal.len()..];
+        Some(nal)
+    })
 }
 
 /// The live paths of the server. See the module docs.
@@ -518,9 +645,9 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_take_in() {
         assert_eq!(tracks_from_sdp(b"not an sdp").unwrap_err(), AnnounceError::BadSdp);
-        let opus = FFMPEG_SDP.replace("MPEG4-GENERIC/44100/1", "opus/48000/2");
+        let vp8 = FFMPEG_SDP.replace("MPEG4-GENERIC/44100/1", "VP8/90000");
         assert!(
-            matches!(tracks_from_sdp(opus.as_bytes()), Err(AnnounceError::Unsupported(w)) if w.contains("opus"))
+            matches!(tracks_from_sdp(vp8.as_bytes()), Err(AnnounceError::Unsupported(w)) if w.contains("vp8"))
         );
         let latm = FFMPEG_SDP.replace("mode=AAC-hbr", "mode=AAC-lbr");
         assert!(matches!(tracks_from_sdp(latm.as_bytes()), Err(AnnounceError::Unsupported(_))));

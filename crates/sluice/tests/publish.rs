@@ -1,6 +1,7 @@
 //! Live publishing over RTSP, on every engine: ffmpeg publishes a test source (`ANNOUNCE`,
-//! `SETUP` with `mode=record` over TCP, `RECORD`) to `rtsp://…/live/x`, and ffprobe, started while
-//! it is published, reads it live over RTSP and counts frames consistent with the published ones;
+//! `SETUP` with `mode=record` over TCP, `RECORD`) to `rtsp://…/live/x` in H.264 and AAC, and to
+//! `…/live/h` in H.265 and Opus, and ffprobe, started while they are published, reads them live
+//! over RTSP and counts frames consistent with the published ones;
 //! `/streams` lists the path with its publisher. Publishing is refused without the `[[access]]`
 //! `publish` right (403), without the credentials the policy asks for (401), and on a path that
 //! has a publisher (409). A publisher stopped with SIGSTOP is dropped at the stall deadline and
@@ -29,11 +30,25 @@ const SDP: &str = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 
     a=rtpmap:96 H264/90000\r\na=fmtp:96 packetization-mode=1; sprop-parameter-sets=Z2QADKzZQUH7ARAAAAMAEAAAAwMg8UKZYA==,aOvjyyLA\r\n\
     a=control:streamid=0\r\n";
 
-/// Starts ffmpeg publishing `secs` of the test source to `url` over TCP.
-fn publish(url: &str, secs: u32) -> Child {
+/// H.264 and AAC, a keyframe a second.
+const H264_AAC: [&str; 6] = ["-c:v", "libx264", "-g", "25", "-c:a", "aac"];
+/// H.265 and Opus, a keyframe a second.
+const H265_OPUS: [&str; 8] = [
+    "-c:v",
+    "libx265",
+    "-preset",
+    "ultrafast",
+    "-x265-params",
+    "keyint=25:log-level=error",
+    "-c:a",
+    "libopus",
+];
+
+/// Starts ffmpeg publishing `secs` of the test source encoded with `codecs` to `url` over TCP.
+fn publish(url: &str, codecs: &[&str], secs: u32) -> Child {
     let mut cmd = tool("ffmpeg");
     cmd.args(["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25", "-f", "lavfi"]);
-    cmd.args(["-i", "sine", "-c:v", "libx264", "-g", "25", "-c:a", "aac", "-t", &secs.to_string()]);
+    cmd.args(["-i", "sine"]).args(codecs).args(["-t", &secs.to_string()]);
     cmd.args(["-f", "rtsp", "-rtsp_transport", "tcp", url]);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
     cmd.spawn().unwrap()
@@ -82,9 +97,10 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
     let rtsp = server.rtsp_addr();
     let url = |path: &str| format!("rtsp://{rtsp}{path}");
 
-    // The published stream, and one that will be stopped, side by side.
-    let mut publisher = publish(&url("/live/x"), 4);
-    let mut stalled = publish(&url("/live/stalled"), 30);
+    // The published streams, and one that will be stopped, side by side.
+    let mut publisher = publish(&url("/live/x"), &H264_AAC, 4);
+    let mut hevc = publish(&url("/live/h"), &H265_OPUS, 4);
+    let mut stalled = publish(&url("/live/stalled"), &H264_AAC, 30);
     assert!(
         poll_until(IO_TIMEOUT, || live_entry(&server, "/live/x").is_some()),
         "/live/x is listed once published:\n{}\n{}",
@@ -96,19 +112,29 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
     assert!(entry["publisher"].as_str().unwrap().starts_with("127.0.0.1:"), "{entry}");
     assert_eq!(entry["rtsp"], url("/live/x"), "{entry}");
 
-    // Read live while it is published: ffprobe ends when the publisher does (RTCP BYE).
-    let (frames, stderr) = ffprobe_video_frames(&url("/live/x"));
-    let frames: u64 = frames.parse().unwrap_or_else(|_| panic!("ffprobe counted {frames:?}: {stderr}"));
-    // The viewer joins within a second of the path being listed (at most 25 frames in, as the
-    // encoder starts ahead of real time only by its lookahead), at the keyframe before its PLAY
-    // (at most a GOP, 25 frames, earlier): it cannot see more than was published, and misses at
-    // most those 50.
-    assert!(
-        frames <= PUBLISHED_FRAMES && frames + 50 >= PUBLISHED_FRAMES,
-        "ffprobe read {frames} of {PUBLISHED_FRAMES} frames published, joining {:?} after the path was listed",
-        started.elapsed()
-    );
-    assert!(publisher.wait().unwrap().success(), "the publisher finished cleanly");
+    // Read live while they are published: ffprobe ends when the publisher does (RTCP BYE).
+    let h265_url = url("/live/h");
+    let h265 = std::thread::spawn(move || {
+        assert!(
+            poll_until(IO_TIMEOUT, || RtspConn::open(rtsp).request("DESCRIBE", &h265_url, &[]).status == 200)
+        );
+        ffprobe_video_frames(&h265_url)
+    });
+    let h264 = ffprobe_video_frames(&url("/live/x"));
+    for (path, (frames, stderr)) in [("/live/x", h264), ("/live/h", h265.join().unwrap())] {
+        let frames: u64 = frames.parse().unwrap_or_else(|_| panic!("ffprobe counted {frames:?}: {stderr}"));
+        // The viewer joins within a second of the path being listed (at most 25 frames in, as
+        // the encoder starts ahead of real time only by its lookahead), at the keyframe before
+        // its PLAY (at most a GOP, 25 frames, earlier): it cannot see more than was published,
+        // and misses at most those 50.
+        assert!(
+            frames <= PUBLISHED_FRAMES && frames + 50 >= PUBLISHED_FRAMES,
+            "{path}: ffprobe read {frames} of {PUBLISHED_FRAMES} frames published, done {:?} after /live/x was listed",
+            started.elapsed()
+        );
+    }
+    assert!(publisher.wait().unwrap().success(), "the H.264 publisher finished cleanly");
+    assert!(hevc.wait().unwrap().success(), "the H.265 publisher finished cleanly");
 
     // A second publisher of a path that has one is refused, while the first one sends.
     assert!(
