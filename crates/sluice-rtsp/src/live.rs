@@ -643,6 +643,36 @@ mod tests {
     }
 
     #[test]
+    fn reads_what_ffmpeg_announces_for_h265_and_opus() {
+        let sdp = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=No Name\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\n\
+            a=rtpmap:96 H265/90000\r\na=fmtp:96 sprop-vps=QAEMAf//AWAAAAMAkAAAAwAAAwAelZQJ; \
+            sprop-sps=QgEBAWAAAAMAkAAAAwAAAwAeoCCDFllZUpMLwFoCAAADAAIAAAMAFBA=; sprop-pps=RAHAc8CJ\r\n\
+            a=control:streamid=0\r\nm=audio 0 RTP/AVP 97\r\na=rtpmap:97 opus/48000/2\r\na=control:streamid=1\r\n";
+        let tracks = tracks_from_sdp(sdp.as_bytes()).unwrap();
+        let TrackKind::Video(VideoEntry { codec: VideoCodec::Hevc(h), .. }) = &tracks[0].kind else {
+            panic!("{:?}", tracks[0].kind)
+        };
+        // Main profile, Main tier, level 1 (30), read past the SPS's emulation prevention bytes.
+        assert_eq!((h.profile_space, h.high_tier, h.profile_idc, h.level_idc), (0, false, 1, 30));
+        assert_eq!((h.compatibility, h.constraints), (0x6000_0000, [0x90, 0, 0, 0, 0, 0]));
+        assert_eq!((h.vps.len(), h.sps.len(), h.pps.len(), tracks[0].clock_rate), (1, 1, 1, 90_000));
+        let TrackKind::Audio(a) = &tracks[1].kind else { panic!("{:?}", tracks[1].kind) };
+        assert_eq!(
+            (a.codec_string(), a.sample_rate, a.channels, tracks[1].clock_rate),
+            ("opus", 48_000, 1, 48_000)
+        );
+        assert!(tracks.iter().all(|t| sluice_media::sdp::rtp_payload_format(&Track {
+            id: 1,
+            kind: t.kind.clone(),
+            timescale: t.clock_rate,
+            duration: 0,
+            edit_start: 0,
+            samples: Vec::new(),
+        })
+        .is_ok()));
+    }
+
+    #[test]
     fn refuses_what_it_cannot_take_in() {
         assert_eq!(tracks_from_sdp(b"not an sdp").unwrap_err(), AnnounceError::BadSdp);
         let vp8 = FFMPEG_SDP.replace("MPEG4-GENERIC/44100/1", "VP8/90000");
