@@ -17,8 +17,7 @@
 //! Opus per RFC 7587). It does not answer requests ([`super::session`]), authorise publishers
 //! (the [`super::Catalogue`]) nor send.
 //!
-//! Not handled yet: RTP over UDP from a publisher, and synchronising tracks by the publisher's
-//! RTCP sender reports (each track's first packet is put at its arrival time instead, so audio
+//! Not handled yet: synchronising tracks by the publisher's RTCP sender reports (each track's first packet is put at its arrival time instead, so audio
 //! and video agree within the network's jitter).
 
 use std::collections::{HashMap, VecDeque};

@@ -541,6 +541,16 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         }
     }
 
+    /// A datagram arrived from `from` on the server's RTP port: RTP of a publisher that set up a
+    /// track over UDP from there, taken into its stream (anything else is dropped).
+    pub fn rtp_from(&mut self, from: SocketAddr, packet: &[u8], now: Instant) {
+        for c in self.controls.iter_mut().flatten() {
+            if !c.disconnected && c.rtsp.published_datagram(from, packet, now) {
+                return;
+            }
+        }
+    }
+
     fn apply(&mut self, events: &[Event], now: Instant) {
         for event in events {
             match *event {

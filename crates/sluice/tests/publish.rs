@@ -1,7 +1,7 @@
 //! Live publishing over RTSP, on every engine: ffmpeg publishes a test source (`ANNOUNCE`,
-//! `SETUP` with `mode=record` over TCP, `RECORD`) to `rtsp://…/live/x` in H.264 and AAC, and to
-//! `…/live/h` in H.265 and Opus, and ffprobe, started while they are published, reads them live
-//! over RTSP and counts frames consistent with the published ones;
+//! `SETUP` with `mode=record`, `RECORD`) to `rtsp://…/live/x` in H.264 and AAC over TCP, and to
+//! `…/live/h` in H.265 and Opus over UDP, and ffprobe, started while they are published, reads
+//! them live over RTSP and counts frames consistent with the published ones;
 //! `/streams` lists the path with its publisher. Publishing is refused without the `[[access]]`
 //! `publish` right (403), without the credentials the policy asks for (401), and on a path that
 //! has a publisher (409). A publisher stopped with SIGSTOP is dropped at the stall deadline and
@@ -44,12 +44,13 @@ const H265_OPUS: [&str; 8] = [
     "libopus",
 ];
 
-/// Starts ffmpeg publishing `secs` of the test source encoded with `codecs` to `url` over TCP.
-fn publish(url: &str, codecs: &[&str], secs: u32) -> Child {
+/// Starts ffmpeg publishing `secs` of the test source encoded with `codecs` to `url` over
+/// `transport` (`tcp` or `udp`).
+fn publish(url: &str, codecs: &[&str], transport: &str, secs: u32) -> Child {
     let mut cmd = tool("ffmpeg");
     cmd.args(["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25", "-f", "lavfi"]);
     cmd.args(["-i", "sine"]).args(codecs).args(["-t", &secs.to_string()]);
-    cmd.args(["-f", "rtsp", "-rtsp_transport", "tcp", url]);
+    cmd.args(["-f", "rtsp", "-rtsp_transport", transport, url]);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
     cmd.spawn().unwrap()
 }
@@ -98,9 +99,9 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
     let url = |path: &str| format!("rtsp://{rtsp}{path}");
 
     // The published streams, and one that will be stopped, side by side.
-    let mut publisher = publish(&url("/live/x"), &H264_AAC, 4);
-    let mut hevc = publish(&url("/live/h"), &H265_OPUS, 4);
-    let mut stalled = publish(&url("/live/stalled"), &H264_AAC, 30);
+    let mut publisher = publish(&url("/live/x"), &H264_AAC, "tcp", 4);
+    let mut hevc = publish(&url("/live/h"), &H265_OPUS, "udp", 4);
+    let mut stalled = publish(&url("/live/stalled"), &H264_AAC, "tcp", 30);
     assert!(
         poll_until(IO_TIMEOUT, || live_entry(&server, "/live/x").is_some()),
         "/live/x is listed once published:\n{}\n{}",
@@ -134,7 +135,7 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
         );
     }
     assert!(publisher.wait().unwrap().success(), "the H.264 publisher finished cleanly");
-    assert!(hevc.wait().unwrap().success(), "the H.265 publisher finished cleanly");
+    assert!(hevc.wait().unwrap().success(), "the H.265 publisher (over UDP) finished cleanly");
 
     // A second publisher of a path that has one is refused, while the first one sends.
     assert!(

@@ -294,3 +294,55 @@ fn a_silent_publisher_is_dropped_at_the_stall_deadline_and_the_path_is_free_agai
     let again = publish(&mut server, &sdp, t2);
     assert!(server.control(again).is_some());
 }
+
+#[test]
+fn a_publisher_over_udp_sends_to_the_rtp_port_and_datagrams_keep_it_alive() {
+    let (file, bytes, sdp) = demo();
+    let media = Live(LiveRegistry::new("/live"));
+    let t0 = Instant::now();
+    let mut server: Server<'_> = RtspServer::new(table(), &media, Quiet, t0);
+    let key = server.accept((), "10.0.0.9:5000".parse().unwrap(), t0);
+    let announce = format!(
+        "ANNOUNCE {LIVE} RTSP/1.0\r\nCSeq: 1\r\nContent-Type: application/sdp\r\nContent-Length: {}\r\n\r\n{sdp}",
+        sdp.len()
+    );
+    assert!(ask(&mut server, key, &announce, t0).starts_with("RTSP/1.0 200"));
+    let mut id = String::new();
+    for track in 0..2 {
+        let session = if id.is_empty() { String::new() } else { format!("Session: {id}\r\n") };
+        let r = ask(
+            &mut server,
+            key,
+            &format!(
+                "SETUP {LIVE}/trackID={track} RTSP/1.0\r\nCSeq: 2\r\n{session}Transport: RTP/AVP;unicast;client_port={}-{};mode=record\r\n\r\n",
+                7000 + track * 2,
+                7001 + track * 2
+            ),
+            t0,
+        );
+        assert!(r.contains("server_port=6970-6971;mode=record"), "the loop's RTP port: {r}");
+        id = session_of(&r);
+    }
+    let r = ask(&mut server, key, &format!("RECORD {LIVE} RTSP/1.0\r\nCSeq: 3\r\nSession: {id}\r\n\r\n"), t0);
+    assert!(r.starts_with("RTSP/1.0 200"), "{r}");
+    let stall = server.config().publish_stall;
+    let mut last = t0;
+    for (at, frame) in publisher_frames(&file, &bytes).iter().filter(|(at, _)| *at < Duration::from_secs(2)) {
+        // The interleaved frame's channel says the track; over UDP, the port it comes from does.
+        let from = std::net::SocketAddr::from(([10, 0, 0, 9], 7000 + u16::from(frame[1])));
+        last = t0 + stall + *at;
+        server.rtp_from(from, &frame[4..], last);
+        // Not the publisher's: dropped.
+        server.rtp_from("10.0.0.7:7000".parse().unwrap(), &frame[4..], last);
+    }
+    let snapshot = media.0.get("/live/x").unwrap().snapshot();
+    let video = snapshot.file.tracks.iter().find(|t| t.kind.is_video()).unwrap();
+    let sent = file.tracks.iter().find(|t| t.kind.is_video()).unwrap();
+    let expected = sent.samples.iter().filter(|s| s.decode_time() < 2 * u64::from(sent.timescale)).count();
+    assert_eq!(video.samples.len(), expected, "every picture of the first two seconds");
+    // Past the stall deadline from RECORD, but not from its last datagram: kept.
+    server.tick(last + stall - Duration::from_millis(10), Duration::ZERO);
+    assert!(!server.control(key).unwrap().should_close());
+    server.tick(last + stall + PACE_TICK, Duration::ZERO);
+    assert!(server.control(key).unwrap().should_close(), "dropped once its datagrams stop");
+}

@@ -3,13 +3,14 @@
 //!
 //! It owns the publisher's side of the exchange: the `ANNOUNCE` takes the path in the server's
 //! [`LiveRegistry`] (409 when it has a publisher, 415 for a codec sluice does not take in), each
-//! `SETUP` binds a track to a pair of interleaved channels (over TCP only: 461 for UDP, so the
-//! publisher may retry over TCP), `RECORD` starts taking the RTP the publisher sends on them into
-//! the [`LiveStream`], and a `TEARDOWN` or the connection's end frees the path (its viewers end
+//! `SETUP` binds a track to a pair of interleaved channels, or over UDP to the address the
+//! publisher sends from (to the loop's RTP port, which the reply names), `RECORD` starts taking
+//! the RTP the publisher sends on them into the [`LiveStream`], and a `TEARDOWN` or the connection's end frees the path (its viewers end
 //! after what they have not sent). A publisher silent for the stall deadline is dropped by the
 //! connection's idle deadline ([`RtspConnection::deadline`]). Authorising the `ANNOUNCE` is the
 //! [`Catalogue`]'s, asked as for a `DESCRIBE`, with the method named.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,8 +29,10 @@ pub(super) struct Publishing {
     stream: Arc<LiveStream>,
     /// Per track, the absolute URL its `SETUP` names (its `a=control` against the `ANNOUNCE`'s).
     controls: Vec<String>,
-    /// Interleaved RTP channel of each track set up.
+    /// Interleaved RTP channel of each track set up over TCP.
     channels: Vec<(u8, usize)>,
+    /// Where each track set up over UDP sends its RTP from.
+    sources: Vec<(SocketAddr, usize)>,
     session: SessionId,
     recording: bool,
     /// RTP came since `RECORD`.
@@ -128,6 +131,7 @@ impl RtspConnection {
             stream,
             controls,
             channels: Vec::new(),
+            sources: Vec::new(),
             session,
             recording: false,
             flowing: false,
@@ -145,12 +149,22 @@ impl RtspConnection {
         }
         let url = unsigned(x.request.request_uri().ok_or(RtspError::NotFound)?);
         let track = p.controls.iter().position(|c| *c == url).ok_or(RtspError::NotFound)?;
+        p.channels.retain(|(_, t)| *t != track);
+        p.sources.retain(|(_, t)| *t != track);
         let wanted = match parse_record_transport(x.request)? {
             TransportSpec::Interleaved { channels } => channels,
-            // RTP from a publisher over UDP is not taken in yet.
-            TransportSpec::Udp { .. } => return Err(RtspError::UnsupportedTransport),
+            TransportSpec::Udp { client_rtp, client_rtcp } => {
+                // RTP to the server's RTP port (the loop's own, which this connection is on).
+                let (rtp, rtcp) = x.table.config.udp_server_ports.ok_or(RtspError::UnsupportedTransport)?;
+                p.sources.push((SocketAddr::new(self.peer.ip(), client_rtp), track));
+                return Ok(Reply::new(StatusCode::Ok, Some(x.cseq)).session(&p.session.to_string(), timeout).header(
+                    headers::TRANSPORT,
+                    format!(
+                        "RTP/AVP;unicast;client_port={client_rtp}-{client_rtcp};server_port={rtp}-{rtcp};mode=record"
+                    ),
+                ));
+            }
         };
-        p.channels.retain(|(_, t)| *t != track);
         let used = |c: u8| p.channels.iter().any(|(rtp, _)| *rtp == c || rtp + 1 == c);
         let (rtp, rtcp) = match wanted {
             Some((a, b)) if b == a.wrapping_add(1) && !used(a) && !used(b) => (a, b),
@@ -172,7 +186,7 @@ impl RtspConnection {
         if SessionId::parse(named) != Some(p.session) {
             return Err(RtspError::SessionNotFound);
         }
-        if p.channels.is_empty() {
+        if p.channels.is_empty() && p.sources.is_empty() {
             return Err(RtspError::MethodNotValidInState);
         }
         p.recording = true;
@@ -198,6 +212,20 @@ impl RtspConnection {
     /// Whether this connection publishes (it announced a live path).
     pub fn is_publishing(&self) -> bool {
         self.publishing.is_some()
+    }
+
+    /// Takes a datagram from `from` that arrived at `now` on the server's RTP port: RTP of a
+    /// track this connection records over UDP from there goes into its stream, and keeps the
+    /// publisher from its stall deadline. Returns whether it was this connection's.
+    pub(crate) fn published_datagram(&mut self, from: SocketAddr, packet: &[u8], now: Instant) -> bool {
+        let Some(p) = &mut self.publishing else { return false };
+        let Some(&(_, track)) = p.sources.iter().find(|(source, _)| *source == from) else { return false };
+        if p.recording {
+            p.stream.push_rtp(track, packet, now);
+            p.flowing = true;
+            self.last_activity = now;
+        }
+        true
     }
 
     /// Takes an interleaved frame that arrived at `now`: RTP on a recording publisher's channel
