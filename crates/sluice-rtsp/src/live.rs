@@ -17,8 +17,9 @@
 //! Opus per RFC 7587). It does not answer requests ([`super::session`]), authorise publishers
 //! (the [`super::Catalogue`]) nor send.
 //!
-//! Not handled yet: synchronising tracks by the publisher's RTCP sender reports (each track's first packet is put at its arrival time instead, so audio
-//! and video agree within the network's jitter).
+//! Not handled yet: synchronising tracks by the publisher's RTCP sender reports (each track's
+//! first packet is put at its arrival time instead, so audio and video agree within the
+//! network's jitter).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
