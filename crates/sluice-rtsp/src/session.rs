@@ -490,7 +490,10 @@ impl RtspConnection {
     fn authorize(&mut self, x: &mut Exchange<'_>) -> Result<Option<Reply>, RtspError> {
         let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
         let (path, _) = split_url(url);
-        if self.allowed.contains(&path) {
+        // What a connection may play says nothing of what it may publish: an ANNOUNCE is asked
+        // every time, and allows no reading.
+        let publishing = x.request.method() == Method::Announce;
+        if !publishing && self.allowed.contains(&path) {
             return Ok(None);
         }
         let authorization = x.request.header(&headers::AUTHORIZATION).map(|v| v.as_str());
@@ -498,7 +501,7 @@ impl RtspConnection {
         match x.catalogue.authorize(method, url.as_str(), &path, url.query(), authorization, self.peer.ip()) {
             Ok(()) => {
                 // Bounded: a connection plays a few presentations, not thousands.
-                if self.allowed.len() < 16 {
+                if !publishing && self.allowed.len() < 16 {
                     self.allowed.push(path);
                 }
                 Ok(None)

@@ -148,6 +148,8 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
     // Stopped now, the publisher of /live/stalled sends nothing more; the rules meanwhile.
     signal(&stalled, libc::SIGSTOP);
     let mut c = RtspConn::open(rtsp);
+    // Allowed to read the path (it is not published: 404), the connection may still not publish.
+    c.request("DESCRIBE", &url("/live/watch-only/y"), &[]).expect(404, "DESCRIBE of an open path");
     announce(&mut c, "/live/watch-only/y", None).expect(403, "ANNOUNCE without the publish right");
     announce(&mut c, "/films/y", None).expect(403, "ANNOUNCE outside the live prefix");
     announce(&mut c, "/live/locked/y", None).expect(401, "ANNOUNCE without the policy's credentials");
