@@ -44,20 +44,39 @@ const H265_OPUS: [&str; 8] = [
     "libopus",
 ];
 
+/// A publishing ffmpeg, continued (if stopped), killed by its pid and reaped when dropped, so a
+/// failing test leaves none behind.
+struct Publisher(Child);
+
+impl Publisher {
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+        unsafe { libc::kill(self.0.id() as i32, sig) };
+    }
+
+    /// Waits for it to end; whether it succeeded.
+    fn finished(&mut self) -> bool {
+        self.0.wait().unwrap().success()
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts ffmpeg publishing `secs` of the test source encoded with `codecs` to `url` over
 /// `transport` (`tcp` or `udp`).
-fn publish(url: &str, codecs: &[&str], transport: &str, secs: u32) -> Child {
+fn publish(url: &str, codecs: &[&str], transport: &str, secs: u32) -> Publisher {
     let mut cmd = tool("ffmpeg");
     cmd.args(["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25", "-f", "lavfi"]);
     cmd.args(["-i", "sine"]).args(codecs).args(["-t", &secs.to_string()]);
     cmd.args(["-f", "rtsp", "-rtsp_transport", transport, url]);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    cmd.spawn().unwrap()
-}
-
-fn signal(child: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-    unsafe { libc::kill(child.id() as i32, sig) };
+    Publisher(cmd.spawn().unwrap())
 }
 
 /// The `/streams` entry of live path `path`, if listed.
@@ -101,7 +120,7 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
     // The published streams, and one that will be stopped, side by side.
     let mut publisher = publish(&url("/live/x"), &H264_AAC, "tcp", 4);
     let mut hevc = publish(&url("/live/h"), &H265_OPUS, "udp", 4);
-    let mut stalled = publish(&url("/live/stalled"), &H264_AAC, "tcp", 30);
+    let stalled = publish(&url("/live/stalled"), &H264_AAC, "tcp", 30);
     assert!(
         poll_until(IO_TIMEOUT, || live_entry(&server, "/live/x").is_some()),
         "/live/x is listed once published:\n{}\n{}",
@@ -114,6 +133,8 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
     assert_eq!(entry["rtsp"], url("/live/x"), "{entry}");
 
     // Read live while they are published: ffprobe ends when the publisher does (RTCP BYE).
+    let h264_url = url("/live/x");
+    let h264 = std::thread::spawn(move || ffprobe_video_frames(&h264_url));
     let h265_url = url("/live/h");
     let h265 = std::thread::spawn(move || {
         assert!(
@@ -121,8 +142,14 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
         );
         ffprobe_video_frames(&h265_url)
     });
-    let h264 = ffprobe_video_frames(&url("/live/x"));
-    for (path, (frames, stderr)) in [("/live/x", h264), ("/live/h", h265.join().unwrap())] {
+    // Meanwhile /streams counts the viewer.
+    let viewers = |e: &serde_json::Value| e["viewers"]["rtsp"].as_u64().unwrap_or(0);
+    assert!(
+        poll_until(IO_TIMEOUT, || live_entry(&server, "/live/x").is_some_and(|e| viewers(&e) == 1)),
+        "/live/x lists its viewer:\n{}",
+        server.streams()
+    );
+    for (path, (frames, stderr)) in [("/live/x", h264.join().unwrap()), ("/live/h", h265.join().unwrap())] {
         let frames: u64 = frames.parse().unwrap_or_else(|_| panic!("ffprobe counted {frames:?}: {stderr}"));
         // The viewer joins within a second of the path being listed (at most 25 frames in, as
         // the encoder starts ahead of real time only by its lookahead), at the keyframe before
@@ -134,8 +161,8 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
             started.elapsed()
         );
     }
-    assert!(publisher.wait().unwrap().success(), "the H.264 publisher finished cleanly");
-    assert!(hevc.wait().unwrap().success(), "the H.265 publisher (over UDP) finished cleanly");
+    assert!(publisher.finished(), "the H.264 publisher finished cleanly");
+    assert!(hevc.finished(), "the H.265 publisher (over UDP) finished cleanly");
 
     // A second publisher of a path that has one is refused, while the first one sends.
     assert!(
@@ -146,7 +173,7 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
     let mut second = RtspConn::open(rtsp);
     announce(&mut second, "/live/stalled", None).expect(409, "a second publisher of a path");
     // Stopped now, the publisher of /live/stalled sends nothing more; the rules meanwhile.
-    signal(&stalled, libc::SIGSTOP);
+    stalled.signal(libc::SIGSTOP);
     let mut c = RtspConn::open(rtsp);
     // Allowed to read the path (it is not published: 404), the connection may still not publish.
     c.request("DESCRIBE", &url("/live/watch-only/y"), &[]).expect(404, "DESCRIBE of an open path");
@@ -162,7 +189,5 @@ fn a_published_stream_plays_live_and_the_rules_hold(engine: &[&str]) {
         server.streams()
     );
     announce(&mut second, "/live/stalled", None).expect(200, "the path is free again");
-    signal(&stalled, libc::SIGCONT);
-    let _ = stalled.kill();
-    let _ = stalled.wait();
+    drop(stalled);
 }
