@@ -122,16 +122,9 @@ pub struct Sample {
 const SYNC_BIT: u32 = 1 << 31;
 
 impl Sample {
-    /// A sample built by hand (tests of the modules that consume tables); `size` must be below
-    /// 2 GiB.
-    #[cfg(test)]
-    pub(crate) fn new(
-        offset: u64,
-        size: u32,
-        decode_time: u64,
-        composition_offset: i32,
-        sync: bool,
-    ) -> Sample {
+    /// A sample built by hand (a live source's table, and tests of the modules that consume
+    /// tables); `size` must be below 2 GiB.
+    pub fn new(offset: u64, size: u32, decode_time: u64, composition_offset: i32, sync: bool) -> Sample {
         assert!(size & SYNC_BIT == 0);
         Sample { offset, decode_time, size_sync: size | if sync { SYNC_BIT } else { 0 }, composition_offset }
     }

@@ -30,6 +30,8 @@ pub struct SdpOptions {
     pub session_id: u64,
     /// `o=` and `c=` address of the server.
     pub address: IpAddr,
+    /// A live stream: `a=range:npt=now-` (RFC 2326 C.1.5), no end to seek within.
+    pub live: bool,
 }
 
 impl Default for SdpOptions {
@@ -38,6 +40,7 @@ impl Default for SdpOptions {
             session_name: "sluice".into(),
             session_id: 0,
             address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            live: false,
         }
     }
 }
@@ -86,7 +89,8 @@ pub fn session_description(file: &Mp4File, options: &SdpOptions) -> Session {
     session.connection = Some(Connection::from_ip_addr(options.address));
     session.times.push(Time::new(0, 0));
     session.add_attribute(Attribute::with_value("control", "*"));
-    session.add_attribute(Attribute::with_value("range", npt_range(file.duration_secs())));
+    let range = if options.live { "npt=now-".to_string() } else { npt_range(file.duration_secs()) };
+    session.add_attribute(Attribute::with_value("range", range));
     for (index, track) in file.tracks.iter().enumerate() {
         if let Some(media) = media_section(index, track) {
             session.add_media(media);

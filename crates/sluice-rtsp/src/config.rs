@@ -53,6 +53,9 @@ pub struct RtspConfig {
     pub max_viewers: usize,
     /// What to do when the loop's headroom runs out.
     pub overload: Overload,
+    /// A publisher that sends nothing for this long is dropped, and its viewers get the end of
+    /// the stream.
+    pub publish_stall: Duration,
 }
 
 impl Default for RtspConfig {
@@ -70,6 +73,7 @@ impl Default for RtspConfig {
             access_log: false,
             max_viewers: 10_000,
             overload: Overload::Degrade,
+            publish_stall: Duration::from_secs(10),
         }
     }
 }

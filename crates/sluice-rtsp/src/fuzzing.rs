@@ -1,8 +1,9 @@
-//! The property the `rtsp_session` fuzz target checks, shared with the test that replays the
-//! committed corpus (`fuzz/corpus/rtsp_session/`), so `cargo fuzz` and `cargo test` run the same
-//! check: one RTSP connection and its session table driven like an engine, over the small H.264 +
-//! AAC file `sluice_media::fuzzing::TINY_MP4`. The media crate's own targets are in
-//! `sluice_media::fuzzing`.
+//! The properties the `rtsp_session` and `rtsp_publish` fuzz targets check, shared with the test
+//! that replays the committed corpora (`fuzz/corpus/rtsp_session/`, `fuzz/corpus/rtsp_publish/`),
+//! so `cargo fuzz` and `cargo test` run the same checks: one RTSP connection and its session table
+//! driven like an engine, over the small H.264 + AAC file `sluice_media::fuzzing::TINY_MP4`; and
+//! one publisher's connection after ffmpeg's handshake, whose RTP goes through the depacketizers
+//! into a live table. The media crate's own targets are in `sluice_media::fuzzing`.
 
 use sluice_media::fuzzing::TINY_MP4;
 use sluice_media::mp4::Mp4File;
@@ -141,9 +142,158 @@ pub fn rtsp_session(data: &[u8]) {
     }
 }
 
+/// What `ffmpeg -f rtsp -rtsp_transport tcp` sends up to its first RTP packet (H.264 with B-frames
+/// and AAC at 8 kHz): the `rtsp_publish` target's inputs are what follows it.
+const PUBLISH_HANDSHAKE: &str = "OPTIONS rtsp://127.0.0.1:18600/live/fuzz RTSP/1.0\r\n\
+CSeq: 1\r\n\
+User-Agent: Lavf59.27.100\r\n\
+\r\n\
+ANNOUNCE rtsp://127.0.0.1:18600/live/fuzz RTSP/1.0\r\n\
+Content-Type: application/sdp\r\n\
+CSeq: 2\r\n\
+User-Agent: Lavf59.27.100\r\n\
+Content-Length: 494\r\n\
+\r\n\
+v=0\r\n\
+o=- 0 0 IN IP4 127.0.0.1\r\n\
+s=No Name\r\n\
+c=IN IP4 127.0.0.1\r\n\
+t=0 0\r\n\
+a=tool:libavformat LIBAVFORMAT_VERSION\r\n\
+m=video 0 RTP/AVP 96\r\n\
+a=rtpmap:96 H264/90000\r\n\
+a=fmtp:96 packetization-mode=1; sprop-parameter-sets=Z2QACqzZRHsBEAAAAwAQAAADAUDxIllg,aOvjyyLA; profile-level-id=64000A\r\n\
+a=control:streamid=0\r\n\
+m=audio 0 RTP/AVP 97\r\n\
+b=AS:48\r\n\
+a=rtpmap:97 MPEG4-GENERIC/8000/1\r\n\
+a=fmtp:97 profile-level-id=1;mode=AAC-hbr;sizelength=13;indexlength=3;indexdeltalength=3; config=158856E500\r\n\
+a=control:streamid=1\r\n\
+SETUP rtsp://127.0.0.1:18600/live/fuzz/streamid=0 RTSP/1.0\r\n\
+Transport: RTP/AVP/TCP;unicast;interleaved=0-1;mode=record\r\n\
+CSeq: 3\r\n\
+User-Agent: Lavf59.27.100\r\n\
+\r\n\
+SETUP rtsp://127.0.0.1:18600/live/fuzz/streamid=1 RTSP/1.0\r\n\
+Transport: RTP/AVP/TCP;unicast;interleaved=2-3;mode=record\r\n\
+CSeq: 4\r\n\
+User-Agent: Lavf59.27.100\r\n\
+Session: 0000000000000001\r\n\
+\r\n\
+RECORD rtsp://127.0.0.1:18600/live/fuzz RTSP/1.0\r\n\
+Range: npt=0.000-\r\n\
+CSeq: 5\r\n\
+User-Agent: Lavf59.27.100\r\n\
+Session: 0000000000000001\r\n\
+\r\n\
+";
+
+/// What a publishing connection made of its input: the replies, and each live track's samples
+/// (decode time, composition offset, keyframe, bytes) once the input ended.
+type PublishTranscript = (Vec<u8>, Vec<Vec<(u64, i32, bool, Vec<u8>)>>);
+
+/// Runs a publisher's connection over [`PUBLISH_HANDSHAKE`] then `chunks`, all at one instant.
+fn run_publish(chunks: &[&[u8]]) -> PublishTranscript {
+    use crate::live::LiveRegistry;
+    use crate::{ConnectionId, Output, RtspConfig, RtspConnection, SessionTable};
+    struct Live(LiveRegistry);
+    impl crate::Catalogue for Live {
+        fn open(&self, _: &str) -> Result<std::sync::Arc<Mp4File>, crate::NotFound> {
+            Err(crate::NotFound)
+        }
+        fn live(&self) -> Option<&LiveRegistry> {
+            Some(&self.0)
+        }
+    }
+    let mut ids = 0u64;
+    let mut table = SessionTable::with_entropy(RtspConfig::default(), move || {
+        ids += 1;
+        ids
+    });
+    let catalogue = Live(LiveRegistry::new("/live"));
+    let now = std::time::Instant::now();
+    let mut conn =
+        RtspConnection::new(ConnectionId(1), std::net::SocketAddr::from(([127, 0, 0, 1], 40000)), now);
+    let mut out = Output::default();
+    let mut replies = Vec::new();
+    let mut pending = Vec::new();
+    for chunk in std::iter::once(PUBLISH_HANDSHAKE.as_bytes()).chain(chunks.iter().copied()) {
+        pending.extend_from_slice(chunk);
+        loop {
+            out.clear();
+            let used = conn.receive(&pending, now, &mut table, &catalogue, &mut out);
+            pending.drain(..used);
+            replies.extend_from_slice(&out.replies);
+            if used == 0 || out.close {
+                break;
+            }
+        }
+    }
+    let Some(stream) = catalogue.0.get("/live/fuzz") else { return (replies, Vec::new()) };
+    let snapshot = stream.snapshot();
+    let tracks = snapshot
+        .file
+        .tracks
+        .iter()
+        .map(|track| {
+            let times: Vec<u64> = track.samples.iter().map(|s| s.decode_time()).collect();
+            assert!(times.windows(2).all(|w| w[0] < w[1]), "decode times increase");
+            track
+                .samples
+                .iter()
+                .map(|s| {
+                    let bytes = stream.sample(s.offset()).expect("a sample in the table is kept");
+                    assert_eq!(bytes.len(), s.size() as usize);
+                    (s.decode_time(), s.composition_offset(), s.is_sync(), bytes.to_vec())
+                })
+                .collect()
+        })
+        .collect();
+    conn.end_publishing(&catalogue);
+    assert!(catalogue.0.get("/live/fuzz").is_none(), "the path is free once its publisher is gone");
+    (replies, tracks)
+}
+
+/// A publisher's connection never panics on arbitrary interleaved frames and requests after its
+/// `RECORD`; the live table it builds has increasing decode times and keeps every sample it
+/// lists; and it is the same whether the bytes arrive whole, a byte per read, or in two reads
+/// split anywhere.
+pub fn rtsp_publish(data: &[u8]) {
+    let whole = run_publish(&[data]);
+    assert!(
+        String::from_utf8_lossy(&whole.0).matches("RTSP/1.0 200 OK\r\n").count() >= 5,
+        "the handshake is answered"
+    );
+    let bytes: Vec<&[u8]> = data.chunks(1).collect();
+    assert_eq!(run_publish(&bytes), whole, "a byte per read changed the stream");
+    let step = (data.len() / 64).max(1);
+    for split in (0..=data.len()).step_by(step) {
+        let (a, b) = data.split_at(split);
+        assert_eq!(run_publish(&[a, b]), whole, "split at {split} changed the stream");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ffmpeg's second of H.264 (10 fps, B-frames, a keyframe every 5) and AAC becomes a live
+    /// table of every picture from the first keyframe, shown in the order it was encoded for.
+    #[test]
+    fn ffmpegs_publish_seed_becomes_a_live_table() {
+        let path = format!("{}/../../fuzz/corpus/rtsp_publish/ffmpeg-h264-aac", env!("CARGO_MANIFEST_DIR"));
+        let (replies, tracks) = run_publish(&[&std::fs::read(path).unwrap()]);
+        assert_eq!(String::from_utf8_lossy(&replies).matches("RTSP/1.0 200 OK\r\n").count(), 5);
+        let (video, audio) = (&tracks[0], &tracks[1]);
+        assert_eq!(video.len(), 10, "a second at 10 fps");
+        assert!(video[0].2 && video[5].2 && video.iter().filter(|s| s.2).count() == 2, "keyframes every 5");
+        let mut shown: Vec<u64> = video.iter().map(|s| s.0.saturating_add_signed(i64::from(s.1))).collect();
+        assert!(shown.windows(2).any(|w| w[0] > w[1]), "B-frames are shown out of decode order");
+        shown.sort_unstable();
+        assert!(shown.windows(2).all(|w| w[1] - w[0] == 9000), "one picture every 100 ms: {shown:?}");
+        // 8 kHz AAC, 1024 samples a frame: about 8 frames a second, one frame apart each.
+        assert!(audio.len() >= 7 && audio.windows(2).all(|w| w[1].0 - w[0].0 == 1024), "{}", audio.len());
+    }
 
     /// The seeds that script a whole exchange name the session the counter issues: every reply
     /// is 200, so the fuzzer starts from inputs that reach PLAY, PAUSE and TEARDOWN.

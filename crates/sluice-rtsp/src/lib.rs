@@ -1,4 +1,5 @@
-//! The RTSP server core of sluice: serving an MP4 file over RTSP/RTP, sans-I/O. The control
+//! The RTSP server core of sluice: serving an MP4 file, or a live stream a publisher sends
+//! (`ANNOUNCE`/`RECORD`, [`live`]), over RTSP/RTP, sans-I/O. The control
 //! connection and its sessions ([`session`]), pacing a playing session's samples into RTP packets
 //! ([`stream`]), whether a viewer is admitted or refused and why ([`admission`]), and the server
 //! core that joins them for an engine's RTSP loop ([`server`]).
@@ -51,6 +52,7 @@ pub mod admission;
 pub mod config;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod live;
 mod loop_core;
 pub mod playable;
 pub mod samples;
@@ -61,6 +63,7 @@ pub mod table;
 
 pub use admission::ADMIT_BUSY;
 pub use config::{Overload, RtspConfig};
+pub use live::{LiveRegistry, LiveStream, LiveSummary};
 pub use playable::{first_refusal, playable, Refusal, Unplayable, REASON_HEADER};
 pub use server::{Control, MediaLibrary, Note, Observer, RtspServer, LATE_SEND, LOAD_WINDOW, PACE_TICK};
 pub use session::{

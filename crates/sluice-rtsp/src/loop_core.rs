@@ -56,6 +56,10 @@ impl<M: MediaLibrary, O: Observer, T> RtspCore<T> for RtspServer<'_, M, O, T> {
         RtspServer::rtcp_from(self, from, now)
     }
 
+    fn rtp_from(&mut self, from: SocketAddr, packet: &[u8], now: Instant) {
+        RtspServer::rtp_from(self, from, packet, now)
+    }
+
     fn account(&mut self, cpu: Duration, now: Instant) {
         RtspServer::account(self, cpu, now)
     }

@@ -504,6 +504,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
     /// interleaved sessions are released. The loop calls [`RtspServer::remove`] when its
     /// operations have finished.
     pub fn disconnect(&mut self, key: usize, now: Instant) {
+        let media = self.media;
         let Some(c) = self.control(key) else { return };
         if c.disconnected {
             return;
@@ -511,6 +512,7 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         c.disconnected = true;
         c.closing = true;
         c.drop_output = true;
+        c.rtsp.end_publishing(media);
         let id = c.rtsp.id();
         let mut events = Vec::new();
         self.table.connection_closed(id, &mut events);
@@ -536,6 +538,16 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
         });
         if let Some(id) = found {
             self.table.touch(id, now);
+        }
+    }
+
+    /// A datagram arrived from `from` on the server's RTP port: RTP of a publisher that set up a
+    /// track over UDP from there, taken into its stream (anything else is dropped).
+    pub fn rtp_from(&mut self, from: SocketAddr, packet: &[u8], now: Instant) {
+        for c in self.controls.iter_mut().flatten() {
+            if !c.disconnected && c.rtsp.published_datagram(from, packet, now) {
+                return;
+            }
         }
     }
 
@@ -602,7 +614,9 @@ impl<'a, M: MediaLibrary, O: Observer, T> RtspServer<'a, M, O, T> {
             .iter()
             .map(|t| tracks.get(t.stream.index).is_some_and(|t| t.kind.is_video()))
             .collect();
-        open_bytes(self.media, &self.observer, v, session.path());
+        if session.live().is_none() {
+            open_bytes(self.media, &self.observer, v, session.path());
+        }
         // A seek: what waited for its bytes belongs to the old position.
         v.stalled.clear();
         v.stalled_since = None;
@@ -716,5 +730,7 @@ fn slot_end(epoch: Instant, at: Instant) -> Instant {
 }
 
 mod fanout;
+#[cfg(test)]
+mod live_tests;
 #[cfg(test)]
 mod tests;

@@ -35,6 +35,7 @@ use sluice_proto::rtsp::{
 };
 
 use super::admission;
+use super::live::LiveRegistry;
 use super::playable::{checked, Refusal, Unplayable, REASON_HEADER};
 use super::stream::{StreamTrack, Streamer};
 pub use super::table::Event;
@@ -43,7 +44,7 @@ use sluice_media::mp4::Mp4File;
 use sluice_media::sdp::{payload_type, session_description, to_bytes, SdpOptions, TRACK_CONTROL};
 
 /// The methods sluice answers (the `Public` header of `OPTIONS`).
-pub const METHODS: [Method; 7] = [
+pub const METHODS: [Method; 9] = [
     Method::Options,
     Method::Describe,
     Method::Setup,
@@ -51,6 +52,8 @@ pub const METHODS: [Method; 7] = [
     Method::Pause,
     Method::Teardown,
     Method::GetParameter,
+    Method::Announce,
+    Method::Record,
 ];
 
 /// The presentation the URL names does not exist.
@@ -93,6 +96,13 @@ pub trait Catalogue {
     /// a fresh nonce beside Basic.
     fn challenges(&self, _path: &str) -> Vec<String> {
         vec!["Basic realm=\"sluice\"".to_string()]
+    }
+
+    /// The live paths publishers may `ANNOUNCE` and viewers play ([`super::live`]); `None` (the
+    /// default) takes no publishers. [`Catalogue::authorize`] is asked for `ANNOUNCE` with the
+    /// method named, so a catalogue can require a right to publish.
+    fn live(&self) -> Option<&LiveRegistry> {
+        None
     }
 }
 
@@ -229,6 +239,8 @@ pub struct RtspConnection {
     /// The paths this connection was allowed to play (by [`Catalogue::authorize`]), so that the
     /// `SETUP`s after a `DESCRIBE` with a signed URL need not carry it again.
     allowed: Vec<String>,
+    /// What this connection publishes, once it sent an `ANNOUNCE`.
+    publishing: Option<publish::Publishing>,
 }
 
 impl RtspConnection {
@@ -243,6 +255,7 @@ impl RtspConnection {
             last_activity: now,
             held: None,
             allowed: Vec::new(),
+            publishing: None,
         }
     }
 
@@ -266,7 +279,12 @@ impl RtspConnection {
     /// connection idle for the session timeout has nothing left to keep alive (its sessions have
     /// timed out too), like an HTTP keep-alive timeout.
     pub fn deadline(&self, table: &SessionTable) -> Instant {
-        self.last_activity + table.config.session_timeout
+        match &self.publishing {
+            // A publisher whose media flows is dropped after the stall deadline without a byte
+            // (before its first packet, an encoder may take seconds to start).
+            Some(p) if p.is_flowing() => self.last_activity + table.config.publish_stall,
+            _ => self.last_activity + table.config.session_timeout,
+        }
     }
 
     /// The engine's id of the connection.
@@ -301,9 +319,11 @@ impl RtspConnection {
             let rest = &buf[consumed..];
             match read_message(rest, &table.config.limits) {
                 Ok(Message::NeedMore) => break,
-                Ok(Message::Interleaved { consumed: n, .. }) => {
+                Ok(Message::Interleaved { consumed: n, channel, payload }) => {
                     consumed += n;
-                    self.touch_all(table, now);
+                    if !self.published(channel, payload, now) {
+                        self.touch_all(table, now);
+                    }
                 }
                 Ok(Message::Complete(request, n)) => {
                     let at = self.position + consumed as u64;
@@ -410,6 +430,15 @@ impl RtspConnection {
                     Ok(ok().session(&id.to_string(), x.table.config.session_timeout))
                 }
             },
+            Method::Announce => {
+                if let Some(denied) = self.authorize(x)? {
+                    return Ok(denied);
+                }
+                self.announce(x)
+            }
+            Method::Record => self.record(x),
+            Method::Setup if self.is_publishing_setup(x) => self.setup_record(x),
+            Method::Teardown if self.is_publishing_teardown(x) => self.stop_publishing(x),
             Method::Describe | Method::Setup => {
                 if let Some(denied) = self.authorize(x)? {
                     return Ok(denied);
@@ -461,7 +490,10 @@ impl RtspConnection {
     fn authorize(&mut self, x: &mut Exchange<'_>) -> Result<Option<Reply>, RtspError> {
         let url = x.request.request_uri().ok_or(RtspError::NotFound)?;
         let (path, _) = split_url(url);
-        if self.allowed.contains(&path) {
+        // What a connection may play says nothing of what it may publish: an ANNOUNCE is asked
+        // every time, and allows no reading.
+        let publishing = x.request.method() == Method::Announce;
+        if !publishing && self.allowed.contains(&path) {
             return Ok(None);
         }
         let authorization = x.request.header(&headers::AUTHORIZATION).map(|v| v.as_str());
@@ -469,7 +501,7 @@ impl RtspConnection {
         match x.catalogue.authorize(method, url.as_str(), &path, url.query(), authorization, self.peer.ip()) {
             Ok(()) => {
                 // Bounded: a connection plays a few presentations, not thousands.
-                if self.allowed.len() < 16 {
+                if !publishing && self.allowed.len() < 16 {
                     self.allowed.push(path);
                 }
                 Ok(None)
@@ -494,11 +526,11 @@ impl RtspConnection {
         if track.is_some() {
             return Err(RtspError::NotFound);
         }
-        let file = match x.catalogue.open_playable(&path) {
-            Ok(file) => file,
+        let (file, live) = match publish::open_presentation(x, &path) {
+            Ok((file, live)) => (file, live.is_some()),
             Err(refusal) => return refuse(x, path, refusal),
         };
-        let options = SdpOptions { session_name: path, ..SdpOptions::default() };
+        let options = SdpOptions { session_name: path, live, ..SdpOptions::default() };
         let sdp = to_bytes(&session_description(&file, &options));
         // Track URLs (`a=control:trackID=N`) resolve against Content-Base, which must end in '/'.
         // A signed URL's query stays off it: the tracks are set up on this connection, which
@@ -526,7 +558,7 @@ impl RtspConnection {
             Some(_) => Some(self.session(x.request, x.table)?),
             None => None,
         };
-        let file = match existing {
+        let (file, live) = match existing {
             Some(id) => {
                 let s = &x.table.sessions[&id];
                 if s.path != path {
@@ -541,13 +573,13 @@ impl RtspConnection {
                     // from a second connection cannot gain a track on this one.
                     return Err(RtspError::SessionNotFound);
                 }
-                s.file.clone()
+                (s.file.clone(), None)
             }
             None => {
                 self.sessions.retain(|id| x.table.sessions.contains_key(id));
                 admission::new_session(x.table, self.sessions.len(), self.peer.ip())?;
-                match x.catalogue.open_playable(&path) {
-                    Ok(file) => file,
+                match publish::open_presentation(x, &path) {
+                    Ok(found) => found,
                     Err(refusal) => return refuse(x, path, refusal),
                 }
             }
@@ -603,6 +635,7 @@ impl RtspConnection {
                         tracks: Vec::new(),
                         streamer: None,
                         deadline: x.now,
+                        live,
                     },
                 );
                 self.sessions.push(id);
@@ -689,7 +722,9 @@ impl RtspConnection {
             session.streamer = Some(streamer);
         }
         let duration = Duration::try_from_secs_f64(session.file.duration_secs()).unwrap_or(Duration::ZERO);
+        let live = session.live.is_some();
         let streamer = session.streamer.as_mut().expect("created above");
+        let range = if live { None } else { range };
         let (start, end) = match range {
             Some(r) => match r.start {
                 NptStart::At(at) => {
@@ -708,6 +743,8 @@ impl RtspConnection {
                 let here = streamer.position(x.now);
                 streamer.seek(here, Some(end))
             }
+            // A live stream starts at its latest keyframe, once; a second PLAY resumes.
+            (None, None) if live && starting => streamer.seek_live(),
             (None, None) => streamer.position(x.now),
         };
         let was_playing = streamer.is_playing();
@@ -731,5 +768,6 @@ impl RtspConnection {
     }
 }
 
+mod publish;
 #[cfg(test)]
 mod tests;

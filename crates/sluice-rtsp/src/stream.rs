@@ -293,6 +293,59 @@ impl Streamer {
         position
     }
 
+    /// Moves every track to the live edge of a live source's table and pauses: video to its
+    /// latest keyframe (the earliest of them with several video tracks), other tracks to their
+    /// first sample from that keyframe's time on (without video: to the end, so they start with
+    /// what comes next). Returns where the presentation now stands.
+    pub fn seek_live(&mut self) -> Duration {
+        let file = Arc::clone(&self.file);
+        let latest_keyframe = |track: &Track| track.samples.iter().rposition(|s| s.is_sync());
+        let anchor = self
+            .tracks
+            .iter()
+            .map(|t| &file.tracks[t.spec.index])
+            .filter(|track| track.kind.is_video())
+            .filter_map(|track| latest_keyframe(track).map(|i| sample_time(track, i)))
+            .min();
+        let mut edge = Duration::ZERO;
+        for t in &mut self.tracks {
+            let track = &file.tracks[t.spec.index];
+            t.end = track.samples.len();
+            if let Some(last) = track.samples.len().checked_sub(1) {
+                edge = edge.max(sample_time(track, last));
+            }
+            t.next = match anchor {
+                Some(anchor) if track.kind.is_video() => track
+                    .samples
+                    .iter()
+                    .enumerate()
+                    .rposition(|(i, s)| s.is_sync() && sample_time(track, i) <= anchor)
+                    .unwrap_or(track.samples.len()),
+                Some(anchor) => track.samples.partition_point(|s| {
+                    ticks_to_duration(s.decode_time().saturating_sub(track.edit_start), track.timescale)
+                        < anchor
+                }),
+                None => track.samples.len(),
+            };
+        }
+        let position = anchor.unwrap_or(edge);
+        self.clock = Clock::Paused { position };
+        position
+    }
+
+    /// A live source's newer table ([`crate::live::LiveStream::snapshot`]): the samples of the
+    /// one held, less `shift[i]` gone from the front of file track `i` since, and the ones that
+    /// came after them. Positions move back by the shift; each track now ends where its newer
+    /// table does.
+    pub fn extend(&mut self, file: Arc<Mp4File>, shift: &[u64]) {
+        for t in &mut self.tracks {
+            let gone = usize::try_from(shift.get(t.spec.index).copied().unwrap_or(0)).unwrap_or(usize::MAX);
+            t.next = t.next.saturating_sub(gone);
+            t.end = file.tracks.get(t.spec.index).map_or(0, |track| track.samples.len());
+        }
+        self.file = file;
+    }
+
     /// Starts (or resumes) sending at `now` from where the presentation stands.
     pub fn play(&mut self, now: Instant) {
         if let Clock::Paused { position } = self.clock {

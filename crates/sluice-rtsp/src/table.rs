@@ -18,6 +18,7 @@ use std::time::Instant;
 use sluice_proto::rtsp::Release;
 
 use super::config::RtspConfig;
+use super::live::LiveStream;
 use super::stream::{StreamTrack, Streamer};
 use rtsp_types::Url;
 use sluice_media::mp4::Mp4File;
@@ -101,6 +102,9 @@ pub struct RtspSession {
     pub(super) tracks: Vec<SessionTrack>,
     pub(super) streamer: Option<Streamer>,
     pub(super) deadline: Instant,
+    /// The live stream it plays, and how many samples of each track had gone from the front of
+    /// the table `file` is (see [`super::live`]); `None` for a file.
+    pub(super) live: Option<(Arc<LiveStream>, Vec<u64>)>,
 }
 
 impl RtspSession {
@@ -122,6 +126,33 @@ impl RtspSession {
     /// The file it plays.
     pub fn file(&self) -> &Arc<Mp4File> {
         &self.file
+    }
+
+    /// The live stream it plays, if it plays one.
+    pub fn live(&self) -> Option<&Arc<LiveStream>> {
+        self.live.as_ref().map(|(stream, _)| stream)
+    }
+
+    /// For a live session, takes its stream's newer table into `file` and the streamer; returns
+    /// whether the stream has ended (its publisher is gone), `None` for a file.
+    pub fn refresh_live(&mut self) -> Option<bool> {
+        let (stream, dropped) = self.live.as_mut()?;
+        let ended = stream.has_ended();
+        let snapshot = stream.snapshot();
+        if !Arc::ptr_eq(&snapshot.file, &self.file) {
+            let shift: Vec<u64> = snapshot
+                .dropped
+                .iter()
+                .zip(dropped.iter())
+                .map(|(now, then)| now.saturating_sub(*then))
+                .collect();
+            if let Some(streamer) = self.streamer.as_mut() {
+                streamer.extend(Arc::clone(&snapshot.file), &shift);
+            }
+            self.file = snapshot.file;
+            *dropped = snapshot.dropped;
+        }
+        Some(ended)
     }
 
     /// Its tracks, in the order of their `SETUP`s ([`super::Due::track`] indexes this).

@@ -1,5 +1,6 @@
-//! Replays the committed `fuzz/corpus/rtsp_session/` through the property check the
-//! `rtsp_session` fuzz target runs, so every input that once mattered is checked by `cargo test`.
+//! Replays the committed `fuzz/corpus/rtsp_session/` and `fuzz/corpus/rtsp_publish/` through the
+//! property checks their fuzz targets run, so every input that once mattered is checked by
+//! `cargo test`.
 
 use std::path::PathBuf;
 
@@ -7,4 +8,10 @@ use std::path::PathBuf;
 fn rtsp_session_corpus() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/rtsp_session");
     sluice_proto::fuzzing::replay_corpus(&dir, sluice_rtsp::fuzzing::rtsp_session);
+}
+
+#[test]
+fn rtsp_publish_corpus() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/rtsp_publish");
+    sluice_proto::fuzzing::replay_corpus(&dir, sluice_rtsp::fuzzing::rtsp_publish);
 }

@@ -45,6 +45,10 @@ pub struct AccessPolicy {
     /// `name:digest-md5:HEX` of MD5 `name:sluice:password`, Basic and Digest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users_file: Option<PathBuf>,
+    /// Whether the paths under `prefix` may be published to (RTSP `ANNOUNCE`), by whoever the
+    /// policy's mode lets read them. Publishing anywhere else is refused (403).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub publish: bool,
 }
 
 /// The claim a `jwt` policy reads when it names none.
@@ -219,6 +223,8 @@ pub const JWT_PARAM: &str = "jwt";
 pub struct Access {
     /// Longest prefix first.
     policies: Vec<(String, Rule)>,
+    /// Each policy's prefix and whether it may be published to, longest first.
+    publish: Vec<(String, bool)>,
     refusals: [AtomicU64; Refusal::ALL.len()],
     /// Users let in, by scheme: Basic, Digest.
     logins: [AtomicU64; 2],
@@ -305,7 +311,10 @@ impl Access {
             };
             loaded.push((p.prefix.clone(), rule));
         }
-        Ok(Access::with_rules(loaded))
+        let mut access = Access::with_rules(loaded);
+        access.publish = policies.iter().map(|p| (p.prefix.clone(), p.publish)).collect();
+        access.publish.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        Ok(access)
     }
 
     fn with_rules(mut policies: Vec<(String, Rule)>) -> Access {
@@ -319,6 +328,7 @@ impl Access {
         }
         Access {
             policies,
+            publish: Vec::new(),
             refusals: Default::default(),
             logins: Default::default(),
             nonce_key,
@@ -326,9 +336,23 @@ impl Access {
         }
     }
 
-    /// Whether any policy guards anything (else every check is skipped).
+    /// Whether any policy guards anything or grants publishing (else every check is skipped).
     pub fn is_open(&self) -> bool {
         self.policies.iter().all(|(_, rule)| matches!(rule, Rule::Open))
+            && self.publish.iter().all(|(_, publish)| !publish)
+    }
+
+    /// Whether `presented` may publish to its path: the policy deciding the path grants it
+    /// (`publish = true`, else 403 whatever was presented), and what was presented passes the
+    /// policy's mode as a read would (401 or 403 with the reason counted, else).
+    pub fn check_publish(&self, presented: &Presented<'_>, now: SystemTime) -> Result<(), u16> {
+        if longest_match(&self.publish, presented.path) != Some(&true) {
+            return Err(403);
+        }
+        match self.check(presented, now) {
+            Decision::Allowed { .. } => Ok(()),
+            Decision::Refused(reason) => Err(reason.status()),
+        }
     }
 
     /// Whether `presented` may read its path.

@@ -295,6 +295,7 @@ impl Config {
                 RtspOverload::Refuse => sluice_rtsp::Overload::Refuse,
                 RtspOverload::Degrade => sluice_rtsp::Overload::Degrade,
             },
+            publish_stall: self.rtsp.publish_stall,
             ..sluice_rtsp::RtspConfig::default()
         }
     }

@@ -317,7 +317,8 @@ impl Server {
                         Some(access) => RtspMedia::new(Arc::clone(&library)).with_access(Arc::clone(access)),
                         None => RtspMedia::new(Arc::clone(&library)),
                     }
-                    .with_protection(Arc::clone(&protection)),
+                    .with_protection(Arc::clone(&protection))
+                    .with_live(Arc::new(sluice_rtsp::LiveRegistry::new(&config.rtsp.live_prefix))),
                 ),
             }),
             false => None,
@@ -473,7 +474,8 @@ impl Server {
                 shutdown.clone(),
             )
             .with_readiness(self.readiness.clone())
-            .with_certificate(self.tls.as_ref().map(|(certificate, _)| Arc::clone(certificate)));
+            .with_certificate(self.tls.as_ref().map(|(certificate, _)| Arc::clone(certificate)))
+            .with_live(self.rtsp.as_ref().and_then(|r| r.media.live_registry().cloned()));
             (listeners, Arc::new(AdminService(Arc::new(admin))))
         });
         let service = Arc::new(HttpService { app: self.app, always: Arc::new([]) });

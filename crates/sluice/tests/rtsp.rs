@@ -1151,8 +1151,9 @@ fn out_of_order_and_foreign_requests_get_rtsp_errors(engine: &[&str]) {
     .expect(455, "SETUP while playing");
     c.request("TEARDOWN", &d.url, &[("Session", id)]).expect(200, "TEARDOWN by the owner");
     c.request("PLAY", &d.url, &[("Session", id)]).expect(454, "PLAY after TEARDOWN");
-    // A method sluice does not do.
-    c.request("RECORD", &d.url, &[]).expect(501, "RECORD");
+    // RECORD of a connection that announced nothing, and a method sluice does not do.
+    c.request("RECORD", &d.url, &[("Session", id)]).expect(455, "RECORD without ANNOUNCE");
+    c.request("SET_PARAMETER", &d.url, &[]).expect(501, "SET_PARAMETER");
     c.request("OPTIONS", "*", &[]).expect(200, "OPTIONS after the errors, same connection");
 }
 

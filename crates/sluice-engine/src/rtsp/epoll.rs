@@ -130,7 +130,8 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
                         adopt(core, arrival, now);
                     }
                 }
-                RTP => {} // writable again: the send below finds out
+                // Writable again (the send below finds out), or a publisher's RTP to take in.
+                RTP => drain_rtp(&rtp, core, counters, &mut buf, now),
                 RTCP => drain_rtcp(&rtcp, core, counters, &mut buf, now),
                 key => {
                     let key = key as usize;
@@ -275,6 +276,18 @@ fn send_datagrams(
         batch.clear();
         if !more {
             return false;
+        }
+    }
+}
+
+/// Takes every datagram waiting on the server's RTP port: a publisher's RTP over UDP.
+fn drain_rtp(rtp: &UdpSocket, core: &mut Core<'_>, counters: &Shard, buf: &mut [u8], now: Instant) {
+    loop {
+        counters.syscall(Syscall::Read);
+        match rtp.recv_from(buf) {
+            Ok((n, from)) => core.rtp_from(from, &buf[..n], now),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
 }

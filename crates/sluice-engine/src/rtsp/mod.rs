@@ -3,7 +3,7 @@
 //! RTP packets out to every viewer from that one loop.
 //!
 //! Owns the RTSP side's descriptors (a TCP control listener, and the RTP and RTCP UDP sockets every
-//! UDP viewer shares), the choice of loop (io_uring on the `uring` engine; epoll on every other,
+//! UDP viewer shares, on which the loop also reads viewers' RTCP and publishers' RTP), the choice of loop (io_uring on the `uring` engine; epoll on every other,
 //! the `threads` and `tokio` engines included, which the start-up line and `--help` say), the
 //! batching of datagrams (`sendmmsg`, UDP GSO; [`datagrams`]) and the timers. Both loops run the
 //! same sans-I/O core, which holds control connections, the session table, each

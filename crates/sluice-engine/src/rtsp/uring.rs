@@ -34,6 +34,7 @@ const RECV: u64 = 4;
 const SEND: u64 = 5;
 const DATAGRAM: u64 = 6;
 const INBOX: u64 = 7;
+const RTP_IN: u64 = 8;
 const RECV_BUFFER: usize = 16 * 1024;
 
 fn token(kind: u64, key: usize) -> u64 {
@@ -63,12 +64,23 @@ struct SendSlices {
 /// Slices one `sendmsg` of a control connection takes at most (the kernel's `UIO_MAXIOV` is 1024).
 const SEND_SLICES: usize = 256;
 
-/// The RTCP port's receive, at a stable address while armed.
+/// A UDP port's receive (the RTCP port's, and the RTP port's for publishers' RTP), at a stable
+/// address while armed.
 struct RtcpRecv {
     hdr: libc::msghdr,
     iov: libc::iovec,
     addr: libc::sockaddr_storage,
     buf: [u8; 1500],
+}
+
+/// A `recvmsg` into `r` on `socket`, completing with `user_data`.
+fn recv_entry(r: &mut RtcpRecv, socket: &UdpSocket, user_data: u64) -> squeue::Entry {
+    r.iov = libc::iovec { iov_base: r.buf.as_mut_ptr().cast(), iov_len: r.buf.len() };
+    r.hdr.msg_name = (&mut r.addr as *mut libc::sockaddr_storage).cast();
+    r.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    r.hdr.msg_iov = &mut r.iov;
+    r.hdr.msg_iovlen = 1;
+    opcode::RecvMsg::new(types::Fd(socket.as_raw_fd()), &mut r.hdr).build().user_data(user_data)
 }
 
 /// The core as this loop holds it.
@@ -84,6 +96,7 @@ struct Loop<'c, 'a> {
     in_flight: usize,
     batch_sent: (usize, usize),
     rtcp_recv: Box<RtcpRecv>,
+    rtp_recv: Box<RtcpRecv>,
     dirty: Vec<usize>,
     handoff: Handoff,
     arrivals: Vec<(TcpStream, SocketAddr)>,
@@ -104,12 +117,15 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         .map_err(|source| EngineError::Setup { what: "io_uring_setup (rtsp)", source })?;
     let LoopSockets { control, rtp, rtcp, handoff } = sockets;
     // Its pointers are set before use.
-    let rtcp_recv = Box::new(RtcpRecv {
-        hdr: socket::empty_msghdr(),
-        iov: libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 },
-        addr: socket::empty_sockaddr(),
-        buf: [0; 1500],
-    });
+    let udp_recv = || {
+        Box::new(RtcpRecv {
+            hdr: socket::empty_msghdr(),
+            iov: libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 },
+            addr: socket::empty_sockaddr(),
+            buf: [0; 1500],
+        })
+    };
+    let (rtcp_recv, rtp_recv) = (udp_recv(), udp_recv());
     let mut l = Loop {
         ring,
         core: &mut *core,
@@ -118,6 +134,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         in_flight: 0,
         batch_sent: (0, 0),
         rtcp_recv,
+        rtp_recv,
         dirty: Vec::new(),
         handoff,
         arrivals: Vec::new(),
@@ -132,6 +149,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
     );
     l.arm_accept(&control);
     l.arm_rtcp(&rtcp);
+    l.arm_rtp(&rtp);
     l.arm_inbox();
     let mut now = Instant::now();
     loop {
@@ -149,7 +167,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         // share of the core at 450 plain viewers).
         while l.in_flight == 0 && l.send_batch([&rtp, &rtcp], now) {
             l.enter(Some(Duration::ZERO));
-            l.reap(&control, &rtcp, now);
+            l.reap(&control, [&rtp, &rtcp], now);
         }
         l.core.account(demand.now(), Instant::now());
         let mut timeout = l.core.next_wake().map(|at| at.saturating_duration_since(Instant::now()));
@@ -164,7 +182,7 @@ pub(crate) fn run(parts: Parts<'_, Socket>, shutdown: &Shutdown) -> Result<(), E
         }
         l.enter(timeout);
         now = Instant::now();
-        l.reap(&control, &rtcp, now);
+        l.reap(&control, [&rtp, &rtcp], now);
     }
     // Stop what is in flight before the memory goes: shut the sockets down, wait briefly.
     for key in l.core.keys() {
@@ -253,14 +271,13 @@ impl Loop<'_, '_> {
     }
 
     fn arm_rtcp(&mut self, rtcp: &UdpSocket) {
-        let r = &mut *self.rtcp_recv;
-        r.iov = libc::iovec { iov_base: r.buf.as_mut_ptr().cast(), iov_len: r.buf.len() };
-        r.hdr.msg_name = (&mut r.addr as *mut libc::sockaddr_storage).cast();
-        r.hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        r.hdr.msg_iov = &mut r.iov;
-        r.hdr.msg_iovlen = 1;
-        let entry =
-            opcode::RecvMsg::new(types::Fd(rtcp.as_raw_fd()), &mut r.hdr).build().user_data(token(RTCP, 0));
+        let entry = recv_entry(&mut self.rtcp_recv, rtcp, token(RTCP, 0));
+        self.push(entry);
+    }
+
+    /// A receive on the RTP port: publishers' RTP over UDP (viewers send nothing there).
+    fn arm_rtp(&mut self, rtp: &UdpSocket) {
+        let entry = recv_entry(&mut self.rtp_recv, rtp, token(RTP_IN, 0));
         self.push(entry);
     }
 
@@ -344,7 +361,7 @@ impl Loop<'_, '_> {
         }
     }
 
-    fn reap(&mut self, listener: &std::net::TcpListener, rtcp: &UdpSocket, now: Instant) {
+    fn reap(&mut self, listener: &std::net::TcpListener, [rtp, rtcp]: [&UdpSocket; 2], now: Instant) {
         let mut cqes = std::mem::take(&mut self.completions);
         cqes.clear();
         cqes.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
@@ -380,6 +397,14 @@ impl Loop<'_, '_> {
                         }
                     }
                     self.arm_rtcp(rtcp);
+                }
+                RTP_IN => {
+                    if let (Ok(n), Some(from)) = (usize::try_from(res), socket_addr_from(&self.rtp_recv.addr))
+                    {
+                        let packet = &self.rtp_recv.buf[..n.min(self.rtp_recv.buf.len())];
+                        self.core.rtp_from(from, packet, now);
+                    }
+                    self.arm_rtp(rtp);
                 }
                 INBOX => {
                     let mut arrivals = std::mem::take(&mut self.arrivals);

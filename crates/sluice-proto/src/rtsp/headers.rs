@@ -66,14 +66,37 @@ pub fn parse_transport<B: AsRef<[u8]>>(request: &Request<B>) -> Result<Transport
     }
     let transports =
         typed::<Transports, B>(request, "Transport").map_err(|_| RtspError::UnsupportedTransport)?;
-    transports.iter().flat_map(|t| t.iter()).find_map(supported).ok_or(RtspError::UnsupportedTransport)
+    transports
+        .iter()
+        .flat_map(|t| t.iter())
+        .find_map(|t| supported(t, false))
+        .ok_or(RtspError::UnsupportedTransport)
 }
 
-fn supported(transport: &Transport) -> Option<TransportSpec> {
+/// The first transport in a publisher's `Transport` header (`mode=record`, RFC 2326 §12.39)
+/// that sluice takes in: RTP/AVP over UDP or RTP/AVP/TCP interleaved. 461 when none is, or when
+/// the header does not say `mode=record`.
+pub fn parse_record_transport<B: AsRef<[u8]>>(request: &Request<B>) -> Result<TransportSpec, RtspError> {
+    if request.header(&headers::TRANSPORT).is_none() {
+        return Err(RtspError::MissingHeader("Transport"));
+    }
+    let transports =
+        typed::<Transports, B>(request, "Transport").map_err(|_| RtspError::UnsupportedTransport)?;
+    transports
+        .iter()
+        .flat_map(|t| t.iter())
+        .find_map(|t| supported(t, true))
+        .ok_or(RtspError::UnsupportedTransport)
+}
+
+fn supported(transport: &Transport, record: bool) -> Option<TransportSpec> {
     let Transport::Rtp(rtp) = transport else { return None };
     let p = &rtp.params;
-    let plays = p.mode.is_empty() || p.mode.iter().all(|m| *m == TransportMode::Play);
-    if rtp.profile != RtpProfile::Avp || p.multicast || !plays {
+    let fits = match record {
+        true => !p.mode.is_empty() && p.mode.iter().all(|m| *m == TransportMode::Record),
+        false => p.mode.is_empty() || p.mode.iter().all(|m| *m == TransportMode::Play),
+    };
+    if rtp.profile != RtpProfile::Avp || p.multicast || !fits {
         return None;
     }
     let pair = |(a, b): (u16, Option<u16>)| Some((a, b.unwrap_or(a.checked_add(1)?)));

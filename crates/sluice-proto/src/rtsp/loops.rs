@@ -266,6 +266,8 @@ pub trait RtspCore<T> {
     fn remove(&mut self, key: usize, now: Instant) -> Option<T>;
     /// A datagram arrived on the RTCP port from `from`.
     fn rtcp_from(&mut self, from: SocketAddr, now: Instant);
+    /// A datagram, `packet`, arrived on the RTP port from `from` (a publisher's RTP over UDP).
+    fn rtp_from(&mut self, _from: SocketAddr, _packet: &[u8], _now: Instant) {}
     /// The loop's thread has needed `cpu` of CPU time in all (used it, or waited for it behind
     /// other work), at `now` (once a turn).
     fn account(&mut self, cpu: Duration, now: Instant);

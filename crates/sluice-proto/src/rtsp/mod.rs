@@ -14,7 +14,10 @@ pub mod loops;
 pub mod request;
 pub mod response;
 
-pub use headers::{cseq, parse_range, parse_transport, session_id, NptStart, PlayRange, TransportSpec};
+pub use headers::{
+    cseq, parse_range, parse_record_transport, parse_transport, session_id, NptStart, PlayRange,
+    TransportSpec,
+};
 pub use loops::{ControlIo, DatagramSink, Headroom, LoopNote, OutBuf, Port, Release, RtspCore};
 pub use request::{read_message, Limits, Message};
 pub use response::{Reply, RtpInfoEntry};
@@ -108,7 +111,8 @@ pub enum RtspError {
     /// The URL names no presentation (no such file, or a track the file does not have).
     #[error("not found")]
     NotFound,
-    /// A method sluice does not implement (ANNOUNCE, RECORD, REDIRECT, SET_PARAMETER, ...).
+    /// A method sluice does not implement (REDIRECT, SET_PARAMETER, ...; ANNOUNCE and RECORD
+    /// where the server takes no publishers).
     #[error("method not implemented")]
     NotImplemented,
     /// A bound is reached (sessions per connection or in all, tracks per session): refused now,

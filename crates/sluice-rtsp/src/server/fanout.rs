@@ -178,11 +178,14 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
     fn stream(&mut self, id: SessionId, now: Instant, wall: Duration) {
         let Some(session) = self.table.get_mut(id) else { return };
         let Some(v) = self.viewers.get_mut(&id) else { return };
+        // A live stream's newer table first: what came since the last turn is due now.
+        let live_ended = session.refresh_live();
+        let live = session.live().cloned();
         let file = session.file().clone();
-        if v.bytes.is_none() {
+        if v.bytes.is_none() && live.is_none() {
             open_bytes(self.media, &self.observer, v, session.path());
         }
-        let waiting = v.bytes.is_none() && !v.unreadable;
+        let waiting = v.bytes.is_none() && !v.unreadable && live.is_none();
         let Some(streamer) = session.streamer_mut() else { return };
         self.due.clear();
         self.due.extend(v.stalled.drain(..));
@@ -209,16 +212,23 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
             // 23 Mbps file this took a run's reads from 461,600 `pread`s (one per viewer and
             // sample) to 2,303 (2026-11-24, docs/BENCHMARKS.md).
             let (media, observer) = (self.media, &self.observer);
-            let read = self.samples.get_or_read(&file, d.offset, d.size, |into| match &v.bytes {
-                Some(b) => {
-                    let read = media.read_at(b, d.offset, into);
-                    if read.is_ok() {
-                        observer.note(Note::Loop(LoopNote::SampleRead));
+            // A live sample's bytes are kept by its stream, shared by its viewers already.
+            let kept = live
+                .as_ref()
+                .map(|l| l.sample(d.offset).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound)));
+            let read = match &kept {
+                Some(kept) => kept.as_ref().map_err(|e| io::Error::from(e.kind())),
+                None => self.samples.get_or_read(&file, d.offset, d.size, |into| match &v.bytes {
+                    Some(b) => {
+                        let read = media.read_at(b, d.offset, into);
+                        if read.is_ok() {
+                            observer.note(Note::Loop(LoopNote::SampleRead));
+                        }
+                        read
                     }
-                    read
-                }
-                None => Err(io::Error::from(io::ErrorKind::NotFound)),
-            });
+                    None => Err(io::Error::from(io::ErrorKind::NotFound)),
+                }),
+            };
             if matches!(&read, Err(e) if e.kind() == io::ErrorKind::WouldBlock) && !give_up {
                 stall_from = Some(i);
                 break;
@@ -250,8 +260,9 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
         }
         self.reports.clear();
         streamer.sender_reports(now, wall, CNAME, &mut self.reports);
-        if v.stalled.is_empty() {
-            // The goodbye goes after the last sample, not before samples still waiting.
+        // The goodbye goes after the last sample, not before samples still waiting; a live
+        // stream's last sample is the one before its publisher left.
+        if v.stalled.is_empty() && live_ended != Some(false) {
             streamer.goodbyes(now, wall, CNAME, &mut self.reports);
         }
         for (track, report) in &self.reports {
@@ -259,6 +270,11 @@ impl<M: MediaLibrary, O: Observer, T> RtspServer<'_, M, O, T> {
         }
         let epoch = self.epoch;
         v.next_wake = streamer.next_wake_in_slots(|at| super::slot_start(epoch, at));
+        if live_ended == Some(false) && streamer.is_playing() {
+            // What the publisher sends next is looked for at the next slot.
+            let next = super::slot_start(epoch, now) + super::SEND_SLOT;
+            v.next_wake = Some(v.next_wake.map_or(next, |w| w.min(next)));
+        }
         if !v.stalled.is_empty() {
             let retry = now + WARM_RETRY;
             v.next_wake = Some(v.next_wake.map_or(retry, |w| w.min(retry)));

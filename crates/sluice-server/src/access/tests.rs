@@ -433,3 +433,49 @@ fn carried_credentials_are_escaped_for_each_output() {
     let out = carry_into_page("<a href=\"./b/?s=1\">", hostile);
     assert_eq!(out, "<a href=\"./b/?s=1&amp;a=&quot;&gt;&lt;b&gt;&amp;c=$x #\">");
 }
+
+#[test]
+fn publishing_needs_the_publish_right_and_the_policys_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    std::fs::write(&users, "alice:secret\n").unwrap();
+    let policy = |prefix: &str, mode, users_file: Option<PathBuf>, publish| AccessPolicy {
+        prefix: prefix.into(),
+        mode,
+        key_file: None,
+        keys: BTreeMap::new(),
+        jwks: None,
+        claim: None,
+        users_file,
+        publish,
+    };
+    let only_reads = Access::load(&[policy("/live/", AccessMode::Open, None, false)]).unwrap();
+    assert!(only_reads.is_open(), "open policies without publishing need no checks");
+    let access = Access::load(&[
+        policy("/live/", AccessMode::Open, None, true),
+        policy("/live/cams/", AccessMode::Users, Some(users), true),
+        policy("/live/ro/", AccessMode::Open, None, false),
+    ])
+    .unwrap();
+    assert!(!access.is_open(), "a publish right is checked");
+    let publish = |path: &str, authorization: Option<&str>| {
+        access.check_publish(
+            &Presented {
+                path,
+                query: None,
+                bearer: None,
+                peer: IpAddr::from(LOCAL),
+                authorization,
+                method: "ANNOUNCE",
+                target: Target::Rtsp("rtsp://h/x"),
+            },
+            at(NOW),
+        )
+    };
+    assert_eq!(publish("/live/x", None), Ok(()));
+    assert_eq!(publish("/live/ro/x", None), Err(403), "no right under the longer prefix");
+    assert_eq!(publish("/films/x", None), Err(403), "no policy, no right");
+    assert_eq!(publish("/live/cams/door", None), Err(401), "the policy's credentials are asked for");
+    assert_eq!(publish("/live/cams/door", Some("Basic YWxpY2U6c2VjcmV0")), Ok(()));
+    assert_eq!(publish("/live/cams/door", Some("Basic YWxpY2U6d3Jvbmc=")), Err(401));
+}

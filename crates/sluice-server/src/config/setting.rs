@@ -289,6 +289,15 @@ pub fn longer_than_zero(d: &std::time::Duration) -> Result<(), String> {
     Ok(())
 }
 
+/// A URL path prefix of live paths: from the root, at least one name, no trailing `/`.
+pub fn live_prefix(v: &str) -> Result<(), String> {
+    let names = v.strip_prefix('/').filter(|rest| !rest.is_empty() && !rest.ends_with('/'));
+    match names {
+        Some(rest) if !rest.split('/').any(|n| n.is_empty() || n == "." || n == "..") => Ok(()),
+        _ => Err("must be a path such as /live (from the root, no trailing /)".into()),
+    }
+}
+
 /// `v`, when set, passes `check`.
 pub fn when_set<T>(v: &Option<T>, check: impl Fn(&T) -> Result<(), String>) -> Result<(), String> {
     v.as_ref().map_or(Ok(()), check)

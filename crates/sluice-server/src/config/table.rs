@@ -17,7 +17,7 @@ use sluice_engine::{EngineConfig, EngineKind, SendStrategy, ThreadsMode};
 use sluice_proto::http::Limits;
 
 use super::format::{Bool, Count, Dur, Float, Listen, Named, Opt, Path, Size, Text, Texts};
-use super::setting::{at_least, between, long_flag, longer_than_zero, settings, when_set};
+use super::setting::{at_least, between, live_prefix, long_flag, longer_than_zero, settings, when_set};
 use super::{Config, LogFormat, RtspOverload};
 
 settings! {
@@ -107,6 +107,14 @@ settings! {
                 30000-30100): each RTSP loop takes an even port and the next odd one from the \
                 range.",
             { value_name: Some("FIRST-LAST"), unset: Some("any free pair"), example: Some("\"30000-30100\"") };
+        /// The URL path under which publishers `ANNOUNCE` live streams (`rtsp://ADDR/live/NAME`)
+        /// and viewers play them; publishing needs an `[[access]]` policy with `publish = true`.
+        live_prefix: String = "/live".into(); Text,
+            check |v| live_prefix(v);
+        /// A publisher that sends nothing for this long is dropped, and its viewers get the end of
+        /// the stream.
+        publish_stall: Duration = Duration::from_secs(10); Dur,
+            check |v| longer_than_zero(v);
     }
 
     /// `[library]`: what is served.

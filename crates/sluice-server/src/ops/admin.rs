@@ -34,6 +34,8 @@ pub struct Admin {
     limits: Limits,
     /// The HTTPS certificate, whose expiry `/metrics` reports.
     certificate: Option<Arc<sluice_engine::tls::TlsCertificate>>,
+    /// The live paths publishers send to, when RTSP takes publishers.
+    live: Option<Arc<sluice_rtsp::LiveRegistry>>,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -70,7 +72,13 @@ impl Admin {
             ..server.clone()
         };
         let (ready, board) = (Readiness::default(), Arc::default());
-        Admin { app, http, rtsp, shutdown, ready, board, limits, certificate: None }
+        Admin { app, http, rtsp, shutdown, ready, board, limits, certificate: None, live: None }
+    }
+
+    /// `/streams` lists the live paths of `live` too.
+    pub fn with_live(mut self, live: Option<Arc<sluice_rtsp::LiveRegistry>>) -> Admin {
+        self.live = live;
+        self
     }
 
     /// `/readyz` answers 503 with the reason while `ready` says the server is not ready.
@@ -172,7 +180,23 @@ impl Admin {
                     }
                 })
                 .collect();
-        let mut text = serde_json::json!({ "items": items, "sets": sets }).to_string();
+        // Live paths: who publishes them, since when, and their RTSP viewers.
+        let live: Vec<serde_json::Value> = self
+            .live
+            .iter()
+            .flat_map(|live| live.list(std::time::Instant::now()))
+            .map(|s| {
+                serde_json::json!({
+                    "path": s.path,
+                    "publisher": s.publisher.to_string(),
+                    "published_secs": s.age.as_secs(),
+                    "ready": s.ready,
+                    "rtsp": self.rtsp.map(|a| format!("rtsp://{}{}", host_port(a), url_path(&s.path))),
+                    "viewers": { "rtsp": viewers.get(&s.path).copied().unwrap_or(0) },
+                })
+            })
+            .collect();
+        let mut text = serde_json::json!({ "items": items, "sets": sets, "live": live }).to_string();
         text.push('\n');
         text
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use sluice_media::mp4::Mp4File;
 use sluice_proto::http::path::normalize;
-use sluice_rtsp::{playable, Catalogue, MediaLibrary, NotFound, Refusal, Unplayable};
+use sluice_rtsp::{playable, Catalogue, LiveRegistry, MediaLibrary, NotFound, Refusal, Unplayable};
 use sluice_store::CacheError;
 
 use crate::library::{FileVersion, Found, Library, LibraryError};
@@ -52,6 +52,8 @@ pub struct RtspMedia {
     access: Option<Arc<crate::access::Access>>,
     /// Encrypted titles (`[[protect]]`), which RTSP does not serve: its RTP carries clear samples.
     protection: Option<Arc<crate::protect::Protection>>,
+    /// The live paths publishers send to, shared by every RTSP loop.
+    live: Option<Arc<LiveRegistry>>,
 }
 
 /// Why a presentation was not resolved.
@@ -112,7 +114,19 @@ fn origin_refusal(e: &LibraryError) -> Refusal {
 impl RtspMedia {
     /// RTSP's view of `library`.
     pub fn new(library: Arc<Library>) -> RtspMedia {
-        RtspMedia { library, warming: Arc::default(), access: None, protection: None }
+        RtspMedia { library, warming: Arc::default(), access: None, protection: None, live: None }
+    }
+
+    /// The live paths, when publishers are taken.
+    pub fn live_registry(&self) -> Option<&Arc<LiveRegistry>> {
+        self.live.as_ref()
+    }
+
+    /// Takes publishers on the live paths of `live` (authorised by the access policies' `publish`
+    /// right), and serves those paths to viewers.
+    pub fn with_live(mut self, live: Arc<LiveRegistry>) -> Self {
+        self.live = Some(live);
+        self
     }
     /// Asks `access` before every DESCRIBE and SETUP of a path not yet allowed on its connection.
     pub fn with_access(mut self, access: Arc<crate::access::Access>) -> Self {
@@ -244,7 +258,11 @@ impl Catalogue for RtspMedia {
         if self.protection.as_ref().is_some_and(|p| p.guards(&path)) {
             return Err(403);
         }
-        let Some(access) = &self.access else { return Ok(()) };
+        let publishing = method == "ANNOUNCE";
+        let Some(access) = &self.access else {
+            // Without a policy granting it, nobody publishes.
+            return if publishing { Err(403) } else { Ok(()) };
+        };
         let bearer = authorization.and_then(crate::access::credential);
         let presented = crate::access::Presented {
             path: &path,
@@ -255,10 +273,17 @@ impl Catalogue for RtspMedia {
             method,
             target: crate::access::Target::Rtsp(url),
         };
+        if publishing {
+            return access.check_publish(&presented, std::time::SystemTime::now());
+        }
         match access.check(&presented, std::time::SystemTime::now()) {
             crate::access::Decision::Allowed { .. } => Ok(()),
             crate::access::Decision::Refused(reason) => Err(reason.status()),
         }
+    }
+
+    fn live(&self) -> Option<&LiveRegistry> {
+        self.live.as_deref()
     }
 
     /// Digest and Basic on a `users` path (clients pick Digest, which keeps the password off
