@@ -47,13 +47,6 @@ impl Pki {
     }
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let mut cmd = Command::new(require_tool("openssl", "openssl"));
-    cmd.current_dir(dir).args(args);
-    let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(30));
-    assert!(status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&err));
-}
-
 /// The CA and certificates, made once per test binary.
 fn pki() -> &'static Pki {
     static PKI: OnceLock<Pki> = OnceLock::new();

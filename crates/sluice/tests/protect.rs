@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::protect::{b64url, decrypted_frames, licence, unhex};
+use common::protect::{b64url, body, decrypted_frames, licence, unhex};
 use common::*;
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
@@ -66,13 +66,6 @@ fn protected_server(engine: &[&str]) -> (Server, Fixture, PathBuf) {
     let config = dir.join("sluice.toml").display().to_string();
     let server = Server::serve(engine, &fx, &["--config", &config, "--hls-segment", "2s"]);
     (server, fx, dir)
-}
-
-/// The body of GET `target`, which must be 200.
-fn body(addr: std::net::SocketAddr, target: &str) -> Vec<u8> {
-    let r = fetch_get(addr, target, &[]);
-    assert_eq!(r.status, 200, "GET {target}: {}", r.head_text());
-    r.body
 }
 
 /// The demo's video frames as ffprobe counts them from the clear file, once per test binary.

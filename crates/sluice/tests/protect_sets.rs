@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::protect::{b64url, decrypted_frames, licence, unhex};
+use common::protect::{b64url, body, decrypted_frames, licence, unhex};
 use common::*;
 
 const KID: &str = "0123456789abcdef0123456789abcdef";
@@ -100,13 +100,6 @@ fn set_server(engine: &[&str]) -> (Server, Fixture, PathBuf) {
     let config = dir.join("sluice.toml").display().to_string();
     let server = Server::serve(engine, &fx, &["--config", &config, "--hls-segment", "1s"]);
     (server, fx, dir)
-}
-
-/// The body of GET `target`, which must be 200.
-fn body(addr: std::net::SocketAddr, target: &str) -> Vec<u8> {
-    let r = fetch_get(addr, target, &[]);
-    assert_eq!(r.status, 200, "GET {target}: {}", r.head_text());
-    r.body
 }
 
 fn text(addr: std::net::SocketAddr, target: &str) -> String {

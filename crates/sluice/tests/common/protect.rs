@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 
-use super::{fetch, request, run_bounded, Response};
+use super::{fetch, request, run_bounded, MessageText, Response};
 
 /// `bytes` in base64url without padding, as W3C ClearKey writes KIDs and keys.
 pub fn b64url(bytes: &[u8]) -> String {
@@ -46,4 +46,11 @@ pub fn licence(addr: std::net::SocketAddr, target: &str, kids: &[&[u8]]) -> Resp
     let mut req = request("POST", target, &[("Content-Type", "application/json"), ("Content-Length", &len)]);
     req.extend_from_slice(json.as_bytes());
     fetch(addr, req)
+}
+
+/// The body of GET `target`, which must be 200.
+pub fn body(addr: std::net::SocketAddr, target: &str) -> Vec<u8> {
+    let r = super::fetch_get(addr, target, &[]);
+    assert_eq!(r.status, 200, "GET {target}: {}", r.head_text());
+    r.body
 }

@@ -139,3 +139,12 @@ pub fn test_film(secs: u32, codec_args: &str) -> Vec<u8> {
     assert!(status.success(), "ffmpeg made no film: {}", String::from_utf8_lossy(&err));
     std::fs::read(&out).unwrap()
 }
+
+/// Runs `openssl ARGS` in `dir` (certificates, CAs and OCSP responses for the HTTPS tests), which
+/// must succeed.
+pub fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let mut cmd = std::process::Command::new(require_tool("openssl", "openssl"));
+    cmd.current_dir(dir).args(args);
+    let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(30));
+    assert!(status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&err));
+}
