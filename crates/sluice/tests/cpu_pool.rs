@@ -24,9 +24,15 @@ const SERIES: [&str; 5] = [
 fn cpu_jobs_show_in_the_same_pool_series_on_every_engine(engine: &[&str]) {
     let fx = Fixture::new();
     let server = Server::serve(engine, &fx, &["--cpu-workers", "3", "--cpu-queue", "8"]);
-    let before = server.scrape();
+    // The admin listener can answer before the engine's threads have started their pool (on a
+    // busy machine, a moment after the server says it listens): the series appear then.
+    let mut before = String::new();
+    let started = poll_until(IO_TIMEOUT, || {
+        before = server.scrape();
+        SERIES.iter().all(|name| before.contains(&format!("\n{name} ")))
+    });
     for name in SERIES {
-        assert!(before.contains(&format!("\n{name} ")), "{name} missing\n{before}");
+        assert!(started && before.contains(&format!("\n{name} ")), "{name} missing\n{before}");
     }
     assert_eq!(metric(&before, "sluice_cpu_pool_workers"), 3, "{before}");
     // Fibonacci(25) is a CPU job on every engine; four of them, one connection each.
