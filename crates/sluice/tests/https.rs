@@ -53,30 +53,9 @@ fn pki() -> &'static Pki {
     PKI.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        let mut ca = vec!["req", "-x509"];
-        ca.extend(ec);
-        ca.extend(["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=sluice test CA"]);
-        openssl(d, &ca);
-        std::fs::write(
-            d.join("ext.cnf"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
+        test_ca(d, "2", "/CN=sluice test CA");
         for (name, serial) in [("a", "0xA1"), ("b", "0xB2")] {
-            let (key, csr, pem, subj) =
-                (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"), format!("/CN=sluice-{name}"));
-            let mut req = vec!["req"];
-            req.extend(ec);
-            req.extend(["-keyout", &key, "-out", &csr, "-subj", &subj]);
-            openssl(d, &req);
-            openssl(
-                d,
-                &[
-                    "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", serial,
-                    "-days", "2", "-extfile", "ext.cnf", "-out", &pem,
-                ],
-            );
+            test_leaf(d, name, serial, "2", &format!("/CN=sluice-{name}"));
         }
         Pki { dir }
     })

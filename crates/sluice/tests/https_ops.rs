@@ -46,29 +46,9 @@ fn pki() -> &'static Pki {
     PKI.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        let mut ca = vec!["req", "-x509"];
-        ca.extend(ec);
-        ca.extend(["-keyout", "ca.key", "-out", "ca.pem", "-days", "400", "-subj", "/CN=sluice ops test CA"]);
-        openssl(d, &ca);
-        std::fs::write(
-            d.join("ext.cnf"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
+        test_ca(d, "400", "/CN=sluice ops test CA");
         for (name, serial, days) in [("long", "0x5E", "365"), ("short", "0x3D", "3")] {
-            let (key, csr, pem) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"));
-            let mut req = vec!["req"];
-            req.extend(ec);
-            req.extend(["-keyout", &key, "-out", &csr, "-subj", "/CN=localhost"]);
-            openssl(d, &req);
-            openssl(
-                d,
-                &[
-                    "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", serial,
-                    "-days", days, "-extfile", "ext.cnf", "-out", &pem,
-                ],
-            );
+            test_leaf(d, name, serial, days, "/CN=localhost");
         }
         // The responder's databases (openssl ca's index.txt: status, notAfter, revocation time,
         // serial, file, subject): 5E valid in one, revoked in the other.
@@ -77,16 +57,30 @@ fn pki() -> &'static Pki {
         let revoked = format!("R\t301231235959Z\t261101000000Z\t5E\tunknown\t/CN=long\n{short}");
         std::fs::write(d.join("good.txt"), good).unwrap();
         std::fs::write(d.join("revoked.txt"), revoked).unwrap();
-        for (cert, db, out) in
-            [("long", "good.txt", "long-good.der"), ("short", "good.txt", "short-good.der"), ("long", "revoked.txt", "long-revoked.der")]
-        {
+        for (cert, db, out) in [
+            ("long", "good.txt", "long-good.der"),
+            ("short", "good.txt", "short-good.der"),
+            ("long", "revoked.txt", "long-revoked.der"),
+        ] {
             let request = format!("{out}.req");
-            openssl(d, &["ocsp", "-issuer", "ca.pem", "-cert", &format!("{cert}.pem"), "-no_nonce", "-reqout", &request]);
             openssl(
                 d,
                 &[
-                    "ocsp", "-index", db, "-rsigner", "ca.pem", "-rkey", "ca.key", "-CA", "ca.pem", "-reqin", &request,
-                    "-respout", out, "-ndays", "1",
+                    "ocsp",
+                    "-issuer",
+                    "ca.pem",
+                    "-cert",
+                    &format!("{cert}.pem"),
+                    "-no_nonce",
+                    "-reqout",
+                    &request,
+                ],
+            );
+            openssl(
+                d,
+                &[
+                    "ocsp", "-index", db, "-rsigner", "ca.pem", "-rkey", "ca.key", "-CA", "ca.pem", "-reqin",
+                    &request, "-respout", out, "-ndays", "1",
                 ],
             );
         }

@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::protect::{b64url, body, decrypted_frames, licence, unhex};
+use common::protect::{b64url, body, decrypted_frames, licence, protection_folder, unhex};
 use common::*;
 
 const DEMO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sluice-server/demo/sluice-demo.mp4");
@@ -44,25 +44,8 @@ fn protected_server(engine: &[&str]) -> (Server, Fixture, PathBuf) {
     for title in ["films/demo.mp4", "derived/demo.mp4", "aes/demo.mp4", "locked/demo.mp4", "open.mp4"] {
         fx.write(title, &demo);
     }
-    let dir = tempfile::tempdir().unwrap().keep();
-    std::fs::write(
-        dir.join("keys"),
-        format!("# the test titles\n/films/ {KID} {KEY}\n/locked/ {KID} {KEY}\n"),
-    )
-    .unwrap();
-    std::fs::write(dir.join("master"), format!("{MASTER}\n")).unwrap();
-    std::fs::write(dir.join("sign.key"), SIGNING_KEY).unwrap();
-    let keys = dir.join("keys").display().to_string();
-    let config = format!(
-        "[[protect]]\nprefix = \"/films/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
-         [[protect]]\nprefix = \"/locked/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
-         [[protect]]\nprefix = \"/derived/\"\nscheme = \"cbcs\"\nmaster_key_file = \"{master}\"\n\n\
-         [[protect]]\nprefix = \"/aes/\"\nscheme = \"aes-128\"\nmaster_key_file = \"{master}\"\n\n\
-         [[access]]\nprefix = \"/locked/\"\nmode = \"signed\"\nkey_file = \"{sign}\"\n",
-        master = dir.join("master").display(),
-        sign = dir.join("sign.key").display(),
-    );
-    std::fs::write(dir.join("sluice.toml"), config).unwrap();
+    let keys = format!("# the test titles\n/films/ {KID} {KEY}\n/locked/ {KID} {KEY}\n");
+    let dir = protection_folder(&keys, &format!("{MASTER}\n"), SIGNING_KEY);
     let config = dir.join("sluice.toml").display().to_string();
     let server = Server::serve(engine, &fx, &["--config", &config, "--hls-segment", "2s"]);
     (server, fx, dir)

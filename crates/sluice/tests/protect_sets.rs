@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::protect::{b64url, body, decrypted_frames, licence, unhex};
+use common::protect::{b64url, body, decrypted_frames, licence, protection_folder, unhex};
 use common::*;
 
 const KID: &str = "0123456789abcdef0123456789abcdef";
@@ -80,23 +80,9 @@ fn set_server(engine: &[&str]) -> (Server, Fixture, PathBuf) {
     fx.write("films/odd-a.mp4", &renditions()[0].1);
     fx.write("films/odd-b.mp4", &renditions()[1].1);
     fx.write("films/odd.set.toml", b"files = [\"odd-a.mp4\", \"odd-b.mp4\"]\n");
-    let dir = tempfile::tempdir().unwrap().keep();
-    let lines =
+    let keys =
         format!("/films/ {PREFIX_KID} {PREFIX_KEY}\n/films/movie.set {KID} {KEY}\n/locked/ {KID} {KEY}\n");
-    std::fs::write(dir.join("keys"), lines).unwrap();
-    std::fs::write(dir.join("master"), MASTER).unwrap();
-    std::fs::write(dir.join("sign.key"), SIGNING_KEY).unwrap();
-    let config = format!(
-        "[[protect]]\nprefix = \"/films/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
-         [[protect]]\nprefix = \"/locked/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
-         [[protect]]\nprefix = \"/derived/\"\nscheme = \"cbcs\"\nmaster_key_file = \"{master}\"\n\n\
-         [[protect]]\nprefix = \"/aes/\"\nscheme = \"aes-128\"\nmaster_key_file = \"{master}\"\n\n\
-         [[access]]\nprefix = \"/locked/\"\nmode = \"signed\"\nkey_file = \"{sign}\"\n",
-        keys = dir.join("keys").display(),
-        master = dir.join("master").display(),
-        sign = dir.join("sign.key").display(),
-    );
-    std::fs::write(dir.join("sluice.toml"), config).unwrap();
+    let dir = protection_folder(&keys, MASTER, SIGNING_KEY);
     let config = dir.join("sluice.toml").display().to_string();
     let server = Server::serve(engine, &fx, &["--config", &config, "--hls-segment", "1s"]);
     (server, fx, dir)

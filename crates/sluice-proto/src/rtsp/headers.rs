@@ -61,22 +61,19 @@ fn typed<H: TypedHeader, B: AsRef<[u8]>>(
 /// raw UDP, UDP without client ports, or syntax `rtsp-types` cannot read) is 461 so the client
 /// can retry with another transport, as ffmpeg does from UDP to TCP.
 pub fn parse_transport<B: AsRef<[u8]>>(request: &Request<B>) -> Result<TransportSpec, RtspError> {
-    if request.header(&headers::TRANSPORT).is_none() {
-        return Err(RtspError::MissingHeader("Transport"));
-    }
-    let transports =
-        typed::<Transports, B>(request, "Transport").map_err(|_| RtspError::UnsupportedTransport)?;
-    transports
-        .iter()
-        .flat_map(|t| t.iter())
-        .find_map(|t| supported(t, false))
-        .ok_or(RtspError::UnsupportedTransport)
+    first_supported(request, false)
 }
 
 /// The first transport in a publisher's `Transport` header (`mode=record`, RFC 2326 §12.39)
 /// that sluice takes in: RTP/AVP over UDP or RTP/AVP/TCP interleaved. 461 when none is, or when
 /// the header does not say `mode=record`.
 pub fn parse_record_transport<B: AsRef<[u8]>>(request: &Request<B>) -> Result<TransportSpec, RtspError> {
+    first_supported(request, true)
+}
+
+/// The first transport of the request's `Transport` header that [`supported`] takes for playing
+/// or, with `record`, for publishing; 400 without the header, 461 when none is taken.
+fn first_supported<B: AsRef<[u8]>>(request: &Request<B>, record: bool) -> Result<TransportSpec, RtspError> {
     if request.header(&headers::TRANSPORT).is_none() {
         return Err(RtspError::MissingHeader("Transport"));
     }
@@ -85,7 +82,7 @@ pub fn parse_record_transport<B: AsRef<[u8]>>(request: &Request<B>) -> Result<Tr
     transports
         .iter()
         .flat_map(|t| t.iter())
-        .find_map(|t| supported(t, true))
+        .find_map(|t| supported(t, record))
         .ok_or(RtspError::UnsupportedTransport)
 }
 

@@ -54,3 +54,25 @@ pub fn body(addr: std::net::SocketAddr, target: &str) -> Vec<u8> {
     assert_eq!(r.status, 200, "GET {target}: {}", r.head_text());
     r.body
 }
+
+/// A folder holding `keys` (a keys file's lines), `master` (a master key), `sign.key` and a
+/// `sluice.toml` that protects `/films/` and `/locked/` (cenc, the keys file; `/locked/` behind
+/// signed URLs too), `/derived/` (cbcs) and `/aes/` (aes-128), both from the master key.
+pub fn protection_folder(keys: &str, master: &str, signing_key: &str) -> std::path::PathBuf {
+    let dir = tempfile::tempdir().unwrap().keep();
+    std::fs::write(dir.join("keys"), keys).unwrap();
+    std::fs::write(dir.join("master"), master).unwrap();
+    std::fs::write(dir.join("sign.key"), signing_key).unwrap();
+    let config = format!(
+        "[[protect]]\nprefix = \"/films/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
+         [[protect]]\nprefix = \"/locked/\"\nscheme = \"cenc\"\nkeys_file = \"{keys}\"\n\n\
+         [[protect]]\nprefix = \"/derived/\"\nscheme = \"cbcs\"\nmaster_key_file = \"{master}\"\n\n\
+         [[protect]]\nprefix = \"/aes/\"\nscheme = \"aes-128\"\nmaster_key_file = \"{master}\"\n\n\
+         [[access]]\nprefix = \"/locked/\"\nmode = \"signed\"\nkey_file = \"{sign}\"\n",
+        keys = dir.join("keys").display(),
+        master = dir.join("master").display(),
+        sign = dir.join("sign.key").display(),
+    );
+    std::fs::write(dir.join("sluice.toml"), config).unwrap();
+    dir
+}

@@ -148,3 +148,50 @@ pub fn openssl(dir: &std::path::Path, args: &[&str]) {
     let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(30));
     assert!(status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&err));
 }
+
+/// The `openssl req` arguments of a new P-256 key.
+const EC_KEY: [&str; 5] = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+
+/// A throwaway CA in `dir` (`ca.key`, `ca.pem`, valid `days`) and the extensions its server
+/// certificates get (`ext.cnf`: localhost and 127.0.0.1, server authentication).
+pub fn test_ca(dir: &std::path::Path, days: &str, subject: &str) {
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(EC_KEY);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.pem", "-days", days, "-subj", subject]);
+    openssl(dir, &ca);
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+}
+
+/// A server certificate `NAME.pem` (key `NAME.key`) signed by [`test_ca`]'s CA in `dir`.
+pub fn test_leaf(dir: &std::path::Path, name: &str, serial: &str, days: &str, subject: &str) {
+    let (key, csr, pem) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"));
+    let mut req = vec!["req"];
+    req.extend(EC_KEY);
+    req.extend(["-keyout", &key, "-out", &csr, "-subj", subject]);
+    openssl(dir, &req);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-set_serial",
+            serial,
+            "-days",
+            days,
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            &pem,
+        ],
+    );
+}
