@@ -97,7 +97,15 @@ const PAIRS: [(bool, TlsCipher); 6] = [
 /// has no `tls` ULP; `ENOTCONN` means it has one (the socket is not connected yet). With the ULP
 /// there, each version and cipher is tried on a loopback connection of its own (keys can be set
 /// once per socket), so that a connection is only switched to what the kernel takes.
+///
+/// Probed once per process: the start-up log, `serve --check` and the HTTPS service all ask,
+/// and each suite's probe is a loopback connection of its own.
 pub fn ktls_support() -> KtlsSupport {
+    static PROBED: std::sync::OnceLock<KtlsSupport> = std::sync::OnceLock::new();
+    PROBED.get_or_init(probe).clone()
+}
+
+fn probe() -> KtlsSupport {
     let listed = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").ok();
     let ulps = listed.as_deref().map(str::trim).unwrap_or("unreadable").to_string();
     let unavailable = |reason| KtlsSupport { available: false, reason, suites: Vec::new() };
