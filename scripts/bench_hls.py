@@ -16,11 +16,13 @@ the S3 edge, a release build.
 
 The cost of encryption: `sluice-tracks` serves the per-track CMAF segments (`video-seg-N.m4s`,
 `audio-seg-N.m4s`, the ones DASH and the HLS master list) clear, `sluice-cenc` the same URLs under
-a `[[protect]]` entry (`cenc`, a keys file: read, encrypted per request, no sendfile), and
-`nginx-cenc` the same stream encrypted ahead of time by ffmpeg (`-f dash`, its mp4 muxer's
+a `[[protect]]` entry (`cenc`, a keys file: read and encrypted on the first request, then sent from
+the encrypted segments kept in memory), `sluice-cenc-uncached` the same with that cache off
+(`--encrypted-cache 0`: every request read and encrypted, the cost of a title nobody else is
+watching), and `nginx-cenc` the same stream encrypted ahead of time by ffmpeg (`-f dash`, its mp4 muxer's
 `-encryption_scheme cenc-aes-ctr`), static files; the table adds segments per server CPU-second.
 
-    python3 scripts/bench_hls.py --servers sluice-tracks,sluice-cenc,nginx-cenc --cpu 0.25 --files 0
+    python3 scripts/bench_hls.py --servers sluice-tracks,sluice-cenc,sluice-cenc-uncached,nginx-cenc --cpu 0.25 --files 0
 
 With --viewers, it counts viewers instead: `sluice load http --hls` players (the 1080p rendition,
 real-time pacing) against sluice's HLS of a 1080p file (--sluice-path, the master playlist's path;
@@ -99,7 +101,13 @@ def in_cgroup(path, cmd):
 
 def cpu_seconds(pgid):
     """utime + stime of every process in the process group, seconds."""
-    total = 0
+    return sum(cpu_split(pgid))
+
+
+def cpu_split(pgid):
+    """(utime, stime) of every process in the process group, seconds: the server's own work and
+    the kernel's on its behalf (system calls, and on loopback the receiving side's TCP too)."""
+    user = kernel = 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -108,8 +116,10 @@ def cpu_seconds(pgid):
         except OSError:
             continue
         if int(fields[2]) == pgid:  # field 5 of stat: the process group
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+            user += int(fields[11])
+            kernel += int(fields[12])
+    tick = os.sysconf("SC_CLK_TCK")
+    return user / tick, kernel / tick
 
 
 def start_weed(work, bucket):
@@ -209,7 +219,8 @@ def capacity(args, work, sluice):
             conf = nginx_config(nginx_work, ports["nginx-cenc"], server_cpu,
                                 f"        root {static_cenc};\n        location / {{ }}", "    sendfile on;\n    tcp_nopush on;")
             servers["nginx-cenc"] = in_cgroup(groups["nginx-cenc"], [nginx_bin, "-p", nginx_work, "-c", conf])
-        for name, extra in (("sluice", []), ("sluice-tracks", []), ("sluice-cenc", ["--config", protect_conf])):
+        for name, extra in (("sluice", []), ("sluice-tracks", []), ("sluice-cenc", ["--config", protect_conf]),
+                            ("sluice-cenc-uncached", ["--config", protect_conf, "--encrypted-cache", "0"])):
             if name in wanted:
                 servers[name] = in_cgroup(groups[name], [
                     "taskset", "-c", server_cpu, sluice, "serve", "--root", os.path.dirname(src),
@@ -234,7 +245,7 @@ def capacity(args, work, sluice):
             if name == "nginx-cenc":
                 paths[name] = [f"/{f}" for f in sorted(os.listdir(static_cenc)) if f.startswith("chunk-")]
                 continue
-            if name in ("sluice-tracks", "sluice-cenc"):
+            if name in ("sluice-tracks", "sluice-cenc", "sluice-cenc-uncached"):
                 paths[name] = []
                 for track in ("video", "audio"):
                     playlist = urllib.request.urlopen(f"http://127.0.0.1:{ports[name]}/film.mp4/{track}.m3u8").read()
@@ -248,15 +259,18 @@ def capacity(args, work, sluice):
         for rnd in range(args.rounds):
             order = list(servers) if rnd % 2 == 0 else list(reversed(servers))
             for name in order:
-                before = cpu_seconds(procs[name].pid)
+                before = cpu_split(procs[name].pid)
                 r = run_wrk(load_cpu, f"http://127.0.0.1:{ports[name]}", paths[name], args.connections,
                             args.duration, work)
-                r["cpu"] = cpu_seconds(procs[name].pid) - before
+                after = cpu_split(procs[name].pid)
+                r["cpu"] = sum(after) - sum(before)
+                r["kernel_per_gb"] = (after[1] - before[1]) / r["gb"] if r["gb"] else float("nan")
                 r["cpu_per_gb"] = r["cpu"] / r["gb"] if r["gb"] else float("nan")
                 r["per_cpu_s"] = r["requests"] / r["cpu"] if r["cpu"] else float("nan")
                 results.setdefault(name, []).append(r)
                 print(f"round {rnd + 1} {name}: {r['rps']:.1f} segments/s {r['gb'] / args.duration * 1024:.0f} MB/s "
-                      f"server CPU {r['cpu']:.2f} s = {r['cpu_per_gb']:.3f} s/GB errors {r['errors']}", file=sys.stderr)
+                      f"server CPU {r['cpu']:.2f} s = {r['cpu_per_gb']:.3f} s/GB (kernel {r['kernel_per_gb']:.3f}) "
+                      f"errors {r['errors']}", file=sys.stderr)
     finally:
         stop_all(procs, groups)
     peers = ""
@@ -270,8 +284,8 @@ def capacity(args, work, sluice):
     cut = "; ".join(f"{n} {len(sizes[n])} segments (mean {statistics.mean(sizes[n]) / 1e6:.2f} MB)" for n in servers)
     print(f"Stream: 60 s 1280x720 30 fps H.264 3 Mb/s + AAC 128 kb/s; {cut}.\n")
     print("| server | segments/s median (min–max) | MB/s median | server CPU s/GB median (min–max) "
-          "| segments per CPU-s median | errors |")
-    print("|---|---|---|---|---|---|")
+          "| of which kernel, s/GB median | segments per CPU-s median | errors |")
+    print("|---|---|---|---|---|---|---|")
     med = {}
     for name in servers:
         rs = results[name]
@@ -281,10 +295,11 @@ def capacity(args, work, sluice):
         mbs = [r["gb"] / args.duration * 1024 for r in rs]
         med[name] = (statistics.median(rps), statistics.median(cpg), statistics.median(pcs))
         print(f"| {name} | {statistics.median(rps):.1f} ({min(rps):.1f}–{max(rps):.1f}) | {statistics.median(mbs):.0f} "
-              f"| {statistics.median(cpg):.3f} ({min(cpg):.3f}–{max(cpg):.3f}) | {statistics.median(pcs):.0f} "
+              f"| {statistics.median(cpg):.3f} ({min(cpg):.3f}–{max(cpg):.3f}) "
+              f"| {statistics.median(r['kernel_per_gb'] for r in rs):.3f} | {statistics.median(pcs):.0f} "
               f"| {sum(r['errors'] for r in rs)} |")
     for a, b in (("sluice", "nginx"), ("sluice-s3", "sluice"), ("sluice-cenc", "sluice-tracks"),
-                 ("sluice-cenc", "nginx-cenc")):
+                 ("sluice-cenc-uncached", "sluice-tracks"), ("sluice-cenc", "nginx-cenc")):
         if a in med and b in med:
             print(f"\n{a} / {b}: segments/s {med[a][0] / med[b][0]:.2f}×, CPU per GB {med[a][1] / med[b][1]:.2f}×, "
                   f"segments per CPU-s {med[a][2] / med[b][2]:.2f}×")
@@ -444,11 +459,12 @@ def viewer_capacity(args, work, sluice):
                 n = args.start if not found[name] else max(1, int(found[name][-1] / args.step ** 2))
                 held = 0
                 while n <= args.max_viewers:
-                    before = cpu_seconds(procs[name].pid)
+                    before = cpu_split(procs[name].pid)
                     throttled_before = throttling(groups[name])
                     r = player_run(sluice, load_cpu, urls[name], n, args, os.path.join(work, f"{name}-{rnd}-{n}.json"),
                                    groups["players"])
-                    server_cpu_s = cpu_seconds(procs[name].pid) - before
+                    after = cpu_split(procs[name].pid)
+                    server_cpu_s, kernel_s = sum(after) - sum(before), after[1] - before[1]
                     periods, throttled, throttled_s = (b - a for a, b in zip(throttled_before, throttling(groups[name])))
                     s = r["summary"]
                     ok = s["perfect"] == n and s["stalls"] == 0 and s["failed_requests"] == 0
@@ -459,7 +475,7 @@ def viewer_capacity(args, work, sluice):
                     print(f"round {rnd + 1} {name}: {n} viewers: perfect {s['perfect']} stalls {s['stalls']} "
                           f"failed {s['failed_requests']} segment p99 {s['segment_latency']['p99_us'] / 1000:.0f} ms "
                           f"start-up p99 {s['startup']['p99_us'] / 1000:.0f} ms "
-                          f"server CPU {server_cpu_s:.2f} s in {r['duration_s']:.1f} s "
+                          f"server CPU {server_cpu_s:.2f} s (kernel {kernel_s:.2f} s) in {r['duration_s']:.1f} s "
                           f"({server_cpu_s / r['duration_s'] / args.cpu * 100:.0f}% of budget), throttled "
                           f"{throttled}/{periods} periods {throttled_s:.2f} s; "
                           f"players CPU {s['generator_cpu_percent']:.0f}% {'held' if ok else 'NOT held'}",
@@ -503,8 +519,8 @@ def main():
     ap.add_argument("--files", type=int, default=1000, help="files for the index-memory figure (0: skip)")
     ap.add_argument("--servers", default=None,
                     help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm), sluice-tracks "
-                         "(per-track segments), sluice-cenc (the same, encrypted), nginx-cenc (ffmpeg's, "
-                         "encrypted); default nginx,sluice,sluice-s3, with --viewers nginx,sluice")
+                         "(per-track segments), sluice-cenc (the same, encrypted), sluice-cenc-uncached (encrypted "
+                         "per request), nginx-cenc (ffmpeg's, encrypted); default nginx,sluice,sluice-s3, with --viewers nginx,sluice")
     ap.add_argument("--sluice", default=os.path.join(ROOT, "target/release/sluice"))
     ap.add_argument("--viewers", action="store_true", help="count players held with zero stalls instead (see above)")
     ap.add_argument("--sluice-path", default="/film.1080p.mp4/master.m3u8",

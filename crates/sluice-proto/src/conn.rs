@@ -68,6 +68,42 @@ pub struct FileSlice {
     pub len: u64,
 }
 
+/// Part of bytes in memory that several responses send at once (a cached encrypted segment):
+/// each response holds a reference, and none copies them.
+#[derive(Debug, Clone)]
+pub struct SharedBytes {
+    bytes: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl SharedBytes {
+    /// All of `bytes`.
+    pub fn new(bytes: Arc<Vec<u8>>) -> SharedBytes {
+        let end = bytes.len();
+        SharedBytes { bytes, start: 0, end }
+    }
+
+    /// The bytes this part stands for.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[self.start..self.end]
+    }
+
+    /// The part `from..to` of this one (offsets within it), sharing the same bytes.
+    ///
+    /// # Panics
+    /// When `from..to` is not within it.
+    pub fn slice(&self, from: usize, to: usize) -> SharedBytes {
+        assert!(from <= to && to <= self.end - self.start, "a slice within the shared bytes");
+        SharedBytes { bytes: Arc::clone(&self.bytes), start: self.start + from, end: self.start + to }
+    }
+
+    /// The buffer itself, when nothing else shares it.
+    pub fn into_unique(self) -> Option<Vec<u8>> {
+        Arc::try_unwrap(self.bytes).ok()
+    }
+}
+
 /// One piece of queued output.
 #[derive(Debug)]
 pub enum Segment {
@@ -75,6 +111,8 @@ pub enum Segment {
     Bytes(Vec<u8>),
     /// Bytes that live for the whole program (fixed bodies).
     Static(&'static [u8]),
+    /// Bytes shared with other responses and a cache.
+    Shared(SharedBytes),
     /// Part of a file, sent by the engine's send strategy (sendfile, splice or copy).
     File(FileSlice),
 }
@@ -83,15 +121,24 @@ impl Segment {
     /// Bytes left to send in this segment.
     pub fn len(&self) -> u64 {
         match self {
-            Segment::Bytes(b) => b.len() as u64,
-            Segment::Static(b) => b.len() as u64,
             Segment::File(f) => f.len,
+            other => other.in_memory().map_or(0, <[u8]>::len) as u64,
         }
     }
 
     /// Whether nothing is left to send.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The bytes of an in-memory segment; `None` for a file slice.
+    pub fn in_memory(&self) -> Option<&[u8]> {
+        match self {
+            Segment::Bytes(b) => Some(b),
+            Segment::Static(b) => Some(b),
+            Segment::Shared(b) => Some(b.as_slice()),
+            Segment::File(_) => None,
+        }
     }
 }
 
@@ -178,11 +225,12 @@ impl Outbox {
     /// The segment to send next and, for in-memory segments, the unsent part of it.
     pub fn front(&mut self) -> Option<Pending<'_>> {
         let written = self.front_written;
-        match self.segments.front_mut()? {
-            Segment::Bytes(b) => Some(Pending::Bytes(&b[written..])),
-            Segment::Static(b) => Some(Pending::Bytes(&b[written..])),
-            Segment::File(f) => Some(Pending::File(f)),
-        }
+        let front = self.segments.front()?;
+        Some(match (front.in_memory(), front) {
+            (Some(bytes), _) => Pending::Bytes(&bytes[written..]),
+            (None, Segment::File(f)) => Pending::File(f),
+            (None, _) => unreachable!("only a file slice is not in memory"),
+        })
     }
 
     /// Fills `slots` with the leading in-memory slices, for one vectored write; stops at the
@@ -194,11 +242,8 @@ impl Outbox {
                 break;
             }
             let skip = if i == 0 { self.front_written } else { 0 };
-            slots[n] = match seg {
-                Segment::Bytes(b) => IoSlice::new(&b[skip..]),
-                Segment::Static(b) => IoSlice::new(&b[skip..]),
-                Segment::File(_) => break,
-            };
+            let Some(bytes) = seg.in_memory() else { break };
+            slots[n] = IoSlice::new(&bytes[skip..]);
             n += 1;
         }
         n
@@ -222,7 +267,7 @@ impl Outbox {
                     n -= step;
                     f.len
                 }
-                Segment::Bytes(_) | Segment::Static(_) => {
+                Segment::Bytes(_) | Segment::Static(_) | Segment::Shared(_) => {
                     let left = front.len() - self.front_written as u64;
                     let step = n.min(left);
                     self.front_written += step as usize;
@@ -248,6 +293,8 @@ impl Outbox {
             if self.spare.len() < 4 && b.capacity() <= 64 * 1024 {
                 b.clear();
                 self.spare.push(b);
+            } else {
+                crate::buffers::give(b);
             }
         }
     }

@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+pub mod buffers;
 pub mod client;
 pub mod conn;
 pub mod duration_text;
@@ -28,4 +29,4 @@ pub mod rtp;
 pub mod rtsp;
 pub mod size_text;
 
-pub use conn::{Clock, FileSlice, Job, JobOutput, Outbox, Segment, Session};
+pub use conn::{Clock, FileSlice, Job, JobOutput, Outbox, Segment, Session, SharedBytes};

@@ -305,7 +305,10 @@ impl Server {
         let library = Arc::new(library);
         let access = crate::access::Access::load(&config.access)?;
         let access = (!access.is_open()).then(|| Arc::new(access));
-        let protection = Arc::new(crate::protect::Protection::load(&config.protect)?);
+        let protection = Arc::new(
+            crate::protect::Protection::load(&config.protect)?
+                .with_segment_cache(config.library.encrypted_cache),
+        );
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)

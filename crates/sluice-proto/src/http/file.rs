@@ -273,9 +273,8 @@ mod tests {
             Body::Parts(parts) => parts
                 .iter()
                 .flat_map(|part| match part {
-                    Segment::Bytes(b) => b.clone(),
-                    Segment::Static(b) => b.to_vec(),
                     Segment::File(slice) => read_slice(slice),
+                    other => other.in_memory().expect("in memory").to_vec(),
                 })
                 .collect(),
             Body::Streamed(_) => unreachable!("file_response builds no streamed body"),

@@ -299,6 +299,7 @@ pub fn slice_segments(parts: &[Segment], range: &ByteRange) -> Vec<Segment> {
         out.push(match part {
             Segment::Bytes(b) => Segment::Bytes(b[from..to].to_vec()),
             Segment::Static(b) => Segment::Static(&b[from..to]),
+            Segment::Shared(b) => Segment::Shared(b.slice(from, to)),
             Segment::File(f) => {
                 Segment::File(FileSlice { file: Arc::clone(&f.file), offset: f.offset + skip, len: take })
             }
@@ -564,8 +565,9 @@ mod tests {
         let mut out = Vec::new();
         for segment in segments {
             match segment {
-                Segment::Bytes(b) => out.extend_from_slice(b),
-                Segment::Static(b) => out.extend_from_slice(b),
+                Segment::Bytes(_) | Segment::Static(_) | Segment::Shared(_) => {
+                    out.extend_from_slice(segment.in_memory().expect("in memory"))
+                }
                 Segment::File(slice) => {
                     let mut file = &*slice.file;
                     file.seek(SeekFrom::Start(slice.offset)).unwrap();

@@ -448,6 +448,7 @@ impl App {
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
             protection,
+            encrypted: self.protection.segments(),
             thumbnails: Some(&*self.thumbnails),
         };
         crate::http::hls::respond(req, &self.library, &hls, may_block).map(Some)
@@ -675,11 +676,8 @@ fn carry_on(mut response: Response, carry: Option<&str>) -> Response {
         Body::Parts(parts) => {
             let mut text = Vec::new();
             for part in parts {
-                match part {
-                    sluice_proto::conn::Segment::Bytes(b) => text.extend_from_slice(b),
-                    sluice_proto::conn::Segment::Static(b) => text.extend_from_slice(b),
-                    sluice_proto::conn::Segment::File(_) => return response,
-                }
+                let Some(bytes) = part.in_memory() else { return response };
+                text.extend_from_slice(bytes);
             }
             String::from_utf8_lossy(&text).into_owned()
         }

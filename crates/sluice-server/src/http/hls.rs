@@ -56,6 +56,8 @@ pub struct HlsRequest<'a> {
     pub boundary: u64,
     /// How the title is encrypted (`[[protect]]`), when it is.
     pub protection: Option<crate::protect::TitleProtection>,
+    /// Encrypted segments kept for their next viewers.
+    pub encrypted: &'a crate::protect::cache::EncryptedSegments,
     /// The scrubbing thumbnails the manifests list, when they are made.
     pub thumbnails: Option<&'a crate::thumbs::Thumbnails>,
 }
@@ -220,6 +222,15 @@ fn segment_parts(
     if n >= index.segments() {
         return Ok(Err(Response::error(Status::NOT_FOUND)));
     }
+    // A kept encrypted segment is the same bytes for every viewer of this version and key.
+    let kept_as = hls
+        .protection
+        .as_ref()
+        .zip(version.entity_tag())
+        .map(|(title, tag)| format!("{relative}\n{tag}\n{}\n{n}\n{only:?}", title.fingerprint()));
+    if let Some(parts) = kept_as.as_deref().and_then(|key| hls.encrypted.get(key)) {
+        return Ok(Ok(parts));
+    }
     // Encrypting reads and transforms every byte: never on an event loop.
     if hls.protection.is_some() && !may_block {
         return Err(LibraryError::WouldBlock);
@@ -244,7 +255,10 @@ fn segment_parts(
     };
     if let Some(title) = &hls.protection {
         return Ok(match protected::segment(library, version, &tables, index, &plan, n, only, title)? {
-            Ok(parts) => Ok(parts),
+            Ok(parts) => Ok(match kept_as {
+                Some(key) => hls.encrypted.keep(key, parts),
+                None => parts,
+            }),
             Err(e) => {
                 tracing::warn!(path = relative, segment = n, "cannot encrypt the segment: {e}");
                 Err(failure(Status::INTERNAL_SERVER_ERROR, &e))

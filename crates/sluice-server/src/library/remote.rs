@@ -697,8 +697,7 @@ mod tests {
                     f.file.read_exact_at(&mut buf, f.offset).unwrap();
                     sent.extend(buf);
                 }
-                Segment::Bytes(b) => sent.extend_from_slice(b),
-                Segment::Static(b) => sent.extend_from_slice(b),
+                other => sent.extend_from_slice(other.in_memory().expect("in memory")),
             }
         }
         sent

@@ -523,6 +523,39 @@ pub fn render_thumbnails(m: &mut String, counts: &crate::thumbs::ThumbCounts) {
     }
 }
 
+/// The encrypted segments kept for their next viewers: how often one was enough, and what is
+/// held.
+pub fn render_encrypted_cache(m: &mut String, stats: &crate::protect::cache::EncryptedCacheStats) {
+    let series = [
+        ("encrypted_cache_hits_total", "counter", "Encrypted segments sent from memory.", stats.hits),
+        ("encrypted_cache_misses_total", "counter", "Encrypted segments read and encrypted.", stats.misses),
+        (
+            "encrypted_cache_evictions_total",
+            "counter",
+            "Encrypted segments evicted to stay within the budget.",
+            stats.evictions,
+        ),
+        (
+            "encrypted_cache_too_large_total",
+            "counter",
+            "Encrypted segments too large to keep (over a quarter of the budget).",
+            stats.too_large,
+        ),
+        ("encrypted_cache_entries", "gauge", "Encrypted segments held.", stats.entries),
+        ("encrypted_cache_bytes", "gauge", "Bytes of encrypted segments held.", stats.bytes),
+        (
+            "encrypted_cache_budget_bytes",
+            "gauge",
+            "Most bytes of encrypted segments held (0: none kept).",
+            stats.budget,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ =
+            writeln!(m, "# HELP sluice_{name} {help}\n# TYPE sluice_{name} {kind}\nsluice_{name} {value}");
+    }
+}
+
 /// The catalogue of parsed MP4 indexes RTSP, HLS and the page share: what it holds and how
 /// often it was enough.
 pub fn render_catalogue(m: &mut String, stats: &crate::library::catalogue::CatalogueStats) {

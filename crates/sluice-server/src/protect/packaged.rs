@@ -86,7 +86,7 @@ pub fn segment(
     only: Option<Packaged>,
     title: &TitleProtection,
 ) -> Result<Result<Vec<Segment>, String>, LibraryError> {
-    let mut payload = vec![0u8; (plan.len() - plan.header.len() as u64) as usize];
+    let mut payload = sluice_proto::buffers::take((plan.len() - plan.header.len() as u64) as usize);
     let mut at = 0usize;
     for range in &plan.ranges {
         let len = (range.end - range.start) as usize;
@@ -117,6 +117,7 @@ pub fn segment(
         _ => {
             let mut whole = plan.header.clone();
             whole.extend_from_slice(&payload);
+            sluice_proto::buffers::give(payload);
             Ok(Ok(vec![Segment::Bytes(cipher::aes128_segment(&title.key.key, n as u64, &whole))]))
         }
     }
