@@ -18,7 +18,7 @@ The cost of encryption: `sluice-tracks` serves the per-track CMAF segments (`vid
 `audio-seg-N.m4s`, the ones DASH and the HLS master list) clear, `sluice-cenc` the same URLs under
 a `[[protect]]` entry (`cenc`, a keys file: read and encrypted on the first request, then sent from
 the encrypted segments kept in memory), `sluice-cenc-uncached` the same with that cache off
-(`--encrypted-cache 0`: every request read and encrypted, the cost of a title nobody else is
+(`--segment-cache 0`: every request read and encrypted, the cost of a title nobody else is
 watching), and `nginx-cenc` the same stream encrypted ahead of time by ffmpeg (`-f dash`, its mp4 muxer's
 `-encryption_scheme cenc-aes-ctr`), static files; the table adds segments per server CPU-second.
 
@@ -220,7 +220,7 @@ def capacity(args, work, sluice):
                                 f"        root {static_cenc};\n        location / {{ }}", "    sendfile on;\n    tcp_nopush on;")
             servers["nginx-cenc"] = in_cgroup(groups["nginx-cenc"], [nginx_bin, "-p", nginx_work, "-c", conf])
         for name, extra in (("sluice", []), ("sluice-tracks", []), ("sluice-cenc", ["--config", protect_conf]),
-                            ("sluice-cenc-uncached", ["--config", protect_conf, "--encrypted-cache", "0"])):
+                            ("sluice-cenc-uncached", ["--config", protect_conf, "--segment-cache", "0"])):
             if name in wanted:
                 servers[name] = in_cgroup(groups[name], [
                     "taskset", "-c", server_cpu, sluice, "serve", "--root", os.path.dirname(src),

@@ -20,7 +20,6 @@ use sha2::{Digest, Sha256};
 use sluice_media::protect::cpix::Cpix;
 use sluice_media::protect::{Pssh, Scheme, SystemData, TitleKey};
 
-pub mod cache;
 pub mod licence;
 pub mod packaged;
 
@@ -156,7 +155,6 @@ pub struct Protection {
     policies: Vec<ProtectPolicy>,
     /// Longest prefix first.
     rules: RwLock<Arc<Vec<(String, Rule)>>>,
-    segments: cache::EncryptedSegments,
 }
 
 impl std::fmt::Debug for Protection {
@@ -175,11 +173,7 @@ pub struct NoKey;
 impl Default for Protection {
     /// Nothing protected.
     fn default() -> Protection {
-        Protection {
-            policies: Vec::new(),
-            rules: RwLock::new(Arc::new(Vec::new())),
-            segments: Default::default(),
-        }
+        Protection { policies: Vec::new(), rules: RwLock::new(Arc::new(Vec::new())) }
     }
 }
 
@@ -188,22 +182,7 @@ impl Protection {
     /// cannot serve a prefix clear.
     pub fn load(policies: &[ProtectPolicy]) -> Result<Protection, ProtectError> {
         let rules = load_rules(policies)?;
-        Ok(Protection {
-            policies: policies.to_vec(),
-            rules: RwLock::new(Arc::new(rules)),
-            segments: Default::default(),
-        })
-    }
-
-    /// Keeps up to `budget` bytes of encrypted segments for their next viewers.
-    pub fn with_segment_cache(mut self, budget: u64) -> Protection {
-        self.segments = cache::EncryptedSegments::new(budget);
-        self
-    }
-
-    /// The encrypted segments kept.
-    pub fn segments(&self) -> &cache::EncryptedSegments {
-        &self.segments
+        Ok(Protection { policies: policies.to_vec(), rules: RwLock::new(Arc::new(rules)) })
     }
 
     /// Reads the key files again; on an error the keys in force stay.

@@ -302,13 +302,10 @@ impl Server {
             None => Library::local(&root, catalogue)
                 .map_err(|source| ServeError::Library { path: root.clone(), source })?,
         };
-        let library = Arc::new(library);
+        let library = Arc::new(library.with_segment_cache(config.library.segment_cache));
         let access = crate::access::Access::load(&config.access)?;
         let access = (!access.is_open()).then(|| Arc::new(access));
-        let protection = Arc::new(
-            crate::protect::Protection::load(&config.protect)?
-                .with_segment_cache(config.library.encrypted_cache),
-        );
+        let protection = Arc::new(crate::protect::Protection::load(&config.protect)?);
         let rtsp = match config.rtsp.enabled {
             true => Some(Rtsp {
                 sockets: RtspSockets::bind_in(config.rtsp.listen, config.rtsp_loops(), config.rtp_ports()?)

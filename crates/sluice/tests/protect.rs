@@ -109,12 +109,12 @@ fn cenc_decrypts_over_dash_and_hls(engine: &[&str]) {
     assert!(wrong.is_err(), "the wrong key decodes nothing: {wrong:?}");
     // The same segments again: the same bytes (deterministic IVs), so caches and ranges hold.
     // This time they come from the encrypted segments kept in memory.
-    let made = metric(&server.scrape(), "sluice_encrypted_cache_misses_total");
+    let made = metric(&server.scrape(), "sluice_segment_cache_misses_total");
     assert_eq!(hls_video(addr, "/films/demo.mp4").1, hls);
     let metrics = server.scrape();
-    assert!(metric(&metrics, "sluice_encrypted_cache_hits_total") > 0, "{metrics}");
-    assert_eq!(metric(&metrics, "sluice_encrypted_cache_misses_total"), made, "nothing encrypted twice");
-    assert!(metric(&metrics, "sluice_encrypted_cache_bytes") > 0, "{metrics}");
+    assert!(metric(&metrics, "sluice_segment_cache_hits_total") > 0, "{metrics}");
+    assert_eq!(metric(&metrics, "sluice_segment_cache_misses_total"), made, "nothing encrypted twice");
+    assert!(metric(&metrics, "sluice_segment_cache_bytes") > 0, "{metrics}");
     let whole = fetch_get(addr, "/films/demo.mp4/video-seg-1.m4s", &[]);
     let tag = whole.header("etag").unwrap().to_string();
     let part = fetch_get(addr, "/films/demo.mp4/video-seg-1.m4s", &[("Range", "bytes=100-1099")]);

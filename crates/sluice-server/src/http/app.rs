@@ -448,7 +448,6 @@ impl App {
             max_ranges: self.settings.max_ranges,
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
             protection,
-            encrypted: self.protection.segments(),
             thumbnails: Some(&*self.thumbnails),
         };
         crate::http::hls::respond(req, &self.library, &hls, may_block).map(Some)

@@ -56,8 +56,6 @@ pub struct HlsRequest<'a> {
     pub boundary: u64,
     /// How the title is encrypted (`[[protect]]`), when it is.
     pub protection: Option<crate::protect::TitleProtection>,
-    /// Encrypted segments kept for their next viewers.
-    pub encrypted: &'a crate::protect::cache::EncryptedSegments,
     /// The scrubbing thumbnails the manifests list, when they are made.
     pub thumbnails: Option<&'a crate::thumbs::Thumbnails>,
 }
@@ -222,13 +220,13 @@ fn segment_parts(
     if n >= index.segments() {
         return Ok(Err(Response::error(Status::NOT_FOUND)));
     }
-    // A kept encrypted segment is the same bytes for every viewer of this version and key.
-    let kept_as = hls
-        .protection
-        .as_ref()
-        .zip(version.entity_tag())
-        .map(|(title, tag)| format!("{relative}\n{tag}\n{}\n{n}\n{only:?}", title.fingerprint()));
-    if let Some(parts) = kept_as.as_deref().and_then(|key| hls.encrypted.get(key)) {
+    // A kept segment is the same bytes for every viewer of this version (and key).
+    let kept = library.segments();
+    let kept_as = version.entity_tag().filter(|_| kept.is_enabled()).map(|tag| {
+        let key = hls.protection.as_ref().map(|title| title.fingerprint()).unwrap_or_default();
+        format!("{relative}\n{tag}\n{key}\n{n}\n{only:?}")
+    });
+    if let Some(parts) = kept_as.as_deref().and_then(|key| kept.get(key)) {
         return Ok(Ok(parts));
     }
     // Encrypting reads and transforms every byte: never on an event loop.
@@ -256,7 +254,7 @@ fn segment_parts(
     if let Some(title) = &hls.protection {
         return Ok(match protected::segment(library, version, &tables, index, &plan, n, only, title)? {
             Ok(parts) => Ok(match kept_as {
-                Some(key) => hls.encrypted.keep(key, parts),
+                Some(key) => kept.keep(key, parts),
                 None => parts,
             }),
             Err(e) => {
@@ -264,6 +262,13 @@ fn segment_parts(
                 Err(failure(Status::INTERNAL_SERVER_ERROR, &e))
             }
         });
+    }
+    if let Some(key) = kept_as.filter(|key| plan.ranges.len() >= MANY_PIECES && kept.asked_again(key)) {
+        if !may_block {
+            return Err(LibraryError::WouldBlock);
+        }
+        let samples = library.read_ranges(version, &plan.ranges)?;
+        return Ok(Ok(kept.keep(key, vec![Segment::Bytes(plan.header), Segment::Bytes(samples)])));
     }
     let file = library.body_file(version);
     let mut parts = Vec::with_capacity(plan.ranges.len() + 1);
@@ -273,6 +278,10 @@ fn segment_parts(
     }));
     Ok(Ok(parts))
 }
+
+/// File pieces from which a clear segment asked for again is made in memory and kept, rather
+/// than sent as file slices (a `sendfile` each): a per-track segment of an interleaved file.
+const MANY_PIECES: usize = 4;
 
 /// Largest WebVTT sidecar segmented (a feature film's subtitles are some 100 KB).
 const MAX_SUBTITLES: u64 = 4 << 20;

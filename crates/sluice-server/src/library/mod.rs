@@ -18,6 +18,7 @@ pub mod local;
 pub mod names;
 pub mod remote;
 pub mod renditions;
+pub mod segments;
 
 use std::borrow::Cow;
 use std::fs::File;
@@ -170,6 +171,7 @@ impl From<WouldBlock> for LibraryError {
 pub struct Library {
     source: Source,
     catalogue: Catalogue,
+    segments: segments::PackagedSegments,
     /// What the file slices of a response over an object name until they become cached slices.
     placeholder: Arc<File>,
 }
@@ -178,13 +180,30 @@ impl Library {
     /// The directory `root`, with `catalogue`.
     pub fn local(root: &Path, catalogue: Catalogue) -> io::Result<Library> {
         let placeholder = Arc::new(File::open("/dev/null")?);
-        Ok(Library { source: Source::Local(LocalRoot::open(root)?), catalogue, placeholder })
+        let source = Source::Local(LocalRoot::open(root)?);
+        Ok(Library { source, catalogue, segments: Default::default(), placeholder })
     }
 
     /// An object store through its slice cache, with `catalogue`.
     pub fn remote(remote: RemoteLibrary, catalogue: Catalogue) -> Library {
         let placeholder = Arc::clone(remote.placeholder());
-        Library { source: Source::Remote(Arc::new(remote)), catalogue, placeholder }
+        Library {
+            source: Source::Remote(Arc::new(remote)),
+            catalogue,
+            segments: Default::default(),
+            placeholder,
+        }
+    }
+
+    /// Keeps up to `budget` bytes of packaged segments made in memory for their next viewers.
+    pub fn with_segment_cache(mut self, budget: u64) -> Library {
+        self.segments = segments::PackagedSegments::new(budget);
+        self
+    }
+
+    /// The packaged segments kept in memory.
+    pub fn segments(&self) -> &segments::PackagedSegments {
+        &self.segments
     }
 
     /// The object store behind it, if it is one (its cache's metrics, its jobs).
@@ -276,6 +295,29 @@ impl Library {
             }
             (FileVersion::Remote(_), Source::Local(_)) => Err(io::Error::from(io::ErrorKind::NotFound)),
         }
+    }
+
+    /// The bytes of `ranges` of `version`, one after the other, in one buffer (from the pool of
+    /// large buffers): a packaged segment's samples, to be sent from memory.
+    pub fn read_ranges(
+        &self,
+        version: &FileVersion,
+        ranges: &[std::ops::Range<u64>],
+    ) -> Result<Vec<u8>, LibraryError> {
+        let mut bytes = sluice_proto::buffers::take(ranges.iter().map(|r| (r.end - r.start) as usize).sum());
+        let mut at = 0usize;
+        for range in ranges {
+            let len = (range.end - range.start) as usize;
+            self.read_at(version, range.start, &mut bytes[at..at + len], true).map_err(|e| {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    LibraryError::WouldBlock
+                } else {
+                    LibraryError::Io(e)
+                }
+            })?;
+            at += len;
+        }
+        Ok(bytes)
     }
 
     /// The file the slices of a response over `version` name: the local file itself, or a

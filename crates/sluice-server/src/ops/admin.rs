@@ -305,7 +305,7 @@ impl Admin {
         }
         crate::ops::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
         crate::ops::metrics::render_thumbnails(&mut body, app.thumbnails().counts());
-        crate::ops::metrics::render_encrypted_cache(&mut body, &app.protection().segments().stats());
+        crate::ops::metrics::render_segment_cache(&mut body, &app.library().segments().stats());
         crate::ops::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
         use std::fmt::Write as _;
         let _ = writeln!(

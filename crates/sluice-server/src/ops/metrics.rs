@@ -523,32 +523,22 @@ pub fn render_thumbnails(m: &mut String, counts: &crate::thumbs::ThumbCounts) {
     }
 }
 
-/// The encrypted segments kept for their next viewers: how often one was enough, and what is
-/// held.
-pub fn render_encrypted_cache(m: &mut String, stats: &crate::protect::cache::EncryptedCacheStats) {
+/// The packaged segments kept in memory for their next viewers (encrypted ones, and clear ones
+/// in many pieces of their file): how often one was enough, and what is held.
+pub fn render_segment_cache(m: &mut String, stats: &crate::library::segments::SegmentCacheStats) {
     let series = [
-        ("encrypted_cache_hits_total", "counter", "Encrypted segments sent from memory.", stats.hits),
-        ("encrypted_cache_misses_total", "counter", "Encrypted segments read and encrypted.", stats.misses),
+        ("segment_cache_hits_total", "counter", "Packaged segments sent from memory.", stats.hits),
+        ("segment_cache_misses_total", "counter", "Packaged segments made in memory.", stats.misses),
         (
-            "encrypted_cache_evictions_total",
+            "segment_cache_evictions_total",
             "counter",
-            "Encrypted segments evicted to stay within the budget.",
+            "Segments evicted to stay within the budget.",
             stats.evictions,
         ),
-        (
-            "encrypted_cache_too_large_total",
-            "counter",
-            "Encrypted segments too large to keep (over a quarter of the budget).",
-            stats.too_large,
-        ),
-        ("encrypted_cache_entries", "gauge", "Encrypted segments held.", stats.entries),
-        ("encrypted_cache_bytes", "gauge", "Bytes of encrypted segments held.", stats.bytes),
-        (
-            "encrypted_cache_budget_bytes",
-            "gauge",
-            "Most bytes of encrypted segments held (0: none kept).",
-            stats.budget,
-        ),
+        ("segment_cache_too_large_total", "counter", "Segments made but too large to keep.", stats.too_large),
+        ("segment_cache_entries", "gauge", "Segments held.", stats.entries),
+        ("segment_cache_bytes", "gauge", "Bytes of segments held.", stats.bytes),
+        ("segment_cache_budget_bytes", "gauge", "Most bytes of segments held (0: none kept).", stats.budget),
     ];
     for (name, kind, help, value) in series {
         let _ =

@@ -86,19 +86,7 @@ pub fn segment(
     only: Option<Packaged>,
     title: &TitleProtection,
 ) -> Result<Result<Vec<Segment>, String>, LibraryError> {
-    let mut payload = sluice_proto::buffers::take((plan.len() - plan.header.len() as u64) as usize);
-    let mut at = 0usize;
-    for range in &plan.ranges {
-        let len = (range.end - range.start) as usize;
-        library.read_at(version, range.start, &mut payload[at..at + len], true).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::WouldBlock {
-                LibraryError::WouldBlock
-            } else {
-                LibraryError::Io(e)
-            }
-        })?;
-        at += len;
-    }
+    let mut payload = library.read_ranges(version, &plan.ranges)?;
     match (only, title.scheme.cenc()) {
         (Some(which), Some(_)) => {
             let h264 = index.tracks(tables).find(|(_, w)| *w == which).and_then(|(t, _)| match &t.kind {
