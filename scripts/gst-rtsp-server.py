@@ -82,7 +82,7 @@ def main():
     if args.digest:
         user, password = args.digest.split(":", 1)
         auth = GstRtspServer.RTSPAuth()
-        token = GstRtspServer.RTSPToken.new_empty()
+        token = GstRtspServer.RTSPToken()
         token.set_string("media.factory.role", "viewer")
         auth.add_digest(user, password, token)
         auth.set_supported_methods(GstRtsp.RTSPAuthMethod.DIGEST)
