@@ -421,8 +421,8 @@ mod tests {
     #[test]
     fn sources_are_checked() {
         let good = source("cam1", "rtsp://u:p@127.0.0.1:8554/s");
-        assert_eq!(check_sources(&[good.clone()], true), Ok(()));
-        assert!(check_sources(&[good.clone()], false).unwrap_err().contains("RTSP"));
+        assert_eq!(check_sources(std::slice::from_ref(&good), true), Ok(()));
+        assert!(check_sources(std::slice::from_ref(&good), false).unwrap_err().contains("RTSP"));
         assert!(check_sources(&[good.clone(), good.clone()], true).unwrap_err().contains("two sources"));
         for path in ["", "/", "a//b", "../x", "a b"] {
             assert!(check_sources(&[source(path, "rtsp://h/s")], true).is_err(), "{path}");
