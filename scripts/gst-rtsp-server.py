@@ -3,6 +3,7 @@
 `sluice load rtsp` tests.
 
     /usr/bin/python3 scripts/gst-rtsp-server.py FILE [--port 8554] [--name NAME] [--no-shared]
+                                                [--digest USER:PASSWORD]
 
 Serves FILE at rtsp://127.0.0.1:PORT/NAME (NAME defaults to the file's name) with
 `qtdemux ! h264parse ! rtph264pay name=pay0 pt=96`, plus `aacparse ! rtpmp4gpay name=pay1 pt=97`
@@ -12,7 +13,8 @@ Shared media seeks for every PLAY that carries a Range header: `sluice load rtsp
 sends `Range: npt=0.000-`, so each new viewer restarts the shared pipeline and
 earlier viewers see frames again (more samples than the file has) and sequence gaps. Counting
 every sample per viewer therefore needs --no-shared (what the tests use); shared is the fan-out
-E5 compares, with that caveat. --port 0 picks a free port. When the server listens it prints one line to stdout:
+E5 compares, with that caveat. With --digest the server asks for that user and password by
+Digest authentication (a camera that asks for credentials). --port 0 picks a free port. When the server listens it prints one line to stdout:
 
     ready rtsp://127.0.0.1:PORT/NAME
 
@@ -29,8 +31,9 @@ import gi
 
 gi.require_version("Gst", "1.0")
 gi.require_version("GstPbutils", "1.0")
+gi.require_version("GstRtsp", "1.0")
 gi.require_version("GstRtspServer", "1.0")
-from gi.repository import GLib, Gst, GstPbutils, GstRtspServer  # noqa: E402
+from gi.repository import GLib, Gst, GstPbutils, GstRtsp, GstRtspServer  # noqa: E402
 
 
 def audio_codec(path):
@@ -60,6 +63,7 @@ def main():
     parser.add_argument("--port", type=int, default=8554)
     parser.add_argument("--name", default=None)
     parser.add_argument("--no-shared", action="store_true")
+    parser.add_argument("--digest", default=None, metavar="USER:PASSWORD")
     args = parser.parse_args()
 
     Gst.init(None)
@@ -75,6 +79,16 @@ def main():
     factory = GstRtspServer.RTSPMediaFactory()
     factory.set_launch(launch_line(path, with_audio))
     factory.set_shared(not args.no_shared)
+    if args.digest:
+        user, password = args.digest.split(":", 1)
+        auth = GstRtspServer.RTSPAuth()
+        token = GstRtspServer.RTSPToken()
+        token.set_string("media.factory.role", "viewer")
+        auth.add_digest(user, password, token)
+        auth.set_supported_methods(GstRtsp.RTSPAuthMethod.DIGEST)
+        server.set_auth(auth)
+        role = "viewer, media.factory.access=(boolean)true, media.factory.construct=(boolean)true"
+        factory.add_role_from_structure(Gst.Structure.from_string(role)[0])
     server.get_mount_points().add_factory("/" + name, factory)
     if server.attach(None) == 0:
         sys.exit(f"gst-rtsp-server: cannot listen on 127.0.0.1:{args.port}")

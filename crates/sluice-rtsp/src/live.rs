@@ -21,7 +21,7 @@
 //! first packet is put at its arrival time instead, so audio and video agree within the
 //! network's jitter).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -534,6 +534,8 @@ pub struct LiveRegistry {
     /// The URL path prefix of live paths, e.g. `/live`.
     prefix: String,
     streams: Mutex<HashMap<String, Arc<LiveStream>>>,
+    /// Paths a camera source of the server feeds: no publisher takes them, live or not.
+    reserved: Mutex<HashSet<String>>,
 }
 
 /// A live path as `/streams` lists it.
@@ -552,7 +554,11 @@ pub struct LiveSummary {
 impl LiveRegistry {
     /// Live paths under `prefix` (a URL path such as `/live`; a trailing `/` is ignored).
     pub fn new(prefix: &str) -> LiveRegistry {
-        LiveRegistry { prefix: prefix.trim_end_matches('/').to_string(), streams: Mutex::default() }
+        LiveRegistry {
+            prefix: prefix.trim_end_matches('/').to_string(),
+            streams: Mutex::default(),
+            reserved: Mutex::default(),
+        }
     }
 
     fn streams(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveStream>>> {
@@ -566,8 +572,35 @@ impl LiveRegistry {
             .is_some_and(|name| !name.is_empty() && !name.split('/').any(|s| s.is_empty() || s == ".."))
     }
 
-    /// Starts publishing `path` from `publisher` with `tracks`; [`Taken`] when it has a publisher.
+    /// The URL path of live path `name` (`cam1` is `/live/cam1`).
+    pub fn path_of(&self, name: &str) -> String {
+        format!("{}/{}", self.prefix, name.trim_start_matches('/'))
+    }
+
+    /// Keeps `path` for a camera source of the server: a publisher is refused it ([`Taken`])
+    /// whether or not the camera is live, and [`LiveRegistry::publish_source`] takes it.
+    pub fn reserve(&self, path: &str) {
+        self.reserved.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_string());
+    }
+
+    /// Starts publishing `path` from `publisher` with `tracks`; [`Taken`] when it has a publisher
+    /// or is a camera source's.
     pub fn publish(
+        &self,
+        path: &str,
+        publisher: SocketAddr,
+        tracks: Vec<AnnouncedTrack>,
+        now: Instant,
+    ) -> Result<Arc<LiveStream>, Taken> {
+        if self.reserved.lock().unwrap_or_else(|e| e.into_inner()).contains(path) {
+            return Err(Taken);
+        }
+        self.publish_source(path, publisher, tracks, now)
+    }
+
+    /// Starts a camera source's `path` (reserved for it) fed from the camera at `publisher`;
+    /// [`Taken`] when it is live already.
+    pub fn publish_source(
         &self,
         path: &str,
         publisher: SocketAddr,
@@ -733,5 +766,15 @@ mod tests {
         assert_eq!(registry.list(now).len(), 1);
         registry.end(&stream);
         assert!(stream.has_ended() && registry.get("/live/x").is_none());
+        // A camera source's path: no publisher takes it, live or not; its source does.
+        let tracks = tracks_from_sdp(FFMPEG_SDP.as_bytes()).unwrap();
+        let camera: SocketAddr = "10.0.0.3:554".parse().unwrap();
+        assert_eq!(registry.path_of("cam1"), "/live/cam1");
+        registry.reserve("/live/cam1");
+        assert_eq!(registry.publish("/live/cam1", camera, tracks.clone(), now).unwrap_err(), Taken);
+        let fed = registry.publish_source("/live/cam1", camera, tracks.clone(), now).unwrap();
+        assert_eq!(registry.publish("/live/cam1", camera, tracks.clone(), now).unwrap_err(), Taken);
+        registry.end(&fed);
+        assert_eq!(registry.publish("/live/cam1", camera, tracks, now).unwrap_err(), Taken);
     }
 }

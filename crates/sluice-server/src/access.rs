@@ -494,7 +494,7 @@ fn jwt_query(token: &str) -> String {
 mod carry;
 mod jwt;
 mod signed;
-mod users;
+pub(crate) mod users;
 
 use jwt::{check_jwt, jwks_keys, JwtKey};
 use signed::{check_signed, DEFAULT_KID};

@@ -57,6 +57,8 @@ pub struct Config {
     pub clients: ClientsSection,
     /// `[tls]`: HTTPS.
     pub tls: TlsSection,
+    /// `[[source]]`: live paths pulled from RTSP cameras.
+    pub source: Vec<crate::rtsp::camera::SourceConfig>,
 }
 
 impl TlsSection {
@@ -228,6 +230,7 @@ impl Config {
             return bad("tls.listen (--tls-listen) needs tls.cert and tls.key (--tls-cert, --tls-key)");
         }
         self.rtp_ports()?;
+        crate::rtsp::camera::check_sources(&self.source, self.rtsp.enabled).map_err(ConfigError::Invalid)?;
         Ok(())
     }
 

@@ -250,6 +250,8 @@ pub struct Server {
     readiness: crate::ops::admin::Readiness,
     /// The configuration, for asking the store again while not ready.
     config: Config,
+    /// The camera sources, pulled while the server runs.
+    sources: Option<Arc<crate::rtsp::camera::Sources>>,
     /// Removed when the server is dropped.
     _default_cache_dir: Option<DefaultCacheDir>,
 }
@@ -323,6 +325,18 @@ impl Server {
             }),
             false => None,
         };
+        // Camera sources take their live paths now, so that no publisher takes one first.
+        let sources = match rtsp.as_ref().and_then(|r| r.media.live_registry()) {
+            Some(registry) if !config.source.is_empty() => Some(Arc::new(
+                crate::rtsp::camera::Sources::new(
+                    &config.source,
+                    Arc::clone(registry),
+                    config.rtsp.publish_stall,
+                )
+                .map_err(crate::config::ConfigError::Invalid)?,
+            )),
+            _ => None,
+        };
         let engine = config.engine_config();
         // The threads engine accepts on one socket, tokio on one per worker thread like the loops.
         let sockets = if engine.kind == EngineKind::Threads { 1 } else { engine.workers };
@@ -383,6 +397,7 @@ impl Server {
             demo,
             readiness,
             config,
+            sources,
             _default_cache_dir: default_cache_dir,
         })
     }
@@ -466,6 +481,7 @@ impl Server {
         };
         let root = self.app.library().describe();
         let first_stream = self.first_stream_url();
+        let sources = self.sources.clone();
         let admin = self.admin.map(|listeners| {
             let admin = Admin::new(
                 Arc::clone(&self.app),
@@ -475,7 +491,8 @@ impl Server {
             )
             .with_readiness(self.readiness.clone())
             .with_certificate(self.tls.as_ref().map(|(certificate, _)| Arc::clone(certificate)))
-            .with_live(self.rtsp.as_ref().and_then(|r| r.media.live_registry().cloned()));
+            .with_live(self.rtsp.as_ref().and_then(|r| r.media.live_registry().cloned()))
+            .with_sources(self.sources.clone());
             (listeners, Arc::new(AdminService(Arc::new(admin))))
         });
         let service = Arc::new(HttpService { app: self.app, always: Arc::new([]) });
@@ -558,6 +575,17 @@ impl Server {
                 }
                 None => None,
             };
+            // One thread a camera source (see rtsp::camera for why not the tokio runtime), not
+            // waited for at shutdown: one connecting to a camera that does not answer would hold
+            // the exit for its connect timeout. Each ends its path when it sees the shutdown.
+            for (index, sources) in sources.iter().flat_map(|s| (0..s.len()).map(move |i| (i, Arc::clone(s))))
+            {
+                let shutdown = shutdown.clone();
+                std::thread::Builder::new()
+                    .name(format!("sluice-source-{index}"))
+                    .spawn(move || sources.run(index, &shutdown))
+                    .map_err(|source| EngineError::Setup { what: "spawn camera source", source })?;
+            }
             let rtsp = match self.rtsp {
                 Some(Rtsp { sockets, config, media, loops_reason }) => {
                     // Announced before HTTP's line, which tells scripts the server is up.

@@ -108,6 +108,18 @@ pub fn digest(authorization: &str) -> Option<DigestCredentials> {
     })
 }
 
+/// A `WWW-Authenticate` challenge a server sends (RFC 7235 §4.1): its scheme, lowercased
+/// (`basic`, `digest`), and its parameters (`realm`, `nonce`, `qop`, ...), names lowercased and
+/// values unquoted; `None` when the parameter list is malformed. What a client answers with.
+pub fn challenge(value: &str) -> Option<(String, Vec<(String, String)>)> {
+    let value = value.trim();
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    if scheme.is_empty() {
+        return None;
+    }
+    Some((scheme.to_ascii_lowercase(), auth_params(rest)?))
+}
+
 /// `name=value` pairs separated by commas, a value a token or a quoted string with `\`
 /// escapes (RFC 7235 §2.1); names lowercased. `None` when the list is malformed.
 fn auth_params(mut rest: &str) -> Option<Vec<(String, String)>> {
@@ -185,6 +197,16 @@ mod tests {
 
     /// What ffmpeg sends for `rtsp://ann:secret@host/films/a.mp4`.
     const FFMPEG: &str = "Digest username=\"ann\", realm=\"sluice\", nonce=\"0000000065a1b2c3ab\", uri=\"rtsp://127.0.0.1:8554/films/a.mp4\", response=\"0123456789abcdef0123456789abcdef\"";
+
+    #[test]
+    fn challenges_are_read_as_a_client_answers_them() {
+        let (scheme, params) = challenge("Digest realm=\"cam\", nonce=\"ab,c\", stale=FALSE").unwrap();
+        assert_eq!(scheme, "digest");
+        assert_eq!(params[1], ("nonce".to_string(), "ab,c".to_string()));
+        assert_eq!(challenge("Basic realm=\"x\"").unwrap().1, [("realm".to_string(), "x".to_string())]);
+        assert_eq!(challenge("Basic").unwrap(), ("basic".to_string(), Vec::new()));
+        assert_eq!(challenge("Digest realm=\"x"), None);
+    }
 
     #[test]
     fn digest_parameters_are_read_quoted_or_not() {

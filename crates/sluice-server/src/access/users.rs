@@ -123,7 +123,7 @@ pub(super) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub(super) fn md5_hex(text: &str) -> String {
+pub(crate) fn md5_hex(text: &str) -> String {
     use md5::Digest as _;
     hex(&md5::Md5::digest(text.as_bytes()))
 }

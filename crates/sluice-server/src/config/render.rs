@@ -104,6 +104,25 @@ const PROTECT: &str = "\
 # cpix_file = \"/etc/sluice/studio.cpix.xml\"
 ";
 
+/// The `[[source]]` entries, a list like `[[access]]`: explained and shown commented out.
+const SOURCE: &str = "\
+# Live paths pulled from RTSP cameras: sluice connects to the camera (DESCRIBE, answering Basic or
+# Digest with the URL's user and password, SETUP of each track over TCP interleaved, PLAY, a
+# keep-alive within the session timeout) and serves its stream at the live prefix + path
+# (rtsp://ADDR/live/cam1) to any number of viewers, as a published path. No publisher may take
+# a source's path (409). When the camera drops or cannot be reached, the path ends for its
+# viewers and sluice pulls again after reconnect_min, doubling at each failure in a row up to
+# reconnect_max (less up to a quarter at random); media silent for rtsp.publish_stall ends the
+# path too. /streams shows each source's state and last error, the password left out.
+# transport: \"tcp\" (interleaved on the RTSP connection); \"udp\" is not pulled yet.
+# [[source]]
+# path = \"cam1\"
+# url = \"rtsp://user:password@192.168.1.20:554/stream1\"
+# transport = \"tcp\"
+# reconnect_min = \"1s\"
+# reconnect_max = \"30s\"
+";
+
 /// The settings of one section, in table order.
 fn in_section(section: &'static str) -> impl Iterator<Item = &'static Setting> {
     SETTINGS.iter().filter(move |s| s.section == section)
@@ -115,7 +134,7 @@ fn doc_line(line: &str) -> &str {
 }
 
 /// `serve --check`'s text: every set value, exactly, secrets left out, then the `[[access]]`
-/// policies.
+/// policies, the `[[source]]` entries (without passwords) and the `[[protect]]` entries.
 pub fn effective(c: &Config) -> String {
     let mut out = String::new();
     for (section, _) in SECTIONS {
@@ -145,6 +164,7 @@ pub fn effective(c: &Config) -> String {
                 .unwrap_or_else(|e| format!("# cannot render the access policies: {e}\n")),
         );
     }
+    out.push_str(&crate::rtsp::camera::render_sources(&c.source));
     if !c.protect.is_empty() {
         #[derive(serde::Serialize)]
         struct Entries<'a> {
@@ -197,6 +217,8 @@ pub fn example() -> String {
     out.push_str(ACCESS);
     out.push('\n');
     out.push_str(PROTECT);
+    out.push('\n');
+    out.push_str(SOURCE);
     out
 }
 

@@ -36,6 +36,8 @@ pub struct Admin {
     certificate: Option<Arc<sluice_engine::tls::TlsCertificate>>,
     /// The live paths publishers send to, when RTSP takes publishers.
     live: Option<Arc<sluice_rtsp::LiveRegistry>>,
+    /// The camera sources pulled into live paths.
+    sources: Option<Arc<crate::rtsp::camera::Sources>>,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -72,7 +74,24 @@ impl Admin {
             ..server.clone()
         };
         let (ready, board) = (Readiness::default(), Arc::default());
-        Admin { app, http, rtsp, shutdown, ready, board, limits, certificate: None, live: None }
+        Admin {
+            app,
+            http,
+            rtsp,
+            shutdown,
+            ready,
+            board,
+            limits,
+            certificate: None,
+            live: None,
+            sources: None,
+        }
+    }
+
+    /// `/streams` lists the camera sources of `sources` with their states.
+    pub fn with_sources(mut self, sources: Option<Arc<crate::rtsp::camera::Sources>>) -> Admin {
+        self.sources = sources;
+        self
     }
 
     /// `/streams` lists the live paths of `live` too.
@@ -196,7 +215,26 @@ impl Admin {
                 })
             })
             .collect();
-        let mut text = serde_json::json!({ "items": items, "sets": sets, "live": live }).to_string();
+        // Camera sources, live or not: the camera (no password), the state and the last error.
+        let now = std::time::Instant::now();
+        let sources: Vec<serde_json::Value> = self
+            .sources
+            .iter()
+            .flat_map(|sources| sources.summaries(now))
+            .map(|s| {
+                serde_json::json!({
+                    "path": s.path,
+                    "url": s.url,
+                    "state": s.state,
+                    "retry_in_secs": s.retry_in.map(|d| d.as_secs_f64().ceil() as u64),
+                    "live_secs": s.live_for.map(|d| d.as_secs()),
+                    "last_error": s.last_error,
+                    "rtsp": self.rtsp.map(|a| format!("rtsp://{}{}", host_port(a), url_path(&s.path))),
+                })
+            })
+            .collect();
+        let mut text =
+            serde_json::json!({ "items": items, "sets": sets, "live": live, "sources": sources }).to_string();
         text.push('\n');
         text
     }
