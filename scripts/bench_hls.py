@@ -15,9 +15,7 @@ the S3 edge, a release build.
     python3 scripts/bench_hls.py --servers sluice,sluice-s3 --files 0     # the S3 edge against a local root
 
 The cost of encryption: `sluice-tracks` serves the per-track CMAF segments (`video-seg-N.m4s`,
-`audio-seg-N.m4s`, the ones DASH and the HLS master list) clear (a video segment in many pieces
-of the file is made in memory and kept once asked for again; `sluice-tracks-uncached` sends
-every one as file slices, `--segment-cache 0`), `sluice-cenc` the same URLs under
+`audio-seg-N.m4s`, the ones DASH and the HLS master list) clear, `sluice-cenc` the same URLs under
 a `[[protect]]` entry (`cenc`, a keys file: read and encrypted on the first request, then sent from
 the encrypted segments kept in memory), `sluice-cenc-uncached` the same with that cache off
 (`--segment-cache 0`: every request read and encrypted, the cost of a title nobody else is
@@ -221,8 +219,7 @@ def capacity(args, work, sluice):
             conf = nginx_config(nginx_work, ports["nginx-cenc"], server_cpu,
                                 f"        root {static_cenc};\n        location / {{ }}", "    sendfile on;\n    tcp_nopush on;")
             servers["nginx-cenc"] = in_cgroup(groups["nginx-cenc"], [nginx_bin, "-p", nginx_work, "-c", conf])
-        for name, extra in (("sluice", []), ("sluice-tracks", []), ("sluice-tracks-uncached", ["--segment-cache", "0"]),
-                            ("sluice-cenc", ["--config", protect_conf]),
+        for name, extra in (("sluice", []), ("sluice-tracks", []), ("sluice-cenc", ["--config", protect_conf]),
                             ("sluice-cenc-uncached", ["--config", protect_conf, "--segment-cache", "0"])):
             if name in wanted:
                 servers[name] = in_cgroup(groups[name], [
@@ -248,7 +245,7 @@ def capacity(args, work, sluice):
             if name == "nginx-cenc":
                 paths[name] = [f"/{f}" for f in sorted(os.listdir(static_cenc)) if f.startswith("chunk-")]
                 continue
-            if name in ("sluice-tracks", "sluice-tracks-uncached", "sluice-cenc", "sluice-cenc-uncached"):
+            if name in ("sluice-tracks", "sluice-cenc", "sluice-cenc-uncached"):
                 paths[name] = []
                 for track in ("video", "audio"):
                     playlist = urllib.request.urlopen(f"http://127.0.0.1:{ports[name]}/film.mp4/{track}.m3u8").read()
@@ -302,8 +299,7 @@ def capacity(args, work, sluice):
               f"| {statistics.median(r['kernel_per_gb'] for r in rs):.3f} | {statistics.median(pcs):.0f} "
               f"| {sum(r['errors'] for r in rs)} |")
     for a, b in (("sluice", "nginx"), ("sluice-s3", "sluice"), ("sluice-cenc", "sluice-tracks"),
-                 ("sluice-cenc-uncached", "sluice-tracks"), ("sluice-tracks", "sluice-tracks-uncached"),
-                 ("sluice-cenc", "nginx-cenc")):
+                 ("sluice-cenc-uncached", "sluice-tracks"), ("sluice-cenc", "nginx-cenc")):
         if a in med and b in med:
             print(f"\n{a} / {b}: segments/s {med[a][0] / med[b][0]:.2f}×, CPU per GB {med[a][1] / med[b][1]:.2f}×, "
                   f"segments per CPU-s {med[a][2] / med[b][2]:.2f}×")
@@ -523,7 +519,7 @@ def main():
     ap.add_argument("--files", type=int, default=1000, help="files for the index-memory figure (0: skip)")
     ap.add_argument("--servers", default=None,
                     help="which of nginx, sluice (a local root), sluice-s3 (an S3 edge, warm), sluice-tracks "
-                         "(per-track segments), sluice-tracks-uncached (the same, as file slices), sluice-cenc (the same, encrypted), sluice-cenc-uncached (encrypted "
+                         "(per-track segments), sluice-cenc (the same, encrypted), sluice-cenc-uncached (encrypted "
                          "per request), nginx-cenc (ffmpeg's, encrypted); default nginx,sluice,sluice-s3, with --viewers nginx,sluice")
     ap.add_argument("--sluice", default=os.path.join(ROOT, "target/release/sluice"))
     ap.add_argument("--viewers", action="store_true", help="count players held with zero stalls instead (see above)")

@@ -166,14 +166,12 @@ settings! {
         /// Longest an ffmpeg making one tile may run; it is then stopped and the tile refused.
         thumbnail_timeout: Duration = Duration::from_secs(30); Dur,
             check |v| longer_than_zero(v);
-        /// Most bytes of packaged segments kept in memory for their next viewers, least recently
-        /// used going first: encrypted segments (`[[protect]]` titles), and clear per-track
-        /// segments whose samples lie in many pieces of an interleaved file. 0 keeps none: every
-        /// request is read (and encrypted) anew, and clear segments go out as file slices.
+        /// Most bytes of encrypted segments (`[[protect]]` titles) kept in memory for their next
+        /// viewers, least recently used going first; 0 keeps none (every request is read and
+        /// encrypted anew).
         segment_cache: u64 = 64 << 20; Size,
-            flag "--segment-cache" "Most bytes of packaged segments kept in memory for their next \
-                viewers: encrypted ones, and clear ones in many pieces of their file (0: none); SIZE \
-                as --cache-size.";
+            flag "--segment-cache" "Most bytes of encrypted segments kept in memory for their next \
+                viewers (0: none); SIZE as --cache-size.";
     }
 
     /// `[engine]`: the I/O path.

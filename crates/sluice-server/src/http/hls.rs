@@ -220,12 +220,14 @@ fn segment_parts(
     if n >= index.segments() {
         return Ok(Err(Response::error(Status::NOT_FOUND)));
     }
-    // A kept segment is the same bytes for every viewer of this version (and key).
+    // A kept encrypted segment is the same bytes for every viewer of this version and key.
+    // Clear segments are not kept: sent from memory they cost a copy that `sendfile` does not,
+    // and HLS viewers at a quarter core fell from 967 held to 336 when their per-track segments
+    // were (docs/BENCHMARKS.md, "HLS and DASH viewers").
     let kept = library.segments();
-    let kept_as = version.entity_tag().filter(|_| kept.is_enabled()).map(|tag| {
-        let key = hls.protection.as_ref().map(|title| title.fingerprint()).unwrap_or_default();
-        format!("{relative}\n{tag}\n{key}\n{n}\n{only:?}")
-    });
+    let kept_as = (hls.protection.as_ref())
+        .zip(version.entity_tag().filter(|_| kept.is_enabled()))
+        .map(|(title, tag)| format!("{relative}\n{tag}\n{}\n{n}\n{only:?}", title.fingerprint()));
     if let Some(parts) = kept_as.as_deref().and_then(|key| kept.get(key)) {
         return Ok(Ok(parts));
     }
@@ -263,13 +265,6 @@ fn segment_parts(
             }
         });
     }
-    if let Some(key) = kept_as.filter(|key| plan.ranges.len() >= MANY_PIECES && kept.asked_again(key)) {
-        if !may_block {
-            return Err(LibraryError::WouldBlock);
-        }
-        let samples = library.read_ranges(version, &plan.ranges)?;
-        return Ok(Ok(kept.keep(key, vec![Segment::Bytes(plan.header), Segment::Bytes(samples)])));
-    }
     let file = library.body_file(version);
     let mut parts = Vec::with_capacity(plan.ranges.len() + 1);
     parts.push(Segment::Bytes(plan.header));
@@ -278,10 +273,6 @@ fn segment_parts(
     }));
     Ok(Ok(parts))
 }
-
-/// File pieces from which a clear segment asked for again is made in memory and kept, rather
-/// than sent as file slices (a `sendfile` each): a per-track segment of an interleaved file.
-const MANY_PIECES: usize = 4;
 
 /// Largest WebVTT sidecar segmented (a feature film's subtitles are some 100 KB).
 const MAX_SUBTITLES: u64 = 4 << 20;

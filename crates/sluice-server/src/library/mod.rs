@@ -195,13 +195,13 @@ impl Library {
         }
     }
 
-    /// Keeps up to `budget` bytes of packaged segments made in memory for their next viewers.
+    /// Keeps up to `budget` bytes of encrypted segments for their next viewers.
     pub fn with_segment_cache(mut self, budget: u64) -> Library {
         self.segments = segments::PackagedSegments::new(budget);
         self
     }
 
-    /// The packaged segments kept in memory.
+    /// The encrypted segments kept in memory.
     pub fn segments(&self) -> &segments::PackagedSegments {
         &self.segments
     }

@@ -523,12 +523,12 @@ pub fn render_thumbnails(m: &mut String, counts: &crate::thumbs::ThumbCounts) {
     }
 }
 
-/// The packaged segments kept in memory for their next viewers (encrypted ones, and clear ones
-/// in many pieces of their file): how often one was enough, and what is held.
+/// The encrypted segments kept in memory for their next viewers: how often one was enough, and
+/// what is held.
 pub fn render_segment_cache(m: &mut String, stats: &crate::library::segments::SegmentCacheStats) {
     let series = [
-        ("segment_cache_hits_total", "counter", "Packaged segments sent from memory.", stats.hits),
-        ("segment_cache_misses_total", "counter", "Packaged segments made in memory.", stats.misses),
+        ("segment_cache_hits_total", "counter", "Encrypted segments sent from memory.", stats.hits),
+        ("segment_cache_misses_total", "counter", "Encrypted segments read and encrypted.", stats.misses),
         (
             "segment_cache_evictions_total",
             "counter",
