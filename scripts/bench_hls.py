@@ -99,11 +99,6 @@ def in_cgroup(path, cmd):
     return ["sh", "-c", f'echo $$ > {path}/cgroup.procs && exec "$@"', "sh", *cmd]
 
 
-def cpu_seconds(pgid):
-    """utime + stime of every process in the process group, seconds."""
-    return sum(cpu_split(pgid))
-
-
 def cpu_split(pgid):
     """(utime, stime) of every process in the process group, seconds: the server's own work and
     the kernel's on its behalf (system calls, and on loopback the receiving side's TCP too)."""

@@ -64,8 +64,9 @@ pub fn give(buffer: Vec<u8>) {
     }
 }
 
-/// Buffers held now (for tests and the idle-memory figure).
-pub fn kept() -> usize {
+/// Buffers held now.
+#[cfg(test)]
+fn kept() -> usize {
     KEPT.lock().unwrap_or_else(|e| e.into_inner()).len()
 }
 

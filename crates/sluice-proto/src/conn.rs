@@ -225,11 +225,9 @@ impl Outbox {
     /// The segment to send next and, for in-memory segments, the unsent part of it.
     pub fn front(&mut self) -> Option<Pending<'_>> {
         let written = self.front_written;
-        let front = self.segments.front()?;
-        Some(match (front.in_memory(), front) {
-            (Some(bytes), _) => Pending::Bytes(&bytes[written..]),
-            (None, Segment::File(f)) => Pending::File(f),
-            (None, _) => unreachable!("only a file slice is not in memory"),
+        Some(match self.segments.front()? {
+            Segment::File(f) => Pending::File(f),
+            other => Pending::Bytes(&other.in_memory()?[written..]),
         })
     }
 

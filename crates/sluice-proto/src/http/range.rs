@@ -565,9 +565,6 @@ mod tests {
         let mut out = Vec::new();
         for segment in segments {
             match segment {
-                Segment::Bytes(_) | Segment::Static(_) | Segment::Shared(_) => {
-                    out.extend_from_slice(segment.in_memory().expect("in memory"))
-                }
                 Segment::File(slice) => {
                     let mut file = &*slice.file;
                     file.seek(SeekFrom::Start(slice.offset)).unwrap();
@@ -575,6 +572,7 @@ mod tests {
                     file.read_exact(&mut buf).unwrap();
                     out.extend_from_slice(&buf);
                 }
+                other => out.extend_from_slice(other.in_memory().expect("in memory")),
             }
         }
         out

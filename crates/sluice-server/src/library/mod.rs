@@ -171,7 +171,7 @@ impl From<WouldBlock> for LibraryError {
 pub struct Library {
     source: Source,
     catalogue: Catalogue,
-    segments: segments::PackagedSegments,
+    segments: segments::EncryptedSegments,
     /// What the file slices of a response over an object name until they become cached slices.
     placeholder: Arc<File>,
 }
@@ -197,12 +197,12 @@ impl Library {
 
     /// Keeps up to `budget` bytes of encrypted segments for their next viewers.
     pub fn with_segment_cache(mut self, budget: u64) -> Library {
-        self.segments = segments::PackagedSegments::new(budget);
+        self.segments = segments::EncryptedSegments::new(budget);
         self
     }
 
     /// The encrypted segments kept in memory.
-    pub fn segments(&self) -> &segments::PackagedSegments {
+    pub fn segments(&self) -> &segments::EncryptedSegments {
         &self.segments
     }
 

@@ -44,7 +44,7 @@ pub struct SegmentCacheStats {
 
 /// See the module docs.
 #[derive(Debug)]
-pub struct PackagedSegments {
+pub struct EncryptedSegments {
     budget: u64,
     lru: Mutex<Lru<String, Vec<SharedBytes>>>,
     // Counted here rather than by the LRU's lookups: a request on an event loop that misses
@@ -54,16 +54,16 @@ pub struct PackagedSegments {
     too_large: AtomicU64,
 }
 
-impl Default for PackagedSegments {
+impl Default for EncryptedSegments {
     fn default() -> Self {
-        PackagedSegments::new(0)
+        EncryptedSegments::new(0)
     }
 }
 
-impl PackagedSegments {
+impl EncryptedSegments {
     /// A cache of at most `budget` bytes (0: keeps nothing).
-    pub fn new(budget: u64) -> PackagedSegments {
-        PackagedSegments {
+    pub fn new(budget: u64) -> EncryptedSegments {
+        EncryptedSegments {
             budget,
             lru: Mutex::new(Lru::new(budget)),
             hits: AtomicU64::new(0),
@@ -147,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_kept_segment_is_shared_and_bounded() {
-        let cache = PackagedSegments::new(1000);
+        let cache = EncryptedSegments::new(1000);
         assert!(cache.get("a").is_none());
         let sent = cache.keep("a".into(), vec![Segment::Bytes(vec![1; 10]), Segment::Bytes(vec![2; 100])]);
         assert!(sent.iter().all(|p| matches!(p, Segment::Shared(_))));
@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_cache_without_budget_keeps_nothing() {
-        let cache = PackagedSegments::new(0);
+        let cache = EncryptedSegments::new(0);
         let sent = cache.keep("a".into(), vec![Segment::Bytes(vec![1; 10])]);
         assert!(matches!(sent[0], Segment::Bytes(_)));
         assert!(cache.get("a").is_none());
