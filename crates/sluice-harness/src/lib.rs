@@ -25,7 +25,7 @@ pub mod tools;
 pub mod toxiproxy;
 
 pub use error::HarnessError;
-pub use port::free_port;
+pub use port::{free_port, free_ports};
 pub use process::Process;
 pub use tools::find_tool;
 

@@ -62,7 +62,7 @@ pub struct RunningServer {
 }
 
 /// A free TCP port on 127.0.0.1 (free when asked; the server binds it right after).
-pub use sluice_harness::free_port;
+pub use sluice_harness::{free_port, free_ports};
 
 impl From<HarnessError> for StartError {
     fn from(e: HarnessError) -> StartError {
@@ -124,16 +124,14 @@ impl RunningServer {
     ) -> Result<RunningServer, StartError> {
         let failed = |what: &str, e: std::io::Error| StartError::Failed(format!("{what}: {e}"));
         std::fs::create_dir_all(work).map_err(|e| failed("creating the work directory", e))?;
-        let port = free_port().map_err(|e| failed("finding a free port", e))?;
+        // Chosen together, so the HTTP, RTSP and admin listeners never get the same port.
+        let [port, rtsp, admin] = free_ports::<3>().map_err(|e| failed("finding free ports", e))?;
         let rtsp_port = match (&ctx.rtsp_file, spec.kind) {
             (None, _) => None,
             (Some(_), ServerKind::Gstreamer) => Some(port),
-            (Some(_), _) => Some(free_port().map_err(|e| failed("finding a free RTSP port", e))?),
+            (Some(_), _) => Some(rtsp),
         };
-        let admin_port = match spec.kind {
-            ServerKind::Sluice => Some(free_port().map_err(|e| failed("finding a free admin port", e))?),
-            _ => None,
-        };
+        let admin_port = (spec.kind == ServerKind::Sluice).then_some(admin);
         let peer = |process: Process| RunningServer {
             command_line: pinned_command_line(process.command_line(), cpus),
             process,
