@@ -146,7 +146,9 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             }
             match self.next_step(clock) {
                 None => {}
-                Some(Pump::KernelTls) if !self.switch_to_kernel_tls(buffers.counters) => return Pump::Failed,
+                Some(Pump::KernelTls) if !self.switch_to_kernel_tls(buffers.counters, clock) => {
+                    return Pump::Failed
+                }
                 Some(Pump::KernelTls) => {}
                 Some(next) => return next,
             }
@@ -182,8 +184,7 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             }
             if self.offer && !self.input.is_empty() {
                 self.offer = false;
-                let used = self.session.receive(&self.input, &mut self.out, clock);
-                self.input.drain(..used);
+                self.offer_held_input(clock);
                 if !self.out.is_empty() {
                     return None;
                 }
@@ -193,6 +194,12 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
             }
             return Some(if self.peer_closed { Pump::Failed } else { Pump::NeedInput });
         }
+    }
+
+    /// Offers the bytes held back from the session to it again, keeping what it does not take.
+    fn offer_held_input(&mut self, clock: &Clock) {
+        let used = self.session.receive(&self.input, &mut self.out, clock);
+        self.input.drain(..used);
     }
 
     /// Keeps received bytes for later, unoffered: for engines whose receives complete while the
@@ -262,12 +269,21 @@ impl<S: Session, T: AsRawFd> Connection<S, T> {
     }
 
     /// Moves the session's TLS record layer into the kernel: attaches the `tls` ULP, takes the
-    /// session's keys and gives them to the kernel. Called with the outbox empty and nothing
-    /// received beyond what the session has seen (input buffered here would be ciphertext the
-    /// kernel never gets, so the session then stays in user space). Returns false when the
-    /// connection cannot go on (the kernel refused keys that have left rustls).
-    pub fn switch_to_kernel_tls(&mut self, counters: &Shard) -> bool {
+    /// session's keys and gives them to the kernel. Called with the outbox empty. Bytes received
+    /// ahead of the switch (io_uring's receive can complete while it is being cancelled, with the
+    /// client's request right behind its Finished) go to the session first, which decrypts whole
+    /// records in user space; only input it cannot take (part of a record the kernel would never
+    /// see) keeps the connection in user space. Returns false when the connection cannot go on
+    /// (the kernel refused keys that have left rustls).
+    pub fn switch_to_kernel_tls(&mut self, counters: &Shard, clock: &Clock) -> bool {
         let fd = self.stream.as_raw_fd();
+        if !self.input.is_empty() {
+            self.offer_held_input(clock);
+            if !self.out.is_empty() {
+                // An answer to send under the user-space keys first; the switch is asked again.
+                return true;
+            }
+        }
         if !self.input.is_empty() {
             self.session.kernel_tls_result(Err(KernelTlsRefusal::InputPending));
             return true;
@@ -483,11 +499,17 @@ mod tests {
     /// A session that asks for kernel TLS once and records how the engine answered.
     struct Asks {
         result: Option<Result<(), KernelTlsRefusal>>,
+        /// Whether received bytes are taken (whole records) or kept (part of one).
+        takes_input: bool,
     }
 
     impl Session for Asks {
         fn receive(&mut self, input: &[u8], _out: &mut Outbox, _clock: &Clock) -> usize {
-            input.len()
+            if self.takes_input {
+                input.len()
+            } else {
+                0
+            }
         }
         fn deadline(&self) -> Option<Instant> {
             None
@@ -529,9 +551,9 @@ mod tests {
         let clock = Clock::new(Instant::now(), 0);
         let counters = Counters::new();
         let (server, _client) = connected();
-        let mut conn = Connection::new(server, Asks { result: None }, &clock);
+        let mut conn = Connection::new(server, Asks { result: None, takes_input: true }, &clock);
         assert!(matches!(conn.next_step(&clock), Some(Pump::KernelTls)));
-        assert!(conn.switch_to_kernel_tls(counters.shard(0)));
+        assert!(conn.switch_to_kernel_tls(counters.shard(0), &clock));
         let has_tls = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp")
             .is_ok_and(|s| s.split_whitespace().any(|u| u == "tls"));
         match conn.session.result {
@@ -544,14 +566,30 @@ mod tests {
     }
 
     #[test]
-    fn bytes_read_ahead_of_the_switch_keep_the_connection_in_user_space() {
+    fn bytes_read_ahead_of_the_switch_that_the_session_cannot_take_keep_it_in_user_space() {
         let clock = Clock::new(Instant::now(), 0);
         let counters = Counters::new();
         let (server, _client) = connected();
-        let mut conn = Connection::new(server, Asks { result: None }, &clock);
+        let mut conn = Connection::new(server, Asks { result: None, takes_input: false }, &clock);
         conn.stash(b"\x17\x03\x03");
-        assert!(conn.switch_to_kernel_tls(counters.shard(0)));
+        assert!(conn.switch_to_kernel_tls(counters.shard(0), &clock));
         assert_eq!(conn.session.result, Some(Err(KernelTlsRefusal::InputPending)));
         assert!(!conn.kernel_tls);
+    }
+
+    #[test]
+    fn bytes_read_ahead_of_the_switch_go_to_the_session_and_the_switch_goes_on() {
+        let clock = Clock::new(Instant::now(), 0);
+        let counters = Counters::new();
+        let (server, _client) = connected();
+        let mut conn = Connection::new(server, Asks { result: None, takes_input: true }, &clock);
+        conn.stash(b"a whole record");
+        assert!(conn.switch_to_kernel_tls(counters.shard(0), &clock));
+        assert_eq!(conn.buffered(), 0);
+        assert!(
+            !matches!(conn.session.result, Some(Err(KernelTlsRefusal::InputPending))),
+            "{:?}",
+            conn.session.result
+        );
     }
 }

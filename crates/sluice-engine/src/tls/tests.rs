@@ -273,3 +273,25 @@ fn a_suite_the_kernel_does_not_take_is_counted_and_served_in_user_space() {
     exchange(&mut session, &mut client, &mut out);
     assert_eq!(client_reads(&mut client), b"hello\n");
 }
+
+#[test]
+fn a_whole_record_read_before_the_switch_is_decrypted_here_and_answered_after_it() {
+    let (mut session, mut client, counters, _dir) = pair(Some(all_suites()));
+    let mut out = Outbox::new();
+    exchange(&mut session, &mut client, &mut out);
+    assert!(session.wants_kernel_tls());
+    // The request right behind the client's Finished, taken before the switch.
+    client.writer().write_all(b"GET\n").expect("write");
+    let mut record = Vec::new();
+    client.write_tls(&mut record).expect("client writes");
+    let clock = clock();
+    assert_eq!(session.receive(&record, &mut out, &clock), record.len());
+    assert!(out.is_empty(), "nothing is answered under the user-space keys");
+    let keys = session.kernel_tls_keys(&mut out).expect("a whole record does not hold the switch back");
+    session.kernel_tls_result(Ok(()));
+    assert_eq!(keys.rx.seq, 1, "the kernel's receive starts after the record taken here");
+    assert_eq!(counters.events(Event::TlsKernelFallbackInput), 0);
+    // After the switch the request is answered, in plain bytes for the kernel to encrypt.
+    session.refill(&mut out, &clock);
+    assert_eq!(drain(&mut out), b"hello\n");
+}

@@ -679,7 +679,7 @@ impl<'a, S: Service> Worker<'a, S> {
                 // A receive in flight could take ciphertext from under the kernel: switch once
                 // it is off (`tune_recv` cancels it meanwhile).
                 Some(Pump::KernelTls) if u.recv == Recv::Off => {
-                    if u.conn.switch_to_kernel_tls(self.core.counters) {
+                    if u.conn.switch_to_kernel_tls(self.core.counters, &self.core.clock) {
                         continue;
                     }
                     Step::Failed
