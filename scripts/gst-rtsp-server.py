@@ -4,6 +4,7 @@
 
     /usr/bin/python3 scripts/gst-rtsp-server.py FILE [--port 8554] [--name NAME] [--no-shared]
                                                 [--digest USER:PASSWORD]
+    /usr/bin/python3 scripts/gst-rtsp-server.py --relay rtsp://HOST:PORT/PATH --name NAME [--port 8554]
 
 Serves FILE at rtsp://127.0.0.1:PORT/NAME (NAME defaults to the file's name) with
 `qtdemux ! h264parse ! rtph264pay name=pay0 pt=96`, plus `aacparse ! rtpmp4gpay name=pay1 pt=97`
@@ -18,7 +19,10 @@ Digest authentication (a camera that asks for credentials). --port 0 picks a fre
 
     ready rtsp://127.0.0.1:PORT/NAME
 
-and it runs until SIGTERM or SIGINT. Needs the system python3 with python3-gi,
+and it runs until SIGTERM or SIGINT. With --relay it serves a live stream instead of a file: one
+shared pipeline pulls the RTSP URL over TCP (`rtspsrc latency=0`), depayloads H.264 and AAC and
+payloads them again for every viewer, who joins live (the media is not seekable): GStreamer as a
+live relay, the peer of sluice's live fan-out. Needs the system python3 with python3-gi,
 gir1.2-gst-rtsp-server-1.0, gstreamer1.0-plugins-base, -good and -bad (h264parse).
 """
 
@@ -57,9 +61,19 @@ def launch_line(path, with_audio):
     return line + ")"
 
 
+def relay_line(url):
+    location = url.replace("\\", "\\\\").replace('"', '\\"')
+    return (
+        f'( rtspsrc location="{location}" latency=0 protocols=tcp name=src '
+        "src. ! queue ! rtph264depay ! h264parse ! rtph264pay name=pay0 pt=96 config-interval=-1 "
+        "src. ! queue ! rtpmp4gdepay ! aacparse ! rtpmp4gpay name=pay1 pt=97 )"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("file")
+    parser.add_argument("file", nargs="?")
+    parser.add_argument("--relay", default=None, metavar="RTSP_URL")
     parser.add_argument("--port", type=int, default=8554)
     parser.add_argument("--name", default=None)
     parser.add_argument("--no-shared", action="store_true")
@@ -67,17 +81,24 @@ def main():
     args = parser.parse_args()
 
     Gst.init(None)
-    path = os.path.abspath(args.file)
-    if not os.path.isfile(path):
-        sys.exit(f"gst-rtsp-server: no such file: {path}")
-    name = args.name or os.path.basename(path)
-    with_audio = audio_codec(path) == "audio/mpeg"
+    if args.relay:
+        if not args.name:
+            sys.exit("gst-rtsp-server: --relay needs --name")
+        name, launch = args.name, relay_line(args.relay)
+    else:
+        if not args.file:
+            sys.exit("gst-rtsp-server: a FILE to serve, or --relay URL")
+        path = os.path.abspath(args.file)
+        if not os.path.isfile(path):
+            sys.exit(f"gst-rtsp-server: no such file: {path}")
+        name = args.name or os.path.basename(path)
+        launch = launch_line(path, audio_codec(path) == "audio/mpeg")
 
     server = GstRtspServer.RTSPServer()
     server.set_address("127.0.0.1")
     server.set_service(str(args.port))
     factory = GstRtspServer.RTSPMediaFactory()
-    factory.set_launch(launch_line(path, with_audio))
+    factory.set_launch(launch)
     factory.set_shared(not args.no_shared)
     if args.digest:
         user, password = args.digest.split(":", 1)

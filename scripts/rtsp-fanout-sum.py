@@ -20,12 +20,17 @@ def rcvbuf(f):
 
 
 drops = rcvbuf(f"{d}/snmp.after") - rcvbuf(f"{d}/snmp.before")
-u = m['sluice_process_cpu_seconds_total{mode="user"}']
-sy = m['sluice_process_cpu_seconds_total{mode="system"}']
+peer = os.path.exists(f"{d}/peer.cpu_ms")
+if peer:
+    # GStreamer's row: the relay's CPU from /proc; sluice's metrics are the source's.
+    u, sy = (int(x) / 1000 for x in open(f"{d}/peer.cpu_ms").read().split())
+else:
+    u = m['sluice_process_cpu_seconds_total{mode="user"}']
+    sy = m['sluice_process_cpu_seconds_total{mode="system"}']
 pk = m.get("sluice_rtp_packets_sent_total", 0) or 1
 gen = open(f"{d}/gen.time").read().split()
 gu, gs = float(gen[0].rstrip("user")), float(gen[1].rstrip("system"))
-admitted = m.get("sluice_rtsp_viewers_admitted_total", 0)
+admitted = s["clients"] if peer else m.get("sluice_rtsp_viewers_admitted_total", 0)
 print(
     f"{os.path.basename(d)}: clients={s['clients']} admitted={admitted:.0f} "
     f"refused={m.get('sluice_rtsp_viewers_refused_total', 0):.0f} perfect={s['perfect_clients']} "
@@ -33,8 +38,8 @@ print(
     f"mean={s['samples_mean']:.1f} sd={s['samples_stdev']:.1f} lost={s['lost_packets']} "
     f"dropped_frames={m.get('sluice_rtp_frames_dropped_total', 0):.0f} "
     f"late={m.get('sluice_rtp_late_sends_total', 0):.0f} srv_cpu={u + sy:.1f}s(u{u:.1f}/s{sy:.1f}) "
-    f"pkts={pk:.0f} us/pkt={(u + sy) / pk * 1e6:.2f} "
+    + (f"pkts={pk:.0f} us/pkt={(u + sy) / pk * 1e6:.2f} " if not peer else "pkts=- us/pkt=- ")
     # Server CPU seconds per viewer-minute: the viewers that played x the file's half minute.
-    f"cpu_s_per_viewer_min={(u + sy) / max(s['playing_clients'] * 0.5, 1e-9):.3f} "
+    + f"cpu_s_per_viewer_min={(u + sy) / max(s['playing_clients'] * 0.5, 1e-9):.3f} "
     f"gen={gu + gs:.1f}s rcvbuf_drops={drops}"
 )

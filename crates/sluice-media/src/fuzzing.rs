@@ -3,14 +3,16 @@
 //! check (`rtsp_session`, which drives the RTSP server core, is `sluice-rtsp`'s); `hls_package`
 //! packages arbitrary bytes as HLS, and [`SegmentWalk`] is the check of segments as a client received
 //! them that the unit and integration tests share; `subsample_map` checks the subsample maps
-//! of Common Encryption against arbitrary NAL layouts, and `cpix_document` the reading of CPIX
-//! documents.
+//! of Common Encryption against arbitrary NAL layouts, `cpix_document` the reading of CPIX
+//! documents, and `flv_body` the reading of RTMP's audio and video message bodies.
 
 mod clip;
 mod cpix;
+mod flv;
 mod ts;
 pub use clip::{assemble, check_clip, mp4_clip};
 pub use cpix::cpix_document;
+pub use flv::flv_body;
 pub use ts::ts_segment;
 
 use crate::mp4::{Mp4File, TrackKind};

@@ -8,12 +8,14 @@
 //! core that serves a file over RTSP is the `sluice-rtsp` crate, which depends on this one); its
 //! [`hls`] module packages a file as HLS (fMP4 segments planned as generated headers plus file
 //! ranges); its [`protect`] module encrypts those segments (Common Encryption, HLS AES-128)
-//! when a title is protected.
+//! when a title is protected; its [`flv`] module reads the bodies of RTMP's audio and video
+//! messages into a live track's samples.
 
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod codec;
+pub mod flv;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod hls;

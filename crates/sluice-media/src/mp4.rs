@@ -24,6 +24,7 @@
 //! billions of samples.
 
 pub mod clip;
+pub mod join;
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -675,8 +676,9 @@ fn index_track(
     if let Some(fragment) = fragment {
         let end = fragment.append_to(&mut samples, kind.is_video()).map_err(bad)?;
         // The samples are the truth of a fragmented file (one still growing, too): `mdhd` and
-        // the edit list were written before its fragments.
-        let duration = end.saturating_sub(edit_start);
+        // the edit list were written before its fragments. Presented, not decoded: a track shown
+        // after it is decoded (B-frames, a live track's lead) lasts to its last picture's end.
+        let duration = fragments::presented_end(&samples, end).saturating_sub(edit_start);
         return Ok(Ok(Track { id, kind, timescale, duration, edit_start, samples }));
     }
     let span = samples.last().map_or(0, |s| s.decode_time);
@@ -744,8 +746,9 @@ fn checked_sample_count(track: &mp4parse::Track, file_len: u64) -> Result<u64, &
     Ok(from_stsz)
 }
 
-/// Parses an AVCDecoderConfigurationRecord (ISO 14496-15 §5.3.3.1).
-fn parse_avcc(track: u32, avcc: &[u8], width: u16, height: u16) -> Result<H264Config, Mp4Error> {
+/// Parses an AVCDecoderConfigurationRecord (ISO 14496-15 §5.3.3.1) of track `track` (which
+/// errors name), whose sample entry says `width` and `height` (0 when unknown).
+pub fn parse_avcc(track: u32, avcc: &[u8], width: u16, height: u16) -> Result<H264Config, Mp4Error> {
     let bad = |what| Mp4Error::BadCodecConfig { track, what };
     let mut r = avcc;
     let mut take = |n: usize| -> Result<&[u8], Mp4Error> {

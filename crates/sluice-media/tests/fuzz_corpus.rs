@@ -1,7 +1,7 @@
 //! Replays the committed fuzz corpora (`fuzz/corpus/mp4_demux/`,
 //! `fuzz/corpus/hls_package/`, `fuzz/corpus/webvtt_segment/`, `fuzz/corpus/codec_config/`,
 //! `fuzz/corpus/subsample_map/`, `fuzz/corpus/mp4_clip/`, `fuzz/corpus/ts_segment/`,
-//! `fuzz/corpus/cpix_document/`)
+//! `fuzz/corpus/cpix_document/`, `fuzz/corpus/flv_body/`)
 //! through the same property checks the fuzz targets run, so every input that once mattered is
 //! checked by `cargo test` (`fuzz/corpus/rtsp_session/` is `sluice-rtsp`'s).
 
@@ -53,4 +53,9 @@ fn ts_segment_corpus() {
 #[test]
 fn cpix_document_corpus() {
     replay("cpix_document", sluice_media::fuzzing::cpix_document);
+}
+
+#[test]
+fn flv_body_corpus() {
+    replay("flv_body", sluice_media::fuzzing::flv_body);
 }

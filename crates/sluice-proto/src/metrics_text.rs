@@ -31,6 +31,10 @@ pub mod names {
     pub const SYSCALLS_TOTAL: &str = "sluice_syscalls_total";
     /// RTSP viewers of each presentation now, by `path`.
     pub const RTSP_STREAM_VIEWERS: &str = "sluice_rtsp_stream_viewers";
+    /// Live paths published now.
+    pub const LIVE_PATHS: &str = "sluice_live_paths";
+    /// What each live path's publisher sends now, in bits a second, by `path`.
+    pub const LIVE_BIT_RATE: &str = "sluice_live_bit_rate_bps";
     /// Each RTSP loop's busy share, by `loop`.
     pub const RTSP_LOOP_BUSY_RATIO: &str = "sluice_rtsp_loop_busy_ratio";
     /// RTSP viewers refused (an engine event).

@@ -63,6 +63,7 @@ pub mod table;
 
 pub use admission::ADMIT_BUSY;
 pub use config::{Overload, RtspConfig};
+pub use live::cmaf::{LiveCmaf, LiveCmafError, LiveSegment, LiveWindow, KEPT_SEGMENTS, LIVE_SEGMENT_TARGET};
 pub use live::{LiveRegistry, LiveStream, LiveSummary};
 pub use playable::{first_refusal, playable, Refusal, Unplayable, REASON_HEADER};
 pub use server::{Control, MediaLibrary, Note, Observer, RtspServer, LATE_SEND, LOAD_WINDOW, PACE_TICK};

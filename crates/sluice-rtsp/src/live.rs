@@ -25,14 +25,16 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use sluice_media::codec::{
-    AudioCodec, AudioEntry, HevcRecord, InBandParameterSets, OpusRecord, VideoCodec, VideoEntry,
+    hevc, AudioCodec, AudioEntry, HevcRecord, InBandParameterSets, OpusRecord, VideoCodec, VideoEntry,
 };
 use sluice_media::mp4::{AacConfig, H264Config, Mp4File, Sample, Track, TrackKind};
 use sluice_proto::rtp::{AacAccessUnits, H264Depacketizer, H265Depacketizer, RtpPacket};
+
+pub mod cmaf;
 
 /// Samples a live track keeps in its table, at most: past it the older half goes. Viewers read
 /// at the live edge (they start at the latest keyframe), so what goes is behind every one of them;
@@ -150,14 +152,9 @@ fn h264_config(params: &HashMap<String, &str>) -> Result<H264Config, AnnounceErr
     if pps.is_empty() {
         return Err(missing());
     }
-    Ok(H264Config { sps, pps, nal_length_size: 4, profile_level_id, width: 0, height: 0 })
-}
-
-/// A sample entry's box with its type only: what a live track's entry needs to name its codec.
-fn bare_entry(fourcc: &[u8; 4]) -> Vec<u8> {
-    let mut entry = 8u32.to_be_bytes().to_vec();
-    entry.extend_from_slice(fourcc);
-    entry
+    // Players choose renditions by size, and a manifest must say it: read it from the SPS.
+    let (width, height) = sluice_media::protect::slice::picture_size(&sps[0]).unwrap_or((0, 0));
+    Ok(H264Config { sps, pps, nal_length_size: 4, profile_level_id, width, height })
 }
 
 /// An HEVC track from RFC 7798's parameter sets; the profile, tier and level from the SPS's
@@ -206,15 +203,17 @@ fn hevc_entry(params: &HashMap<String, &str>) -> Result<VideoEntry, AnnounceErro
         sps,
         pps,
     };
+    let (width, height) = record.sps.first().and_then(|s| hevc::picture_size(s)).unwrap_or((0, 0));
+    let sample_entry = record.sample_entry(width, height);
     Ok(VideoEntry {
         codec: VideoCodec::Hevc(record),
-        width: 0,
-        height: 0,
+        width,
+        height,
         colour: None,
         mastering: None,
         light_level: None,
         dolby_vision: None,
-        sample_entry: bare_entry(b"hvc1"),
+        sample_entry,
         in_band: InBandParameterSets::Unknown,
     })
 }
@@ -223,16 +222,12 @@ fn hevc_entry(params: &HashMap<String, &str>) -> Result<VideoEntry, AnnounceErro
 fn opus_entry(params: &HashMap<String, &str>) -> AudioEntry {
     let stereo = params.get("sprop-stereo") == Some(&"1") || params.get("stereo") == Some(&"1");
     let channels = if stereo { 2 } else { 1 };
+    let record = OpusRecord { channels, pre_skip: 0, input_sample_rate: 48_000, mapping_family: 0 };
     AudioEntry {
-        codec: AudioCodec::Opus(OpusRecord {
-            channels,
-            pre_skip: 0,
-            input_sample_rate: 48_000,
-            mapping_family: 0,
-        }),
+        sample_entry: record.sample_entry(),
+        codec: AudioCodec::Opus(record),
         sample_rate: 48_000,
         channels: u16::from(channels),
-        sample_entry: bare_entry(b"Opus"),
     }
 }
 
@@ -308,8 +303,12 @@ pub struct LiveStream {
     path: String,
     publisher: SocketAddr,
     started: Instant,
+    /// The wall-clock time at `started`.
+    started_wallclock: SystemTime,
     ended: AtomicBool,
     state: Mutex<LiveState>,
+    /// Where its CMAF segments are cut ([`LiveStream::cmaf`]).
+    cuts: cmaf::Cuts,
 }
 
 impl std::fmt::Debug for LiveStream {
@@ -345,8 +344,10 @@ impl LiveStream {
             path: path.to_string(),
             publisher,
             started: now,
+            started_wallclock: SystemTime::now() - Instant::now().saturating_duration_since(now),
             ended: AtomicBool::new(false),
             state: Mutex::new(LiveState { tracks, origin: None, generation: 0, snapshot: None }),
+            cuts: cmaf::Cuts::default(),
         }
     }
 
@@ -367,6 +368,17 @@ impl LiveStream {
     /// When publishing started.
     pub fn started(&self) -> Instant {
         self.started
+    }
+
+    /// The wall-clock time of the stream's timeline's 0 (its first packet), once one came.
+    pub fn origin_wallclock(&self) -> Option<SystemTime> {
+        let origin = self.state().origin?;
+        Some(self.started_wallclock + origin.saturating_duration_since(self.started))
+    }
+
+    /// Its CMAF segments, for live HLS and DASH and for recording.
+    pub fn cmaf(&self) -> cmaf::LiveCmaf<'_> {
+        cmaf::LiveCmaf { stream: self, cuts: &self.cuts }
     }
 
     /// Whether the publisher is gone: viewers get what is left, then a BYE.
@@ -417,14 +429,27 @@ impl LiveStream {
                 }
             }
         }
-        let added = completed.len();
-        for (timestamp, data, keyframe) in completed {
-            t.add(timestamp, data, keyframe, arrival);
-        }
-        if added > 0 {
-            state.generation += 1;
-        }
-        added
+        state.add(track, completed, arrival)
+    }
+
+    /// Takes one sample of track `track` that arrived whole at `now` (from a publisher whose
+    /// protocol frames samples itself, as RTMP does), stamped `timestamp` on the track's clock
+    /// with its presentation time; returns the samples taken (as [`LiveStream::push_rtp`]: 1,
+    /// or 0 for a track it does not have).
+    /// H.264 and H.265 samples are NAL units with 4-byte lengths, AAC raw frames.
+    pub fn push_access_unit(
+        &self,
+        track: usize,
+        timestamp: u32,
+        data: Vec<u8>,
+        keyframe: bool,
+        now: Instant,
+    ) -> usize {
+        let mut state = self.state();
+        let origin = *state.origin.get_or_insert(now);
+        let Some(t) = state.tracks.get(track) else { return 0 };
+        let arrival = crate::stream::duration_to_ticks(now.saturating_duration_since(origin), t.clock_rate);
+        state.add(track, vec![(timestamp, data, keyframe)], arrival)
     }
 
     /// The table as it stands, shared by every viewer asking until a sample is added.
@@ -474,11 +499,42 @@ impl LiveStream {
         t.samples.get(index).map(|(_, bytes)| Arc::clone(bytes))
     }
 
+    /// What the publisher sends, in bits a second: the kept samples' bytes over the time they
+    /// span, summed over the tracks.
+    pub fn bit_rate(&self) -> u64 {
+        let state = self.state();
+        state
+            .tracks
+            .iter()
+            .filter_map(|t| {
+                let (first, last) = (t.samples.front()?.0, t.samples.back()?.0);
+                let span = last.decode_time().saturating_sub(first.decode_time());
+                (span > 0).then(|| t.bytes * 8 * u64::from(t.clock_rate) / span)
+            })
+            .sum()
+    }
+
     /// Whether a viewer can start: every video track has a keyframe (and audio-only streams a
     /// frame).
     pub fn is_ready(&self) -> bool {
         let state = self.state();
         state.tracks.iter().all(|t| !t.samples.is_empty())
+    }
+}
+
+impl LiveState {
+    /// Adds samples completed on track `track`, the first of them arriving at
+    /// `arrival` ticks; a new table for snapshots when any was.
+    fn add(&mut self, track: usize, completed: Vec<(u32, Vec<u8>, bool)>, arrival: u64) -> usize {
+        let Some(t) = self.tracks.get_mut(track) else { return 0 };
+        let added = completed.len();
+        for (timestamp, data, keyframe) in completed {
+            t.add(timestamp, data, keyframe, arrival);
+        }
+        if added > 0 {
+            self.generation += 1;
+        }
+        added
     }
 }
 
@@ -494,7 +550,11 @@ impl LiveTrack {
         // steps back, and a wrap-around of the 32-bit clock steps forward.
         *ticks += i64::from(timestamp.wrapping_sub(*last) as i32);
         *last = timestamp;
-        let presentation = (*base as i64 + *ticks).max(0) as u64;
+        // Every track is presented REORDER_TICKS late, so that a video sample's decode time
+        // (that much earlier) is never before 0: the first pictures' would otherwise be
+        // squeezed a tick apart, which players report as a discontinuity.
+        let lead = REORDER_TICKS * u64::from(self.clock_rate) / 90_000;
+        let presentation = (*base as i64 + *ticks).max(0) as u64 + lead;
         let decode = match (self.kind.is_video(), self.last_decode) {
             (true, last) => {
                 let floor = last.map_or(0, |l| l + 1);
@@ -536,7 +596,16 @@ pub struct LiveRegistry {
     streams: Mutex<HashMap<String, Arc<LiveStream>>>,
     /// Paths a camera source of the server feeds: no publisher takes them, live or not.
     reserved: Mutex<HashSet<String>>,
+    /// Streams whose publisher went, and when, kept [`ENDED_KEPT`] for their HTTP viewers.
+    ended: Mutex<HashMap<String, (Instant, Arc<LiveStream>)>>,
+    /// Whether a publisher of a path that has one takes it over ([`LiveRegistry::with_takeover`]).
+    takeover: bool,
 }
+
+/// How long a stream whose publisher went is still watched over HTTP ([`LiveRegistry::watch`]):
+/// long enough for every player to reload its playlist once more and find that it ended (the
+/// HLS `EXT-X-ENDLIST`, a static MPD) rather than lose the path mid-stream.
+pub const ENDED_KEPT: Duration = Duration::from_secs(30);
 
 /// A live path as `/streams` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -549,6 +618,8 @@ pub struct LiveSummary {
     pub age: Duration,
     /// Whether viewers can play it (its media has come, a keyframe on every video track).
     pub ready: bool,
+    /// What it brings in, in bits a second, over the samples it keeps (all tracks).
+    pub bit_rate: u64,
 }
 
 impl LiveRegistry {
@@ -558,7 +629,17 @@ impl LiveRegistry {
             prefix: prefix.trim_end_matches('/').to_string(),
             streams: Mutex::default(),
             reserved: Mutex::default(),
+            ended: Mutex::default(),
+            takeover: false,
         }
+    }
+
+    /// A publisher of a path that has one takes it over when `takeover`: the stream it replaces
+    /// ends (its viewers get the end of it, its publisher is cut off), rather than the newcomer
+    /// being refused. A camera source's path is never taken over.
+    pub fn with_takeover(mut self, takeover: bool) -> LiveRegistry {
+        self.takeover = takeover;
+        self
     }
 
     fn streams(&self) -> MutexGuard<'_, HashMap<String, Arc<LiveStream>>> {
@@ -595,6 +676,11 @@ impl LiveRegistry {
         if self.reserved.lock().unwrap_or_else(|e| e.into_inner()).contains(path) {
             return Err(Taken);
         }
+        if self.takeover {
+            if let Some(old) = self.streams().remove(path) {
+                old.ended.store(true, Ordering::Release);
+            }
+        }
         self.publish_source(path, publisher, tracks, now)
     }
 
@@ -613,12 +699,24 @@ impl LiveRegistry {
         }
         let stream = Arc::new(LiveStream::new(path, publisher, tracks, now));
         streams.insert(path.to_string(), Arc::clone(&stream));
+        self.ended.lock().unwrap_or_else(|e| e.into_inner()).remove(path);
         Ok(stream)
     }
 
     /// The stream published at `path`, if any.
     pub fn get(&self, path: &str) -> Option<Arc<LiveStream>> {
         self.streams().get(path).cloned()
+    }
+
+    /// The stream an HTTP viewer of `path` watches: the one published there, else the last one
+    /// if its publisher went less than [`ENDED_KEPT`] before `now`.
+    pub fn watch(&self, path: &str, now: Instant) -> Option<Arc<LiveStream>> {
+        if let Some(live) = self.get(path) {
+            return Some(live);
+        }
+        let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+        ended.retain(|_, (at, _)| now.saturating_duration_since(*at) < ENDED_KEPT);
+        ended.get(path).map(|(_, s)| Arc::clone(s))
     }
 
     /// The publisher of `stream` is gone: the path is free again, and its viewers end after
@@ -628,6 +726,8 @@ impl LiveRegistry {
         let mut streams = self.streams();
         if streams.get(&stream.path).is_some_and(|s| Arc::ptr_eq(s, stream)) {
             streams.remove(&stream.path);
+            let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+            ended.insert(stream.path.clone(), (Instant::now(), Arc::clone(stream)));
         }
     }
 
@@ -641,6 +741,7 @@ impl LiveRegistry {
                 publisher: s.publisher,
                 age: now.saturating_duration_since(s.started),
                 ready: s.is_ready(),
+                bit_rate: s.bit_rate(),
             })
             .collect();
         all.sort_by(|a, b| a.path.cmp(&b.path));
@@ -666,6 +767,7 @@ mod tests {
         assert_eq!(tracks.len(), 2);
         let TrackKind::H264(h) = &tracks[0].kind else { panic!("{:?}", tracks[0].kind) };
         assert_eq!((h.sps.len(), h.pps.len(), h.profile_level_id), (1, 1, [0x64, 0x00, 0x0c]));
+        assert_eq!((h.width, h.height), (320, 240), "the size, read from the SPS");
         assert_eq!((tracks[0].clock_rate, tracks[0].control.as_str()), (90_000, "streamid=0"));
         let TrackKind::Aac(a) = &tracks[1].kind else { panic!("{:?}", tracks[1].kind) };
         assert_eq!(
@@ -682,13 +784,15 @@ mod tests {
             sprop-sps=QgEBAWAAAAMAkAAAAwAAAwAeoCCDFllZUpMLwFoCAAADAAIAAAMAFBA=; sprop-pps=RAHAc8CJ\r\n\
             a=control:streamid=0\r\nm=audio 0 RTP/AVP 97\r\na=rtpmap:97 opus/48000/2\r\na=control:streamid=1\r\n";
         let tracks = tracks_from_sdp(sdp.as_bytes()).unwrap();
-        let TrackKind::Video(VideoEntry { codec: VideoCodec::Hevc(h), .. }) = &tracks[0].kind else {
+        let TrackKind::Video(VideoEntry { codec: VideoCodec::Hevc(h), width, height, .. }) = &tracks[0].kind
+        else {
             panic!("{:?}", tracks[0].kind)
         };
         // Main profile, Main tier, level 1 (30), read past the SPS's emulation prevention bytes.
         assert_eq!((h.profile_space, h.high_tier, h.profile_idc, h.level_idc), (0, false, 1, 30));
         assert_eq!((h.compatibility, h.constraints), (0x6000_0000, [0x90, 0, 0, 0, 0, 0]));
         assert_eq!((h.vps.len(), h.sps.len(), h.pps.len(), tracks[0].clock_rate), (1, 1, 1, 90_000));
+        assert_eq!((*width, *height), (64, 48), "the size, read from the SPS");
         let TrackKind::Audio(a) = &tracks[1].kind else { panic!("{:?}", tracks[1].kind) };
         assert_eq!(
             (a.codec_string(), a.sample_rate, a.channels, tracks[1].clock_rate),
@@ -766,6 +870,9 @@ mod tests {
         assert_eq!(registry.list(now).len(), 1);
         registry.end(&stream);
         assert!(stream.has_ended() && registry.get("/live/x").is_none());
+        let watched = registry.watch("/live/x", Instant::now()).unwrap();
+        assert!(Arc::ptr_eq(&watched, &stream), "watched a while after it ended");
+        assert!(registry.watch("/live/x", Instant::now() + ENDED_KEPT).is_none(), "then gone");
         // A camera source's path: no publisher takes it, live or not; its source does.
         let tracks = tracks_from_sdp(FFMPEG_SDP.as_bytes()).unwrap();
         let camera: SocketAddr = "10.0.0.3:554".parse().unwrap();
@@ -775,6 +882,48 @@ mod tests {
         let fed = registry.publish_source("/live/cam1", camera, tracks.clone(), now).unwrap();
         assert_eq!(registry.publish("/live/cam1", camera, tracks.clone(), now).unwrap_err(), Taken);
         registry.end(&fed);
-        assert_eq!(registry.publish("/live/cam1", camera, tracks, now).unwrap_err(), Taken);
+        assert_eq!(registry.publish("/live/cam1", camera, tracks.clone(), now).unwrap_err(), Taken);
+        // Configured to, a second publisher takes the path over; the first one's stream ends.
+        let registry = LiveRegistry::new("/live").with_takeover(true);
+        let first = registry.publish("/live/t", camera, tracks.clone(), now).unwrap();
+        let second = registry.publish("/live/t", camera, tracks, now).unwrap();
+        assert!(first.has_ended() && !second.has_ended());
+        assert!(Arc::ptr_eq(&registry.get("/live/t").unwrap(), &second));
+        registry.end(&first);
+        assert!(Arc::ptr_eq(&registry.get("/live/t").unwrap(), &second), "the old one's end frees nothing");
+    }
+
+    #[test]
+    fn whole_samples_go_into_the_table_as_reassembled_ones_do() {
+        let registry = LiveRegistry::new("/live");
+        let tracks = tracks_from_sdp(FFMPEG_SDP.as_bytes()).unwrap();
+        let now = Instant::now();
+        let stream = registry.publish("/live/w", "10.0.0.1:1".parse().unwrap(), tracks, now).unwrap();
+        let idr = vec![0, 0, 0, 2, 0x65, 0x88];
+        assert_eq!(stream.push_access_unit(0, 0, vec![0, 0, 0, 2, 0x41, 1], false, now), 1);
+        assert!(!stream.is_ready(), "nothing before the first keyframe is kept");
+        // Presentation times of I P B (B shown before P, sent after it): 40 ms apart at 90 kHz.
+        for (ts, key) in [(7_200, true), (14_400, false), (10_800, false)] {
+            let data = if key { idr.clone() } else { vec![0, 0, 0, 2, 0x41, 2] };
+            assert_eq!(stream.push_access_unit(0, ts, data, key, now), 1);
+        }
+        for i in 0..3u32 {
+            assert_eq!(stream.push_access_unit(1, i * 1024, vec![0x21, i as u8], true, now), 1);
+        }
+        assert_eq!(stream.push_access_unit(2, 0, vec![1], true, now), 0, "no such track");
+        assert!(stream.is_ready());
+        let snapshot = stream.snapshot();
+        let video = &snapshot.file.tracks[0].samples;
+        assert_eq!(video.len(), 3);
+        assert!(video[0].is_sync() && !video[1].is_sync());
+        let shown: Vec<u64> = video.iter().map(|s| s.composition_time()).collect();
+        // Relative to the first, and REORDER_TICKS late (so no decode time is before 0).
+        assert_eq!(shown, [18_000, 25_200, 21_600], "presentation times kept, relative to the first");
+        assert!(video.windows(2).all(|w| w[1].decode_time() > w[0].decode_time()));
+        assert!(video.iter().all(|s| s.decode_time() <= s.composition_time()));
+        assert_eq!(stream.sample(video[0].offset()).unwrap().as_slice(), idr.as_slice());
+        let audio: Vec<u64> = snapshot.file.tracks[1].samples.iter().map(|s| s.decode_time()).collect();
+        // 0.2 s late too, at 44.1 kHz.
+        assert_eq!(audio, [8_820, 9_844, 10_868]);
     }
 }

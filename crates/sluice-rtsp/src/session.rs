@@ -280,6 +280,8 @@ impl RtspConnection {
     /// timed out too), like an HTTP keep-alive timeout.
     pub fn deadline(&self, table: &SessionTable) -> Instant {
         match &self.publishing {
+            // A publisher whose path another one took over is cut off.
+            Some(p) if p.is_taken_over() => self.last_activity,
             // A publisher whose media flows is dropped after the stall deadline without a byte
             // (before its first packet, an encoder may take seconds to start).
             Some(p) if p.is_flowing() => self.last_activity + table.config.publish_stall,

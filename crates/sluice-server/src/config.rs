@@ -23,7 +23,7 @@ pub use format::parse_listen;
 pub use setting::Setting;
 pub use table::{
     AdminSection, ClientsSection, EngineSection, HttpSection, LibrarySection, LimitsSection, LogSection,
-    RtspSection, StoreSection, TlsSection, UploadsSection, SECTIONS, SETTINGS,
+    RtmpSection, RtspSection, StoreSection, TlsSection, UploadsSection, SECTIONS, SETTINGS,
 };
 
 /// The whole configuration.
@@ -34,6 +34,8 @@ pub struct Config {
     pub http: HttpSection,
     /// `[rtsp]`: where and how RTSP/RTP is served.
     pub rtsp: RtspSection,
+    /// `[rtmp]`: publishers over RTMP.
+    pub rtmp: RtmpSection,
     /// `[admin]`: the operational endpoints' own listener.
     pub admin: AdminSection,
     /// `[library]`: what is served.
@@ -59,6 +61,8 @@ pub struct Config {
     pub tls: TlsSection,
     /// `[[source]]`: live paths pulled from RTSP cameras.
     pub source: Vec<crate::rtsp::camera::SourceConfig>,
+    /// `[[record]]`: live paths recorded into the library.
+    pub record: Vec<crate::record::RecordConfig>,
 }
 
 impl TlsSection {
@@ -229,8 +233,12 @@ impl Config {
         if self.tls.listen.is_some() && !self.tls.enabled() {
             return bad("tls.listen (--tls-listen) needs tls.cert and tls.key (--tls-cert, --tls-key)");
         }
+        if self.rtmp.listen.is_some() && !self.rtsp.enabled {
+            return bad("rtmp.listen (--rtmp-listen) needs RTSP on: RTMP publishes its live paths");
+        }
         self.rtp_ports()?;
         crate::rtsp::camera::check_sources(&self.source, self.rtsp.enabled).map_err(ConfigError::Invalid)?;
+        crate::record::check_rules(&self.record, self.rtsp.enabled).map_err(ConfigError::Invalid)?;
         Ok(())
     }
 

@@ -12,6 +12,8 @@ pub mod derived;
 pub mod gzip_static;
 pub mod hls;
 pub mod limits;
+pub mod live;
+pub mod rec;
 pub mod thumbs;
 pub mod trick;
 pub mod ts;

@@ -252,6 +252,10 @@ pub struct Server {
     config: Config,
     /// The camera sources, pulled while the server runs.
     sources: Option<Arc<crate::rtsp::camera::Sources>>,
+    /// The recorder of live paths, when `[[record]]` rules are set.
+    recorder: Option<Arc<crate::record::Recorder>>,
+    /// RTMP publishers' listener (`--rtmp-listen`).
+    rtmp: Option<(std::net::TcpListener, Arc<crate::rtmp::RtmpIngest>)>,
     /// Removed when the server is dropped.
     _default_cache_dir: Option<DefaultCacheDir>,
 }
@@ -320,7 +324,10 @@ impl Server {
                         None => RtspMedia::new(Arc::clone(&library)),
                     }
                     .with_protection(Arc::clone(&protection))
-                    .with_live(Arc::new(sluice_rtsp::LiveRegistry::new(&config.rtsp.live_prefix))),
+                    .with_live(Arc::new(
+                        sluice_rtsp::LiveRegistry::new(&config.rtsp.live_prefix)
+                            .with_takeover(config.rtsp.publish_takeover),
+                    )),
                 ),
             }),
             false => None,
@@ -335,6 +342,20 @@ impl Server {
                 )
                 .map_err(crate::config::ConfigError::Invalid)?,
             )),
+            _ => None,
+        };
+        let rtmp = match (config.rtmp.listen, &rtsp) {
+            (Some(addr), Some(rtsp)) => {
+                let ingest = crate::rtmp::RtmpIngest::new(
+                    Arc::clone(&rtsp.media),
+                    config.rtsp.publish_stall,
+                    config.rtsp.session_timeout,
+                );
+                let listener = std::net::TcpListener::bind(addr)
+                    .map_err(|source| EngineError::Listen { addr, source })
+                    .map_err(address_error("RTMP", "--rtmp-listen"))?;
+                ingest.map(|ingest| (listener, Arc::new(ingest)))
+            }
             _ => None,
         };
         let engine = config.engine_config();
@@ -379,13 +400,28 @@ impl Server {
         if let Err(why) = thumbnails.decoder() {
             tracing::warn!("thumbnails are off: {why}");
         }
+        // An s3:// library's recordings grow in the spool and are uploaded where uploads go.
+        let recorder = match rtsp.as_ref().and_then(|r| r.media.live_registry()) {
+            Some(registry) if !config.record.is_empty() => Some(Arc::new(if config.store.is_remote() {
+                crate::record::Recorder::new(
+                    config.record.clone(),
+                    &config.store.record_spool_dir(),
+                    Arc::clone(registry),
+                )
+                .uploading_to(Arc::clone(uploads.store()), Arc::clone(&library))
+            } else {
+                crate::record::Recorder::new(config.record.clone(), &root, Arc::clone(registry))
+            })),
+            _ => None,
+        };
         let clients = Arc::new(crate::http::limits::ClientLimits::new(config.clients.clone()));
         let app = Arc::new(
             App::new(library, settings, Arc::clone(&counters))
                 .with_uploads(uploads)
                 .with_access(access, clients)
                 .with_protection(protection)
-                .with_thumbnails(thumbnails),
+                .with_thumbnails(thumbnails)
+                .with_live(rtsp.as_ref().and_then(|r| r.media.live_registry().cloned()), recorder.clone()),
         );
         Ok(Server {
             app,
@@ -398,6 +434,8 @@ impl Server {
             readiness,
             config,
             sources,
+            recorder,
+            rtmp,
             _default_cache_dir: default_cache_dir,
         })
     }
@@ -482,6 +520,7 @@ impl Server {
         let root = self.app.library().describe();
         let first_stream = self.first_stream_url();
         let sources = self.sources.clone();
+        let recorder = self.recorder.clone();
         let admin = self.admin.map(|listeners| {
             let admin = Admin::new(
                 Arc::clone(&self.app),
@@ -492,7 +531,8 @@ impl Server {
             .with_readiness(self.readiness.clone())
             .with_certificate(self.tls.as_ref().map(|(certificate, _)| Arc::clone(certificate)))
             .with_live(self.rtsp.as_ref().and_then(|r| r.media.live_registry().cloned()))
-            .with_sources(self.sources.clone());
+            .with_sources(self.sources.clone())
+            .with_recorder(self.recorder.clone());
             (listeners, Arc::new(AdminService(Arc::new(admin))))
         });
         let service = Arc::new(HttpService { app: self.app, always: Arc::new([]) });
@@ -585,6 +625,26 @@ impl Server {
                     .name(format!("sluice-source-{index}"))
                     .spawn(move || sources.run(index, &shutdown))
                     .map_err(|source| EngineError::Setup { what: "spawn camera source", source })?;
+            }
+            // The recorder is not waited for either: each of its turns leaves the files whole.
+            if let Some(recorder) = recorder {
+                let shutdown = shutdown.clone();
+                std::thread::Builder::new()
+                    .name("sluice-recorder".into())
+                    .spawn(move || recorder.run(&shutdown))
+                    .map_err(|source| EngineError::Setup { what: "spawn the recorder", source })?;
+            }
+            if let Some((listener, ingest)) = self.rtmp {
+                // Announced before HTTP's line, which tells scripts the server is up.
+                let addr = listener
+                    .local_addr()
+                    .map_err(|source| EngineError::Setup { what: "rtmp address", source })?;
+                tracing::info!("listening on rtmp://{addr}/{} (publishers)", ingest.application());
+                let shutdown = shutdown.clone();
+                std::thread::Builder::new()
+                    .name("sluice-rtmp-accept".into())
+                    .spawn(move || ingest.run(listener, shutdown))
+                    .map_err(|source| EngineError::Setup { what: "spawn rtmp listener", source })?;
             }
             let rtsp = match self.rtsp {
                 Some(Rtsp { sockets, config, media, loops_reason }) => {

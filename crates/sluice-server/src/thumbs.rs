@@ -433,7 +433,8 @@ pub fn ffmpeg_args(width: u32, height: u32, columns: u32, rows: u32) -> Vec<Stri
 }
 
 /// FNV-1a, 64 bits: a stable fingerprint for names that outlive the process (std's hasher
-/// may change between toolchains, and tiles kept under its names would be made again).
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// may change between toolchains, and tiles kept under its names would be made again; a
+/// span's entity tag, which a client keeps).
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }

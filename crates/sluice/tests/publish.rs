@@ -14,9 +14,9 @@
 #[macro_use]
 mod common;
 
-use std::process::{Child, Stdio};
 use std::time::Instant;
 
+use common::publisher::*;
 use common::rtsp::*;
 use common::*;
 
@@ -29,61 +29,6 @@ const PUBLISHED_FRAMES: u64 = 100;
 const SDP: &str = "v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=x\r\nt=0 0\r\nm=video 0 RTP/AVP 96\r\n\
     a=rtpmap:96 H264/90000\r\na=fmtp:96 packetization-mode=1; sprop-parameter-sets=Z2QADKzZQUH7ARAAAAMAEAAAAwMg8UKZYA==,aOvjyyLA\r\n\
     a=control:streamid=0\r\n";
-
-/// H.264 and AAC, a keyframe a second.
-const H264_AAC: [&str; 6] = ["-c:v", "libx264", "-g", "25", "-c:a", "aac"];
-/// H.265 and Opus, a keyframe a second.
-const H265_OPUS: [&str; 8] = [
-    "-c:v",
-    "libx265",
-    "-preset",
-    "ultrafast",
-    "-x265-params",
-    "keyint=25:log-level=error",
-    "-c:a",
-    "libopus",
-];
-
-/// A publishing ffmpeg, continued (if stopped), killed by its pid and reaped when dropped, so a
-/// failing test leaves none behind.
-struct Publisher(Child);
-
-impl Publisher {
-    fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
-        unsafe { libc::kill(self.0.id() as i32, sig) };
-    }
-
-    /// Waits for it to end; whether it succeeded.
-    fn finished(&mut self) -> bool {
-        self.0.wait().unwrap().success()
-    }
-}
-
-impl Drop for Publisher {
-    fn drop(&mut self) {
-        self.signal(libc::SIGCONT);
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts ffmpeg publishing `secs` of the test source encoded with `codecs` to `url` over
-/// `transport` (`tcp` or `udp`).
-fn publish(url: &str, codecs: &[&str], transport: &str, secs: u32) -> Publisher {
-    let mut cmd = tool("ffmpeg");
-    cmd.args(["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25", "-f", "lavfi"]);
-    cmd.args(["-i", "sine"]).args(codecs).args(["-t", &secs.to_string()]);
-    cmd.args(["-f", "rtsp", "-rtsp_transport", transport, url]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-    Publisher(cmd.spawn().unwrap())
-}
-
-/// The `/streams` entry of live path `path`, if listed.
-fn live_entry(server: &Server, path: &str) -> Option<serde_json::Value> {
-    let streams: serde_json::Value = serde_json::from_str(&server.streams()).unwrap();
-    streams["live"].as_array()?.iter().find(|e| e["path"] == path).cloned()
-}
 
 fn announce(c: &mut RtspConn, path: &str, auth: Option<&str>) -> RtspResponse {
     let url = c.url(path);

@@ -1,7 +1,8 @@
 //! The audio configuration records: Opus (`dOps`, Encapsulation of Opus in ISO BMFF §4.3.2),
 //! AC-3 (`dac3`) and E-AC-3 (`dec3`, ETSI TS 102 366 Annex F), and the channel configuration
 //! DASH announces for Dolby audio (the 16-bit channel mask of
-//! `urn:dolby:dash:audio_channel_configuration:2011`, ETSI TS 102 366 Table I.1.1).
+//! `urn:dolby:dash:audio_channel_configuration:2011`, ETSI TS 102 366 Table I.1.1), and the
+//! fields of an AAC AudioSpecificConfig a live publisher sends (RTMP's sequence header).
 
 use super::{Bits, Bytes, ConfigError};
 
@@ -19,6 +20,32 @@ pub struct OpusRecord {
 }
 
 impl OpusRecord {
+    /// An `Opus` sample entry carrying this record as its `dOps`: what a track whose
+    /// configuration came another way (a live publisher's SDP) is packaged with.
+    pub fn sample_entry(&self) -> Vec<u8> {
+        use mp4_atom::{Audio, Dops, Encode, Opus};
+        let entry = Opus {
+            audio: Audio {
+                data_reference_index: 1,
+                channel_count: u16::from(self.channels),
+                sample_size: 16,
+                sample_rate: 48_000u16.into(),
+            },
+            dops: Dops {
+                output_channel_count: self.channels,
+                pre_skip: self.pre_skip,
+                input_sample_rate: self.input_sample_rate,
+                output_gain: 0,
+                channel_mapping: None,
+            },
+            btrt: None,
+        };
+        let mut out = Vec::new();
+        // Encoding into a Vec fails only for fields out of range, which these are not.
+        let _ = entry.encode(&mut out);
+        out
+    }
+
     /// Parses the body of a `dOps` box.
     pub fn parse(data: &[u8]) -> Result<OpusRecord, ConfigError> {
         let mut r = Bytes::new(data, "dOps");
@@ -46,6 +73,58 @@ impl OpusRecord {
             r.take(usize::from(channels))?;
         }
         Ok(OpusRecord { channels, pre_skip, input_sample_rate, mapping_family })
+    }
+}
+
+/// The sampling rates of an AudioSpecificConfig's (and ADTS's) frequency index (ISO/IEC
+/// 14496-3 §1.6.3.4).
+pub const AAC_SAMPLING_RATES: [u32; 13] =
+    [96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350];
+
+/// The leading fields of an AAC AudioSpecificConfig (ISO/IEC 14496-3 §1.6.2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AudioSpecificConfig {
+    /// audioObjectType (2: AAC LC, 5: SBR, 29: PS).
+    pub object_type: u8,
+    /// The sampling rate, by its index or written out.
+    pub sample_rate: u32,
+    /// Channels of the channel configuration.
+    pub channels: u16,
+}
+
+impl AudioSpecificConfig {
+    /// Reads the object type, sampling rate and channel configuration. Channel configuration 0
+    /// (the layout in a program config element) is refused: the encoders publishers use do
+    /// not send it.
+    pub fn parse(data: &[u8]) -> Result<AudioSpecificConfig, ConfigError> {
+        const RECORD: &str = "AudioSpecificConfig";
+        let invalid = |what| ConfigError::Invalid { record: RECORD, what };
+        let mut bits = Bits::new(data, RECORD);
+        let mut object_type = bits.read(5)?;
+        if object_type == 31 {
+            object_type = 32 + bits.read(6)?;
+        }
+        if object_type == 0 {
+            return Err(invalid("audio object type 0"));
+        }
+        let sample_rate = match bits.read(4)? {
+            15 => bits.read(24)?,
+            index => *AAC_SAMPLING_RATES
+                .get(index as usize)
+                .ok_or_else(|| invalid("a reserved sampling frequency index"))?,
+        };
+        let channels = match bits.read(4)? {
+            0 => return Err(invalid("channel configuration 0 (a program config element) is not read")),
+            c @ 1..=6 => c as u16,
+            11 => 7,
+            7 | 12 | 14 => 8,
+            13 => 24,
+            _ => return Err(invalid("a reserved channel configuration")),
+        };
+        if sample_rate == 0 {
+            return Err(invalid("a sampling rate of 0"));
+        }
+        Ok(AudioSpecificConfig { object_type: object_type as u8, sample_rate, channels })
     }
 }
 
@@ -202,6 +281,21 @@ mod tests {
         let bad = [0, 6, 0x01, 0x38, 0, 0, 0xBB, 0x80, 0, 0, 0];
         assert!(matches!(OpusRecord::parse(&bad), Err(ConfigError::Invalid { .. })));
         assert!(matches!(OpusRecord::parse(&[1; 11]), Err(ConfigError::Version { version: 1, .. })));
+    }
+
+    #[test]
+    fn audio_specific_configs() {
+        // AAC LC, 44.1 kHz, mono (what ffmpeg's aac encoder writes for the sine source).
+        let lc = AudioSpecificConfig::parse(&[0x12, 0x08]).unwrap();
+        assert_eq!((lc.object_type, lc.sample_rate, lc.channels), (2, 44_100, 1));
+        // AAC LC, 48 kHz, stereo.
+        assert_eq!(AudioSpecificConfig::parse(&[0x11, 0x90]).unwrap().sample_rate, 48_000);
+        // An explicit rate (index 15): 0x00BB80 is 48,000.
+        let explicit = AudioSpecificConfig::parse(&[0x17, 0x80, 0x5D, 0xC0, 0x10]).unwrap();
+        assert_eq!((explicit.sample_rate, explicit.channels), (48_000, 2));
+        assert!(AudioSpecificConfig::parse(&[0x12]).is_err());
+        assert!(matches!(AudioSpecificConfig::parse(&[0x12, 0x00]), Err(ConfigError::Invalid { .. })));
+        assert!(matches!(AudioSpecificConfig::parse(&[0x16, 0x88]), Err(ConfigError::Invalid { .. })));
     }
 
     /// ffmpeg's `ac3` encoder, 48 kHz stereo at 192 kbit/s: fscod 0, bsid 8, bsmod 0, acmod 2,

@@ -1,7 +1,9 @@
 //! The HEVC decoder configuration record (`hvcC`, ISO/IEC 14496-15 §8.3.3.1) and what is
 //! computed from it: the RFC 6381 codec string (ISO/IEC 14496-15 Annex E.3) and whether a
 //! sample's in-band parameter sets are the record's own (so an `hev1` track may be carried as
-//! `hvc1`). It does not parse the parameter sets themselves.
+//! `hvc1`), the `hvc1` sample entry of a record that came without one (a live publisher's
+//! parameter sets), and the picture size its SPS declares. It does not read the rest of the
+//! parameter sets.
 
 use super::{Bytes, ConfigError};
 
@@ -158,6 +160,97 @@ pub fn leading_parameter_sets(data: &[u8], length_size: u8) -> Result<Vec<&[u8]>
         }
     }
     Ok(sets)
+}
+
+/// The width and height in pixels of the pictures of HEVC sequence parameter set `sps` (the
+/// NAL unit, its two header bytes first), after the conformance window (ITU-T H.265 §7.3.2.2),
+/// when it reads.
+pub fn picture_size(sps: &[u8]) -> Option<(u16, u16)> {
+    use crate::protect::slice::{rbsp, Bits};
+    // The reader skips one header byte; the second is the RBSP's first here.
+    let (data, _) = rbsp(sps);
+    let mut r = Bits { data: &data, at: 8 };
+    r.bits(4)?; // sps_video_parameter_set_id
+    let sub_layers = r.bits(3)?;
+    r.bit()?; // sps_temporal_id_nesting_flag
+    r.bits(8)?; // general profile space, tier and idc
+    r.bits(32)?; // general compatibility flags
+    r.bits(32)?; // general constraint flags (48 bits)
+    r.bits(16)?;
+    r.bits(8)?; // general_level_idc
+    let mut present = Vec::new();
+    for _ in 0..sub_layers {
+        present.push((r.flag()?, r.flag()?));
+    }
+    if sub_layers > 0 {
+        r.bits(2 * (8 - sub_layers))?;
+    }
+    for (profile, level) in present {
+        if profile {
+            r.bits(32)?;
+            r.bits(32)?;
+            r.bits(24)?;
+        }
+        if level {
+            r.bits(8)?;
+        }
+    }
+    r.ue()?; // sps_seq_parameter_set_id
+    let chroma_format = r.ue()?;
+    let separate_planes = chroma_format == 3 && r.flag()?;
+    let (width, height) = (r.ue()?, r.ue()?);
+    let (unit_x, unit_y) = match (chroma_format, separate_planes) {
+        (1, _) => (2, 2),
+        (2, _) => (2, 1),
+        _ => (1, 1),
+    };
+    let [left, right, top, bottom] = match r.flag()? {
+        true => [r.ue()?, r.ue()?, r.ue()?, r.ue()?],
+        false => [0; 4],
+    };
+    let width = width.checked_sub(unit_x * left.checked_add(right)?)?;
+    let height = height.checked_sub(unit_y * top.checked_add(bottom)?)?;
+    Some((u16::try_from(width).ok()?, u16::try_from(height).ok()?))
+}
+
+impl HevcRecord {
+    /// An `hvc1` sample entry carrying this record as its `hvcC`, for pictures of `width` x
+    /// `height`: what a track whose parameter sets came another way (a live publisher's SDP)
+    /// is packaged with.
+    pub fn sample_entry(&self, width: u16, height: u16) -> Vec<u8> {
+        use mp4_atom::{Encode, Hvc1, HvcCArray, Hvcc, Visual};
+        let array = |nal_unit_type: u8, nalus: &[Vec<u8>]| HvcCArray {
+            completeness: true,
+            nal_unit_type,
+            nalus: nalus.to_vec(),
+        };
+        let hvcc = Hvcc {
+            configuration_version: 1,
+            general_profile_space: self.profile_space,
+            general_tier_flag: self.high_tier,
+            general_profile_idc: self.profile_idc,
+            general_profile_compatibility_flags: self.compatibility.to_be_bytes(),
+            general_constraint_indicator_flags: self.constraints,
+            general_level_idc: self.level_idc,
+            chroma_format_idc: self.chroma_format,
+            bit_depth_luma_minus8: self.bit_depth_luma.saturating_sub(8),
+            bit_depth_chroma_minus8: self.bit_depth_chroma.saturating_sub(8),
+            length_size_minus_one: self.nal_length_size.saturating_sub(1),
+            num_temporal_layers: 1,
+            temporal_id_nested: true,
+            arrays: vec![array(VPS, &self.vps), array(SPS, &self.sps), array(PPS, &self.pps)],
+            ..Hvcc::new()
+        };
+        let entry = Hvc1 {
+            visual: Visual { data_reference_index: 1, width, height, depth: 0x18, ..Default::default() },
+            hvcc,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        // Encoding into a Vec fails only for fields out of range, which these are not.
+        let _ = entry.encode(&mut out);
+        out
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ pub mod entry;
 pub mod hevc;
 pub mod vp9;
 
-pub use audio::{Ac3Record, Eac3Record, OpusRecord};
+pub use audio::{Ac3Record, AudioSpecificConfig, Eac3Record, OpusRecord};
 pub use av1::Av1Record;
 pub use dovi::DolbyVision;
 pub use entry::{

@@ -117,11 +117,44 @@ impl SegmentIndex {
             video: video.map_or(0, |i| file.tracks[i].samples.len() as u32),
             audio: audio_track.map_or(0, |a| a.samples.len() as u32),
         });
+        Ok(SegmentIndex::assemble(file, video, audio, main.timescale, starts))
+    }
+
+    /// An index of `file` cut where someone else cut it (a live stream's segments): each cut is
+    /// the main track's decode time at the segment's start and the index of its first video and
+    /// first audio sample, and the last is where the last segment ends (the main track's end
+    /// time, the video and audio sample counts). Cuts must be in order and within the tracks.
+    pub fn from_cuts(file: &Mp4File, cuts: &[(u64, usize, usize)]) -> Result<SegmentIndex, HlsError> {
+        let video = file.tracks.iter().position(|t| t.kind.is_video());
+        let audio = file.tracks.iter().position(|t| !t.kind.is_video());
+        let main = video.or(audio).map(|i| &file.tracks[i]);
+        let counts = |i: Option<usize>| i.map_or(0, |i| file.tracks[i].samples.len());
+        let in_order = cuts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1 && w[0].2 <= w[1].2);
+        let within = cuts.iter().all(|c| c.1 <= counts(video) && c.2 <= counts(audio));
+        let (Some(main), true, true, 2..) =
+            (main.filter(|m| !m.samples.is_empty()), in_order, within, cuts.len())
+        else {
+            return Err(HlsError::UnsupportedCodec("no cuts to index".into()));
+        };
+        let starts = cuts
+            .iter()
+            .map(|&(time, v, a)| SegmentStart { time, video: v as u32, audio: a as u32 })
+            .collect();
+        Ok(SegmentIndex::assemble(file, video, audio, main.timescale, starts))
+    }
+
+    fn assemble(
+        file: &Mp4File,
+        video: Option<usize>,
+        audio: Option<usize>,
+        timescale: u32,
+        starts: Vec<SegmentStart>,
+    ) -> SegmentIndex {
         let mut index = SegmentIndex {
             video,
             audio,
             starts: starts.into_boxed_slice(),
-            timescale: main.timescale,
+            timescale,
             peak_bps: 0,
             average_bps: 0,
             codecs: codecs(file, video, audio).into_boxed_str(),
@@ -146,7 +179,7 @@ impl SegmentIndex {
             }
         }
         index.measure_bandwidth(file);
-        Ok(index)
+        index
     }
 
     /// Peak and average bits per second over the segments (the master playlist's `BANDWIDTH`
@@ -211,6 +244,37 @@ impl SegmentIndex {
     pub fn duration(&self) -> f64 {
         let (first, last) = (self.starts[0].time, self.starts[self.starts.len() - 1].time);
         last.saturating_sub(first) as f64 / f64::from(self.timescale)
+    }
+
+    /// How long the segments present, in seconds: [`Self::duration`], or longer where the audio
+    /// outlasts the video (an AAC track's last frame commonly ends a few milliseconds after the
+    /// last picture). A DASH presentation must reach its media's end: dash.js, finding the
+    /// playhead past the MPD's duration before the element's own `ended`, seeks back and
+    /// pauses there.
+    pub fn presented_duration(&self, file: &Mp4File) -> f64 {
+        let main = self.duration();
+        let Some(audio) = self.tracks(file).find(|(_, w)| *w == Packaged::Audio).map(|(t, _)| t) else {
+            return main;
+        };
+        match self.track_times(file, Packaged::Audio) {
+            // The priming frames before the edit's start are presented before 0.
+            Some((timescale, times)) if self.has(Packaged::Video) => {
+                let (first, last) = (times[0].max(audio.edit_start), times[times.len() - 1]);
+                main.max(last.saturating_sub(first) as f64 / f64::from(timescale.max(1)))
+            }
+            _ => main,
+        }
+    }
+
+    /// When segment `n` begins to be shown, in seconds of the main track's media time: its first
+    /// sample's composition time less the edit's start (a live track is shown a little after it
+    /// is decoded); where it is decoded when the track has no sample there.
+    pub fn presented_start(&self, file: &Mp4File, n: usize) -> f64 {
+        let decoded = self.start_ticks(n) as f64 / f64::from(self.timescale.max(1));
+        let Some((track, which)) = self.tracks(file).next() else { return decoded };
+        let Some(first) = track.samples.get(self.samples(n, which).start) else { return decoded };
+        let presented = first.composition_time().saturating_sub(track.edit_start);
+        presented as f64 / f64::from(track.timescale.max(1))
     }
 
     /// The `CODECS` attribute: the video's and the audio's codec strings (RFC 6381).

@@ -17,6 +17,7 @@
 //! ([`super::index`]) or answer requests.
 
 use std::fmt::Write;
+use std::time::SystemTime;
 
 use sluice_proto::markup::escape;
 
@@ -46,9 +47,133 @@ const SCTE214_NAMESPACE: &str = "urn:scte:dash:scte214-extensions";
 /// second and players do not choose a text track by its rate.
 const TEXT_BANDWIDTH: u32 = 256;
 
+/// What makes a live stream's MPD dynamic (ISO/IEC 23009-1 §5.3.1, DASH-IF IOP §4): its
+/// segments' times count from `availability_start`, the window's first segment is number
+/// `first_sequence`, and the player fetches it again every `update` seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveTimeline {
+    /// The wall-clock time of media time 0 (`availabilityStartTime`).
+    pub availability_start: SystemTime,
+    /// When this manifest was made (`publishTime`, and the clock the player syncs to).
+    pub publish: SystemTime,
+    /// The number of the window's first segment (`startNumber`).
+    pub first_sequence: u64,
+    /// How far back the window reaches, in seconds (`timeShiftBufferDepth`).
+    pub window: f64,
+    /// How often to fetch the manifest again, in seconds (`minimumUpdatePeriod`).
+    pub update: f64,
+    /// Whether the stream ended: the manifest is then static, its window the whole of it
+    /// (ISO/IEC 23009-1 §5.4: a dynamic presentation may become static).
+    pub ended: bool,
+}
+
 /// The MPD of `renditions` (video from each, audio from the first that has it) and `subtitles`.
 pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> String {
-    let duration = renditions.iter().map(|r| r.index.duration()).fold(0.0, f64::max);
+    write_manifest(renditions, subtitles, None)
+}
+
+/// The dynamic MPD of a live stream: `rendition`'s index is cut where the live segments are,
+/// and lists the window `live` describes.
+pub fn live_manifest(rendition: &MpdRendition<'_>, live: &LiveTimeline) -> String {
+    write_manifest(std::slice::from_ref(rendition), &[], Some(live))
+}
+
+/// One Period of a span's MPD: segments `segments` of one recording file, played from `start`
+/// seconds into the presentation.
+#[derive(Debug, Clone)]
+pub struct MpdPeriod<'a> {
+    /// The file, its resources' prefix absolute (`/recordings/live/cam1/F.mp4/`).
+    pub rendition: MpdRendition<'a>,
+    /// Which of its segments the span takes.
+    pub segments: std::ops::Range<usize>,
+    /// Where in the presentation the period starts, in seconds.
+    pub start: f64,
+}
+
+impl MpdPeriod<'_> {
+    /// How long the period lasts, in seconds: its segments' span of the main track.
+    pub fn duration(&self) -> f64 {
+        let index = self.rendition.index;
+        let ticks =
+            index.start_ticks(self.segments.end).saturating_sub(index.start_ticks(self.segments.start));
+        ticks as f64 / f64::from(index.timescale().max(1))
+    }
+}
+
+/// The static MPD of a span of recordings: a Period per file (ISO/IEC 23009-1 §5.3.2,
+/// multi-period), each listing the segments of that file the span takes, with its own init
+/// segments; a player crosses from one to the next as from one ad break to the programme.
+pub fn span_manifest(periods: &[MpdPeriod<'_>]) -> String {
+    let duration = periods.last().map_or(0.0, |p| p.start + p.duration());
+    let longest = periods
+        .iter()
+        .flat_map(|p| p.segments.clone().map(|n| p.rendition.index.segment_duration(n)))
+        .fold(1.0, f64::max);
+    let mut out = String::with_capacity(2048 * periods.len().max(1));
+    out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" profiles=\"urn:mpeg:dash:profile:isoff-live:2011\" \
+         type=\"static\" mediaPresentationDuration=\"{}\" minBufferTime=\"{}\">",
+        iso_duration(duration),
+        iso_duration(longest.ceil())
+    );
+    for (i, period) in periods.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            " <Period id=\"{i}\" start=\"{}\" duration=\"{}\">",
+            iso_duration_nearest(period.start),
+            iso_duration_nearest(period.duration())
+        );
+        let cut = Cut::Span(period.segments.clone());
+        write_sets(&mut out, std::slice::from_ref(&period.rendition), &[], &cut);
+        out.push_str(" </Period>\n");
+    }
+    out.push_str("</MPD>\n");
+    out
+}
+
+/// Which segments of a rendition's index an MPD lists.
+#[derive(Debug, Clone)]
+enum Cut<'a> {
+    /// All, from number 0 at time 0: a file's presentation.
+    Whole,
+    /// A live stream's window.
+    Live(&'a LiveTimeline),
+    /// These, in a Period of their own: a span of a recording.
+    Span(std::ops::Range<usize>),
+}
+
+/// `manifest` (a static MPD [`manifest`] wrote) as a dynamic one whose media time 0 is at
+/// `availability_start`: a file still being recorded, fetched again every `update` seconds
+/// for the segments added since (ISO/IEC 23009-1 §5.4; it turns static when the file is done).
+pub fn as_dynamic(manifest: &str, availability_start: SystemTime, update: f64) -> String {
+    let Some(at) = manifest.find("type=\"static\" mediaPresentationDuration=\"") else {
+        return manifest.to_string();
+    };
+    let Some(end) = manifest[at..].find("\" minBufferTime").map(|e| at + e + 1) else {
+        return manifest.to_string();
+    };
+    let dynamic = format!(
+        "type=\"dynamic\" availabilityStartTime=\"{}\" publishTime=\"{}\" minimumUpdatePeriod=\"{}\"",
+        iso_date_time(availability_start),
+        iso_date_time(SystemTime::now()),
+        iso_duration(update)
+    );
+    format!("{}{dynamic}{}", &manifest[..at], &manifest[end..])
+}
+
+/// An `xs:dateTime` in UTC, to the millisecond.
+fn iso_date_time(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn write_manifest(
+    renditions: &[MpdRendition<'_>],
+    subtitles: &[Subtitle<'_>],
+    live: Option<&LiveTimeline>,
+) -> String {
+    let duration = renditions.iter().map(|r| r.index.presented_duration(r.file)).fold(0.0, f64::max);
     let longest = renditions
         .iter()
         .flat_map(|r| (0..r.index.segments()).map(|n| r.index.segment_duration(n)))
@@ -61,14 +186,50 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
     } else {
         String::new()
     };
+    let presentation = match live {
+        Some(l) if l.ended => format!(
+            "type=\"static\" availabilityStartTime=\"{}\" mediaPresentationDuration=\"{}\"",
+            iso_date_time(l.availability_start),
+            iso_duration(duration)
+        ),
+        None => format!("type=\"static\" mediaPresentationDuration=\"{}\"", iso_duration(duration)),
+        Some(l) => format!(
+            "type=\"dynamic\" availabilityStartTime=\"{}\" publishTime=\"{}\" minimumUpdatePeriod=\"{}\" \
+             timeShiftBufferDepth=\"{}\" suggestedPresentationDelay=\"{}\"",
+            iso_date_time(l.availability_start),
+            iso_date_time(l.publish),
+            iso_duration(l.update),
+            iso_duration(l.window),
+            // Three segments behind the live edge, as HLS players start (RFC 8216 §6.3.3).
+            iso_duration(3.0 * longest.ceil())
+        ),
+    };
     let _ = writeln!(
         out,
         "<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\"{scte214} profiles=\"urn:mpeg:dash:profile:isoff-live:2011\" \
-         type=\"static\" mediaPresentationDuration=\"{}\" minBufferTime=\"{}\">",
-        iso_duration(duration),
+         {presentation} minBufferTime=\"{}\">",
         iso_duration(longest.ceil())
     );
     let _ = writeln!(out, " <Period id=\"0\" start=\"PT0S\">");
+    let cut = live.map_or(Cut::Whole, Cut::Live);
+    write_sets(&mut out, renditions, subtitles, &cut);
+    out.push_str(" </Period>\n");
+    if let Some(l) = live.filter(|l| !l.ended) {
+        // The server's clock in the manifest itself, so a player needs no time server to find
+        // the live edge (DASH-IF IOP §4.7).
+        let _ = writeln!(
+            out,
+            " <UTCTiming schemeIdUri=\"urn:mpeg:dash:utc:direct:2014\" value=\"{}\"/>",
+            iso_date_time(l.publish)
+        );
+    }
+    out.push_str("</MPD>\n");
+    out
+}
+
+/// A Period's adaptation sets: the video sets, the audio, the subtitles and (a file's whole
+/// H.264 presentation) the trick-mode set, each track's segments as `cut` says.
+fn write_sets(out: &mut String, renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>], cut: &Cut<'_>) {
     let videos: Vec<&MpdRendition<'_>> = renditions.iter().filter(|r| r.index.has(Packaged::Video)).collect();
     let mut set_id = 0;
     let sets = video_sets(&videos);
@@ -82,7 +243,7 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
              segmentAlignment=\"true\" startWithSAP=\"1\" maxWidth=\"{max_width}\" maxHeight=\"{max_height}\">"
         );
         set_id += 1;
-        colour_properties(&mut out, key.1);
+        colour_properties(out, key.1);
         for &i in members {
             let r = videos[i];
             let index = r.index;
@@ -109,7 +270,7 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
                 let _ = write!(out, " frameRate=\"{}\"", frame_rate(rate));
             }
             out.push_str(">\n");
-            template(&mut out, r, Packaged::Video);
+            template(out, r, Packaged::Video, cut);
             out.push_str("   </Representation>\n");
         }
         out.push_str("  </AdaptationSet>\n");
@@ -154,7 +315,7 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
                 );
             }
         }
-        template(&mut out, r, Packaged::Audio);
+        template(out, r, Packaged::Audio, cut);
         out.push_str("   </Representation>\n  </AdaptationSet>\n");
     }
     // The subtitles follow the first rendition's segments (a set's renditions all line up), as
@@ -174,7 +335,7 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
         );
         let init = escape(&text_init_name(sub.language));
         let media = escape(&text_segment_name(sub.language, "$Number$"));
-        write_template(&mut out, wvtt::TIMESCALE, &init, &media, &text_times);
+        write_template(out, wvtt::TIMESCALE, &init, &media, &text_times, (0, None));
         out.push_str("   </Representation>\n  </AdaptationSet>\n");
         set_id += 1;
     }
@@ -184,12 +345,10 @@ pub fn manifest(renditions: &[MpdRendition<'_>], subtitles: &[Subtitle<'_>]) -> 
     // playlists until a reader here plays them right.
     let h264_only =
         videos.iter().all(|r| r.index.track_codecs(Packaged::Video).is_some_and(|c| c.starts_with("avc1")));
-    if !videos.is_empty() && h264_only {
+    if !videos.is_empty() && h264_only && matches!(cut, Cut::Whole) {
         let trick: Vec<_> = renditions.iter().map(|r| (escape(r.prefix), r.index, r.file)).collect();
-        trick_mode_set(&mut out, &trick, 0, set_id);
+        trick_mode_set(out, &trick, 0, set_id);
     }
-    out.push_str(" </Period>\n</MPD>\n");
-    out
 }
 
 /// What a video adaptation set's renditions share: the codec family and the colour.
@@ -236,23 +395,47 @@ fn colour_properties(out: &mut String, colour: Option<Colour>) {
 }
 
 /// The `SegmentTemplate` and `SegmentTimeline` of one track of a rendition.
-fn template(out: &mut String, r: &MpdRendition<'_>, which: Packaged) {
+fn template(out: &mut String, r: &MpdRendition<'_>, which: Packaged, cut: &Cut<'_>) {
     let Some((timescale, times)) = r.index.track_times(r.file, which) else { return };
     let prefix = escape(r.prefix);
     let init = format!("{prefix}{}", track_init_name(which));
     let media = format!("{prefix}{}-seg-$Number$.m4s", which.name());
-    write_template(out, timescale, &init, &media, &times);
+    match cut {
+        Cut::Whole => write_template(out, timescale, &init, &media, &times, (0, None)),
+        Cut::Live(l) => {
+            // An ended live stream's static manifest presents its window from 0.
+            let offset = l.ended.then(|| times.first().copied()).flatten();
+            write_template(out, timescale, &init, &media, &times, (l.first_sequence, offset))
+        }
+        // A span's period starts where its first segment does on the main track's timeline,
+        // the same instant in every track's own ticks (so audio keeps its place beside video).
+        Cut::Span(segments) => {
+            let Some(times) = times.get(segments.start..=segments.end) else { return };
+            let origin = r.index.presented_start(r.file, segments.start);
+            let offset = Some((origin * f64::from(timescale)).round() as u64);
+            write_template(out, timescale, &init, &media, times, (segments.start as u64, offset))
+        }
+    }
 }
 
-/// A `SegmentTemplate` (`$Number$` from 0) with its `SegmentTimeline`: `t` of the first
+/// A `SegmentTemplate` (`$Number$` from `start_number`, media time `presentation_offset` at the
+/// period's start when given) with its `SegmentTimeline`: `t` of the first
 /// segment, then each segment's duration (`r` repeats equal ones); `times` are where each
 /// segment starts, then where the last ends, in `timescale` ticks. `init` and `media` are
 /// escaped already.
-pub(super) fn write_template(out: &mut String, timescale: u32, init: &str, media: &str, times: &[u64]) {
+pub(super) fn write_template(
+    out: &mut String,
+    timescale: u32,
+    init: &str,
+    media: &str,
+    times: &[u64],
+    (start_number, presentation_offset): (u64, Option<u64>),
+) {
     let segments = times.len().saturating_sub(1);
+    let offset = presentation_offset.map_or(String::new(), |t| format!("presentationTimeOffset=\"{t}\" "));
     let _ = writeln!(
         out,
-        "    <SegmentTemplate timescale=\"{timescale}\" startNumber=\"0\" initialization=\"{init}\" media=\"{media}\">\n     <SegmentTimeline>",
+        "    <SegmentTemplate {offset}timescale=\"{timescale}\" startNumber=\"{start_number}\" initialization=\"{init}\" media=\"{media}\">\n     <SegmentTimeline>",
     );
     let mut n = 0;
     while n < segments {
@@ -310,15 +493,28 @@ fn trick_mode_set(out: &mut String, renditions: &[TrickRendition<'_>], main_set:
         out.push_str(">\n");
         let init = format!("{prefix}{}", track_init_name(Packaged::Video));
         let media = format!("{prefix}{}", fragment_name("$Number$"));
-        write_template(out, keyframes.timescale(), &init, &media, keyframes.boundaries());
+        write_template(out, keyframes.timescale(), &init, &media, keyframes.boundaries(), (0, None));
         out.push_str("   </Representation>\n");
     }
     out.push_str("  </AdaptationSet>\n");
 }
 
-/// An `xs:duration` of `secs` seconds, to the millisecond (`PT6.006S`).
+/// An `xs:duration` in seconds, to the nearest millisecond: where a Period starts and how long
+/// it lasts, which must add up between periods.
+fn iso_duration_nearest(secs: f64) -> String {
+    let millis = (secs * 1000.0).round().max(0.0) as u64;
+    format!("PT{}.{:03}S", millis / 1000, millis % 1000)
+}
+
+/// An `xs:duration` in seconds, rounded up to the millisecond: a presentation's duration must
+/// reach its media's end. Rounded to the nearest, a clip whose audio ends at 2.005333 s said
+/// 2.005 s, and dash.js, finding the playhead past the MPD's end before the element's own
+/// `ended`, sought back and paused there (seen in Chromium about one play in ten).
 fn iso_duration(secs: f64) -> String {
-    format!("PT{:.3}S", secs.max(0.0))
+    // Less a nanosecond first, so that a whole number of milliseconds in binary (6.000000000001)
+    // stays itself.
+    let millis = (secs * 1000.0 - 1e-6).ceil().max(0.0) as u64;
+    format!("PT{}.{:03}S", millis / 1000, millis % 1000)
 }
 
 /// A frame rate as DASH writes it: an integer, or a ratio (`30000/1001`).
@@ -350,7 +546,9 @@ mod tests {
         );
         for part in [
             "type=\"static\"",
-            "mediaPresentationDuration=\"PT6.000S\"",
+            // To the audio's end (its 6 s after the 1024 priming samples, 288768 at 48 kHz),
+            // past the video's 6 s.
+            "mediaPresentationDuration=\"PT6.016S\"",
             "minBufferTime=\"PT2.000S\"",
             "codecs=\"avc1.4d401e\"",
             "codecs=\"mp4a.40.2\"",
@@ -378,6 +576,12 @@ mod tests {
         assert_eq!(escape("a&b<\"c\">"), "a&amp;b&lt;&quot;c&quot;&gt;");
         assert_eq!(frame_rate(30.0), "30");
         assert_eq!(frame_rate(29.97003), "29970/1000");
-        assert_eq!(iso_duration(6.0061), "PT6.006S");
+        // Up to the millisecond, so the presentation reaches its media's end; whole ones stay.
+        assert_eq!(iso_duration(6.0061), "PT6.007S");
+        assert_eq!(iso_duration(2.005333), "PT2.006S");
+        assert_eq!(
+            (iso_duration(6.0), iso_duration(0.1 + 0.2), iso_duration(-1.0)),
+            ("PT6.000S".into(), "PT0.300S".into(), "PT0.000S".into())
+        );
     }
 }

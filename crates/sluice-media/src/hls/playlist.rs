@@ -352,6 +352,107 @@ fn main_durations(index: &SegmentIndex) -> Vec<f64> {
 /// A VOD playlist of segments lasting `durations` seconds, named by `name`, with `init` as the
 /// `EXT-X-MAP` of the first.
 fn vod_playlist(durations: &[f64], init: Option<&str>, name: impl Fn(usize) -> String) -> String {
+    media_playlist_of(durations, init, name, None)
+}
+
+/// The window of a live stream's segments a live playlist lists.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveWindow<'a> {
+    /// The number of the first segment listed (`EXT-X-MEDIA-SEQUENCE`, and in its name).
+    pub first_sequence: u64,
+    /// When each listed segment starts, by the wall clock (`EXT-X-PROGRAM-DATE-TIME`).
+    pub wallclocks: &'a [std::time::SystemTime],
+    /// Whether the stream ended (`EXT-X-ENDLIST`).
+    pub ended: bool,
+}
+
+/// A live media playlist (RFC 8216 §6.2.2: no playlist type, the window's first segment's
+/// number as the media sequence, the wall-clock time of each segment, `EXT-X-ENDLIST` once the
+/// stream ended) of the segments of `index`, which is cut where the live segments are: the
+/// muxed rendition (`which` `None`) or one track's. Segments are named by their live number.
+pub fn live_playlist(
+    index: &SegmentIndex,
+    file: &Mp4File,
+    which: Option<Packaged>,
+    window: &LiveWindow<'_>,
+) -> String {
+    let first = window.first_sequence;
+    match which {
+        None => media_playlist_of(
+            &main_durations(index),
+            Some(INIT),
+            |n| segment_name(first as usize + n),
+            Some(window),
+        ),
+        Some(w) => {
+            let durations = index.track_durations(file, w);
+            media_playlist_of(
+                &durations,
+                Some(&track_init_name(w)),
+                |n| track_segment_name(w, first as usize + n),
+                Some(window),
+            )
+        }
+    }
+}
+
+/// `playlist` (a VOD media playlist this module wrote) as an `EVENT` one (RFC 8216 §4.3.3.5):
+/// a file still being recorded, whose segments so far stay and to which more are added.
+pub fn as_event(playlist: &str) -> String {
+    playlist.replace("#EXT-X-PLAYLIST-TYPE:VOD", "#EXT-X-PLAYLIST-TYPE:EVENT").replace("#EXT-X-ENDLIST\n", "")
+}
+
+/// One file's part of a playlist across files ([`span_playlist`]).
+#[derive(Debug, Clone)]
+pub struct SpanPart {
+    /// Its init segment's URI.
+    pub init: String,
+    /// Its segments' URIs and durations in seconds.
+    pub segments: Vec<(String, f64)>,
+    /// The wall-clock time its first listed segment starts.
+    pub wallclock: std::time::SystemTime,
+    /// Whether its timestamps do not follow on from the part before (`EXT-X-DISCONTINUITY`).
+    pub discontinuity: bool,
+}
+
+/// A VOD playlist of segments of several files, in order (a span of recordings): each part
+/// with its own `EXT-X-MAP` and the wall-clock time of its start.
+pub fn span_playlist(parts: &[SpanPart]) -> String {
+    let mut segments = Vec::new();
+    for part in parts {
+        for (n, (uri, duration)) in part.segments.iter().enumerate() {
+            let first = n == 0;
+            segments.push(MediaSegment {
+                uri: uri.clone(),
+                duration: *duration as f32,
+                discontinuity: first && part.discontinuity && !segments.is_empty(),
+                map: first.then(|| m3u8_rs::Map { uri: part.init.clone(), ..Default::default() }),
+                program_date_time: first
+                    .then(|| chrono::DateTime::<chrono::Utc>::from(part.wallclock).fixed_offset()),
+                ..Default::default()
+            });
+        }
+    }
+    let playlist = MediaPlaylist {
+        version: Some(7),
+        target_duration: target_duration(&segments),
+        playlist_type: Some(MediaPlaylistType::Vod),
+        independent_segments: true,
+        end_list: true,
+        segments,
+        ..Default::default()
+    };
+    write(|out| playlist.write_to(out))
+}
+
+/// A media playlist of segments lasting `durations` seconds, named by `name`, with `init` as
+/// the `EXT-X-MAP` of the first: VOD, or the window of a live stream.
+fn media_playlist_of(
+    durations: &[f64],
+    init: Option<&str>,
+    name: impl Fn(usize) -> String,
+    live: Option<&LiveWindow<'_>>,
+) -> String {
     let segments: Vec<MediaSegment> = durations
         .iter()
         .enumerate()
@@ -361,16 +462,19 @@ fn vod_playlist(durations: &[f64], init: Option<&str>, name: impl Fn(usize) -> S
             map: init
                 .filter(|_| n == 0)
                 .map(|init| m3u8_rs::Map { uri: init.to_string(), ..Default::default() }),
+            program_date_time: live
+                .and_then(|w| w.wallclocks.get(n))
+                .map(|&t| chrono::DateTime::<chrono::Utc>::from(t).fixed_offset()),
             ..Default::default()
         })
         .collect();
     let playlist = MediaPlaylist {
         version: Some(7),
         target_duration: target_duration(&segments),
-        media_sequence: 0,
-        playlist_type: Some(MediaPlaylistType::Vod),
+        media_sequence: live.map_or(0, |w| w.first_sequence),
+        playlist_type: live.is_none().then_some(MediaPlaylistType::Vod),
         independent_segments: true,
-        end_list: true,
+        end_list: live.is_none_or(|w| w.ended),
         segments,
         ..Default::default()
     };

@@ -399,5 +399,15 @@ pub(super) fn read_fragments<R: Read + Seek>(
     Ok(())
 }
 
+/// Where the last of `samples` (in decode order) to be shown stops being shown: each is shown
+/// for its decode span, the last one's up to `end`.
+pub(crate) fn presented_end(samples: &[Sample], end: u64) -> u64 {
+    let shown = samples.iter().enumerate().map(|(i, s)| {
+        let next = samples.get(i + 1).map_or(end, |n| n.decode_time);
+        s.composition_time().saturating_add(next.saturating_sub(s.decode_time))
+    });
+    shown.max().unwrap_or(end)
+}
+
 #[cfg(test)]
 mod tests;

@@ -24,6 +24,8 @@ struct Sps {
     log2_max_poc_lsb: u32,
     delta_pic_order_always_zero: bool,
     frame_mbs_only: bool,
+    /// The picture's width and height in pixels, after the frame cropping.
+    size: (u16, u16),
 }
 
 /// The PPS fields a slice header depends on.
@@ -47,29 +49,29 @@ pub struct SliceHeaders {
     pps: Vec<Pps>,
 }
 
-/// A bit reader over an RBSP.
-struct Bits<'a> {
-    data: &'a [u8],
-    at: usize,
+/// A bit reader over an RBSP (also reads HEVC's parameter sets, `crate::codec::hevc`).
+pub(crate) struct Bits<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl Bits<'_> {
-    fn bit(&mut self) -> Option<u32> {
+    pub(crate) fn bit(&mut self) -> Option<u32> {
         let byte = *self.data.get(self.at / 8)?;
         let bit = (byte >> (7 - self.at % 8)) & 1;
         self.at += 1;
         Some(u32::from(bit))
     }
 
-    fn bits(&mut self, n: u32) -> Option<u32> {
+    pub(crate) fn bits(&mut self, n: u32) -> Option<u32> {
         (0..n).try_fold(0u32, |v, _| Some((v << 1) | self.bit()?))
     }
 
-    fn flag(&mut self) -> Option<bool> {
+    pub(crate) fn flag(&mut self) -> Option<bool> {
         Some(self.bit()? == 1)
     }
 
-    fn ue(&mut self) -> Option<u32> {
+    pub(crate) fn ue(&mut self) -> Option<u32> {
         let mut zeros = 0;
         while self.bit()? == 0 {
             zeros += 1;
@@ -87,7 +89,7 @@ impl Bits<'_> {
 
 /// The RBSP of `nal` (after its header byte, at most [`LOOKED_AT`] raw bytes), and the raw index
 /// of each RBSP byte.
-fn rbsp(nal: &[u8]) -> (Vec<u8>, Vec<usize>) {
+pub(crate) fn rbsp(nal: &[u8]) -> (Vec<u8>, Vec<usize>) {
     let mut out = Vec::with_capacity(nal.len().min(LOOKED_AT));
     let mut raw = Vec::with_capacity(out.capacity());
     let mut zeros = 0;
@@ -153,10 +155,31 @@ fn parse_sps(nal: &[u8]) -> Option<Sps> {
     }
     r.ue()?;
     r.flag()?;
-    r.ue()?;
-    r.ue()?;
+    let width_in_macroblocks = r.ue()?.checked_add(1)?;
+    let height_in_map_units = r.ue()?.checked_add(1)?;
     let frame_mbs_only = r.flag()?;
     let chroma_array_type = if separate_colour_plane { 0 } else { chroma_format_idc };
+    // §7.4.2.1.1: frame cropping is in chroma samples (luma samples without chroma), and in
+    // field pairs' rows when the picture may be coded as fields.
+    let frame_height = height_in_map_units * if frame_mbs_only { 1 } else { 2 };
+    let crop = if frame_mbs_only {
+        r.flag()?;
+        r.flag()?.then(|| Some([r.ue()?, r.ue()?, r.ue()?, r.ue()?])).flatten()
+    } else {
+        r.flag()?;
+        r.flag()?;
+        r.flag()?.then(|| Some([r.ue()?, r.ue()?, r.ue()?, r.ue()?])).flatten()
+    };
+    let (unit_x, unit_y) = match chroma_array_type {
+        1 => (2, 2),
+        2 => (2, 1),
+        _ => (1, 1),
+    };
+    let unit_y = unit_y * if frame_mbs_only { 1 } else { 2 };
+    let [left, right, top, bottom] = crop.unwrap_or([0; 4]);
+    let width = (width_in_macroblocks * 16).checked_sub(unit_x * left.checked_add(right)?)?;
+    let height = (frame_height * 16).checked_sub(unit_y * top.checked_add(bottom)?)?;
+    let size = (u16::try_from(width).ok()?, u16::try_from(height).ok()?);
     Some(Sps {
         id,
         separate_colour_plane,
@@ -166,7 +189,14 @@ fn parse_sps(nal: &[u8]) -> Option<Sps> {
         log2_max_poc_lsb,
         delta_pic_order_always_zero,
         frame_mbs_only,
+        size,
     })
+}
+
+/// The width and height in pixels of the pictures of H.264 sequence parameter set `sps` (the
+/// NAL unit, header byte first), when it reads.
+pub fn picture_size(sps: &[u8]) -> Option<(u16, u16)> {
+    parse_sps(sps).map(|s| s.size)
 }
 
 fn parse_pps(nal: &[u8]) -> Option<Pps> {

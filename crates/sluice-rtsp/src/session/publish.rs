@@ -41,6 +41,10 @@ pub(super) struct Publishing {
 
 impl Publishing {
     /// Whether its media flows (RTP came since `RECORD`).
+    pub(super) fn is_taken_over(&self) -> bool {
+        self.stream.has_ended()
+    }
+
     pub(super) fn is_flowing(&self) -> bool {
         self.flowing
     }

@@ -165,6 +165,7 @@ pub fn effective(c: &Config) -> String {
         );
     }
     out.push_str(&crate::rtsp::camera::render_sources(&c.source));
+    out.push_str(&crate::record::render_rules(&c.record));
     if !c.protect.is_empty() {
         #[derive(serde::Serialize)]
         struct Entries<'a> {

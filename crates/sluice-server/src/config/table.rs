@@ -115,6 +115,20 @@ settings! {
         /// the stream.
         publish_stall: Duration = Duration::from_secs(10); Dur,
             check |v| longer_than_zero(v);
+        /// A publisher of a live path that has one takes it over (the first is cut off and its
+        /// viewers get the end of its stream); otherwise the second is refused with 409.
+        publish_takeover: bool = false; Bool;
+    }
+
+    /// `[rtmp]`: publishers over RTMP (OBS, ffmpeg, encoders) into the RTSP live paths.
+    [rtmp] RtmpSection {
+        /// Address and port for RTMP publishers: `rtmp://ADDR/live/NAME` publishes the live path
+        /// `/live/NAME` (under rtsp.live_prefix; a token as `NAME?token=…`), authorised as an
+        /// RTSP publisher is. Needs RTSP on. Off unless set.
+        listen: Option<SocketAddr> = None; Opt<Listen>,
+            flag "--rtmp-listen" "Take RTMP publishers on this address (as --listen; 1935 is RTMP's \
+                port): rtmp://ADDR/live/NAME publishes the live path /live/NAME.",
+            { unset: Some("no RTMP"), example: Some("\"127.0.0.1:1935\"") };
     }
 
     /// `[library]`: what is served.
@@ -313,6 +327,18 @@ settings! {
             { value_name: Some("DIR"),
               unset: Some("sluice-cache-PID under the temporary directory, removed when sluice exits"),
               example: Some("\"/var/cache/sluice\"") };
+        /// For an s3:// store: where `[[record]]` recordings are written while they grow; each
+        /// file is uploaded whole into the bucket (same key, recordings/…) once it is closed, then
+        /// removed here; files a stop or a crash left are uploaded at the next start. Keep it across
+        /// restarts; a recording is in the library only once its file closes (so choose a short
+        /// file_duration, e.g. 1m).
+        record_spool: Option<PathBuf> = None; Opt<Path>,
+            flag "--record-spool" "Directory where recordings of an s3:// library grow until each \
+                file is closed and uploaded (kept across restarts: the files a stop or a crash left \
+                are uploaded at the next start).",
+            { value_name: Some("DIR"),
+              unset: Some("sluice-spool-BUCKET-PREFIX under the temporary directory"),
+              example: Some("\"/var/lib/sluice/spool\"") };
         /// Most bytes the cache keeps on disk (least recently used go first; never above it plus
         /// the slices being fetched).
         cache_size: u64 = 1 << 30; Size,

@@ -235,3 +235,14 @@ fn hsts_takes_what_browsers_read_and_refuses_the_rest() {
     let error = config.validate().unwrap_err().to_string();
     assert!(error.contains("hsts") && error.contains("includeSubDomain"), "{error}");
 }
+
+#[test]
+fn an_s3_library_records_through_a_spool_named_for_its_location_unless_set() {
+    let text = "[store]\nlocation = \"s3://media/lib/\"\n\n[[record]]\nprefix = \"/live/\"\nfile_duration = \"1m\"\n";
+    let config: Config = toml::from_str(text).unwrap();
+    config.validate().expect("an s3:// library records");
+    assert_eq!(config.store.record_spool_dir(), std::env::temp_dir().join("sluice-spool-media-lib"));
+    let set = "[store]\nlocation = \"s3://media/lib\"\nrecord_spool = \"/var/lib/sluice/spool\"\n";
+    let config: Config = toml::from_str(set).unwrap();
+    assert_eq!(config.store.record_spool_dir(), std::path::PathBuf::from("/var/lib/sluice/spool"));
+}

@@ -29,7 +29,7 @@ use crate::library::catalogue::Offers;
 use crate::library::{answer_later, error_response};
 use crate::library::{FileVersion, Found, Library, LibraryError, Listed};
 use crate::ops::bench;
-use crate::ops::metrics::{RequestCounts, RouteKind};
+use crate::ops::metrics::RequestCounts;
 use crate::protect::{licence, NoKey, Protection};
 
 /// How the application is set up, besides its library.
@@ -66,6 +66,10 @@ pub struct App {
     protection: Arc<Protection>,
     /// Scrubbing thumbnails: their layout, decoder and tiles.
     thumbnails: Arc<crate::thumbs::Thumbnails>,
+    /// The live paths, served as live HLS and DASH; `None` without RTSP.
+    live: Option<Arc<sluice_rtsp::LiveRegistry>>,
+    /// The recorder, which says which files are still being written.
+    recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 impl App {
@@ -87,12 +91,26 @@ impl App {
             clients: Arc::new(ClientLimits::new(ClientsSection::default())),
             protection: Arc::new(Protection::default()),
             thumbnails: Arc::new(crate::thumbs::Thumbnails::off("thumbnails are not set up on this server")),
+            live: None,
+            recorder: None,
         }
     }
 
     /// Makes and serves scrubbing thumbnails with `thumbnails`.
     pub fn with_thumbnails(mut self, thumbnails: Arc<crate::thumbs::Thumbnails>) -> Self {
         self.thumbnails = thumbnails;
+        self
+    }
+
+    /// Serves the live paths of `live` as live HLS and DASH, and the files `recorder` writes
+    /// as growing ones.
+    pub fn with_live(
+        mut self,
+        live: Option<Arc<sluice_rtsp::LiveRegistry>>,
+        recorder: Option<Arc<crate::record::Recorder>>,
+    ) -> Self {
+        self.live = live;
+        self.recorder = recorder;
         self
     }
 
@@ -245,6 +263,19 @@ impl App {
             Some(Ok(carry)) => carry,
             None => None,
         };
+        if let Some(live) = self.live.as_deref() {
+            if let Some(response) = crate::http::live::respond(live, req, path.relative()) {
+                return response.into();
+            }
+            // Recordings are local files: a span is answered on the loop, as files are.
+            let sending = crate::http::rec::SpanSending {
+                max_ranges: self.settings.max_ranges,
+                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+            };
+            if let Some(span) = crate::http::rec::respond(&self.library, req, raw_path, sending) {
+                return span.unwrap_or_else(|e| error_response(req.target, e)).into();
+            }
+        }
         if self.library.as_remote().is_none()
             && !self.encrypts(&path)
             && !crate::http::ts::needs_a_job(path.relative())
@@ -449,6 +480,7 @@ impl App {
             boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
             protection,
             thumbnails: Some(&*self.thumbnails),
+            growing_since: self.recorder.as_ref().and_then(|r| r.growing_since(parent)),
         };
         crate::http::hls::respond(req, &self.library, &hls, may_block).map(Some)
     }
@@ -587,7 +619,12 @@ impl App {
                     Vec::new()
                 }
             };
-        let page = listing_response(dir, &entries, &sets, self.rtsp_base(req).as_deref(), describe);
+        // Live paths head the library's own page.
+        let live = match (&self.live, dir.relative().is_empty()) {
+            (Some(live), true) => live.list(std::time::Instant::now()),
+            _ => Vec::new(),
+        };
+        let page = listing_response(dir, &entries, &sets, &live, self.rtsp_base(req).as_deref(), describe);
         if needs_job.get() {
             return Err(LibraryError::WouldBlock);
         }
@@ -716,10 +753,11 @@ fn listing_response(
     dir: &LibraryPath,
     entries: &[Listed],
     sets: &[crate::library::renditions::SetOffer],
+    live: &[sluice_rtsp::LiveSummary],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> Response {
-    let page = crate::page::folder::library_page(dir, entries, sets, rtsp, describe);
+    let page = crate::page::folder::library_page(dir, entries, sets, live, rtsp, describe);
     Response {
         status: Status::OK,
         headers: vec![
@@ -730,60 +768,12 @@ fn listing_response(
     }
 }
 
-/// What `req` asks for, as the response-duration histograms tell routes apart, and the MP4 it
-/// is about (its decoded library path, `/a b.mp4`), if any.
-fn route_kind(req: &Request<'_>) -> (RouteKind, Option<Box<str>>) {
-    if matches!(req.method, Method::Put | Method::Delete) {
-        return (RouteKind::Upload, None);
-    }
-    let path = req.path().unwrap_or_default();
-    let decoded = |p: &str| Some(percent_encoding::percent_decode_str(p).decode_utf8_lossy().into());
-    if let Some((file, _, _)) = crate::http::clip::packaged_clip_path(path.trim_start_matches('/')) {
-        return (RouteKind::Hls, decoded(&format!("/{file}")));
-    }
-    if let Some((file, _)) = crate::http::thumbs::thumbs_path(path.trim_start_matches('/')) {
-        return (RouteKind::Hls, decoded(&format!("/{file}")));
-    }
-    if let Some((owner, _)) = crate::http::ts::ts_path(path.trim_start_matches('/')) {
-        let stream = crate::library::names::is_mp4(owner).then(|| decoded(&format!("/{owner}"))).flatten();
-        return (RouteKind::Hls, stream);
-    }
-    // An MP4's or a rendition set's playlists, manifests and segments (HLS and DASH).
-    let packaged = path
-        .rsplit_once('/')
-        .filter(|(parent, _)| {
-            crate::library::names::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX)
-        })
-        .and_then(|(parent, name)| Some((parent, sluice_media::hls::playlist::Resource::parse(name)?)));
-    if let Some((parent, resource)) = packaged {
-        use sluice_media::hls::playlist::PlayedBy;
-        let kind = match resource.played_by() {
-            PlayedBy::Hls => RouteKind::Hls,
-            PlayedBy::Dash => RouteKind::Dash,
-            PlayedBy::Both => RouteKind::Segment,
-        };
-        return (kind, crate::library::names::is_mp4(parent).then(|| decoded(parent)).flatten());
-    }
-    // An MP4's or a rendition set's I-frame playlist and fragments (HLS only).
-    if let Some((parent, name)) = path.rsplit_once('/') {
-        if (crate::library::names::is_mp4(parent) || parent.ends_with(crate::library::renditions::SET_SUFFIX))
-            && crate::http::trick::is_trick_name(name)
-        {
-            return (
-                RouteKind::Hls,
-                crate::library::names::is_mp4(parent).then(|| decoded(parent)).flatten(),
-            );
-        }
-    }
-    let stream = if crate::library::names::is_mp4(path) { decoded(path) } else { None };
-    let kind = if req.header("range").is_some() { RouteKind::Range } else { RouteKind::File };
-    (kind, stream)
-}
-
 mod clips;
 mod connection;
+mod kinds;
 mod protection;
 
+use kinds::route_kind;
 use protection::served_encrypted;
 
 pub(crate) use connection::log_rtsp;

@@ -58,6 +58,9 @@ pub struct HlsRequest<'a> {
     pub protection: Option<crate::protect::TitleProtection>,
     /// The scrubbing thumbnails the manifests list, when they are made.
     pub thumbnails: Option<&'a crate::thumbs::Thumbnails>,
+    /// When the file is a recording still being written: the wall-clock time it starts. Its
+    /// playlists are then `EVENT` ones and its MPD dynamic.
+    pub growing_since: Option<std::time::SystemTime>,
 }
 
 /// The answer to `hls`; [`LibraryError::WouldBlock`] when `may_block` is false and the index
@@ -95,13 +98,17 @@ pub fn respond(
             }
             manifest(keyed(master, protected::master))
         }
-        Resource::Media => manifest(keyed(media_playlist(index), |text, _| protected::media(text))),
+        Resource::Media => manifest(growing(
+            keyed(media_playlist(index), |text, _| protected::media(text)),
+            hls.growing_since,
+        )),
         Resource::Init => Ok(vec![Segment::Bytes(packaging.init.to_vec())]),
         Resource::Segment(n) => segment_parts(library, hls, index, *n, None, may_block)?,
         Resource::TrackPlaylist(which) if index.has(*which) => {
             match library.tables(relative, version, may_block)? {
                 Ok(tables) => {
-                    manifest(keyed(track_playlist(index, &tables, *which), protected::track_playlist))
+                    let text = keyed(track_playlist(index, &tables, *which), protected::track_playlist);
+                    manifest(growing(text, hls.growing_since))
                 }
                 Err(reason) => Err(failure(Status::INTERNAL_SERVER_ERROR, &reason)),
             }
@@ -127,6 +134,16 @@ pub fn respond(
                 let text = match protection {
                     Some(_) => without_trick_mode(text),
                     None => crate::thumbs::with_image_set(hls.thumbnails, text, &tables, index, ""),
+                };
+                let text = match hls.growing_since {
+                    // Media time 0 is where the recording's first segment starts, less its time.
+                    Some(start) => {
+                        let origin = index.start_ticks(0) as f64 / f64::from(index.timescale().max(1));
+                        let zero =
+                            start.checked_sub(std::time::Duration::from_secs_f64(origin)).unwrap_or(start);
+                        mpd::as_dynamic(&text, zero, index.segment_duration(0).max(1.0))
+                    }
+                    None => text,
                 };
                 match protection.map(|title| protected::mpd(&text, relative, title)) {
                     None => manifest(text),
@@ -171,6 +188,14 @@ pub fn respond(
     let ranges = (hls.max_ranges, hls.boundary);
     let response = packaged_response(req, parts, &hls.resource, version.modified(), etag, ranges);
     library.sendable(req, version, response, may_block)
+}
+
+/// A media playlist as an `EVENT` one while its file is recorded (`since` set).
+fn growing(text: String, since: Option<std::time::SystemTime>) -> String {
+    match since {
+        Some(_) => sluice_media::hls::playlist::as_event(&text),
+        None => text,
+    }
 }
 
 /// The response for a packaged resource's parts: ranges, validators, caching and CORS headers.

@@ -81,6 +81,22 @@ impl StoreSection {
         }
     }
 
+    /// Where recordings grow before they are uploaded into an s3:// store: `record_spool`, else
+    /// a folder under the temporary directory named for the store's location, so that a restart
+    /// finds what a crash left and two servers of different buckets never share one.
+    pub fn record_spool_dir(&self) -> std::path::PathBuf {
+        self.record_spool.clone().unwrap_or_else(|| {
+            let location = self.location.as_deref().unwrap_or_default();
+            let name: String = location
+                .trim_start_matches("s3://")
+                .trim_end_matches('/')
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+                .collect();
+            std::env::temp_dir().join(format!("sluice-spool-{name}"))
+        })
+    }
+
     /// The S3 settings of this section.
     pub fn s3_config(&self) -> sluice_store::S3Config {
         sluice_store::S3Config {

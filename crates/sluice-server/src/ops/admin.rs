@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use sluice_engine::{Service, Shutdown};
 use sluice_proto::http::{Body, Handler, HttpSession, Limits, Method, Reply, Request, Response, Status};
@@ -38,6 +39,7 @@ pub struct Admin {
     live: Option<Arc<sluice_rtsp::LiveRegistry>>,
     /// The camera sources pulled into live paths.
     sources: Option<Arc<crate::rtsp::camera::Sources>>,
+    recorder: Option<Arc<crate::record::Recorder>>,
 }
 
 /// Whether the server can serve its library, and if not why: an edge started with `--store-wait`
@@ -85,7 +87,14 @@ impl Admin {
             certificate: None,
             live: None,
             sources: None,
+            recorder: None,
         }
+    }
+
+    /// `/streams` names the file each recorded live path is written into.
+    pub fn with_recorder(mut self, recorder: Option<Arc<crate::record::Recorder>>) -> Admin {
+        self.recorder = recorder;
+        self
     }
 
     /// `/streams` lists the camera sources of `sources` with their states.
@@ -110,6 +119,51 @@ impl Admin {
     pub fn with_certificate(mut self, certificate: Option<Arc<sluice_engine::tls::TlsCertificate>>) -> Admin {
         self.certificate = certificate;
         self
+    }
+
+    /// `/recordings?path=/live/cam1&from=RFC3339&to=RFC3339`: the recording files of a live
+    /// path overlapping the span (both ends optional), each with its wall-clock start and end,
+    /// and the `/rec/` HLS playlist of them all, as JSON; why not, for a query it cannot read.
+    pub fn recordings_json(&self, query: &str) -> Result<String, String> {
+        use sluice_proto::http::credentials::param;
+        let path = param(query, "path").ok_or("path= names the live path (path=/live/cam1)")?;
+        let time = |name: &str, default: SystemTime| match param(query, name) {
+            Some(text) => chrono::DateTime::parse_from_rfc3339(&text)
+                .map(SystemTime::from)
+                .map_err(|e| format!("{name}= is not RFC 3339 ({e})")),
+            None => Ok(default),
+        };
+        let from = time("from", SystemTime::UNIX_EPOCH)?;
+        let to = time("to", SystemTime::now() + std::time::Duration::from_secs(86_400))?;
+        let files = crate::record::timeline::recordings(self.app.library(), &path, from, to)
+            .map_err(|e| format!("cannot list the recordings: {e}"))?;
+        let stamp = |t: SystemTime| {
+            chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        let listed: Vec<serde_json::Value> = files
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "file": format!("/{}", f.relative),
+                    "start": stamp(f.start),
+                    "end": stamp(f.end()),
+                    "duration_secs": f.duration.as_secs_f64(),
+                    "bytes": f.bytes,
+                    "recording": self.recorder.as_ref().and_then(|r| r.recording(&path)).is_some_and(|r| r[1..] == f.relative),
+                })
+            })
+            .collect();
+        let span = |name: &str| {
+            files.first().map(|f| format!("/rec{}/{name}?start={}", url_path(&path), stamp(f.start)))
+        };
+        Ok(serde_json::json!({
+            "path": path,
+            "recordings": listed,
+            "hls": span("index.m3u8"),
+            "dash": span("manifest.mpd"),
+            "mp4": span("clip.mp4"),
+        })
+        .to_string())
     }
 
     /// The library as JSON: every file with its HTTP URL and, for MP4s, its HLS master playlist
@@ -210,8 +264,12 @@ impl Admin {
                     "publisher": s.publisher.to_string(),
                     "published_secs": s.age.as_secs(),
                     "ready": s.ready,
+                    "bit_rate": s.bit_rate,
                     "rtsp": self.rtsp.map(|a| format!("rtsp://{}{}", host_port(a), url_path(&s.path))),
                     "viewers": { "rtsp": viewers.get(&s.path).copied().unwrap_or(0) },
+                    "hls": format!("{}/master.m3u8", url_path(&s.path)),
+                    "dash": format!("{}/manifest.mpd", url_path(&s.path)),
+                    "recording": self.recorder.as_ref().and_then(|r| r.recording(&s.path)),
                 })
             })
             .collect();
@@ -344,6 +402,10 @@ impl Admin {
         crate::ops::metrics::render_catalogue(&mut body, app.library().catalogue().stats());
         crate::ops::metrics::render_thumbnails(&mut body, app.thumbnails().counts());
         crate::ops::metrics::render_segment_cache(&mut body, &app.library().segments().stats());
+        if let Some(live) = &self.live {
+            let recording = self.recorder.as_ref().map_or(0, |r| r.active());
+            crate::ops::metrics::render_live(&mut body, &live.list(std::time::Instant::now()), recording);
+        }
         crate::ops::metrics::render_access(&mut body, app.access().map(|a| &**a), app.clients());
         use std::fmt::Write as _;
         let _ = writeln!(
@@ -398,6 +460,10 @@ impl Admin {
                 None => text(Status::OK, PLAIN, "ready\n".into()),
             },
             Some("/streams") => text(Status::OK, "application/json", self.streams_json()),
+            Some("/recordings") => match self.recordings_json(req.query().unwrap_or_default()) {
+                Ok(json) => text(Status::OK, "application/json", json),
+                Err(why) => text(Status::BAD_REQUEST, PLAIN, format!("{why}\n")),
+            },
             Some("/") => text(Status::OK, "text/html; charset=utf-8", crate::ops::dashboard::page()),
             _ => Response::error(Status::NOT_FOUND),
         }

@@ -241,6 +241,14 @@ impl Sampler {
                 "late": round(rate(RTP_LATE_SENDS_TOTAL)),
                 "refused": round(rate(RTSP_VIEWERS_REFUSED_TOTAL)),
             },
+            "live": {
+                "paths": value(LIVE_PATHS),
+                "kbps": values
+                    .by_label(LIVE_BIT_RATE, "path")
+                    .into_iter()
+                    .map(|(path, bps)| (path, json!(round(bps / 1e3))))
+                    .collect::<Map<String, Value>>(),
+            },
             "refused": round(refused),
             "cache": {
                 "hit_ratio": (from_cache + from_origin > 0.0).then(|| round(from_cache / (from_cache + from_origin))),
@@ -272,6 +280,11 @@ pub fn charts() -> Vec<Chart> {
         Chart::new("Response time p99 by route", "ms", &[("latency.p99.*", "")]),
         Chart::new("RTSP viewers by stream", "", &[("rtsp.viewers.*", "")]),
         Chart::new("RTSP loops busy", "share", &[("rtsp.busy.*", "loop")]),
+        Chart::new(
+            "Live paths and their ingest",
+            "paths, kb/s",
+            &[("live.paths", "live paths"), ("live.kbps.*", "")],
+        ),
         Chart::new(
             "Late sends and refusals",
             "/s",

@@ -16,9 +16,9 @@ use sluice_engine::counters::{Event, Syscall};
 use sluice_engine::{Counters, EngineConfig};
 use sluice_proto::metrics_text::names::{
     CACHE_BYTES_TOTAL, CONNECTIONS_OPEN, HTTP_REQUESTS_REFUSED_TOTAL, HTTP_RESPONSES_TOTAL,
-    HTTP_RESPONSE_BYTES_TOTAL, HTTP_RESPONSE_DURATION_SECONDS, LOG_LINES_DROPPED_TOTAL,
-    ORIGIN_REQUEST_SECONDS, PROCESS_CPU_SECONDS_TOTAL, PROCESS_RESIDENT_MEMORY_BYTES, RTSP_LOOP_BUSY_RATIO,
-    RTSP_STREAM_VIEWERS, SYSCALLS_TOTAL,
+    HTTP_RESPONSE_BYTES_TOTAL, HTTP_RESPONSE_DURATION_SECONDS, LIVE_BIT_RATE, LIVE_PATHS,
+    LOG_LINES_DROPPED_TOTAL, ORIGIN_REQUEST_SECONDS, PROCESS_CPU_SECONDS_TOTAL,
+    PROCESS_RESIDENT_MEMORY_BYTES, RTSP_LOOP_BUSY_RATIO, RTSP_STREAM_VIEWERS, SYSCALLS_TOTAL,
 };
 
 /// What a response served, for its duration histogram: a whole file (or a page), part of one,
@@ -394,7 +394,7 @@ fn rtsp_gauges(m: &mut String, counters: &Counters) {
         "# HELP {RTSP_STREAM_VIEWERS} RTSP viewers streaming each presentation now.\n# TYPE {RTSP_STREAM_VIEWERS} gauge"
     );
     for (path, n) in &g.streams {
-        let path = path.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+        let path = label_value(path);
         let _ = writeln!(m, "{RTSP_STREAM_VIEWERS}{{path=\"{path}\"}} {n}");
     }
 }
@@ -520,6 +520,33 @@ pub fn render_thumbnails(m: &mut String, counts: &crate::thumbs::ThumbCounts) {
             "# HELP sluice_{name} {help}\n# TYPE sluice_{name} counter\nsluice_{name} {}",
             c.load(Ordering::Relaxed)
         );
+    }
+}
+
+/// `text` as a Prometheus label value: backslash, quote and line feed escaped.
+fn label_value(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The live paths: how many, what each brings in, and how many are being recorded.
+pub fn render_live(m: &mut String, live: &[sluice_rtsp::LiveSummary], recording: usize) {
+    let _ = writeln!(
+        m,
+        "# HELP {LIVE_PATHS} Live paths published now.\n# TYPE {LIVE_PATHS} gauge\n{LIVE_PATHS} {}",
+        live.len()
+    );
+    let _ = writeln!(
+        m,
+        "# HELP sluice_live_recordings Live paths being recorded now.\n# TYPE sluice_live_recordings gauge\n\
+         sluice_live_recordings {recording}"
+    );
+    let _ = writeln!(
+        m,
+        "# HELP {LIVE_BIT_RATE} What each live path's publisher sends, in bits a second.\n# TYPE {LIVE_BIT_RATE} gauge"
+    );
+    for s in live {
+        let path = label_value(&s.path);
+        let _ = writeln!(m, "{LIVE_BIT_RATE}{{path=\"{path}\"}} {}", s.bit_rate);
     }
 }
 

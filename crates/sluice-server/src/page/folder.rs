@@ -21,6 +21,7 @@ use std::fmt::Write as _;
 use percent_encoding::utf8_percent_encode;
 use sluice_proto::http::path::LibraryPath;
 use sluice_proto::markup::escape;
+use sluice_rtsp::LiveSummary;
 
 use super::assets::{DASH_JS_PATH, DASH_JS_VERSION, DASH_PROTECTION_JS_PATH, HLS_JS_PATH, HLS_JS_VERSION};
 use crate::library::catalogue::Offers;
@@ -145,6 +146,38 @@ if(q)q.addEventListener('input',function(){const s=q.value.toLowerCase();documen
 
 /// One rendition set's item: its renditions and subtitles, a Play button for both players, its
 /// HLS and DASH URLs.
+/// A live path: played live over HLS or DASH, with its URLs (RTSP's too, when it is served).
+fn live_item(html: &mut String, i: usize, stream: &LiveSummary, rtsp: Option<&str>) {
+    let href: String = stream
+        .path
+        .split('/')
+        .map(|s| utf8_percent_encode(s, SEGMENT).to_string())
+        .collect::<Vec<_>>()
+        .join("/");
+    let (name, key) = (escape(&stream.path), escape(&stream.path.to_lowercase()));
+    let (hls, dash) = (format!("{href}/master.m3u8"), format!("{href}/manifest.mpd"));
+    let meta = match stream.ready {
+        true => format!(
+            "live \u{b7} {} kb/s \u{b7} published {}",
+            stream.bit_rate.div_ceil(1000),
+            human_duration(stream.age.as_secs_f64())
+        ),
+        false => "live \u{b7} starting".to_string(),
+    };
+    let rtsp_line = rtsp.map_or(String::new(), |base| {
+        format!(
+            "<div class=\"url\">RTSP: <code id=\"l{i}r\">{base}{href}</code><button class=\"copy\" data-for=\"l{i}r\">Copy</button></div>"
+        )
+    });
+    let _ = writeln!(
+        html,
+        "<li class=\"live\" data-name=\"{key}\"><strong>{name}</strong><span class=\"meta\">{meta}</span>\
+<button class=\"play\" data-src=\"{hls}\" data-hls=\"{hls}\" data-dash=\"{dash}\" data-title=\"{name}\">Play</button>\
+<div class=\"url\">HLS: <code id=\"l{i}h\" data-rel=\"{hls}\">{hls}</code><button class=\"copy\" data-for=\"l{i}h\">Copy</button></div>\
+<div class=\"url\">DASH: <code id=\"l{i}d\" data-rel=\"{dash}\">{dash}</code><button class=\"copy\" data-for=\"l{i}d\">Copy</button></div>{rtsp_line}</li>"
+    );
+}
+
 fn set_item(html: &mut String, i: usize, set: &SetOffer) {
     let href = format!("./{}.set", utf8_percent_encode(&set.title, SEGMENT));
     let (name, key) = (escape(&set.title), escape(&set.title.to_lowercase()));
@@ -210,13 +243,14 @@ fn human_duration(secs: f64) -> String {
     }
 }
 
-/// Renders the page for directory `dir` with its `entries` and the rendition `sets` that work;
-/// `rtsp` is `rtsp://HOST:PORT` when RTSP is served; `describe` says what may be offered of an
-/// MP4 (given the entry's name).
+/// Renders the page for directory `dir` with its `entries`, the rendition `sets` that work and
+/// the `live` paths published now (listed first); `rtsp` is `rtsp://HOST:PORT` when RTSP is
+/// served; `describe` says what may be offered of an MP4 (given the entry's name).
 pub fn library_page(
     dir: &LibraryPath,
     entries: &[Listed],
     sets: &[SetOffer],
+    live: &[LiveSummary],
     rtsp: Option<&str>,
     describe: impl Fn(&str) -> Offers,
 ) -> String {
@@ -235,7 +269,7 @@ pub fn library_page(
     if !dir.relative().is_empty() {
         html.push_str("<p><a href=\"../\">&larr; up</a></p>\n");
     }
-    let any_video = entries.iter().any(|e| !e.is_dir && is_video(&e.name));
+    let any_video = !live.is_empty() || entries.iter().any(|e| !e.is_dir && is_video(&e.name));
     if any_video {
         html.push_str(
             "<div id=\"stage\"><video id=\"player\" controls playsinline></video>\
@@ -245,13 +279,16 @@ pub fn library_page(
 <option value=\"dash\">DASH (dash.js)</option></select></label></div>\n",
         );
     }
-    if entries.is_empty() {
+    if entries.is_empty() && live.is_empty() {
         html.push_str("<p>This folder is empty.</p>\n");
     }
     if entries.len() > SEARCH_FROM {
         html.push_str("<p><input id=\"search\" type=\"search\" placeholder=\"Search this folder\" aria-label=\"Search\"></p>\n");
     }
     html.push_str("<ul id=\"entries\">\n");
+    for (i, stream) in live.iter().enumerate() {
+        live_item(&mut html, i, stream, rtsp);
+    }
     for (i, set) in sets.iter().enumerate() {
         set_item(&mut html, i, set);
     }
@@ -409,11 +446,17 @@ mod tests {
             video_range: None,
             supplemental_codecs: None,
         };
-        let html =
-            library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://127.0.0.1:8554"), |name| {
+        let html = library_page(
+            &normalize("/").unwrap(),
+            &entries,
+            &[],
+            &[],
+            Some("rtsp://127.0.0.1:8554"),
+            |name| {
                 assert_eq!(name, "a <b>.mp4");
                 Offers { video: Some(info.clone()), rtsp: true, ts: true, refusal: None, protection: None }
-            });
+            },
+        );
         assert!(html.contains(">rtsp://127.0.0.1:8554/a%20%3Cb%3E.mp4</code>"), "{html}");
         assert!(html.contains("data-hls=\"./a%20%3Cb%3E.mp4/master.m3u8\""), "{html}");
         assert!(html.contains("data-dash=\"./a%20%3Cb%3E.mp4/manifest.mpd\""), "{html}");
@@ -431,7 +474,7 @@ mod tests {
             video_range: Some("PQ"),
             ..info.clone()
         };
-        let html = library_page(&normalize("/").unwrap(), &entries, &[], None, |_| Offers {
+        let html = library_page(&normalize("/").unwrap(), &entries, &[], &[], None, |_| Offers {
             video: Some(hdr.clone()),
             rtsp: false,
             ts: false,
@@ -445,7 +488,7 @@ mod tests {
             supplemental_codecs: Some("dvh1.08.07/db1p".into()),
             ..info.clone()
         };
-        let page = library_page(&normalize("/").unwrap(), &entries, &[], None, |_| Offers {
+        let page = library_page(&normalize("/").unwrap(), &entries, &[], &[], None, |_| Offers {
             video: Some(dolby_vision.clone()),
             rtsp: false,
             ts: true,
@@ -461,9 +504,29 @@ mod tests {
         assert!(!html.contains("id=\"search\""), "no search box for three entries");
         assert!(html.contains("<a href=\"./shows/\">shows/</a>"));
         let evil = vec![Listed { name: "javascript:alert(1)".into(), is_dir: false, len: 1, tag: None }];
-        let html = library_page(&normalize("/").unwrap(), &evil, &[], None, |_| Offers::default());
+        let html = library_page(&normalize("/").unwrap(), &evil, &[], &[], None, |_| Offers::default());
         assert!(html.contains("href=\"./javascript%3Aalert(1)\""), "{html}");
         assert!(!html.contains("<script"), "no player without videos");
+    }
+
+    #[test]
+    fn live_paths_come_first_with_their_players() {
+        let live = LiveSummary {
+            path: "/live/cam 1".into(),
+            publisher: "127.0.0.1:5000".parse().unwrap(),
+            age: std::time::Duration::from_secs(90),
+            ready: true,
+            bit_rate: 2_500_000,
+        };
+        let html = library_page(&normalize("/").unwrap(), &[], &[], &[live], Some("rtsp://h:1"), |_| {
+            Offers::default()
+        });
+        assert!(html.contains("id=\"player\"") && !html.contains("This folder is empty"), "{html}");
+        assert!(
+            html.contains("data-hls=\"/live/cam%201/master.m3u8\" data-dash=\"/live/cam%201/manifest.mpd\""),
+            "{html}"
+        );
+        assert!(html.contains("live \u{b7} 2500 kb/s") && html.contains("rtsp://h:1/live/cam%201"), "{html}");
     }
 
     #[test]
@@ -476,9 +539,10 @@ mod tests {
             refused: None,
             protection: None,
         };
-        let html = library_page(&normalize("/").unwrap(), &entries, std::slice::from_ref(&set), None, |_| {
-            Offers::default()
-        });
+        let html =
+            library_page(&normalize("/").unwrap(), &entries, std::slice::from_ref(&set), &[], None, |_| {
+                Offers::default()
+            });
         assert!(html.contains("data-hls=\"./m%20%3Cx%3E.set/master.m3u8\""), "{html}");
         assert!(html.contains("data-dash=\"./m%20%3Cx%3E.set/manifest.mpd\""), "{html}");
         assert!(
@@ -489,11 +553,11 @@ mod tests {
         assert!(html.contains(DASH_JS_PATH), "{html}");
         let encrypted = SetOffer { protection: Some("cbcs"), ..set.clone() };
         let html =
-            library_page(&normalize("/").unwrap(), &entries, &[encrypted], None, |_| Offers::default());
+            library_page(&normalize("/").unwrap(), &entries, &[encrypted], &[], None, |_| Offers::default());
         assert!(html.contains("data-protect=\"cbcs\" data-licence=\"./m%20%3Cx%3E.set/clearkey\""), "{html}");
         assert!(html.contains("\u{b7} encrypted (cbcs)"), "{html}");
         let aes = SetOffer { protection: Some("aes-128"), ..set };
-        let html = library_page(&normalize("/").unwrap(), &entries, &[aes], None, |_| Offers::default());
+        let html = library_page(&normalize("/").unwrap(), &entries, &[aes], &[], None, |_| Offers::default());
         assert!(html.contains("data-protect=\"aes-128\"") && !html.contains("manifest.mpd"), "{html}");
     }
 
@@ -502,8 +566,9 @@ mod tests {
         let entries: Vec<Listed> = (0..=SEARCH_FROM)
             .map(|i| Listed { name: format!("clip{i}.mp4"), is_dir: false, len: 1, tag: None })
             .collect();
-        let html =
-            library_page(&normalize("/").unwrap(), &entries, &[], Some("rtsp://h:1"), |_| Offers::default());
+        let html = library_page(&normalize("/").unwrap(), &entries, &[], &[], Some("rtsp://h:1"), |_| {
+            Offers::default()
+        });
         assert!(html.contains("id=\"search\""));
         assert!(!html.contains("rtsp://"), "no RTSP URL for a file RTSP cannot stream");
         assert!(html.contains("data-src=\"./clip3.mp4\""), "unpackaged MP4s play as files");

@@ -91,6 +91,7 @@ mod headers;
 mod http;
 #[allow(clippy::unwrap_used)]
 pub mod protect;
+pub mod publisher;
 mod ranges;
 pub mod rtsp;
 mod server;

@@ -39,6 +39,14 @@ pub fn ffprobe_video_frames(url: &str) -> (String, String) {
     (String::from_utf8_lossy(&out).trim().trim_end_matches(',').to_string(), stderr)
 }
 
+/// The video frames ffprobe decodes from `url`, as a number; panics when it cannot count them.
+/// (An HLS master is a program too: its stream is listed twice, with the same count.)
+pub fn video_frame_count(url: &str) -> u64 {
+    let (frames, stderr) = ffprobe_video_frames(url);
+    let first = frames.lines().next().unwrap_or_default();
+    first.parse().unwrap_or_else(|_| panic!("ffprobe {url} counted {frames:?}: {stderr}"))
+}
+
 /// Runs a command with a time limit (sluice-harness kills it by pid if it overruns); returns
 /// (status, stdout, stderr); panics when it cannot run or overruns.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, Vec<u8>, Vec<u8>) {

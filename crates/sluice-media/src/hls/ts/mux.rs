@@ -384,8 +384,7 @@ pub(crate) fn annex_b(sample: &[u8], config: VideoConfig<'_>, key: bool, out: &m
 }
 
 /// The sampling rates of ADTS's frequency index (ISO/IEC 14496-3 §1.6.3.4).
-const RATES: [u32; 13] =
-    [96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350];
+use crate::codec::audio::AAC_SAMPLING_RATES as RATES;
 
 /// What every ADTS header of a track says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,77 @@
+//! A live publisher for the tests: ffmpeg sending a test source to a live path over RTSP,
+//! killed by its pid and reaped when dropped, so a failing test leaves none behind.
+
+use std::process::{Child, Command, Stdio};
+
+use super::{tool, Server};
+
+/// H.264 and AAC, a keyframe a second.
+pub const H264_AAC: [&str; 6] = ["-c:v", "libx264", "-g", "25", "-c:a", "aac"];
+/// H.265 and Opus, a keyframe a second.
+pub const H265_OPUS: [&str; 8] = [
+    "-c:v",
+    "libx265",
+    "-preset",
+    "ultrafast",
+    "-x265-params",
+    "keyint=25:log-level=error",
+    "-c:a",
+    "libopus",
+];
+
+/// A publishing ffmpeg.
+pub struct Publisher(pub Child);
+
+impl Publisher {
+    /// Sends `sig` to it.
+    pub fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill(2) on the pid of a child this test started and has not reaped.
+        unsafe { libc::kill(self.0.id() as i32, sig) };
+    }
+
+    /// Waits for it to end; whether it succeeded.
+    pub fn finished(&mut self) -> bool {
+        self.0.wait().is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        self.signal(libc::SIGCONT);
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// ffmpeg publishing `secs` of the test source (320x180, 25 fps, a sine tone) encoded with
+/// `codecs` to `output` (its format options and URL), in real time.
+pub fn publish_command(output: &[&str], codecs: &[&str], secs: u32) -> Command {
+    let mut cmd = tool("ffmpeg");
+    cmd.args(["-v", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25", "-f", "lavfi"]);
+    cmd.args(["-i", "sine"]).args(codecs).args(["-t", &secs.to_string()]).args(output);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+    cmd
+}
+
+/// Starts ffmpeg publishing `secs` of the test source encoded with `codecs` to `url` over RTSP
+/// `transport` (`tcp` or `udp`).
+pub fn publish(url: &str, codecs: &[&str], transport: &str, secs: u32) -> Publisher {
+    let output = ["-f", "rtsp", "-rtsp_transport", transport, url];
+    Publisher(publish_command(&output, codecs, secs).spawn().expect("ffmpeg starts"))
+}
+
+/// ffmpeg publishing `secs` of the test source in H.264 and AAC to `url` over RTMP (FLV).
+pub fn rtmp_command(url: &str, secs: u32) -> Command {
+    publish_command(&["-f", "flv", url], &H264_AAC, secs)
+}
+
+/// Starts ffmpeg publishing `secs` of the test source over RTMP to `url`.
+pub fn publish_rtmp(url: &str, secs: u32) -> Publisher {
+    Publisher(rtmp_command(url, secs).spawn().expect("ffmpeg starts"))
+}
+
+/// The `/streams` entry of live path `path`, if listed.
+pub fn live_entry(server: &Server, path: &str) -> Option<serde_json::Value> {
+    let streams: serde_json::Value = serde_json::from_str(&server.streams()).ok()?;
+    streams["live"].as_array()?.iter().find(|e| e["path"] == path).cloned()
+}
