@@ -8,14 +8,20 @@ already pass on a busy machine (CI shares its cores). The programs that measure 
 time (the lab's cgroup rows, overload, admin lock-out, fair sending, the RTSP fan-out counts) run
 alone, before the others start. The doc tests run through cargo as before.
 
-Usage: scripts/run_tests.py [--lanes N]   (default 2, or SLUICE_TEST_LANES; 1 runs them in turn)
+Usage: scripts/run_tests.py [--lanes N] [--timeout S]
+  --lanes: default 2, or SLUICE_TEST_LANES; 1 runs them in turn.
+  --timeout: seconds a program may run (default 900, or SLUICE_TEST_TIMEOUT). A program past it is
+    killed with its process group and fails, so a hang shows which program and test it was (the
+    output so far is printed, with libtest's "has been running for over 60 seconds" lines) instead
+    of using up CI's time with nothing said. The longest program took about 5 minutes alone.
 Each program's output is kept and printed whole when it fails; the run stops starting new programs
-after a failure and exits 1.
+after a failure and exits 1. A program still running after 5 minutes is named every 5 minutes.
 """
 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,7 +63,8 @@ def test_programs():
 class Lanes:
     """Runs programs with at most `lanes` at once; remembers the first failure."""
 
-    def __init__(self, lanes, logdir):
+    def __init__(self, lanes, logdir, timeout):
+        self.timeout = timeout
         self.slots = threading.Semaphore(lanes)
         self.logdir = logdir
         self.failed = []
@@ -78,10 +85,16 @@ class Lanes:
             log = os.path.join(self.logdir, name.replace(" ", "_").replace("/", "_") + ".log")
             start = time.monotonic()
             with open(log, "w") as f:
-                rc = subprocess.run([exe], cwd=cwd, stdout=f, stderr=subprocess.STDOUT).returncode
+                # A session of its own, so a program that outlives its bound goes with every
+                # server and client it started.
+                proc = subprocess.Popen([exe], cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+                rc, timed_out = self._wait(name, proc, start)
             took = time.monotonic() - start
             with open(log) as f:
                 text = f.read()
+            if timed_out:
+                text += f"\n{name} ran past its bound of {self.timeout:.0f} s and was killed\n"
             summary = [l for l in text.splitlines() if l.startswith("test result:")]
             with self.lock:
                 print(f"{'ok  ' if rc == 0 else 'FAIL'} {name:<40} {took:7.1f} s  {summary[-1] if summary else ''}",
@@ -92,6 +105,23 @@ class Lanes:
         finally:
             self.slots.release()
 
+    def _wait(self, name, proc, start):
+        """Waits for `proc` up to the bound; returns (exit code, whether it was killed for time)."""
+        while True:
+            elapsed = time.monotonic() - start
+            if elapsed >= self.timeout:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                return proc.wait(), True
+            try:
+                return proc.wait(timeout=min(300 - elapsed % 300, self.timeout - elapsed)), False
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - start
+                if elapsed < self.timeout:
+                    print(f"     {name:<40} still running after {elapsed:5.0f} s", flush=True)
+
     def wait(self):
         for t in self.threads:
             t.join()
@@ -101,6 +131,7 @@ class Lanes:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lanes", type=int, default=int(os.environ.get("SLUICE_TEST_LANES", "2")))
+    ap.add_argument("--timeout", type=float, default=float(os.environ.get("SLUICE_TEST_TIMEOUT", "900")))
     args = ap.parse_args()
     programs = test_programs()
     by_name = {name: (exe, cwd) for name, exe, cwd in programs}
@@ -111,11 +142,11 @@ def main():
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sluice-tests-") as logdir:
         print(f"{len(programs)} test programs: {len(alone)} alone, then {len(rest)} in {args.lanes} lanes", flush=True)
-        solo = Lanes(1, logdir)
+        solo = Lanes(1, logdir, args.timeout)
         for n in alone:
             solo.run(n, *by_name[n])
             solo.wait()
-        lanes = Lanes(max(1, args.lanes), logdir)
+        lanes = Lanes(max(1, args.lanes), logdir, args.timeout)
         if not solo.failed:
             for n in rest:
                 lanes.run(n, *by_name[n])
