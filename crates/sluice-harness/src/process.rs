@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::sys;
@@ -271,8 +271,10 @@ impl Drop for Process {
 }
 
 /// Runs `command` to its end with a time limit, its stdout and stderr captured (stdin null):
-/// its status and both outputs. One that overruns `limit` is killed (by its pid) and reaped, and
-/// that is the error. For short tools (ffprobe, ffmpeg, a CLI under test), not servers.
+/// its status and both outputs. One that overruns `limit` is interrupted (SIGINT, so a program
+/// that cleans up on it, such as the lab, stops what it started), killed (by its pid) if it is
+/// still there [`INTERRUPT_GRACE`] later, and reaped; that is the error, with the last lines
+/// it wrote. For short tools (ffprobe, ffmpeg, a CLI under test) and bounded runs, not servers.
 pub fn run_bounded(command: &mut Command, limit: Duration) -> Result<std::process::Output, HarnessError> {
     use std::io::Read;
     let what = format!("{:?}", command.get_program());
@@ -282,38 +284,67 @@ pub fn run_bounded(command: &mut Command, limit: Duration) -> Result<std::proces
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| HarnessError::io(format!("running {what}"), e))?;
-    // Both pipes are drained while it runs, so it never blocks on a full one.
+    // Both pipes are drained while it runs, so it never blocks on a full one; what they held so
+    // far is there to tell an overrun's story.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
+        let bytes = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&bytes);
+        let thread = std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
             if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
+                loop {
+                    match pipe.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => into.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]),
+                    }
+                }
             }
-            bytes
-        })
+        });
+        (bytes, thread)
     };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let (out, out_thread) = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let (err, err_thread) = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let taken =
+        |bytes: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *bytes.lock().unwrap_or_else(|e| e.into_inner()));
     let deadline = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             Ok(None) => {
+                // Not reaped yet, so the pid is still this child's.
+                sys::signal_process(child.id() as i32, libc::SIGINT);
+                let grace = Instant::now() + INTERRUPT_GRACE;
+                while matches!(child.try_wait(), Ok(None)) && Instant::now() < grace {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 let _ = child.kill();
                 let _ = child.wait();
+                // Its last words may still be in the pipes (or held open by what it started).
+                let read_up = Instant::now() + Duration::from_secs(1);
+                while !(out_thread.is_finished() && err_thread.is_finished()) && Instant::now() < read_up {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let (out, err) = (taken(&out), taken(&err));
+                let text = format!("{}{}", String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
+                let lines: Vec<&str> = text.lines().collect();
+                // The last lines it wrote: where a run that never ended had got to.
+                let tail = lines[lines.len().saturating_sub(20)..].join(" | ");
                 return Err(HarnessError::NotReady {
                     what: format!("{what} to finish"),
                     limit,
-                    tail: String::new(),
+                    tail: if tail.is_empty() { tail } else { format!(": {tail}") },
                 });
             }
             Err(e) => return Err(HarnessError::io(format!("waiting for {what}"), e)),
         }
     };
-    let joined = |t: std::thread::JoinHandle<Vec<u8>>| t.join().unwrap_or_default();
-    Ok(std::process::Output { status, stdout: joined(out), stderr: joined(err) })
+    let _ = (out_thread.join(), err_thread.join());
+    Ok(std::process::Output { status, stdout: taken(&out), stderr: taken(&err) })
 }
+
+/// How long a program that overran its limit has to stop after SIGINT before it is killed.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
 
 #[cfg(test)]
 mod tests {
@@ -333,8 +364,15 @@ mod tests {
             (out.status.code(), &out.stdout[..], &out.stderr[..]),
             (Some(4), &b"out\n"[..], &b"err\n"[..])
         );
-        let err = run_bounded(&mut shell("sleep 30"), Duration::from_millis(200)).expect_err("overruns");
-        assert!(err.to_string().contains("to finish"), "{err}");
+        // An overrun is interrupted first (a program that cleans up on SIGINT gets to), and the
+        // error tells where it had got to.
+        let script = "trap 'echo cleaned up >&2; exit 3' INT; echo started; while :; do sleep 0.05; done";
+        let began = Instant::now();
+        let err = run_bounded(&mut shell(script), Duration::from_millis(300)).expect_err("overruns");
+        let text = err.to_string();
+        assert!(text.contains("to finish") && text.contains("started"), "{text}");
+        assert!(text.contains("cleaned up"), "interrupted before it was killed: {text}");
+        assert!(began.elapsed() < INTERRUPT_GRACE, "it stopped on the interrupt, not the kill");
     }
 
     #[test]

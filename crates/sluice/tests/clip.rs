@@ -66,15 +66,6 @@ fn probe(url: &str) -> (usize, f64) {
     (packets.len(), duration.trim_end_matches(',').parse().unwrap())
 }
 
-/// ffmpeg decodes `url` to the end with nothing on stderr.
-fn decodes_cleanly(url: &str) {
-    let mut ffmpeg = tool("ffmpeg");
-    ffmpeg.args(["-nostdin", "-v", "error", "-rw_timeout", "10000000", "-i", url, "-f", "null", "-"]);
-    let (status, _, err) = run_bounded(&mut ffmpeg, Duration::from_secs(60));
-    let err = String::from_utf8_lossy(&err);
-    assert!(status.success() && err.trim().is_empty(), "ffmpeg decoding {url}: {status}: {err}");
-}
-
 /// The intervals the tests ask for: (query, start, end or the file's end).
 const INTERVALS: &[(&str, f64, Option<f64>)] = &[
     ("start=7.3&end=15", 7.3, Some(15.0)),

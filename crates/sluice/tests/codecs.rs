@@ -159,15 +159,6 @@ fn expected_audio_codecs(audio: &Value) -> &'static str {
     }
 }
 
-/// ffmpeg decodes `url` to the end with nothing on stderr.
-fn decodes_cleanly(url: &str) {
-    let mut cmd = tool("ffmpeg");
-    cmd.args(["-nostdin", "-v", "error", "-rw_timeout", "10000000", "-i", url, "-f", "null", "-"]);
-    let (status, _, err) = run_bounded(&mut cmd, Duration::from_secs(90));
-    let stderr = String::from_utf8_lossy(&err);
-    assert!(status.success() && stderr.trim().is_empty(), "ffmpeg decoding {url}: {status}: {stderr}");
-}
-
 fn every_codec_over_hls_and_dash(engine: &[&str]) {
     let fx = Fixture::new();
     for (name, bytes) in clips() {

@@ -33,16 +33,21 @@ fn sluice_lab() -> PathBuf {
     lab
 }
 
+/// The longest a quick experiment may run.
+const LAB_RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(360);
+
 fn lab(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Value {
     let mut cmd = Command::new(sluice_lab());
     cmd.arg("run").args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
     cmd.envs(env.iter().copied());
-    let output = cmd.output().expect("running sluice lab");
+    // A quick experiment takes under two minutes here; one that never ends is interrupted (the
+    // lab stops what it started) and fails with where it had got to, not with the suite's time.
+    let (status, stdout, stderr) = common::run_bounded(&mut cmd, LAB_RUN_LIMIT);
     assert!(
-        output.status.success(),
+        status.success(),
         "sluice lab {args:?} failed: {}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
     );
     let name = sluice_name(args[0]);
     let text = std::fs::read_to_string(out.join(&name).join("results.json")).expect("results.json");

@@ -188,12 +188,3 @@ fn period_videos(http: std::net::SocketAddr, mpd: &str) -> Vec<tempfile::TempPat
     }
     out
 }
-
-/// ffmpeg decodes `url` to the end without an error.
-fn decodes_cleanly(url: &str) {
-    let mut ffmpeg = std::process::Command::new(require_tool("ffmpeg", "ffmpeg"));
-    ffmpeg.args(["-nostdin", "-v", "error", "-rw_timeout", "10000000", "-i", url, "-f", "null", "-"]);
-    let (status, _, err) = run_bounded(&mut ffmpeg, std::time::Duration::from_secs(60));
-    let err = String::from_utf8_lossy(&err);
-    assert!(status.success() && err.trim().is_empty(), "ffmpeg decoding {url}: {status}: {err}");
-}

@@ -2,7 +2,8 @@
 //! records what ffmpeg publishes to `/live/r` (12 s, files of 4 s) into a local spool, and each
 //! file, once closed, is uploaded whole into the bucket under `recordings/live/r/` and removed
 //! from the spool; the admin listener lists the objects and each plays over HLS through sluice,
-//! together every published frame. Then sluice is killed with SIGKILL while it records `/live/k`;
+//! together every published frame, and their span as one MP4 (its bytes from the three objects,
+//! ranges too). Then sluice is killed with SIGKILL while it records `/live/k`;
 //! started again on the same spool and bucket, it uploads the file it was writing, byte for byte
 //! what the spool held, which plays its whole segments.
 
@@ -111,6 +112,21 @@ fn recordings_are_uploaded_into_the_bucket_and_play(engine: &[&str]) {
     assert_eq!(listed, files.iter().map(String::as_str).collect::<Vec<_>>(), "{timeline}");
     let all = timeline["hls"].as_str().map(|p| format!("http://{http}{p}")).unwrap();
     assert_eq!(video_frame_count(&all), 300, "the timeline's span of every recording");
+    // The span as one MP4, its sample data read from the three objects through the cache.
+    let mp4 = timeline["mp4"].as_str().unwrap();
+    assert_eq!(
+        video_frame_count(&format!("http://{http}{mp4}")),
+        300,
+        "the timeline's MP4 of every recording"
+    );
+    decodes_cleanly(&format!("http://{http}{mp4}"));
+    // A range across where one object's bytes end and the next's begin is those bytes of the
+    // whole (the header comes first, so the objects' joins lie past the first third).
+    let whole = fetch_get(http, mp4, &[]).body;
+    let (from, to) = (whole.len() / 3, whole.len() * 2 / 3);
+    let range = fetch_get(http, mp4, &[("Range", &format!("bytes={from}-{to}"))]);
+    assert_eq!(range.status, 206, "{}", range.body_text());
+    assert!(range.body == whole[from..=to], "the range is those bytes of the whole MP4");
 
     // Killed mid-recording: the file in the spool is uploaded at the next start.
     let killed = publish(&format!("rtsp://{rtsp}/live/k"), &H264_AAC, "tcp", 30);

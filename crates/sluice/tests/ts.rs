@@ -66,15 +66,6 @@ fn counts(url: &str) -> (u64, u64, u64) {
     (video, audio_frames, audio_packets)
 }
 
-/// ffmpeg decodes `url` to the end with nothing on stderr.
-fn decodes_cleanly(url: &str) {
-    let mut ffmpeg = tool("ffmpeg");
-    ffmpeg.args(["-nostdin", "-v", "error", "-rw_timeout", "10000000", "-i", url, "-f", "null", "-"]);
-    let (status, _, err) = run_bounded(&mut ffmpeg, Duration::from_secs(60));
-    let err = String::from_utf8_lossy(&err);
-    assert!(status.success() && err.trim().is_empty(), "ffmpeg decoding {url}: {status}: {err}");
-}
-
 fn media_playlist(r: &Response) -> m3u8_rs::MediaPlaylist {
     match m3u8_rs::parse_playlist_res(&r.body) {
         Ok(m3u8_rs::Playlist::MediaPlaylist(p)) => p,

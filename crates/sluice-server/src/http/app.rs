@@ -267,13 +267,18 @@ impl App {
             if let Some(response) = crate::http::live::respond(live, req, path.relative()) {
                 return response.into();
             }
-            // Recordings are local files: a span is answered on the loop, as files are.
-            let sending = crate::http::rec::SpanSending {
-                max_ranges: self.settings.max_ranges,
-                boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
-            };
-            if let Some(span) = crate::http::rec::respond(&self.library, req, raw_path, sending) {
-                return span.unwrap_or_else(|e| error_response(req.target, e)).into();
+            if crate::http::rec::names_span(raw_path) {
+                let sending = crate::http::rec::SpanSending {
+                    max_ranges: self.settings.max_ranges,
+                    boundary: self.boundary.fetch_add(1, Ordering::Relaxed),
+                };
+                // Like a file: on the loop in a local library; in an object store's, at once
+                // when the listing, indexes and slices are at hand, else from a job.
+                let (app, raw_path) = (Arc::clone(self), raw_path.to_string());
+                return answer_later(req, move |req, may_block| {
+                    crate::http::rec::respond(&app.library, req, &raw_path, sending, may_block)
+                        .unwrap_or_else(|| Ok(Response::error(Status::NOT_FOUND)))
+                });
             }
         }
         if self.library.as_remote().is_none()

@@ -8,8 +8,8 @@
 //! - The MPD has a Period per file (ISO/IEC 23009-1 multi-period), each its file's segments.
 //! - The MP4 is a progressive file of the span from its keyframe at or before `start`: the files'
 //!   sample tables joined (`sluice_media::mp4::join`) and clipped as one file's are, its sample
-//!   data sent from the recording files themselves (sendfile, splice or copy). It is of a local
-//!   library's recordings (the slice cache of an object store sends one object a response).
+//!   data sent from the recording files themselves (sendfile, splice or copy), or in an object
+//!   store's library from the cached slices of the recording objects.
 //!
 //! Owns the request's reading and the span's assembly. Which file holds which span is the
 //! recordings' timeline (`crate::record::timeline`); the segments are the files' own HLS and DASH
@@ -61,19 +61,30 @@ pub struct SpanSending {
     pub boundary: u64,
 }
 
+/// The live path (still escaped) and the form a span is asked as, when `raw_path` names a span.
+fn span_path(raw_path: &str) -> Option<(&str, SpanAs)> {
+    let rest = raw_path.strip_prefix(REC_PREFIX)?;
+    [("/index.m3u8", SpanAs::Hls), ("/manifest.mpd", SpanAs::Dash), ("/clip.mp4", SpanAs::Mp4)]
+        .into_iter()
+        .find_map(|(name, form)| rest.strip_suffix(name).map(|live| (live, form)))
+}
+
+/// Whether `raw_path` (the request's path, not decoded) names a span.
+pub fn names_span(raw_path: &str) -> bool {
+    span_path(raw_path).is_some()
+}
+
 /// The answer to `raw_path` (the request's path, not decoded) when it names a span; `None`
-/// when it does not.
+/// when it does not. [`LibraryError::WouldBlock`] when an object store's listing, an index or a
+/// slice is not at hand and `may_block` is false.
 pub fn respond(
     library: &Library,
     req: &Request<'_>,
     raw_path: &str,
     sending: SpanSending,
+    may_block: bool,
 ) -> Option<Result<Response, LibraryError>> {
-    let rest = raw_path.strip_prefix(REC_PREFIX)?;
-    let (live, form) =
-        [("/index.m3u8", SpanAs::Hls), ("/manifest.mpd", SpanAs::Dash), ("/clip.mp4", SpanAs::Mp4)]
-            .into_iter()
-            .find_map(|(name, form)| rest.strip_suffix(name).map(|live| (live, form)))?;
+    let (live, form) = span_path(raw_path)?;
     let live = percent_encoding::percent_decode_str(live).decode_utf8().ok()?;
     if live.is_empty() || live.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
         return Some(Ok(failure(Status::NOT_FOUND, "not a live path")));
@@ -91,7 +102,7 @@ pub fn respond(
         Some(Err(e)) => return Some(Ok(failure(Status::BAD_REQUEST, &format!("duration: {e}")))),
         None => SystemTime::now() + Duration::from_secs(86_400),
     };
-    let span = match spanned(library, &live, start, end) {
+    let span = match spanned(library, &live, (start, end), may_block) {
         Ok(span) if span.is_empty() => {
             return Some(Ok(failure(Status::NOT_FOUND, &format!("no recording of /{live} in that span"))))
         }
@@ -101,7 +112,7 @@ pub fn respond(
     Some(match form {
         SpanAs::Hls => Ok(playlist(req, &span)),
         SpanAs::Dash => Ok(manifest(req, &span)),
-        SpanAs::Mp4 => Ok(mp4(req, &span, (start, end), sending)),
+        SpanAs::Mp4 => mp4(library, req, &span, (start, end), (sending, may_block)),
     })
 }
 
@@ -150,17 +161,17 @@ impl SpannedFile {
 fn spanned(
     library: &Library,
     live: &str,
-    start: SystemTime,
-    end: SystemTime,
+    (start, end): (SystemTime, SystemTime),
+    may_block: bool,
 ) -> Result<Vec<SpannedFile>, LibraryError> {
     let mut out = Vec::new();
-    for recorded in recordings(library, live, start, end)? {
-        let Some(version) = library.file(&recorded.relative, true)? else { continue };
-        let described = library.described(&recorded.relative, &version, true)?;
+    for recorded in recordings(library, live, (start, end), may_block)? {
+        let Some(version) = library.file(&recorded.relative, may_block)? else { continue };
+        let described = library.described(&recorded.relative, &version, may_block)?;
         if described.hls.is_err() {
             continue;
         }
-        let Ok(tables) = library.tables(&recorded.relative, &version, true)? else { continue };
+        let Ok(tables) = library.tables(&recorded.relative, &version, may_block)? else { continue };
         let base = format!(
             "/{}",
             recorded
@@ -224,28 +235,18 @@ fn manifest(req: &Request<'_>, span: &[SpannedFile]) -> Response {
 
 /// The span as one progressive MP4 (`start..end` on the wall clock).
 fn mp4(
+    library: &Library,
     req: &Request<'_>,
     span: &[SpannedFile],
     (start, end): (SystemTime, SystemTime),
-    sending: SpanSending,
-) -> Response {
-    let mut bodies = Vec::with_capacity(span.len());
-    for file in span {
-        match &file.version {
-            FileVersion::Local { file, .. } => bodies.push(Arc::clone(file)),
-            FileVersion::Remote(_) => {
-                return failure(
-                    Status::NOT_IMPLEMENTED,
-                    "an MP4 of a span is made of a local library's recordings; index.m3u8 and \
-                     manifest.mpd serve this one",
-                )
-            }
-        }
-    }
+    (sending, may_block): (SpanSending, bool),
+) -> Result<Response, LibraryError> {
     let tables: Vec<&Mp4File> = span.iter().map(|f| &*f.tables).collect();
     let joined = match join(&tables) {
         Ok(joined) => joined,
-        Err(e) => return failure(Status::CONFLICT, &format!("the span's recordings cannot be one MP4: {e}")),
+        Err(e) => {
+            return Ok(failure(Status::CONFLICT, &format!("the span's recordings cannot be one MP4: {e}")))
+        }
     };
     // The interval on the joined timeline: from `start` into the first file, for as long as the
     // files hold of the span (the gaps between publishes are closed up by the join).
@@ -270,12 +271,27 @@ fn mp4(
         Err(
             e
             @ (ClipError::BadTime { .. } | ClipError::EmptyInterval { .. } | ClipError::StartPastEnd { .. }),
-        ) => return refusal(&e),
-        Err(e) => return failure(Status::INTERNAL_SERVER_ERROR, &format!("cannot make the span's MP4: {e}")),
+        ) => return Ok(refusal(&e)),
+        Err(e) => {
+            return Ok(failure(Status::INTERNAL_SERVER_ERROR, &format!("cannot make the span's MP4: {e}")))
+        }
     };
+    // In a local library the sample data is slices of the recording files; in a remote one,
+    // slices of the library's stand-in at the joined file's offsets, which `joined_sendable`
+    // turns into slices of the cached objects.
+    let bodies: Vec<Arc<std::fs::File>> = span.iter().map(|f| library.body_file(&f.version)).collect();
+    let local = span.iter().all(|f| matches!(f.version, FileVersion::Local { .. }));
     let mut parts = vec![Segment::Bytes(planned.plan.header)];
     for range in planned.plan.ranges {
-        slices(&range, &joined.bases, &bodies, &mut parts);
+        if local {
+            slices(&range, &joined.bases, &bodies, &mut parts);
+        } else {
+            parts.push(Segment::File(FileSlice {
+                file: Arc::clone(&bodies[0]),
+                offset: range.start,
+                len: range.end - range.start,
+            }));
+        }
     }
     let len = parts.iter().map(Segment::len).sum();
     let modified = span.iter().filter_map(|f| f.version.modified()).max();
@@ -284,8 +300,11 @@ fn mp4(
     let tags: Vec<String> = span.iter().filter_map(|f| f.version.entity_tag()).collect();
     let etag =
         format!("\"span-{:016x}-{}\"", crate::thumbs::fnv1a(tags.join(",").as_bytes()), interval.tag());
-    entity_response(req, parts, &meta, Some(etag), sending.max_ranges, sending.boundary)
-        .with_header("Access-Control-Allow-Origin", "*")
+    let response = entity_response(req, parts, &meta, Some(etag), sending.max_ranges, sending.boundary)
+        .with_header("Access-Control-Allow-Origin", "*");
+    let laid: Vec<(&FileVersion, u64)> =
+        span.iter().map(|f| &f.version).zip(joined.bases.iter().copied()).collect();
+    library.joined_sendable(req, &laid, response, may_block)
 }
 
 /// `range` of the joined file's bytes as slices of the files (`bases`: where each starts in it).

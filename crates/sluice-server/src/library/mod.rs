@@ -347,6 +347,27 @@ impl Library {
         }
     }
 
+    /// `response`, built over [`Library::body_file`] as if `versions` were one file laid end to
+    /// end (each with where it starts), as the engine sends it: as it is in a local library (its
+    /// slices are of the files already), in slices of the cached objects in a remote one.
+    pub fn joined_sendable(
+        &self,
+        req: &Request<'_>,
+        versions: &[(&FileVersion, u64)],
+        response: Response,
+        may_block: bool,
+    ) -> Result<Response, LibraryError> {
+        let Source::Remote(remote) = &self.source else { return Ok(response) };
+        let objects: Vec<(Arc<ObjectVersion>, u64)> = versions
+            .iter()
+            .filter_map(|(version, base)| match version {
+                FileVersion::Remote(v) => Some((Arc::clone(v), *base)),
+                FileVersion::Local { .. } => None,
+            })
+            .collect();
+        Ok(remote.joined_body(req, &objects, response, may_block)?)
+    }
+
     /// The response to `req` for the bytes of `version` (ranges, validators), sendable.
     pub fn file_response(
         &self,

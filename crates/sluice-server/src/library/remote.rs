@@ -24,13 +24,16 @@ use std::fs::File;
 use std::sync::{mpsc, Arc, OnceLock};
 
 use sluice_engine::{CpuPool, PoolStats};
-use sluice_proto::conn::{FileSlice, Segment};
+use sluice_proto::conn::Segment;
 use sluice_proto::http::file::{content_type_for, file_response, FileMeta};
 use sluice_proto::http::path::LibraryPath;
-use sluice_proto::http::{Body, BodyTail, BodyTailError, Method, Request, Response, Status, StreamedBody};
+use sluice_proto::http::{Body, Method, Request, Response, Status, StreamedBody};
 use sluice_store::{CacheConfig, CacheError, Key, ObjectVersion, SliceCache, Store};
 
 use super::Listed;
+use stream::{fetch_in_background, Laid, Piece, SliceStream};
+
+mod stream;
 
 /// What a library path names in the store.
 #[derive(Debug)]
@@ -309,34 +312,61 @@ impl RemoteLibrary {
         body: Body,
         may_block: bool,
     ) -> Result<Body, CacheError> {
+        self.laid_slices_for(&[Laid { version: Arc::clone(version), base: 0 }], body, may_block)
+    }
+
+    /// `response`, built over the placeholder as if `objects` were one file laid end to end
+    /// (each `(object, where it starts)`), with its body in slices of the cached objects: a span
+    /// of recordings sent as one MP4. Every object's version is checked with the origin before
+    /// the head goes out (when `may_block`).
+    pub fn joined_body(
+        &self,
+        req: &Request<'_>,
+        objects: &[(Arc<ObjectVersion>, u64)],
+        mut response: Response,
+        may_block: bool,
+    ) -> Result<Response, CacheError> {
+        if req.method == Method::Head {
+            return Ok(response);
+        }
+        let laid: Vec<Laid> = objects
+            .iter()
+            .map(|(version, base)| Laid { version: Arc::clone(version), base: *base })
+            .collect();
+        let body = std::mem::replace(&mut response.body, Body::Empty);
+        response.body = self.laid_slices_for(&laid, body, may_block)?;
+        Ok(response)
+    }
+
+    /// The body's placeholder slices as slices of the cached `laid` objects.
+    fn laid_slices_for(&self, laid: &[Laid], body: Body, may_block: bool) -> Result<Body, CacheError> {
         let segments = match body {
             Body::File(slice) => vec![Segment::File(slice)],
             Body::Parts(parts) => parts,
             other => return Ok(other),
         };
         let len = segments.iter().map(Segment::len).sum();
-        let pieces = self.pieces(version, segments);
+        let mut stream = SliceStream {
+            cache: Arc::clone(&self.cache),
+            background: Arc::clone(&self.background),
+            versions: laid.iter().map(|l| Arc::clone(&l.version)).collect(),
+            pieces: stream::pieces(&self.cache, laid, segments),
+            current: None,
+            ahead: VecDeque::new(),
+            may_block,
+        };
         if !may_block {
             // Only answer now if nothing is missing: a half-resolved body would be thrown away.
-            let all_cached = pieces.iter().all(|p| match p {
+            let all_cached = stream.pieces.iter().all(|p| match p {
                 Piece::Own(_) => true,
-                Piece::Slice { index, .. } => self.cache.has(version, *index),
+                Piece::Slice { id, .. } => stream.has(*id),
             });
             if !all_cached {
                 return Err(CacheError::WouldBlock);
             }
         }
-        let mut stream = SliceStream {
-            cache: Arc::clone(&self.cache),
-            background: Arc::clone(&self.background),
-            version: Arc::clone(version),
-            pieces,
-            current: None,
-            ahead: VecDeque::new(),
-            may_block,
-        };
         if may_block {
-            stream.confirm_version()?;
+            stream.confirm_versions()?;
         }
         let ready = stream.step()?;
         if stream.pieces.is_empty() {
@@ -348,76 +378,7 @@ impl RemoteLibrary {
         }
         Ok(Body::Streamed(StreamedBody { len, ready, tail: Box::new(stream) }))
     }
-
-    /// The response's segments as pieces of slices (and the response's own bytes between them).
-    fn pieces(&self, version: &ObjectVersion, segments: Vec<Segment>) -> VecDeque<Piece> {
-        let mut pieces = VecDeque::with_capacity(segments.len());
-        for segment in segments {
-            let Segment::File(f) = segment else {
-                pieces.push_back(Piece::Own(segment));
-                continue;
-            };
-            let end = f.offset + f.len;
-            for index in self.cache.slices_of(f.offset..end) {
-                let range = self.cache.slice_range(version, index);
-                let from = f.offset.max(range.start);
-                let to = end.min(range.end);
-                pieces.push_back(Piece::Slice { index, offset: from - range.start, len: to - from });
-            }
-        }
-        pieces
-    }
 }
-
-/// One piece of a response body as the cache sees it.
-#[derive(Debug)]
-enum Piece {
-    /// Bytes of the response itself (a multipart boundary).
-    Own(Segment),
-    /// `len` bytes at `offset` of slice `index`.
-    Slice { index: u64, offset: u64, len: u64 },
-}
-
-/// A slice fetched ahead of the one being sent.
-#[derive(Debug)]
-enum Ahead {
-    /// On disk and open: the descriptor holds it against eviction until it is sent.
-    Ready(Arc<File>),
-    /// Being fetched by a background worker.
-    Fetching(mpsc::Receiver<Result<File, CacheError>>),
-}
-
-/// The body of a response read through the cache, a step at a time: each step waits for the next
-/// slice only, so the first byte of a whole 2 GB object waits for its first slice rather than
-/// the object, and [`AHEAD`] slices are fetched while the ones before them are sent. A step
-/// also takes the slices after its first that are already on disk, up to [`STEP_SLICES`].
-///
-/// Nothing is held in memory but descriptors: a slice fetched ahead is written to the cache and
-/// kept open (an eviction before it is sent unlinks the name, not the bytes). The session asks
-/// for the next step only once the previous one has been sent, so a slow client holds back the
-/// fetching, never more than [`AHEAD`] slices beyond what it has read.
-#[derive(Debug)]
-struct SliceStream {
-    cache: Arc<SliceCache>,
-    background: Arc<Background>,
-    version: Arc<ObjectVersion>,
-    pieces: VecDeque<Piece>,
-    /// The slice the last piece sent came from, still open for the next piece of it.
-    current: Option<(u64, Arc<File>)>,
-    /// The next slices after `current`, in the order they will be sent.
-    ahead: VecDeque<(u64, Ahead)>,
-    /// False on the event loop: only slices on disk, no fetching.
-    may_block: bool,
-}
-
-/// Slices fetched ahead of the one a response is sending. Two keep the origin busy while a slice
-/// goes out (as the earlier all-at-once fetch did, two at a time), and hold at most two slices
-/// of disk beyond what the client has read.
-const AHEAD: usize = 2;
-
-/// Most slices one step queues (when they are on disk already): bounds the descriptors a warm
-/// response holds open at once.
-const STEP_SLICES: usize = 4;
 
 /// Fetches ahead a remote library runs at once by default (`store.fetch_workers`). Each holds its
 /// slice (4 MiB) in memory until it is written, so this bounds that memory (32 × 4 MiB = 128 MiB,
@@ -474,174 +435,6 @@ impl Background {
     }
 }
 
-impl SliceStream {
-    /// The next segments: every piece up to the first slice's end, and the pieces of the slices
-    /// after it that are ready now. Waits (when it may block) for the first slice only.
-    fn step(&mut self) -> Result<Vec<Segment>, CacheError> {
-        let mut out = Vec::new();
-        let mut slices = 0;
-        // On the loop every slice is on disk (or the call fails): the whole body at once.
-        let most = if self.may_block { STEP_SLICES } else { usize::MAX };
-        self.look_ahead(AHEAD);
-        while let Some(piece) = self.pieces.front() {
-            let (index, offset, len) = match piece {
-                Piece::Own(_) => {
-                    if let Some(Piece::Own(segment)) = self.pieces.pop_front() {
-                        out.push(segment);
-                    }
-                    continue;
-                }
-                Piece::Slice { index, offset, len } => (*index, *offset, *len),
-            };
-            let same = self.current.as_ref().is_some_and(|(i, _)| *i == index);
-            if !same {
-                if slices == most || (slices > 0 && self.may_block && !self.ready_now(index)) {
-                    break;
-                }
-                let file = self.open(index)?;
-                self.current = Some((index, file));
-                slices += 1;
-            }
-            let Some((_, file)) = &self.current else { break };
-            out.push(Segment::File(FileSlice { file: Arc::clone(file), offset, len }));
-            self.pieces.pop_front();
-        }
-        if self.pieces.is_empty() {
-            self.current = None;
-        } else {
-            self.look_ahead(AHEAD);
-        }
-        Ok(out)
-    }
-
-    /// Fetches the first slice the body needs that is not on disk, if any, and keeps it for its
-    /// turn. Every fetch is conditional on the version, so this checks the version with the
-    /// origin before the head goes out: an object replaced since its version was resolved (its
-    /// first slices still cached) fails here with [`CacheError::Changed`] and is answered again,
-    /// new and whole, instead of being cut after a head that named the old one. A replacement
-    /// later in the body can only cut it (never mix versions).
-    fn confirm_version(&mut self) -> Result<(), CacheError> {
-        let missing = self.pieces.iter().find_map(|p| match p {
-            Piece::Slice { index, .. } if !self.cache.has(&self.version, *index) => Some(*index),
-            _ => None,
-        });
-        let Some(index) = missing else { return Ok(()) };
-        self.look_ahead(AHEAD);
-        let file = self.open(index)?;
-        self.ahead.push_back((index, Ahead::Ready(file)));
-        Ok(())
-    }
-
-    /// The distinct slices the remaining pieces need after `current`, in order, at most `n`.
-    fn upcoming(&self, n: usize) -> Vec<u64> {
-        let current = self.current.as_ref().map(|(i, _)| *i);
-        let mut next: Vec<u64> = Vec::with_capacity(n);
-        for piece in &self.pieces {
-            if next.len() == n {
-                break;
-            }
-            if let Piece::Slice { index, .. } = piece {
-                if Some(*index) != current && !next.contains(index) {
-                    next.push(*index);
-                }
-            }
-        }
-        next
-    }
-
-    /// Makes sure the next `n` slices are open or being fetched (when blocking is allowed), and
-    /// forgets any that are no longer ahead.
-    fn look_ahead(&mut self, n: usize) {
-        let next = self.upcoming(n);
-        self.ahead.retain(|(i, _)| next.contains(i));
-        for index in next {
-            if self.ahead.iter().any(|(i, _)| *i == index) {
-                continue;
-            }
-            let ahead = match self.cache.slice(&self.version, index, self.bytes_of(index), false) {
-                Ok(file) => Ahead::Ready(Arc::new(file)),
-                Err(_) if !self.may_block => continue,
-                Err(_) => match self.fetch_in_background(index) {
-                    Some(fetching) => fetching,
-                    None => continue,
-                },
-            };
-            self.ahead.push_back((index, ahead));
-        }
-    }
-
-    /// Starts fetching slice `index` on a background worker, unless too many are running.
-    fn fetch_in_background(&self, index: u64) -> Option<Ahead> {
-        fetch_in_background(&self.background, &self.cache, &self.version, index).map(Ahead::Fetching)
-    }
-
-    /// Whether slice `index` can be sent without waiting.
-    fn ready_now(&mut self, index: u64) -> bool {
-        let Some((_, ahead)) = self.ahead.iter_mut().find(|(i, _)| *i == index) else { return false };
-        if let Ahead::Fetching(rx) = ahead {
-            match rx.try_recv() {
-                Ok(Ok(file)) => *ahead = Ahead::Ready(Arc::new(file)),
-                // A failure is the blocking path's to report.
-                Ok(Err(_)) | Err(_) => return false,
-            }
-        }
-        true
-    }
-
-    /// Slice `index`, open: fetched ahead, or now (waiting when blocking is allowed).
-    fn open(&mut self, index: u64) -> Result<Arc<File>, CacheError> {
-        let position = self.ahead.iter().position(|(i, _)| *i == index);
-        if let Some((_, ahead)) = position.and_then(|p| self.ahead.remove(p)) {
-            match ahead {
-                Ahead::Ready(file) => return Ok(file),
-                Ahead::Fetching(rx) => {
-                    if let Ok(result) = rx.recv() {
-                        return result.map(Arc::new);
-                    }
-                }
-            }
-        }
-        self.cache.slice(&self.version, index, self.bytes_of(index), self.may_block).map(Arc::new)
-    }
-
-    /// The bytes the response sends from slice `index` once it is opened: its next run of
-    /// pieces (a multipart body that comes back to a slice after another opens it again).
-    fn bytes_of(&self, index: u64) -> u64 {
-        let of_index = |p: &&Piece| matches!(p, Piece::Slice { index: i, .. } if *i == index);
-        let mut bytes = 0;
-        for piece in self.pieces.iter().skip_while(|p| !of_index(p)) {
-            match piece {
-                Piece::Slice { index: i, len, .. } if *i == index => bytes += len,
-                Piece::Slice { .. } => break,
-                Piece::Own(_) => {}
-            }
-        }
-        bytes
-    }
-}
-
-/// Starts fetching slice `index` of `version` into the cache on a `background` worker; the
-/// receiver gets the slice, opened.
-fn fetch_in_background(
-    background: &Background,
-    cache: &Arc<SliceCache>,
-    version: &Arc<ObjectVersion>,
-    index: u64,
-) -> Option<mpsc::Receiver<Result<File, CacheError>>> {
-    let (cache, version) = (Arc::clone(cache), Arc::clone(version));
-    background.run(move || cache.slice(&version, index, 0, true))
-}
-
-impl BodyTail for SliceStream {
-    fn next(&mut self) -> Result<Vec<Segment>, BodyTailError> {
-        self.step().map_err(|e| {
-            let key = self.version.key.as_str();
-            tracing::warn!(key, "origin: {e}; the response is cut short (its head is sent)");
-            BodyTailError(e.to_string())
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -652,6 +445,7 @@ mod tests {
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::Ordering;
     use std::time::Duration;
+    use stream::AHEAD;
 
     fn remote(root: &std::path::Path, cache: &std::path::Path) -> RemoteLibrary {
         let store: Arc<dyn Store> = Arc::new(LocalStore::open(root).unwrap());
@@ -843,5 +637,55 @@ mod tests {
         put(root.path(), "v.mp4", &[4u8; 9500]);
         let again = get(None).with(|r| lib.file_response(r, &version, 4, 0, true));
         assert!(matches!(again, Err(CacheError::Changed)), "{again:?}");
+    }
+
+    /// The bytes of a body, stepping a streamed one to its end.
+    fn body_bytes(body: Body) -> Vec<u8> {
+        match body {
+            Body::Streamed(mut body) => {
+                let mut sent = read_segments(&body.ready);
+                while (sent.len() as u64) < body.len {
+                    sent.extend(read_segments(&body.tail.next().unwrap()));
+                }
+                sent
+            }
+            Body::Parts(parts) => read_segments(&parts),
+            Body::File(slice) => read_segments(&[Segment::File(slice)]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn objects_laid_end_to_end_are_sent_as_one_body_ranges_across_their_join_too() {
+        let (root, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..1700u32).map(|i| (i * 7 % 241) as u8).collect();
+        put(root.path(), "a.mp4", &a);
+        put(root.path(), "b.mp4", &b);
+        let lib = remote(root.path(), cache.path());
+        let version = |name: &str| match lib.lookup(&normalize(name).unwrap(), true) {
+            Ok(Found::File(v)) => v,
+            other => panic!("{other:?}"),
+        };
+        let laid = [(version("/a.mp4"), 0), (version("/b.mp4"), 2500)];
+        let joined: Vec<u8> = a.iter().chain(&b).copied().collect();
+        let meta = FileMeta { len: 4200, modified: None, content_type: "video/mp4", etag: None };
+        let respond = |range: Option<&str>, may_block: bool| {
+            get(range).with(|r| {
+                let response = file_response(r, Arc::clone(&lib.placeholder), &meta, 4, 0);
+                lib.joined_body(r, &laid, response, may_block)
+            })
+        };
+        // Cold: nothing is fetched on the loop; off it, the whole body, both objects in turn.
+        assert!(matches!(respond(None, false), Err(CacheError::WouldBlock)));
+        let whole = respond(None, true).unwrap();
+        assert_eq!(whole.status, Status::OK);
+        assert!(body_bytes(whole.body) == joined, "the objects' bytes, one after the other");
+        // Warm: a range across the join, on the loop, cut at the join and at the slices.
+        let range = respond(Some("bytes=1900-3099"), false).unwrap();
+        assert_eq!(range.status, Status::PARTIAL_CONTENT);
+        let Body::Parts(parts) = range.body else { panic!("warm, so at once") };
+        assert_eq!(parts.iter().map(Segment::len).collect::<Vec<_>>(), [100, 500, 600]);
+        assert!(read_segments(&parts) == joined[1900..3100]);
     }
 }

@@ -135,7 +135,7 @@ impl Admin {
         };
         let from = time("from", SystemTime::UNIX_EPOCH)?;
         let to = time("to", SystemTime::now() + std::time::Duration::from_secs(86_400))?;
-        let files = crate::record::timeline::recordings(self.app.library(), &path, from, to)
+        let files = crate::record::timeline::recordings(self.app.library(), &path, (from, to), true)
             .map_err(|e| format!("cannot list the recordings: {e}"))?;
         let stamp = |t: SystemTime| {
             chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)

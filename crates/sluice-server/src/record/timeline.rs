@@ -53,16 +53,18 @@ pub fn start_of(name: &str) -> Option<SystemTime> {
 }
 
 /// The recordings of live path `path` (`/live/cam1`) overlapping `from..to`, oldest first; a
-/// file that does not index (its first segment not complete yet) is left out.
+/// file that does not index (its first segment not complete yet) is left out. Of an object store,
+/// [`LibraryError::WouldBlock`] when the listing or an index is not at hand and `may_block` is
+/// false.
 pub fn recordings(
     library: &Library,
     path: &str,
-    from: SystemTime,
-    to: SystemTime,
+    (from, to): (SystemTime, SystemTime),
+    may_block: bool,
 ) -> Result<Vec<RecordedFile>, LibraryError> {
     let dir = format!("{}/{}/", super::RECORDINGS, path.trim_matches('/'));
     let Some(listing_path) = crate::library::decoded_path(&dir) else { return Ok(Vec::new()) };
-    let listed = match library.list(&listing_path, true) {
+    let listed = match library.list(&listing_path, may_block) {
         Ok(listed) => listed,
         Err(LibraryError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -74,8 +76,8 @@ pub fn recordings(
             continue;
         }
         let relative = format!("{dir}{}", entry.name);
-        let Some(version) = library.file(&relative, true)? else { continue };
-        let Ok(tables) = library.tables(&relative, &version, true)? else { continue };
+        let Some(version) = library.file(&relative, may_block)? else { continue };
+        let Ok(tables) = library.tables(&relative, &version, may_block)? else { continue };
         let file = RecordedFile { relative, start, duration: span(&tables), bytes: entry.len };
         if file.end() > from {
             files.push(file);

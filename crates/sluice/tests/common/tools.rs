@@ -54,6 +54,15 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> (ExitStatus, Vec<u8>, 
     (out.status, out.stdout, out.stderr)
 }
 
+/// ffmpeg decodes `url` to its end without a word on stderr (no error, no concealment).
+pub fn decodes_cleanly(url: &str) {
+    let mut ffmpeg = tool("ffmpeg");
+    ffmpeg.args(["-nostdin", "-v", "error", "-rw_timeout", "10000000", "-i", url, "-f", "null", "-"]);
+    let (status, _, err) = run_bounded(&mut ffmpeg, Duration::from_secs(90));
+    let err = String::from_utf8_lossy(&err);
+    assert!(status.success() && err.trim().is_empty(), "ffmpeg decoding {url}: {status}: {err}");
+}
+
 /// Polls `cond` every 50 ms until it is true or `limit` passes; returns whether it became true.
 pub fn poll_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
