@@ -87,8 +87,10 @@ class Lanes:
             with open(log, "w") as f:
                 # A session of its own, so a program that outlives its bound goes with every
                 # server and client it started.
-                proc = subprocess.Popen([exe], cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+                # No terminal either: a tool a test runs that reads its stdin (ffmpeg does) gets
+                # end of file, never a stop for reading a terminal from the background.
+                proc = subprocess.Popen([exe], cwd=cwd, stdin=subprocess.DEVNULL, stdout=f,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
                 rc, timed_out = self._wait(name, proc, start)
             took = time.monotonic() - start
             with open(log) as f:

@@ -759,7 +759,19 @@ fn an_interrupted_lab_writes_the_rows_it_finished_and_leaves_nothing_behind() {
     }
     // SAFETY: signalling the child this test started.
     unsafe { libc::kill(lab.id() as i32, libc::SIGINT) };
-    let status = lab.wait().unwrap();
+    // It stops at once, or within the minute its own fallback gives a row that does not end.
+    let stopped = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = lab.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > stopped {
+            let _ = lab.kill();
+            let said: Vec<String> = progress.try_iter().collect();
+            panic!("the lab did not stop within 2 minutes of SIGINT; it said:\n{}", said.join("\n"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     let stderr = reader.join().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGINT), "exits as stopped by SIGINT: {stderr}");
     std::thread::sleep(std::time::Duration::from_millis(200));

@@ -6,7 +6,9 @@
 //! the middle of one; the admin listener's timeline lists the files, and a `/rec/` span
 //! across two plays whole as HLS, as DASH (a Period a file) and as one MP4, which seeks. Then sluice is killed with SIGKILL while it records `/live/k`; started
 //! again on the same library, the file it was writing plays, holding all it had written but
-//! for the segment in flight.
+//! for the segment in flight. And a span is guarded by the policy of the recordings it is made
+//! of: refused without the signature `/recordings/` asks for, played whole with it (carried on
+//! to the segments its playlist lists).
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
 #![allow(clippy::unwrap_used)]
@@ -20,7 +22,7 @@ use std::path::Path;
 use common::publisher::*;
 use common::*;
 
-rtsp_matrix!(published_streams_are_recorded_into_playable_files);
+rtsp_matrix!(published_streams_are_recorded_into_playable_files, a_span_is_guarded_as_its_recordings_are);
 
 const CONFIG: &[u8] = b"[[access]]\nprefix = \"/live/\"\nmode = \"open\"\npublish = true\n\n\
     [[record]]\nprefix = \"/live/\"\nfile_duration = \"20s\"\n";
@@ -187,4 +189,61 @@ fn period_videos(http: std::net::SocketAddr, mpd: &str) -> Vec<tempfile::TempPat
         out.push(file.into_temp_path());
     }
     out
+}
+
+/// Recordings under a signed policy: their `/rec/` spans are refused without a signature for
+/// them, whatever no policy says of `/rec/`, and play with one, carried on to the segments.
+fn a_span_is_guarded_as_its_recordings_are(engine: &[&str]) {
+    let fx = Fixture::new();
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("k1.key");
+    std::fs::write(&key, "a-signing-key-for-the-span-tests\n").unwrap();
+    let config = format!(
+        "[[access]]\nprefix = \"/live/\"\nmode = \"open\"\npublish = true\n\n\
+         [[access]]\nprefix = \"/recordings/\"\nmode = \"signed\"\nkeys = {{ k1 = \"{}\" }}\n\n\
+         [[record]]\nprefix = \"/live/\"\nfile_duration = \"2s\"\n",
+        key.display()
+    );
+    fx.write("sluice.toml", config.as_bytes());
+    let config = fx.path("sluice.toml");
+    let server = Server::serve(engine, &fx, &["--config", config.to_str().unwrap()]);
+    let (http, rtsp) = (server.addr(), server.rtsp_addr());
+    let mut publisher = publish(&format!("rtsp://{rtsp}/live/g"), &H264_AAC, "tcp", 4);
+    assert!(publisher.finished(), "the publisher finished cleanly");
+    assert!(
+        poll_until(IO_TIMEOUT, || recordings(&fx, "g").len() == 2),
+        "4 s in files of 2 s: {:?}\n{}",
+        recordings(&fx, "g"),
+        server.log_text()
+    );
+    // A signature of the recordings' prefix, on the name of a playlist under it.
+    let sign = |prefix: &str| {
+        let path = format!("{prefix}index.m3u8");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["sign", &path, "--expires", "1h", "--kid", "k1", "--prefix", prefix])
+            .arg("--key-file")
+            .arg(&key)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sluice sign: {}", String::from_utf8_lossy(&out.stderr));
+        let signed = String::from_utf8(out.stdout).unwrap();
+        signed.trim().split_once('?').unwrap().1.to_string()
+    };
+    for name in ["index.m3u8", "manifest.mpd", "clip.mp4"] {
+        let status = fetch_get(http, &format!("/rec/live/g/{name}"), &[]).status;
+        assert_eq!(status, 401, "{name} of recordings that need a signature, without one");
+        let elsewhere = sign("/recordings/live/other/");
+        let status = fetch_get(http, &format!("/rec/live/g/{name}?{elsewhere}"), &[]).status;
+        assert_eq!(status, 403, "{name} with a signature for other recordings");
+    }
+    let query = sign("/recordings/live/g/");
+    let playlist = fetch_get(http, &format!("/rec/live/g/index.m3u8?{query}"), &[]);
+    assert_eq!(playlist.status, 200, "{}", playlist.body_text());
+    let text = playlist.body_text();
+    let segments: Vec<&str> = text.lines().filter(|l| l.contains(".m4s")).collect();
+    assert!(!segments.is_empty() && segments.iter().all(|l| l.contains("sig=")), "carried on: {text}");
+    let frames = video_frame_count(&format!("http://{http}/rec/live/g/index.m3u8?{query}"));
+    assert_eq!(frames, 100, "the span of 4 s plays whole with the signature");
+    let mp4 = video_frame_count(&format!("http://{http}/rec/live/g/clip.mp4?{query}"));
+    assert_eq!(mp4, 100, "and as one MP4");
 }

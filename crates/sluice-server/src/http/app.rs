@@ -20,7 +20,7 @@ use sluice_proto::http::file::content_type_for;
 use sluice_proto::http::path::{normalize, LibraryPath, PathError};
 use sluice_proto::http::{Body, Limits, Method, Reply, Request, Response, Status};
 
-use crate::access::{Access, Decision, Presented};
+use crate::access::Access;
 use crate::config::ClientsSection;
 use crate::http::hls::HlsRequest;
 use crate::http::limits::ClientLimits;
@@ -255,8 +255,14 @@ impl App {
         if sluice_store::is_reserved(path.relative()) {
             return Response::error(Status::NOT_FOUND).into();
         }
+        // A span of recordings is guarded as the recordings are.
+        let guarded = match crate::http::rec::guarded_path(raw_path).map(|p| normalize(&p)) {
+            Some(Ok(recordings)) => recordings,
+            Some(Err(_)) => return Response::error(Status::NOT_FOUND).into(),
+            None => path.clone(),
+        };
         // Checked before the library is asked, so a refusal says nothing of what exists.
-        let carry = match self.access.as_ref().map(|access| check_access(access, req, &path, peer)) {
+        let carry = match self.access.as_ref().map(|access| check_access(access, req, &guarded, peer)) {
             // A key is refused with 403 whatever the reason: a player cannot answer a challenge.
             Some(Err(_)) if self.names_a_key(&path) => return forbidden().into(),
             Some(Err(refused)) => return refused.into(),
@@ -276,8 +282,16 @@ impl App {
                 // when the listing, indexes and slices are at hand, else from a job.
                 let (app, raw_path) = (Arc::clone(self), raw_path.to_string());
                 return answer_later(req, move |req, may_block| {
-                    crate::http::rec::respond(&app.library, req, &raw_path, sending, may_block)
-                        .unwrap_or_else(|| Ok(Response::error(Status::NOT_FOUND)))
+                    let span = |req: &Request<'_>| {
+                        crate::http::rec::respond(&app.library, req, &raw_path, sending, may_block)
+                            .unwrap_or_else(|| Ok(Response::error(Status::NOT_FOUND)))
+                    };
+                    match carry.as_deref() {
+                        Some(carry) if is_manifest(&raw_path) => {
+                            whole(req, |whole| Ok(carry_on(span(whole)?, Some(carry))))
+                        }
+                        _ => span(req),
+                    }
                 });
             }
         }
@@ -316,16 +330,7 @@ impl App {
         if !is_manifest(path.relative()) {
             return self.answer(req, path, may_block);
         }
-        let conditional = ["range", "if-range", "if-none-match", "if-modified-since", "if-match"];
-        let headers: Vec<httparse::Header<'_>> = req
-            .headers
-            .iter()
-            .filter(|h| !conditional.iter().any(|c| h.name.eq_ignore_ascii_case(c)))
-            .copied()
-            .collect();
-        let whole =
-            Request { method: req.method, target: req.target, version: req.version, headers: &headers };
-        Ok(carry_on(self.answer(&whole, path, may_block)?, Some(carry)))
+        whole(req, |whole| Ok(carry_on(self.answer(whole, path, may_block)?, Some(carry))))
     }
 
     /// The response to a GET or HEAD of `path`; [`LibraryError::WouldBlock`] when it needs to
@@ -637,98 +642,9 @@ impl App {
     }
 }
 
-/// Whether the access policies let `req` read `path`: `Ok` with the credentials to carry on to
-/// the URLs a playlist lists, or the refusal to send (401 or 403, the same whether or not the
-/// path exists).
-fn check_access(
-    access: &Access,
-    req: &Request<'_>,
-    path: &LibraryPath,
-    peer: SocketAddr,
-) -> Result<Option<String>, Response> {
-    let full = crate::access::request_path(path);
-    let authorization = req.header("authorization").map(String::from_utf8_lossy);
-    let bearer = authorization.as_deref().and_then(crate::access::credential);
-    let method = req.method.as_str();
-    let presented = Presented {
-        path: &full,
-        query: req.query(),
-        bearer: bearer.as_deref(),
-        peer: peer.ip(),
-        authorization: authorization.as_deref(),
-        method,
-        target: crate::access::Target::Http(req.target),
-    };
-    let now = std::time::SystemTime::now();
-    match access.check(&presented, now) {
-        Decision::Allowed { carry } => Ok(carry),
-        Decision::Refused(reason) => {
-            let response = Response::error(Status(reason.status())).with_header("Cache-Control", "no-store");
-            Err(match (reason.status(), access.challenges(&full, now)) {
-                // A `users` path: Digest and Basic, as browsers, curl and players answer them.
-                (401, Some([digest, basic])) => {
-                    response.with_header("WWW-Authenticate", digest).with_header("WWW-Authenticate", basic)
-                }
-                (401, None) => response.with_header("WWW-Authenticate", "Bearer realm=\"sluice\""),
-                _ => response,
-            })
-        }
-    }
-}
-
 /// `/` and the decoded path of `path`, as `[[protect]]` prefixes name it.
 fn full_path(path: &LibraryPath) -> String {
     format!("/{}", path.relative())
-}
-
-/// A refusal that says nothing more (and is not kept by caches).
-fn forbidden() -> Response {
-    Response::error(Status::FORBIDDEN).with_header("Cache-Control", "no-store")
-}
-
-/// Whether a path names an HLS playlist, a DASH manifest or a thumbnails track (whose text lists
-/// other URLs).
-fn is_manifest(relative: &str) -> bool {
-    relative.ends_with(".m3u8") || relative.ends_with(".mpd") || relative.ends_with("/thumbs/thumbnails.vtt")
-}
-
-/// `response` with `carry` (a signed URL's or a token's parameters) appended to the URLs it
-/// lists, when it is a whole HLS playlist, DASH manifest or library page; anything else as it is.
-fn carry_on(mut response: Response, carry: Option<&str>) -> Response {
-    let Some(carry) = carry else { return response };
-    let content_type = response.header("content-type").unwrap_or("");
-    let rewrite: fn(&str, &str) -> String = if content_type.contains("mpegurl") {
-        crate::access::carry_into_m3u8
-    } else if content_type.contains("dash+xml") {
-        crate::access::carry_into_mpd
-    } else if content_type.starts_with("text/html") {
-        crate::access::carry_into_page
-    } else if content_type.starts_with("text/vtt") {
-        // Only a thumbnails track gets here (`is_manifest`): subtitles list no URLs.
-        crate::access::carry_into_thumbnail_vtt
-    } else {
-        return response;
-    };
-    if response.status != Status::OK {
-        return response;
-    }
-    let text = match &response.body {
-        Body::Bytes(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Body::Parts(parts) => {
-            let mut text = Vec::new();
-            for part in parts {
-                let Some(bytes) = part.in_memory() else { return response };
-                text.extend_from_slice(bytes);
-            }
-            String::from_utf8_lossy(&text).into_owned()
-        }
-        _ => return response,
-    };
-    response.body = Body::Bytes(Cow::Owned(rewrite(&text, carry).into_bytes()));
-    // The tag named the text without the credentials: a revalidation must not keep another
-    // token's URLs.
-    response.headers.retain(|(name, _)| !name.eq_ignore_ascii_case("etag"));
-    response
 }
 
 /// The answer to a request target that is no path (`*`, or an absolute URL without one).
@@ -775,9 +691,11 @@ fn listing_response(
 
 mod clips;
 mod connection;
+mod credentials;
 mod kinds;
 mod protection;
 
+use credentials::{carry_on, check_access, forbidden, is_manifest, whole};
 use kinds::route_kind;
 use protection::served_encrypted;
 

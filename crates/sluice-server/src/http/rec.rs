@@ -11,6 +11,9 @@
 //!   data sent from the recording files themselves (sendfile, splice or copy), or in an object
 //!   store's library from the cached slices of the recording objects.
 //!
+//! A span is guarded by the access policies of the recordings it is made of ([`guarded_path`]),
+//! and a URL's credentials are carried on to the segments its playlist or MPD lists.
+//!
 //! Owns the request's reading and the span's assembly. Which file holds which span is the
 //! recordings' timeline (`crate::record::timeline`); the segments are the files' own HLS and DASH
 //! resources (`/recordings/…/F.mp4/seg-N.m4s`), served as any file's are. It does not route.
@@ -72,6 +75,16 @@ fn span_path(raw_path: &str) -> Option<(&str, SpanAs)> {
 /// Whether `raw_path` (the request's path, not decoded) names a span.
 pub fn names_span(raw_path: &str) -> bool {
     span_path(raw_path).is_some()
+}
+
+/// The path whose access policy a span's request is checked against, when `raw_path` names a
+/// span: the same name in the live path's recordings folder (`/rec/live/cam1/clip.mp4` →
+/// `/recordings/live/cam1/clip.mp4`, still escaped). A span is made of those files, so whoever
+/// may not read them may not read it either, whatever the policies say of `/rec/`.
+pub fn guarded_path(raw_path: &str) -> Option<String> {
+    let (live, _) = span_path(raw_path)?;
+    let name = &raw_path[REC_PREFIX.len() + live.len()..];
+    Some(format!("/{}/{live}{name}", crate::record::RECORDINGS))
 }
 
 /// The answer to `raw_path` (the request's path, not decoded) when it names a span; `None`

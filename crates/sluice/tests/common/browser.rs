@@ -7,7 +7,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -22,11 +23,18 @@ pub static ONE_BROWSER_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// every engine by the tests without a browser (`hls`, `dash`, `codecs`, `iframes`, `hls_edge`).
 pub const BROWSER_ENGINE: &[&str] = &["--engine", "epoll", "--workers", "2"];
 
+/// The longest one DevTools command may take, a script awaiting playback included (the longest
+/// the tests await is a clip played to its end, under a minute): past it the browser is taken
+/// to be hung and the test fails saying so, rather than waiting as long as the suite runs.
+const CALL_LIMIT: Duration = Duration::from_secs(180);
+
 /// Chromium with its DevTools protocol on fds 3 (commands in) and 4 (replies out).
 pub struct Browser {
     process: sluice_harness::Process,
     commands: File,
-    replies: BufReader<File>,
+    /// The browser's messages, read off its pipe by a thread of their own so that a wait for
+    /// one is bounded ([`CALL_LIMIT`]); the channel closes with the pipe.
+    replies: mpsc::Receiver<Vec<u8>>,
     next_id: u64,
     /// The page session commands go to, once attached.
     pub session: Option<String>,
@@ -87,19 +95,23 @@ impl Browser {
             sluice_harness::Process::spawn_with_temp_log("chromium", cmd).unwrap_or_else(|e| panic!("{e}"));
         // SAFETY: the browser has its copies now; ours of its ends are closed, and the ends we
         // keep are owned by the Files from here on.
-        let (commands, replies) = unsafe {
+        let (commands, from_browser) = unsafe {
             libc::close(to_browser_r);
             libc::close(from_browser_w);
             (File::from_raw_fd(to_browser_w), File::from_raw_fd(from_browser_r))
         };
-        Browser {
-            process,
-            commands,
-            replies: BufReader::new(replies),
-            next_id: 0,
-            session: None,
-            _profile: profile,
-        }
+        let (sender, replies) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut from_browser = BufReader::new(from_browser);
+            loop {
+                let mut message = Vec::new();
+                match from_browser.read_until(0, &mut message) {
+                    Ok(n) if n > 0 && sender.send(message).is_ok() => {}
+                    _ => return,
+                }
+            }
+        });
+        Browser { process, commands, replies, next_id: 0, session: None, _profile: profile }
     }
 
     /// Sends a command (to the attached page, once attached) and waits for its reply, skipping
@@ -114,11 +126,26 @@ impl Browser {
         let mut bytes = serde_json::to_vec(&msg).unwrap();
         bytes.push(0);
         self.commands.write_all(&bytes).unwrap();
+        let deadline = std::time::Instant::now() + CALL_LIMIT;
         loop {
-            let mut buf = Vec::new();
-            let n = self.replies.read_until(0, &mut buf).unwrap();
-            assert!(n > 0, "the browser closed its DevTools pipe during {method}");
-            buf.pop();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let mut buf = match self.replies.recv_timeout(left) {
+                Ok(buf) => buf,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!(
+                        "the browser closed its DevTools pipe during {method}{}",
+                        self.process.log_tail(20)
+                    )
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!(
+                    "the browser did not answer {method} within {CALL_LIMIT:?} ({params}){}",
+                    self.process.log_tail(20),
+                    params = msg["params"].to_string().chars().take(300).collect::<String>()
+                ),
+            };
+            if buf.last() == Some(&0) {
+                buf.pop();
+            }
             let reply: Value = serde_json::from_slice(&buf).unwrap();
             if reply["id"] == json!(id) {
                 assert!(reply.get("error").is_none(), "{method}: {reply}");

@@ -75,3 +75,21 @@ pub fn live_entry(server: &Server, path: &str) -> Option<serde_json::Value> {
     let streams: serde_json::Value = serde_json::from_str(&server.streams()).ok()?;
     streams["live"].as_array()?.iter().find(|e| e["path"] == path).cloned()
 }
+
+/// A live viewer's count of the frames of a 4 s publish (`PUBLISHED_FRAMES`, 100 at 25 fps), as
+/// ffprobe printed it with its `stderr`: the viewer joins within a second of the path being
+/// listed (at most 25 frames in, as the encoder starts ahead of real time only by its
+/// lookahead), at the keyframe before its PLAY (at most a GOP, 25 frames, earlier), so it cannot
+/// see more than was published and misses at most those 50. `since` is when the path was listed.
+pub fn assert_live_viewer_frames(path: &str, (frames, stderr): (String, String), since: std::time::Instant) {
+    let frames: u64 =
+        frames.parse().unwrap_or_else(|_| panic!("{path}: ffprobe counted {frames:?}: {stderr}"));
+    assert!(
+        frames <= PUBLISHED_FRAMES && frames + 50 >= PUBLISHED_FRAMES,
+        "{path}: ffprobe read {frames} of {PUBLISHED_FRAMES} frames published, done {:?} after it was listed",
+        since.elapsed()
+    );
+}
+
+/// Frames a live test publishes: 4 s at 25 fps.
+pub const PUBLISHED_FRAMES: u64 = 100;
