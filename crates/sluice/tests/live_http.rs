@@ -3,7 +3,8 @@
 //! playlists are live ones (program dates, no playlist type nor `EXT-X-ENDLIST`), the MPD is
 //! dynamic, and ffprobe reads the HLS stream live and counts the frames published; once the
 //! publishers finish, the playlists end and the MPD turns static, and ffprobe reads every
-//! published frame of both streams over DASH and HLS. With `publish_takeover`, a second
+//! published frame of both streams over DASH and HLS; the admin dashboard charts the two live
+//! paths and what each brings in. With `publish_takeover`, a second
 //! publisher of a path takes it over and the first is cut off.
 
 // A test that unwraps fails with the value it did not expect, which is what a test should do.
@@ -18,9 +19,46 @@ use common::*;
 
 rtsp_matrix!(live_paths_play_over_hls_and_dash);
 
-/// Published: 4 s at 25 fps, a keyframe every 25 frames.
+/// Published: 4 s at 25 fps (`PUBLISHED_FRAMES`), a keyframe every 25 frames.
 const PUBLISHED_SECS: u32 = 4;
-const PUBLISHED_FRAMES: u64 = 100;
+
+/// The first sample the admin listener's dashboard stream (`/events`) holds, in its history or
+/// within 5 s, that `wanted` accepts; else what the samples said of live paths.
+fn dashboard_sample(
+    server: &Server,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> Result<serde_json::Value, Vec<String>> {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(server.admin_addr()).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
+    s.write_all(&get("/events", &[])).unwrap();
+    let mut events = std::io::BufReader::new(s);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let (mut line, mut seen) = (String::new(), Vec::new());
+    while std::time::Instant::now() < deadline {
+        line.clear();
+        match events.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {
+                let Some(data) = line.strip_prefix("data: ") else { continue };
+                let Ok(data) = serde_json::from_str::<serde_json::Value>(data) else { continue };
+                // The history first (an array of the samples so far), then a sample a second.
+                let samples = match data {
+                    serde_json::Value::Array(history) => history,
+                    sample => vec![sample],
+                };
+                for sample in samples {
+                    if wanted(&sample) {
+                        return Ok(sample);
+                    }
+                    seen.push(sample["live"].to_string());
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    Err(seen)
+}
 
 fn text(server: &Server, target: &str) -> (u16, String) {
     let r = fetch_get(server.addr(), target, &[]);
@@ -68,6 +106,14 @@ fn live_paths_play_over_hls_and_dash(engine: &[&str]) {
         (entry["hls"].as_str(), entry["dash"].as_str()),
         (Some("/live/x/master.m3u8"), Some("/live/x/manifest.mpd"))
     );
+    // The dashboard charts the live paths and what each brings in.
+    let sample = dashboard_sample(&server, |s| {
+        s["live"]["paths"].as_f64() == Some(2.0)
+            && s["live"]["kbps"]["/live/x"].as_f64().is_some_and(|k| k > 0.0)
+    });
+    if let Err(seen) = sample {
+        panic!("no dashboard sample counts two live paths and /live/x's kb/s: {seen:?}");
+    }
 
     assert!(h264.finished() && hevc.finished(), "the publishers finished cleanly");
     // ffprobe joined at the first segment and read to the end of the stream: every frame.
