@@ -8,7 +8,8 @@
 //! A file appears (renamed from a reserved name) only with its first segment in it, and the
 //! library serves a growing fragmented MP4 up to its last complete fragment, so a recording is
 //! a title at once, over HTTP, HLS, DASH and RTSP, and a crash, even SIGKILL, loses at most the
-//! segment being appended. Files are not synced to disk per segment: what the kernel holds
+//! segment being appended (a file it dies before renaming is deleted by the next run's
+//! retention turn). Files are not synced to disk per segment: what the kernel holds
 //! survives the process, and a machine crash may lose the last seconds written.
 //!
 //! An object store's library (`s3://…`) cannot have files appended to, so there the files grow
@@ -52,6 +53,10 @@ const POLL: Duration = Duration::from_millis(250);
 
 /// How often retention is applied.
 const RETENTION_EVERY: Duration = Duration::from_secs(10);
+
+/// How old a recording's temporary file must be to be taken for a crash's leftover: the
+/// recorder's own lasts only from its creation to its rename, the first segment's write.
+const LEFTOVER_AGE: Duration = Duration::from_secs(60);
 
 /// One `[[record]]` rule.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -242,6 +247,7 @@ impl Recorder {
             });
             if now >= retention_at {
                 retention_at = now + RETENTION_EVERY;
+                sweep_leftovers(&self.root.join(RECORDINGS), 0);
                 let open: Vec<PathBuf> =
                     recordings.iter().filter_map(|r| r.file.as_ref().map(|f| f.path.clone())).collect();
                 for rule in &self.rules {
@@ -362,6 +368,34 @@ fn retire<F>(rule: &RecordConfig, mut files: Vec<(F, SystemTime, u64)>, mut dele
     }
 }
 
+/// Deletes the temporary files under `dir` (recursively, a few levels) that a recorder died
+/// between creating and renaming ([`Recorder::create`]): hidden from the library by their
+/// reserved names, they would otherwise stay for ever. Returns how many it deleted.
+fn sweep_leftovers(dir: &Path, depth: usize) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let temporary = format!("{}rec-", sluice_store::RESERVED_PREFIX);
+    let mut deleted = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        let path = entry.path();
+        if meta.is_dir() && depth < 8 {
+            deleted += sweep_leftovers(&path, depth + 1);
+        } else if meta.is_file()
+            && entry.file_name().to_string_lossy().starts_with(&temporary)
+            && meta.modified().is_ok_and(|m| m.elapsed().is_ok_and(|age| age > LEFTOVER_AGE))
+        {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(file = %path.display(), "a recording's temporary file, left by a crash, deleted");
+                    deleted += 1;
+                }
+                Err(e) => tracing::warn!(file = %path.display(), "a crash's temporary file not deleted: {e}"),
+            }
+        }
+    }
+    deleted
+}
+
 /// The recording files under `dir` (recursively, a few levels): path, modification time, length.
 fn collect_files(dir: &Path, out: &mut Vec<(PathBuf, SystemTime, u64)>, depth: usize) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -376,5 +410,37 @@ fn collect_files(dir: &Path, out: &mut Vec<(PathBuf, SystemTime, u64)>, depth: u
         {
             out.push((path, meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crashs_temporary_recording_files_are_swept_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join(RECORDINGS).join("live/cam1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let long_ago = SystemTime::now() - Duration::from_secs(600);
+        let write = |name: &str, modified: SystemTime| {
+            File::create(dir.join(name)).unwrap().set_modified(modified).unwrap();
+        };
+        // A crash's, one being written now, a recording, and another kind of reserved file.
+        write(".sluice-rec-2026-11-28T08-30-00.250Z.mp4", long_ago);
+        write(".sluice-rec-2026-11-28T08-40-00.250Z.mp4", SystemTime::now());
+        write("2026-11-28T08-20-00.250Z.mp4", long_ago);
+        write(".sluice-upload-x", long_ago);
+        assert_eq!(sweep_leftovers(&root.path().join(RECORDINGS), 0), 1);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [".sluice-rec-2026-11-28T08-40-00.250Z.mp4", ".sluice-upload-x", "2026-11-28T08-20-00.250Z.mp4"]
+        );
     }
 }

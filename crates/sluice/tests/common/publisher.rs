@@ -22,6 +22,9 @@ pub const H265_OPUS: [&str; 8] = [
 /// A publishing ffmpeg.
 pub struct Publisher(pub Child);
 
+/// The longest [`Publisher::finished`] waits.
+pub const PUBLISH_LIMIT: std::time::Duration = std::time::Duration::from_secs(180);
+
 impl Publisher {
     /// Sends `sig` to it.
     pub fn signal(&self, sig: libc::c_int) {
@@ -29,9 +32,24 @@ impl Publisher {
         unsafe { libc::kill(self.0.id() as i32, sig) };
     }
 
-    /// Waits for it to end; whether it succeeded.
+    /// Waits for it to end; whether it succeeded. A publish lasts its `secs` in real time (a
+    /// minute at most here): one still running [`PUBLISH_LIMIT`] after this is asked (a server
+    /// that stopped reading holds ffmpeg's writes for ever) is killed, and has not succeeded.
     pub fn finished(&mut self) -> bool {
-        self.0.wait().is_ok_and(|s| s.success())
+        let deadline = std::time::Instant::now() + PUBLISH_LIMIT;
+        loop {
+            match self.0.try_wait() {
+                Ok(Some(status)) => return status.success(),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                Ok(None) | Err(_) => {
+                    let _ = self.0.kill();
+                    let _ = self.0.wait();
+                    return false;
+                }
+            }
+        }
     }
 }
 
