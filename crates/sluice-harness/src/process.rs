@@ -271,10 +271,12 @@ impl Drop for Process {
 }
 
 /// Runs `command` to its end with a time limit, its stdout and stderr captured (stdin null):
-/// its status and both outputs. One that overruns `limit` is interrupted (SIGINT, so a program
+/// its status and both outputs. One that overruns `limit` is asked to stop (SIGTERM, so a program
 /// that cleans up on it, such as the lab, stops what it started), killed (by its pid) if it is
 /// still there [`INTERRUPT_GRACE`] later, and reaped; that is the error, with the last lines
-/// it wrote. For short tools (ffprobe, ffmpeg, a CLI under test) and bounded runs, not servers.
+/// it wrote. SIGTERM rather than SIGINT: a program started in the background by a shell has
+/// SIGINT ignored from the start, and a shell script cannot even trap it then. For short tools
+/// (ffprobe, ffmpeg, a CLI under test) and bounded runs, not servers.
 pub fn run_bounded(command: &mut Command, limit: Duration) -> Result<std::process::Output, HarnessError> {
     use std::io::Read;
     let what = format!("{:?}", command.get_program());
@@ -313,7 +315,7 @@ pub fn run_bounded(command: &mut Command, limit: Duration) -> Result<std::proces
             Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             Ok(None) => {
                 // Not reaped yet, so the pid is still this child's.
-                sys::signal_process(child.id() as i32, libc::SIGINT);
+                sys::signal_process(child.id() as i32, libc::SIGTERM);
                 let grace = Instant::now() + INTERRUPT_GRACE;
                 while matches!(child.try_wait(), Ok(None)) && Instant::now() < grace {
                     std::thread::sleep(Duration::from_millis(50));
@@ -343,7 +345,7 @@ pub fn run_bounded(command: &mut Command, limit: Duration) -> Result<std::proces
     Ok(std::process::Output { status, stdout: taken(&out), stderr: taken(&err) })
 }
 
-/// How long a program that overran its limit has to stop after SIGINT before it is killed.
+/// How long a program that overran its limit has to stop after SIGTERM before it is killed.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(15);
 
 #[cfg(test)]
@@ -364,15 +366,15 @@ mod tests {
             (out.status.code(), &out.stdout[..], &out.stderr[..]),
             (Some(4), &b"out\n"[..], &b"err\n"[..])
         );
-        // An overrun is interrupted first (a program that cleans up on SIGINT gets to), and the
-        // error tells where it had got to.
-        let script = "trap 'echo cleaned up >&2; exit 3' INT; echo started; while :; do sleep 0.05; done";
+        // An overrun is asked to stop first (a program that cleans up on SIGTERM gets to), and
+        // the error tells where it had got to.
+        let script = "trap 'echo cleaned up >&2; exit 3' TERM; echo started; while :; do sleep 0.05; done";
         let began = Instant::now();
         let err = run_bounded(&mut shell(script), Duration::from_millis(300)).expect_err("overruns");
         let text = err.to_string();
         assert!(text.contains("to finish") && text.contains("started"), "{text}");
-        assert!(text.contains("cleaned up"), "interrupted before it was killed: {text}");
-        assert!(began.elapsed() < INTERRUPT_GRACE, "it stopped on the interrupt, not the kill");
+        assert!(text.contains("cleaned up"), "asked to stop before it was killed: {text}");
+        assert!(began.elapsed() < INTERRUPT_GRACE, "it stopped when asked, not on the kill");
     }
 
     #[test]

@@ -40,8 +40,8 @@ fn lab(args: &[&str], out: &Path, env: &[(&str, &str)]) -> Value {
     let mut cmd = Command::new(sluice_lab());
     cmd.arg("run").args(args).arg("--quick").arg("--no-progress").arg("--out").arg(out);
     cmd.envs(env.iter().copied());
-    // A quick experiment takes under two minutes here; one that never ends is interrupted (the
-    // lab stops what it started) and fails with where it had got to, not with the suite's time.
+    // A quick experiment takes under two minutes here; one that never ends is asked to stop (the
+    // lab stops what it started on SIGTERM) and fails with where it had got to, not with the suite's time.
     let (status, stdout, stderr) = common::run_bounded(&mut cmd, LAB_RUN_LIMIT);
     assert!(
         status.success(),
