@@ -256,13 +256,15 @@ impl App {
             return Response::error(Status::NOT_FOUND).into();
         }
         // A span of recordings is guarded as the recordings are.
-        let guarded = match crate::http::rec::guarded_path(raw_path).map(|p| normalize(&p)) {
-            Some(Ok(recordings)) => recordings,
+        // (Only a span's path is made; any other request is checked as it is, with no copy.)
+        let recordings = match crate::http::rec::guarded_path(raw_path).map(|p| normalize(&p)) {
+            Some(Ok(recordings)) => Some(recordings),
             Some(Err(_)) => return Response::error(Status::NOT_FOUND).into(),
-            None => path.clone(),
+            None => None,
         };
+        let guarded = recordings.as_ref().unwrap_or(&path);
         // Checked before the library is asked, so a refusal says nothing of what exists.
-        let carry = match self.access.as_ref().map(|access| check_access(access, req, &guarded, peer)) {
+        let carry = match self.access.as_ref().map(|access| check_access(access, req, guarded, peer)) {
             // A key is refused with 403 whatever the reason: a player cannot answer a challenge.
             Some(Err(_)) if self.names_a_key(&path) => return forbidden().into(),
             Some(Err(refused)) => return refused.into(),
